@@ -1,0 +1,409 @@
+/*
+ * srl.h - a host-wide rate limiter for pre-forked servers.
+ *
+ * OVERVIEW
+ *
+ * A server calls srl_acquire() before handling each request and gets back a
+ * decision: allowed or not, how many requests remain, and how long to wait
+ * (the value of an HTTP 429's Retry-After).  A policy says "at most N
+ * requests per key per window"; a key is any byte string the caller chooses
+ * (user id, API key, client address).
+ *
+ * Three layers, usable separately:
+ *
+ *   1. The pure core (srl_state_*): each algorithm is a state machine over a
+ *      fixed-size, pointer-free block of bytes, with time passed in.  It does
+ *      no I/O, takes no lock and allocates nothing.  Embedders may keep these
+ *      states in their own storage.
+ *
+ *   2. The limiter (srl_limiter): one handle over one of three stores
+ *        - srl_open_shared():    a table in a named POSIX shared-memory
+ *                                segment, shared by every process of the host
+ *                                that opens the same name (PHP-FPM, Apache
+ *                                prefork workers);
+ *        - srl_open_anonymous(): the same table in an anonymous shared
+ *                                mapping, for a parent that creates the
+ *                                limiter and then forks its workers;
+ *        - srl_open_local():     an in-process store (liburcu lock-free hash
+ *                                table) for one threaded process.
+ *      The same srl_acquire / srl_evict_idle / srl_stats calls work on all.
+ *
+ *   3. Header helpers: Retry-After, RateLimit-Policy and RateLimit field
+ *      values (IETF httpapi ratelimit-headers draft).
+ *
+ * ERRORS
+ *
+ * Every function that can fail returns int: 0 (SRL_OK) or a non-negative
+ * count on success, one of the negative SRL_E* codes below on failure.  A
+ * failing call changes nothing unless its description says otherwise.
+ * srl_strerror() names any code.  Where an error comes from the operating
+ * system (SRL_ESYS), errno still holds the cause when the call returns.
+ *
+ * TIME
+ *
+ * Time is a monotonic count of nanoseconds (CLOCK_MONOTONIC by default).  It
+ * is read inside the key's lock, so a caller that waited for the lock never
+ * brings a stale time in.  Elapsed time that comes out negative (a ticker
+ * that went backwards) counts as zero.  All arithmetic is integer; no
+ * floating point is used on the decision path.
+ *
+ * THREADS AND PROCESSES
+ *
+ * A limiter handle may be used by any number of threads at once.  A shared
+ * or anonymous limiter stays valid in children after fork(); an in-process
+ * (local) limiter must be created after fork, in the process that uses it.
+ * srl_close() must not race with other calls on the same handle.
+ *
+ * CAVEATS
+ *
+ *   - Keys are identified by a 128-bit keyed fingerprint (SipHash, random
+ *     key per segment), not by their bytes; two distinct keys share a state
+ *     with probability below n^2 / 2^129 for n live keys.
+ *   - A shared segment is trusted by every process that can open it: anyone
+ *     with write access can change any key's state.  Segments are created
+ *     0600 and their owner and mode are checked at open; see docs/design.md.
+ *   - A worker killed while it holds a bucket lock is repaired by the next
+ *     process that takes the lock: the request in flight is rolled back and
+ *     every slot of the bucket is validated (see srl_stats.recovered).
+ */
+#ifndef SRL_H
+#define SRL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define SRL_API __attribute__((visibility("default")))
+#else
+#define SRL_API
+#endif
+
+#define SRL_VERSION_MAJOR 0
+#define SRL_VERSION_MINOR 1
+#define SRL_VERSION_PATCH 0
+
+/* ---------------------------------------------------------------- errors */
+
+enum {
+    SRL_OK = 0,
+    SRL_EINVAL = -1,          /* an argument is invalid (NULL, bad flag, ...) */
+    SRL_EPOLICY = -2,         /* the policy is invalid or cannot be parsed */
+    SRL_ECOST = -3,           /* cost is 0 or larger than the policy's permits */
+    SRL_EKEY = -4,            /* key is empty or longer than SRL_KEY_MAX */
+    SRL_ENOMEM = -5,          /* out of memory */
+    SRL_ENOBUFS = -6,         /* the output buffer is too small */
+    SRL_ENOENT = -7,          /* no such segment, or the key is not tracked */
+    SRL_EEXIST = -8,          /* the segment exists and SRL_EXCL was given */
+    SRL_EMISMATCH = -9,       /* the segment has another policy or geometry */
+    SRL_EFOREIGN = -10,       /* the object at that name is not an srl segment */
+    SRL_EVERSION = -11,       /* srl segment of another layout version or ABI */
+    SRL_ECORRUPT = -12,       /* the segment's header or table is inconsistent */
+    SRL_ESTALE = -13,         /* its creator died before finishing it: unlink it */
+    SRL_EACCES = -14,         /* permission denied, or owner/mode refused */
+    SRL_ENOSPC = -15,         /* no space left on the shared-memory filesystem */
+    SRL_ETIMEDOUT = -16,      /* a lock or the segment's creator did not answer */
+    SRL_ENOTRECOVERABLE = -17,/* a bucket's lock can no longer be used */
+    SRL_ENOTSUP = -18,        /* not supported by this kind of limiter */
+    SRL_ESYS = -19            /* another operating-system error; see errno */
+};
+
+/* A static English description of code; never NULL, even for unknown codes. */
+SRL_API const char *srl_strerror(int code);
+
+/* ---------------------------------------------------------------- policy */
+
+typedef enum srl_algorithm {
+    SRL_TOKEN_BUCKET = 0,     /* burst of N, then N per window (default) */
+    SRL_SLIDING_LOG = 1,      /* exact: at most N in any window-long span */
+    SRL_SLIDING_COUNTER = 2,  /* two fixed-window counts, weighted estimate */
+    SRL_GCRA = 3              /* token-bucket semantics in one 64-bit word */
+} srl_algorithm;
+
+/* Limits enforced by srl_policy_validate(). */
+#define SRL_PERMITS_MAX UINT32_MAX               /* permits per window */
+#define SRL_SLIDING_LOG_PERMITS_MAX 4096u        /* its state is 8 B per permit */
+#define SRL_WINDOW_MAX_NS (3660ull * 86400 * 1000000000ull) /* 3660 days, ~10 years */
+
+typedef struct srl_policy {
+    srl_algorithm algorithm;
+    uint32_t permits;         /* N: 1..SRL_PERMITS_MAX */
+    uint64_t window_ns;       /* window length: 1..SRL_WINDOW_MAX_NS */
+} srl_policy;
+
+/*
+ * Parse "ALGO:N/WINDOW" or "N/WINDOW" (token bucket).  ALGO is one of
+ * token_bucket, sliding_log, sliding_counter, gcra.  WINDOW is a positive
+ * integer with an optional count before the unit: "1m", "15m", "500ms",
+ * "s" (= 1s).  Units: ns, us, ms, s, m, h, d.
+ * Returns 0, or SRL_EPOLICY (text malformed or the result invalid), or
+ * SRL_EINVAL (NULL argument).  *out is written only on success.
+ */
+SRL_API int srl_policy_parse(const char *text, srl_policy *out);
+
+/* 0 if p is valid, else SRL_EPOLICY (or SRL_EINVAL for NULL). */
+SRL_API int srl_policy_validate(const srl_policy *p);
+
+/*
+ * Write the canonical text of p ("token_bucket:100/1m", the largest unit
+ * that divides the window exactly) into buf, NUL-terminated.  Returns the
+ * length written (excluding the NUL), SRL_EPOLICY for an invalid policy, or
+ * SRL_ENOBUFS if len is too small.  SRL_POLICY_TEXT_MAX always suffices.
+ */
+#define SRL_POLICY_TEXT_MAX 64
+SRL_API int srl_policy_format(const srl_policy *p, char *buf, size_t len);
+
+/* "token_bucket", ... ; NULL for an unknown value. */
+SRL_API const char *srl_algorithm_name(srl_algorithm a);
+
+/* -------------------------------------------------------------- decision */
+
+/* srl_decision.flags */
+#define SRL_DECISION_UNTRACKED 0x1u /* table full: decided by on_full, not by a state */
+#define SRL_DECISION_DEGRADED 0x2u  /* lock timed out: decided by on_full, see srl_acquire */
+
+typedef struct srl_decision {
+    int allowed;              /* 1 allowed, 0 denied */
+    uint32_t limit;           /* the policy's permits */
+    uint32_t remaining;       /* requests of cost 1 still allowed now */
+    uint64_t retry_after_ns;  /* 0 when allowed; else the wait until this cost passes */
+    uint64_t reset_after_ns;  /* until the key is at rest (indistinguishable from new) */
+    unsigned flags;           /* SRL_DECISION_* */
+} srl_decision;
+
+/* ---------------------------------------------------------------- ticker */
+
+/* Monotonic nanoseconds.  Called inside the key's lock, so it must not call srl. */
+typedef uint64_t (*srl_ticker_fn)(void *ctx);
+
+typedef struct srl_ticker {
+    srl_ticker_fn now;        /* NULL means CLOCK_MONOTONIC */
+    void *ctx;
+} srl_ticker;
+
+/* CLOCK_MONOTONIC in nanoseconds (the default ticker). */
+SRL_API uint64_t srl_monotonic_ns(void *ignored);
+
+/* ------------------------------------------------------- the pure core */
+
+/*
+ * Bytes of state one key needs under policy p, or 0 if p is invalid.  States
+ * are pointer-free and position-independent: they may be copied, kept in
+ * shared memory or on disk, and need 8-byte alignment.
+ */
+SRL_API size_t srl_state_size(const srl_policy *p);
+
+/* Make state a fresh key's state at time now.  Returns 0 or SRL_EPOLICY/EINVAL. */
+SRL_API int srl_state_init(const srl_policy *p, void *state, uint64_t now);
+
+/*
+ * Ask for cost permits at time now.  Fills *d and returns 0; the state is
+ * written only if the request is allowed (a denied request takes nothing).
+ * Errors: SRL_ECOST (cost 0 or cost > permits: such a request can never
+ * pass), SRL_EPOLICY, SRL_EINVAL; on error neither state nor *d changes.
+ */
+SRL_API int srl_state_acquire(const srl_policy *p, void *state, uint64_t now,
+                              uint32_t cost, srl_decision *d);
+
+/* The decision srl_state_acquire would give, without changing state. */
+SRL_API int srl_state_peek(const srl_policy *p, const void *state, uint64_t now,
+                           uint32_t cost, srl_decision *d);
+
+/*
+ * 1 if state at time now is indistinguishable from a fresh state (dropping
+ * it changes no future decision), 0 if not, negative on invalid arguments.
+ */
+SRL_API int srl_state_at_rest(const srl_policy *p, const void *state, uint64_t now);
+
+/*
+ * 1 if state satisfies every invariant of its algorithm at time now, 0 if
+ * not.  Crash repair resets states that fail this check.
+ */
+SRL_API int srl_state_valid(const srl_policy *p, const void *state, uint64_t now);
+
+/* -------------------------------------------------------------- limiter */
+
+typedef struct srl_limiter srl_limiter;   /* opaque */
+
+typedef enum srl_on_full {
+    SRL_ON_FULL_ALLOW = 0,    /* table full: allow and count it (default) */
+    SRL_ON_FULL_DENY = 1      /* table full: deny and count it */
+} srl_on_full;
+
+#define SRL_KEY_MAX 4096u           /* longest key srl_acquire accepts, bytes */
+#define SRL_KEY_DISPLAY_MAX 255u    /* longest display copy kept per key */
+#define SRL_CAPACITY_MAX (1ull << 32)
+
+typedef struct srl_config {
+    srl_policy policy;
+    uint64_t capacity;        /* keys to hold; rounded up to whole buckets */
+    uint32_t key_display;     /* leading key bytes kept for rlctl, 0..255 (default 0) */
+    uint32_t mode;            /* permissions of a created segment (default 0600) */
+    srl_on_full on_full;      /* what a full table (or a stuck lock) decides */
+    uint32_t lock_timeout_ms; /* bounded lock wait (default 1000) */
+    srl_ticker ticker;        /* time source (default CLOCK_MONOTONIC) */
+} srl_config;
+
+/* Defaults: token_bucket:100/1m, capacity 65536, display 0, mode 0600,
+ * allow on full, 1000 ms lock timeout, CLOCK_MONOTONIC. */
+SRL_API void srl_config_init(srl_config *cfg);
+
+/* srl_open_shared() flags */
+#define SRL_CREATE 0x1u       /* create the segment if it does not exist */
+#define SRL_EXCL 0x2u         /* with SRL_CREATE: fail with SRL_EEXIST if it exists */
+
+/*
+ * Open the segment /dev/shm/NAME (name: "/" then 1..200 of [A-Za-z0-9._-];
+ * the leading "/" may be omitted).  Any number of processes may race to
+ * create it: exactly one initialises it, the others wait (bounded) until it
+ * is ready.  An existing segment is used only if its policy and capacity
+ * equal cfg's: otherwise SRL_EMISMATCH.  Without SRL_CREATE, cfg may be NULL:
+ * the segment's own policy and geometry are adopted (cfg->ticker, timeouts
+ * and on_full are taken from cfg when it is given).
+ * Errors: SRL_EINVAL, SRL_EPOLICY, SRL_ENOENT, SRL_EEXIST, SRL_EMISMATCH,
+ * SRL_EFOREIGN, SRL_EVERSION, SRL_ECORRUPT, SRL_ESTALE, SRL_EACCES,
+ * SRL_ENOSPC, SRL_ETIMEDOUT, SRL_ENOMEM, SRL_ESYS.  On error *out is NULL
+ * and nothing was created.
+ */
+SRL_API int srl_open_shared(const char *name, const srl_config *cfg,
+                            unsigned flags, srl_limiter **out);
+
+/* The same table in an anonymous MAP_SHARED mapping: create, then fork. */
+SRL_API int srl_open_anonymous(const srl_config *cfg, srl_limiter **out);
+
+/* The in-process store (liburcu).  cfg->capacity bounds the number of keys. */
+SRL_API int srl_open_local(const srl_config *cfg, srl_limiter **out);
+
+/* Unmap and free the handle; the segment itself stays.  NULL is a no-op. */
+SRL_API void srl_close(srl_limiter *lim);
+
+/* Remove the segment's name.  Processes that have it open keep using it. */
+SRL_API int srl_unlink(const char *name);
+
+/*
+ * Decide one request of the given cost for key[0..len).  Returns 0 with *d
+ * filled, or:
+ *   SRL_EKEY             len == 0 or len > SRL_KEY_MAX
+ *   SRL_ECOST            cost == 0 or cost > permits
+ *   SRL_ETIMEDOUT        the key's bucket lock was held longer than
+ *                        lock_timeout_ms (its owner is alive but stuck)
+ *   SRL_ENOTRECOVERABLE  the bucket's lock is permanently unusable
+ * On SRL_ETIMEDOUT and SRL_ENOTRECOVERABLE *d is still filled, from
+ * on_full, with SRL_DECISION_DEGRADED set, so a caller that ignores the
+ * error gets the configured fail-open or fail-closed answer.  On other
+ * errors *d is untouched.  A full table is not an error: *d comes from
+ * on_full with SRL_DECISION_UNTRACKED set.
+ */
+SRL_API int srl_acquire(srl_limiter *lim, const void *key, size_t len,
+                        uint32_t cost, srl_decision *d);
+
+/* The decision a request of cost would get, changing nothing.
+ * SRL_ENOENT if the key is not tracked (a new key would be allowed). */
+SRL_API int srl_peek(srl_limiter *lim, const void *key, size_t len,
+                     uint32_t cost, srl_decision *d);
+
+/* Forget one key (it starts fresh).  SRL_ENOENT if it was not tracked. */
+SRL_API int srl_reset_key(srl_limiter *lim, const void *key, size_t len);
+
+/* Drop every state that is at rest; returns how many, or a negative error.
+ * Takes one bucket lock at a time; workers keep running. */
+SRL_API int64_t srl_evict_idle(srl_limiter *lim);
+
+typedef struct srl_stats {
+    uint64_t capacity;        /* slots in the table */
+    uint64_t used;            /* keys tracked now */
+    uint64_t allowed;         /* decisions, all time */
+    uint64_t denied;
+    uint64_t full;            /* requests decided by on_full: no slot free */
+    uint64_t recovered;       /* buckets repaired after a dead lock owner */
+    uint64_t reset_slots;     /* states reset to fresh by repair (failed validation) */
+    uint64_t evicted;         /* at-rest states reclaimed (evict_idle and inserts) */
+    uint64_t timeouts;        /* lock waits that timed out */
+} srl_stats;
+
+/* Sum the per-bucket counters (no shared counter exists on the hot path). */
+SRL_API int srl_stats_get(srl_limiter *lim, srl_stats *out);
+
+typedef enum srl_store_kind {
+    SRL_STORE_SHARED = 0, SRL_STORE_ANONYMOUS = 1, SRL_STORE_LOCAL = 2
+} srl_store_kind;
+
+typedef struct srl_info {
+    srl_store_kind kind;
+    srl_policy policy;
+    srl_on_full on_full;
+    uint64_t capacity;        /* slots */
+    uint32_t key_display;
+    uint32_t slots_per_bucket;
+    uint64_t buckets;
+    uint64_t segment_bytes;   /* 0 for a local limiter */
+    uint32_t slot_bytes;
+    uint32_t mode;            /* permission bits of the segment */
+    uint32_t owner_uid;
+    int32_t creator_pid;
+    uint64_t created_unix_ns; /* wall-clock time of creation */
+    char name[256];           /* segment name, "" if none */
+} srl_info;
+
+SRL_API int srl_info_get(srl_limiter *lim, srl_info *out);
+
+/* One tracked key, as srl_foreach shows it. */
+typedef struct srl_entry {
+    const unsigned char *display; /* leading key bytes kept (not NUL-terminated) */
+    uint32_t display_len;
+    uint32_t key_len;         /* full length of the key */
+    uint8_t fingerprint[16];
+    uint64_t allowed;         /* this key's admitted requests (saturating) */
+    uint64_t denied;
+    uint64_t last_ns;         /* ticker time of its last admitted request */
+    srl_decision now;         /* srl_peek for cost 1 at the time of the visit */
+    int at_rest;
+} srl_entry;
+
+/* Return nonzero to stop the walk. The entry is valid only during the call. */
+typedef int (*srl_foreach_fn)(const srl_entry *e, void *ctx);
+
+/*
+ * Visit every tracked key, one bucket lock at a time (never the whole
+ * table: workers keep running, and keys may come and go during the walk).
+ * Returns the number of keys visited, or a negative error.  fn must not call
+ * srl on the same limiter.
+ */
+SRL_API int64_t srl_foreach(srl_limiter *lim, srl_foreach_fn fn, void *ctx);
+
+/*
+ * Verify every invariant of the table (header, geometry, tags against
+ * fingerprints, each key in one of its candidate buckets, no duplicate
+ * keys, every state valid, no pending undo record), one bucket lock at a
+ * time.  Each problem is reported to fn (may be NULL) as one line of text.
+ * Returns the number of problems found (0: healthy), or a negative error.
+ * SRL_ENOTSUP for a local limiter.
+ */
+typedef void (*srl_report_fn)(void *ctx, const char *problem);
+SRL_API int64_t srl_check(srl_limiter *lim, srl_report_fn fn, void *ctx);
+
+/* ------------------------------------------------------ header helpers */
+
+/*
+ * Retry-After value: whole seconds, rounded up ("7" for 6.000000001 s);
+ * "0" for an allowed decision.  Returns the length written or SRL_ENOBUFS.
+ */
+SRL_API int srl_format_retry_after(const srl_decision *d, char *buf, size_t len);
+
+/* RateLimit-Policy value, e.g. "default";q=100;w=60 (w in seconds, rounded
+ * up).  name must be a non-empty token ([A-Za-z0-9_.-]); NULL means "default". */
+SRL_API int srl_format_ratelimit_policy(const srl_policy *p, const char *name,
+                                        char *buf, size_t len);
+
+/* RateLimit value, e.g. "default";r=42;t=17: r remaining, t seconds (rounded
+ * up) until the quota resets (the retry time when denied). */
+SRL_API int srl_format_ratelimit(const srl_decision *d, const char *name,
+                                 char *buf, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SRL_H */

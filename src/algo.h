@@ -1,0 +1,50 @@
+/*
+ * algo.h - the algorithm table: one vtable per srl_algorithm (internal).
+ *
+ * Each algorithm is a pure state machine over a fixed-size, pointer-free
+ * block of bytes.  Functions here take no lock, do no I/O and never read a
+ * clock: time comes in as `now`.  Callers (state.c, the stores) have already
+ * validated the policy and the cost (1 <= cost <= permits); the functions
+ * assert that, they do not re-check it.
+ *
+ * Contract shared by every algorithm:
+ *   - decide() fills *d; if commit is nonzero and the request is allowed it
+ *     writes the new state, otherwise it never writes the state.
+ *   - elapsed time that is negative counts as zero; a state's time fields
+ *     never move backwards.
+ *   - at_rest(): the state is indistinguishable from init(now).
+ *   - valid(): every invariant holds (used by crash repair).
+ *   - last_ns(): time of the last admitted request (for "rlctl list --sort
+ *     recent"); 0 if none is known.
+ */
+#ifndef SRL_ALGO_H
+#define SRL_ALGO_H
+
+#include <stdbool.h>
+#include "srl.h"
+
+struct srl__algo {
+    const char *name;
+    size_t (*size)(const srl_policy *p);
+    void (*init)(const srl_policy *p, void *state, uint64_t now);
+    void (*decide)(const srl_policy *p, void *state, uint64_t now, uint32_t cost,
+                   int commit, srl_decision *d);
+    bool (*at_rest)(const srl_policy *p, const void *state, uint64_t now);
+    bool (*valid)(const srl_policy *p, const void *state, uint64_t now);
+    uint64_t (*last_ns)(const srl_policy *p, const void *state);
+};
+
+/* The vtable for a, or NULL for an unknown value. */
+const struct srl__algo *srl__algo_get(srl_algorithm a);
+
+extern const struct srl__algo srl__algo_token_bucket;
+extern const struct srl__algo srl__algo_sliding_log;
+extern const struct srl__algo srl__algo_sliding_counter;
+extern const struct srl__algo srl__algo_gcra;
+
+/* Integer helpers shared by the algorithms (algo_common.c). */
+typedef unsigned __int128 srl__u128;
+uint64_t srl__sat_add(uint64_t a, uint64_t b);          /* a + b, saturating */
+uint64_t srl__ceil_div128(srl__u128 n, uint64_t d);     /* ceil(n / d), saturating at UINT64_MAX */
+
+#endif

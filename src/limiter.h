@@ -1,0 +1,62 @@
+/*
+ * limiter.h - srl_limiter, the facade over the stores (internal).
+ *
+ * limiter.c owns argument checking (key length, cost, NULLs) and the
+ * dispatch; a store implements struct srl__store_ops and may assume its
+ * arguments were checked: key non-NULL with 1 <= len <= SRL_KEY_MAX,
+ * 1 <= cost <= policy.permits, out pointers non-NULL.
+ *
+ * Stores: shm_*.c (shared and anonymous segments), local.c (liburcu).
+ * Neither knows how rates are computed: they hand a state and `now` to the
+ * algorithm vtable (algo.h) under the key's lock.
+ */
+#ifndef SRL_LIMITER_H
+#define SRL_LIMITER_H
+
+#include "algo.h"
+#include "srl.h"
+
+struct srl__store_ops {
+    int (*acquire)(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
+                   srl_decision *d);
+    int (*peek)(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
+                srl_decision *d);
+    int (*reset_key)(srl_limiter *lim, const void *key, size_t len);
+    int64_t (*evict_idle)(srl_limiter *lim);
+    int (*stats)(srl_limiter *lim, srl_stats *out);
+    int (*info)(srl_limiter *lim, srl_info *out);
+    int64_t (*foreach)(srl_limiter *lim, srl_foreach_fn fn, void *ctx);
+    int64_t (*check)(srl_limiter *lim, srl_report_fn fn, void *ctx); /* may be NULL */
+    void (*close)(srl_limiter *lim);
+};
+
+/* Common head of every limiter; a store allocates the whole handle and
+ * keeps its own fields in `impl`. */
+struct srl_limiter {
+    const struct srl__store_ops *ops;
+    const struct srl__algo *algo;   /* srl__algo_get(policy.algorithm) */
+    srl_policy policy;
+    srl_on_full on_full;
+    uint32_t lock_timeout_ms;
+    srl_ticker ticker;              /* .now never NULL once opened */
+    void *impl;
+};
+
+/* Fill the common head from a validated config (ticker defaulted). */
+void srl__limiter_init(srl_limiter *lim, const struct srl__store_ops *ops,
+                       const srl_config *cfg);
+
+/* Read the limiter's ticker.  Call inside the key's lock. */
+static inline uint64_t srl__now(const srl_limiter *lim)
+{
+    return lim->ticker.now(lim->ticker.ctx);
+}
+
+/* The decision on_full gives, with the given SRL_DECISION_* flag. */
+void srl__decide_on_full(const srl_limiter *lim, unsigned flag, srl_decision *d);
+
+/* Checks a config before a store uses it: policy, capacity, display, mode.
+ * Returns 0, SRL_EINVAL or SRL_EPOLICY. */
+int srl__config_check(const srl_config *cfg);
+
+#endif

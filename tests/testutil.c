@@ -1,0 +1,39 @@
+/* testutil.c - see testutil.h. */
+#include "testutil.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+uint64_t fake_clock_read(void *ctx)
+{
+    return __atomic_load_n(&((fake_clock *)ctx)->now, __ATOMIC_SEQ_CST);
+}
+
+fake_clock *fake_clock_shared(uint64_t start)
+{
+    fake_clock *c = mmap(NULL, sizeof *c, PROT_READ | PROT_WRITE,
+                         MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (c == MAP_FAILED) {
+        perror("mmap");
+        abort();
+    }
+    c->now = start;
+    return c;
+}
+
+srl_ticker fake_ticker(fake_clock *c)
+{
+    srl_ticker t = {fake_clock_read, c};
+    return t;
+}
+
+const char *unique_name(const char *tag)
+{
+    static __thread char buf[128];
+    static unsigned counter;
+    snprintf(buf, sizeof buf, "/srl-test-%ld-%u-%s", (long)getpid(),
+             __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED), tag);
+    return buf;
+}
