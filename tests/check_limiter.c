@@ -1,0 +1,171 @@
+/*
+ * check_limiter.c - the facade's contract, identical for every store.
+ *
+ * Each test runs against the anonymous shared store and the local store
+ * (a loop test over `kinds`), so a store that forgets a check is caught.
+ */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "srl.h"
+#include "testutil.h"
+
+static srl_limiter *open_kind(int kind, uint32_t permits, fake_clock *clk)
+{
+    srl_config cfg;
+    srl_config_init(&cfg);
+    cfg.policy = (srl_policy){SRL_TOKEN_BUCKET, permits, 1 * SEC};
+    cfg.capacity = 64;
+    cfg.ticker = fake_ticker(clk);
+    srl_limiter *lim = NULL;
+    int rc = kind == 0 ? srl_open_anonymous(&cfg, &lim) : srl_open_local(&cfg, &lim);
+    ck_assert_int_eq(rc, 0);
+    ck_assert_ptr_nonnull(lim);
+    return lim;
+}
+
+START_TEST(empty_and_oversized_keys_are_rejected_with_ekey_and_change_nothing)
+{
+    fake_clock *clk = fake_clock_shared(0);
+    srl_limiter *lim = open_kind(_i, 5, clk);
+    srl_decision d = {.allowed = 42};
+    char *big = malloc(SRL_KEY_MAX + 1);
+    memset(big, 'k', SRL_KEY_MAX + 1);
+
+    ck_assert_int_eq(srl_acquire(lim, "", 0, 1, &d), SRL_EKEY);
+    ck_assert_int_eq(srl_acquire(lim, big, SRL_KEY_MAX + 1, 1, &d), SRL_EKEY);
+    ck_assert_int_eq(d.allowed, 42); /* untouched on error */
+    ck_assert_int_eq(srl_peek(lim, "", 0, 1, &d), SRL_EKEY);
+    ck_assert_int_eq(srl_reset_key(lim, big, SRL_KEY_MAX + 1), SRL_EKEY);
+
+    /* the longest allowed key works, and nothing was tracked by the failures */
+    srl_stats st;
+    ck_assert_int_eq(srl_stats_get(lim, &st), 0);
+    ck_assert_uint_eq(st.used, 0);
+    ck_assert_int_eq(srl_acquire(lim, big, SRL_KEY_MAX, 1, &d), 0);
+    ck_assert_int_eq(d.allowed, 1);
+    ck_assert_uint_eq(d.remaining, 4);
+    free(big);
+    srl_close(lim);
+}
+END_TEST
+
+START_TEST(cost_zero_or_above_the_limit_is_ecost_and_takes_nothing)
+{
+    fake_clock *clk = fake_clock_shared(0);
+    srl_limiter *lim = open_kind(_i, 5, clk);
+    srl_decision d;
+    ck_assert_int_eq(srl_acquire(lim, "alice", 5, 0, &d), SRL_ECOST);
+    ck_assert_int_eq(srl_acquire(lim, "alice", 5, 6, &d), SRL_ECOST);
+    ck_assert_int_eq(srl_acquire(lim, "alice", 5, 5, &d), 0);
+    ck_assert_int_eq(d.allowed, 1);
+    ck_assert_uint_eq(d.remaining, 0);
+    srl_close(lim);
+}
+END_TEST
+
+START_TEST(null_arguments_are_einval)
+{
+    fake_clock *clk = fake_clock_shared(0);
+    srl_limiter *lim = open_kind(_i, 5, clk);
+    srl_decision d;
+    srl_stats st;
+    srl_info info;
+    ck_assert_int_eq(srl_acquire(NULL, "a", 1, 1, &d), SRL_EINVAL);
+    ck_assert_int_eq(srl_acquire(lim, "a", 1, 1, NULL), SRL_EINVAL);
+    ck_assert_int_eq(srl_acquire(lim, NULL, 1, 1, &d), SRL_EINVAL);
+    ck_assert_int_eq(srl_stats_get(lim, NULL), SRL_EINVAL);
+    ck_assert_int_eq(srl_stats_get(NULL, &st), SRL_EINVAL);
+    ck_assert_int_eq(srl_info_get(NULL, &info), SRL_EINVAL);
+    ck_assert_int_eq(srl_foreach(lim, NULL, NULL), SRL_EINVAL);
+    ck_assert_int_eq(srl_evict_idle(NULL), SRL_EINVAL);
+    srl_close(NULL); /* a no-op, not a crash */
+    srl_close(lim);
+}
+END_TEST
+
+START_TEST(reset_and_peek_of_an_untracked_key_are_enoent)
+{
+    fake_clock *clk = fake_clock_shared(0);
+    srl_limiter *lim = open_kind(_i, 5, clk);
+    srl_decision d;
+    ck_assert_int_eq(srl_peek(lim, "nobody", 6, 1, &d), SRL_ENOENT);
+    ck_assert_int_eq(srl_reset_key(lim, "nobody", 6), SRL_ENOENT);
+    ck_assert_int_eq(srl_acquire(lim, "alice", 5, 5, &d), 0);
+    ck_assert_int_eq(srl_peek(lim, "alice", 5, 1, &d), 0);
+    ck_assert_int_eq(d.allowed, 0);
+    ck_assert_uint_eq(d.retry_after_ns, 200 * MS);
+    ck_assert_int_eq(srl_reset_key(lim, "alice", 5), 0);
+    ck_assert_int_eq(srl_acquire(lim, "alice", 5, 1, &d), 0);
+    ck_assert_uint_eq(d.remaining, 4); /* fresh again after reset */
+    srl_close(lim);
+}
+END_TEST
+
+START_TEST(invalid_configs_are_refused_before_anything_is_made)
+{
+    srl_config cfg;
+    srl_limiter *lim = (srl_limiter *)&cfg;
+    srl_config_init(&cfg);
+    cfg.policy.permits = 0;
+    ck_assert_int_eq(_i == 0 ? srl_open_anonymous(&cfg, &lim) : srl_open_local(&cfg, &lim),
+                     SRL_EPOLICY);
+    ck_assert_ptr_null(lim);
+    srl_config_init(&cfg);
+    cfg.capacity = 0;
+    ck_assert_int_eq(_i == 0 ? srl_open_anonymous(&cfg, &lim) : srl_open_local(&cfg, &lim),
+                     SRL_EINVAL);
+    srl_config_init(&cfg);
+    cfg.key_display = SRL_KEY_DISPLAY_MAX + 1;
+    ck_assert_int_eq(_i == 0 ? srl_open_anonymous(&cfg, &lim) : srl_open_local(&cfg, &lim),
+                     SRL_EINVAL);
+    ck_assert_int_eq(_i == 0 ? srl_open_anonymous(NULL, &lim) : srl_open_local(NULL, &lim),
+                     SRL_EINVAL);
+}
+END_TEST
+
+START_TEST(every_error_code_has_its_own_message)
+{
+    for (int a = SRL_ESYS; a <= SRL_OK; a++) {
+        ck_assert_ptr_nonnull(srl_strerror(a));
+        ck_assert_str_ne(srl_strerror(a), srl_strerror(1));
+        for (int b = a + 1; b <= SRL_OK; b++)
+            ck_assert_str_ne(srl_strerror(a), srl_strerror(b));
+    }
+    ck_assert_str_eq(srl_strerror(-1000), "unknown srl error");
+}
+END_TEST
+
+START_TEST(check_is_not_supported_on_a_local_limiter_and_healthy_on_a_new_segment)
+{
+    fake_clock *clk = fake_clock_shared(0);
+    srl_limiter *lim = open_kind(_i, 5, clk);
+    int64_t n = srl_check(lim, NULL, NULL);
+    if (_i == 0)
+        ck_assert_int_eq(n, 0);
+    else
+        ck_assert(n == SRL_ENOTSUP || n == 0);
+    srl_close(lim);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("limiter");
+    TCase *tc = tcase_create("facade");
+    /* loop index 0: anonymous shared store, 1: local store */
+    tcase_add_loop_test(tc, empty_and_oversized_keys_are_rejected_with_ekey_and_change_nothing, 0, 2);
+    tcase_add_loop_test(tc, cost_zero_or_above_the_limit_is_ecost_and_takes_nothing, 0, 2);
+    tcase_add_loop_test(tc, null_arguments_are_einval, 0, 2);
+    tcase_add_loop_test(tc, reset_and_peek_of_an_untracked_key_are_enoent, 0, 2);
+    tcase_add_loop_test(tc, invalid_configs_are_refused_before_anything_is_made, 0, 2);
+    tcase_add_test(tc, every_error_code_has_its_own_message);
+    tcase_add_loop_test(tc, check_is_not_supported_on_a_local_limiter_and_healthy_on_a_new_segment, 0, 2);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

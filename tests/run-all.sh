@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it: three builds of the tree, each with
+# -Wall -Wextra -Werror, and every suite that makes sense in each.
+#   build-test        plain: every suite (core, shared, local, tools, e2e)
+#   build-test-asan   AddressSanitizer + UndefinedBehaviorSanitizer: all but e2e
+#                     (apache2 and php cannot load an ASan-instrumented module)
+#   build-test-tsan   ThreadSanitizer: the in-process store (suite local)
+# Ends with one line "tests: N passed, N failed" over all three runs.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:halt_on_error=1
+export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$root/tests/tsan.supp"
+passed=0 failed=0 status=0
+
+run() { # run NAME MESON_SETUP_ARGS... -- MESON_TEST_ARGS...
+  local dir=$1; shift
+  local setup=() tests=()
+  while [ $# -gt 0 ] && [ "$1" != -- ]; do setup+=("$1"); shift; done
+  [ $# -gt 0 ] && shift
+  tests=("$@")
+  echo "=== $dir: meson setup ${setup[*]}"
+  if [ ! -d "$dir" ]; then
+    meson setup "$dir" "${setup[@]}" >/dev/null || { echo "setup of $dir failed"; status=1; return; }
+  else
+    meson setup --reconfigure "$dir" "${setup[@]}" >/dev/null || { echo "setup of $dir failed"; status=1; return; }
+  fi
+  if ! meson compile -C "$dir" >"$dir/compile.log" 2>&1; then
+    tail -40 "$dir/compile.log"; echo "build of $dir failed"; status=1; return
+  fi
+  meson test -C "$dir" --print-errorlogs --num-processes 2 "${tests[@]}"
+  local rc=$?
+  [ $rc -eq 0 ] || status=1
+  local p f
+  read -r p f < <(python3 - "$dir/meson-logs/testlog.json" <<'PY'
+import json, sys
+p = f = 0
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    if r.get("result") in ("OK", "EXPECTEDFAIL"): p += 1
+    else: f += 1
+print(p, f)
+PY
+)
+  passed=$((passed + p)); failed=$((failed + f))
+}
+
+run build-test -Dwerror=true -- 
+run build-test-asan -Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false -- \
+    --no-suite e2e --timeout-multiplier 3
+run build-test-tsan -Dwerror=true -Db_sanitize=thread -Db_lundef=false -- \
+    --suite local --timeout-multiplier 4
+
+echo "tests: $passed passed, $failed failed"
+exit $status
