@@ -1,0 +1,150 @@
+/*
+ * algo_token_bucket.c - the token bucket (default algorithm), exact in integers.
+ *
+ * A bucket holds up to `permits` tokens and refills `permits` per window.
+ * To stay exact without floating point, a token is divided into W units
+ * (W = window_ns) and every elapsed nanosecond adds `permits` units:
+ * permits tokens per W ns, with no rounding at all.  `frac` holds the units
+ * of the token being refilled (0 <= frac < W).
+ *
+ * State (24 bytes, 8-byte aligned, pointer-free):
+ *   last_ns  time of the last refill that was stored (= last admitted
+ *            request, or init time); never moves backwards
+ *   frac     partial token, in units (< W); 0 whenever the bucket is full
+ *   tokens   whole tokens, 0..permits
+ *   pad      always 0
+ *
+ * Refill is computed on demand from the elapsed time and is compositional
+ * (refilling to t1 then to t2 gives the same as refilling to t2 directly,
+ * the cap included), which is why a denied request may skip storing it:
+ * it changes nothing.  Overflow: elapsed < 2^64 and permits < 2^32, so
+ * elapsed * permits + frac < 2^97 fits in 128 bits; (permits - tokens) * W
+ * < 2^91.
+ *
+ * Concurrency: none here; callers hold the key's lock (see algo.h).
+ */
+#include <assert.h>
+#include <string.h>
+
+#include "algo.h"
+
+struct tb_state {
+    uint64_t last_ns;
+    uint64_t frac;
+    uint32_t tokens;
+    uint32_t pad;
+};
+
+_Static_assert(sizeof(struct tb_state) == 24, "token bucket state is 24 bytes");
+
+/* The bucket's level at `now`, without writing it. */
+static void tb_refill(const srl_policy *p, const struct tb_state *s, uint64_t now,
+                      uint32_t *tokens, uint64_t *frac)
+{
+    uint64_t elapsed = now > s->last_ns ? now - s->last_ns : 0;
+    if (s->tokens >= p->permits) {
+        *tokens = p->permits;
+        *frac = 0;
+        return;
+    }
+    srl__u128 units = (srl__u128)s->frac + (srl__u128)elapsed * p->permits;
+    srl__u128 add = units / p->window_ns;
+    if (add >= (srl__u128)(p->permits - s->tokens)) {
+        *tokens = p->permits;
+        *frac = 0;
+    } else {
+        *tokens = s->tokens + (uint32_t)add;
+        *frac = (uint64_t)(units % p->window_ns);
+    }
+}
+
+/* Nanoseconds until a bucket at (tokens, frac) holds `want` tokens. */
+static uint64_t tb_wait(const srl_policy *p, uint32_t tokens, uint64_t frac, uint32_t want)
+{
+    if (tokens >= want)
+        return 0;
+    srl__u128 missing = (srl__u128)(want - tokens) * p->window_ns - frac;
+    return srl__ceil_div128(missing, p->permits);
+}
+
+static size_t tb_size(const srl_policy *p)
+{
+    (void)p;
+    return sizeof(struct tb_state);
+}
+
+static void tb_init(const srl_policy *p, void *state, uint64_t now)
+{
+    struct tb_state s = {.last_ns = now, .frac = 0, .tokens = p->permits, .pad = 0};
+    memcpy(state, &s, sizeof s);
+}
+
+static void tb_decide(const srl_policy *p, void *state, uint64_t now, uint32_t cost,
+                      int commit, srl_decision *d)
+{
+    assert(cost >= 1 && cost <= p->permits);
+    struct tb_state *s = state;
+    uint32_t tokens;
+    uint64_t frac;
+    tb_refill(p, s, now, &tokens, &frac);
+
+    d->limit = p->permits;
+    d->flags = 0;
+    if (tokens >= cost) {
+        tokens -= cost;
+        d->allowed = 1;
+        d->remaining = tokens;
+        d->retry_after_ns = 0;
+        d->reset_after_ns = tb_wait(p, tokens, frac, p->permits);
+        if (commit) {
+            s->tokens = tokens;
+            s->frac = frac;
+            s->last_ns = now > s->last_ns ? now : s->last_ns;
+        }
+    } else {
+        d->allowed = 0;
+        d->remaining = tokens;
+        d->retry_after_ns = tb_wait(p, tokens, frac, cost);
+        d->reset_after_ns = tb_wait(p, tokens, frac, p->permits);
+    }
+}
+
+static bool tb_at_rest(const srl_policy *p, const void *state, uint64_t now)
+{
+    const struct tb_state *s = state;
+    uint32_t tokens;
+    uint64_t frac;
+    tb_refill(p, s, now, &tokens, &frac);
+    /* Full, and no stored time ahead of now (a future last_ns would delay
+     * the refill after the next request, unlike a fresh state's). */
+    return tokens == p->permits && s->last_ns <= now;
+}
+
+static bool tb_valid(const srl_policy *p, const void *state, uint64_t now)
+{
+    (void)now;
+    const struct tb_state *s = state;
+    if (s->tokens > p->permits || s->frac >= p->window_ns || s->pad != 0)
+        return false;
+    if (s->tokens == p->permits && s->frac != 0)
+        return false;
+    return true;
+}
+
+static uint64_t tb_last_ns(const srl_policy *p, const void *state)
+{
+    const struct tb_state *s = state;
+    /* Every admission leaves fewer than permits tokens stored, so a stored
+     * full bucket was never written by a request. */
+    return s->tokens >= p->permits ? 0 : s->last_ns;
+}
+
+const struct srl__algo srl__algo_token_bucket = {
+    .name = "token_bucket",
+    .size = tb_size,
+    .init = tb_init,
+    .decide = tb_decide,
+    .at_rest = tb_at_rest,
+    .valid = tb_valid,
+    .last_ns = tb_last_ns,
+};

@@ -1,0 +1,90 @@
+/*
+ * state.c - the public pure core: srl_state_* over the algorithm vtables.
+ *
+ * This file owns the argument checks the algorithms may assume (algo.h):
+ * a valid policy (else SRL_EPOLICY), non-NULL pointers (else SRL_EINVAL),
+ * 1 <= cost <= permits (else SRL_ECOST).  A failing call writes neither the
+ * state nor the decision.  Then it dispatches to srl__algo_get().
+ *
+ * No locks: the caller owns the state's storage and serialises access to
+ * it.  peek passes commit = 0, under which decide() never writes the state,
+ * so casting away const there is sound.
+ */
+#include "algo.h"
+
+/* The vtable for a valid p, else NULL with *rc set. */
+static const struct srl__algo *checked(const srl_policy *p, int *rc)
+{
+    *rc = srl_policy_validate(p);
+    return *rc == 0 ? srl__algo_get(p->algorithm) : NULL;
+}
+
+size_t srl_state_size(const srl_policy *p)
+{
+    int rc;
+    const struct srl__algo *a = checked(p, &rc);
+    return a ? a->size(p) : 0;
+}
+
+int srl_state_init(const srl_policy *p, void *state, uint64_t now)
+{
+    int rc;
+    const struct srl__algo *a = checked(p, &rc);
+    if (a == NULL)
+        return rc;
+    if (state == NULL)
+        return SRL_EINVAL;
+    a->init(p, state, now);
+    return 0;
+}
+
+static int decide(const srl_policy *p, const void *state, uint64_t now, uint32_t cost,
+                  int commit, srl_decision *d)
+{
+    int rc;
+    const struct srl__algo *a = checked(p, &rc);
+    if (a == NULL)
+        return rc;
+    if (state == NULL || d == NULL)
+        return SRL_EINVAL;
+    if (cost == 0 || cost > p->permits)
+        return SRL_ECOST;
+    a->decide(p, (void *)state, now, cost, commit, d);
+    return 0;
+}
+
+int srl_state_acquire(const srl_policy *p, void *state, uint64_t now, uint32_t cost,
+                      srl_decision *d)
+{
+    return decide(p, state, now, cost, 1, d);
+}
+
+int srl_state_peek(const srl_policy *p, const void *state, uint64_t now, uint32_t cost,
+                   srl_decision *d)
+{
+    return decide(p, state, now, cost, 0, d);
+}
+
+int srl_state_at_rest(const srl_policy *p, const void *state, uint64_t now)
+{
+    int rc;
+    const struct srl__algo *a = checked(p, &rc);
+    if (a == NULL)
+        return rc;
+    if (state == NULL)
+        return SRL_EINVAL;
+    return a->at_rest(p, state, now) ? 1 : 0;
+}
+
+/* 1 or 0; for an invalid policy or a NULL state, the negative error code
+ * (never 1, so "!= 1 means reset" stays safe for callers). */
+int srl_state_valid(const srl_policy *p, const void *state, uint64_t now)
+{
+    int rc;
+    const struct srl__algo *a = checked(p, &rc);
+    if (a == NULL)
+        return rc;
+    if (state == NULL)
+        return SRL_EINVAL;
+    return a->valid(p, state, now) ? 1 : 0;
+}
