@@ -1,0 +1,270 @@
+/*
+ * check_policy.c - policy text: parse, validate, format, algorithm names.
+ *
+ * Every malformed or invalid text is SRL_EPOLICY with the output untouched
+ * (a table-driven loop test); every valid policy survives format -> parse
+ * unchanged; the formatter picks the largest unit that divides the window.
+ */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "algo.h"
+#include "srl.h"
+#include "testutil.h"
+
+static const struct {
+    const char *text;
+    srl_algorithm algorithm;
+    uint32_t permits;
+    uint64_t window_ns;
+} good[] = {
+    {"token_bucket:100/1m", SRL_TOKEN_BUCKET, 100, 60 * SEC},
+    {"100/1m", SRL_TOKEN_BUCKET, 100, 60 * SEC},
+    {"sliding_log:5/15m", SRL_SLIDING_LOG, 5, 15 * 60 * SEC},
+    {"sliding_counter:10/m", SRL_SLIDING_COUNTER, 10, 60 * SEC},
+    {"gcra:10/1s", SRL_GCRA, 10, SEC},
+    {"5/s", SRL_TOKEN_BUCKET, 5, SEC},
+    {"5/500ms", SRL_TOKEN_BUCKET, 5, 500 * MS},
+    {"1/1ns", SRL_TOKEN_BUCKET, 1, 1},
+    {"1/ns", SRL_TOKEN_BUCKET, 1, 1},
+    {"3/250us", SRL_TOKEN_BUCKET, 3, 250000},
+    {"7/2h", SRL_TOKEN_BUCKET, 7, 2 * 3600 * SEC},
+    {"7/3d", SRL_TOKEN_BUCKET, 7, 3 * 86400 * SEC},
+    {"4294967295/1s", SRL_TOKEN_BUCKET, UINT32_MAX, SEC},
+    {"007/01s", SRL_TOKEN_BUCKET, 7, SEC},
+    {"1/3660d", SRL_TOKEN_BUCKET, 1, SRL_WINDOW_MAX_NS},
+    {"1/316224000000000000ns", SRL_TOKEN_BUCKET, 1, SRL_WINDOW_MAX_NS},
+    {"sliding_log:4096/1s", SRL_SLIDING_LOG, 4096, SEC},
+    {"sliding_counter:4294967295/3660d", SRL_SLIDING_COUNTER, UINT32_MAX, SRL_WINDOW_MAX_NS},
+};
+
+START_TEST(policy_parse_accepts_every_documented_form)
+{
+    srl_policy p;
+    memset(&p, 0xee, sizeof p);
+    ck_assert_msg(srl_policy_parse(good[_i].text, &p) == 0, "rejected %s", good[_i].text);
+    ck_assert_int_eq(p.algorithm, good[_i].algorithm);
+    ck_assert_uint_eq(p.permits, good[_i].permits);
+    ck_assert_uint_eq(p.window_ns, good[_i].window_ns);
+}
+END_TEST
+
+static const char *const bad[] = {
+    "",
+    "0/1s",
+    "5/0s",
+    "5/",
+    "/1s",
+    "5/1x",
+    "abc:5/1s",
+    "5/1s ",
+    " 5/1s",
+    "5 /1s",
+    "5/ 1s",
+    "-5/1s",
+    "+5/1s",
+    "5/-1s",
+    "5/+1s",
+    "4294967296/1s",
+    "99999999999999999999/1s",
+    "5/99999999999999999999ns",
+    "5/3661d",
+    "5/316224000000000001ns",
+    "5/213503982334601d",        /* count * unit overflows 64 bits */
+    "5/18446744073709552us",     /* ... and would wrap to 384 ns if unchecked */
+    "4294967301/1s",             /* 2^32 + 5: would truncate to 5 */
+    "18446744073709551621/1s",   /* 2^64 + 5: would wrap to 5 */
+    "5/18446744073709551615d",
+    "sliding_log:4097/1s",
+    "sliding_log:4294967295/1s",
+    "token_bucket:/1s",
+    "token_bucket5/1s",
+    ":5/1s",
+    "gcra::5/1s",
+    "Gcra:5/1s",
+    "token_bucket:5/1s:",
+    "5",
+    "5/1",
+    "5//1s",
+    "5/1s1",
+    "5/1S",
+    "5/1sec",
+    "5/1mss",
+    "5/0",
+    "5/00s",
+    "1.5/1s",
+    "5/1.5s",
+    "0x10/1s",
+    "5/1s\n",
+};
+
+START_TEST(policy_parse_rejects_malformed_text_with_epolicy_and_leaves_out_untouched)
+{
+    srl_policy p, before;
+    memset(&p, 0xab, sizeof p);
+    before = p;
+    ck_assert_msg(srl_policy_parse(bad[_i], &p) == SRL_EPOLICY, "accepted \"%s\"", bad[_i]);
+    ck_assert_mem_eq(&p, &before, sizeof p);
+}
+END_TEST
+
+START_TEST(policy_parse_with_null_arguments_is_einval)
+{
+    srl_policy p;
+    ck_assert_int_eq(srl_policy_parse(NULL, &p), SRL_EINVAL);
+    ck_assert_int_eq(srl_policy_parse("5/1s", NULL), SRL_EINVAL);
+}
+END_TEST
+
+START_TEST(policy_validate_enforces_every_limit)
+{
+    static const struct {
+        srl_policy p;
+        int rc;
+    } cases[] = {
+        {{SRL_TOKEN_BUCKET, 1, 1}, 0},
+        {{SRL_TOKEN_BUCKET, 0, SEC}, SRL_EPOLICY},
+        {{SRL_TOKEN_BUCKET, 5, 0}, SRL_EPOLICY},
+        {{SRL_TOKEN_BUCKET, 5, SRL_WINDOW_MAX_NS}, 0},
+        {{SRL_TOKEN_BUCKET, 5, SRL_WINDOW_MAX_NS + 1}, SRL_EPOLICY},
+        {{SRL_GCRA, UINT32_MAX, UINT64_MAX}, SRL_EPOLICY},
+        {{SRL_SLIDING_LOG, SRL_SLIDING_LOG_PERMITS_MAX, SEC}, 0},
+        {{SRL_SLIDING_LOG, SRL_SLIDING_LOG_PERMITS_MAX + 1, SEC}, SRL_EPOLICY},
+        {{SRL_SLIDING_COUNTER, SRL_SLIDING_LOG_PERMITS_MAX + 1, SEC}, 0},
+        {{(srl_algorithm)4, 5, SEC}, SRL_EPOLICY},
+        {{(srl_algorithm)-1, 5, SEC}, SRL_EPOLICY},
+    };
+    for (unsigned i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        ck_assert_msg(srl_policy_validate(&cases[i].p) == cases[i].rc, "case %u", i);
+    ck_assert_int_eq(srl_policy_validate(NULL), SRL_EINVAL);
+}
+END_TEST
+
+START_TEST(policy_format_writes_the_canonical_text_with_the_largest_exact_unit)
+{
+    static const struct {
+        srl_policy p;
+        const char *text;
+    } cases[] = {
+        {{SRL_TOKEN_BUCKET, 100, 60 * SEC}, "token_bucket:100/1m"},
+        {{SRL_TOKEN_BUCKET, 100, 90 * SEC}, "token_bucket:100/90s"},
+        {{SRL_GCRA, 10, 1500 * MS}, "gcra:10/1500ms"},
+        {{SRL_SLIDING_LOG, 5, 15 * 60 * SEC}, "sliding_log:5/15m"},
+        {{SRL_SLIDING_COUNTER, 1, 86400 * SEC}, "sliding_counter:1/1d"},
+        {{SRL_SLIDING_COUNTER, 1, 2 * 86400 * SEC + 3600 * SEC}, "sliding_counter:1/49h"},
+        {{SRL_TOKEN_BUCKET, 3, 1}, "token_bucket:3/1ns"},
+        {{SRL_TOKEN_BUCKET, 3, 1001}, "token_bucket:3/1001ns"},
+        {{SRL_TOKEN_BUCKET, 3, 2000}, "token_bucket:3/2us"},
+        {{SRL_TOKEN_BUCKET, UINT32_MAX, SRL_WINDOW_MAX_NS}, "token_bucket:4294967295/3660d"},
+        {{SRL_SLIDING_COUNTER, UINT32_MAX, SRL_WINDOW_MAX_NS - 1},
+         "sliding_counter:4294967295/316223999999999999ns"},
+    };
+    for (unsigned i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char buf[SRL_POLICY_TEXT_MAX];
+        int n = srl_policy_format(&cases[i].p, buf, sizeof buf);
+        ck_assert_int_eq(n, (int)strlen(cases[i].text));
+        ck_assert_str_eq(buf, cases[i].text);
+    }
+}
+END_TEST
+
+START_TEST(policy_format_needs_room_for_the_nul_and_writes_nothing_when_short)
+{
+    srl_policy p = {SRL_TOKEN_BUCKET, 100, 60 * SEC};   /* "token_bucket:100/1m", 19 chars */
+    char buf[32];
+    memset(buf, 'x', sizeof buf);
+    ck_assert_int_eq(srl_policy_format(&p, buf, 19), SRL_ENOBUFS);
+    ck_assert_int_eq(srl_policy_format(&p, buf, 0), SRL_ENOBUFS);
+    for (unsigned i = 0; i < sizeof buf; i++)
+        ck_assert_int_eq(buf[i], 'x');
+    ck_assert_int_eq(srl_policy_format(&p, buf, 20), 19);
+    ck_assert_str_eq(buf, "token_bucket:100/1m");
+    srl_policy bad = {SRL_TOKEN_BUCKET, 0, SEC};
+    ck_assert_int_eq(srl_policy_format(&bad, buf, sizeof buf), SRL_EPOLICY);
+    ck_assert_int_eq(srl_policy_format(NULL, buf, sizeof buf), SRL_EINVAL);
+    ck_assert_int_eq(srl_policy_format(&p, NULL, 10), SRL_EINVAL);
+}
+END_TEST
+
+START_TEST(policy_format_then_parse_returns_the_same_policy)
+{
+    /* windows built from every unit, awkward counts, and the extremes */
+    static const uint64_t windows[] = {
+        1, 2, 999, 1000, 1001, 999999, 1000000, 1500 * MS, SEC, 59 * SEC, 60 * SEC, 61 * SEC,
+        90 * SEC, 3600 * SEC, 86400 * SEC, 86400 * SEC + 1, 365ull * 86400 * SEC,
+        SRL_WINDOW_MAX_NS - 1, SRL_WINDOW_MAX_NS,
+    };
+    static const uint32_t permits[] = {1, 2, 3, 1000, 4096, 4097, 1u << 31, UINT32_MAX};
+    uint64_t seed = 0x9e3779b97f4a7c15ull;
+    unsigned checked = 0;
+    for (int a = 0; a < 4; a++)
+        for (unsigned w = 0; w < sizeof windows / sizeof windows[0] + 200; w++)
+            for (unsigned k = 0; k < sizeof permits / sizeof permits[0]; k++) {
+                uint64_t win;
+                if (w < sizeof windows / sizeof windows[0]) {
+                    win = windows[w];
+                } else {
+                    seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
+                    win = 1 + seed % SRL_WINDOW_MAX_NS;
+                }
+                srl_policy p = {(srl_algorithm)a, permits[k], win}, q;
+                if (srl_policy_validate(&p) != 0) {
+                    ck_assert(a == SRL_SLIDING_LOG && permits[k] > SRL_SLIDING_LOG_PERMITS_MAX);
+                    continue;
+                }
+                char buf[SRL_POLICY_TEXT_MAX];
+                int n = srl_policy_format(&p, buf, sizeof buf);
+                ck_assert_int_gt(n, 0);
+                ck_assert_int_eq(srl_policy_parse(buf, &q), 0);
+                ck_assert_int_eq(q.algorithm, p.algorithm);
+                ck_assert_uint_eq(q.permits, p.permits);
+                ck_assert_uint_eq(q.window_ns, p.window_ns);
+                checked++;
+            }
+    ck_assert_uint_gt(checked, 3000);
+}
+END_TEST
+
+START_TEST(algorithm_names_match_the_parser_and_unknown_values_are_null)
+{
+    ck_assert_str_eq(srl_algorithm_name(SRL_TOKEN_BUCKET), "token_bucket");
+    ck_assert_str_eq(srl_algorithm_name(SRL_SLIDING_LOG), "sliding_log");
+    ck_assert_str_eq(srl_algorithm_name(SRL_SLIDING_COUNTER), "sliding_counter");
+    ck_assert_str_eq(srl_algorithm_name(SRL_GCRA), "gcra");
+    ck_assert_ptr_null(srl_algorithm_name((srl_algorithm)4));
+    ck_assert_ptr_null(srl_algorithm_name((srl_algorithm)-1));
+    ck_assert_ptr_eq(srl__algo_get(SRL_TOKEN_BUCKET), &srl__algo_token_bucket);
+    ck_assert_ptr_eq(srl__algo_get(SRL_SLIDING_LOG), &srl__algo_sliding_log);
+    ck_assert_ptr_eq(srl__algo_get(SRL_SLIDING_COUNTER), &srl__algo_sliding_counter);
+    ck_assert_ptr_eq(srl__algo_get(SRL_GCRA), &srl__algo_gcra);
+    ck_assert_ptr_null(srl__algo_get((srl_algorithm)4));
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("policy");
+    TCase *tc = tcase_create("core");
+    tcase_add_loop_test(tc, policy_parse_accepts_every_documented_form, 0,
+                        sizeof good / sizeof good[0]);
+    tcase_add_loop_test(tc, policy_parse_rejects_malformed_text_with_epolicy_and_leaves_out_untouched,
+                        0, sizeof bad / sizeof bad[0]);
+    tcase_add_test(tc, policy_parse_with_null_arguments_is_einval);
+    tcase_add_test(tc, policy_validate_enforces_every_limit);
+    tcase_add_test(tc, policy_format_writes_the_canonical_text_with_the_largest_exact_unit);
+    tcase_add_test(tc, policy_format_needs_room_for_the_nul_and_writes_nothing_when_short);
+    tcase_add_test(tc, policy_format_then_parse_returns_the_same_policy);
+    tcase_add_test(tc, algorithm_names_match_the_parser_and_unknown_values_are_null);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
