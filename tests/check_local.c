@@ -1,0 +1,552 @@
+/*
+ * check_local.c - the in-process store (srl_open_local), single-threaded.
+ *
+ * The seed's Verification traces through the whole limiter (token bucket
+ * 5/s with evict_idle, sliding log 3/s, sliding counter 10/min with its
+ * 75.001 s edge), driven by a fake ticker; then what the store itself adds:
+ * capacity and on_full, reclaiming at-rest states when full, reset_key,
+ * peek, stats, foreach, info, check, argument errors, exact key matching,
+ * freeing every state at close, and closing a limiter inherited by fork.
+ * Race tests are in check_local_race.c.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "srl.h"
+#include "testutil.h"
+
+static srl_limiter *open_local(srl_algorithm algo, uint32_t permits, uint64_t window_ns,
+                               uint64_t capacity, srl_on_full on_full, fake_clock *clock)
+{
+    srl_config cfg;
+    srl_config_init(&cfg);
+    cfg.policy = (srl_policy){algo, permits, window_ns};
+    cfg.capacity = capacity;
+    cfg.on_full = on_full;
+    cfg.key_display = 4;
+    cfg.ticker = fake_ticker(clock);
+    srl_limiter *lim = NULL;
+    ck_assert_int_eq(srl_open_local(&cfg, &lim), 0);
+    ck_assert_ptr_nonnull(lim);
+    return lim;
+}
+
+static srl_decision acq(srl_limiter *lim, const char *key)
+{
+    srl_decision d;
+    memset(&d, 0xa5, sizeof d);
+    ck_assert_int_eq(srl_acquire(lim, key, strlen(key), 1, &d), 0);
+    return d;
+}
+
+#define ck_allowed(d, rem)                                   \
+    do {                                                     \
+        srl_decision d_ = (d);                               \
+        ck_assert_int_eq(d_.allowed, 1);                     \
+        ck_assert_uint_eq(d_.remaining, (rem));              \
+        ck_assert_uint_eq(d_.retry_after_ns, 0);             \
+        ck_assert_uint_eq(d_.flags, 0);                      \
+    } while (0)
+
+#define ck_denied(d, retry)                                  \
+    do {                                                     \
+        srl_decision d_ = (d);                               \
+        ck_assert_int_eq(d_.allowed, 0);                     \
+        ck_assert_uint_eq(d_.remaining, 0);                  \
+        ck_assert_uint_eq(d_.retry_after_ns, (retry));       \
+        ck_assert_uint_eq(d_.flags, 0);                      \
+    } while (0)
+
+static uint64_t used(srl_limiter *lim)
+{
+    srl_stats st;
+    ck_assert_int_eq(srl_stats_get(lim, &st), 0);
+    return st.used;
+}
+
+/* ------------------------------------------------------- seed traces */
+
+START_TEST(token_bucket_trace_of_the_seed_with_evict_idle)
+{
+    fake_clock *c = fake_clock_shared(0);
+    srl_limiter *lim = open_local(SRL_TOKEN_BUCKET, 5, SEC, 100, SRL_ON_FULL_ALLOW, c);
+    for (uint32_t i = 0; i < 5; i++)
+        ck_allowed(acq(lim, "alice"), 4 - i);          /* #1..#5 */
+    ck_denied(acq(lim, "alice"), 200 * MS);            /* #6 */
+    c->now = 100 * MS;
+    ck_denied(acq(lim, "alice"), 100 * MS);            /* #7: half a token */
+    c->now = 300 * MS;
+    ck_allowed(acq(lim, "alice"), 0);                  /* #8: 1.5 tokens */
+    ck_denied(acq(lim, "alice"), 100 * MS);            /* #9 */
+    ck_allowed(acq(lim, "bob"), 4);                    /* bob #1: new, full */
+    c->now = 1300 * MS;
+    ck_allowed(acq(lim, "alice"), 4);                  /* #10: capped at 5 */
+    ck_assert_int_eq(srl_evict_idle(lim), 1);          /* bob: 4 + 5 earned */
+    ck_assert_uint_eq(used(lim), 1);
+    srl_decision d;
+    ck_assert_int_eq(srl_peek(lim, "bob", 3, 1, &d), SRL_ENOENT);
+    ck_assert_int_eq(srl_peek(lim, "alice", 5, 1, &d), 0);
+    c->now = 1500 * MS;
+    ck_assert_int_eq(srl_evict_idle(lim), 1);          /* alice: 4 + 1 = 5 */
+    ck_assert_uint_eq(used(lim), 0);
+    srl_stats st;
+    ck_assert_int_eq(srl_stats_get(lim, &st), 0);
+    ck_assert_uint_eq(st.allowed, 8);                  /* alice 7, bob 1 */
+    ck_assert_uint_eq(st.denied, 3);
+    ck_assert_uint_eq(st.evicted, 2);
+    ck_assert_uint_eq(st.full, 0);
+    /* Eviction changed nothing: alice comes back full. */
+    ck_allowed(acq(lim, "alice"), 4);
+    srl_close(lim);
+}
+END_TEST
+
+START_TEST(sliding_log_trace_of_the_seed)
+{
+    fake_clock *c = fake_clock_shared(0);
+    srl_limiter *lim = open_local(SRL_SLIDING_LOG, 3, SEC, 100, SRL_ON_FULL_ALLOW, c);
+    ck_allowed(acq(lim, "alice"), 2);
+    c->now = 400 * MS;
+    ck_allowed(acq(lim, "alice"), 1);
+    c->now = 800 * MS;
+    ck_allowed(acq(lim, "alice"), 0);
+    c->now = 900 * MS;
+    ck_denied(acq(lim, "alice"), 100 * MS);  /* until the 0 ms entry leaves */
+    c->now = 1000 * MS;
+    ck_allowed(acq(lim, "alice"), 0);        /* half-open: 0 ms is out */
+    c->now = 1050 * MS;
+    ck_denied(acq(lim, "alice"), 350 * MS);  /* oldest live entry: 400 ms */
+    srl_close(lim);
+}
+END_TEST
+
+START_TEST(sliding_counter_trace_of_the_seed_turns_allowed_at_75_001_s)
+{
+    fake_clock *c = fake_clock_shared(50 * SEC);
+    srl_limiter *lim = open_local(SRL_SLIDING_COUNTER, 10, 60 * SEC, 100, SRL_ON_FULL_ALLOW, c);
+    for (uint32_t i = 0; i < 8; i++)
+        ck_allowed(acq(lim, "alice"), 9 - i);  /* window [0 s, 60 s) */
+    c->now = 69 * SEC;
+    ck_allowed(acq(lim, "alice"), 3);        /* estimate 6.8 before */
+    ck_allowed(acq(lim, "alice"), 2);        /* 7.8 */
+    ck_allowed(acq(lim, "alice"), 1);        /* 8.8 */
+    ck_allowed(acq(lim, "alice"), 0);        /* 9.8 */
+    /* 10.8: denied until the weight falls below 0.75, i.e. the first
+     * nanosecond after 75 s (at 75 s exactly the estimate is 10). */
+    ck_denied(acq(lim, "alice"), 6 * SEC + 1);
+    c->now = 75 * SEC;
+    ck_denied(acq(lim, "alice"), 1);
+    c->now = 75 * SEC + 1 * MS;
+    ck_allowed(acq(lim, "alice"), 0);        /* a hair under 10 */
+    srl_close(lim);
+}
+END_TEST
+
+/* ------------------------------------------------- capacity, on_full */
+
+START_TEST(a_full_table_allows_an_untracked_key_and_counts_it)
+{
+    fake_clock *c = fake_clock_shared(0);
+    srl_limiter *lim = open_local(SRL_TOKEN_BUCKET, 5, SEC, 2, SRL_ON_FULL_ALLOW, c);
+    ck_allowed(acq(lim, "a"), 4);
+    ck_allowed(acq(lim, "b"), 4);
+    srl_decision d = acq(lim, "c");
+    ck_assert_int_eq(d.allowed, 1);
+    ck_assert_uint_eq(d.flags, SRL_DECISION_UNTRACKED);
+    ck_assert_uint_eq(d.limit, 5);
+    ck_assert_uint_eq(d.retry_after_ns, 0);
+    ck_assert_int_eq(srl_peek(lim, "c", 1, 1, &d), SRL_ENOENT);
+    /* Tracked keys are still decided by their states. */
+    ck_allowed(acq(lim, "a"), 3);
+    srl_stats st;
+    ck_assert_int_eq(srl_stats_get(lim, &st), 0);
+    ck_assert_uint_eq(st.capacity, 2);
+    ck_assert_uint_eq(st.used, 2);
+    ck_assert_uint_eq(st.full, 1);
+    ck_assert_uint_eq(st.allowed, 4);  /* on_full decisions count too */
+    ck_assert_uint_eq(st.denied, 0);
+    ck_assert_uint_eq(st.evicted, 0);
+    srl_close(lim);
+}
+END_TEST
+
+START_TEST(a_full_table_denies_an_untracked_key_when_on_full_is_deny)
+{
+    fake_clock *c = fake_clock_shared(0);
+    srl_limiter *lim = open_local(SRL_TOKEN_BUCKET, 5, SEC, 1, SRL_ON_FULL_DENY, c);
+    ck_allowed(acq(lim, "a"), 4);
+    for (int i = 0; i < 3; i++) {
+        srl_decision d = acq(lim, "b");
+        ck_assert_int_eq(d.allowed, 0);
+        ck_assert_uint_eq(d.flags, SRL_DECISION_UNTRACKED);
+        ck_assert_uint_eq(d.retry_after_ns, SEC); /* one window */
+    }
+    srl_stats st;
+    ck_assert_int_eq(srl_stats_get(lim, &st), 0);
+    ck_assert_uint_eq(st.full, 3);
+    ck_assert_uint_eq(st.denied, 3);
+    ck_assert_uint_eq(st.allowed, 1);
+    srl_close(lim);
+}
+END_TEST
+
+START_TEST(an_insert_into_a_full_table_reclaims_states_at_rest)
+{
+    fake_clock *c = fake_clock_shared(0);
+    srl_limiter *lim = open_local(SRL_TOKEN_BUCKET, 5, SEC, 3, SRL_ON_FULL_DENY, c);
+    ck_allowed(acq(lim, "a"), 4);
+    ck_allowed(acq(lim, "b"), 4);
+    for (int i = 0; i < 5; i++)
+        acq(lim, "busy");                  /* empty: far from rest */
+    c->now = 400 * MS;                     /* a, b: 4 + 2 = 5 at rest; busy: 2 */
+    ck_allowed(acq(lim, "new"), 4);        /* reclaims a and b, not busy */
+    srl_stats st;
+    ck_assert_int_eq(srl_stats_get(lim, &st), 0);
+    ck_assert_uint_eq(st.evicted, 2);
+    ck_assert_uint_eq(st.used, 2);
+    ck_assert_uint_eq(st.full, 0);
+    srl_decision d;
+    ck_assert_int_eq(srl_peek(lim, "a", 1, 1, &d), SRL_ENOENT);
+    ck_assert_int_eq(srl_peek(lim, "busy", 4, 1, &d), 0);
+    ck_assert_uint_eq(d.remaining, 1);     /* 2 tokens, peek of cost 1 */
+    /* a returns as a fresh key: nothing it had was lost. */
+    ck_allowed(acq(lim, "a"), 4);
+    /* Table full again (busy, new, a) and nothing at rest: denied. */
+    d = acq(lim, "x");
+    ck_assert_int_eq(d.allowed, 0);
+    ck_assert_uint_eq(d.flags, SRL_DECISION_UNTRACKED);
+    srl_close(lim);
+}
+END_TEST
+
+/* ------------------------------------------------ reset, peek, stats */
+
+START_TEST(reset_key_forgets_a_key_and_keeps_its_counts_in_stats)
+{
+    fake_clock *c = fake_clock_shared(0);
+    srl_limiter *lim = open_local(SRL_TOKEN_BUCKET, 2, SEC, 10, SRL_ON_FULL_ALLOW, c);
+    ck_allowed(acq(lim, "k"), 1);
+    ck_allowed(acq(lim, "k"), 0);
+    ck_denied(acq(lim, "k"), 500 * MS);
+    ck_assert_int_eq(srl_reset_key(lim, "k", 1), 0);
+    ck_assert_uint_eq(used(lim), 0);
+    ck_assert_int_eq(srl_reset_key(lim, "k", 1), SRL_ENOENT);
+    ck_assert_int_eq(srl_reset_key(lim, "never", 5), SRL_ENOENT);
+    ck_allowed(acq(lim, "k"), 1);          /* fresh, though no time passed */
+    srl_stats st;
+    ck_assert_int_eq(srl_stats_get(lim, &st), 0);
+    ck_assert_uint_eq(st.allowed, 3);
+    ck_assert_uint_eq(st.denied, 1);
+    ck_assert_uint_eq(st.evicted, 0);      /* a reset is not an eviction */
+    ck_assert_uint_eq(st.used, 1);
+    ck_assert_uint_eq(st.recovered, 0);
+    ck_assert_uint_eq(st.reset_slots, 0);
+    ck_assert_uint_eq(st.timeouts, 0);
+    srl_close(lim);
+}
+END_TEST
+
+START_TEST(peek_changes_nothing_and_reports_an_untracked_key_as_enoent)
+{
+    fake_clock *c = fake_clock_shared(0);
+    srl_limiter *lim = open_local(SRL_TOKEN_BUCKET, 3, SEC, 10, SRL_ON_FULL_ALLOW, c);
+    srl_decision d;
+    ck_assert_int_eq(srl_peek(lim, "p", 1, 1, &d), SRL_ENOENT);
+    ck_assert_uint_eq(used(lim), 0);       /* peek creates nothing */
+    ck_allowed(acq(lim, "p"), 2);
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(srl_peek(lim, "p", 1, 2, &d), 0);
+        ck_assert_int_eq(d.allowed, 1);
+        ck_assert_uint_eq(d.remaining, 0);
+    }
+    ck_assert_int_eq(srl_peek(lim, "p", 1, 3, &d), 0);
+    ck_assert_int_eq(d.allowed, 0);
+    ck_allowed(acq(lim, "p"), 1);
+    srl_stats st;
+    ck_assert_int_eq(srl_stats_get(lim, &st), 0);
+    ck_assert_uint_eq(st.allowed, 2);      /* peeks are not decisions */
+    ck_assert_uint_eq(st.denied, 0);
+    srl_close(lim);
+}
+END_TEST
+
+START_TEST(keys_are_matched_on_every_byte_and_their_length)
+{
+    fake_clock *c = fake_clock_shared(0);
+    srl_limiter *lim = open_local(SRL_TOKEN_BUCKET, 1, SEC, 10, SRL_ON_FULL_ALLOW, c);
+    static unsigned char big[SRL_KEY_MAX];
+    memset(big, 'x', sizeof big);
+    srl_decision d;
+    ck_assert_int_eq(srl_acquire(lim, big, sizeof big, 1, &d), 0);
+    ck_assert_int_eq(d.allowed, 1);
+    ck_assert_int_eq(srl_acquire(lim, big, sizeof big - 1, 1, &d), 0);
+    ck_assert_int_eq(d.allowed, 1);        /* a prefix is another key */
+    big[sizeof big - 1] = 'y';
+    ck_assert_int_eq(srl_acquire(lim, big, sizeof big, 1, &d), 0);
+    ck_assert_int_eq(d.allowed, 1);        /* so is a last-byte change */
+    ck_assert_int_eq(srl_acquire(lim, "a\0b", 3, 1, &d), 0);
+    ck_assert_int_eq(d.allowed, 1);
+    ck_assert_int_eq(srl_acquire(lim, "a\0c", 3, 1, &d), 0);
+    ck_assert_int_eq(d.allowed, 1);        /* bytes after a NUL count */
+    ck_assert_int_eq(srl_acquire(lim, "a\0b", 3, 1, &d), 0);
+    ck_assert_int_eq(d.allowed, 0);        /* the same key again */
+    ck_assert_uint_eq(used(lim), 5);
+    ck_assert_int_eq(srl_acquire(lim, big, SRL_KEY_MAX + 1, 1, &d), SRL_EKEY);
+    ck_assert_int_eq(srl_acquire(lim, "", 0, 1, &d), SRL_EKEY);
+    ck_assert_int_eq(srl_acquire(lim, "a", 1, 2, &d), SRL_ECOST);
+    ck_assert_uint_eq(used(lim), 5);       /* errors changed nothing */
+    srl_close(lim);
+}
+END_TEST
+
+/* ------------------------------------------------- foreach, info, check */
+
+struct seen {
+    int n;
+    int stop_after;
+    char keys[8][8];
+    uint64_t allowed[8], denied[8];
+    uint32_t key_len[8], display_len[8];
+    int at_rest[8];
+    int now_allowed[8];
+    uint64_t last_ns[8];
+};
+
+static int collect(const srl_entry *e, void *ctx)
+{
+    struct seen *s = ctx;
+    if (s->n < 8) {
+        memcpy(s->keys[s->n], e->display, e->display_len);
+        s->keys[s->n][e->display_len] = 0;
+        s->allowed[s->n] = e->allowed;
+        s->denied[s->n] = e->denied;
+        s->key_len[s->n] = e->key_len;
+        s->display_len[s->n] = e->display_len;
+        s->at_rest[s->n] = e->at_rest;
+        s->now_allowed[s->n] = e->now.allowed;
+        s->last_ns[s->n] = e->last_ns;
+    }
+    s->n++;
+    return s->stop_after && s->n >= s->stop_after;
+}
+
+static int find_seen(const struct seen *s, const char *display)
+{
+    for (int i = 0; i < s->n && i < 8; i++)
+        if (strcmp(s->keys[i], display) == 0)
+            return i;
+    return -1;
+}
+
+START_TEST(foreach_visits_every_key_with_its_counts_and_display_prefix)
+{
+    fake_clock *c = fake_clock_shared(0);
+    srl_limiter *lim = open_local(SRL_TOKEN_BUCKET, 2, SEC, 10, SRL_ON_FULL_ALLOW, c);
+    c->now = 7 * MS;
+    acq(lim, "ab");
+    acq(lim, "ab");
+    acq(lim, "ab");                         /* 2 allowed, 1 denied */
+    acq(lim, "longkey");                    /* display: 4 bytes, "long" */
+    struct seen s = {0};
+    ck_assert_int_eq(srl_foreach(lim, collect, &s), 2);
+    ck_assert_int_eq(s.n, 2);
+    int i = find_seen(&s, "ab"), j = find_seen(&s, "long");
+    ck_assert_int_ge(i, 0);
+    ck_assert_int_ge(j, 0);
+    ck_assert_uint_eq(s.allowed[i], 2);
+    ck_assert_uint_eq(s.denied[i], 1);
+    ck_assert_uint_eq(s.key_len[i], 2);
+    ck_assert_uint_eq(s.display_len[i], 2);
+    ck_assert_int_eq(s.at_rest[i], 0);
+    ck_assert_int_eq(s.now_allowed[i], 0);  /* peek of cost 1: empty */
+    ck_assert_uint_eq(s.last_ns[i], 7 * MS);
+    ck_assert_uint_eq(s.allowed[j], 1);
+    ck_assert_uint_eq(s.key_len[j], 7);
+    ck_assert_uint_eq(s.display_len[j], 4);
+    ck_assert_int_eq(s.now_allowed[j], 1);  /* one token left */
+    c->now = 2 * SEC;
+    struct seen r = {0};
+    ck_assert_int_eq(srl_foreach(lim, collect, &r), 2);
+    ck_assert_int_eq(r.at_rest[0], 1);
+    ck_assert_int_eq(r.at_rest[1], 1);
+    struct seen one = {.stop_after = 1};
+    ck_assert_int_eq(srl_foreach(lim, collect, &one), 1); /* fn stopped it */
+    ck_assert_int_eq(srl_foreach(lim, NULL, NULL), SRL_EINVAL);
+    srl_close(lim);
+}
+END_TEST
+
+static int fingerprint_of(const srl_entry *e, void *ctx)
+{
+    memcpy(ctx, e->fingerprint, 16);
+    return 1;
+}
+
+START_TEST(foreach_gives_a_key_the_same_fingerprint_every_visit)
+{
+    fake_clock *c = fake_clock_shared(0);
+    srl_limiter *lim = open_local(SRL_TOKEN_BUCKET, 2, SEC, 10, SRL_ON_FULL_ALLOW, c);
+    acq(lim, "k1");
+    uint8_t f1[16], f2[16], zero[16] = {0};
+    ck_assert_int_eq(srl_foreach(lim, fingerprint_of, f1), 1);
+    ck_assert_int_eq(srl_foreach(lim, fingerprint_of, f2), 1);
+    ck_assert_mem_eq(f1, f2, 16);
+    ck_assert(memcmp(f1, zero, 16) != 0);
+    ck_assert_int_eq(srl_reset_key(lim, "k1", 2), 0);
+    acq(lim, "k2");
+    ck_assert_int_eq(srl_foreach(lim, fingerprint_of, f2), 1);
+    ck_assert(memcmp(f1, f2, 16) != 0);
+    srl_close(lim);
+}
+END_TEST
+
+START_TEST(info_describes_a_local_store_and_check_is_not_supported)
+{
+    fake_clock *c = fake_clock_shared(0);
+    srl_limiter *lim = open_local(SRL_SLIDING_COUNTER, 7, 60 * SEC, 1234, SRL_ON_FULL_DENY, c);
+    srl_info in;
+    memset(&in, 0x5a, sizeof in);
+    ck_assert_int_eq(srl_info_get(lim, &in), 0);
+    ck_assert_int_eq(in.kind, SRL_STORE_LOCAL);
+    ck_assert_int_eq(in.policy.algorithm, SRL_SLIDING_COUNTER);
+    ck_assert_uint_eq(in.policy.permits, 7);
+    ck_assert_uint_eq(in.policy.window_ns, 60 * SEC);
+    ck_assert_int_eq(in.on_full, SRL_ON_FULL_DENY);
+    ck_assert_uint_eq(in.capacity, 1234);
+    ck_assert_uint_eq(in.key_display, 4);
+    ck_assert_uint_eq(in.segment_bytes, 0);
+    ck_assert_int_eq(in.creator_pid, getpid());
+    ck_assert_str_eq(in.name, "");
+    ck_assert_int_eq(srl_check(lim, NULL, NULL), SRL_ENOTSUP);
+    srl_close(lim);
+}
+END_TEST
+
+START_TEST(open_rejects_bad_arguments_and_leaves_out_null)
+{
+    srl_config cfg;
+    srl_config_init(&cfg);
+    srl_limiter *lim = (srl_limiter *)&cfg; /* must be overwritten with NULL */
+    ck_assert_int_eq(srl_open_local(NULL, &lim), SRL_EINVAL);
+    ck_assert_ptr_null(lim);
+    ck_assert_int_eq(srl_open_local(&cfg, NULL), SRL_EINVAL);
+    cfg.policy.permits = 0;
+    lim = (srl_limiter *)&cfg;
+    ck_assert_int_eq(srl_open_local(&cfg, &lim), SRL_EPOLICY);
+    ck_assert_ptr_null(lim);
+    srl_config_init(&cfg);
+    cfg.capacity = 0;
+    ck_assert_int_eq(srl_open_local(&cfg, &lim), SRL_EINVAL);
+    cfg.capacity = SRL_CAPACITY_MAX + 1;
+    ck_assert_int_eq(srl_open_local(&cfg, &lim), SRL_EINVAL);
+    srl_config_init(&cfg);
+    cfg.key_display = SRL_KEY_DISPLAY_MAX + 1;
+    ck_assert_int_eq(srl_open_local(&cfg, &lim), SRL_EINVAL);
+    srl_config_init(&cfg);
+    cfg.on_full = (srl_on_full)7;
+    ck_assert_int_eq(srl_open_local(&cfg, &lim), SRL_EINVAL);
+    ck_assert_ptr_null(lim);
+    srl_close(NULL);                          /* a no-op */
+}
+END_TEST
+
+/* ---------------------------------------------------------- lifetime */
+
+/* Fill, evict, reset, leave the rest and close: every state must be freed.
+ * Under the ASan build LeakSanitizer checks that at the child's exit (a
+ * leak fails the test); every build checks the counts on the way. */
+START_TEST(close_frees_every_state)
+{
+    fake_clock *c = fake_clock_shared(0);
+    srl_limiter *lim = open_local(SRL_TOKEN_BUCKET, 2, SEC, 4096, SRL_ON_FULL_ALLOW, c);
+    char key[32];
+    for (int i = 0; i < 3000; i++) {
+        snprintf(key, sizeof key, "key-%d", i);
+        acq(lim, key);
+        if (i % 2)
+            acq(lim, key);                 /* odd keys: empty buckets */
+    }
+    ck_assert_uint_eq(used(lim), 3000);
+    c->now = 500 * MS;                     /* even keys at rest again */
+    ck_assert_int_eq(srl_evict_idle(lim), 1500);
+    for (int i = 1; i < 3000; i += 4) {
+        snprintf(key, sizeof key, "key-%d", i);
+        ck_assert_int_eq(srl_reset_key(lim, key, strlen(key)), 0);
+    }
+    ck_assert_uint_eq(used(lim), 750);
+    srl_close(lim);
+}
+END_TEST
+
+/* A local limiter must be created after fork; one inherited by a child
+ * is closed there without touching liburcu, which would otherwise wait
+ * forever in rcu_barrier() for a call_rcu worker the child does not have. */
+START_TEST(a_limiter_inherited_by_fork_closes_in_the_child_without_hanging)
+{
+    fake_clock *c = fake_clock_shared(0);
+    srl_limiter *lim = open_local(SRL_TOKEN_BUCKET, 2, SEC, 16, SRL_ON_FULL_ALLOW, c);
+    acq(lim, "x");
+    ck_assert_int_eq(srl_reset_key(lim, "x", 1), 0); /* starts call_rcu's worker */
+    acq(lim, "y");
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        srl_close(lim);
+        _exit(0);
+    }
+    int status = 0;
+    pid_t got = 0;
+    for (int i = 0; i < 1000 && got == 0; i++) {   /* up to ~10 s */
+        got = waitpid(pid, &status, WNOHANG);
+        if (got == 0)
+            usleep(10000);
+    }
+    if (got == 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+    }
+    ck_assert_msg(got == pid, "srl_close hung in the child");
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    /* The parent's limiter is untouched. */
+    ck_allowed(acq(lim, "y"), 0);
+    srl_close(lim);
+}
+END_TEST
+
+static Suite *local_suite(void)
+{
+    Suite *s = suite_create("local");
+    TCase *tc = tcase_create("local");
+    tcase_add_test(tc, token_bucket_trace_of_the_seed_with_evict_idle);
+    tcase_add_test(tc, sliding_log_trace_of_the_seed);
+    tcase_add_test(tc, sliding_counter_trace_of_the_seed_turns_allowed_at_75_001_s);
+    tcase_add_test(tc, a_full_table_allows_an_untracked_key_and_counts_it);
+    tcase_add_test(tc, a_full_table_denies_an_untracked_key_when_on_full_is_deny);
+    tcase_add_test(tc, an_insert_into_a_full_table_reclaims_states_at_rest);
+    tcase_add_test(tc, reset_key_forgets_a_key_and_keeps_its_counts_in_stats);
+    tcase_add_test(tc, peek_changes_nothing_and_reports_an_untracked_key_as_enoent);
+    tcase_add_test(tc, keys_are_matched_on_every_byte_and_their_length);
+    tcase_add_test(tc, foreach_visits_every_key_with_its_counts_and_display_prefix);
+    tcase_add_test(tc, foreach_gives_a_key_the_same_fingerprint_every_visit);
+    tcase_add_test(tc, info_describes_a_local_store_and_check_is_not_supported);
+    tcase_add_test(tc, open_rejects_bad_arguments_and_leaves_out_null);
+    tcase_add_test(tc, close_frees_every_state);
+    tcase_add_test(tc, a_limiter_inherited_by_fork_closes_in_the_child_without_hanging);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(local_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
