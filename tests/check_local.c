@@ -453,6 +453,14 @@ START_TEST(open_rejects_bad_arguments_and_leaves_out_null)
     ck_assert_int_eq(srl_open_local(&cfg, &lim), SRL_EINVAL);
     ck_assert_ptr_null(lim);
     srl_close(NULL);                          /* a no-op */
+    /* The largest capacity opens: the table starts small and grows. */
+    srl_config_init(&cfg);
+    cfg.capacity = SRL_CAPACITY_MAX;
+    ck_assert_int_eq(srl_open_local(&cfg, &lim), 0);
+    srl_decision d;
+    ck_assert_int_eq(srl_acquire(lim, "k", 1, 1, &d), 0);
+    ck_assert_int_eq(d.allowed, 1);
+    srl_close(lim);
 }
 END_TEST
 
