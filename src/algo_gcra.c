@@ -13,10 +13,18 @@
  * permits.  tau = permits * T < W + permits < 2^60, so no sum here
  * overflows for now < 2^63; sums saturate anyway.
  *
- * A state with tat <= now is at rest: max(tat, now) = now makes it decide
- * exactly like init(now), which sets tat = now.  A denied request writes
+ * init() sets tat = 0, which max(tat, now) reads as "full" at any time, so
+ * a fresh state does not depend on the clock.  A state with tat <= now is
+ * at rest: it decides exactly like a fresh one.  A denied request writes
  * nothing.  GCRA does not remember when the last request was admitted, so
  * last_ns() is 0 ("not known").
+ *
+ * A ticker that goes backwards never gives capacity: tat never moves back
+ * (tat' >= tat).  Unlike the token bucket, which stores its last time and
+ * counts the gap as zero elapsed, one word cannot tell "the clock went
+ * back" from "the burst was used", so GCRA sees a backwards step as burst
+ * already consumed (it fails closed by the size of the step).  Its waits
+ * are exact in the ticker's own time either way.
  *
  * Concurrency: none here; callers hold the key's lock (see algo.h).
  */
@@ -51,7 +59,8 @@ static size_t gcra_size(const srl_policy *p)
 static void gcra_init(const srl_policy *p, void *state, uint64_t now)
 {
     (void)p;
-    struct gcra_state s = {.tat = now};
+    (void)now;
+    struct gcra_state s = {.tat = 0};
     memcpy(state, &s, sizeof s);
 }
 

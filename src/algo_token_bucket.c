@@ -88,6 +88,9 @@ static void tb_decide(const srl_policy *p, void *state, uint64_t now, uint32_t c
     uint64_t frac;
     tb_refill(p, s, now, &tokens, &frac);
 
+    /* A ticker behind last_ns sees no refill until it passes last_ns again:
+     * waits are reported in that ticker's time, so they include the gap. */
+    uint64_t behind = s->last_ns > now ? s->last_ns - now : 0;
     d->limit = p->permits;
     d->flags = 0;
     if (tokens >= cost) {
@@ -95,7 +98,7 @@ static void tb_decide(const srl_policy *p, void *state, uint64_t now, uint32_t c
         d->allowed = 1;
         d->remaining = tokens;
         d->retry_after_ns = 0;
-        d->reset_after_ns = tb_wait(p, tokens, frac, p->permits);
+        d->reset_after_ns = srl__sat_add(behind, tb_wait(p, tokens, frac, p->permits));
         if (commit) {
             s->tokens = tokens;
             s->frac = frac;
@@ -104,8 +107,8 @@ static void tb_decide(const srl_policy *p, void *state, uint64_t now, uint32_t c
     } else {
         d->allowed = 0;
         d->remaining = tokens;
-        d->retry_after_ns = tb_wait(p, tokens, frac, cost);
-        d->reset_after_ns = tb_wait(p, tokens, frac, p->permits);
+        d->retry_after_ns = srl__sat_add(behind, tb_wait(p, tokens, frac, cost));
+        d->reset_after_ns = srl__sat_add(behind, tb_wait(p, tokens, frac, p->permits));
     }
 }
 

@@ -260,15 +260,18 @@ START_TEST(sliding_log_retry_after_is_the_exact_first_passing_time)
             uint32_t cost = 1 + (uint32_t)(seed % p->permits);
             if (seed & 1)
                 now += (seed >> 8) % (p->window_ns / 3 + 1);
-            srl_decision d = acq(p, s, now, cost);
+            /* one request in eight comes from a ticker that lags behind */
+            uint64_t back = (seed >> 24) % 8 == 0 ? (seed >> 3) % (p->window_ns + 1) : 0;
+            uint64_t t = now > back ? now - back : 0;
+            srl_decision d = acq(p, s, t, cost);
             ck_assert_int_eq(srl_state_valid(p, s, now), 1);
             if (d.allowed) {
-                ck_assert_int_eq(srl_state_at_rest(p, s, now + d.reset_after_ns), 1);
-                ck_assert_int_eq(srl_state_at_rest(p, s, now + d.reset_after_ns - 1), 0);
+                ck_assert_int_eq(srl_state_at_rest(p, s, t + d.reset_after_ns), 1);
+                ck_assert_int_eq(srl_state_at_rest(p, s, t + d.reset_after_ns - 1), 0);
                 continue;
             }
-            ck_assert_int_eq(peek(p, s, now + d.retry_after_ns - 1, cost).allowed, 0);
-            ck_assert_int_eq(peek(p, s, now + d.retry_after_ns, cost).allowed, 1);
+            ck_assert_int_eq(peek(p, s, t + d.retry_after_ns - 1, cost).allowed, 0);
+            ck_assert_int_eq(peek(p, s, t + d.retry_after_ns, cost).allowed, 1);
         }
         free(s);
     }
