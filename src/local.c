@@ -156,10 +156,12 @@ struct local {
     struct shard shards[NSHARDS];
 };
 
-/* What a lookup compares against. */
+/* What a lookup compares against: the key, and where a node keeps its copy
+ * (after state_bytes of state), since the match function gets no limiter. */
 struct lkey {
     const void *key;
     size_t len;
+    size_t state_bytes;
 };
 
 /* ------------------------------------------------------------ helpers */
@@ -227,29 +229,23 @@ static inline void node_done(struct lnode *n)
     (void)n;
 }
 
-/* cds_lfht match function: the same key bytes, and not dead.  Called by
- * liburcu inside the caller's rcu_read_lock.  The arg is a struct lkey;
- * the limiter is found through the key bytes' position, which needs the
- * state size, so struct lkey carries it too (see lkey_full). */
-struct lkey_full {
-    struct lkey k;
-    size_t state_bytes;
-};
-
+/* cds_lfht match function: the same key bytes and length, and not dead.
+ * Called by liburcu inside the caller's rcu_read_lock, without n->lock:
+ * the key is immutable and dead is read atomically (a node that dies right
+ * after is caught under its lock by the caller). */
 static int node_match(struct cds_lfht_node *ht_node, const void *arg)
 {
     struct lnode *n = caa_container_of(ht_node, struct lnode, ht);
-    const struct lkey_full *k = arg;
+    const struct lkey *k = arg;
     TSAN_ACQUIRE(&n->key_len);
-    int same = n->key_len == k->k.len && !node_dead(n) &&
-               memcmp((const unsigned char *)n->data + k->state_bytes, k->k.key,
-                      k->k.len) == 0;
+    int same = n->key_len == k->len && !node_dead(n) &&
+               memcmp((const unsigned char *)n->data + k->state_bytes, k->key, k->len) == 0;
     node_done(n);
     return same;
 }
 
 /* The live node for k, or NULL.  Call inside rcu_read_lock. */
-static struct lnode *find(struct local *l, unsigned long hash, const struct lkey_full *k)
+static struct lnode *find(struct local *l, unsigned long hash, const struct lkey *k)
 {
     struct cds_lfht_iter it;
     cds_lfht_lookup(l->ht, hash, node_match, k, &it);
@@ -366,7 +362,7 @@ enum { INSERT_OK = 0, INSERT_FULL = 1 };
  * INSERT_FULL when no slot is free even after reclaiming, or SRL_ENOMEM.
  * Call inside rcu_read_lock.
  */
-static int find_or_insert(struct local *l, unsigned long hash, const struct lkey_full *k,
+static int find_or_insert(struct local *l, unsigned long hash, const struct lkey *k,
                           struct lnode **out)
 {
     if (!reserve(l)) {
@@ -379,7 +375,7 @@ static int find_or_insert(struct local *l, unsigned long hash, const struct lkey
             return INSERT_OK;
         }
     }
-    struct lnode *cand = malloc(sizeof *cand + l->state_bytes + k->k.len);
+    struct lnode *cand = malloc(sizeof *cand + l->state_bytes + k->len);
     if (cand == NULL) {
         unreserve(l);
         return SRL_ENOMEM;
@@ -387,14 +383,14 @@ static int find_or_insert(struct local *l, unsigned long hash, const struct lkey
     cds_lfht_node_init(&cand->ht);
     pthread_mutex_init(&cand->lock, NULL);
     cand->dead = 0;
-    cand->key_len = (uint32_t)k->k.len;
+    cand->key_len = (uint32_t)k->len;
     cand->allowed = cand->denied = 0;
     memset(node_state(cand), 0, l->state_bytes);
     /* A fresh state needs a time; reading it outside any lock is harmless:
      * every later reader takes the lock after this node is published, so
      * it reads a time no earlier than this one. */
     l->lim.algo->init(&l->lim.policy, node_state(cand), srl__now(&l->lim));
-    memcpy((unsigned char *)cand->data + l->state_bytes, k->k.key, k->k.len);
+    memcpy((unsigned char *)cand->data + l->state_bytes, k->key, k->len);
     TSAN_RELEASE(&cand->key_len); /* publication, see TSAN_* */
 
     if (__builtin_expect(l->broken & SRL__LOCAL_BROKEN_GET_THEN_PUT, 0)) {
@@ -453,7 +449,7 @@ static int local_acquire(srl_limiter *lim, const void *key, size_t len, uint32_t
                          srl_decision *d)
 {
     struct local *l = local_of(lim);
-    const struct lkey_full k = {{key, len}, l->state_bytes};
+    const struct lkey k = {key, len, l->state_bytes};
     unsigned long hash = key_hash(l, key, len);
     for (;;) {
         rcu_read_lock();
@@ -501,7 +497,7 @@ static int local_peek(srl_limiter *lim, const void *key, size_t len, uint32_t co
                       srl_decision *d)
 {
     struct local *l = local_of(lim);
-    const struct lkey_full k = {{key, len}, l->state_bytes};
+    const struct lkey k = {key, len, l->state_bytes};
     unsigned long hash = key_hash(l, key, len);
     for (;;) {
         rcu_read_lock();
@@ -528,7 +524,7 @@ static int local_peek(srl_limiter *lim, const void *key, size_t len, uint32_t co
 static int local_reset_key(srl_limiter *lim, const void *key, size_t len)
 {
     struct local *l = local_of(lim);
-    const struct lkey_full k = {{key, len}, l->state_bytes};
+    const struct lkey k = {key, len, l->state_bytes};
     unsigned long hash = key_hash(l, key, len);
     for (;;) {
         rcu_read_lock();
