@@ -12,6 +12,14 @@
 #include "srl.h"
 #include "testutil.h"
 
+/* Field by field: srl_decision has padding, which memcmp would compare. */
+static int decision_eq(const srl_decision *a, const srl_decision *b)
+{
+    return a->allowed == b->allowed && a->limit == b->limit && a->remaining == b->remaining &&
+           a->retry_after_ns == b->retry_after_ns && a->reset_after_ns == b->reset_after_ns &&
+           a->flags == b->flags;
+}
+
 #define STATE_MAX (8 + 8 * 16)
 
 static srl_policy policy_of(int a)
@@ -126,7 +134,7 @@ START_TEST(state_peek_gives_the_acquire_decision_and_never_writes)
         ck_assert_int_eq(srl_state_peek(&p, st, now, cost, &dp), 0);
         ck_assert_mem_eq(st, copy, sizeof st);
         ck_assert_int_eq(srl_state_acquire(&p, st, now, cost, &da), 0);
-        ck_assert_mem_eq(&dp, &da, sizeof dp);
+        ck_assert(decision_eq(&dp, &da));
         if (!da.allowed)
             ck_assert_mem_eq(st, copy, sizeof st);
         ck_assert_int_eq(srl_state_valid(&p, st, now), 1);
@@ -174,7 +182,7 @@ START_TEST(state_is_position_independent_and_works_after_a_copy)
     srl_decision da, db;
     srl_state_acquire(&p, a, 100 * MS, 11, &da);
     srl_state_acquire(&p, b + 1, 100 * MS, 11, &db);
-    ck_assert_mem_eq(&da, &db, sizeof da);
+    ck_assert(decision_eq(&da, &db));
     ck_assert_mem_eq(a, b + 1, srl_state_size(&p));
 }
 END_TEST
