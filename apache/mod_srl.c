@@ -1,0 +1,546 @@
+/*
+ * mod_srl.c - host-wide rate limiting for Apache httpd, on srl.
+ *
+ * What it holds: the directives, the segment lifecycle in the parent, and
+ * the per-request check.
+ *
+ *   SrlLimiter NAME POLICY CAPACITY [key_display=N] [on_full=allow|deny]
+ *                      main server only: declare a limiter, i.e. the srl
+ *                      segment /dev/shm/NAME with that policy and capacity
+ *   SrlOnFull allow|deny
+ *                      main server only: what a full table (or a stuck lock)
+ *                      decides for limiters without on_full= (default allow)
+ *   SrlLimit NAME|off  server or <Location>/<Directory>: apply a limiter here
+ *   SrlKey ip|header:NAME|env:NAME|expr:EXPR
+ *                      the request's key (default ip: r->useragent_ip)
+ *   SrlCost N          permits one request takes (default 1)
+ *   SrlDryRun On|Off   On: never refuse; log the would-be 429 and set
+ *                      SRL_LIMITED=1 in the request's environment
+ *
+ * Segment lifecycle.  Segments are opened (created if missing) by the parent
+ * in post_config, on the real configuration pass only: the first, pre-config
+ * pass (AP_SQ_MS_CREATE_PRE_CONFIG) runs before the server detaches and may
+ * be a mere syntax check, so it touches nothing.  A segment the parent
+ * created as root is handed to the worker user (User/Group, from
+ * ap_unixd_config) so that other processes of that user (php-fpm, rlctl)
+ * can open it; its mode stays 0600.  The children do not reopen anything:
+ * they inherit the parent's mapping across fork (srl.h: a shared limiter
+ * stays valid in children after fork), which also works when the worker
+ * user could not open the name itself.  The handle belongs to the
+ * configuration pool: a restart (graceful or not) closes it and the next
+ * generation's post_config opens the same segment again, which keeps every
+ * key's state, because opening an existing segment with an equal policy and
+ * capacity reuses it.  Nothing ever unlinks a segment: `rlctl destroy`
+ * does, once the server is stopped.
+ *
+ * Per request.  The access_checker hook runs first among its peers and
+ * checks initial requests only (ap_is_initial_req): subrequests and
+ * internal redirects (DirectoryIndex, ErrorDocument) ride on their main
+ * request's decision, so one client request costs exactly SrlCost.  An
+ * allowed request gets RateLimit-Policy and RateLimit; a denied one 429
+ * with Retry-After as well.  They go into r->err_headers_out so that they
+ * survive an error response.  The hook returns DECLINED when it allows:
+ * returning OK would, under the legacy "Satisfy Any", grant access.
+ *
+ * Concurrency.  Configuration records are written only while the
+ * configuration is read and post_config runs (one thread, in the parent),
+ * and are read-only afterwards.  The srl handle may be used by any number
+ * of threads at once (event MPM): srl locks the key's bucket inside
+ * srl_acquire.  The module keeps no global mutable state: the registry of
+ * limiters hangs off the configuration pool (apr_pool_userdata).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "httpd.h"
+#include "http_config.h"
+#include "http_core.h"
+#include "http_log.h"
+#include "http_protocol.h"
+#include "http_request.h"
+#include "ap_expr.h"
+#include "unixd.h"
+#include "apr_hash.h"
+#include "apr_strings.h"
+
+#include "srl.h"
+
+APLOG_USE_MODULE(srl);
+
+#define REGISTRY_KEY "mod_srl-registry"
+#define NAME_MAX_CHARS 200 /* srl.h: "/" then 1..200 of [A-Za-z0-9._-] */
+
+/* One SrlLimiter line and, after post_config, its open segment. */
+typedef struct srl_ap_limiter {
+    const char *name;          /* segment name as written ("/api" or "api") */
+    const char *token;         /* name without the "/": the header policy name */
+    srl_policy policy;
+    uint64_t capacity;
+    uint32_t key_display;
+    int on_full;               /* SRL_ON_FULL_*, or -1: take SrlOnFull */
+    const char *defined_at;    /* "file:line", for messages */
+    const char *policy_header; /* RateLimit-Policy value, set in post_config */
+    srl_limiter *lim;          /* open from post_config on; NULL before */
+} srl_ap_limiter;
+
+/* Every limiter of one configuration generation (lives in pconf). */
+typedef struct srl_ap_registry {
+    apr_array_header_t *limiters; /* srl_ap_limiter *, in definition order */
+    apr_hash_t *by_name;          /* token -> srl_ap_limiter * */
+    int on_full;                  /* SrlOnFull, SRL_ON_FULL_ALLOW by default */
+} srl_ap_registry;
+
+typedef enum { KEY_UNSET = 0, KEY_IP, KEY_HEADER, KEY_ENV, KEY_EXPR } srl_ap_key_kind;
+
+/* Per-directory configuration; every field has a "set" marker for merging. */
+typedef struct srl_ap_dir {
+    srl_ap_limiter *limiter;   /* NULL with limiter_set: "SrlLimit off" */
+    int limiter_set;
+    srl_ap_key_kind key_kind;  /* KEY_UNSET: inherit (ip at the top) */
+    const char *key_arg;       /* header or variable name */
+    ap_expr_info_t *key_expr;
+    uint32_t cost;             /* 0: inherit (1 at the top) */
+    int dry_run;               /* -1: inherit (off at the top) */
+} srl_ap_dir;
+
+/* ------------------------------------------------------------ registry */
+
+static srl_ap_registry *registry_get(apr_pool_t *pconf, int create)
+{
+    void *data = NULL;
+    apr_pool_userdata_get(&data, REGISTRY_KEY, pconf);
+    if (data != NULL || !create)
+        return data;
+    srl_ap_registry *reg = apr_pcalloc(pconf, sizeof *reg);
+    reg->limiters = apr_array_make(pconf, 4, sizeof(srl_ap_limiter *));
+    reg->by_name = apr_hash_make(pconf);
+    reg->on_full = SRL_ON_FULL_ALLOW;
+    apr_pool_userdata_set(reg, REGISTRY_KEY, apr_pool_cleanup_null, pconf);
+    return reg;
+}
+
+/* The token of a segment name ("/api" -> "api"), or NULL if it is not a
+ * name srl accepts. */
+static const char *name_token(const char *name)
+{
+    const char *t = name[0] == '/' ? name + 1 : name;
+    size_t n = strlen(t);
+    if (n == 0 || n > NAME_MAX_CHARS)
+        return NULL;
+    for (size_t i = 0; i < n; i++) {
+        char c = t[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '_' || c == '-'))
+            return NULL;
+    }
+    return t;
+}
+
+static const char *parse_on_full(const char *v, int *out)
+{
+    if (strcasecmp(v, "allow") == 0)
+        *out = SRL_ON_FULL_ALLOW;
+    else if (strcasecmp(v, "deny") == 0)
+        *out = SRL_ON_FULL_DENY;
+    else
+        return "must be allow or deny";
+    return NULL;
+}
+
+/* ---------------------------------------------------------- directives */
+
+static const char *cmd_limiter(cmd_parms *cmd, void *dconf, int argc, char *const argv[])
+{
+    (void)dconf;
+    const char *err = ap_check_cmd_context(cmd, GLOBAL_ONLY);
+    if (err != NULL)
+        return err;
+    if (argc < 3)
+        return "SrlLimiter NAME POLICY CAPACITY [key_display=N] [on_full=allow|deny]";
+
+    srl_ap_limiter *l = apr_pcalloc(cmd->pool, sizeof *l);
+    l->name = argv[0];
+    l->token = name_token(argv[0]);
+    if (l->token == NULL)
+        return apr_psprintf(cmd->pool, "SrlLimiter: bad name '%s': use 1..%d of "
+                            "[A-Za-z0-9._-], optionally after a '/'", argv[0], NAME_MAX_CHARS);
+    int rc = srl_policy_parse(argv[1], &l->policy);
+    if (rc != 0)
+        return apr_psprintf(cmd->pool, "SrlLimiter %s: bad policy '%s' (%s); e.g. "
+                            "token_bucket:100/1m, gcra:10/1s, sliding_log:5/15m",
+                            argv[0], argv[1], srl_strerror(rc));
+    char *end = NULL;
+    apr_int64_t cap = apr_strtoi64(argv[2], &end, 10);
+    if (end == argv[2] || *end != '\0' || cap < 1 || (uint64_t)cap > SRL_CAPACITY_MAX)
+        return apr_psprintf(cmd->pool, "SrlLimiter %s: capacity '%s' must be a number of "
+                            "keys, 1..%llu", argv[0], argv[2],
+                            (unsigned long long)SRL_CAPACITY_MAX);
+    l->capacity = (uint64_t)cap;
+    l->on_full = -1;
+    for (int i = 3; i < argc; i++) {
+        const char *a = argv[i];
+        if (strncasecmp(a, "key_display=", 12) == 0) {
+            apr_int64_t n = apr_strtoi64(a + 12, &end, 10);
+            if (end == a + 12 || *end != '\0' || n < 0 || n > SRL_KEY_DISPLAY_MAX)
+                return apr_psprintf(cmd->pool, "SrlLimiter %s: key_display must be 0..%u",
+                                    argv[0], SRL_KEY_DISPLAY_MAX);
+            l->key_display = (uint32_t)n;
+        } else if (strncasecmp(a, "on_full=", 8) == 0) {
+            const char *e = parse_on_full(a + 8, &l->on_full);
+            if (e != NULL)
+                return apr_psprintf(cmd->pool, "SrlLimiter %s: on_full %s", argv[0], e);
+        } else {
+            return apr_psprintf(cmd->pool, "SrlLimiter %s: unknown option '%s' (known: "
+                                "key_display=N, on_full=allow|deny)", argv[0], a);
+        }
+    }
+    l->defined_at = apr_psprintf(cmd->pool, "%s:%d", cmd->directive->filename,
+                                 cmd->directive->line_num);
+
+    srl_ap_registry *reg = registry_get(cmd->pool, 1);
+    srl_ap_limiter *old = apr_hash_get(reg->by_name, l->token, APR_HASH_KEY_STRING);
+    if (old != NULL)
+        return apr_psprintf(cmd->pool, "SrlLimiter %s: already defined at %s",
+                            argv[0], old->defined_at);
+    apr_hash_set(reg->by_name, l->token, APR_HASH_KEY_STRING, l);
+    APR_ARRAY_PUSH(reg->limiters, srl_ap_limiter *) = l;
+    return NULL;
+}
+
+static const char *cmd_on_full(cmd_parms *cmd, void *dconf, const char *arg)
+{
+    (void)dconf;
+    const char *err = ap_check_cmd_context(cmd, GLOBAL_ONLY);
+    if (err != NULL)
+        return err;
+    srl_ap_registry *reg = registry_get(cmd->pool, 1);
+    err = parse_on_full(arg, &reg->on_full);
+    return err == NULL ? NULL : apr_pstrcat(cmd->pool, "SrlOnFull ", err, NULL);
+}
+
+static const char *cmd_limit(cmd_parms *cmd, void *dconf, const char *arg)
+{
+    srl_ap_dir *d = dconf;
+    d->limiter_set = 1;
+    if (strcasecmp(arg, "off") == 0) {
+        d->limiter = NULL;
+        return NULL;
+    }
+    const char *token = name_token(arg);
+    srl_ap_registry *reg = registry_get(cmd->pool, 0);
+    d->limiter = (token == NULL || reg == NULL)
+                     ? NULL : apr_hash_get(reg->by_name, token, APR_HASH_KEY_STRING);
+    if (d->limiter == NULL)
+        return apr_psprintf(cmd->pool, "SrlLimit %s: no such limiter; declare it first "
+                            "with SrlLimiter in the main server configuration", arg);
+    return NULL;
+}
+
+static const char *cmd_key(cmd_parms *cmd, void *dconf, const char *arg)
+{
+    srl_ap_dir *d = dconf;
+    if (strcasecmp(arg, "ip") == 0) {
+        d->key_kind = KEY_IP;
+    } else if (strncasecmp(arg, "header:", 7) == 0 && arg[7] != '\0') {
+        d->key_kind = KEY_HEADER;
+        d->key_arg = arg + 7;
+    } else if (strncasecmp(arg, "env:", 4) == 0 && arg[4] != '\0') {
+        d->key_kind = KEY_ENV;
+        d->key_arg = arg + 4;
+    } else if (strncasecmp(arg, "expr:", 5) == 0 && arg[5] != '\0') {
+        const char *err = NULL;
+        d->key_expr = ap_expr_parse_cmd(cmd, arg + 5, AP_EXPR_FLAG_STRING_RESULT, &err, NULL);
+        if (err != NULL)
+            return apr_pstrcat(cmd->pool, "SrlKey: cannot parse expression '", arg + 5,
+                               "': ", err, NULL);
+        d->key_kind = KEY_EXPR;
+    } else {
+        return "SrlKey must be ip, header:NAME, env:NAME or expr:EXPRESSION";
+    }
+    return NULL;
+}
+
+static const char *cmd_cost(cmd_parms *cmd, void *dconf, const char *arg)
+{
+    srl_ap_dir *d = dconf;
+    char *end = NULL;
+    apr_int64_t n = apr_strtoi64(arg, &end, 10);
+    if (end == arg || *end != '\0' || n < 1 || n > UINT32_MAX)
+        return apr_psprintf(cmd->pool, "SrlCost '%s' must be 1..%u", arg, UINT32_MAX);
+    if (d->limiter != NULL && (uint64_t)n > d->limiter->policy.permits)
+        return apr_psprintf(cmd->pool, "SrlCost %s exceeds the %u permits of limiter %s: "
+                            "such a request could never pass", arg,
+                            d->limiter->policy.permits, d->limiter->name);
+    d->cost = (uint32_t)n;
+    return NULL;
+}
+
+static const char *cmd_dry_run(cmd_parms *cmd, void *dconf, int on)
+{
+    (void)cmd;
+    ((srl_ap_dir *)dconf)->dry_run = on;
+    return NULL;
+}
+
+static void *create_dir(apr_pool_t *p, char *dir)
+{
+    (void)dir;
+    srl_ap_dir *d = apr_pcalloc(p, sizeof *d);
+    d->dry_run = -1;
+    return d;
+}
+
+static void *merge_dir(apr_pool_t *p, void *basev, void *addv)
+{
+    const srl_ap_dir *base = basev, *add = addv;
+    srl_ap_dir *d = apr_pcalloc(p, sizeof *d);
+    d->limiter = add->limiter_set ? add->limiter : base->limiter;
+    d->limiter_set = base->limiter_set || add->limiter_set;
+    const srl_ap_dir *k = add->key_kind != KEY_UNSET ? add : base;
+    d->key_kind = k->key_kind;
+    d->key_arg = k->key_arg;
+    d->key_expr = k->key_expr;
+    d->cost = add->cost != 0 ? add->cost : base->cost;
+    d->dry_run = add->dry_run != -1 ? add->dry_run : base->dry_run;
+    return d;
+}
+
+/* --------------------------------------------------- segment lifecycle */
+
+static apr_status_t limiter_close(void *data)
+{
+    srl_ap_limiter *l = data;
+    srl_close(l->lim);   /* unmaps; the segment and its states stay */
+    l->lim = NULL;
+    return APR_SUCCESS;
+}
+
+static const char *open_remedy(int rc)
+{
+    switch (rc) {
+    case SRL_EMISMATCH:
+        return " (the segment exists with another policy or capacity: use another name, or "
+               "remove it with `rlctl destroy NAME` while no server uses it)";
+    case SRL_ESTALE:
+        return " (its creator died before finishing it: remove it with `rlctl destroy NAME`)";
+    case SRL_EACCES:
+        return " (the segment belongs to another user, or its mode was refused)";
+    case SRL_ENOSPC:
+        return " (the shared-memory filesystem is full: see `df /dev/shm`)";
+    default:
+        return "";
+    }
+}
+
+/* Hand a segment the parent (root) created to the worker user. */
+static int hand_to_worker(apr_pool_t *p, server_rec *s, const srl_ap_limiter *l)
+{
+    if (geteuid() != 0 || ap_unixd_config.user_id == 0)
+        return OK;
+    const char *shm_name = l->name[0] == '/' ? l->name : apr_pstrcat(p, "/", l->name, NULL);
+    int fd = shm_open(shm_name, O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        ap_log_error(APLOG_MARK, APLOG_EMERG, errno, s,
+                     "SrlLimiter %s: cannot reopen the segment to set its owner", l->name);
+        if (fd >= 0)
+            close(fd);
+        return HTTP_INTERNAL_SERVER_ERROR;
+    }
+    int rc = OK;
+    /* Only a root-owned segment is handed over: one that already belongs to
+     * the worker user is left alone, and srl refused any other owner. */
+    if (st.st_uid == 0 && fchown(fd, ap_unixd_config.user_id, ap_unixd_config.group_id) != 0) {
+        ap_log_error(APLOG_MARK, APLOG_EMERG, errno, s,
+                     "SrlLimiter %s: cannot give the segment to uid %ld", l->name,
+                     (long)ap_unixd_config.user_id);
+        rc = HTTP_INTERNAL_SERVER_ERROR;
+    }
+    close(fd);
+    return rc;
+}
+
+static int open_limiter(apr_pool_t *pconf, server_rec *s, const srl_ap_registry *reg,
+                        srl_ap_limiter *l)
+{
+    srl_config cfg;
+    srl_config_init(&cfg);
+    cfg.policy = l->policy;
+    cfg.capacity = l->capacity;
+    cfg.key_display = l->key_display;
+    cfg.on_full = (srl_on_full)(l->on_full >= 0 ? l->on_full : reg->on_full);
+
+    int rc = srl_open_shared(l->name, &cfg, SRL_CREATE, &l->lim);
+    if (rc != 0) {
+        ap_log_error(APLOG_MARK, APLOG_EMERG, rc == SRL_ESYS ? errno : 0, s,
+                     "SrlLimiter %s (%s): cannot open the segment: %s%s", l->name,
+                     l->defined_at, srl_strerror(rc), open_remedy(rc));
+        return HTTP_INTERNAL_SERVER_ERROR;
+    }
+    apr_pool_cleanup_register(pconf, l, limiter_close, apr_pool_cleanup_null);
+
+    char buf[256];
+    rc = srl_format_ratelimit_policy(&l->policy, l->token, buf, sizeof buf);
+    if (rc < 0) {
+        ap_log_error(APLOG_MARK, APLOG_EMERG, 0, s, "SrlLimiter %s: cannot format its "
+                     "RateLimit-Policy: %s", l->name, srl_strerror(rc));
+        return HTTP_INTERNAL_SERVER_ERROR;
+    }
+    l->policy_header = apr_pstrdup(pconf, buf);
+    return hand_to_worker(pconf, s, l);
+}
+
+static int srl_post_config(apr_pool_t *pconf, apr_pool_t *plog, apr_pool_t *ptemp,
+                           server_rec *s)
+{
+    (void)plog;
+    (void)ptemp;
+    /* The pre-config pass only checks the syntax: create nothing yet. */
+    if (ap_state_query(AP_SQ_MAIN_STATE) == AP_SQ_MS_CREATE_PRE_CONFIG)
+        return OK;
+    srl_ap_registry *reg = registry_get(pconf, 0);
+    if (reg == NULL)
+        return OK;
+    for (int i = 0; i < reg->limiters->nelts; i++) {
+        srl_ap_limiter *l = APR_ARRAY_IDX(reg->limiters, i, srl_ap_limiter *);
+        int rc = open_limiter(pconf, s, reg, l);
+        if (rc != OK)
+            return rc;
+        char pol[SRL_POLICY_TEXT_MAX];
+        srl_policy_format(&l->policy, pol, sizeof pol);
+        ap_log_error(APLOG_MARK, APLOG_INFO, 0, s, "SrlLimiter %s: %s, %llu keys, open",
+                     l->name, pol, (unsigned long long)l->capacity);
+    }
+    return OK;
+}
+
+/* ------------------------------------------------------------ requests */
+
+/* The request's key, or NULL when it has none (then it is not limited). */
+static const char *request_key(request_rec *r, const srl_ap_dir *d)
+{
+    switch (d->key_kind) {
+    case KEY_HEADER:
+        return apr_table_get(r->headers_in, d->key_arg);
+    case KEY_ENV:
+        return apr_table_get(r->subprocess_env, d->key_arg);
+    case KEY_EXPR: {
+        const char *err = NULL;
+        const char *v = ap_expr_str_exec(r, d->key_expr, &err);
+        if (err != NULL) {
+            ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, r, "SrlKey expression failed: %s", err);
+            return NULL;
+        }
+        return v;
+    }
+    case KEY_UNSET:
+    case KEY_IP:
+    default:
+        return r->useragent_ip;
+    }
+}
+
+static void set_headers(request_rec *r, const srl_ap_limiter *l, const srl_decision *dec)
+{
+    char buf[128];
+    apr_table_setn(r->err_headers_out, "RateLimit-Policy", l->policy_header);
+    if (srl_format_ratelimit(dec, l->token, buf, sizeof buf) >= 0)
+        apr_table_set(r->err_headers_out, "RateLimit", buf);
+    if (!dec->allowed && srl_format_retry_after(dec, buf, sizeof buf) >= 0)
+        apr_table_set(r->err_headers_out, "Retry-After", buf);
+}
+
+static int srl_access_checker(request_rec *r)
+{
+    if (!ap_is_initial_req(r))
+        return DECLINED;
+    const srl_ap_dir *d = ap_get_module_config(r->per_dir_config, &srl_module);
+    const srl_ap_limiter *l = d->limiter;
+    if (l == NULL || l->lim == NULL)
+        return DECLINED;
+
+    const char *key = request_key(r, d);
+    size_t len = key != NULL ? strlen(key) : 0;
+    if (len == 0) {
+        ap_log_rerror(APLOG_MARK, APLOG_DEBUG, 0, r, "SrlLimit %s: request has no key, "
+                      "not limited", l->name);
+        return DECLINED;
+    }
+    if (len > SRL_KEY_MAX)
+        len = SRL_KEY_MAX;   /* longer keys are told apart by their first 4096 bytes */
+
+    srl_decision dec;
+    memset(&dec, 0, sizeof dec);
+    int rc = srl_acquire(l->lim, key, len, d->cost != 0 ? d->cost : 1, &dec);
+    if (rc != 0) {
+        if (!(dec.flags & SRL_DECISION_DEGRADED)) {
+            ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, r, "SrlLimit %s: %s", l->name,
+                          srl_strerror(rc));
+            return HTTP_INTERNAL_SERVER_ERROR;
+        }
+        ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, r, "SrlLimit %s: %s; decided by "
+                      "on_full (%s)", l->name, srl_strerror(rc),
+                      dec.allowed ? "allowed" : "denied");
+    }
+
+    if (!dec.allowed)
+        apr_table_setn(r->subprocess_env, "SRL_LIMITED", "1");
+    if (d->dry_run == 1) {
+        if (!dec.allowed)
+            ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, r, "SrlLimit %s: dry run: would "
+                          "answer 429 to %s for %s", l->name, r->useragent_ip,
+                          ap_escape_logitem(r->pool, r->uri));
+        return DECLINED;
+    }
+    set_headers(r, l, &dec);
+    if (dec.allowed)
+        return DECLINED;
+    ap_log_rerror(APLOG_MARK, APLOG_INFO, 0, r, "SrlLimit %s: 429 to %s", l->name,
+                  r->useragent_ip);
+    return HTTP_TOO_MANY_REQUESTS;
+}
+
+/* ---------------------------------------------------------- the module */
+
+static const command_rec srl_cmds[] = {
+    AP_INIT_TAKE_ARGV("SrlLimiter", cmd_limiter, NULL, RSRC_CONF,
+                      "NAME POLICY CAPACITY [key_display=N] [on_full=allow|deny]: declare a "
+                      "host-wide limiter (the shared-memory segment /dev/shm/NAME)"),
+    AP_INIT_TAKE1("SrlOnFull", cmd_on_full, NULL, RSRC_CONF,
+                  "allow|deny: the answer of a full table for limiters without on_full="),
+    AP_INIT_TAKE1("SrlLimit", cmd_limit, NULL, RSRC_CONF | ACCESS_CONF,
+                  "NAME|off: apply the named limiter to this server or section"),
+    AP_INIT_TAKE1("SrlKey", cmd_key, NULL, RSRC_CONF | ACCESS_CONF,
+                  "ip|header:NAME|env:NAME|expr:EXPRESSION: the key requests are counted by"),
+    AP_INIT_TAKE1("SrlCost", cmd_cost, NULL, RSRC_CONF | ACCESS_CONF,
+                  "N: permits one request takes (default 1)"),
+    AP_INIT_FLAG("SrlDryRun", cmd_dry_run, NULL, RSRC_CONF | ACCESS_CONF,
+                 "On: never refuse; log and set SRL_LIMITED=1 instead"),
+    {NULL}
+};
+
+static void srl_register_hooks(apr_pool_t *p)
+{
+    (void)p;
+    ap_hook_post_config(srl_post_config, NULL, NULL, APR_HOOK_MIDDLE);
+    ap_hook_access_checker(srl_access_checker, NULL, NULL, APR_HOOK_FIRST);
+}
+
+module AP_MODULE_DECLARE_DATA srl_module = {
+    STANDARD20_MODULE_STUFF,
+    create_dir,
+    merge_dir,
+    NULL,
+    NULL,
+    srl_cmds,
+    srl_register_hooks,
+#if defined(AP_MODULE_FLAG_ALWAYS_MERGE)
+    AP_MODULE_FLAG_NONE
+#endif
+};

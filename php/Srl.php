@@ -1,0 +1,260 @@
+<?php
+/*
+ * Srl.php - the PHP binding of srl, a host-wide rate limiter, over FFI.
+ *
+ * One Srl object is one open srl segment (/dev/shm/NAME): every php-fpm
+ * worker, every CLI process and every other program (Apache's mod_srl, a
+ * C server) that opens the same name with the same policy and capacity
+ * shares one set of per-key states, so a limit holds host-wide.
+ *
+ *     $srl = new Srl('/myapp-api', 'token_bucket:100/1m', 65536);
+ *     $d = $srl->acquire($apiKey);       // ['allowed' => bool, 'remaining' => int,
+ *                                        //  'retry_after' => int, 'limit' => int, ...]
+ *     if (!$srl->sendHeaders()) { exit; } // 429 + Retry-After + RateLimit headers
+ *
+ * The C declarations come from srl_ffi.h.  Under php-fpm they are loaded
+ * once at startup (ffi.enable=preload with ffi.preload, see srl.ini) and
+ * found here through FFI::scope('srl'); elsewhere (the CLI with
+ * ffi.enable=1) this file loads the header itself.
+ *
+ * Lifetime: the constructor opens (and, if needed, creates) the segment,
+ * the destructor closes the handle; the segment and its states stay.
+ * Opening is a few system calls (shm_open, fstat, mmap), cheap enough to do
+ * once per request.  Objects are not shared between processes: a forked
+ * child that wants to limit opens its own.
+ *
+ * Errors from the library throw SrlException carrying the SRL_E* code and
+ * srl_strerror()'s text.  A lock that timed out (or can no longer be used)
+ * is not thrown: the library still decides by the segment's on_full rule,
+ * and acquire() returns that decision with 'degraded' => true.
+ */
+declare(strict_types=1);
+
+final class SrlException extends RuntimeException
+{
+}
+
+final class Srl
+{
+    public const CREATE = 0x1;
+    public const EXCL = 0x2;
+
+    private const ETIMEDOUT = -16;
+    private const ENOTRECOVERABLE = -17;
+    private const DECISION_UNTRACKED = 0x1;
+    private const DECISION_DEGRADED = 0x2;
+
+    private FFI $ffi;
+    private ?FFI\CData $lim;     /* srl_limiter * */
+    private FFI\CData $policy;   /* srl_policy */
+    private string $token;       /* the policy's name in the headers */
+    private ?FFI\CData $last = null; /* srl_decision of the last acquire() */
+
+    /* The FFI instance: preloaded scope "srl", or the header loaded now. */
+    public static function ffi(): FFI
+    {
+        static $ffi = null;
+        if ($ffi === null) {
+            try {
+                $ffi = FFI::scope('srl');
+            } catch (FFI\Exception $e) {
+                $ffi = FFI::load(__DIR__ . '/srl_ffi.h');
+            }
+        }
+        return $ffi;
+    }
+
+    /*
+     * Open the segment NAME ("/" + 1..200 of [A-Za-z0-9._-]), creating it
+     * with this policy and capacity if it does not exist.  An existing
+     * segment with another policy or capacity throws (SRL_EMISMATCH).
+     * Options: key_display (0..255), on_full ('allow' | 'deny'), mode
+     * (permission bits of a created segment, default 0600), flags
+     * (Srl::CREATE, default; 0 to only open).
+     */
+    public function __construct(string $name, string $policy, int $capacity, array $options = [])
+    {
+        $ffi = self::ffi();
+        $this->ffi = $ffi;
+        $this->lim = null;
+        $this->token = ltrim($name, '/');
+
+        $cfg = $ffi->new('srl_config');
+        $ffi->srl_config_init(FFI::addr($cfg));
+        self::check($ffi, $ffi->srl_policy_parse($policy, FFI::addr($cfg->policy)), "policy '$policy'");
+        if ($capacity < 1) {
+            throw new InvalidArgumentException("capacity must be at least 1, got $capacity");
+        }
+        $cfg->capacity = $capacity;
+        if (isset($options['key_display'])) {
+            $cfg->key_display = self::u32((int)$options['key_display'], 'key_display');
+        }
+        if (isset($options['mode'])) {
+            $cfg->mode = self::u32((int)$options['mode'], 'mode');
+        }
+        if (isset($options['on_full'])) {
+            $cfg->on_full = match ($options['on_full']) {
+                'allow' => 0,
+                'deny' => 1,
+                default => throw new InvalidArgumentException("on_full must be 'allow' or 'deny'"),
+            };
+        }
+        $flags = (int)($options['flags'] ?? self::CREATE);
+
+        $out = $ffi->new('srl_limiter *');
+        self::check($ffi, $ffi->srl_open_shared($name, FFI::addr($cfg), $flags, FFI::addr($out)),
+                    "open '$name'");
+        $this->lim = $out;
+        $this->policy = $ffi->new('srl_policy');
+        FFI::memcpy($this->policy, $cfg->policy, FFI::sizeof($this->policy));
+    }
+
+    public function __destruct()
+    {
+        $this->close();
+    }
+
+    /* Unmap the segment (it stays, with its states).  Idempotent. */
+    public function close(): void
+    {
+        if ($this->lim !== null) {
+            $this->ffi->srl_close($this->lim);
+            $this->lim = null;
+        }
+    }
+
+    /*
+     * Decide one request of `cost` permits for `key` (any bytes, 1..4096 of
+     * them).  Returns allowed, remaining (requests of cost 1 still allowed),
+     * retry_after (whole seconds to wait, rounded up; 0 when allowed), limit,
+     * reset (seconds, rounded up, until the key is back at rest), untracked
+     * (the table was full) and degraded (a lock timed out).
+     */
+    public function acquire(string $key, int $cost = 1): array
+    {
+        $lim = $this->handle();
+        $d = $this->ffi->new('srl_decision');
+        $rc = $this->ffi->srl_acquire($lim, $key, strlen($key), self::u32($cost, 'cost'),
+                                      FFI::addr($d));
+        if ($rc !== 0 && $rc !== self::ETIMEDOUT && $rc !== self::ENOTRECOVERABLE) {
+            self::check($this->ffi, $rc, 'acquire');
+        }
+        $this->last = $d;
+        return $this->toArray($d);
+    }
+
+    /* The decision acquire() would give, taking nothing; null for an untracked key. */
+    public function peek(string $key, int $cost = 1): ?array
+    {
+        $d = $this->ffi->new('srl_decision');
+        $rc = $this->ffi->srl_peek($this->handle(), $key, strlen($key), self::u32($cost, 'cost'),
+                                   FFI::addr($d));
+        if ($rc === -7) { /* SRL_ENOENT */
+            return null;
+        }
+        self::check($this->ffi, $rc, 'peek');
+        return $this->toArray($d);
+    }
+
+    /* Forget one key; false if it was not tracked. */
+    public function reset(string $key): bool
+    {
+        $rc = $this->ffi->srl_reset_key($this->handle(), $key, strlen($key));
+        if ($rc === -7) {
+            return false;
+        }
+        self::check($this->ffi, $rc, 'reset');
+        return true;
+    }
+
+    /* The segment's counters (capacity, used, allowed, denied, ...). */
+    public function stats(): array
+    {
+        $s = $this->ffi->new('srl_stats');
+        self::check($this->ffi, $this->ffi->srl_stats_get($this->handle(), FFI::addr($s)), 'stats');
+        $out = [];
+        foreach (['capacity', 'used', 'allowed', 'denied', 'full', 'recovered', 'reset_slots',
+                  'evicted', 'timeouts'] as $f) {
+            $out[$f] = $s->$f;
+        }
+        return $out;
+    }
+
+    /*
+     * Send the headers of the last acquire(): RateLimit-Policy and
+     * RateLimit always, Retry-After and status 429 when it was denied.
+     * Returns whether the request was allowed (so `if (!$srl->sendHeaders())
+     * exit;` ends a limited request).  The header values are formatted by
+     * the library (srl_format_*), exactly as mod_srl formats them.
+     */
+    public function sendHeaders(): bool
+    {
+        if ($this->last === null) {
+            throw new LogicException('sendHeaders() before acquire()');
+        }
+        $d = $this->last;
+        header('RateLimit-Policy: ' . $this->format('srl_format_ratelimit_policy',
+                                                     FFI::addr($this->policy), $this->token));
+        header('RateLimit: ' . $this->format('srl_format_ratelimit', FFI::addr($d), $this->token));
+        if ($d->allowed) {
+            return true;
+        }
+        header('Retry-After: ' . $this->format('srl_format_retry_after', FFI::addr($d)));
+        http_response_code(429);
+        return false;
+    }
+
+    /* Remove the segment's name (processes that have it open keep it). */
+    public static function unlink(string $name): void
+    {
+        $ffi = self::ffi();
+        self::check($ffi, $ffi->srl_unlink($name), "unlink '$name'");
+    }
+
+    private function handle(): FFI\CData
+    {
+        if ($this->lim === null) {
+            throw new LogicException('the limiter is closed');
+        }
+        return $this->lim;
+    }
+
+    private function toArray(FFI\CData $d): array
+    {
+        return [
+            'allowed' => $d->allowed !== 0,
+            'remaining' => $d->remaining,
+            'retry_after' => (int)$this->format('srl_format_retry_after', FFI::addr($d)),
+            'limit' => $d->limit,
+            'reset' => intdiv($d->reset_after_ns + 999999999, 1000000000),
+            'untracked' => ($d->flags & self::DECISION_UNTRACKED) !== 0,
+            'degraded' => ($d->flags & self::DECISION_DEGRADED) !== 0,
+        ];
+    }
+
+    /* Call one srl_format_* function into a buffer; its text. */
+    private function format(string $fn, FFI\CData $what, ?string $name = null): string
+    {
+        $buf = $this->ffi->new('char[128]');
+        $n = $name === null
+            ? $this->ffi->$fn($what, $buf, 128)
+            : $this->ffi->$fn($what, $name, $buf, 128);
+        self::check($this->ffi, $n < 0 ? $n : 0, $fn);
+        return FFI::string($buf, $n);
+    }
+
+    private static function u32(int $v, string $what): int
+    {
+        if ($v < 0 || $v > 0xFFFFFFFF) {
+            throw new InvalidArgumentException("$what must be 0..4294967295, got $v");
+        }
+        return $v;
+    }
+
+    private static function check(FFI $ffi, int $rc, string $what): void
+    {
+        if ($rc < 0) {
+            throw new SrlException("srl: $what: " . $ffi->srl_strerror($rc), $rc);
+        }
+    }
+}

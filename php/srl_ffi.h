@@ -1,0 +1,99 @@
+/*
+ * srl_ffi.h - the part of include/srl.h that PHP's FFI uses.
+ *
+ * FFI parses C declarations but not the preprocessor: no #include, no
+ * macros other than FFI_SCOPE and FFI_LIB, no attributes.  So this file
+ * repeats, by hand, the types and functions of srl.h the PHP binding needs,
+ * with the same layout.  tests/e2e/php.sh compares every struct's size and
+ * field offsets as PHP sees them here with the C compiler's view of srl.h,
+ * so the two cannot drift apart unnoticed.
+ *
+ * FFI_LIB is the library's soname; the dynamic loader finds it the usual
+ * way (ld.so.cache, LD_LIBRARY_PATH).  Keys are passed as const char * with
+ * an explicit length (srl.h says const void *: same ABI, and PHP strings
+ * convert to char pointers), so keys may hold any bytes.
+ */
+#define FFI_SCOPE "srl"
+#define FFI_LIB "libsrl.so.0"
+
+typedef enum srl_algorithm {
+    SRL_TOKEN_BUCKET = 0,
+    SRL_SLIDING_LOG = 1,
+    SRL_SLIDING_COUNTER = 2,
+    SRL_GCRA = 3
+} srl_algorithm;
+
+typedef struct srl_policy {
+    srl_algorithm algorithm;
+    uint32_t permits;
+    uint64_t window_ns;
+} srl_policy;
+
+typedef struct srl_decision {
+    int allowed;
+    uint32_t limit;
+    uint32_t remaining;
+    uint64_t retry_after_ns;
+    uint64_t reset_after_ns;
+    unsigned flags;
+} srl_decision;
+
+typedef uint64_t (*srl_ticker_fn)(void *ctx);
+
+typedef struct srl_ticker {
+    srl_ticker_fn now;
+    void *ctx;
+} srl_ticker;
+
+typedef struct srl_limiter srl_limiter;
+
+typedef enum srl_on_full {
+    SRL_ON_FULL_ALLOW = 0,
+    SRL_ON_FULL_DENY = 1
+} srl_on_full;
+
+typedef struct srl_config {
+    srl_policy policy;
+    uint64_t capacity;
+    uint32_t key_display;
+    uint32_t mode;
+    srl_on_full on_full;
+    uint32_t lock_timeout_ms;
+    srl_ticker ticker;
+} srl_config;
+
+typedef struct srl_stats {
+    uint64_t capacity;
+    uint64_t used;
+    uint64_t allowed;
+    uint64_t denied;
+    uint64_t full;
+    uint64_t recovered;
+    uint64_t reset_slots;
+    uint64_t evicted;
+    uint64_t timeouts;
+} srl_stats;
+
+const char *srl_strerror(int code);
+
+int srl_policy_parse(const char *text, srl_policy *out);
+int srl_policy_format(const srl_policy *p, char *buf, size_t len);
+
+void srl_config_init(srl_config *cfg);
+int srl_open_shared(const char *name, const srl_config *cfg, unsigned flags,
+                    srl_limiter **out);
+void srl_close(srl_limiter *lim);
+int srl_unlink(const char *name);
+
+int srl_acquire(srl_limiter *lim, const char *key, size_t len, uint32_t cost,
+                srl_decision *d);
+int srl_peek(srl_limiter *lim, const char *key, size_t len, uint32_t cost,
+             srl_decision *d);
+int srl_reset_key(srl_limiter *lim, const char *key, size_t len);
+int srl_stats_get(srl_limiter *lim, srl_stats *out);
+
+int srl_format_retry_after(const srl_decision *d, char *buf, size_t len);
+int srl_format_ratelimit_policy(const srl_policy *p, const char *name, char *buf,
+                                size_t len);
+int srl_format_ratelimit(const srl_decision *d, const char *name, char *buf,
+                         size_t len);

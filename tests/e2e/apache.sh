@@ -1,0 +1,178 @@
+#!/usr/bin/env bash
+# apache.sh MPM - mod_srl in a throwaway apache2 (MPM = prefork or event).
+#
+# Starts Debian's apache2 on 127.0.0.1:<free port> with its own ServerRoot
+# and configuration in a temporary directory, the workers running as
+# www-data, one limiter (token_bucket:10/1d, so nothing refills during the
+# test) applied in several ways, and checks, with exact counts:
+#   A  key ip, sequential: exactly 10 x 200 then 429s; RateLimit r counts
+#      down 9..0; 429s carry Retry-After (one token: 8640 s, rounded up),
+#      RateLimit r=0;t=Retry-After, and every answer RateLimit-Policy
+#   B  key header:X-Key, 30 requests over 30 held connections: exactly 10
+#      admitted, by more than one child (%P in the access log)
+#   C  a directory (DirectoryIndex: a subrequest and a redirect per
+#      request): still exactly 10 admitted, once per client request
+#   D  key expr:, SrlCost 2: exactly 5 admitted, Retry-After of 2 tokens
+#   E  key env: (SetEnvIf), SrlDryRun On: all 200, no RateLimit headers,
+#      SRL_LIMITED=1 logged for exactly the 3 over the limit, 3 log lines
+#   F  SrlLimit off below a server-wide SrlLimit: not counted, no headers
+#   G  graceful restart (SIGUSR1): the exhausted key stays exhausted
+#   H  rlctl info on the segment: allowed/denied/used agree exactly;
+#      the segment belongs to the workers' user, mode 0600
+# plus: `apache2 -t` (config check only) creates no segment, and a
+# SrlLimit naming no limiter is refused at configuration time.
+mpm=${1:?usage: apache.sh prefork|event}
+here=$(cd "$(dirname "$0")" && pwd)
+export SRL_E2E_DIR=${SRL_E2E_DIR:-$here}
+. "$here/lib.sh"
+need "$SRL_MOD" "$SRL_RLCTL" /usr/sbin/apache2 /usr/lib/apache2/modules/mod_mpm_$mpm.so
+
+LIMIT=10
+TOKEN_S=8640              # 1d / 10: the wait for one token
+e2e_tmpdir "apache-$mpm"
+e2e_port=$(free_port)
+token="srl-e2e-ap-$mpm-$$"
+name="/$token"
+e2e_segments+=("$name")
+started=$(date +%s)
+
+mkdir -p "$e2e_tmp/htdocs/dir"
+for f in ip cost dry free; do echo "$f" >"$e2e_tmp/htdocs/$f"; done
+echo hdr >"$e2e_tmp/htdocs/hdr"
+echo index >"$e2e_tmp/htdocs/dir/index.html"
+
+body="SrlLimiter $name token_bucket:$LIMIT/1d 4096 key_display=32
+SetEnvIf X-Env-Key \"^(.+)\$\" SRL_KEY_ENV=\$1
+DirectoryIndex index.html
+SrlLimit $name
+SrlKey header:X-Key
+<Location /ip>
+    SrlKey ip
+</Location>
+<Location /cost>
+    SrlKey \"expr:cost-%{REMOTE_ADDR}\"
+    SrlCost 2
+</Location>
+<Location /dry>
+    SrlKey env:SRL_KEY_ENV
+    SrlDryRun On
+</Location>
+<Location /free>
+    SrlLimit off
+</Location>"
+
+# --- configuration-time behaviour, before any server runs
+mkdir -p "$e2e_tmp/htdocs" "$e2e_tmp/run"
+cat >"$e2e_tmp/check.conf" <<CONF
+ServerRoot "$e2e_tmp"
+ServerName 127.0.0.1
+Listen 127.0.0.1:$e2e_port
+LoadModule mpm_${mpm}_module /usr/lib/apache2/modules/mod_mpm_${mpm}.so
+LoadModule authz_core_module /usr/lib/apache2/modules/mod_authz_core.so
+LoadModule dir_module /usr/lib/apache2/modules/mod_dir.so
+LoadModule setenvif_module /usr/lib/apache2/modules/mod_setenvif.so
+LoadModule srl_module $SRL_MOD
+PidFile "$e2e_tmp/run/check.pid"
+DefaultRuntimeDir "$e2e_tmp/run"
+ErrorLog "$e2e_tmp/check.log"
+DocumentRoot "$e2e_tmp/htdocs"
+$body
+CONF
+out=$(/usr/sbin/apache2 -d "$e2e_tmp" -f "$e2e_tmp/check.conf" -t 2>&1); rc=$?
+check_eq "apache2 -t accepts the configuration (exit status)" 0 "$rc"
+check_eq "apache2 -t created no segment (first pass only)" absent \
+  "$([ -e "/dev/shm/$token" ] && echo present || echo absent)"
+sed "s|^SrlLimit $name\$|SrlLimit /no-such-limiter|" "$e2e_tmp/check.conf" >"$e2e_tmp/bad.conf"
+out=$(/usr/sbin/apache2 -d "$e2e_tmp" -f "$e2e_tmp/bad.conf" -t 2>&1); rc=$?
+check_eq "SrlLimit of an undeclared limiter is refused (exit status)" 1 "$rc"
+check_eq "the refusal names the problem" 1 "$(grep -c 'SrlLimit /no-such-limiter: no such limiter' <<<"$out")"
+
+apache_start "$mpm" "$body"
+policy="\"$token\";q=$LIMIT;w=86400"
+
+# count_status STATUS LINES: how many responses had that status.
+count_status() { awk -F'\t' -v s="$1" '$1 == s' <<<"$2" | wc -l; }
+
+# --- A: key ip, sequential
+a=$(http seq $((LIMIT + 3)) /ip)
+check_eq "A: statuses in order (10 x 200, then 3 x 429)" \
+  "$(printf '200 %.0s' $(seq $LIMIT))429 429 429" "$(cut -f1 <<<"$a" | tr '\n' ' ' | sed 's/ $//')"
+check_eq "A: RateLimit r on the admitted counts down 9..0" "9 8 7 6 5 4 3 2 1 0" \
+  "$(head -$LIMIT <<<"$a" | cut -f3 | sed 's/.*;r=\([0-9]*\);.*/\1/' | tr '\n' ' ' | sed 's/ $//')"
+check_eq "A: every answer has RateLimit-Policy $policy" $((LIMIT + 3)) \
+  "$(cut -f4 <<<"$a" | grep -cxF "$policy")"
+check_eq "A: admitted answers carry no Retry-After" $LIMIT "$(head -$LIMIT <<<"$a" | cut -f2 | grep -cx -- -)"
+elapsed=$(( $(date +%s) - started + 1 ))
+while IFS=$'\t' read -r st ra rl pol; do
+  check_range "A: 429 Retry-After (one token, less the seconds elapsed)" $((TOKEN_S - elapsed)) $TOKEN_S "$ra"
+  check_eq "A: 429 RateLimit" "\"$token\";r=0;t=$ra" "$rl"
+done <<<"$(tail -3 <<<"$a")"
+
+# --- B: key header, spread over the children
+b=$(http hold $((3 * LIMIT)) /hdr "X-Key: hold-B")
+check_eq "B: admitted of 30 concurrent requests" $LIMIT "$(count_status 200 "$b")"
+check_eq "B: refused with 429" $((2 * LIMIT)) "$(count_status 429 "$b")"
+check_eq "B: every 429 has a Retry-After" $((2 * LIMIT)) \
+  "$(awk -F'\t' '$1 == 429 && $2 ~ /^[0-9]+$/' <<<"$b" | wc -l)"
+sleep 0.5   # the access log is written after the response
+pids=$(awk '$2 == 200 && $4 == "key=hold-B" {print $1}' "$e2e_tmp/access.log" | sort -u | wc -l)
+check_gt "B: distinct children (%P) among the admitted" 1 "$pids"
+check_eq "B: access log agrees on the admitted" $LIMIT \
+  "$(awk '$2 == 200 && $4 == "key=hold-B"' "$e2e_tmp/access.log" | wc -l)"
+
+# --- C: subrequests and internal redirects are not counted
+c=$(http seq $((LIMIT + 3)) /dir/ "X-Key: dir-C")
+check_eq "C: /dir/ (DirectoryIndex) admitted" $LIMIT "$(count_status 200 "$c")"
+check_eq "C: /dir/ refused" 3 "$(count_status 429 "$c")"
+check_eq "C: the 10th admitted still had r=0 left (one permit per request)" "\"$token\";r=0" \
+  "$(sed -n ${LIMIT}p <<<"$c" | cut -f3 | sed 's/;t=.*//')"
+
+# --- D: expression key, cost 2
+d=$(http seq 7 /cost)
+check_eq "D: cost 2 of 10 permits: admitted" 5 "$(count_status 200 "$d")"
+check_eq "D: refused" 2 "$(count_status 429 "$d")"
+elapsed=$(( $(date +%s) - started + 1 ))
+check_range "D: Retry-After for 2 tokens" $((2 * TOKEN_S - elapsed)) $((2 * TOKEN_S)) "$(tail -1 <<<"$d" | cut -f2)"
+
+# --- E: dry run
+e=$(http seq $((LIMIT + 3)) /dry "X-Env-Key: dry-E")
+check_eq "E: dry run answers all with 200" $((LIMIT + 3)) "$(count_status 200 "$e")"
+check_eq "E: dry run sends no RateLimit header" $((LIMIT + 3)) "$(cut -f3 <<<"$e" | grep -cx -- -)"
+sleep 0.5
+check_eq "E: SRL_LIMITED=1 logged for the requests over the limit" 3 \
+  "$(grep -c 'env=dry-E limited=1$' "$e2e_tmp/access.log")"
+check_eq "E: SRL_LIMITED unset for the others" $LIMIT \
+  "$(grep -c 'env=dry-E limited=-$' "$e2e_tmp/access.log")"
+check_eq "E: one dry-run line per would-be 429 in the error log" 3 \
+  "$(grep -c "SrlLimit $name: dry run: would answer 429" "$e2e_tmp/error.log")"
+
+# --- F: SrlLimit off
+f=$(http seq 5 /free "X-Key: free-F")
+check_eq "F: SrlLimit off: all admitted" 5 "$(count_status 200 "$f")"
+check_eq "F: SrlLimit off: no RateLimit header" 5 "$(cut -f3 <<<"$f" | grep -cx -- -)"
+
+# --- G: graceful restart keeps the states
+kill -USR1 "$apache_pid"
+wait_until 20 test "$(grep -c 'resuming normal operations' "$e2e_tmp/error.log")" -ge 2 \
+  || fail "G: no second generation after SIGUSR1"
+wait_until 10 curl -s -o /dev/null "http://127.0.0.1:$e2e_port/free"
+g=$(http seq 1 /ip)
+check_eq "G: after a graceful restart the exhausted ip key is still refused" 429 "$(cut -f1 <<<"$g")"
+g=$(http seq 2 /hdr "X-Key: after-G")
+check_eq "G: a new key after the restart: statuses" "200 200" "$(cut -f1 <<<"$g" | tr '\n' ' ' | sed 's/ $//')"
+check_eq "G: a new key after the restart: remaining" "9 8" \
+  "$(cut -f3 <<<"$g" | sed 's/.*;r=\([0-9]*\);.*/\1/' | tr '\n' ' ' | sed 's/ $//')"
+check_eq "G: the parent survived the restart" "$apache_pid" "$(cat "$e2e_tmp/run/httpd.pid")"
+
+# --- H: rlctl agrees
+#   allowed: A 10 + B 10 + C 10 + D 5 + E 10 + G 2 = 47
+#   denied:  A 3 + B 20 + C 3 + D 2 + E 3 + G 1 = 32
+#   keys:    127.0.0.1, hold-B, dir-C, cost-127.0.0.1, dry-E, after-G = 6
+check_eq "H: rlctl info: allowed" 47 "$(rlctl_count "$name" allowed)"
+check_eq "H: rlctl info: denied" 32 "$(rlctl_count "$name" denied)"
+check_eq "H: rlctl info: keys tracked" 6 "$(rlctl_count "$name" used)"
+check_eq "H: segment owner and mode" "$e2e_user 600" "$(stat -c '%U %a' "/dev/shm/$token")"
+
+stop_pid "$apache_pid"
+check_eq "apache2 stopped by its pid" gone "$(kill -0 "$apache_pid" 2>/dev/null && echo running || echo gone)"
+e2e_finish "$mpm"

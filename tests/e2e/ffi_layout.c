@@ -1,0 +1,62 @@
+/*
+ * ffi_layout.c - the C compiler's view of the structs php/srl_ffi.h repeats.
+ *
+ * Prints, for each struct PHP's FFI binding declares, its size and every
+ * field's offset, in srl.h's field order:
+ *     srl_policy 16
+ *     srl_policy.algorithm 0
+ * ffi_layout.php prints the same from FFI's parse of srl_ffi.h, and
+ * ffi_layout.sh requires the two outputs to be identical.  A field added to
+ * srl.h but not to srl_ffi.h changes a size here, so it is caught too.
+ */
+#include <stddef.h>
+#include <stdio.h>
+
+#include "srl.h"
+
+#define STRUCT(t) printf("%s %zu\n", #t, sizeof(t))
+#define FIELD(t, f) printf("%s.%s %zu\n", #t, #f, offsetof(t, f))
+
+int main(void)
+{
+    STRUCT(srl_policy);
+    FIELD(srl_policy, algorithm);
+    FIELD(srl_policy, permits);
+    FIELD(srl_policy, window_ns);
+
+    STRUCT(srl_decision);
+    FIELD(srl_decision, allowed);
+    FIELD(srl_decision, limit);
+    FIELD(srl_decision, remaining);
+    FIELD(srl_decision, retry_after_ns);
+    FIELD(srl_decision, reset_after_ns);
+    FIELD(srl_decision, flags);
+
+    STRUCT(srl_ticker);
+    FIELD(srl_ticker, now);
+    FIELD(srl_ticker, ctx);
+
+    STRUCT(srl_config);
+    FIELD(srl_config, policy);
+    FIELD(srl_config, capacity);
+    FIELD(srl_config, key_display);
+    FIELD(srl_config, mode);
+    FIELD(srl_config, on_full);
+    FIELD(srl_config, lock_timeout_ms);
+    FIELD(srl_config, ticker);
+
+    STRUCT(srl_stats);
+    FIELD(srl_stats, capacity);
+    FIELD(srl_stats, used);
+    FIELD(srl_stats, allowed);
+    FIELD(srl_stats, denied);
+    FIELD(srl_stats, full);
+    FIELD(srl_stats, recovered);
+    FIELD(srl_stats, reset_slots);
+    FIELD(srl_stats, evicted);
+    FIELD(srl_stats, timeouts);
+
+    printf("srl_algorithm %zu\n", sizeof(srl_algorithm));
+    printf("srl_on_full %zu\n", sizeof(srl_on_full));
+    return 0;
+}

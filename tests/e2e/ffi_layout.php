@@ -1,0 +1,18 @@
+<?php
+/*
+ * ffi_layout.php - FFI's view of php/srl_ffi.h, in ffi_layout.c's format.
+ * Usage: php -d ffi.enable=1 ffi_layout.php PHP_DIR
+ */
+declare(strict_types=1);
+
+$ffi = FFI::load($argv[1] . '/srl_ffi.h');
+foreach (['srl_policy', 'srl_decision', 'srl_ticker', 'srl_config', 'srl_stats'] as $t) {
+    $type = $ffi->type($t);
+    printf("%s %d\n", $t, FFI::sizeof($type));
+    foreach ($type->getStructFieldNames() as $f) {
+        printf("%s.%s %d\n", $t, $f, $type->getStructFieldOffset($f));
+    }
+}
+foreach (['srl_algorithm', 'srl_on_full'] as $t) {
+    printf("%s %d\n", $t, FFI::sizeof($ffi->type($t)));
+}

@@ -1,0 +1,255 @@
+# lib.sh - shared helpers of the end-to-end tests (sourced, not run).
+#
+# Every check prints what it checked ("ok: ..." or "FAIL: ...") and a failed
+# check makes the test exit non-zero at the end (e2e_finish), after the
+# servers were stopped by their pids (e2e_cleanup, on EXIT).  Paths of the
+# built artefacts come from meson through the environment:
+#   SRL_LIBDIR (libsrl.so.0), SRL_MOD (mod_srl.so), SRL_RLCTL (rlctl),
+#   SRL_PHP_DIR (php/ of the source tree), SRL_E2E_DIR (this directory).
+set -uo pipefail
+
+e2e_failures=0
+e2e_checks=0
+e2e_pids=()        # servers to stop, by pid
+e2e_segments=()    # segment names to unlink
+e2e_logs=()        # logs to show when a check failed
+
+ok()   { e2e_checks=$((e2e_checks + 1)); echo "ok: $*"; }
+fail() { e2e_checks=$((e2e_checks + 1)); e2e_failures=$((e2e_failures + 1)); echo "FAIL: $*"; }
+die()  { echo "FATAL: $*"; e2e_failures=$((e2e_failures + 1)); exit 1; }
+
+# check_eq WHAT EXPECTED ACTUAL
+check_eq() {
+  if [ "$2" == "$3" ]; then ok "$1 = $3"; else fail "$1: expected '$2', got '$3'"; fi
+}
+# check_range WHAT LOW HIGH ACTUAL (integers, inclusive)
+check_range() {
+  if [[ "$4" =~ ^[0-9]+$ ]] && [ "$4" -ge "$2" ] && [ "$4" -le "$3" ]; then
+    ok "$1 = $4 (in $2..$3)"
+  else
+    fail "$1: expected $2..$3, got '$4'"
+  fi
+}
+# check_gt WHAT LOW ACTUAL: ACTUAL > LOW
+check_gt() {
+  if [[ "$3" =~ ^[0-9]+$ ]] && [ "$3" -gt "$2" ]; then ok "$1 = $3 (> $2)"; else fail "$1: expected > $2, got '$3'"; fi
+}
+
+need() { for f in "$@"; do [ -e "$f" ] || die "missing $f (is it built?)"; done; }
+
+# A TCP port nobody listens on now.
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+# wait_until SECONDS COMMAND...: poll every 0.1 s.
+wait_until() {
+  local n=$(( $1 * 10 )); shift
+  while [ $n -gt 0 ]; do "$@" 2>/dev/null && return 0; sleep 0.1; n=$((n - 1)); done
+  return 1
+}
+
+# The user the servers' workers run as: www-data when we are root.
+if [ "$(id -u)" -eq 0 ]; then
+  e2e_user=www-data; e2e_group=www-data
+else
+  e2e_user=$(id -un); e2e_group=$(id -gn)
+fi
+# as_worker COMMAND...: run as the workers' user, environment kept.
+as_worker() {
+  if [ "$(id -u)" -eq 0 ]; then
+    setpriv --reuid="$e2e_user" --regid="$e2e_group" --clear-groups -- "$@"
+  else
+    "$@"
+  fi
+}
+
+# A temporary directory the workers' user can read (sockets, scripts, logs).
+e2e_tmpdir() {
+  e2e_tmp=$(mktemp -d "${TMPDIR:-/tmp}/srl-e2e-$1.XXXXXX") || die "mktemp"
+  chmod 0755 "$e2e_tmp"
+}
+
+# stop_pid PID: SIGTERM, then wait (bounded) for it to exit.
+stop_pid() {
+  local pid=$1 sig=${2:-TERM}
+  kill -0 "$pid" 2>/dev/null || return 0
+  kill -s "$sig" "$pid" 2>/dev/null
+  for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  if kill -0 "$pid" 2>/dev/null; then
+    echo "note: $pid ignored SIG$sig for 10 s, sending SIGKILL"
+    kill -KILL "$pid" 2>/dev/null
+  fi
+  wait "$pid" 2>/dev/null
+  return 0
+}
+
+e2e_cleanup() {
+  local pid seg
+  for pid in "${e2e_pids[@]}"; do stop_pid "$pid"; done
+  for seg in "${e2e_segments[@]}"; do rm -f "/dev/shm/${seg#/}"; done
+  if [ "$e2e_failures" -ne 0 ]; then
+    local f
+    for f in "${e2e_logs[@]}"; do
+      [ -f "$f" ] && { echo "----- $f (last 40 lines)"; tail -40 "$f"; }
+    done
+  fi
+  [ -n "${e2e_tmp:-}" ] && rm -rf "$e2e_tmp"
+}
+trap e2e_cleanup EXIT
+
+e2e_finish() {
+  echo "$(basename "$0") $*: $e2e_checks checks, $e2e_failures failed"
+  [ "$e2e_failures" -eq 0 ]
+  exit $?
+}
+
+# rlctl_count NAME FIELD: a counter of `rlctl info NAME --json`.
+rlctl_count() {
+  "$SRL_RLCTL" info "$1" --json | python3 -c '
+import json, sys
+want = sys.argv[1]
+def find(o):
+    if isinstance(o, dict):
+        if want in o and isinstance(o[want], int):
+            return o[want]
+        for v in o.values():
+            r = find(v)
+            if r is not None:
+                return r
+    return None
+r = find(json.load(sys.stdin))
+print("missing" if r is None else r)' "$2"
+}
+
+# ---------------------------------------------------------------- apache
+
+# apache_start MPM CONF_BODY: write httpd.conf in $e2e_tmp and start apache2
+# in the foreground (as our child), on $e2e_port; sets apache_pid.
+apache_start() {
+  local mpm=$1 body=$2 mpmconf
+  local moddir=/usr/lib/apache2/modules
+  if [ "$mpm" = prefork ]; then
+    mpmconf="StartServers 4
+MinSpareServers 4
+MaxSpareServers 8
+ServerLimit 8
+MaxRequestWorkers 8
+MaxConnectionsPerChild 0"
+  else
+    mpmconf="StartServers 4
+ServerLimit 4
+ThreadsPerChild 2
+MaxRequestWorkers 8
+MinSpareThreads 2
+MaxSpareThreads 8
+ThreadLimit 2
+MaxConnectionsPerChild 0"
+  fi
+  local userconf=""
+  [ "$(id -u)" -eq 0 ] && userconf="User $e2e_user
+Group $e2e_group"
+  mkdir -p "$e2e_tmp/htdocs" "$e2e_tmp/run"
+  cat >"$e2e_tmp/httpd.conf" <<CONF
+ServerRoot "$e2e_tmp"
+ServerName 127.0.0.1
+Listen 127.0.0.1:$e2e_port
+LoadModule mpm_${mpm}_module $moddir/mod_mpm_${mpm}.so
+LoadModule authz_core_module $moddir/mod_authz_core.so
+LoadModule dir_module $moddir/mod_dir.so
+LoadModule setenvif_module $moddir/mod_setenvif.so
+LoadModule srl_module $SRL_MOD
+$userconf
+$mpmconf
+PidFile "$e2e_tmp/run/httpd.pid"
+DefaultRuntimeDir "$e2e_tmp/run"
+ErrorLog "$e2e_tmp/error.log"
+LogLevel warn srl:info
+LogFormat "%P %>s %U key=%{X-Key}i limited=%{SRL_LIMITED}e" srl
+CustomLog "$e2e_tmp/access.log" srl
+KeepAlive Off
+DocumentRoot "$e2e_tmp/htdocs"
+<Directory "$e2e_tmp/htdocs">
+    Require all granted
+</Directory>
+$body
+CONF
+  e2e_logs+=("$e2e_tmp/error.log" "$e2e_tmp/access.log")
+  /usr/sbin/apache2 -d "$e2e_tmp" -f "$e2e_tmp/httpd.conf" -DFOREGROUND &
+  apache_pid=$!
+  e2e_pids+=("$apache_pid")
+  wait_until 20 curl -s -o /dev/null "http://127.0.0.1:$e2e_port/" \
+    || die "apache2 ($mpm) did not answer on port $e2e_port"
+  wait_until 10 test -s "$e2e_tmp/run/httpd.pid" || die "apache2 wrote no PidFile"
+  check_eq "apache2 ($mpm) PidFile names the process we started" "$apache_pid" \
+    "$(cat "$e2e_tmp/run/httpd.pid")"
+}
+
+# http MODE COUNT PATH [HEADER...]: requests through httpc.py, one line each:
+# "STATUS<TAB>Retry-After<TAB>RateLimit<TAB>RateLimit-Policy".
+http() {
+  local mode=$1 count=$2 path=$3; shift 3
+  python3 "$SRL_E2E_DIR/httpc.py" "$mode" 127.0.0.1 "$e2e_port" "$path" "$count" "$@"
+}
+
+# ------------------------------------------------------------------- php
+
+# php_ini: write $e2e_tmp/php.ini from php/srl.ini (the shipped settings).
+php_ini() {
+  sed "s|@SRL_PHP_DIR@|$SRL_PHP_DIR|g" "$SRL_PHP_DIR/srl.ini" >"$e2e_tmp/php.ini"
+  if [ "$(id -u)" -ne 0 ]; then
+    sed -i "s|^opcache.preload_user.*|opcache.preload_user = $e2e_user|" "$e2e_tmp/php.ini"
+  fi
+}
+
+# fpm_start POOL...: php-fpm with one static pool of 4 children per name,
+# each on $e2e_tmp/POOL.sock; sets fpm_pid.
+fpm_start() {
+  php_ini
+  {
+    echo "[global]"
+    echo "pid = $e2e_tmp/fpm.pid"
+    echo "error_log = $e2e_tmp/fpm.log"
+    echo "daemonize = no"
+    local p
+    for p in "$@"; do
+      echo "[$p]"
+      [ "$(id -u)" -eq 0 ] && { echo "user = $e2e_user"; echo "group = $e2e_group"; }
+      echo "listen = $e2e_tmp/$p.sock"
+      echo "listen.mode = 0666"
+      echo "pm = static"
+      echo "pm.max_children = 4"
+      echo "env[SRL_POOL] = $p"
+      echo "catch_workers_output = yes"
+    done
+  } >"$e2e_tmp/fpm.conf"
+  e2e_logs+=("$e2e_tmp/fpm.log")
+  # The master binds libsrl (ffi.preload) before forking: it needs the path.
+  LD_LIBRARY_PATH="$SRL_LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+    php-fpm8.2 -c "$e2e_tmp/php.ini" -y "$e2e_tmp/fpm.conf" -F &
+  fpm_pid=$!
+  e2e_pids+=("$fpm_pid")
+  for p in "$@"; do
+    wait_until 20 test -S "$e2e_tmp/$p.sock" || die "php-fpm did not open $p.sock"
+  done
+  wait_until 10 test -s "$e2e_tmp/fpm.pid" || die "php-fpm wrote no pid file"
+  check_eq "php-fpm pid file names the process we started" "$fpm_pid" "$(cat "$e2e_tmp/fpm.pid")"
+}
+
+# fcgi POOL KEY [VAR=VALUE...]: one request to tests/e2e/limit.php through
+# cgi-fcgi; prints the whole FastCGI response (headers, blank line, body).
+fcgi() {
+  local pool=$1 key=$2; shift 2
+  env -i SCRIPT_FILENAME="$SRL_E2E_DIR/limit.php" SCRIPT_NAME=/limit.php REQUEST_METHOD=GET \
+    SRL_PHP_DIR="$SRL_PHP_DIR" SRL_NAME="$srl_name" SRL_POLICY="$srl_policy" \
+    SRL_CAPACITY="$srl_capacity" SRL_KEY="$key" "$@" \
+    cgi-fcgi -bind -connect "$e2e_tmp/$pool.sock"
+}
+
+# cli KEY REPEAT: REPEAT acquires from one PHP CLI process (ffi.enable=1).
+cli() {
+  SRL_PHP_DIR="$SRL_PHP_DIR" SRL_NAME="$srl_name" SRL_POLICY="$srl_policy" \
+    SRL_CAPACITY="$srl_capacity" SRL_KEY="$1" SRL_REPEAT="$2" SRL_POOL=cli \
+    LD_LIBRARY_PATH="$SRL_LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+    as_worker php -n -d extension=ffi -d ffi.enable=1 "$SRL_E2E_DIR/limit.php"
+}

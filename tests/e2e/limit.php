@@ -1,0 +1,46 @@
+<?php
+/*
+ * limit.php - the PHP side of the e2e tests: acquire through Srl.php.
+ *
+ * Run by php-fpm (through cgi-fcgi: the parameters come as FastCGI
+ * variables) or by the CLI (the same names in the environment):
+ *   SRL_PHP_DIR  where Srl.php is        SRL_KEY     the key
+ *   SRL_NAME, SRL_POLICY, SRL_CAPACITY   the segment
+ *   SRL_REPEAT   acquires to make (1)    SRL_SLEEP_MS pause after them (0)
+ * Prints one line per acquire:
+ *   srl pool=P pid=N allowed=0|1 remaining=N retry_after=N limit=N ffi=scope|load
+ * and, under php-fpm, sends the headers of the last decision (429 if denied).
+ */
+declare(strict_types=1);
+
+function param(string $k, ?string $default = null): ?string
+{
+    if (isset($_SERVER[$k]) && is_string($_SERVER[$k])) {
+        return $_SERVER[$k];
+    }
+    $v = getenv($k);
+    return $v === false ? $default : $v;
+}
+
+require_once param('SRL_PHP_DIR') . '/Srl.php';
+
+try {
+    FFI::scope('srl');
+    $how = 'scope';   /* preloaded: the php-fpm way */
+} catch (FFI\Exception $e) {
+    $how = 'load';    /* loaded by Srl.php: the CLI way */
+}
+
+$srl = new Srl(param('SRL_NAME'), param('SRL_POLICY'), (int)param('SRL_CAPACITY'));
+$pool = getenv('SRL_POOL') ?: 'none';
+$n = (int)param('SRL_REPEAT', '1');
+for ($i = 0; $i < $n; $i++) {
+    $d = $srl->acquire(param('SRL_KEY'));
+    printf("srl pool=%s pid=%d allowed=%d remaining=%d retry_after=%d limit=%d ffi=%s\n",
+           $pool, getmypid(), $d['allowed'] ? 1 : 0, $d['remaining'], $d['retry_after'],
+           $d['limit'], $how);
+}
+if (PHP_SAPI !== 'cli') {
+    $srl->sendHeaders();
+}
+usleep(1000 * (int)param('SRL_SLEEP_MS', '0'));

@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# php.sh - the PHP binding (php/Srl.php over FFI) under php-fpm and the CLI.
+#
+# Starts php-fpm8.2 with its own configuration in a temporary directory: two
+# pools (a, b), each pm=static with 4 children on its own unix socket, the
+# workers running as www-data, php.ini = php/srl.ini (ffi.enable=preload,
+# ffi.preload, opcache.preload).  Requests go through cgi-fcgi to
+# tests/e2e/limit.php; CLI processes run the same script with ffi.enable=1.
+# Policy token_bucket:20/1d (nothing refills during the test).  Checks:
+#   1  one key through fpm, the CLI, fpm again: the first answer has
+#      remaining 19 and RateLimit-Policy/RateLimit headers; a CLI process
+#      takes the other 19 (remaining 18..0); the next fpm request is a 429
+#      with Retry-After (one token: 4320 s, rounded up) and RateLimit r=0;
+#      fpm found the preloaded FFI scope, the CLI loaded the header itself
+#   2  one key hammered at once by 15 requests to each pool and 10 CLI
+#      processes (2 acquires each): exactly 20 of the 50 admitted host-wide,
+#      each pool served by more than one child, each fpm denial a 429
+#   3  rlctl info on the segment agrees: allowed, denied, keys
+here=$(cd "$(dirname "$0")" && pwd)
+export SRL_E2E_DIR=${SRL_E2E_DIR:-$here}
+. "$here/lib.sh"
+need "$SRL_LIBDIR/libsrl.so.0" "$SRL_RLCTL" "$SRL_PHP_DIR/Srl.php" "$SRL_PHP_DIR/srl_ffi.h"
+command -v php-fpm8.2 >/dev/null || die "php-fpm8.2 is not installed"
+command -v cgi-fcgi >/dev/null || die "cgi-fcgi (libfcgi-bin) is not installed"
+
+LIMIT=20
+TOKEN_S=4320                 # 1d / 20
+e2e_tmpdir php
+srl_token="srl-e2e-php-$$"
+srl_name="/$srl_token"
+srl_policy="token_bucket:$LIMIT/1d"
+srl_capacity=1024
+e2e_segments+=("$srl_name")
+started=$(date +%s)
+
+fpm_start a b
+
+# field NAME TEXT: the value of NAME=... in limit.php's output line.
+field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<"$2"; }
+# header NAME RESPONSE: a header's value in a FastCGI response.
+header() { tr -d '\r' <<<"$2" | sed -n "s/^$1: //Ip" | head -1; }
+
+# --- 1: one key, fpm then CLI then fpm
+r=$(fcgi a shape)
+line=$(grep '^srl ' <<<"$r")
+check_eq "1: first fpm request allowed" 1 "$(field allowed "$line")"
+check_eq "1: first fpm request remaining" $((LIMIT - 1)) "$(field remaining "$line")"
+check_eq "1: first fpm request limit" $LIMIT "$(field limit "$line")"
+check_eq "1: fpm uses the preloaded FFI scope (ffi.enable=preload)" scope "$(field ffi "$line")"
+check_eq "1: pool a answered" a "$(field pool "$line")"
+check_eq "1: RateLimit-Policy" "\"$srl_token\";q=$LIMIT;w=86400" "$(header RateLimit-Policy "$r")"
+rl=$(header RateLimit "$r")
+check_eq "1: RateLimit r" "\"$srl_token\";r=$((LIMIT - 1))" "${rl%%;t=*}"
+elapsed=$(( $(date +%s) - started + 1 ))
+check_range "1: RateLimit t (one token to refill)" $((TOKEN_S - elapsed)) $TOKEN_S "${rl##*;t=}"
+check_eq "1: no Status header on an allowed answer" "" "$(header Status "$r")"
+
+c=$(cli shape $((LIMIT - 1)))
+check_eq "1: CLI process: admitted" $((LIMIT - 1)) "$(grep -c ' allowed=1 ' <<<"$c")"
+check_eq "1: CLI process: remaining counts down" "$(seq $((LIMIT - 2)) -1 0 | tr '\n' ' ')" \
+  "$(sed -n 's/.* remaining=\([0-9]*\) .*/\1/p' <<<"$c" | tr '\n' ' ')"
+check_eq "1: the CLI loads srl_ffi.h itself (ffi.enable=1)" $((LIMIT - 1)) "$(grep -c ' ffi=load$' <<<"$c")"
+
+r=$(fcgi b shape)
+line=$(grep '^srl ' <<<"$r")
+elapsed=$(( $(date +%s) - started + 1 ))
+check_eq "1: fpm pool b after the CLI: denied" 0 "$(field allowed "$line")"
+check_eq "1: fpm pool b answered" b "$(field pool "$line")"
+check_eq "1: Status" "429 Too Many Requests" "$(header Status "$r")"
+ra=$(header Retry-After "$r")
+check_range "1: Retry-After (one token)" $((TOKEN_S - elapsed)) $TOKEN_S "$ra"
+check_eq "1: retry_after of acquire() equals Retry-After" "$ra" "$(field retry_after "$line")"
+check_eq "1: RateLimit on the 429" "\"$srl_token\";r=0;t=$ra" "$(header RateLimit "$r")"
+
+# --- 2: one key from both pools and the CLI at once
+out="$e2e_tmp/out"; mkdir -p "$out"
+jobs_pids=()
+for i in $(seq 1 15); do
+  fcgi a shared SRL_SLEEP_MS=150 >"$out/a$i" 2>&1 & jobs_pids+=($!)
+  fcgi b shared SRL_SLEEP_MS=150 >"$out/b$i" 2>&1 & jobs_pids+=($!)
+done
+for i in $(seq 1 10); do
+  cli shared 2 >"$out/c$i" 2>&1 & jobs_pids+=($!)
+done
+for p in "${jobs_pids[@]}"; do wait "$p"; done
+all=$(cat "$out"/*)
+check_eq "2: answers (15 + 15 fpm requests, 10 CLI x 2)" 50 "$(grep -c '^srl ' <<<"$all")"
+check_eq "2: admitted host-wide" $LIMIT "$(grep -c '^srl .* allowed=1 ' <<<"$all")"
+check_eq "2: denied host-wide" $((50 - LIMIT)) "$(grep -c '^srl .* allowed=0 ' <<<"$all")"
+fpm_denied=$(cat "$out"/a* "$out"/b* | grep -c '^srl .* allowed=0 ')
+check_eq "2: every denied fpm request answered 429" "$fpm_denied" \
+  "$(cat "$out"/a* "$out"/b* | tr -d '\r' | grep -c '^Status: 429 Too Many Requests$')"
+check_eq "2: every denied fpm request has a Retry-After" "$fpm_denied" \
+  "$(cat "$out"/a* "$out"/b* | tr -d '\r' | grep -c '^Retry-After: [0-9]*$')"
+check_eq "2: every fpm answer has a RateLimit header" 30 \
+  "$(cat "$out"/a* "$out"/b* | tr -d '\r' | grep -c "^RateLimit: \"$srl_token\";r=")"
+for p in a b; do
+  check_eq "2: pool $p answered its 15" 15 "$(cat "$out/$p"* | grep -c "^srl pool=$p ")"
+  check_gt "2: pool $p children that answered" 1 \
+    "$(cat "$out/$p"* | sed -n 's/^srl pool=. pid=\([0-9]*\) .*/\1/p' | sort -u | wc -l)"
+done
+
+# --- 3: rlctl agrees (1: 20 allowed, 1 denied; 2: 20 allowed, 30 denied)
+check_eq "3: rlctl info: allowed" 40 "$(rlctl_count "$srl_name" allowed)"
+check_eq "3: rlctl info: denied" 31 "$(rlctl_count "$srl_name" denied)"
+check_eq "3: rlctl info: keys tracked" 2 "$(rlctl_count "$srl_name" used)"
+check_eq "3: segment owner and mode" "$e2e_user 600" "$(stat -c '%U %a' "/dev/shm/$srl_token")"
+
+stop_pid "$fpm_pid" QUIT
+check_eq "php-fpm stopped by its pid" gone "$(kill -0 "$fpm_pid" 2>/dev/null && echo running || echo gone)"
+e2e_finish
