@@ -52,7 +52,7 @@ static struct sc_state sc_roll(const srl_policy *p, const struct sc_state *s, ui
     return r;
 }
 
-/* Smallest x in [lo, W] with prev * (W - x) < A, given A > 0 and prev > 0. */
+/* Smallest x in [0, W] with prev * (W - x) < A, given A > 0 and prev > 0. */
 static uint64_t sc_solve(uint32_t prev, srl__u128 A, uint64_t W)
 {
     /* prev * m < A  <=>  m <= (A - 1) / prev */
