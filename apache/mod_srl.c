@@ -179,8 +179,8 @@ static const char *cmd_limiter(cmd_parms *cmd, void *dconf, int argc, char *cons
     apr_int64_t cap = apr_strtoi64(argv[2], &end, 10);
     if (end == argv[2] || *end != '\0' || cap < 1 || (uint64_t)cap > SRL_CAPACITY_MAX)
         return apr_psprintf(cmd->pool, "SrlLimiter %s: capacity '%s' must be a number of "
-                            "keys, 1..%llu", argv[0], argv[2],
-                            (unsigned long long)SRL_CAPACITY_MAX);
+                            "keys, 1..%" APR_UINT64_T_FMT, argv[0], argv[2],
+                            (apr_uint64_t)SRL_CAPACITY_MAX);
     l->capacity = (uint64_t)cap;
     l->on_full = -1;
     for (int i = 3; i < argc; i++) {
@@ -414,8 +414,9 @@ static int srl_post_config(apr_pool_t *pconf, apr_pool_t *plog, apr_pool_t *ptem
             return rc;
         char pol[SRL_POLICY_TEXT_MAX];
         srl_policy_format(&l->policy, pol, sizeof pol);
-        ap_log_error(APLOG_MARK, APLOG_INFO, 0, s, "SrlLimiter %s: %s, %llu keys, open",
-                     l->name, pol, (unsigned long long)l->capacity);
+        ap_log_error(APLOG_MARK, APLOG_INFO, 0, s,
+                     "SrlLimiter %s: %s, %" APR_UINT64_T_FMT " keys, open", l->name, pol,
+                     (apr_uint64_t)l->capacity);
     }
     return OK;
 }

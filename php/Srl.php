@@ -50,18 +50,34 @@ final class Srl
     private string $token;       /* the policy's name in the headers */
     private ?FFI\CData $last = null; /* srl_decision of the last acquire() */
 
-    /* The FFI instance: preloaded scope "srl", or the header loaded now. */
+    private static ?FFI $shared = null;   /* what ffi() returns */
+    private static string $binding = '';
+
+    /*
+     * The FFI instance: the scope "srl" bound at startup (php-fpm), or the
+     * header loaded now (the CLI, ffi.enable=1).  With ffi.enable=preload
+     * only preloaded code may touch FFI at all, FFI::scope included: this
+     * file must be preloaded too (preload.php does it).
+     */
     public static function ffi(): FFI
     {
-        static $ffi = null;
-        if ($ffi === null) {
+        if (self::$shared === null) {
             try {
-                $ffi = FFI::scope('srl');
+                self::$shared = FFI::scope('srl');
+                self::$binding = 'scope';
             } catch (FFI\Exception $e) {
-                $ffi = FFI::load(__DIR__ . '/srl_ffi.h');
+                self::$shared = FFI::load(__DIR__ . '/srl_ffi.h');
+                self::$binding = 'load';
             }
         }
-        return $ffi;
+        return self::$shared;
+    }
+
+    /* How ffi() found the declarations: 'scope' (preloaded) or 'load'. */
+    public static function binding(): string
+    {
+        self::ffi();
+        return self::$binding;
     }
 
     /*

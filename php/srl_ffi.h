@@ -1,20 +1,22 @@
+#define FFI_SCOPE "srl"
+#define FFI_LIB "libsrl.so.0"
 /*
  * srl_ffi.h - the part of include/srl.h that PHP's FFI uses.
  *
  * FFI parses C declarations but not the preprocessor: no #include, no
  * macros other than FFI_SCOPE and FFI_LIB, no attributes.  So this file
  * repeats, by hand, the types and functions of srl.h the PHP binding needs,
- * with the same layout.  tests/e2e/php.sh compares every struct's size and
- * field offsets as PHP sees them here with the C compiler's view of srl.h,
- * so the two cannot drift apart unnoticed.
+ * with the same layout.  tests/e2e/ffi_layout.sh compares every struct's
+ * size and field offsets as PHP sees them here with the C compiler's view
+ * of srl.h, so the two cannot drift apart unnoticed.
  *
- * FFI_LIB is the library's soname; the dynamic loader finds it the usual
- * way (ld.so.cache, LD_LIBRARY_PATH).  Keys are passed as const char * with
- * an explicit length (srl.h says const void *: same ABI, and PHP strings
- * convert to char pointers), so keys may hold any bytes.
+ * The two #define lines must stay first: FFI::load reads its directives
+ * only at the top of the file.  FFI_LIB is the library's soname; the
+ * dynamic loader finds it the usual way (ld.so.cache, LD_LIBRARY_PATH).
+ * Keys are passed as const char * with an explicit length (srl.h says
+ * const void *: the same ABI, and PHP strings convert to char pointers),
+ * so keys may hold any bytes.
  */
-#define FFI_SCOPE "srl"
-#define FFI_LIB "libsrl.so.0"
 
 typedef enum srl_algorithm {
     SRL_TOKEN_BUCKET = 0,

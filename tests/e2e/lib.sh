@@ -104,9 +104,13 @@ e2e_finish() {
   exit $?
 }
 
-# rlctl_count NAME FIELD: a counter of `rlctl info NAME --json`.
+# rlctl_count NAME FIELD: a counter of `rlctl info NAME --json` (the first
+# integer member of that name, at any depth), or "rlctl-failed: ...".
 rlctl_count() {
-  "$SRL_RLCTL" info "$1" --json | python3 -c '
+  local json rc
+  json=$("$SRL_RLCTL" info "$1" --json 2>&1); rc=$?
+  if [ $rc -ne 0 ]; then echo "rlctl-failed(exit $rc): $json" | head -1; return; fi
+  python3 -c '
 import json, sys
 want = sys.argv[1]
 def find(o):
@@ -118,8 +122,11 @@ def find(o):
             if r is not None:
                 return r
     return None
-r = find(json.load(sys.stdin))
-print("missing" if r is None else r)' "$2"
+try:
+    r = find(json.loads(sys.argv[2]))
+except ValueError as e:
+    r = "unparsable: %s" % e
+print("missing" if r is None else r)' "$2" "$json"
 }
 
 # ---------------------------------------------------------------- apache

@@ -9,6 +9,7 @@
  *   SRL_REPEAT   acquires to make (1)    SRL_SLEEP_MS pause after them (0)
  * Prints one line per acquire:
  *   srl pool=P pid=N allowed=0|1 remaining=N retry_after=N limit=N ffi=scope|load
+ * (ffi: how Srl.php found the C declarations, see Srl::binding())
  * and, under php-fpm, sends the headers of the last decision (429 if denied).
  */
 declare(strict_types=1);
@@ -24,23 +25,18 @@ function param(string $k, ?string $default = null): ?string
 
 require_once param('SRL_PHP_DIR') . '/Srl.php';
 
-try {
-    FFI::scope('srl');
-    $how = 'scope';   /* preloaded: the php-fpm way */
-} catch (FFI\Exception $e) {
-    $how = 'load';    /* loaded by Srl.php: the CLI way */
-}
-
 $srl = new Srl(param('SRL_NAME'), param('SRL_POLICY'), (int)param('SRL_CAPACITY'));
 $pool = getenv('SRL_POOL') ?: 'none';
 $n = (int)param('SRL_REPEAT', '1');
+$lines = '';
 for ($i = 0; $i < $n; $i++) {
     $d = $srl->acquire(param('SRL_KEY'));
-    printf("srl pool=%s pid=%d allowed=%d remaining=%d retry_after=%d limit=%d ffi=%s\n",
-           $pool, getmypid(), $d['allowed'] ? 1 : 0, $d['remaining'], $d['retry_after'],
-           $d['limit'], $how);
+    $lines .= sprintf("srl pool=%s pid=%d allowed=%d remaining=%d retry_after=%d limit=%d ffi=%s\n",
+                      $pool, getmypid(), $d['allowed'] ? 1 : 0, $d['remaining'],
+                      $d['retry_after'], $d['limit'], Srl::binding());
 }
 if (PHP_SAPI !== 'cli') {
-    $srl->sendHeaders();
+    $srl->sendHeaders();   /* before any output */
 }
+echo $lines;
 usleep(1000 * (int)param('SRL_SLEEP_MS', '0'));
