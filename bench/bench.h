@@ -1,0 +1,254 @@
+/*
+ * bench.h - declarations shared by the files of srl-bench (not installed).
+ *
+ * The benchmark is one program, split by what each file holds:
+ *   main.c       command line, the order of the sections, the report
+ *   keys.c       key bytes and pre-generated request sequences (uniform and
+ *                Zipf), from a fixed seed so every run asks the same keys
+ *   baselines.c  the floor (keyed hash + one slot touch + one robust mutex),
+ *                the global-lock wrapper, and the cost of each component
+ *   acquire.c    per-decision cost of srl_acquire on both stores
+ *   scaling.c    forked processes on distinct keys and on one hot key
+ *   memory.c     segment bytes per slot and per key; the 10M-key segment
+ *   redis.c      the Redis GCRA script baseline (only built with hiredis)
+ *
+ * Invariants: every measurement reads its keys from a pre-generated
+ * sequence, never from a random generator inside the timed loop, so the
+ * floor and srl pay for exactly the same key reads.  Every shared segment
+ * the benchmark creates is unlinked right after it is opened (the mapping
+ * stays valid, and a crash leaves nothing behind in /dev/shm).
+ *
+ * Concurrency: the program is single-threaded; scaling.c and redis.c fork
+ * children that share only anonymous MAP_SHARED pages set up before fork.
+ */
+#ifndef SRL_BENCH_H
+#define SRL_BENCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <pthread.h>
+#include <time.h>
+
+#include "srl.h"
+
+#define BENCH_KEY_LEN 16            /* every benchmark key is 16 bytes */
+
+static inline uint64_t bench_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ------------------------------------------------------------ options */
+
+typedef struct bench_opts {
+    int quick;                /* --quick: CI smoke run, < 60 s */
+    uint64_t keys;            /* the "many keys" size (default 1M) */
+    double seconds;           /* measured time per cell */
+    int reps;                 /* repetitions per cell; the median is kept */
+    uint64_t big_keys;        /* capacity of the creation test (10M) */
+} bench_opts;
+
+/* ------------------------------------------------------------ keys.c */
+
+typedef struct bench_rng {
+    uint64_t s;
+} bench_rng;
+
+uint64_t bench_rng_next(bench_rng *r);     /* splitmix64 */
+double bench_rng_unit(bench_rng *r);       /* uniform in [0, 1) */
+
+/* n keys of BENCH_KEY_LEN bytes each, "u:%014llu" of their index. */
+typedef struct bench_keys {
+    uint64_t n;
+    unsigned char *bytes;     /* n * BENCH_KEY_LEN */
+} bench_keys;
+
+int bench_keys_make(bench_keys *k, uint64_t n);
+void bench_keys_free(bench_keys *k);
+static inline const unsigned char *bench_key(const bench_keys *k, uint64_t i)
+{
+    return k->bytes + i * BENCH_KEY_LEN;
+}
+
+typedef enum bench_dist { BENCH_UNIFORM = 0, BENCH_ZIPF = 1 } bench_dist;
+const char *bench_dist_name(bench_dist d);
+
+/* A request sequence: len indices into a key set of n keys, drawn from
+ * [first, first + n) with the given distribution (Zipf: s = 1.0, rank r
+ * has probability proportional to 1/r).  Deterministic in seed. */
+typedef struct bench_seq {
+    uint64_t len;
+    uint32_t *idx;
+} bench_seq;
+
+int bench_seq_make(bench_seq *s, uint64_t len, uint64_t first, uint64_t n,
+                   bench_dist d, uint64_t seed);
+void bench_seq_free(bench_seq *s);
+
+/* --------------------------------------------------------- baselines.c */
+
+/* The floor: a table of `entries` lines, each a robust process-shared mutex
+ * and a slot of slot_bytes, in an anonymous MAP_SHARED mapping (shmem pages,
+ * as a segment's).  One op = SipHash-x24 of the key, the line it picks,
+ * lock, read+write every word of the slot, unlock. */
+typedef struct bench_floor {
+    void *map;
+    size_t map_bytes;
+    uint64_t entries;
+    size_t entry_bytes;
+    uint32_t slot_bytes;
+    unsigned char hkey[16];
+} bench_floor;
+
+int bench_floor_make(bench_floor *f, uint64_t table_bytes, uint32_t slot_bytes);
+void bench_floor_free(bench_floor *f);
+/* One floor decision; returns a value derived from the slot so the work
+ * cannot be optimised away. */
+uint64_t bench_floor_op(bench_floor *f, const unsigned char *key, size_t len);
+
+/* A single robust process-shared mutex in its own MAP_SHARED page: the
+ * seed's "Bad" rung, held around every srl_acquire. */
+typedef struct bench_global_lock {
+    pthread_mutex_t *m;
+} bench_global_lock;
+
+int bench_global_lock_make(bench_global_lock *g);
+void bench_global_lock_free(bench_global_lock *g);
+int bench_global_acquire(bench_global_lock *g, srl_limiter *lim,
+                         const void *key, size_t len, srl_decision *d);
+
+/* Lock a robust mutex, making it consistent if its owner died. */
+int bench_robust_lock(pthread_mutex_t *m);
+int bench_robust_mutex_init(pthread_mutex_t *m);
+
+/* Costs of the pieces a decision is made of, in ns (hot caches). */
+typedef struct bench_components {
+    double clock_ns;          /* clock_gettime(CLOCK_MONOTONIC) */
+    double siphash_ns;        /* crypto_shorthash_siphashx24, 16-byte key */
+    double mutex_ns;          /* robust pshared lock + unlock, uncontended */
+    double algo_ns[4];        /* srl_state_acquire on one hot state, by srl_algorithm */
+} bench_components;
+
+void bench_components_measure(const bench_opts *o, bench_components *c);
+
+/* ------------------------------------------------------------ acquire.c */
+
+typedef enum bench_store {
+    BENCH_SHARED = 0,         /* srl_open_shared on /dev/shm */
+    BENCH_LOCAL = 1,          /* srl_open_local */
+    BENCH_SHARED_GLOBAL = 2   /* srl_open_shared inside one global robust mutex */
+} bench_store;
+const char *bench_store_name(bench_store s);
+
+/* The policies the benchmark uses: "huge" never denies in a run, the deny
+ * one admits one request per key per hour (so after warm-up every decision
+ * is a denial).  sliding_log always gets a small limit (its state is 8 B
+ * per permit). */
+srl_policy bench_policy_allow(srl_algorithm a);
+srl_policy bench_policy_deny(srl_algorithm a);
+
+/* Open a store for cfg (capacity and display already set).  A shared one is
+ * created under a fresh name in /dev/shm and unlinked at once. */
+int bench_open(bench_store s, const srl_config *cfg, srl_limiter **out);
+
+typedef struct bench_cell {
+    double ns;                /* median ns per decision */
+    double allowed_frac;      /* fraction of timed decisions allowed */
+    uint64_t segment_bytes;   /* srl_info of the store (0 for local) */
+    uint32_t slot_bytes;
+    uint64_t untracked;       /* decisions that found the table full (should be 0) */
+    int rc;                   /* 0, or the srl error that stopped the cell */
+} bench_cell;
+
+/* Per-decision cost of srl_acquire for policy p on store s, over the key
+ * set's first nkeys keys, requests from seq.  The table is created with
+ * room for nkeys, warmed with one request per key, then timed. */
+void bench_acquire_cell(const bench_opts *o, bench_store s, srl_policy p,
+                        const bench_keys *k, uint64_t nkeys,
+                        const bench_seq *seq, bench_cell *out);
+
+/* Slots a cell's table is created with for nkeys live keys: room to spare,
+ * so no timed request finds its buckets full. */
+uint64_t bench_capacity_for(uint64_t nkeys);
+
+/* Time the floor over seq; median ns per op. */
+double bench_floor_cell(const bench_opts *o, bench_floor *f, const bench_keys *k,
+                        const bench_seq *seq);
+
+/* The timing loop every single-process cell uses: fn runs the requests at
+ * sequence positions [start, start + count) (count divides seq_len, which
+ * is a multiple of BENCH_BATCH), as a direct loop, so the one indirect call
+ * is paid once per batch.  Runs o->reps repetitions of o->seconds / reps
+ * each and returns the median ns per request. */
+#define BENCH_BATCH 1024u
+typedef uint64_t (*bench_batch_fn)(void *ctx, uint64_t start, uint64_t count);
+double bench_time_batches(const bench_opts *o, bench_batch_fn fn, void *ctx,
+                          uint64_t seq_len);
+
+/* ------------------------------------------------------------ scaling.c */
+
+typedef enum bench_scale_kind {
+    BENCH_SCALE_SRL = 0,      /* srl_acquire on a shared segment */
+    BENCH_SCALE_GLOBAL = 1,   /* the same, inside one global robust mutex */
+    BENCH_SCALE_FLOOR = 2     /* the floor op */
+} bench_scale_kind;
+
+typedef struct bench_scale_result {
+    double rate;              /* decisions per second, all processes */
+    double allowed_frac;
+    int rc;
+} bench_scale_result;
+
+/* nproc processes for o->seconds; hot: all on key 0, else process i uses
+ * slice i of the key set (uniform within it). */
+void bench_scale_run(const bench_opts *o, bench_scale_kind kind, srl_policy p,
+                     const bench_keys *k, int nproc, int hot,
+                     bench_scale_result *out);
+
+/* ------------------------------------------------------------ memory.c */
+
+typedef struct bench_mem_row {
+    srl_algorithm algo;
+    srl_policy policy;
+    uint32_t display;
+    uint32_t state_bytes;     /* srl_state_size */
+    uint32_t slot_bytes;
+    uint64_t capacity;        /* slots */
+    uint64_t segment_bytes;
+    uint64_t filled;          /* keys tracked when the first request found no slot */
+    int rc;
+} bench_mem_row;
+
+void bench_mem_shared(srl_algorithm a, uint32_t display, uint64_t capacity,
+                      bench_mem_row *out);
+
+/* Heap bytes per key of the local store (mallinfo2 delta over n keys). */
+double bench_mem_local(srl_algorithm a, uint64_t n, int *rc);
+
+typedef struct bench_create_result {
+    double seconds;           /* srl_open_shared(SRL_CREATE) wall time */
+    double first_pass_seconds;/* one request for each of the first 1M keys afterwards */
+    uint64_t capacity;
+    uint64_t segment_bytes;
+    int rc;
+} bench_create_result;
+
+void bench_create_big(uint64_t capacity, bench_create_result *out);
+
+/* ------------------------------------------------------------ redis.c */
+
+typedef struct bench_redis_result {
+    int available;            /* 0: not built, or redis-server missing */
+    char why[160];            /* when not available, or on error */
+    char version[32];
+    double rate1;             /* decisions/s, one client, one request per round trip */
+    double rate2;             /* the same with two client processes */
+    double allowed_frac;
+} bench_redis_result;
+
+void bench_redis_run(const bench_opts *o, const bench_keys *k, const bench_seq *seq,
+                     bench_redis_result *out);
+
+#endif

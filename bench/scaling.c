@@ -1,0 +1,222 @@
+/*
+ * scaling.c - decisions per second with 1, 2, 4 forked processes.
+ *
+ * The parent builds one store (an srl shared segment, the same inside one
+ * global robust mutex, or the floor table sized like that segment), makes
+ * every key live, and forks nproc children.  Each child draws its own
+ * request sequence before the start (distinct keys: child i uses slice i of
+ * the key set, uniformly; hot: every child asks for key 0), then blocks on
+ * a pipe.  Closing the pipe's write end releases all of them at once; the
+ * parent sleeps o->seconds and raises `stop`.  Each child counts its
+ * decisions and measures its own elapsed time; the total rate is the sum of
+ * the children's rates.
+ *
+ * Invariants: the page the children report into is an anonymous MAP_SHARED
+ * mapping made before fork; child i writes only res[i] (its own cache line)
+ * and reads only `stop`.  A child ends with _exit, so it never runs the
+ * parent's atexit work or closes the parent's limiter.
+ *
+ * Concurrency: children run in parallel on the shared segment, the floor
+ * table or the global lock; the parent only waits.
+ */
+#include "bench.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define SCALE_MAXP 16
+
+struct scale_res {
+    uint64_t count;
+    uint64_t allowed;
+    uint64_t ns;
+    int rc;
+    char pad[64 - 28];
+};
+
+struct scale_page {
+    atomic_int stop;
+    char pad[60];
+    struct scale_res res[SCALE_MAXP];
+};
+
+struct scale_env {
+    bench_scale_kind kind;
+    srl_limiter *lim;
+    bench_global_lock g;
+    bench_floor f;
+    const bench_keys *k;
+};
+
+static uint64_t scale_batch(struct scale_env *e, const uint32_t *idx, uint64_t count,
+                            uint64_t *allowed, int *err)
+{
+    srl_decision d;
+    uint64_t acc = 0;
+    for (uint64_t i = 0; i < count; i++) {
+        const unsigned char *key = bench_key(e->k, idx[i]);
+        int rc = 0;
+        if (e->kind == BENCH_SCALE_FLOOR) {
+            acc += bench_floor_op(&e->f, key, BENCH_KEY_LEN);
+            continue;
+        }
+        if (e->kind == BENCH_SCALE_GLOBAL)
+            rc = bench_global_acquire(&e->g, e->lim, key, BENCH_KEY_LEN, &d);
+        else
+            rc = srl_acquire(e->lim, key, BENCH_KEY_LEN, 1, &d);
+        if (rc != 0 && *err == 0)
+            *err = rc;
+        *allowed += (uint64_t)d.allowed;
+    }
+    if (e->kind == BENCH_SCALE_FLOOR)
+        *allowed += count;
+    return acc;
+}
+
+static void scale_child(struct scale_env *e, struct scale_page *pg, int me,
+                        int nproc, int hot, int gate)
+{
+    struct scale_res *r = &pg->res[me];
+    bench_seq seq = {0, NULL};
+    uint64_t slice = e->k->n / (uint64_t)nproc;
+    int rc = hot ? bench_seq_make(&seq, 1u << 16, 0, 1, BENCH_UNIFORM, 1)
+                 : bench_seq_make(&seq, 1u << 20, slice * (uint64_t)me, slice,
+                                  BENCH_UNIFORM, 1000u + (unsigned)me);
+    char c;
+    while (read(gate, &c, 1) < 0 && errno == EINTR)
+        ;
+    if (rc != 0) {
+        r->rc = rc;
+        _exit(1);
+    }
+    uint64_t count = 0, allowed = 0, pos = 0, sink = 0;
+    int err = 0;
+    uint64_t t0 = bench_now_ns();
+    while (!atomic_load_explicit(&pg->stop, memory_order_relaxed)) {
+        sink += scale_batch(e, seq.idx + pos, 256, &allowed, &err);
+        pos += 256;
+        if (pos >= seq.len)
+            pos = 0;
+        count += 256;
+    }
+    r->ns = bench_now_ns() - t0;
+    r->count = count;
+    r->allowed = allowed;
+    r->rc = err;
+    (void)sink;
+    _exit(0);
+}
+
+static int scale_setup(struct scale_env *e, bench_scale_kind kind, srl_policy p,
+                       const bench_keys *k)
+{
+    memset(e, 0, sizeof *e);
+    e->kind = kind;
+    e->k = k;
+    srl_config cfg;
+    srl_config_init(&cfg);
+    cfg.policy = p;
+    cfg.capacity = bench_capacity_for(k->n);
+    int rc = bench_open(BENCH_SHARED, &cfg, &e->lim);
+    if (rc != 0)
+        return rc;
+    if (kind == BENCH_SCALE_FLOOR) {
+        srl_info info;
+        rc = srl_info_get(e->lim, &info);
+        if (rc == 0)
+            rc = bench_floor_make(&e->f, info.segment_bytes, info.slot_bytes);
+        srl_close(e->lim);
+        e->lim = NULL;
+        return rc;
+    }
+    if (kind == BENCH_SCALE_GLOBAL && (rc = bench_global_lock_make(&e->g)) != 0)
+        return rc;
+    srl_decision d;
+    for (uint64_t i = 0; i < k->n; i++)
+        srl_acquire(e->lim, bench_key(k, i), BENCH_KEY_LEN, 1, &d);
+    return 0;
+}
+
+static void scale_teardown(struct scale_env *e)
+{
+    bench_floor_free(&e->f);
+    bench_global_lock_free(&e->g);
+    srl_close(e->lim);
+    e->lim = NULL;
+}
+
+void bench_scale_run(const bench_opts *o, bench_scale_kind kind, srl_policy p,
+                     const bench_keys *k, int nproc, int hot,
+                     bench_scale_result *out)
+{
+    memset(out, 0, sizeof *out);
+    if (nproc < 1 || nproc > SCALE_MAXP) {
+        out->rc = SRL_EINVAL;
+        return;
+    }
+    struct scale_env e;
+    int rc = scale_setup(&e, kind, p, k);
+    struct scale_page *pg = mmap(NULL, sizeof *pg, PROT_READ | PROT_WRITE,
+                                 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    int gate[2] = {-1, -1};
+    if (rc == 0 && pg == MAP_FAILED)
+        rc = SRL_ENOMEM;
+    if (rc == 0 && pipe(gate) != 0)
+        rc = SRL_ESYS;
+    if (rc != 0) {
+        out->rc = rc;
+        goto done;
+    }
+    memset(pg, 0, sizeof *pg);
+    pid_t pids[SCALE_MAXP];
+    int started = 0;
+    for (int i = 0; i < nproc; i++) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            close(gate[1]);
+            scale_child(&e, pg, i, nproc, hot, gate[0]);
+        }
+        if (pid < 0) {
+            rc = SRL_ESYS;
+            break;
+        }
+        pids[started++] = pid;
+    }
+    close(gate[0]);
+    /* Give every child time to draw its sequence and block on the gate. */
+    usleep(200000);
+    close(gate[1]);
+    uint64_t ns = (uint64_t)(o->seconds * 1e9);
+    struct timespec ts = {(time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull)};
+    while (rc == 0 && nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+    atomic_store(&pg->stop, 1);
+    for (int i = 0; i < started; i++) {
+        int st;
+        while (waitpid(pids[i], &st, 0) < 0 && errno == EINTR)
+            ;
+        if ((!WIFEXITED(st) || WEXITSTATUS(st) != 0) && rc == 0)
+            rc = SRL_ESYS;
+    }
+    uint64_t count = 0, allowed = 0;
+    for (int i = 0; i < started; i++) {
+        struct scale_res *r = &pg->res[i];
+        if (r->ns > 0)
+            out->rate += (double)r->count * 1e9 / (double)r->ns;
+        count += r->count;
+        allowed += r->allowed;
+        if (r->rc != 0 && rc == 0)
+            rc = r->rc;
+    }
+    out->allowed_frac = count ? (double)allowed / (double)count : 0;
+    out->rc = rc;
+done:
+    if (pg != MAP_FAILED)
+        munmap(pg, sizeof *pg);
+    scale_teardown(&e);
+}
