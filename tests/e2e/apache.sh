@@ -153,8 +153,8 @@ check_eq "F: SrlLimit off: no RateLimit header" 5 "$(cut -f3 <<<"$f" | grep -cx 
 
 # --- G: graceful restart keeps the states
 kill -USR1 "$apache_pid"
-wait_until 20 test "$(grep -c 'resuming normal operations' "$e2e_tmp/error.log")" -ge 2 \
-  || fail "G: no second generation after SIGUSR1"
+second_generation() { [ "$(grep -c 'resuming normal operations' "$e2e_tmp/error.log")" -ge 2 ]; }
+wait_until 20 second_generation || fail "G: no second generation after SIGUSR1"
 wait_until 10 curl -s -o /dev/null "http://127.0.0.1:$e2e_port/free"
 g=$(http seq 1 /ip)
 check_eq "G: after a graceful restart the exhausted ip key is still refused" 429 "$(cut -f1 <<<"$g")"

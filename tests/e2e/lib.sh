@@ -172,7 +172,7 @@ PidFile "$e2e_tmp/run/httpd.pid"
 DefaultRuntimeDir "$e2e_tmp/run"
 ErrorLog "$e2e_tmp/error.log"
 LogLevel warn srl:info
-LogFormat "%P %>s %U key=%{X-Key}i limited=%{SRL_LIMITED}e" srl
+LogFormat "%P %>s %U key=%{X-Key}i env=%{X-Env-Key}i limited=%{SRL_LIMITED}e" srl
 CustomLog "$e2e_tmp/access.log" srl
 KeepAlive Off
 DocumentRoot "$e2e_tmp/htdocs"
