@@ -155,6 +155,9 @@ void bench_acquire_cell(const bench_opts *o, bench_store s, srl_policy p,
         if (rc != 0 && c.rc == 0)
             c.rc = rc;
     }
+    /* The local store grows its hash table in liburcu's worker thread after
+     * the inserts; let that finish rather than time it. */
+    usleep(50000);
     bench_batch_fn fn = c.g ? batch_acquire_global : batch_acquire;
     uint64_t warm = seq->len < (1u << 21) ? seq->len : (1u << 21);
     for (uint64_t pos = 0; pos + BENCH_BATCH <= warm; pos += BENCH_BATCH)

@@ -207,6 +207,11 @@ void bench_scale_run(const bench_opts *o, bench_scale_kind kind, srl_policy p,
                      const bench_keys *k, int nproc, int hot,
                      bench_scale_result *out);
 
+/* Throughput of two processes running a pure ALU loop, over one process's
+ * (2.0 on two idle cores).  Below 2, other load or vCPU sharing caps every
+ * scaling ratio at this value. */
+double bench_cpu_parallelism(double seconds);
+
 /* ------------------------------------------------------------ memory.c */
 
 typedef struct bench_mem_row {

@@ -42,6 +42,8 @@ struct per_row {
 
 struct report {
     bench_opts o;
+    char load_start[64], load_end[64];
+    double par_start, par_end;           /* bench_cpu_parallelism before and after */
     uint64_t sizes[2];
     bench_components comp;
     struct per_row per[2][2][NALGO];
@@ -119,8 +121,20 @@ static int parse_args(int argc, char **argv, bench_opts *o)
 
 /* ------------------------------------------------------------ machine */
 
-static void print_machine(const bench_opts *o)
+static void read_loadavg(char *buf, size_t len)
 {
+    snprintf(buf, len, "unknown");
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f != NULL) {
+        if (fgets(buf, (int)len, f) != NULL)
+            buf[strcspn(buf, "\n")] = '\0';
+        fclose(f);
+    }
+}
+
+static void print_machine(const struct report *R)
+{
+    const bench_opts *o = &R->o;
     char model[256] = "unknown";
     FILE *f = fopen("/proc/cpuinfo", "r");
     if (f != NULL) {
@@ -144,9 +158,13 @@ static void print_machine(const bench_opts *o)
     printf("- CPUs online (nproc): %ld\n", sysconf(_SC_NPROCESSORS_ONLN));
     printf("- CPU model: %s\n", model);
     printf("- kernel: %s %s %s\n", u.sysname, u.release, u.machine);
-    printf("- srl %d.%d.%d, options: keys=%llu seconds/cell=%.2f reps=%d%s\n\n",
+    printf("- srl %d.%d.%d, options: keys=%llu seconds/cell=%.2f reps=%d%s\n",
            SRL_VERSION_MAJOR, SRL_VERSION_MINOR, SRL_VERSION_PATCH,
            (unsigned long long)o->keys, o->seconds, o->reps, o->quick ? " (--quick)" : "");
+    printf("- /proc/loadavg at start: %s; at end: %s\n", R->load_start, R->load_end);
+    printf("- CPU check: 2 processes of a pure ALU loop run %.2fx / %.2fx the work of one "
+           "(start / end; 2.00 = two free cores; less caps every scaling ratio below)\n\n",
+           R->par_start, R->par_end);
 }
 
 static const char *size_name(uint64_t n, char *buf, size_t len)
@@ -459,11 +477,12 @@ static void print_memory(const struct report *R)
                    m->capacity ? 100.0 * (double)m->filled / (double)m->capacity : 0,
                    m->filled ? (double)m->segment_bytes / (double)m->filled : 0, lm);
         }
-    printf("\nPublished figures for comparison (not measured here): nginx limit_req keeps "
-           "one state in 64 bytes on 32-bit and 128 bytes on 64-bit platforms (\"one megabyte "
-           "zone can keep about 16 thousand 64-byte states or about 8 thousand 128-byte "
-           "states\"); HAProxy stick tables use about 50 bytes per entry plus the key "
-           "(about 50-60 B for an IPv4 key with one counter).\n\n");
+    printf("\nPublished figures, for comparison (quoted, not measured here): nginx "
+           "limit_req: \"The stored state always occupies 64 bytes on 32-bit platforms and "
+           "128 bytes on 64-bit platforms. One megabyte zone can keep about 16 thousand "
+           "64-byte states or about 8 thousand 128-byte states.\" HAProxy stick-table size: "
+           "\"Count approximately 50 bytes per entry, plus the size of a string if any\" "
+           "(about 50-60 B per IPv4 key).\n\n");
     const bench_create_result *b = &R->big;
     printf("### Creating a big segment (token_bucket:100/1m, display 0)\n\n");
     if (b->rc != 0 && b->capacity == 0) {
@@ -554,15 +573,19 @@ int main(int argc, char **argv)
     R.sizes[0] = 1000;
     R.sizes[1] = R.o.keys;
     uint64_t t0 = bench_now_ns();
+    read_loadavg(R.load_start, sizeof R.load_start);
+    R.par_start = bench_cpu_parallelism(R.o.quick ? 0.2 : 0.5);
     progress("components");
     bench_components_measure(&R.o, &R.comp);
     run_per_decision(&R);
     run_scaling(&R);
     run_memory(&R);
+    read_loadavg(R.load_end, sizeof R.load_end);
+    R.par_end = bench_cpu_parallelism(R.o.quick ? 0.2 : 0.5);
     double total = (double)(bench_now_ns() - t0) / 1e9;
 
     printf("# srl-bench results\n\n");
-    print_machine(&R.o);
+    print_machine(&R);
     print_components(&R);
     print_per_decision(&R);
     print_redis(&R);

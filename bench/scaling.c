@@ -123,17 +123,18 @@ static int scale_setup(struct scale_env *e, bench_scale_kind kind, srl_policy p,
     cfg.policy = p;
     cfg.capacity = bench_capacity_for(k->n);
     int rc = bench_open(BENCH_SHARED, &cfg, &e->lim);
-    if (rc != 0)
-        return rc;
     if (kind == BENCH_SCALE_FLOOR) {
-        srl_info info;
-        rc = srl_info_get(e->lim, &info);
-        if (rc == 0)
-            rc = bench_floor_make(&e->f, info.segment_bytes, info.slot_bytes);
+        /* The floor table has the segment's bytes and slot size (64-byte
+         * slots at 1.25 x keys if no segment can be made). */
+        srl_info info = {.segment_bytes = cfg.capacity * 64, .slot_bytes = 64};
+        if (rc == 0 && srl_info_get(e->lim, &info) != 0)
+            info = (srl_info){.segment_bytes = cfg.capacity * 64, .slot_bytes = 64};
         srl_close(e->lim);
         e->lim = NULL;
-        return rc;
+        return bench_floor_make(&e->f, info.segment_bytes, info.slot_bytes);
     }
+    if (rc != 0)
+        return rc;
     if (kind == BENCH_SCALE_GLOBAL && (rc = bench_global_lock_make(&e->g)) != 0)
         return rc;
     srl_decision d;
@@ -219,4 +220,44 @@ done:
     if (pg != MAP_FAILED)
         munmap(pg, sizeof *pg);
     scale_teardown(&e);
+}
+
+/* ------------------------------------------------- machine check */
+
+/* ALU-only work for ns nanoseconds; returns iterations done. */
+static uint64_t spin_for(uint64_t ns)
+{
+    volatile uint64_t x = 0;
+    uint64_t it = 0, t0 = bench_now_ns();
+    while (bench_now_ns() - t0 < ns) {
+        for (int i = 0; i < 4096; i++)
+            x += (uint64_t)i;
+        it++;
+    }
+    return it;
+}
+
+double bench_cpu_parallelism(double seconds)
+{
+    uint64_t ns = (uint64_t)(seconds * 1e9);
+    uint64_t one = spin_for(ns);
+    uint64_t *res = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                         -1, 0);
+    if (res == MAP_FAILED || one == 0)
+        return 0;
+    pid_t kids[2];
+    for (int i = 0; i < 2; i++) {
+        kids[i] = fork();
+        if (kids[i] == 0) {
+            res[i * 8] = spin_for(ns);
+            _exit(0);
+        }
+    }
+    for (int i = 0; i < 2; i++)
+        if (kids[i] > 0)
+            while (waitpid(kids[i], NULL, 0) < 0 && errno == EINTR)
+                ;
+    double r = (double)(res[0] + res[8]) / (double)one;
+    munmap(res, 4096);
+    return r;
 }
