@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 root=$PWD
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:halt_on_error=1
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
-export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$root/tests/tsan.supp"
+export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 atexit_sleep_ms=0 suppressions=$root/tests/tsan.supp"
 passed=0 failed=0 status=0
 
 run() { # run NAME MESON_SETUP_ARGS... -- MESON_TEST_ARGS...
