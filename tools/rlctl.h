@@ -1,0 +1,191 @@
+/*
+ * rlctl.h - what the parts of rlctl share: parsed options, exit codes, the
+ * command functions, and the helpers for opening segments and for output.
+ *
+ * rlctl is an operator's tool over the PUBLIC API only (include/srl.h): it
+ * links the shared libsrl, whose internal symbols are hidden, so it cannot
+ * reach into a segment other than the way every worker does.  It therefore
+ * takes the same bucket locks as the workers, one at a time, and never
+ * stops them.
+ *
+ * Files:
+ *   rlctl.c         main: command table, dispatch, usage
+ *   rlctl_args.c    argument parsing (options, numbers, keys, names)
+ *   rlctl_escape.c  key escaping for terminals and JSON
+ *   rlctl_json.c    a small JSON writer (commas, nesting, string escaping)
+ *   rlctl_fmt.c     human formats: durations, byte sizes, aligned tables
+ *   rlctl_open.c    opening segments; srl error -> message and exit code
+ *   rlctl_seg.c     commands on whole segments: create destroy check
+ *   rlctl_info.c    info: one segment's header, geometry and counters
+ *   rlctl_ls.c      ls: the srl segments under /dev/shm
+ *   rlctl_list.c    list: the tracked keys, sorted and cut to --top
+ *   rlctl_keys.c    commands on one key: get try reset
+ *   rlctl_evict.c   evict: drop (or with --dry-run count) the keys at rest
+ *   rlctl_watch.c   watch: live rates from srl_stats deltas
+ *
+ * No global mutable state: everything a command needs is in rlctl_opts,
+ * built once by rlctl_parse() and passed down.
+ */
+#ifndef RLCTL_H
+#define RLCTL_H
+
+#include <inttypes.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sysexits.h>
+
+#include "srl.h"
+
+/* Exit status 1: the answer is "no" (try denied, get/reset: key not
+ * tracked, check: problems found).  Everything else is sysexits.h. */
+#define RLCTL_EX_NO 1
+
+/* Where POSIX shared memory objects live on Linux (shm_open's mount). */
+#define RLCTL_SHM_DIR "/dev/shm"
+
+enum rlctl_sort { RLCTL_SORT_NONE, RLCTL_SORT_DENIED, RLCTL_SORT_ALLOWED, RLCTL_SORT_RECENT };
+
+/* Option bits: each command lists the ones it accepts. */
+enum {
+    RLCTL_O_JSON = 1u << 0,
+    RLCTL_O_HEX = 1u << 1,
+    RLCTL_O_POLICY = 1u << 2,
+    RLCTL_O_CAPACITY = 1u << 3,
+    RLCTL_O_KEY_DISPLAY = 1u << 4,
+    RLCTL_O_MODE = 1u << 5,
+    RLCTL_O_ON_FULL = 1u << 6,
+    RLCTL_O_COST = 1u << 7,
+    RLCTL_O_SORT = 1u << 8,
+    RLCTL_O_TOP = 1u << 9,
+    RLCTL_O_DRY_RUN = 1u << 10,
+    RLCTL_O_INTERVAL = 1u << 11,
+    RLCTL_O_COUNT = 1u << 12,
+    RLCTL_O_ALL = 1u << 13,
+    RLCTL_O_FORCE = 1u << 14,
+};
+
+#define RLCTL_MAX_POS 2
+
+typedef struct rlctl_opts {
+    const struct rlctl_cmd *cmd;
+    unsigned seen;            /* RLCTL_O_* given on the command line */
+    int json, hex, dry_run, all, force;
+    srl_policy policy;
+    uint64_t capacity;
+    uint32_t key_display;
+    uint32_t mode;
+    srl_on_full on_full;
+    uint32_t cost;            /* default 1 */
+    enum rlctl_sort sort;
+    uint64_t top;             /* 0: no limit */
+    uint64_t interval_ns;     /* watch: default 1 s */
+    uint64_t count;           /* watch: 0 = until interrupted */
+    const char *name;         /* segment name, as typed */
+    unsigned char *key;       /* key bytes (decoded from --hex), malloc'd */
+    size_t key_len;
+} rlctl_opts;
+
+typedef int (*rlctl_cmd_fn)(const rlctl_opts *o);
+
+struct rlctl_cmd {
+    const char *name;
+    rlctl_cmd_fn fn;
+    unsigned options;         /* RLCTL_O_* accepted */
+    int takes_name;           /* NAME positional required */
+    int takes_key;            /* KEY positional required */
+    const char *synopsis;     /* after "rlctl " */
+};
+
+/* rlctl.c */
+const struct rlctl_cmd *rlctl_commands(size_t *n);
+void rlctl_usage(FILE *f, const struct rlctl_cmd *only);
+
+/* rlctl_args.c: returns 0, or EX_USAGE after printing why and a usage line.
+ * On success the caller owns o->key (free with rlctl_opts_free). */
+int rlctl_parse(int argc, char **argv, rlctl_opts *o);
+void rlctl_opts_free(rlctl_opts *o);
+int rlctl_parse_u64(const char *s, uint64_t max, uint64_t *out);
+int rlctl_parse_seconds(const char *s, uint64_t *ns);
+/* rlctl_parse's result when --help was asked for and printed. */
+#define RLCTL_HELP_SHOWN (-1)
+int rlctl_name_valid(const char *name);
+
+/* rlctl_escape.c: key bytes as printable ASCII; see the file for the rules.
+ * rlctl_escape returns a malloc'd NUL-terminated string or NULL (ENOMEM). */
+char *rlctl_escape(const unsigned char *s, size_t n);
+char *rlctl_hex(const unsigned char *s, size_t n);
+/* A key as shown by list: escaped display bytes, "..." if truncated, or
+ * "<fingerprint HEX>" when no display bytes were kept. */
+char *rlctl_key_label(const srl_entry *e);
+
+/* rlctl_json.c */
+typedef struct rlctl_json {
+    FILE *f;
+    int depth;
+    unsigned char need_comma[16];
+    int pending_key;          /* a key was written; the value follows */
+} rlctl_json;
+
+void rlctl_json_init(rlctl_json *j, FILE *f);
+void rlctl_json_begin_obj(rlctl_json *j, const char *key);
+void rlctl_json_end_obj(rlctl_json *j);
+void rlctl_json_begin_arr(rlctl_json *j, const char *key);
+void rlctl_json_end_arr(rlctl_json *j);
+void rlctl_json_str(rlctl_json *j, const char *key, const char *v);
+void rlctl_json_u64(rlctl_json *j, const char *key, uint64_t v);
+void rlctl_json_i64(rlctl_json *j, const char *key, int64_t v);
+void rlctl_json_bool(rlctl_json *j, const char *key, int v);
+void rlctl_json_null(rlctl_json *j, const char *key);
+void rlctl_json_ratio(rlctl_json *j, const char *key, uint64_t num, uint64_t den);
+/* A fixed-point number given in thousandths: 1500 -> 1.500. */
+void rlctl_json_milli(rlctl_json *j, const char *key, uint64_t milli);
+void rlctl_json_end(rlctl_json *j); /* newline after the top-level value */
+
+/* rlctl_fmt.c: into buf (at least 48 bytes). */
+const char *rlctl_fmt_duration(uint64_t ns, char *buf, size_t len);
+const char *rlctl_fmt_bytes(uint64_t bytes, char *buf, size_t len);
+const char *rlctl_fmt_percent(uint64_t num, uint64_t den, char *buf, size_t len);
+
+/* An aligned text table: add rows of ncols strings (copied), then print. */
+typedef struct rlctl_table {
+    size_t ncols, nrows, cap;
+    const char *const *headers;
+    const unsigned char *right; /* per column: 1 right-aligned (numbers) */
+    char **cells;               /* nrows * ncols */
+    int oom;
+} rlctl_table;
+
+void rlctl_table_init(rlctl_table *t, size_t ncols, const char *const *headers,
+                      const unsigned char *right);
+void rlctl_table_add(rlctl_table *t, const char *const *row);
+int rlctl_table_print(rlctl_table *t, FILE *f); /* 0 or EX_OSERR (ENOMEM) */
+void rlctl_table_free(rlctl_table *t);
+
+/* rlctl_open.c */
+int rlctl_exit_code(int rc);
+/* Print "rlctl: NAME: <what>: <remedy>" and return the exit code for rc. */
+int rlctl_fail(const char *name, int rc);
+/* Open an existing segment (its own policy and geometry).  Returns 0 or an
+ * exit code after printing the message. */
+int rlctl_open(const rlctl_opts *o, srl_limiter **out);
+/* The segment's own name from srl_info (normalised, with its "/") when it
+ * is a valid name, else the name as typed: never bytes unchecked. */
+const char *rlctl_seg_name(const srl_info *in, const char *typed);
+/* Finish a command's output: EX_IOERR if stdout could not be written. */
+int rlctl_flush(int status);
+
+/* Commands. */
+int rlctl_cmd_create(const rlctl_opts *o);
+int rlctl_cmd_destroy(const rlctl_opts *o);
+int rlctl_cmd_ls(const rlctl_opts *o);
+int rlctl_cmd_info(const rlctl_opts *o);
+int rlctl_cmd_check(const rlctl_opts *o);
+int rlctl_cmd_list(const rlctl_opts *o);
+int rlctl_cmd_get(const rlctl_opts *o);
+int rlctl_cmd_try(const rlctl_opts *o);
+int rlctl_cmd_reset(const rlctl_opts *o);
+int rlctl_cmd_evict(const rlctl_opts *o);
+int rlctl_cmd_watch(const rlctl_opts *o);
+
+#endif

@@ -1,0 +1,392 @@
+/*
+ * rlctl_args.c - the command line: "rlctl COMMAND [options] NAME [KEY]".
+ *
+ * Options may come before or after the positionals (GNU getopt permutes
+ * them); "--" ends the options, so a key that starts with '-' can be given
+ * as "rlctl get NAME -- -key".  Every value is checked here, strictly (no
+ * sign, no trailing garbage, no overflow), and an option the command does
+ * not take is an error: a command function never sees a bad argument.
+ *
+ * Errors print "rlctl: COMMAND: <why>" and the command's usage line to
+ * stderr and return EX_USAGE.  Values typed by the operator are echoed
+ * escaped, like keys, so an argument cannot smuggle terminal escapes.
+ *
+ * Uses getopt_long (process-global state) from the single thread of main.
+ */
+#include "rlctl.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { OPT_JSON = 256, OPT_HEX, OPT_POLICY, OPT_CAPACITY, OPT_KEY_DISPLAY, OPT_MODE,
+       OPT_ON_FULL, OPT_COST, OPT_SORT, OPT_TOP, OPT_DRY_RUN };
+
+static const struct option long_opts[] = {
+    {"json", no_argument, NULL, OPT_JSON},
+    {"hex", no_argument, NULL, OPT_HEX},
+    {"policy", required_argument, NULL, OPT_POLICY},
+    {"capacity", required_argument, NULL, OPT_CAPACITY},
+    {"key-display", required_argument, NULL, OPT_KEY_DISPLAY},
+    {"mode", required_argument, NULL, OPT_MODE},
+    {"on-full", required_argument, NULL, OPT_ON_FULL},
+    {"cost", required_argument, NULL, OPT_COST},
+    {"sort", required_argument, NULL, OPT_SORT},
+    {"top", required_argument, NULL, OPT_TOP},
+    {"dry-run", no_argument, NULL, OPT_DRY_RUN},
+    {"interval", required_argument, NULL, 'i'},
+    {"count", required_argument, NULL, 'n'},
+    {"all", no_argument, NULL, 'a'},
+    {"force", no_argument, NULL, 'f'},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+/* Print "rlctl: CMD: " + message (with %s arguments escaped by the caller)
+ * and the usage line; return EX_USAGE. */
+static int usage_error(const struct rlctl_cmd *cmd, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static int usage_error(const struct rlctl_cmd *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    fputs("rlctl: ", stderr);
+    if (cmd != NULL)
+        fprintf(stderr, "%s: ", cmd->name);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    rlctl_usage(stderr, cmd);
+    return EX_USAGE;
+}
+
+/* An argument as it may be echoed: escaped (never NULL: "?" on ENOMEM). */
+static const char *shown(const char *arg, char **tofree)
+{
+    *tofree = rlctl_escape((const unsigned char *)arg, strlen(arg));
+    return *tofree != NULL ? *tofree : "?";
+}
+
+static int bad_value(const struct rlctl_cmd *cmd, const char *opt, const char *arg,
+                     const char *expected)
+{
+    char *f;
+    int rc = usage_error(cmd, "%s: invalid value '%s': expected %s", opt, shown(arg, &f),
+                         expected);
+    free(f);
+    return rc;
+}
+
+int rlctl_parse_u64(const char *s, uint64_t max, uint64_t *out)
+{
+    if (s == NULL || *s < '0' || *s > '9')
+        return -1;
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno != 0 || *end != '\0' || v > max)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* "2", "0.5", "1.25": seconds with up to 9 decimals, 1 ms .. 1 day. */
+int rlctl_parse_seconds(const char *s, uint64_t *ns)
+{
+    uint64_t whole = 0, frac = 0, scale = 1000000000ull;
+    const char *p = s;
+    if (*p < '0' || *p > '9')
+        return -1;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        whole = whole * 10 + (uint64_t)(*p - '0');
+        if (whole > 86400)
+            return -1;
+    }
+    if (*p == '.') {
+        p++;
+        if (*p < '0' || *p > '9')
+            return -1;
+        for (; *p >= '0' && *p <= '9'; p++) {
+            if (scale == 1)
+                return -1; /* finer than a nanosecond */
+            scale /= 10;
+            frac += (uint64_t)(*p - '0') * scale;
+        }
+    }
+    if (*p != '\0')
+        return -1;
+    uint64_t v = whole * 1000000000ull + frac;
+    if (v < 1000000ull || v > 86400ull * 1000000000ull)
+        return -1;
+    *ns = v;
+    return 0;
+}
+
+/* srl's rule: "/" optional, then 1..200 of [A-Za-z0-9._-]; "." and ".."
+ * (all dots) are refused as well, since they name directories. */
+int rlctl_name_valid(const char *name)
+{
+    const char *p = name[0] == '/' ? name + 1 : name;
+    size_t n = strlen(p);
+    if (n == 0 || n > 200 || strspn(p, ".") == n)
+        return 0;
+    for (; *p; p++) {
+        char c = *p;
+        if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '_' || c == '-'))
+            return 0;
+    }
+    return 1;
+}
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* The KEY positional: raw bytes, or hex digits with --hex. */
+static int parse_key(rlctl_opts *o, const char *arg)
+{
+    size_t n = strlen(arg);
+    if (o->hex) {
+        if (n % 2 != 0)
+            return bad_value(o->cmd, "KEY", arg, "an even number of hex digits (--hex)");
+        for (size_t i = 0; i < n; i++)
+            if (hexval(arg[i]) < 0)
+                return bad_value(o->cmd, "KEY", arg, "hex digits only (--hex)");
+        n /= 2;
+    }
+    if (n == 0)
+        return usage_error(o->cmd, "KEY is empty");
+    if (n > SRL_KEY_MAX)
+        return usage_error(o->cmd, "KEY is %zu bytes, longer than %u", n, SRL_KEY_MAX);
+    o->key = malloc(n);
+    if (o->key == NULL) {
+        fputs("rlctl: out of memory\n", stderr);
+        return EX_OSERR;
+    }
+    for (size_t i = 0; i < n; i++)
+        o->key[i] = o->hex ? (unsigned char)(hexval(arg[2 * i]) * 16 + hexval(arg[2 * i + 1]))
+                           : (unsigned char)arg[i];
+    o->key_len = n;
+    return 0;
+}
+
+static const struct rlctl_cmd *find_command(const char *name)
+{
+    size_t n;
+    const struct rlctl_cmd *c = rlctl_commands(&n);
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(c[i].name, name) == 0)
+            return &c[i];
+    return NULL;
+}
+
+static unsigned option_bit(int opt)
+{
+    switch (opt) {
+    case OPT_JSON: return RLCTL_O_JSON;
+    case OPT_HEX: return RLCTL_O_HEX;
+    case OPT_POLICY: return RLCTL_O_POLICY;
+    case OPT_CAPACITY: return RLCTL_O_CAPACITY;
+    case OPT_KEY_DISPLAY: return RLCTL_O_KEY_DISPLAY;
+    case OPT_MODE: return RLCTL_O_MODE;
+    case OPT_ON_FULL: return RLCTL_O_ON_FULL;
+    case OPT_COST: return RLCTL_O_COST;
+    case OPT_SORT: return RLCTL_O_SORT;
+    case OPT_TOP: return RLCTL_O_TOP;
+    case OPT_DRY_RUN: return RLCTL_O_DRY_RUN;
+    case 'i': return RLCTL_O_INTERVAL;
+    case 'n': return RLCTL_O_COUNT;
+    case 'a': return RLCTL_O_ALL;
+    case 'f': return RLCTL_O_FORCE;
+    default: return 0;
+    }
+}
+
+static const char *option_name(int opt)
+{
+    for (const struct option *l = long_opts; l->name != NULL; l++)
+        if (l->val == opt)
+            return l->name;
+    return "?";
+}
+
+/* One option with its value (optarg), checked for range. */
+static int take_option(rlctl_opts *o, int opt, const char *arg)
+{
+    const struct rlctl_cmd *cmd = o->cmd;
+    uint64_t v;
+    switch (opt) {
+    case OPT_JSON: o->json = 1; return 0;
+    case OPT_HEX: o->hex = 1; return 0;
+    case OPT_DRY_RUN: o->dry_run = 1; return 0;
+    case 'a': o->all = 1; return 0;
+    case 'f': o->force = 1; return 0;
+    case OPT_POLICY:
+        if (srl_policy_parse(arg, &o->policy) != 0)
+            return bad_value(cmd, "--policy", arg,
+                             "ALGO:N/WINDOW, e.g. token_bucket:100/1m or gcra:10/1s");
+        return 0;
+    case OPT_CAPACITY:
+        if (rlctl_parse_u64(arg, SRL_CAPACITY_MAX, &v) != 0 || v == 0)
+            return bad_value(cmd, "--capacity", arg, "a number of keys, 1..4294967296");
+        o->capacity = v;
+        return 0;
+    case OPT_KEY_DISPLAY:
+        if (rlctl_parse_u64(arg, SRL_KEY_DISPLAY_MAX, &v) != 0)
+            return bad_value(cmd, "--key-display", arg, "a number of bytes, 0..255");
+        o->key_display = (uint32_t)v;
+        return 0;
+    case OPT_MODE: {
+        char *end;
+        errno = 0;
+        unsigned long m = strtoul(arg, &end, 8);
+        if (arg[0] < '0' || arg[0] > '7' || *end != '\0' || errno != 0 || m > 0777 ||
+            strlen(arg) > 4)
+            return bad_value(cmd, "--mode", arg, "octal permission bits, e.g. 0600 or 0660");
+        o->mode = (uint32_t)m;
+        return 0;
+    }
+    case OPT_ON_FULL:
+        if (strcmp(arg, "allow") == 0)
+            o->on_full = SRL_ON_FULL_ALLOW;
+        else if (strcmp(arg, "deny") == 0)
+            o->on_full = SRL_ON_FULL_DENY;
+        else
+            return bad_value(cmd, "--on-full", arg, "allow or deny");
+        return 0;
+    case OPT_COST:
+        if (rlctl_parse_u64(arg, UINT32_MAX, &v) != 0 || v == 0)
+            return bad_value(cmd, "--cost", arg, "a number of permits, 1..4294967295");
+        o->cost = (uint32_t)v;
+        return 0;
+    case OPT_SORT:
+        if (strcmp(arg, "denied") == 0)
+            o->sort = RLCTL_SORT_DENIED;
+        else if (strcmp(arg, "allowed") == 0)
+            o->sort = RLCTL_SORT_ALLOWED;
+        else if (strcmp(arg, "recent") == 0)
+            o->sort = RLCTL_SORT_RECENT;
+        else
+            return bad_value(cmd, "--sort", arg, "denied, allowed or recent");
+        return 0;
+    case OPT_TOP:
+        if (rlctl_parse_u64(arg, UINT64_MAX, &v) != 0 || v == 0)
+            return bad_value(cmd, "--top", arg, "a positive number of keys");
+        o->top = v;
+        return 0;
+    case 'i':
+        if (rlctl_parse_seconds(arg, &o->interval_ns) != 0)
+            return bad_value(cmd, "-i", arg, "seconds, 0.001..86400 (e.g. 1 or 0.5)");
+        return 0;
+    case 'n':
+        if (rlctl_parse_u64(arg, UINT64_MAX, &v) != 0 || v == 0)
+            return bad_value(cmd, "-n", arg, "a positive number of samples");
+        o->count = v;
+        return 0;
+    default:
+        return usage_error(cmd, "internal: unhandled option");
+    }
+}
+
+void rlctl_opts_free(rlctl_opts *o)
+{
+    free(o->key);
+    o->key = NULL;
+}
+
+int rlctl_parse(int argc, char **argv, rlctl_opts *o)
+{
+    *o = (rlctl_opts){.mode = 0600, .on_full = SRL_ON_FULL_ALLOW, .cost = 1,
+                      .interval_ns = 1000000000ull};
+    if (argc < 2)
+        return usage_error(NULL, "no command given");
+    o->cmd = find_command(argv[1]);
+    if (o->cmd == NULL) {
+        char *f;
+        int rc = usage_error(NULL, "unknown command '%s'", shown(argv[1], &f));
+        free(f);
+        return rc;
+    }
+    /* getopt sees argv[1..]: the command name stands where a program name
+     * would, and is skipped. */
+    int sub_argc = argc - 1;
+    char **sub_argv = argv + 1;
+    optind = 1;
+    opterr = 0;
+    int opt;
+    while ((opt = getopt_long(sub_argc, sub_argv, ":i:n:afh", long_opts, NULL)) != -1) {
+        if (opt == 'h') {
+            rlctl_usage(stdout, o->cmd);
+            return RLCTL_HELP_SHOWN;
+        }
+        if (opt == '?' || opt == ':') {
+            /* Short options are named by optopt; long ones (optopt 0 or
+             * one of our values >= 256) by the word getopt just read. */
+            char *f = NULL;
+            char sopt[3] = {'-', (char)optopt, '\0'};
+            const char *what = shown(optopt > 0 && optopt < 256 ? sopt
+                                                                : sub_argv[optind - 1], &f);
+            int rc = usage_error(o->cmd, opt == '?' ? "unknown option '%s'"
+                                                    : "option '%s' needs a value", what);
+            free(f);
+            return rc;
+        }
+        unsigned bit = option_bit(opt);
+        if ((o->cmd->options & bit) == 0) {
+            int rc = usage_error(o->cmd, "%s%s is not an option of this command",
+                                 opt < 256 ? "-" : "--",
+                                 opt < 256 ? (char[2]){(char)opt, '\0'} : option_name(opt));
+            return rc;
+        }
+        o->seen |= bit;
+        int rc = take_option(o, opt, optarg);
+        if (rc != 0)
+            return rc;
+    }
+    int npos = sub_argc - optind;
+    int want = o->cmd->takes_name + o->cmd->takes_key;
+    if (npos < want)
+        return usage_error(o->cmd, "missing %s", npos == 0 && o->cmd->takes_name ? "NAME" : "KEY");
+    if (npos > want) {
+        char *f;
+        int rc = usage_error(o->cmd, "unexpected argument '%s'",
+                             shown(sub_argv[optind + want], &f));
+        free(f);
+        return rc;
+    }
+    if (o->cmd->takes_name) {
+        o->name = sub_argv[optind];
+        if (!rlctl_name_valid(o->name)) {
+            char *f;
+            int rc = usage_error(o->cmd,
+                                 "invalid segment name '%s': expected \"/\" then 1..200 "
+                                 "of [A-Za-z0-9._-]",
+                                 shown(o->name, &f));
+            free(f);
+            return rc;
+        }
+    }
+    if ((o->cmd->options & RLCTL_O_POLICY) && !(o->seen & RLCTL_O_POLICY))
+        return usage_error(o->cmd, "--policy is required");
+    if ((o->cmd->options & RLCTL_O_CAPACITY) && !(o->seen & RLCTL_O_CAPACITY))
+        return usage_error(o->cmd, "--capacity is required");
+    if (o->cmd->takes_key) {
+        int rc = parse_key(o, sub_argv[optind + 1]);
+        if (rc != 0) {
+            rlctl_opts_free(o);
+            return rc;
+        }
+    }
+    return 0;
+}

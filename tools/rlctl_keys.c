@@ -1,0 +1,165 @@
+/*
+ * rlctl_keys.c - commands on one key: get, try, reset.
+ *
+ * Exit status, for shell scripts:
+ *   get    0 the key is tracked (its decision is printed), 1 not tracked
+ *          (a new key: its first request would be allowed)
+ *   try    0 allowed, 1 denied; the request counts like a worker's
+ *   reset  0 the key was reset, 1 it was not tracked (nothing to do)
+ * and the sysexits codes of rlctl_open.c for errors.  A lock timeout in try
+ * still prints the degraded on_full decision, then fails with EX_TEMPFAIL.
+ *
+ * Each call takes the key's bucket lock like a worker's would (through the
+ * public API) and holds it only for that call.
+ */
+#include "rlctl.h"
+
+#include <stdlib.h>
+
+/* The key, escaped, for output; NULL on ENOMEM (reported). */
+static char *key_text(const rlctl_opts *o)
+{
+    char *k = rlctl_escape(o->key, o->key_len);
+    if (k == NULL)
+        fputs("rlctl: out of memory\n", stderr);
+    return k;
+}
+
+static void decision_json(rlctl_json *j, const srl_decision *d)
+{
+    char ra[32];
+    if (srl_format_retry_after(d, ra, sizeof ra) < 0)
+        ra[0] = '\0';
+    rlctl_json_bool(j, "allowed", d->allowed);
+    rlctl_json_u64(j, "limit", d->limit);
+    rlctl_json_u64(j, "remaining", d->remaining);
+    rlctl_json_u64(j, "retry_after_ns", d->retry_after_ns);
+    rlctl_json_str(j, "retry_after", ra);
+    rlctl_json_u64(j, "reset_after_ns", d->reset_after_ns);
+    rlctl_json_bool(j, "untracked", (d->flags & SRL_DECISION_UNTRACKED) != 0);
+    rlctl_json_bool(j, "degraded", (d->flags & SRL_DECISION_DEGRADED) != 0);
+}
+
+static const char *flags_note(const srl_decision *d)
+{
+    if (d->flags & SRL_DECISION_DEGRADED)
+        return " (lock timed out: decided by on_full)";
+    if (d->flags & SRL_DECISION_UNTRACKED)
+        return " (table full: decided by on_full)";
+    return "";
+}
+
+int rlctl_cmd_get(const rlctl_opts *o)
+{
+    srl_limiter *lim;
+    int status = rlctl_open(o, &lim);
+    if (status != 0)
+        return status;
+    srl_decision d;
+    srl_info in;
+    int rc = srl_peek(lim, o->key, o->key_len, o->cost, &d);
+    int irc = srl_info_get(lim, &in);
+    srl_close(lim);
+    if (rc != 0 && rc != SRL_ENOENT)
+        return rlctl_fail(o->name, rc);
+    if (irc != 0)
+        return rlctl_fail(o->name, irc);
+    char *key = key_text(o);
+    if (key == NULL)
+        return EX_OSERR;
+    if (o->json) {
+        rlctl_json j;
+        rlctl_json_init(&j, stdout);
+        rlctl_json_begin_obj(&j, NULL);
+        rlctl_json_str(&j, "key", key);
+        rlctl_json_u64(&j, "key_len", o->key_len);
+        rlctl_json_bool(&j, "tracked", rc == 0);
+        rlctl_json_u64(&j, "cost", o->cost);
+        if (rc == 0)
+            decision_json(&j, &d);
+        else
+            rlctl_json_u64(&j, "limit", in.policy.permits);
+        rlctl_json_end_obj(&j);
+        rlctl_json_end(&j);
+    } else if (rc == SRL_ENOENT) {
+        printf("%s: not tracked (a new key: its first request would be allowed)\n", key);
+    } else {
+        char ra[48], rs[48];
+        printf("%s: %s now at cost %u, remaining %u of %u, retry after %s, at rest in %s%s\n", key,
+               d.allowed ? "allowed" : "denied", o->cost, d.remaining, d.limit,
+               rlctl_fmt_duration(d.retry_after_ns, ra, sizeof ra),
+               rlctl_fmt_duration(d.reset_after_ns, rs, sizeof rs), flags_note(&d));
+    }
+    free(key);
+    return rlctl_flush(rc == 0 ? EX_OK : RLCTL_EX_NO);
+}
+
+int rlctl_cmd_try(const rlctl_opts *o)
+{
+    srl_limiter *lim;
+    int status = rlctl_open(o, &lim);
+    if (status != 0)
+        return status;
+    srl_decision d;
+    int rc = srl_acquire(lim, o->key, o->key_len, o->cost, &d);
+    srl_close(lim);
+    /* On a lock timeout (or an unrecoverable lock) d is still filled. */
+    int degraded = rc == SRL_ETIMEDOUT || rc == SRL_ENOTRECOVERABLE;
+    if (rc != 0 && !degraded)
+        return rlctl_fail(o->name, rc);
+    char *key = key_text(o);
+    if (key == NULL)
+        return EX_OSERR;
+    if (o->json) {
+        rlctl_json j;
+        rlctl_json_init(&j, stdout);
+        rlctl_json_begin_obj(&j, NULL);
+        rlctl_json_str(&j, "key", key);
+        rlctl_json_u64(&j, "key_len", o->key_len);
+        rlctl_json_u64(&j, "cost", o->cost);
+        decision_json(&j, &d);
+        rlctl_json_end_obj(&j);
+        rlctl_json_end(&j);
+    } else if (d.allowed) {
+        printf("%s: allowed, remaining %u of %u%s\n", key, d.remaining, d.limit, flags_note(&d));
+    } else {
+        char ra[48], hdr[32];
+        if (srl_format_retry_after(&d, hdr, sizeof hdr) < 0)
+            hdr[0] = '\0';
+        printf("%s: denied, retry after %s (Retry-After: %s)%s\n", key,
+               rlctl_fmt_duration(d.retry_after_ns, ra, sizeof ra), hdr, flags_note(&d));
+    }
+    free(key);
+    status = rlctl_flush(d.allowed ? EX_OK : RLCTL_EX_NO);
+    return degraded ? rlctl_fail(o->name, rc) : status;
+}
+
+int rlctl_cmd_reset(const rlctl_opts *o)
+{
+    srl_limiter *lim;
+    int status = rlctl_open(o, &lim);
+    if (status != 0)
+        return status;
+    int rc = srl_reset_key(lim, o->key, o->key_len);
+    srl_close(lim);
+    if (rc != 0 && rc != SRL_ENOENT)
+        return rlctl_fail(o->name, rc);
+    char *key = key_text(o);
+    if (key == NULL)
+        return EX_OSERR;
+    if (o->json) {
+        rlctl_json j;
+        rlctl_json_init(&j, stdout);
+        rlctl_json_begin_obj(&j, NULL);
+        rlctl_json_str(&j, "key", key);
+        rlctl_json_bool(&j, "reset", rc == 0);
+        rlctl_json_end_obj(&j);
+        rlctl_json_end(&j);
+    } else if (rc == 0) {
+        printf("%s: reset (its next request starts fresh)\n", key);
+    } else {
+        printf("%s: not tracked (nothing to reset)\n", key);
+    }
+    free(key);
+    return rlctl_flush(rc == 0 ? EX_OK : RLCTL_EX_NO);
+}

@@ -1,0 +1,236 @@
+/*
+ * rlctl_list.c - list: the keys a segment tracks, with their counters and
+ * what a request of cost 1 would get now.
+ *
+ * srl_foreach visits the table one bucket lock at a time while workers keep
+ * running, so the listing is not one snapshot: a key may come or go during
+ * the walk.  An entry is valid only inside the callback, which copies what
+ * it needs (the display bytes included) and never calls srl.
+ *
+ * --top N without --sort stops the walk after N keys.  With --sort the walk
+ * is complete; rows are kept in an array that is sorted and cut back to N
+ * whenever it reaches 2N, so memory stays O(N) on a huge table.
+ *
+ * Keys are shown escaped (rlctl_escape.c); a display copy shorter than the
+ * key ends in "..." and LEN shows the real length; with no display copy
+ * (key_display 0) the fingerprint is shown instead.
+ */
+#include "rlctl.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct row {
+    unsigned char *display;
+    uint32_t display_len, key_len;
+    uint8_t fp[16];
+    uint64_t allowed, denied, last_ns;
+    srl_decision now;
+    int at_rest;
+};
+
+struct walk {
+    struct row *v;
+    size_t n, cap;
+    enum rlctl_sort sort;
+    uint64_t top;
+    int oom;
+};
+
+static int cmp_rows(const struct row *a, const struct row *b, enum rlctl_sort s)
+{
+#define DESC(f)            \
+    if (a->f != b->f)      \
+        return a->f > b->f ? -1 : 1
+    switch (s) {
+    case RLCTL_SORT_DENIED: DESC(denied); DESC(allowed); break;
+    case RLCTL_SORT_ALLOWED: DESC(allowed); DESC(denied); break;
+    case RLCTL_SORT_RECENT: DESC(last_ns); break;
+    case RLCTL_SORT_NONE: break;
+    }
+#undef DESC
+    /* Ties in a stable, meaningless order: the fingerprint. */
+    return memcmp(a->fp, b->fp, sizeof a->fp);
+}
+
+/* qsort has no context argument: one comparator per order. */
+static int cmp_denied(const void *a, const void *b) { return cmp_rows(a, b, RLCTL_SORT_DENIED); }
+static int cmp_allowed(const void *a, const void *b) { return cmp_rows(a, b, RLCTL_SORT_ALLOWED); }
+static int cmp_recent(const void *a, const void *b) { return cmp_rows(a, b, RLCTL_SORT_RECENT); }
+
+static void sort_rows(struct walk *w)
+{
+    int (*cmp)(const void *, const void *) =
+        w->sort == RLCTL_SORT_DENIED ? cmp_denied
+        : w->sort == RLCTL_SORT_ALLOWED ? cmp_allowed : cmp_recent;
+    if (w->sort != RLCTL_SORT_NONE)
+        qsort(w->v, w->n, sizeof *w->v, cmp);
+}
+
+static void cut_to_top(struct walk *w)
+{
+    if (w->top == 0 || w->n <= w->top)
+        return;
+    for (size_t i = w->top; i < w->n; i++)
+        free(w->v[i].display);
+    w->n = w->top;
+}
+
+static int visit(const srl_entry *e, void *ctx)
+{
+    struct walk *w = ctx;
+    if (w->n == w->cap) {
+        size_t cap = w->cap ? 2 * w->cap : 64;
+        struct row *v = realloc(w->v, cap * sizeof *v);
+        if (v == NULL) {
+            w->oom = 1;
+            return 1;
+        }
+        w->v = v;
+        w->cap = cap;
+    }
+    struct row *r = &w->v[w->n];
+    *r = (struct row){.display_len = e->display_len, .key_len = e->key_len,
+                      .allowed = e->allowed, .denied = e->denied, .last_ns = e->last_ns,
+                      .now = e->now, .at_rest = e->at_rest};
+    memcpy(r->fp, e->fingerprint, sizeof r->fp);
+    if (e->display_len > 0) {
+        r->display = malloc(e->display_len);
+        if (r->display == NULL) {
+            w->oom = 1;
+            return 1;
+        }
+        memcpy(r->display, e->display, e->display_len);
+    }
+    w->n++;
+    if (w->top != 0 && w->sort == RLCTL_SORT_NONE)
+        return w->n >= w->top; /* enough: stop the walk */
+    if (w->top != 0 && w->n >= 2 * w->top) {
+        sort_rows(w);
+        cut_to_top(w);
+    }
+    return 0;
+}
+
+/* The row as an srl_entry, for rlctl_key_label. */
+static char *label(const struct row *r)
+{
+    srl_entry e = {.display = r->display, .display_len = r->display_len, .key_len = r->key_len};
+    memcpy(e.fingerprint, r->fp, sizeof e.fingerprint);
+    return rlctl_key_label(&e);
+}
+
+static int print_json(const char *name, const struct walk *w, int64_t visited, uint64_t now)
+{
+    rlctl_json j;
+    rlctl_json_init(&j, stdout);
+    rlctl_json_begin_obj(&j, NULL);
+    rlctl_json_str(&j, "name", name);
+    rlctl_json_i64(&j, "visited", visited);
+    rlctl_json_u64(&j, "shown", w->n);
+    rlctl_json_begin_arr(&j, "keys");
+    for (size_t i = 0; i < w->n; i++) {
+        const struct row *r = &w->v[i];
+        char *key = rlctl_escape(r->display, r->display_len);
+        char *hex = rlctl_hex(r->display, r->display_len);
+        char *fp = rlctl_hex(r->fp, sizeof r->fp);
+        if (key == NULL || hex == NULL || fp == NULL) {
+            free(key), free(hex), free(fp);
+            return -1;
+        }
+        rlctl_json_begin_obj(&j, NULL);
+        rlctl_json_str(&j, "key", key);
+        rlctl_json_str(&j, "key_hex", hex);
+        rlctl_json_u64(&j, "key_len", r->key_len);
+        rlctl_json_u64(&j, "display_len", r->display_len);
+        rlctl_json_bool(&j, "truncated", r->display_len < r->key_len);
+        rlctl_json_str(&j, "fingerprint", fp);
+        rlctl_json_u64(&j, "allowed", r->allowed);
+        rlctl_json_u64(&j, "denied", r->denied);
+        rlctl_json_u64(&j, "last_ns", r->last_ns);
+        if (r->last_ns != 0 && r->last_ns <= now)
+            rlctl_json_u64(&j, "idle_ns", now - r->last_ns);
+        else
+            rlctl_json_null(&j, "idle_ns");
+        rlctl_json_u64(&j, "limit", r->now.limit);
+        rlctl_json_u64(&j, "remaining", r->now.remaining);
+        rlctl_json_u64(&j, "retry_after_ns", r->now.retry_after_ns);
+        rlctl_json_u64(&j, "reset_after_ns", r->now.reset_after_ns);
+        rlctl_json_bool(&j, "at_rest", r->at_rest);
+        rlctl_json_end_obj(&j);
+        free(key), free(hex), free(fp);
+    }
+    rlctl_json_end_arr(&j);
+    rlctl_json_end_obj(&j);
+    rlctl_json_end(&j);
+    return 0;
+}
+
+static int print_text(const struct walk *w, uint64_t now)
+{
+    static const char *const hdr[] = {"KEY", "LEN", "ALLOWED", "DENIED", "REMAINING",
+                                      "RETRY_AFTER", "RESET_AFTER", "IDLE", "AT_REST"};
+    static const unsigned char right[] = {0, 1, 1, 1, 1, 1, 1, 1, 0};
+    rlctl_table t;
+    rlctl_table_init(&t, 9, hdr, right);
+    for (size_t i = 0; i < w->n; i++) {
+        const struct row *r = &w->v[i];
+        char *key = label(r);
+        if (key == NULL) {
+            rlctl_table_free(&t);
+            return -1;
+        }
+        char len[16], al[24], de[24], rem[40], ra[48], rs[48], idle[48];
+        snprintf(len, sizeof len, "%u", r->key_len);
+        snprintf(al, sizeof al, "%" PRIu64, r->allowed);
+        snprintf(de, sizeof de, "%" PRIu64, r->denied);
+        snprintf(rem, sizeof rem, "%u/%u", r->now.remaining, r->now.limit);
+        rlctl_fmt_duration(r->now.retry_after_ns, ra, sizeof ra);
+        rlctl_fmt_duration(r->now.reset_after_ns, rs, sizeof rs);
+        if (r->last_ns != 0 && r->last_ns <= now)
+            rlctl_fmt_duration(now - r->last_ns, idle, sizeof idle);
+        else
+            snprintf(idle, sizeof idle, "-");
+        const char *row[] = {key, len, al, de, rem, ra, rs, idle, r->at_rest ? "yes" : "no"};
+        rlctl_table_add(&t, row);
+        free(key);
+    }
+    int rc = rlctl_table_print(&t, stdout);
+    rlctl_table_free(&t);
+    return rc;
+}
+
+int rlctl_cmd_list(const rlctl_opts *o)
+{
+    srl_limiter *lim;
+    int status = rlctl_open(o, &lim);
+    if (status != 0)
+        return status;
+    struct walk w = {.sort = o->sort, .top = o->top};
+    int64_t visited = srl_foreach(lim, visit, &w);
+    srl_close(lim);
+    /* Idle times against the default ticker, which shared segments use. */
+    uint64_t now = srl_monotonic_ns(NULL);
+    if (visited < 0) {
+        status = rlctl_fail(o->name, (int)visited);
+    } else if (w.oom) {
+        fputs("rlctl: out of memory\n", stderr);
+        status = EX_OSERR;
+    } else {
+        sort_rows(&w);
+        cut_to_top(&w);
+        int rc = o->json ? print_json(o->name, &w, visited, now) : print_text(&w, now);
+        if (rc < 0) {
+            fputs("rlctl: out of memory\n", stderr);
+            status = EX_OSERR;
+        } else {
+            status = rc;
+            if (!o->json && rc == 0 && (uint64_t)visited > w.n)
+                printf("(%zu of %" PRId64 " keys shown)\n", w.n, visited);
+        }
+    }
+    for (size_t i = 0; i < w.n; i++)
+        free(w.v[i].display);
+    free(w.v);
+    return rlctl_flush(status);
+}

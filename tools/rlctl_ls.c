@@ -1,0 +1,182 @@
+/*
+ * rlctl_ls.c - ls: the srl segments of this host.
+ *
+ * POSIX shared memory objects are the regular files of /dev/shm (ipcs does
+ * not see them).  ls opens each one whose name srl accepts, read-only in
+ * intent: srl_open_shared without SRL_CREATE and with cfg NULL, which
+ * adopts the segment's own policy and never writes a header.  What the open
+ * says decides the row:
+ *   ok                      an srl segment: policy, capacity, use, size
+ *   stale/corrupt/version   srl segments that need the operator: always shown
+ *   busy                    its creator did not finish in time (ETIMEDOUT)
+ *   foreign/forbidden       other programs' objects, or ones we may not
+ *                           open: skipped silently, shown with --all
+ *   (vanished)              removed between readdir and open: skipped
+ * Rows are sorted by name.
+ */
+#include "rlctl.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+struct seg {
+    char name[260];
+    const char *status;
+    int open_rc;
+    srl_info info;
+    srl_stats stats;
+};
+
+struct segs {
+    struct seg *v;
+    size_t n, cap;
+};
+
+static const char *status_of(int rc)
+{
+    switch (rc) {
+    case 0: return "ok";
+    case SRL_ESTALE: return "stale";
+    case SRL_ECORRUPT: return "corrupt";
+    case SRL_EVERSION: return "version";
+    case SRL_ETIMEDOUT: return "busy";
+    case SRL_EFOREIGN: return "foreign";
+    case SRL_EACCES: return "forbidden";
+    default: return "error";
+    }
+}
+
+/* Probe one name; returns 0, or -1 on ENOMEM.  Adds a row if it is shown. */
+static int probe(struct segs *s, const char *file, int all)
+{
+    struct seg g = {0};
+    snprintf(g.name, sizeof g.name, "/%s", file);
+    srl_limiter *lim;
+    int rc = srl_open_shared(g.name, NULL, 0, &lim);
+    if (rc == 0) {
+        rc = srl_info_get(lim, &g.info);
+        if (rc == 0)
+            rc = srl_stats_get(lim, &g.stats);
+        srl_close(lim);
+    }
+    if (rc == SRL_ENOENT)
+        return 0;
+    if (!all && (rc == SRL_EFOREIGN || rc == SRL_EACCES))
+        return 0;
+    g.open_rc = rc;
+    g.status = status_of(rc);
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? 2 * s->cap : 16;
+        struct seg *v = realloc(s->v, cap * sizeof *v);
+        if (v == NULL)
+            return -1;
+        s->v = v;
+        s->cap = cap;
+    }
+    s->v[s->n++] = g;
+    return 0;
+}
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(((const struct seg *)a)->name, ((const struct seg *)b)->name);
+}
+
+static void print_json(const struct segs *s)
+{
+    rlctl_json j;
+    rlctl_json_init(&j, stdout);
+    rlctl_json_begin_obj(&j, NULL);
+    rlctl_json_str(&j, "dir", RLCTL_SHM_DIR);
+    rlctl_json_begin_arr(&j, "segments");
+    for (size_t i = 0; i < s->n; i++) {
+        const struct seg *g = &s->v[i];
+        rlctl_json_begin_obj(&j, NULL);
+        rlctl_json_str(&j, "name", g->name);
+        rlctl_json_str(&j, "status", g->status);
+        if (g->open_rc == 0) {
+            char pol[SRL_POLICY_TEXT_MAX];
+            if (srl_policy_format(&g->info.policy, pol, sizeof pol) < 0)
+                snprintf(pol, sizeof pol, "?");
+            rlctl_json_str(&j, "policy", pol);
+            rlctl_json_u64(&j, "capacity", g->info.capacity);
+            rlctl_json_u64(&j, "used", g->stats.used);
+            rlctl_json_ratio(&j, "load_factor", g->stats.used, g->info.capacity);
+            rlctl_json_u64(&j, "segment_bytes", g->info.segment_bytes);
+        } else {
+            rlctl_json_str(&j, "error", srl_strerror(g->open_rc));
+        }
+        rlctl_json_end_obj(&j);
+    }
+    rlctl_json_end_arr(&j);
+    rlctl_json_end_obj(&j);
+    rlctl_json_end(&j);
+}
+
+static int print_text(const struct segs *s)
+{
+    static const char *const hdr[] = {"NAME", "STATUS", "POLICY", "CAPACITY", "USED", "LOAD",
+                                      "SIZE"};
+    static const unsigned char right[] = {0, 0, 0, 1, 1, 1, 1};
+    rlctl_table t;
+    rlctl_table_init(&t, 7, hdr, right);
+    for (size_t i = 0; i < s->n; i++) {
+        const struct seg *g = &s->v[i];
+        char pol[SRL_POLICY_TEXT_MAX] = "-", cap[24] = "-", used[24] = "-", load[24] = "-",
+             size[48] = "-";
+        if (g->open_rc == 0) {
+            if (srl_policy_format(&g->info.policy, pol, sizeof pol) < 0)
+                snprintf(pol, sizeof pol, "?");
+            snprintf(cap, sizeof cap, "%" PRIu64, g->info.capacity);
+            snprintf(used, sizeof used, "%" PRIu64, g->stats.used);
+            rlctl_fmt_percent(g->stats.used, g->info.capacity, load, sizeof load);
+            rlctl_fmt_bytes(g->info.segment_bytes, size, sizeof size);
+        }
+        const char *row[] = {g->name, g->status, pol, cap, used, load, size};
+        rlctl_table_add(&t, row);
+    }
+    int rc = rlctl_table_print(&t, stdout);
+    rlctl_table_free(&t);
+    return rc;
+}
+
+int rlctl_cmd_ls(const rlctl_opts *o)
+{
+    DIR *d = opendir(RLCTL_SHM_DIR);
+    if (d == NULL) {
+        fprintf(stderr, "rlctl: %s: %s: is POSIX shared memory mounted there?\n", RLCTL_SHM_DIR,
+                strerror(errno));
+        return errno == ENOENT ? EX_NOINPUT : errno == EACCES ? EX_NOPERM : EX_OSERR;
+    }
+    struct segs s = {0};
+    int status = EX_OK;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        /* Only a name srl accepts can be an srl segment (this also skips
+         * "." and ".."). */
+        if (!rlctl_name_valid(e->d_name))
+            continue;
+        struct stat st;
+        if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
+            continue;
+        if (probe(&s, e->d_name, o->all) != 0) {
+            fputs("rlctl: out of memory\n", stderr);
+            status = EX_OSERR;
+            break;
+        }
+    }
+    closedir(d);
+    if (status == EX_OK) {
+        qsort(s.v, s.n, sizeof *s.v, by_name);
+        if (o->json)
+            print_json(&s);
+        else
+            status = print_text(&s);
+    }
+    free(s.v);
+    return rlctl_flush(status);
+}

@@ -1,0 +1,111 @@
+/*
+ * rlctl_open.c - opening a segment, and what rlctl says when srl fails.
+ *
+ * Every failure is one line on stderr,
+ *     rlctl: NAME: <what is wrong (srl_strerror)>: <what to do about it>
+ * and a sysexits.h status chosen by who can fix it:
+ *     EX_USAGE    64  bad argument (policy, cost, key)
+ *     EX_DATAERR  65  the object is not usable srl data: foreign, another
+ *                     layout version, corrupt, stale (its creator died
+ *                     before finishing it: permanent until destroyed, so
+ *                     not EX_TEMPFAIL, which scripts retry), a lock that
+ *                     cannot be recovered, another policy/geometry
+ *     EX_NOINPUT  66  no such segment
+ *     EX_OSERR    71  out of memory, other system errors
+ *     EX_CANTCREAT 73 create failed: exists, no space in /dev/shm
+ *     EX_TEMPFAIL 75  a lock or the segment's creator did not answer in time
+ *     EX_NOPERM   77  permission denied (owner or mode refused)
+ *     EX_SOFTWARE 70  anything else (a bug in rlctl or srl)
+ *
+ * Segments are opened without SRL_CREATE and with cfg NULL, so rlctl adopts
+ * each segment's own policy and geometry and can never create one by
+ * accident (only `create` creates).
+ */
+#include "rlctl.h"
+
+#include <errno.h>
+#include <string.h>
+
+int rlctl_exit_code(int rc)
+{
+    switch (rc) {
+    case SRL_OK: return EX_OK;
+    case SRL_EINVAL:
+    case SRL_EPOLICY:
+    case SRL_ECOST:
+    case SRL_EKEY: return EX_USAGE;
+    case SRL_ENOENT: return EX_NOINPUT;
+    case SRL_EFOREIGN:
+    case SRL_EVERSION:
+    case SRL_ECORRUPT:
+    case SRL_ESTALE:
+    case SRL_EMISMATCH:
+    case SRL_ENOTRECOVERABLE: return EX_DATAERR;
+    case SRL_EACCES: return EX_NOPERM;
+    case SRL_EEXIST:
+    case SRL_ENOSPC: return EX_CANTCREAT;
+    case SRL_ETIMEDOUT: return EX_TEMPFAIL;
+    case SRL_ENOMEM:
+    case SRL_ESYS: return EX_OSERR;
+    default: return EX_SOFTWARE;
+    }
+}
+
+static const char *remedy(int rc)
+{
+    switch (rc) {
+    case SRL_ENOENT: return "check the name; 'rlctl ls' lists the segments on this host";
+    case SRL_EFOREIGN: return "it belongs to another program: leave it alone";
+    case SRL_EVERSION:
+        return "use the rlctl of the srl version that created it, or destroy and recreate it";
+    case SRL_ECORRUPT: return "destroy it ('rlctl destroy') and let the workers recreate it";
+    case SRL_ESTALE: return "no worker can use it until it is removed";
+    case SRL_EACCES: return "run rlctl as the segment's owner (or root)";
+    case SRL_ETIMEDOUT:
+        return "a process may be stopped while holding a lock: retry, and look for stopped workers";
+    case SRL_ENOTRECOVERABLE: return "destroy the segment and let the workers recreate it";
+    case SRL_EEXIST: return "use it as it is, or remove it first with 'rlctl destroy'";
+    case SRL_ENOSPC: return "free space in /dev/shm (df /dev/shm, rlctl ls) or lower --capacity";
+    case SRL_EMISMATCH: return "open it with its own policy and capacity (rlctl info)";
+    case SRL_ECOST: return "give a --cost between 1 and the policy's permits";
+    case SRL_ENOMEM: return "free some memory and retry";
+    case SRL_ENOTSUP: return "this limiter does not support the operation";
+    default: return NULL;
+    }
+}
+
+int rlctl_fail(const char *name, int rc)
+{
+    int saved_errno = errno;
+    const char *what = rc == SRL_ENOENT ? "no such segment" : srl_strerror(rc);
+    fprintf(stderr, "rlctl: %s: %s", name != NULL ? name : "-", what);
+    if (rc == SRL_ESYS)
+        fprintf(stderr, ": %s", strerror(saved_errno));
+    const char *r = remedy(rc);
+    if (r != NULL)
+        fprintf(stderr, ": %s", r);
+    fputc('\n', stderr);
+    return rlctl_exit_code(rc);
+}
+
+int rlctl_open(const rlctl_opts *o, srl_limiter **out)
+{
+    int rc = srl_open_shared(o->name, NULL, 0, out);
+    return rc == 0 ? 0 : rlctl_fail(o->name, rc);
+}
+
+int rlctl_flush(int status)
+{
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "rlctl: writing the output failed: %s\n", strerror(errno));
+        return status == EX_OK || status == RLCTL_EX_NO ? EX_IOERR : status;
+    }
+    return status;
+}
+
+const char *rlctl_seg_name(const srl_info *in, const char *typed)
+{
+    return memchr(in->name, '\0', sizeof in->name) != NULL && rlctl_name_valid(in->name)
+               ? in->name
+               : typed;
+}

@@ -1,0 +1,224 @@
+/*
+ * rlctl_seg.c - commands on a whole segment: create, destroy, check.
+ *
+ * create is the only command that passes SRL_CREATE (with SRL_EXCL: an
+ * existing segment is never adopted or reshaped, EX_CANTCREAT instead).
+ * destroy opens the name first and removes it only if it is an srl segment
+ * (or one that is stale, corrupt or of another version, for which removal
+ * is the remedy); a foreign object is left alone unless --force.  check
+ * runs srl_check, which takes one bucket lock at a time: workers keep
+ * running while it walks.
+ */
+#include "rlctl.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/statvfs.h>
+
+/* Free bytes of /dev/shm for unprivileged users, or -1. */
+static int64_t shm_free(void)
+{
+    struct statvfs v;
+    if (statvfs(RLCTL_SHM_DIR, &v) != 0)
+        return -1;
+    return (int64_t)((uint64_t)v.f_bavail * v.f_frsize);
+}
+
+static const char *on_full_name(srl_on_full f)
+{
+    return f == SRL_ON_FULL_DENY ? "deny" : "allow";
+}
+
+static void print_free(const char *label, int64_t bytes)
+{
+    char b[48];
+    printf("%s%s", label, bytes < 0 ? "unknown" : rlctl_fmt_bytes((uint64_t)bytes, b, sizeof b));
+}
+
+int rlctl_cmd_create(const rlctl_opts *o)
+{
+    srl_config cfg;
+    srl_config_init(&cfg);
+    cfg.policy = o->policy;
+    cfg.capacity = o->capacity;
+    cfg.key_display = o->key_display;
+    cfg.mode = o->mode;
+    cfg.on_full = o->on_full;
+    int64_t before = shm_free();
+    srl_limiter *lim;
+    int rc = srl_open_shared(o->name, &cfg, SRL_CREATE | SRL_EXCL, &lim);
+    if (rc != 0) {
+        int status = rlctl_fail(o->name, rc);
+        if (rc == SRL_ENOSPC) {
+            char b[48];
+            fprintf(stderr, "rlctl: %s: %s free in %s\n", o->name,
+                    before < 0 ? "unknown" : rlctl_fmt_bytes((uint64_t)before, b, sizeof b),
+                    RLCTL_SHM_DIR);
+        }
+        return status;
+    }
+    srl_info info;
+    rc = srl_info_get(lim, &info);
+    srl_close(lim);
+    if (rc != 0)
+        return rlctl_fail(o->name, rc);
+    int64_t after = shm_free();
+    char pol[SRL_POLICY_TEXT_MAX];
+    if (srl_policy_format(&info.policy, pol, sizeof pol) < 0)
+        snprintf(pol, sizeof pol, "?");
+    if (o->json) {
+        rlctl_json j;
+        rlctl_json_init(&j, stdout);
+        rlctl_json_begin_obj(&j, NULL);
+        rlctl_json_str(&j, "name", rlctl_seg_name(&info, o->name));
+        rlctl_json_bool(&j, "created", 1);
+        rlctl_json_str(&j, "policy", pol);
+        rlctl_json_u64(&j, "capacity", info.capacity);
+        rlctl_json_u64(&j, "buckets", info.buckets);
+        rlctl_json_u64(&j, "slots_per_bucket", info.slots_per_bucket);
+        rlctl_json_u64(&j, "segment_bytes", info.segment_bytes);
+        rlctl_json_u64(&j, "slot_bytes", info.slot_bytes);
+        rlctl_json_u64(&j, "key_display", info.key_display);
+        char mode[8];
+        snprintf(mode, sizeof mode, "%04o", info.mode);
+        rlctl_json_str(&j, "mode", mode);
+        rlctl_json_str(&j, "on_full", on_full_name(info.on_full));
+        if (before < 0)
+            rlctl_json_null(&j, "shm_free_before");
+        else
+            rlctl_json_u64(&j, "shm_free_before", (uint64_t)before);
+        if (after < 0)
+            rlctl_json_null(&j, "shm_free_after");
+        else
+            rlctl_json_u64(&j, "shm_free_after", (uint64_t)after);
+        rlctl_json_end_obj(&j);
+        rlctl_json_end(&j);
+        return rlctl_flush(EX_OK);
+    }
+    char b[48];
+    printf("created %s: %s, %" PRIu64 " slots (%" PRIu64 " buckets of %u), on full %s, mode %04o\n",
+           rlctl_seg_name(&info, o->name), pol, info.capacity, info.buckets, info.slots_per_bucket,
+           on_full_name(info.on_full), info.mode);
+    printf("segment size: %" PRIu64 " bytes (%s), %u bytes per slot\n", info.segment_bytes,
+           rlctl_fmt_bytes(info.segment_bytes, b, sizeof b), info.slot_bytes);
+    print_free(RLCTL_SHM_DIR " free: before ", before);
+    print_free(", after ", after);
+    printf(" (tmpfs allocates pages as they are first written)\n");
+    return rlctl_flush(EX_OK);
+}
+
+int rlctl_cmd_destroy(const rlctl_opts *o)
+{
+    if (!o->force) {
+        srl_limiter *lim;
+        int rc = srl_open_shared(o->name, NULL, 0, &lim);
+        if (rc == 0)
+            srl_close(lim);
+        else if (rc == SRL_EFOREIGN) {
+            fprintf(stderr, "rlctl: %s: %s: refusing to remove it (--force removes it anyway)\n",
+                    o->name, srl_strerror(rc));
+            return EX_DATAERR;
+        } else if (rc != SRL_ESTALE && rc != SRL_ECORRUPT && rc != SRL_EVERSION)
+            return rlctl_fail(o->name, rc);
+    }
+    int rc = srl_unlink(o->name);
+    if (rc == SRL_EFOREIGN && o->force) {
+        /* srl refuses a foreign object; --force says remove it regardless. */
+        char path[256];
+        snprintf(path, sizeof path, "%s%s", o->name[0] == '/' ? "" : "/", o->name);
+        rc = shm_unlink(path) == 0 ? 0 : errno == ENOENT ? SRL_ENOENT
+                                      : errno == EACCES ? SRL_EACCES : SRL_ESYS;
+    }
+    if (rc != 0)
+        return rlctl_fail(o->name, rc);
+    if (o->json) {
+        rlctl_json j;
+        rlctl_json_init(&j, stdout);
+        rlctl_json_begin_obj(&j, NULL);
+        rlctl_json_str(&j, "name", o->name);
+        rlctl_json_bool(&j, "destroyed", 1);
+        rlctl_json_end_obj(&j);
+        rlctl_json_end(&j);
+    } else {
+        printf("destroyed %s (processes that have it open keep using it until they close it)\n",
+               o->name);
+    }
+    return rlctl_flush(EX_OK);
+}
+
+/* check: problems are collected first, so a failed walk never leaves
+ * half-written JSON behind. */
+struct problems {
+    char **v;
+    size_t n, cap;
+    int oom;
+};
+
+static void collect(void *ctx, const char *problem)
+{
+    struct problems *p = ctx;
+    if (p->oom)
+        return;
+    if (p->n == p->cap) {
+        size_t cap = p->cap ? 2 * p->cap : 16;
+        char **v = realloc(p->v, cap * sizeof *v);
+        if (v == NULL) {
+            p->oom = 1;
+            return;
+        }
+        p->v = v;
+        p->cap = cap;
+    }
+    /* The library's text, escaped anyway: it may quote key bytes. */
+    char *s = rlctl_escape((const unsigned char *)problem, strlen(problem));
+    if (s == NULL) {
+        p->oom = 1;
+        return;
+    }
+    p->v[p->n++] = s;
+}
+
+int rlctl_cmd_check(const rlctl_opts *o)
+{
+    srl_limiter *lim;
+    int status = rlctl_open(o, &lim);
+    if (status != 0)
+        return status;
+    struct problems p = {0};
+    int64_t n = srl_check(lim, collect, &p);
+    srl_close(lim);
+    if (n < 0) {
+        status = rlctl_fail(o->name, (int)n);
+    } else if (p.oom) {
+        fputs("rlctl: out of memory\n", stderr);
+        status = EX_OSERR;
+    } else if (o->json) {
+        rlctl_json j;
+        rlctl_json_init(&j, stdout);
+        rlctl_json_begin_obj(&j, NULL);
+        rlctl_json_str(&j, "name", o->name);
+        rlctl_json_bool(&j, "healthy", n == 0);
+        rlctl_json_i64(&j, "problem_count", n);
+        rlctl_json_begin_arr(&j, "problems");
+        for (size_t i = 0; i < p.n; i++)
+            rlctl_json_str(&j, NULL, p.v[i]);
+        rlctl_json_end_arr(&j);
+        rlctl_json_end_obj(&j);
+        rlctl_json_end(&j);
+        status = rlctl_flush(n == 0 ? EX_OK : RLCTL_EX_NO);
+    } else {
+        for (size_t i = 0; i < p.n; i++)
+            printf("%s: %s\n", o->name, p.v[i]);
+        if (n == 0)
+            printf("%s: healthy: every invariant holds\n", o->name);
+        else
+            printf("%s: %" PRId64 " problem%s found\n", o->name, n, n == 1 ? "" : "s");
+        status = rlctl_flush(n == 0 ? EX_OK : RLCTL_EX_NO);
+    }
+    for (size_t i = 0; i < p.n; i++)
+        free(p.v[i]);
+    free(p.v);
+    return status;
+}
