@@ -124,14 +124,30 @@ static uint64_t batch_acquire_global(void *ctx, uint64_t start, uint64_t count)
     return allowed;
 }
 
+uint64_t bench_coarse_ns(void *ignored)
+{
+    (void)ignored;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 void bench_acquire_cell(const bench_opts *o, bench_store s, srl_policy p,
                         const bench_keys *k, uint64_t nkeys,
                         const bench_seq *seq, bench_cell *out)
+{
+    bench_acquire_cell_ticker(o, s, p, (srl_ticker){NULL, NULL}, k, nkeys, seq, out);
+}
+
+void bench_acquire_cell_ticker(const bench_opts *o, bench_store s, srl_policy p,
+                               srl_ticker ticker, const bench_keys *k, uint64_t nkeys,
+                               const bench_seq *seq, bench_cell *out)
 {
     memset(out, 0, sizeof *out);
     srl_config cfg;
     srl_config_init(&cfg);
     cfg.policy = p;
+    cfg.ticker = ticker;
     cfg.capacity = bench_capacity_for(nkeys);
     srl_limiter *lim = NULL;
     bench_global_lock g = {NULL};

@@ -169,6 +169,16 @@ static uint64_t batch_clock(void *ctx, uint64_t start, uint64_t count)
     return acc;
 }
 
+static uint64_t batch_coarse(void *ctx, uint64_t start, uint64_t count)
+{
+    (void)ctx;
+    (void)start;
+    uint64_t acc = 0;
+    for (uint64_t i = 0; i < count; i++)
+        acc += bench_coarse_ns(NULL);
+    return acc;
+}
+
 static uint64_t batch_siphash(void *ctx, uint64_t start, uint64_t count)
 {
     struct comp_ctx *c = ctx;
@@ -223,6 +233,7 @@ void bench_components_measure(const bench_opts *o, bench_components *out)
     randombytes_buf(c.hkey, sizeof c.hkey);
     bench_robust_mutex_init(&c.m);
     out->clock_ns = bench_time_batches(&q, batch_clock, &c, 1u << 20);
+    out->coarse_ns = bench_time_batches(&q, batch_coarse, &c, 1u << 20);
     out->siphash_ns = bench_time_batches(&q, batch_siphash, &c, 1u << 20);
     out->mutex_ns = bench_time_batches(&q, batch_mutex, &c, 1u << 20);
     for (int a = 0; a < 4; a++) {

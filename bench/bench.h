@@ -126,6 +126,7 @@ int bench_robust_mutex_init(pthread_mutex_t *m);
 /* Costs of the pieces a decision is made of, in ns (hot caches). */
 typedef struct bench_components {
     double clock_ns;          /* clock_gettime(CLOCK_MONOTONIC) */
+    double coarse_ns;         /* clock_gettime(CLOCK_MONOTONIC_COARSE) */
     double siphash_ns;        /* crypto_shorthash_siphashx24, 16-byte key */
     double mutex_ns;          /* robust pshared lock + unlock, uncontended */
     double algo_ns[4];        /* srl_state_acquire on one hot state, by srl_algorithm */
@@ -168,6 +169,15 @@ typedef struct bench_cell {
 void bench_acquire_cell(const bench_opts *o, bench_store s, srl_policy p,
                         const bench_keys *k, uint64_t nkeys,
                         const bench_seq *seq, bench_cell *out);
+
+/* The same with a ticker of the caller's (e.g. bench_coarse_ticker). */
+void bench_acquire_cell_ticker(const bench_opts *o, bench_store s, srl_policy p,
+                               srl_ticker ticker, const bench_keys *k, uint64_t nkeys,
+                               const bench_seq *seq, bench_cell *out);
+
+/* CLOCK_MONOTONIC_COARSE (a few ms resolution, no clock hardware read):
+ * shows what a decision costs without its clock read. */
+uint64_t bench_coarse_ns(void *ignored);
 
 /* Slots a cell's table is created with for nkeys live keys: room to spare,
  * so no timed request finds its buckets full. */

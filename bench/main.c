@@ -48,6 +48,7 @@ struct report {
     bench_components comp;
     struct per_row per[2][2][NALGO];
     bench_cell global[2][2];              /* token bucket inside the global lock */
+    bench_cell coarse[2][2];              /* token bucket, shared, coarse ticker, uniform: [size][shared, local] */
     bench_cell deny[NALGO][2];            /* [algo][shared, local], N keys uniform */
     bench_redis_result redis;
     double srl_gcra_rate;                 /* 1 process, shared, N keys uniform */
@@ -256,6 +257,12 @@ static void run_per_decision(struct report *R)
             bench_acquire_cell(o, BENCH_SHARED_GLOBAL, bench_policy_allow(SRL_TOKEN_BUCKET),
                                &k, n, &seq[di], &R->global[si][di]);
         }
+        progress("coarse ticker %llu keys", (unsigned long long)n);
+        srl_ticker coarse = {bench_coarse_ns, NULL};
+        bench_acquire_cell_ticker(o, BENCH_SHARED, bench_policy_allow(SRL_TOKEN_BUCKET), coarse,
+                                  &k, n, &seq[0], &R->coarse[si][0]);
+        bench_acquire_cell_ticker(o, BENCH_LOCAL, bench_policy_allow(SRL_TOKEN_BUCKET), coarse,
+                                  &k, n, &seq[0], &R->coarse[si][1]);
         if (si == 1) {
             for (int ai = 0; ai < NALGO; ai++) {
                 progress("deny path %s", srl_algorithm_name(algos[ai]));
@@ -318,7 +325,8 @@ static void print_components(const struct report *R)
     const bench_components *c = &R->comp;
     printf("## Components (hot caches, one process)\n\n");
     printf("| piece | ns |\n| --- | ---: |\n");
-    printf("| clock_gettime(CLOCK_MONOTONIC) | %.1f |\n", c->clock_ns);
+    printf("| clock_gettime(CLOCK_MONOTONIC), srl's default ticker | %.1f |\n", c->clock_ns);
+    printf("| clock_gettime(CLOCK_MONOTONIC_COARSE) | %.1f |\n", c->coarse_ns);
     printf("| SipHash-x24 (libsodium), 16-byte key | %.1f |\n", c->siphash_ns);
     printf("| robust process-shared mutex lock+unlock, uncontended | %.1f |\n", c->mutex_ns);
     for (int ai = 0; ai < NALGO; ai++) {
@@ -377,6 +385,25 @@ static void print_per_decision(const struct report *R)
                    cell_ns(g, c, sizeof c),
                    ratio(g->ns, s->ns, g->rc == 0 && s->rc == 0, d, sizeof d));
         }
+    printf("\n### Without the clock read (token_bucket, uniform keys)\n\n");
+    printf("The same cells with a CLOCK_MONOTONIC_COARSE ticker (srl_config.ticker): the "
+           "difference is what the default ticker's clock read costs inside each decision; "
+           "the floor reads no clock.\n\n");
+    printf("| keys | floor | shared | shared, coarse ticker | coarse/floor | local | "
+           "local, coarse ticker | coarse/floor |\n");
+    printf("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+    for (int si = 0; si < 2; si++) {
+        const struct per_row *r = &R->per[si][0][0];
+        const bench_cell *cs = &R->coarse[si][0], *cl = &R->coarse[si][1];
+        char f[64], g[64], h[64];
+        printf("| %s | %.1f | %s | %s | %s | %s | %s | %s |\n",
+               size_name(R->sizes[si], a, sizeof a), r->floor_ns,
+               cell_ns(&r->shared, b, sizeof b), cell_ns(cs, c, sizeof c),
+               ratio(cs->ns, r->floor_ns, cs->rc == 0, d, sizeof d),
+               cell_ns(&r->local, e, sizeof e), cell_ns(cl, f, sizeof f),
+               ratio(cl->ns, r->floor_ns, cl->rc == 0, g, sizeof g));
+        (void)h;
+    }
     printf("\n### Deny path (%s keys, uniform; policy 1/1h: every timed decision is a denial)\n\n",
            size_name(R->sizes[1], a, sizeof a));
     printf("| algorithm | shared deny | shared allow | deny/allow | local deny | local allow | "
