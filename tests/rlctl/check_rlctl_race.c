@@ -1,0 +1,246 @@
+/*
+ * check_rlctl_race.c - suite "rlctl_race": rlctl list, evict, evict
+ * --dry-run and check run again and again while worker processes acquire
+ * the same keys on the same segment.
+ *
+ * Policy token_bucket:5/1h: over the test no permit comes back, so every
+ * key admits exactly 5 requests in total, whoever asks and whatever rlctl
+ * does meanwhile.  Each trial asserts, exactly:
+ *   - every rlctl command exits 0, its JSON parses; list never shows a key
+ *     with more than 5 admitted; evict evicts 0 and the dry run counts 0 at
+ *     rest (no key can be at rest within the hour);
+ *   - every worker exits 0 with nothing on stderr (no srl error, no lock
+ *     timeout);
+ *   - afterwards, summed over the workers, each key was allowed exactly 5
+ *     times, and rlctl info / list agree with the workers' own counts.
+ *
+ * The same suite run against rlctl-broken-evict (an evict that also drops
+ * keys that are NOT at rest, and reports 0 like the real one) must fail:
+ * meson runs it with should_fail (see meson.build), which shows that these
+ * assertions catch an evict that loses live states.
+ */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "json_mini.h"
+#include "rlctl_run.h"
+
+#define NKEYS 96
+#define NWORKERS 6
+#define TRIALS 3
+#define LIMIT 5
+
+struct keyset {
+    unsigned char bytes[NKEYS][8];
+    size_t len[NKEYS];
+    char hex[NKEYS][17];
+    char *hexp[NKEYS];
+    char shown[NKEYS][40]; /* rlctl's escaped form */
+};
+
+static void make_keys(struct keyset *k)
+{
+    static const char digits[] = "0123456789abcdef";
+    for (int i = 0; i < NKEYS; i++) {
+        unsigned char *b = k->bytes[i];
+        size_t n;
+        if (i % 8 == 0) { /* binary, with an escape sequence */
+            b[0] = 0x1b, b[1] = '[', b[2] = (unsigned char)i, b[3] = 0xff, b[4] = 'm';
+            n = 5;
+        } else {
+            n = (size_t)snprintf((char *)b, 8, "race%03d", i);
+        }
+        k->len[i] = n;
+        size_t o = 0;
+        for (size_t j = 0; j < n; j++) {
+            k->hex[i][2 * j] = digits[b[j] >> 4];
+            k->hex[i][2 * j + 1] = digits[b[j] & 15];
+            unsigned char c = b[j];
+            if (c == '\\' || c == '"')
+                o += (size_t)sprintf(k->shown[i] + o, "\\%c", c);
+            else if (c >= 0x20 && c <= 0x7e)
+                k->shown[i][o++] = (char)c;
+            else
+                o += (size_t)sprintf(k->shown[i] + o, "\\x%02x", c);
+        }
+        k->hex[i][2 * n] = '\0';
+        k->shown[i][o] = '\0';
+        k->hexp[i] = k->hex[i];
+    }
+}
+
+static json_value *json_of(const run_result *r)
+{
+    char err[128];
+    ck_assert_msg(printable_ascii(r->out, r->out_len), "raw bytes in output");
+    json_value *v = json_parse(r->out, r->out_len, err, sizeof err);
+    ck_assert_msg(v != NULL, "bad JSON (%s): %s", err, r->out);
+    return v;
+}
+
+static int key_index(const struct keyset *k, const char *shown)
+{
+    for (int i = 0; i < NKEYS; i++)
+        if (strcmp(k->shown[i], shown) == 0)
+            return i;
+    return -1;
+}
+
+/* One round of rlctl commands while the workers run. */
+static void rlctl_round(const char *name, const struct keyset *k)
+{
+    run_result r;
+    int st = run_rlctl(&r, "list", name, "--json", (const char *)NULL);
+    ck_assert_msg(st == 0, "list: exit %d: %s", st, r.err);
+    json_value *v = json_of(&r);
+    const json_value *keys = json_get(v, "keys");
+    ck_assert(keys != NULL && keys->n <= NKEYS);
+    for (size_t i = 0; i < keys->n; i++) {
+        const char *shown = json_get_str(keys->items[i], "key");
+        ck_assert_msg(key_index(k, shown) >= 0, "unknown key %s listed", shown);
+        ck_assert_uint_le(json_get_u64(keys->items[i], "allowed"), LIMIT);
+        ck_assert_int_eq(json_get_bool(keys->items[i], "at_rest"), 0);
+    }
+    json_free(v);
+    run_free(&r);
+
+    st = run_rlctl(&r, "evict", name, "--json", (const char *)NULL);
+    ck_assert_msg(st == 0, "evict: exit %d: %s", st, r.err);
+    v = json_of(&r);
+    ck_assert_uint_eq(json_get_u64(v, "evicted"), 0);
+    json_free(v);
+    run_free(&r);
+
+    st = run_rlctl(&r, "evict", name, "--dry-run", "--json", (const char *)NULL);
+    ck_assert_msg(st == 0, "evict --dry-run: exit %d: %s", st, r.err);
+    v = json_of(&r);
+    ck_assert_uint_eq(json_get_u64(v, "at_rest"), 0);
+    json_free(v);
+    run_free(&r);
+
+    st = run_rlctl(&r, "check", name, (const char *)NULL);
+    ck_assert_msg(st == 0, "check: exit %d: %s%s", st, r.out, r.err);
+    run_free(&r);
+}
+
+static void one_trial(int trial)
+{
+    struct keyset *k = calloc(1, sizeof *k);
+    ck_assert(k != NULL);
+    make_keys(k);
+    char tag[32], name[160];
+    snprintf(tag, sizeof tag, "race%d", trial);
+    seg_name(name, sizeof name, tag);
+    run_result r;
+    int st = run_rlctl(&r, "create", name, "--policy", "token_bucket:5/1h", "--capacity", "1024",
+                       "--key-display", "16", (const char *)NULL);
+    ck_assert_msg(st == 0, "create: exit %d: %s", st, r.err);
+    run_free(&r);
+
+    child w[NWORKERS];
+    for (int i = 0; i < NWORKERS; i++)
+        worker_start(&w[i], name, "1.0", "20", k->hexp, NKEYS);
+
+    /* rlctl rounds while any worker runs; count the rounds that began
+     * and ended with every worker still running. */
+    int alive = NWORKERS, overlapped = 0;
+    run_result wr[NWORKERS];
+    int done[NWORKERS] = {0};
+    while (alive > 0) {
+        int all_before = alive == NWORKERS;
+        rlctl_round(name, k);
+        for (int i = 0; i < NWORKERS; i++)
+            if (!done[i] && child_poll(&w[i], &wr[i])) {
+                done[i] = 1;
+                alive--;
+            }
+        overlapped += all_before && alive == NWORKERS;
+    }
+    ck_assert_msg(overlapped >= 1, "no rlctl round overlapped the workers");
+
+    unsigned long long allowed[NKEYS] = {0}, denied[NKEYS] = {0}, total_denied = 0;
+    for (int i = 0; i < NWORKERS; i++) {
+        ck_assert_msg(wr[i].status == 0 && wr[i].err_len == 0, "worker %d: exit %d: %s", i,
+                      wr[i].status, wr[i].err);
+        char *line = wr[i].out;
+        for (int j = 0; j < NKEYS; j++) {
+            char hex[32];
+            unsigned long long a, d;
+            int used;
+            ck_assert_int_eq(sscanf(line, "%31s %llu %llu\n%n", hex, &a, &d, &used), 3);
+            ck_assert_str_eq(hex, k->hex[j]);
+            allowed[j] += a;
+            denied[j] += d;
+            total_denied += d;
+            line += used;
+        }
+        run_free(&wr[i]);
+    }
+    for (int j = 0; j < NKEYS; j++)
+        ck_assert_msg(allowed[j] == LIMIT, "trial %d: key %s allowed %llu times (limit %d)",
+                      trial, k->shown[j], allowed[j], LIMIT);
+
+    st = run_rlctl(&r, "info", name, "--json", (const char *)NULL);
+    ck_assert_int_eq(st, 0);
+    json_value *v = json_of(&r);
+    ck_assert_uint_eq(json_get_u64(v, "allowed"), (uint64_t)NKEYS * LIMIT);
+    ck_assert_uint_eq(json_get_u64(v, "denied"), total_denied);
+    ck_assert_uint_eq(json_get_u64(v, "used"), NKEYS);
+    ck_assert_uint_eq(json_get_u64(v, "full"), 0);
+    ck_assert_uint_eq(json_get_u64(v, "timeouts"), 0);
+    ck_assert_uint_eq(json_get_u64(v, "evicted"), 0);
+    json_free(v);
+    run_free(&r);
+
+    st = run_rlctl(&r, "list", name, "--json", (const char *)NULL);
+    ck_assert_int_eq(st, 0);
+    v = json_of(&r);
+    const json_value *keys = json_get(v, "keys");
+    ck_assert_uint_eq(keys->n, NKEYS);
+    for (size_t i = 0; i < keys->n; i++) {
+        int j = key_index(k, json_get_str(keys->items[i], "key"));
+        ck_assert_int_ge(j, 0);
+        ck_assert_uint_eq(json_get_u64(keys->items[i], "allowed"), LIMIT);
+        ck_assert_uint_eq(json_get_u64(keys->items[i], "denied"), denied[j]);
+        ck_assert_uint_eq(json_get_u64(keys->items[i], "remaining"), 0);
+    }
+    json_free(v);
+    run_free(&r);
+
+    st = run_rlctl(&r, "check", name, (const char *)NULL);
+    ck_assert_msg(st == 0, "check after the race: %s", r.out);
+    run_free(&r);
+    st = run_rlctl(&r, "destroy", name, (const char *)NULL);
+    ck_assert_int_eq(st, 0);
+    run_free(&r);
+    free(k);
+}
+
+START_TEST(list_and_evict_race_with_workers_and_every_key_keeps_its_limit)
+{
+    for (int t = 0; t < TRIALS; t++)
+        one_trial(t);
+}
+END_TEST
+
+static Suite *race_suite(void)
+{
+    Suite *s = suite_create("rlctl_race");
+    TCase *tc = tcase_create("race");
+    tcase_add_unchecked_fixture(tc, seg_prefix_init, seg_prefix_cleanup);
+    tcase_set_timeout(tc, 240);
+    tcase_add_test(tc, list_and_evict_race_with_workers_and_every_key_keeps_its_limit);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(race_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

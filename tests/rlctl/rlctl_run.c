@@ -1,0 +1,179 @@
+/* rlctl_run.c - see rlctl_run.h. */
+#include "rlctl_run.h"
+
+#include <dirent.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "testutil.h"
+
+static const char *binary(const char *var)
+{
+    const char *p = getenv(var);
+    if (p == NULL || *p == '\0') {
+        fprintf(stderr, "%s is not set: run the tests through meson\n", var);
+        abort();
+    }
+    return p;
+}
+
+static char *slurp(FILE *f, size_t *len)
+{
+    fflush(f);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    rewind(f);
+    char *s = malloc((size_t)(n < 0 ? 0 : n) + 1);
+    if (s == NULL)
+        abort();
+    size_t got = n > 0 ? fread(s, 1, (size_t)n, f) : 0;
+    s[got] = '\0';
+    *len = got;
+    return s;
+}
+
+static int spawn(child *c, const char *path, const char *const *args)
+{
+    size_t n = 0;
+    while (args[n] != NULL)
+        n++;
+    char **argv = calloc(n + 2, sizeof *argv);
+    c->out = tmpfile();
+    c->err = tmpfile();
+    if (argv == NULL || c->out == NULL || c->err == NULL)
+        abort();
+    argv[0] = (char *)path;
+    for (size_t i = 0; i < n; i++)
+        argv[i + 1] = (char *)args[i];
+    fflush(NULL);
+    c->pid = fork();
+    if (c->pid < 0)
+        abort();
+    if (c->pid == 0) {
+        dup2(fileno(c->out), 1);
+        dup2(fileno(c->err), 2);
+        execv(path, argv);
+        _exit(127);
+    }
+    free(argv);
+    return 0;
+}
+
+static void collect(child *c, int wstatus, run_result *r)
+{
+    r->status = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
+    r->out = slurp(c->out, &r->out_len);
+    r->err = slurp(c->err, &r->err_len);
+    fclose(c->out);
+    fclose(c->err);
+    c->out = c->err = NULL;
+    c->pid = 0;
+}
+
+int child_poll(child *c, run_result *r)
+{
+    int ws;
+    pid_t p = waitpid(c->pid, &ws, WNOHANG);
+    if (p == 0)
+        return 0;
+    if (p < 0)
+        abort();
+    collect(c, ws, r);
+    return 1;
+}
+
+void child_wait(child *c, run_result *r)
+{
+    int ws;
+    if (waitpid(c->pid, &ws, 0) != c->pid)
+        abort();
+    collect(c, ws, r);
+}
+
+int run_rlctl_argv(run_result *r, const char *const *args)
+{
+    child c;
+    spawn(&c, binary("RLCTL"), args);
+    child_wait(&c, r);
+    return r->status;
+}
+
+int run_rlctl(run_result *r, ...)
+{
+    const char *args[32];
+    size_t n = 0;
+    va_list ap;
+    va_start(ap, r);
+    const char *a;
+    while ((a = va_arg(ap, const char *)) != NULL && n < 31)
+        args[n++] = a;
+    va_end(ap);
+    args[n] = NULL;
+    return run_rlctl_argv(r, args);
+}
+
+void run_free(run_result *r)
+{
+    free(r->out);
+    free(r->err);
+    r->out = r->err = NULL;
+}
+
+int worker_start(child *c, const char *name, const char *seconds, const char *min_rounds,
+                 char *const *hexkeys, size_t nkeys)
+{
+    const char **args = calloc(nkeys + 4, sizeof *args);
+    if (args == NULL)
+        abort();
+    args[0] = name;
+    args[1] = seconds;
+    args[2] = min_rounds;
+    for (size_t i = 0; i < nkeys; i++)
+        args[3 + i] = hexkeys[i];
+    spawn(c, binary("RLCTL_WORKER"), args);
+    free(args);
+    return 0;
+}
+
+/* Test-only state: the current test case's name prefix. */
+static char prefix[128];
+
+void seg_prefix_init(void)
+{
+    snprintf(prefix, sizeof prefix, "%s", unique_name("rlctl"));
+}
+
+void seg_prefix_cleanup(void)
+{
+    DIR *d = opendir("/dev/shm");
+    if (d == NULL)
+        return;
+    size_t n = strlen(prefix + 1);
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        if (strncmp(e->d_name, prefix + 1, n) == 0 && e->d_name[n] == '-') {
+            char path[512];
+            snprintf(path, sizeof path, "/dev/shm/%s", e->d_name);
+            unlink(path);
+        }
+    closedir(d);
+}
+
+const char *seg_name(char *buf, size_t len, const char *tag)
+{
+    snprintf(buf, len, "%s-%s", prefix, tag);
+    return buf;
+}
+
+int printable_ascii(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c != '\n' && (c < 0x20 || c > 0x7e))
+            return 0;
+    }
+    return 1;
+}

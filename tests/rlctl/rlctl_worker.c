@@ -1,0 +1,115 @@
+/*
+ * rlctl_worker.c - a stand-in for a server worker, for the rlctl tests.
+ *
+ *   rlctl_worker NAME SECONDS MIN_ROUNDS HEXKEY...
+ *
+ * Opens the existing segment NAME (its own policy: cfg NULL, no create) and
+ * acquires every key (given in hex, so keys may be binary) once per round,
+ * each round starting one key further along so workers do not march in
+ * step.  It runs at least MIN_ROUNDS rounds and until SECONDS (a decimal,
+ * e.g. 1.5) have passed, then prints one line per key,
+ *     HEXKEY ALLOWED DENIED
+ * and exits 0.  Any srl error (a lock timeout included) is printed to stderr
+ * and makes it exit 2 at the end; bad arguments exit 64.
+ *
+ * One thread; no state shared with other workers but the segment.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "srl.h"
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+struct key {
+    const char *hex;
+    unsigned char bytes[SRL_KEY_MAX];
+    size_t len;
+    unsigned long long allowed, denied;
+};
+
+static int decode(struct key *k, const char *hex)
+{
+    size_t n = strlen(hex);
+    if (n == 0 || n % 2 != 0 || n / 2 > SRL_KEY_MAX)
+        return -1;
+    for (size_t i = 0; i < n / 2; i++) {
+        int hi = hexval(hex[2 * i]), lo = hexval(hex[2 * i + 1]);
+        if (hi < 0 || lo < 0)
+            return -1;
+        k->bytes[i] = (unsigned char)(hi * 16 + lo);
+    }
+    k->hex = hex;
+    k->len = n / 2;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 5) {
+        fprintf(stderr, "usage: rlctl_worker NAME SECONDS MIN_ROUNDS HEXKEY...\n");
+        return 64;
+    }
+    const char *name = argv[1];
+    char *end;
+    double seconds = strtod(argv[2], &end);
+    if (*end != '\0' || seconds < 0)
+        return 64;
+    unsigned long min_rounds = strtoul(argv[3], &end, 10);
+    if (*end != '\0')
+        return 64;
+    size_t nkeys = (size_t)argc - 4;
+    struct key *keys = calloc(nkeys, sizeof *keys);
+    if (keys == NULL)
+        return 71;
+    for (size_t i = 0; i < nkeys; i++)
+        if (decode(&keys[i], argv[4 + i]) != 0) {
+            fprintf(stderr, "rlctl_worker: bad hex key '%s'\n", argv[4 + i]);
+            free(keys);
+            return 64;
+        }
+    srl_limiter *lim;
+    int rc = srl_open_shared(name, NULL, 0, &lim);
+    if (rc != 0) {
+        fprintf(stderr, "rlctl_worker: open %s: %s\n", name, srl_strerror(rc));
+        free(keys);
+        return 2;
+    }
+    uint64_t start = srl_monotonic_ns(NULL);
+    uint64_t span = (uint64_t)(seconds * 1e9);
+    int errors = 0;
+    for (unsigned long round = 0;
+         round < min_rounds || srl_monotonic_ns(NULL) - start < span; round++) {
+        for (size_t i = 0; i < nkeys; i++) {
+            struct key *k = &keys[(i + round) % nkeys];
+            srl_decision d;
+            rc = srl_acquire(lim, k->bytes, k->len, 1, &d);
+            if (rc != 0) {
+                if (errors++ < 10)
+                    fprintf(stderr, "rlctl_worker: acquire %s: %s\n", k->hex, srl_strerror(rc));
+                continue;
+            }
+            if (d.allowed)
+                k->allowed++;
+            else
+                k->denied++;
+        }
+    }
+    srl_close(lim);
+    for (size_t i = 0; i < nkeys; i++)
+        printf("%s %llu %llu\n", keys[i].hex, keys[i].allowed, keys[i].denied);
+    free(keys);
+    if (fflush(stdout) != 0)
+        return 74;
+    return errors ? 2 : 0;
+}
