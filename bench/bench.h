@@ -258,7 +258,8 @@ typedef struct bench_redis_result {
     int available;            /* 0: not built, or redis-server missing */
     char why[160];            /* when not available, or on error */
     char version[32];
-    double rate1;             /* decisions/s, one client, one request per round trip */
+    double rate1;             /* decisions/s, one client, one request per round trip (best placement) */
+    double rate_placed[3];    /* one client on the server's CPU, on the other CPU, unpinned */
     double rate2;             /* the same with two client processes */
     double allowed_frac;
 } bench_redis_result;
