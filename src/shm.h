@@ -1,0 +1,241 @@
+/*
+ * shm.h - the host-wide store: a bucketed table in a shared mapping (internal).
+ *
+ * One segment = a header page (struct srl__shm_header) followed by `buckets`
+ * buckets of SRL__SHM_SLOTS slots each.  The segment holds offsets and
+ * sizes only, never pointers, so every process may map it anywhere.  See
+ * docs/design.md for the full layout, the lock order and the repair rules.
+ *
+ * Files:
+ *   shm_segment.c  create/open/validate/map a segment (named or anonymous)
+ *   shm_lock.c     robust bucket mutexes, bounded waits, crash repair, undo
+ *   shm_table.c    hashing, lookup, insert, relocation, reclaim, walks, check
+ *   shm_store.c    the srl__store_ops over the table, the public openers
+ *
+ * Trust: the segment is shared with every process that can open it.  Its
+ * geometry is copied into the private handle (struct srl__shm) at open and
+ * checked against the file size; afterwards only the private copy is used
+ * to compute addresses, and every index or length read back from shared
+ * memory (tags, undo_slot, key_len) is bounds-checked before use.
+ *
+ * Concurrency: each bucket is guarded by its own robust, process-shared
+ * mutex (bucket head).  Tags may be read without the lock (relaxed atomic
+ * loads) as a hint only; every decision re-verifies under the lock.  When two
+ * buckets are held they were locked in increasing index order; a third
+ * bucket (relocation, check) is only ever taken with trylock or in index
+ * order, so no cycle can form.
+ */
+#ifndef SRL_SHM_H
+#define SRL_SHM_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "limiter.h"
+
+#define SRL__SHM_MAGIC "SRLSHM\0\1"
+#define SRL__SHM_VERSION 1u
+#define SRL__SHM_SLOTS 16u              /* slots per bucket */
+#define SRL__SHM_HEADER_BYTES 4096u     /* header page; the table follows */
+#define SRL__SHM_HASH_KEY_BYTES 16u     /* SipHash takes a 128-bit key */
+#define SRL__SHM_READY_WAIT_MS 2000u    /* bounded wait for a creator */
+
+/* header.state */
+enum { SRL__SHM_INIT = 1u, SRL__SHM_READY = 2u };
+
+/* Test-only behaviours (srl__shm_open's test_flags, srl__shm_set_test_flags).
+ * Public openers always pass 0; only the Check suites set these, to show that
+ * the race tests catch a deliberately broken store. */
+enum {
+    SRL__SHM_TEST_NO_READY = 0x1u,      /* creator stops before publishing READY */
+    SRL__SHM_TEST_NOLOCK_DECIDE = 0x2u, /* broken: decide an existing key without its lock */
+    SRL__SHM_TEST_GET_THEN_PUT = 0x4u,  /* broken: search, unlock, then insert (no both-locks) */
+};
+
+/* The segment header.  Written once by the creator before READY; read-only
+ * afterwards (state aside), so readers need no lock once READY was seen
+ * with acquire ordering. */
+struct srl__shm_header {
+    char magic[8];
+    uint32_t version;
+    uint32_t state;              /* SRL__SHM_INIT -> SRL__SHM_READY (release) */
+    uint64_t abi;                /* srl__shm_abi_word() of the creator */
+    uint32_t algorithm;
+    uint32_t permits;
+    uint64_t window_ns;
+    uint64_t buckets;
+    uint64_t capacity;           /* buckets * SRL__SHM_SLOTS */
+    uint64_t table_offset;       /* == SRL__SHM_HEADER_BYTES */
+    uint64_t total_bytes;        /* table_offset + buckets * bucket_bytes */
+    uint32_t slots_per_bucket;
+    uint32_t bucket_bytes;
+    uint32_t slot_bytes;
+    uint32_t state_bytes;        /* algo size rounded up to 8 */
+    uint32_t key_display;
+    uint32_t on_full;            /* the creator's choice (informational) */
+    uint32_t mode;
+    int32_t creator_pid;
+    uint64_t created_unix_ns;
+    uint8_t hash_key[SRL__SHM_HASH_KEY_BYTES];
+};
+
+_Static_assert(sizeof(struct srl__shm_header) <= SRL__SHM_HEADER_BYTES, "header fits its page");
+
+/* Head of every bucket.  Counters are written only under the bucket's lock
+ * (timeouts excepted: the waiter that timed out does not hold it, so that
+ * one is an atomic add); readers sum them with relaxed loads.  The rare
+ * counters are 32 bits to keep a token-bucket slot within 64 bytes of
+ * segment per slot of capacity; they are summed into 64 bits. */
+struct srl__shm_bucket {
+    pthread_mutex_t mu;
+    uint8_t tags[SRL__SHM_SLOTS];   /* 0 empty, else 8 bits of the fp, nonzero */
+    uint8_t undo_slot;              /* 0 none, else slot + 1 whose state is in undo */
+    uint8_t pad[3];
+    uint32_t recovered;             /* repairs after EOWNERDEAD */
+    uint64_t allowed;
+    uint64_t denied;
+    uint64_t full;
+    uint64_t evicted;
+    uint32_t reset_slots;
+    uint32_t timeouts;
+    /* then: undo copy of one state (state_bytes), then the slots */
+};
+
+/* Slot layout inside a bucket (offsets from the slot's start):
+ *   0   uint8  fp[16]
+ *   16  state[state_bytes]   (8-aligned)
+ *   +0  uint32 allowed, uint32 denied  (per key, saturating)
+ *   +8  uint16 key_len
+ *   +10 display[key_display]
+ * rounded up to 8 bytes. */
+#define SRL__SLOT_FP 0u
+#define SRL__SLOT_STATE 16u
+
+/* The private handle.  Everything used to compute an address lives here,
+ * copied from the header once at open. */
+struct srl__shm {
+    srl_limiter lim;                /* first: the facade's head */
+    srl_store_kind kind;
+    unsigned char *base;            /* the mapping */
+    size_t map_bytes;
+    uint64_t buckets;
+    uint32_t bucket_bytes;
+    uint32_t slot_bytes;
+    uint32_t state_bytes;
+    uint32_t key_display;
+    uint32_t undo_off;              /* offset of the undo state in a bucket */
+    uint32_t slots_off;             /* offset of slot 0 in a bucket */
+    uint32_t counters_off;          /* offset of slot's allowed/denied */
+    uint32_t mode;
+    uint32_t owner_uid;
+    unsigned test_flags;            /* SRL__SHM_TEST_*, 0 outside tests */
+    uint8_t hash_key[SRL__SHM_HASH_KEY_BYTES];
+    char name[256];
+};
+
+/* A key's identity: 128-bit fingerprint, candidate buckets, tag. */
+struct srl__shm_key {
+    uint8_t fp[16];
+    uint64_t b1, b2;                /* b1 != b2 whenever buckets > 1 */
+    uint8_t tag;
+};
+
+/* ------------------------------------------------------ shm_segment.c */
+
+uint64_t srl__shm_abi_word(void);
+/* Geometry for a config: fills the size fields of s (buckets .. slots_off). */
+int srl__shm_geometry(struct srl__shm *s, const srl_config *cfg);
+/* Open (and maybe create) a named segment; test_flags = SRL__SHM_TEST_*. */
+int srl__shm_open(const char *name, const srl_config *cfg, unsigned flags,
+                  unsigned test_flags, srl_limiter **out);
+int srl__shm_open_anonymous(const srl_config *cfg, srl_limiter **out);
+/* 0 if name is a valid segment name; writes "/name" into buf[256]. */
+int srl__shm_name(const char *name, char buf[256]);
+void srl__shm_unmap(struct srl__shm *s);
+
+/* --------------------------------------------------------- shm_lock.c */
+
+/* An absolute CLOCK_MONOTONIC deadline lock_timeout_ms from now. */
+struct timespec srl__shm_deadline(const struct srl__shm *s);
+/* Lock bucket b by the deadline; repairs it after a dead owner.
+ * 0, SRL_ETIMEDOUT (counted) or SRL_ENOTRECOVERABLE. */
+int srl__shm_lock(struct srl__shm *s, uint64_t b, const struct timespec *deadline);
+/* Like srl__shm_lock without waiting: 0, or 1 if busy, or an SRL_E* code. */
+int srl__shm_trylock(struct srl__shm *s, uint64_t b);
+void srl__shm_unlock(struct srl__shm *s, uint64_t b);
+/* Repair after EOWNERDEAD (called with the lock held, before consistent). */
+void srl__shm_repair_bucket(struct srl__shm *s, uint64_t b, uint64_t now);
+/* Undo record around an in-place state change (bucket lock held). */
+void srl__shm_undo_begin(struct srl__shm *s, uint64_t b, unsigned slot);
+void srl__shm_undo_end(struct srl__shm *s, uint64_t b);
+/* Initialise bucket b's mutex (creator only, before READY). */
+int srl__shm_mutex_init(pthread_mutex_t *mu);
+
+/* -------------------------------------------------------- shm_table.c */
+
+static inline struct srl__shm_header *srl__shm_hdr(const struct srl__shm *s)
+{
+    return (struct srl__shm_header *)s->base;
+}
+
+static inline struct srl__shm_bucket *srl__shm_bucket(const struct srl__shm *s, uint64_t b)
+{
+    return (struct srl__shm_bucket *)(s->base + SRL__SHM_HEADER_BYTES +
+                                      (size_t)b * s->bucket_bytes);
+}
+
+static inline unsigned char *srl__shm_slot(const struct srl__shm *s, uint64_t b, unsigned i)
+{
+    return (unsigned char *)srl__shm_bucket(s, b) + s->slots_off + (size_t)i * s->slot_bytes;
+}
+
+static inline void *srl__shm_slot_state(const struct srl__shm *s, uint64_t b, unsigned i)
+{
+    return srl__shm_slot(s, b, i) + SRL__SLOT_STATE;
+}
+
+static inline uint8_t srl__shm_tag_load(const struct srl__shm_bucket *bk, unsigned i)
+{
+    return __atomic_load_n(&bk->tags[i], __ATOMIC_ACQUIRE);
+}
+
+static inline void srl__shm_tag_store(struct srl__shm_bucket *bk, unsigned i, uint8_t t)
+{
+    __atomic_store_n(&bk->tags[i], t, __ATOMIC_RELEASE);
+}
+
+/* Relaxed add to a per-bucket counter; the caller holds the bucket lock. */
+#define SRL__SHM_COUNT(field, n) \
+    __atomic_store_n(&(field), __atomic_load_n(&(field), __ATOMIC_RELAXED) + (n), __ATOMIC_RELAXED)
+
+void srl__shm_hash(const struct srl__shm *s, const void *key, size_t len,
+                   struct srl__shm_key *k);
+/* The candidate buckets of a stored fingerprint. */
+void srl__shm_fp_buckets(const struct srl__shm *s, const uint8_t fp[16], uint64_t *b1,
+                         uint64_t *b2);
+uint8_t srl__shm_fp_tag(const uint8_t fp[16]);
+/* Slot of k in bucket b, or -1 (lock held). */
+int srl__shm_find_locked(const struct srl__shm *s, uint64_t b, const struct srl__shm_key *k);
+/* A state fails validation: repair resets it.  Lock held. */
+bool srl__shm_slot_valid(const struct srl__shm *s, uint64_t b, unsigned i, uint64_t now);
+void srl__shm_slot_reset(struct srl__shm *s, uint64_t b, unsigned i, uint64_t now);
+
+int srl__shm_acquire(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
+                     srl_decision *d);
+int srl__shm_peek(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
+                  srl_decision *d);
+int srl__shm_reset_key(srl_limiter *lim, const void *key, size_t len);
+int64_t srl__shm_evict_idle(srl_limiter *lim);
+int64_t srl__shm_foreach(srl_limiter *lim, srl_foreach_fn fn, void *ctx);
+int64_t srl__shm_check(srl_limiter *lim, srl_report_fn fn, void *ctx);
+/* Initialise every bucket of a fresh mapping (creator only). */
+int srl__shm_table_init(struct srl__shm *s);
+
+/* -------------------------------------------------------- shm_store.c */
+
+extern const struct srl__store_ops srl__shm_ops;
+/* Test hook: set SRL__SHM_TEST_* on an open shared/anonymous limiter. */
+void srl__shm_set_test_flags(srl_limiter *lim, unsigned flags);
+
+#endif

@@ -1,0 +1,474 @@
+/*
+ * shm_segment.c - segment lifecycle: create-or-open, validate, map, unmap.
+ *
+ * Creation race: shm_open(O_CREAT|O_EXCL) decides the one initialiser.  It
+ * fchmods to cfg->mode (umask aside), writes the header page with state
+ * INIT and its pid (pwrite, so a loser can tell a live creator from a dead
+ * one at once), reserves the whole size with posix_fallocate (a full tmpfs
+ * fails here with ENOSPC, never later with SIGBUS), maps it, initialises
+ * every bucket and finally publishes state = READY with release ordering.
+ * On any failure it unlinks what it created.
+ *
+ * Losers (and plain opens) wait, bounded by SRL__SHM_READY_WAIT_MS, until
+ * the header is present and READY (acquire load); a creator that is dead
+ * before READY gives SRL_ESTALE, a live one that does not finish gives
+ * SRL_ETIMEDOUT.  Then the header is validated as untrusted input (magic,
+ * version, ABI, geometry recomputed from the policy and compared, size
+ * against fstat) and the geometry is copied into the private handle.
+ *
+ * No locks here: the header is immutable once READY (only the creator writes
+ * it, before READY), and nobody else touches a mapping being set up.
+ */
+#include "shm.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sodium.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static size_t round_up(size_t v, size_t a)
+{
+    return (v + a - 1) / a * a;
+}
+
+uint64_t srl__shm_abi_word(void)
+{
+    /* bits 0-15 sizeof(pthread_mutex_t), 16-23 pointer size, 24-31 1 for
+     * little endian / 2 for big, 32-39 slots per bucket, 40-55 bucket head
+     * size: everything the layout depends on besides the geometry. */
+    const uint16_t probe = 1;
+    uint64_t endian = *(const uint8_t *)&probe == 1 ? 1 : 2;
+    return (uint64_t)sizeof(pthread_mutex_t) | (uint64_t)sizeof(void *) << 16 | endian << 24 |
+           (uint64_t)SRL__SHM_SLOTS << 32 | (uint64_t)sizeof(struct srl__shm_bucket) << 40;
+}
+
+int srl__shm_geometry(struct srl__shm *s, const srl_config *cfg)
+{
+    const struct srl__algo *a = srl__algo_get(cfg->policy.algorithm);
+    if (a == NULL)
+        return SRL_EPOLICY;
+    size_t state = round_up(a->size(&cfg->policy), 8);
+    size_t counters = SRL__SLOT_STATE + state;
+    size_t slot = round_up(counters + 4 + 4 + 2 + cfg->key_display, 8);
+    size_t undo = round_up(sizeof(struct srl__shm_bucket), 8);
+    size_t slots = round_up(undo + state, 8);
+    size_t bucket = round_up(slots + SRL__SHM_SLOTS * slot, 64);
+    if (bucket > UINT32_MAX)
+        return SRL_EPOLICY;
+    s->buckets = (cfg->capacity + SRL__SHM_SLOTS - 1) / SRL__SHM_SLOTS;
+    s->state_bytes = (uint32_t)state;
+    s->counters_off = (uint32_t)counters;
+    s->slot_bytes = (uint32_t)slot;
+    s->undo_off = (uint32_t)undo;
+    s->slots_off = (uint32_t)slots;
+    s->bucket_bytes = (uint32_t)bucket;
+    s->key_display = cfg->key_display;
+    s->map_bytes = SRL__SHM_HEADER_BYTES + (size_t)s->buckets * bucket;
+    return 0;
+}
+
+int srl__shm_name(const char *name, char buf[256])
+{
+    if (name == NULL)
+        return SRL_EINVAL;
+    const char *p = name[0] == '/' ? name + 1 : name;
+    size_t n = strlen(p);
+    if (n == 0 || n > 200)
+        return SRL_EINVAL;
+    for (size_t i = 0; i < n; i++) {
+        char c = p[i];
+        bool ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+                  c == '.' || c == '_' || c == '-';
+        if (!ok)
+            return SRL_EINVAL;
+    }
+    /* "." and ".." would name the directory itself. */
+    if (strcmp(p, ".") == 0 || strcmp(p, "..") == 0)
+        return SRL_EINVAL;
+    buf[0] = '/';
+    memcpy(buf + 1, p, n + 1);
+    return 0;
+}
+
+static uint64_t wall_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static int errno_code(int e)
+{
+    switch (e) {
+    case ENOENT: return SRL_ENOENT;
+    case EEXIST: return SRL_EEXIST;
+    case EACCES: case EPERM: return SRL_EACCES;
+    case ENOSPC: case EFBIG: return SRL_ENOSPC;
+    case ENOMEM: return SRL_ENOMEM;
+    default: errno = e; return SRL_ESYS;
+    }
+}
+
+static struct srl__shm *handle_new(const srl_config *cfg, srl_store_kind kind)
+{
+    struct srl__shm *s = calloc(1, sizeof *s);
+    if (s == NULL)
+        return NULL;
+    srl__limiter_init(&s->lim, &srl__shm_ops, cfg);
+    s->lim.impl = s;
+    s->kind = kind;
+    return s;
+}
+
+/* The header a creator writes first (state INIT). */
+static void header_fill(struct srl__shm_header *h, const struct srl__shm *s,
+                        const srl_config *cfg)
+{
+    memset(h, 0, sizeof *h);
+    memcpy(h->magic, SRL__SHM_MAGIC, 8);
+    h->version = SRL__SHM_VERSION;
+    h->state = SRL__SHM_INIT;
+    h->abi = srl__shm_abi_word();
+    h->algorithm = (uint32_t)cfg->policy.algorithm;
+    h->permits = cfg->policy.permits;
+    h->window_ns = cfg->policy.window_ns;
+    h->buckets = s->buckets;
+    h->capacity = s->buckets * SRL__SHM_SLOTS;
+    h->table_offset = SRL__SHM_HEADER_BYTES;
+    h->total_bytes = s->map_bytes;
+    h->slots_per_bucket = SRL__SHM_SLOTS;
+    h->bucket_bytes = s->bucket_bytes;
+    h->slot_bytes = s->slot_bytes;
+    h->state_bytes = s->state_bytes;
+    h->key_display = s->key_display;
+    h->on_full = (uint32_t)cfg->on_full;
+    h->mode = cfg->mode;
+    h->creator_pid = (int32_t)getpid();
+    h->created_unix_ns = wall_ns();
+    randombytes_buf(h->hash_key, sizeof h->hash_key);
+}
+
+/* Initialise the table of a fresh, zeroed mapping and publish READY. */
+static int publish(struct srl__shm *s, unsigned test_flags)
+{
+    int rc = srl__shm_table_init(s);
+    if (rc != 0)
+        return rc;
+    memcpy(s->hash_key, srl__shm_hdr(s)->hash_key, sizeof s->hash_key);
+    if (test_flags & SRL__SHM_TEST_NO_READY)
+        return 0;
+    __atomic_store_n(&srl__shm_hdr(s)->state, SRL__SHM_READY, __ATOMIC_RELEASE);
+    return 0;
+}
+
+/* ------------------------------------------------------------ create */
+
+static int create(struct srl__shm *s, int fd, const srl_config *cfg, unsigned test_flags)
+{
+    if (fchmod(fd, cfg->mode) != 0)
+        return errno_code(errno);
+    struct srl__shm_header h;
+    header_fill(&h, s, cfg);
+    unsigned char page[SRL__SHM_HEADER_BYTES];
+    memset(page, 0, sizeof page);
+    memcpy(page, &h, sizeof h);
+    if (pwrite(fd, page, sizeof page, 0) != (ssize_t)sizeof page)
+        return errno_code(errno ? errno : ENOSPC);
+    int e = posix_fallocate(fd, 0, (off_t)s->map_bytes);
+    if (e != 0)
+        return errno_code(e);
+    void *p = mmap(NULL, s->map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED)
+        return errno_code(errno);
+    s->base = p;
+    s->mode = cfg->mode;
+    s->owner_uid = (uint32_t)geteuid();
+    return publish(s, test_flags);
+}
+
+/* ------------------------------------------------------------ open */
+
+/* Validate a READY header against the handle's expectations (or adopt its
+ * geometry when cfg is NULL).  size is the file's size from fstat. */
+static int validate(struct srl__shm *s, const struct srl__shm_header *hp, uint64_t size,
+                    const srl_config *cfg, srl_config *adopted)
+{
+    struct srl__shm_header h;
+    memcpy(&h, hp, sizeof h);       /* one snapshot: the segment is untrusted */
+    if (memcmp(h.magic, SRL__SHM_MAGIC, 8) != 0)
+        return SRL_EFOREIGN;
+    if (h.version != SRL__SHM_VERSION || h.abi != srl__shm_abi_word())
+        return SRL_EVERSION;
+    srl_config seg;
+    srl_config_init(&seg);
+    seg.policy.algorithm = (srl_algorithm)h.algorithm;
+    seg.policy.permits = h.permits;
+    seg.policy.window_ns = h.window_ns;
+    seg.capacity = h.capacity;
+    seg.key_display = h.key_display;
+    seg.on_full = h.on_full == SRL_ON_FULL_DENY ? SRL_ON_FULL_DENY : SRL_ON_FULL_ALLOW;
+    if (h.algorithm > SRL_GCRA || srl_policy_validate(&seg.policy) != 0 ||
+        h.capacity == 0 || h.capacity > SRL_CAPACITY_MAX || h.key_display > SRL_KEY_DISPLAY_MAX ||
+        h.slots_per_bucket != SRL__SHM_SLOTS || h.table_offset != SRL__SHM_HEADER_BYTES)
+        return SRL_ECORRUPT;
+    struct srl__shm g = {0};
+    if (srl__shm_geometry(&g, &seg) != 0)
+        return SRL_ECORRUPT;
+    if (g.buckets != h.buckets || g.buckets * SRL__SHM_SLOTS != h.capacity ||
+        g.bucket_bytes != h.bucket_bytes || g.slot_bytes != h.slot_bytes ||
+        g.state_bytes != h.state_bytes || g.map_bytes != h.total_bytes || size < g.map_bytes)
+        return SRL_ECORRUPT;
+    if (cfg != NULL) {
+        struct srl__shm want = {0};
+        int rc = srl__shm_geometry(&want, cfg);
+        if (rc != 0)
+            return rc;
+        if (cfg->policy.algorithm != seg.policy.algorithm ||
+            cfg->policy.permits != seg.policy.permits ||
+            cfg->policy.window_ns != seg.policy.window_ns || want.buckets != g.buckets ||
+            cfg->key_display != h.key_display)
+            return SRL_EMISMATCH;
+    }
+    s->buckets = g.buckets;
+    s->bucket_bytes = g.bucket_bytes;
+    s->slot_bytes = g.slot_bytes;
+    s->state_bytes = g.state_bytes;
+    s->key_display = g.key_display;
+    s->undo_off = g.undo_off;
+    s->slots_off = g.slots_off;
+    s->counters_off = g.counters_off;
+    s->map_bytes = g.map_bytes;
+    memcpy(s->hash_key, h.hash_key, sizeof s->hash_key);
+    if (adopted != NULL) {
+        *adopted = seg;
+        adopted->mode = h.mode & 0777u;
+    }
+    return 0;
+}
+
+static bool pid_dead(int32_t pid)
+{
+    if (pid <= 0)
+        return true;
+    return kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+}
+
+static bool all_zero(const void *p, size_t n)
+{
+    const unsigned char *c = p;
+    for (size_t i = 0; i < n; i++)
+        if (c[i] != 0)
+            return false;
+    return true;
+}
+
+/* Wait (bounded) for the segment at fd to be READY; map its header page into
+ * *hdr.  Returns 0, SRL_ESTALE, SRL_ETIMEDOUT, SRL_EFOREIGN or an error. */
+static int wait_ready(int fd, struct srl__shm_header **hdr, struct stat *st)
+{
+    uint64_t until = mono_ms() + SRL__SHM_READY_WAIT_MS;
+    for (;;) {
+        if (fstat(fd, st) != 0)
+            return errno_code(errno);
+        if ((uint64_t)st->st_size >= SRL__SHM_HEADER_BYTES) {
+            if (*hdr == NULL) {
+                void *p = mmap(NULL, SRL__SHM_HEADER_BYTES, PROT_READ, MAP_SHARED, fd, 0);
+                if (p == MAP_FAILED)
+                    return errno_code(errno);
+                *hdr = p;
+            }
+            struct srl__shm_header *h = *hdr;
+            if (memcmp(h->magic, SRL__SHM_MAGIC, 8) == 0) {
+                uint32_t state = __atomic_load_n(&h->state, __ATOMIC_ACQUIRE);
+                if (state == SRL__SHM_READY)
+                    return 0;
+                if (state != SRL__SHM_INIT)
+                    return SRL_ECORRUPT;
+                if (pid_dead(h->creator_pid))
+                    return SRL_ESTALE;
+            } else if (!all_zero(h->magic, 8)) {
+                return SRL_EFOREIGN;   /* someone else's data, not an unfinished create */
+            }
+        } else if (st->st_size > 0) {
+            /* A creator writes the whole header page at once: a short file
+             * that is not empty was never ours. */
+            return SRL_EFOREIGN;
+        }
+        if (mono_ms() >= until) {
+            /* Empty or all-zero header and nobody finished it: the creator
+             * died between shm_open and its first write. */
+            if (*hdr == NULL || all_zero((*hdr)->magic, 8))
+                return SRL_ESTALE;
+            return SRL_ETIMEDOUT;
+        }
+        struct timespec nap = {0, 2 * 1000 * 1000};
+        nanosleep(&nap, NULL);
+    }
+}
+
+/* Trust model (docs/design.md): the segment must belong to us or to root,
+ * and grant write to nobody beyond what the caller's mode allows. */
+static int check_owner(const struct stat *st, uint32_t allowed_mode)
+{
+    uid_t me = geteuid();
+    if (st->st_uid != me && st->st_uid != 0 && me != 0)
+        return SRL_EACCES;
+    uint32_t foreign_write = (uint32_t)st->st_mode & 022u & ~allowed_mode;
+    if (foreign_write != 0)
+        return SRL_EACCES;
+    return 0;
+}
+
+static int open_existing(struct srl__shm *s, int fd, const srl_config *cfg)
+{
+    struct srl__shm_header *hdr = NULL;
+    struct stat st;
+    int rc = wait_ready(fd, &hdr, &st);
+    if (rc == 0)
+        rc = check_owner(&st, cfg != NULL ? cfg->mode : 0600u);
+    srl_config adopted;
+    if (rc == 0)
+        rc = validate(s, hdr, (uint64_t)st.st_size, cfg, &adopted);
+    if (hdr != NULL)
+        munmap(hdr, SRL__SHM_HEADER_BYTES);
+    if (rc != 0)
+        return rc;
+    if (cfg == NULL) {
+        srl__limiter_init(&s->lim, &srl__shm_ops, &adopted);
+        s->lim.impl = s;
+    }
+    void *p = mmap(NULL, s->map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED)
+        return errno_code(errno);
+    s->base = p;
+    s->mode = (uint32_t)st.st_mode & 0777u;
+    s->owner_uid = (uint32_t)st.st_uid;
+    /* The header may have changed between the snapshot and this mapping only
+     * if someone rewrote the file: validate the mapped copy once more. */
+    rc = validate(s, srl__shm_hdr(s), (uint64_t)st.st_size, cfg, NULL);
+    if (rc == 0 && __atomic_load_n(&srl__shm_hdr(s)->state, __ATOMIC_ACQUIRE) != SRL__SHM_READY)
+        rc = SRL_ECORRUPT;
+    return rc;
+}
+
+int srl__shm_open(const char *name, const srl_config *cfg, unsigned flags,
+                  unsigned test_flags, srl_limiter **out)
+{
+    if (out == NULL)
+        return SRL_EINVAL;
+    *out = NULL;
+    if ((flags & ~(SRL_CREATE | SRL_EXCL)) != 0 || ((flags & SRL_EXCL) && !(flags & SRL_CREATE)))
+        return SRL_EINVAL;
+    char path[256];
+    int rc = srl__shm_name(name, path);
+    if (rc != 0)
+        return rc;
+    if (cfg == NULL && (flags & SRL_CREATE))
+        return SRL_EINVAL;
+    srl_config defaults;
+    if (cfg != NULL) {
+        rc = srl__config_check(cfg);
+        if (rc != 0)
+            return rc;
+    } else {
+        srl_config_init(&defaults);
+    }
+    if (sodium_init() < 0)
+        return SRL_ESYS;
+    struct srl__shm *s = handle_new(cfg != NULL ? cfg : &defaults, SRL_STORE_SHARED);
+    if (s == NULL)
+        return SRL_ENOMEM;
+    memcpy(s->name, path, strlen(path) + 1);
+    if (cfg != NULL && (rc = srl__shm_geometry(s, cfg)) != 0) {
+        free(s);
+        return rc;
+    }
+
+    int fd = -1;
+    bool created = false;
+    if (flags & SRL_CREATE) {
+        fd = shm_open(path, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+        if (fd >= 0)
+            created = true;
+        else if (errno != EEXIST || (flags & SRL_EXCL))
+            rc = errno_code(errno);
+    }
+    if (fd < 0 && rc == 0) {
+        fd = shm_open(path, O_RDWR | O_CLOEXEC, 0);
+        if (fd < 0)
+            rc = errno_code(errno);
+    }
+    if (rc == 0)
+        rc = created ? create(s, fd, cfg, test_flags) : open_existing(s, fd, cfg);
+    if (rc != 0 && created)
+        shm_unlink(path);
+    if (fd >= 0) {
+        int e = errno;
+        close(fd);   /* the mapping keeps the segment alive */
+        errno = e;
+    }
+    if (rc != 0) {
+        srl__shm_unmap(s);
+        return rc;
+    }
+    *out = &s->lim;
+    return 0;
+}
+
+int srl__shm_open_anonymous(const srl_config *cfg, srl_limiter **out)
+{
+    if (out == NULL)
+        return SRL_EINVAL;
+    *out = NULL;
+    int rc = srl__config_check(cfg);
+    if (rc != 0)
+        return rc;
+    if (sodium_init() < 0)
+        return SRL_ESYS;
+    struct srl__shm *s = handle_new(cfg, SRL_STORE_ANONYMOUS);
+    if (s == NULL)
+        return SRL_ENOMEM;
+    if ((rc = srl__shm_geometry(s, cfg)) != 0) {
+        free(s);
+        return rc;
+    }
+    void *p = mmap(NULL, s->map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+        rc = errno_code(errno);
+        free(s);
+        return rc;
+    }
+    s->base = p;
+    s->mode = 0600;
+    s->owner_uid = (uint32_t)geteuid();
+    header_fill(srl__shm_hdr(s), s, cfg);
+    rc = publish(s, 0);
+    if (rc != 0) {
+        srl__shm_unmap(s);
+        return rc;
+    }
+    *out = &s->lim;
+    return 0;
+}
+
+void srl__shm_unmap(struct srl__shm *s)
+{
+    if (s == NULL)
+        return;
+    if (s->base != NULL)
+        munmap(s->base, s->map_bytes);
+    free(s);
+}

@@ -1,0 +1,107 @@
+/*
+ * shm_store.c - the srl__store_ops of SRL_STORE_SHARED and
+ * SRL_STORE_ANONYMOUS, and the public openers srl_open_shared,
+ * srl_open_anonymous, srl_unlink.
+ *
+ * The table work lives in shm_table.c, the segment's life in shm_segment.c;
+ * this file adds what is read without a bucket lock: stats (per-bucket
+ * counters summed with relaxed loads, so no cache line is shared by every
+ * request) and info (the header, immutable once READY).
+ */
+#include "shm.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+static int shm_stats(srl_limiter *lim, srl_stats *out)
+{
+    struct srl__shm *s = lim->impl;
+    srl_stats st = {0};
+    st.capacity = s->buckets * SRL__SHM_SLOTS;
+    for (uint64_t b = 0; b < s->buckets; b++) {
+        const struct srl__shm_bucket *bk = srl__shm_bucket(s, b);
+        for (unsigned i = 0; i < SRL__SHM_SLOTS; i++)
+            st.used += __atomic_load_n(&bk->tags[i], __ATOMIC_RELAXED) != 0;
+        st.allowed += __atomic_load_n(&bk->allowed, __ATOMIC_RELAXED);
+        st.denied += __atomic_load_n(&bk->denied, __ATOMIC_RELAXED);
+        st.full += __atomic_load_n(&bk->full, __ATOMIC_RELAXED);
+        st.recovered += __atomic_load_n(&bk->recovered, __ATOMIC_RELAXED);
+        st.reset_slots += __atomic_load_n(&bk->reset_slots, __ATOMIC_RELAXED);
+        st.evicted += __atomic_load_n(&bk->evicted, __ATOMIC_RELAXED);
+        st.timeouts += __atomic_load_n(&bk->timeouts, __ATOMIC_RELAXED);
+    }
+    *out = st;
+    return 0;
+}
+
+static int shm_info(srl_limiter *lim, srl_info *out)
+{
+    struct srl__shm *s = lim->impl;
+    const struct srl__shm_header *h = srl__shm_hdr(s);
+    memset(out, 0, sizeof *out);
+    out->kind = s->kind;
+    out->policy = lim->policy;
+    out->on_full = lim->on_full;
+    out->capacity = s->buckets * SRL__SHM_SLOTS;
+    out->key_display = s->key_display;
+    out->slots_per_bucket = SRL__SHM_SLOTS;
+    out->buckets = s->buckets;
+    out->segment_bytes = s->map_bytes;
+    out->slot_bytes = s->slot_bytes;
+    out->mode = s->mode;
+    out->owner_uid = s->owner_uid;
+    out->creator_pid = h->creator_pid;
+    out->created_unix_ns = h->created_unix_ns;
+    memcpy(out->name, s->name, sizeof out->name);
+    out->name[sizeof out->name - 1] = '\0';
+    return 0;
+}
+
+static void shm_close(srl_limiter *lim)
+{
+    srl__shm_unmap(lim->impl);
+}
+
+const struct srl__store_ops srl__shm_ops = {
+    .acquire = srl__shm_acquire,
+    .peek = srl__shm_peek,
+    .reset_key = srl__shm_reset_key,
+    .evict_idle = srl__shm_evict_idle,
+    .stats = shm_stats,
+    .info = shm_info,
+    .foreach = srl__shm_foreach,
+    .check = srl__shm_check,
+    .close = shm_close,
+};
+
+void srl__shm_set_test_flags(srl_limiter *lim, unsigned flags)
+{
+    ((struct srl__shm *)lim->impl)->test_flags = flags;
+}
+
+int srl_open_shared(const char *name, const srl_config *cfg, unsigned flags, srl_limiter **out)
+{
+    return srl__shm_open(name, cfg, flags, 0, out);
+}
+
+int srl_open_anonymous(const srl_config *cfg, srl_limiter **out)
+{
+    return srl__shm_open_anonymous(cfg, out);
+}
+
+int srl_unlink(const char *name)
+{
+    char path[256];
+    int rc = srl__shm_name(name, path);
+    if (rc != 0)
+        return rc;
+    if (shm_unlink(path) == 0)
+        return 0;
+    switch (errno) {
+    case ENOENT: return SRL_ENOENT;
+    case EACCES: case EPERM: return SRL_EACCES;
+    default: return SRL_ESYS;
+    }
+}

@@ -1,0 +1,694 @@
+/*
+ * shm_table.c - the bucketed table: hashing, lookup, insert, relocation,
+ * reclaim, walks and the invariant check.
+ *
+ * Identity: fp = SipHash-2-4 with 128-bit output (crypto_shorthash_
+ * siphashx24) of the key under the segment's random key.  The two candidate
+ * buckets are fastrange(fp[0..8)) and fastrange(fp[8..16)) (a 128-bit
+ * product, no modulo bias, any bucket count); if they coincide the second
+ * is the next bucket.  The tag is fp[0] forced nonzero (fastrange uses the
+ * high bits of each half, so the tag is nearly independent of the bucket).
+ *
+ * Invariants (srl__shm_check verifies them):
+ *   - a slot is occupied iff its tag is nonzero, and then tag == fp's tag,
+ *     its bucket is one of fp's candidates, 1 <= key_len <= SRL_KEY_MAX and
+ *     its state is valid;
+ *   - a key occupies at most one slot of the table;
+ *   - undo_slot is 0 whenever the bucket's lock is free.
+ *
+ * Locking (see shm.h): a key's decision is made under the lock of the
+ * bucket that holds it, with the time read after the lock was taken.  The
+ * fast path reads tags without a lock (relaxed/acquire loads, a hint) and
+ * verifies the whole fp under the lock.  A miss takes both candidate locks
+ * in index order (lower first), searches both and inserts: two first
+ * requests for one key therefore always meet under the same pair of locks
+ * and create one state.  Relocation takes a third bucket with trylock only.
+ * An insert writes the slot's contents first and its tag last (release), so
+ * a lock-free tag reader never sees a tag before the fp it stands for.
+ */
+#include "shm.h"
+
+#include <errno.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ------------------------------------------------------------ hashing */
+
+static uint64_t le64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+static uint64_t fastrange(uint64_t x, uint64_t n)
+{
+    return (uint64_t)(((unsigned __int128)x * n) >> 64);
+}
+
+void srl__shm_fp_buckets(const struct srl__shm *s, const uint8_t fp[16], uint64_t *b1,
+                         uint64_t *b2)
+{
+    *b1 = fastrange(le64(fp), s->buckets);
+    *b2 = fastrange(le64(fp + 8), s->buckets);
+    if (*b1 == *b2 && s->buckets > 1)
+        *b2 = (*b1 + 1) % s->buckets;
+}
+
+uint8_t srl__shm_fp_tag(const uint8_t fp[16])
+{
+    return fp[0] != 0 ? fp[0] : 1;
+}
+
+void srl__shm_hash(const struct srl__shm *s, const void *key, size_t len, struct srl__shm_key *k)
+{
+    crypto_shorthash_siphashx24(k->fp, key, len, s->hash_key);
+    srl__shm_fp_buckets(s, k->fp, &k->b1, &k->b2);
+    k->tag = srl__shm_fp_tag(k->fp);
+}
+
+/* ------------------------------------------------------------ slots */
+
+static uint32_t *slot_allowed(const struct srl__shm *s, uint64_t b, unsigned i)
+{
+    return (uint32_t *)(srl__shm_slot(s, b, i) + s->counters_off);
+}
+
+static uint32_t *slot_denied(const struct srl__shm *s, uint64_t b, unsigned i)
+{
+    return (uint32_t *)(srl__shm_slot(s, b, i) + s->counters_off + 4);
+}
+
+static uint16_t *slot_key_len(const struct srl__shm *s, uint64_t b, unsigned i)
+{
+    return (uint16_t *)(srl__shm_slot(s, b, i) + s->counters_off + 8);
+}
+
+static unsigned char *slot_display(const struct srl__shm *s, uint64_t b, unsigned i)
+{
+    return srl__shm_slot(s, b, i) + s->counters_off + 10;
+}
+
+int srl__shm_find_locked(const struct srl__shm *s, uint64_t b, const struct srl__shm_key *k)
+{
+    const struct srl__shm_bucket *bk = srl__shm_bucket(s, b);
+    for (unsigned i = 0; i < SRL__SHM_SLOTS; i++)
+        if (bk->tags[i] == k->tag && memcmp(srl__shm_slot(s, b, i), k->fp, 16) == 0)
+            return (int)i;
+    return -1;
+}
+
+bool srl__shm_slot_valid(const struct srl__shm *s, uint64_t b, unsigned i, uint64_t now)
+{
+    const uint8_t *fp = srl__shm_slot(s, b, i);
+    uint64_t c1, c2;
+    srl__shm_fp_buckets(s, fp, &c1, &c2);
+    uint16_t len = *slot_key_len(s, b, i);
+    return srl__shm_bucket(s, b)->tags[i] == srl__shm_fp_tag(fp) && (b == c1 || b == c2) &&
+           len >= 1 && len <= SRL_KEY_MAX &&
+           s->lim.algo->valid(&s->lim.policy, srl__shm_slot_state(s, b, i), now);
+}
+
+void srl__shm_slot_reset(struct srl__shm *s, uint64_t b, unsigned i, uint64_t now)
+{
+    const uint8_t *fp = srl__shm_slot(s, b, i);
+    uint64_t c1, c2;
+    srl__shm_fp_buckets(s, fp, &c1, &c2);
+    uint16_t len = *slot_key_len(s, b, i);
+    struct srl__shm_bucket *bk = srl__shm_bucket(s, b);
+    if (bk->tags[i] != srl__shm_fp_tag(fp) || (b != c1 && b != c2) || len < 1 ||
+        len > SRL_KEY_MAX) {
+        /* The identity itself is damaged: the slot is freed, which is the
+         * same as a fresh state for whichever key comes next. */
+        srl__shm_tag_store(bk, i, 0);
+        return;
+    }
+    s->lim.algo->init(&s->lim.policy, srl__shm_slot_state(s, b, i), now);
+}
+
+static bool slot_at_rest(const struct srl__shm *s, uint64_t b, unsigned i, uint64_t now)
+{
+    return s->lim.algo->at_rest(&s->lim.policy, srl__shm_slot_state(s, b, i), now);
+}
+
+static uint32_t sat_inc(uint32_t v)
+{
+    return v == UINT32_MAX ? v : v + 1;
+}
+
+/* Count one decision on bucket b, slot i (lock held). */
+static void count(struct srl__shm *s, uint64_t b, unsigned i, const srl_decision *d)
+{
+    struct srl__shm_bucket *bk = srl__shm_bucket(s, b);
+    if (d->allowed) {
+        SRL__SHM_COUNT(bk->allowed, 1);
+        uint32_t *a = slot_allowed(s, b, i);
+        __atomic_store_n(a, sat_inc(*a), __ATOMIC_RELAXED);
+    } else {
+        SRL__SHM_COUNT(bk->denied, 1);
+        uint32_t *n = slot_denied(s, b, i);
+        __atomic_store_n(n, sat_inc(*n), __ATOMIC_RELAXED);
+    }
+}
+
+/* Decide for the existing key in b/i, in place, under the undo record
+ * (bucket b locked). */
+static void decide_slot(struct srl__shm *s, uint64_t b, unsigned i, uint32_t cost,
+                        srl_decision *d)
+{
+    srl__shm_undo_begin(s, b, i);
+    uint64_t now = srl__now(&s->lim);
+    s->lim.algo->decide(&s->lim.policy, srl__shm_slot_state(s, b, i), now, cost, 1, d);
+    srl__shm_undo_end(s, b);
+    count(s, b, i, d);
+}
+
+/* Broken on purpose (SRL__SHM_TEST_NOLOCK_DECIDE): read, decide on a copy,
+ * write back, all without the lock.  Only the race tests use it. */
+static void decide_slot_unlocked(struct srl__shm *s, uint64_t b, unsigned i, uint32_t cost,
+                                 srl_decision *d)
+{
+    unsigned char copy[s->state_bytes] __attribute__((aligned(8)));
+    memcpy(copy, srl__shm_slot_state(s, b, i), s->state_bytes);
+    uint64_t now = srl__now(&s->lim);
+    s->lim.algo->decide(&s->lim.policy, copy, now, cost, 1, d);
+    memcpy(srl__shm_slot_state(s, b, i), copy, s->state_bytes);
+}
+
+/* Fill free slot i of bucket b with key k and decide its first request
+ * (bucket b locked).  The tag is stored last. */
+static void insert(struct srl__shm *s, uint64_t b, unsigned i, const struct srl__shm_key *k,
+                   const void *key, size_t len, uint64_t now, uint32_t cost, srl_decision *d)
+{
+    unsigned char *slot = srl__shm_slot(s, b, i);
+    memset(slot, 0, s->slot_bytes);
+    memcpy(slot + SRL__SLOT_FP, k->fp, 16);
+    *slot_key_len(s, b, i) = (uint16_t)len;
+    size_t shown = len < s->key_display ? len : s->key_display;
+    memcpy(slot_display(s, b, i), key, shown);
+    void *state = srl__shm_slot_state(s, b, i);
+    s->lim.algo->init(&s->lim.policy, state, now);
+    s->lim.algo->decide(&s->lim.policy, state, now, cost, 1, d);
+    count(s, b, i, d);
+    srl__shm_tag_store(srl__shm_bucket(s, b), i, k->tag);
+}
+
+static int free_slot(const struct srl__shm *s, uint64_t b)
+{
+    const struct srl__shm_bucket *bk = srl__shm_bucket(s, b);
+    for (unsigned i = 0; i < SRL__SHM_SLOTS; i++)
+        if (bk->tags[i] == 0)
+            return (int)i;
+    return -1;
+}
+
+static unsigned free_count(const struct srl__shm *s, uint64_t b)
+{
+    const struct srl__shm_bucket *bk = srl__shm_bucket(s, b);
+    unsigned n = 0;
+    for (unsigned i = 0; i < SRL__SHM_SLOTS; i++)
+        n += bk->tags[i] == 0;
+    return n;
+}
+
+/* Free an at-rest slot of bucket b (locked) and return it, or -1. */
+static int reclaim(struct srl__shm *s, uint64_t b, uint64_t now)
+{
+    struct srl__shm_bucket *bk = srl__shm_bucket(s, b);
+    for (unsigned i = 0; i < SRL__SHM_SLOTS; i++) {
+        if (bk->tags[i] != 0 && slot_at_rest(s, b, i, now)) {
+            srl__shm_tag_store(bk, i, 0);
+            SRL__SHM_COUNT(bk->evicted, 1);
+            return (int)i;
+        }
+    }
+    return -1;
+}
+
+/* One-hop relocation: move an entry of b1 or b2 (both locked) to its other
+ * candidate bucket, taken with trylock so the lock order is never violated.
+ * The copy is complete and tagged before the old tag is cleared.  Returns 1
+ * with the freed slot in *fb and *fi, or 0. */
+static int relocate(struct srl__shm *s, uint64_t b1, uint64_t b2, uint64_t now, uint64_t *fb,
+                    unsigned *fi)
+{
+    uint64_t src[2] = {b1, b2};
+    for (int side = 0; side < (b1 == b2 ? 1 : 2); side++) {
+        uint64_t b = src[side];
+        struct srl__shm_bucket *bk = srl__shm_bucket(s, b);
+        for (unsigned i = 0; i < SRL__SHM_SLOTS; i++) {
+            uint8_t tag = bk->tags[i];
+            if (tag == 0)
+                continue;
+            uint64_t c1, c2;
+            srl__shm_fp_buckets(s, srl__shm_slot(s, b, i), &c1, &c2);
+            uint64_t other = b == c1 ? c2 : c1;
+            if (other == b1 || other == b2)
+                continue;
+            if (srl__shm_trylock(s, other) != 0)
+                continue;
+            int j = free_slot(s, other);
+            if (j < 0)
+                j = reclaim(s, other, now);
+            if (j >= 0) {
+                memcpy(srl__shm_slot(s, other, (unsigned)j), srl__shm_slot(s, b, i), s->slot_bytes);
+                srl__shm_tag_store(srl__shm_bucket(s, other), (unsigned)j, tag);
+                srl__shm_tag_store(bk, i, 0);
+            }
+            srl__shm_unlock(s, other);
+            if (j >= 0) {
+                *fb = b;
+                *fi = i;
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------ lookup */
+
+/* Fast path: look for k in its buckets by tag without a lock; on a tag
+ * match lock that bucket and verify.  Returns 0 with the bucket locked and
+ * *slot >= 0, 0 with nothing locked and *slot = -1, or a lock error. */
+static int find_fast(struct srl__shm *s, const struct srl__shm_key *k,
+                     const struct timespec *deadline, uint64_t *bucket, int *slot)
+{
+    uint64_t cand[2] = {k->b1, k->b2};
+    *slot = -1;
+    for (int c = 0; c < (k->b1 == k->b2 ? 1 : 2); c++) {
+        struct srl__shm_bucket *bk = srl__shm_bucket(s, cand[c]);
+        bool hint = false;
+        for (unsigned i = 0; i < SRL__SHM_SLOTS && !hint; i++)
+            hint = __atomic_load_n(&bk->tags[i], __ATOMIC_RELAXED) == k->tag;
+        if (!hint)
+            continue;
+        int rc = srl__shm_lock(s, cand[c], deadline);
+        if (rc != 0)
+            return rc;
+        int i = srl__shm_find_locked(s, cand[c], k);
+        if (i >= 0) {
+            *bucket = cand[c];
+            *slot = i;
+            return 0;
+        }
+        srl__shm_unlock(s, cand[c]);
+    }
+    return 0;
+}
+
+/* Lock both candidate buckets, lower index first. */
+static int lock_pair(struct srl__shm *s, const struct srl__shm_key *k,
+                     const struct timespec *deadline)
+{
+    uint64_t lo = k->b1 < k->b2 ? k->b1 : k->b2, hi = k->b1 < k->b2 ? k->b2 : k->b1;
+    int rc = srl__shm_lock(s, lo, deadline);
+    if (rc != 0 || hi == lo)
+        return rc;
+    rc = srl__shm_lock(s, hi, deadline);
+    if (rc != 0)
+        srl__shm_unlock(s, lo);
+    return rc;
+}
+
+static void unlock_pair(struct srl__shm *s, const struct srl__shm_key *k)
+{
+    srl__shm_unlock(s, k->b1);
+    if (k->b2 != k->b1)
+        srl__shm_unlock(s, k->b2);
+}
+
+/* Under both locks: the bucket/slot holding k, or -1. */
+static int find_pair(const struct srl__shm *s, const struct srl__shm_key *k, uint64_t *bucket)
+{
+    int i = srl__shm_find_locked(s, k->b1, k);
+    *bucket = k->b1;
+    if (i < 0 && k->b2 != k->b1) {
+        i = srl__shm_find_locked(s, k->b2, k);
+        *bucket = k->b2;
+    }
+    return i;
+}
+
+/* ------------------------------------------------------------ acquire */
+
+static int degraded(struct srl__shm *s, int rc, srl_decision *d)
+{
+    srl__decide_on_full(&s->lim, SRL_DECISION_DEGRADED, d);
+    return rc;
+}
+
+/* Broken on purpose (SRL__SHM_TEST_GET_THEN_PUT): search each bucket under
+ * its own lock, drop it, then insert under one lock without searching
+ * again, so two first requests can both insert.  Only the race tests. */
+static int acquire_get_then_put(struct srl__shm *s, const struct srl__shm_key *k,
+                                const void *key, size_t len, uint32_t cost,
+                                const struct timespec *deadline, srl_decision *d)
+{
+    uint64_t cand[2] = {k->b1, k->b2};
+    for (int c = 0; c < (k->b1 == k->b2 ? 1 : 2); c++) {
+        int rc = srl__shm_lock(s, cand[c], deadline);
+        if (rc != 0)
+            return degraded(s, rc, d);
+        int i = srl__shm_find_locked(s, cand[c], k);
+        if (i >= 0) {
+            decide_slot(s, cand[c], (unsigned)i, cost, d);
+            srl__shm_unlock(s, cand[c]);
+            return 0;
+        }
+        srl__shm_unlock(s, cand[c]);
+    }
+    int rc = srl__shm_lock(s, k->b1, deadline);
+    if (rc != 0)
+        return degraded(s, rc, d);
+    int i = free_slot(s, k->b1);
+    if (i < 0) {
+        srl__shm_unlock(s, k->b1);
+        srl__decide_on_full(&s->lim, SRL_DECISION_UNTRACKED, d);
+        return 0;
+    }
+    insert(s, k->b1, (unsigned)i, k, key, len, srl__now(&s->lim), cost, d);
+    srl__shm_unlock(s, k->b1);
+    return 0;
+}
+
+int srl__shm_acquire(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
+                     srl_decision *d)
+{
+    struct srl__shm *s = lim->impl;
+    struct srl__shm_key k;
+    srl__shm_hash(s, key, len, &k);
+    struct timespec deadline = srl__shm_deadline(s);
+
+    if (s->test_flags & SRL__SHM_TEST_NOLOCK_DECIDE) {
+        uint64_t cand[2] = {k.b1, k.b2};
+        for (int c = 0; c < 2; c++) {
+            int i = srl__shm_find_locked(s, cand[c], &k);   /* without the lock: broken */
+            if (i >= 0) {
+                decide_slot_unlocked(s, cand[c], (unsigned)i, cost, d);
+                return 0;
+            }
+        }
+    }
+
+    uint64_t b;
+    int i;
+    int rc = find_fast(s, &k, &deadline, &b, &i);
+    if (rc != 0)
+        return degraded(s, rc, d);
+    if (i >= 0) {
+        decide_slot(s, b, (unsigned)i, cost, d);
+        srl__shm_unlock(s, b);
+        return 0;
+    }
+    if (s->test_flags & SRL__SHM_TEST_GET_THEN_PUT)
+        return acquire_get_then_put(s, &k, key, len, cost, &deadline, d);
+
+    rc = lock_pair(s, &k, &deadline);
+    if (rc != 0)
+        return degraded(s, rc, d);
+    i = find_pair(s, &k, &b);
+    if (i >= 0) {
+        decide_slot(s, b, (unsigned)i, cost, d);
+        unlock_pair(s, &k);
+        return 0;
+    }
+    uint64_t now = srl__now(lim);
+    unsigned f1 = free_count(s, k.b1), f2 = k.b2 != k.b1 ? free_count(s, k.b2) : 0;
+    if (f1 > 0 || f2 > 0) {
+        b = f1 >= f2 ? k.b1 : k.b2;
+        i = free_slot(s, b);
+    } else if ((i = reclaim(s, k.b1, now)) >= 0) {
+        b = k.b1;
+    } else if (k.b2 != k.b1 && (i = reclaim(s, k.b2, now)) >= 0) {
+        b = k.b2;
+    } else {
+        unsigned fi;
+        if (relocate(s, k.b1, k.b2, now, &b, &fi))
+            i = (int)fi;
+    }
+    if (i < 0) {
+        SRL__SHM_COUNT(srl__shm_bucket(s, k.b1)->full, 1);
+        unlock_pair(s, &k);
+        srl__decide_on_full(lim, SRL_DECISION_UNTRACKED, d);
+        return 0;
+    }
+    insert(s, b, (unsigned)i, &k, key, len, now, cost, d);
+    unlock_pair(s, &k);
+    return 0;
+}
+
+/* Lock the bucket holding key; 0 with it locked and *slot >= 0; 0 with
+ * nothing locked and *slot = -1 if absent; or a lock error. */
+static int locate(struct srl__shm *s, const void *key, size_t len, struct srl__shm_key *k,
+                  uint64_t *bucket, int *slot)
+{
+    srl__shm_hash(s, key, len, k);
+    struct timespec deadline = srl__shm_deadline(s);
+    int rc = find_fast(s, k, &deadline, bucket, slot);
+    if (rc != 0 || *slot >= 0)
+        return rc;
+    /* The tags missed; a relocation may have been moving it.  Look again
+     * under both locks, where nothing can move. */
+    rc = lock_pair(s, k, &deadline);
+    if (rc != 0)
+        return rc;
+    *slot = find_pair(s, k, bucket);
+    if (*slot < 0) {
+        unlock_pair(s, k);
+        return 0;
+    }
+    /* Keep only the lock of the bucket that holds it. */
+    uint64_t other = *bucket == k->b1 ? k->b2 : k->b1;
+    if (other != *bucket)
+        srl__shm_unlock(s, other);
+    return 0;
+}
+
+int srl__shm_peek(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
+                  srl_decision *d)
+{
+    struct srl__shm *s = lim->impl;
+    struct srl__shm_key k;
+    uint64_t b;
+    int i;
+    int rc = locate(s, key, len, &k, &b, &i);
+    if (rc != 0)
+        return degraded(s, rc, d);
+    if (i < 0)
+        return SRL_ENOENT;
+    lim->algo->decide(&lim->policy, srl__shm_slot_state(s, b, (unsigned)i), srl__now(lim), cost,
+                      0, d);
+    srl__shm_unlock(s, b);
+    return 0;
+}
+
+int srl__shm_reset_key(srl_limiter *lim, const void *key, size_t len)
+{
+    struct srl__shm *s = lim->impl;
+    struct srl__shm_key k;
+    uint64_t b;
+    int i;
+    int rc = locate(s, key, len, &k, &b, &i);
+    if (rc != 0)
+        return rc;
+    if (i < 0)
+        return SRL_ENOENT;
+    srl__shm_tag_store(srl__shm_bucket(s, b), (unsigned)i, 0);
+    srl__shm_unlock(s, b);
+    return 0;
+}
+
+/* ------------------------------------------------------------ walks */
+
+int64_t srl__shm_evict_idle(srl_limiter *lim)
+{
+    struct srl__shm *s = lim->impl;
+    int64_t n = 0;
+    for (uint64_t b = 0; b < s->buckets; b++) {
+        struct srl__shm_bucket *bk = srl__shm_bucket(s, b);
+        bool any = false;
+        for (unsigned i = 0; i < SRL__SHM_SLOTS && !any; i++)
+            any = __atomic_load_n(&bk->tags[i], __ATOMIC_RELAXED) != 0;
+        if (!any)
+            continue;
+        struct timespec deadline = srl__shm_deadline(s);
+        /* Best effort: a bucket whose lock cannot be had is skipped (and its
+         * timeout counted); the others are still swept. */
+        if (srl__shm_lock(s, b, &deadline) != 0)
+            continue;
+        uint64_t now = srl__now(lim);
+        for (unsigned i = 0; i < SRL__SHM_SLOTS; i++) {
+            if (bk->tags[i] != 0 && slot_at_rest(s, b, i, now)) {
+                srl__shm_tag_store(bk, i, 0);
+                SRL__SHM_COUNT(bk->evicted, 1);
+                n++;
+            }
+        }
+        srl__shm_unlock(s, b);
+    }
+    return n;
+}
+
+int64_t srl__shm_foreach(srl_limiter *lim, srl_foreach_fn fn, void *ctx)
+{
+    struct srl__shm *s = lim->impl;
+    int64_t n = 0;
+    unsigned char shown[SRL_KEY_DISPLAY_MAX];
+    for (uint64_t b = 0; b < s->buckets; b++) {
+        struct srl__shm_bucket *bk = srl__shm_bucket(s, b);
+        bool any = false;
+        for (unsigned i = 0; i < SRL__SHM_SLOTS && !any; i++)
+            any = __atomic_load_n(&bk->tags[i], __ATOMIC_RELAXED) != 0;
+        if (!any)
+            continue;
+        struct timespec deadline = srl__shm_deadline(s);
+        int rc = srl__shm_lock(s, b, &deadline);
+        if (rc != 0)
+            return rc;
+        uint64_t now = srl__now(lim);
+        int stop = 0;
+        for (unsigned i = 0; i < SRL__SHM_SLOTS && !stop; i++) {
+            if (bk->tags[i] == 0)
+                continue;
+            const void *state = srl__shm_slot_state(s, b, i);
+            srl_entry e;
+            memset(&e, 0, sizeof e);
+            e.key_len = *slot_key_len(s, b, i);
+            e.display_len = e.key_len < s->key_display ? e.key_len : s->key_display;
+            memcpy(shown, slot_display(s, b, i), e.display_len);
+            e.display = shown;
+            memcpy(e.fingerprint, srl__shm_slot(s, b, i), 16);
+            e.allowed = __atomic_load_n(slot_allowed(s, b, i), __ATOMIC_RELAXED);
+            e.denied = __atomic_load_n(slot_denied(s, b, i), __ATOMIC_RELAXED);
+            e.last_ns = lim->algo->last_ns(&lim->policy, state);
+            lim->algo->decide(&lim->policy, (void *)state, now, 1, 0, &e.now);
+            e.at_rest = lim->algo->at_rest(&lim->policy, state, now);
+            n++;
+            stop = fn(&e, ctx);
+        }
+        srl__shm_unlock(s, b);
+        if (stop)
+            break;
+    }
+    return n;
+}
+
+/* ------------------------------------------------------------ check */
+
+struct report {
+    srl_report_fn fn;
+    void *ctx;
+    int64_t n;
+};
+
+static void problem(struct report *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#include <stdarg.h>
+static void problem(struct report *r, const char *fmt, ...)
+{
+    char line[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    r->n++;
+    if (r->fn != NULL)
+        r->fn(r->ctx, line);
+}
+
+static void check_header(struct srl__shm *s, struct report *r)
+{
+    const struct srl__shm_header *h = srl__shm_hdr(s);
+    if (memcmp(h->magic, SRL__SHM_MAGIC, 8) != 0)
+        problem(r, "header: bad magic");
+    if (h->version != SRL__SHM_VERSION || h->abi != srl__shm_abi_word())
+        problem(r, "header: version %u / ABI %#llx differ from this library's", h->version,
+                (unsigned long long)h->abi);
+    if (__atomic_load_n(&h->state, __ATOMIC_ACQUIRE) != SRL__SHM_READY)
+        problem(r, "header: state %u is not READY", h->state);
+    if (h->buckets != s->buckets || h->capacity != s->buckets * SRL__SHM_SLOTS ||
+        h->bucket_bytes != s->bucket_bytes || h->slot_bytes != s->slot_bytes ||
+        h->state_bytes != s->state_bytes || h->total_bytes != s->map_bytes ||
+        h->key_display != s->key_display || h->permits != s->lim.policy.permits ||
+        h->window_ns != s->lim.policy.window_ns ||
+        h->algorithm != (uint32_t)s->lim.policy.algorithm)
+        problem(r, "header: geometry or policy changed since open");
+}
+
+/* Bucket b is locked. */
+static void check_bucket(struct srl__shm *s, uint64_t b, uint64_t now, struct report *r)
+{
+    struct srl__shm_bucket *bk = srl__shm_bucket(s, b);
+    unsigned undo = bk->undo_slot;
+    if (undo != 0)
+        problem(r, "bucket %llu: pending undo record (slot %u)", (unsigned long long)b, undo);
+    for (unsigned i = 0; i < SRL__SHM_SLOTS; i++) {
+        if (bk->tags[i] == 0)
+            continue;
+        const uint8_t *fp = srl__shm_slot(s, b, i);
+        uint64_t c1, c2;
+        srl__shm_fp_buckets(s, fp, &c1, &c2);
+        uint16_t len = *slot_key_len(s, b, i);
+        if (bk->tags[i] != srl__shm_fp_tag(fp))
+            problem(r, "bucket %llu slot %u: tag %#x does not match its fingerprint",
+                    (unsigned long long)b, i, bk->tags[i]);
+        if (b != c1 && b != c2)
+            problem(r, "bucket %llu slot %u: key is not in one of its buckets (%llu, %llu)",
+                    (unsigned long long)b, i, (unsigned long long)c1, (unsigned long long)c2);
+        if (len < 1 || len > SRL_KEY_MAX)
+            problem(r, "bucket %llu slot %u: key length %u out of range", (unsigned long long)b,
+                    i, len);
+        if (!s->lim.algo->valid(&s->lim.policy, srl__shm_slot_state(s, b, i), now))
+            problem(r, "bucket %llu slot %u: invalid state", (unsigned long long)b, i);
+        for (unsigned j = i + 1; j < SRL__SHM_SLOTS; j++)
+            if (bk->tags[j] != 0 && memcmp(srl__shm_slot(s, b, j), fp, 16) == 0)
+                problem(r, "bucket %llu: slots %u and %u hold the same key",
+                        (unsigned long long)b, i, j);
+        /* A duplicate in the other candidate bucket: checked from the lower
+         * bucket, taking the higher one second (index order). */
+        uint64_t other = b == c1 ? c2 : c1;
+        if ((b == c1 || b == c2) && other > b) {
+            struct timespec deadline = srl__shm_deadline(s);
+            if (srl__shm_lock(s, other, &deadline) == 0) {
+                const struct srl__shm_bucket *ob = srl__shm_bucket(s, other);
+                for (unsigned j = 0; j < SRL__SHM_SLOTS; j++)
+                    if (ob->tags[j] != 0 && memcmp(srl__shm_slot(s, other, j), fp, 16) == 0)
+                        problem(r, "key in bucket %llu slot %u is also in bucket %llu slot %u",
+                                (unsigned long long)b, i, (unsigned long long)other, j);
+                srl__shm_unlock(s, other);
+            } else {
+                problem(r, "bucket %llu: lock not available", (unsigned long long)other);
+            }
+        }
+    }
+}
+
+int64_t srl__shm_check(srl_limiter *lim, srl_report_fn fn, void *ctx)
+{
+    struct srl__shm *s = lim->impl;
+    struct report r = {fn, ctx, 0};
+    check_header(s, &r);
+    for (uint64_t b = 0; b < s->buckets; b++) {
+        struct timespec deadline = srl__shm_deadline(s);
+        if (srl__shm_lock(s, b, &deadline) != 0) {
+            problem(&r, "bucket %llu: lock not available", (unsigned long long)b);
+            continue;
+        }
+        check_bucket(s, b, srl__now(lim), &r);
+        srl__shm_unlock(s, b);
+    }
+    return r.n;
+}
+
+int srl__shm_table_init(struct srl__shm *s)
+{
+    for (uint64_t b = 0; b < s->buckets; b++) {
+        int rc = srl__shm_mutex_init(&srl__shm_bucket(s, b)->mu);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}

@@ -1,0 +1,257 @@
+/*
+ * check_shm_trace.c - the seed's Verification traces through the shared
+ * store: once through srl_open_shared (a named segment, with a second handle
+ * on the same name deciding some of the requests) and once through
+ * srl_open_anonymous (a forked child deciding some of them), driven by a
+ * fake ticker in a shared page.  Every decision is asserted exactly.
+ *
+ * Loop index _i: 0 = named segment, 1 = anonymous mapping.
+ */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "srl.h"
+#include "testutil.h"
+
+struct store {
+    srl_limiter *a;      /* the handle the test drives */
+    srl_limiter *b;      /* a second handle on the same segment (shared only) */
+    char name[128];
+};
+
+static struct store open_store(int kind, srl_algorithm algo, uint32_t permits,
+                               uint64_t window_ns, fake_clock *clock)
+{
+    srl_config cfg;
+    srl_config_init(&cfg);
+    cfg.policy = (srl_policy){algo, permits, window_ns};
+    cfg.capacity = 100;
+    cfg.key_display = 8;
+    cfg.ticker = fake_ticker(clock);
+    struct store st = {0};
+    if (kind == 0) {
+        strcpy(st.name, unique_name("trace"));
+        ck_assert_int_eq(srl_open_shared(st.name, &cfg, SRL_CREATE | SRL_EXCL, &st.a), 0);
+        ck_assert_int_eq(srl_open_shared(st.name, &cfg, 0, &st.b), 0);
+    } else {
+        ck_assert_int_eq(srl_open_anonymous(&cfg, &st.a), 0);
+    }
+    return st;
+}
+
+static void close_store(struct store *st)
+{
+    srl_close(st->a);
+    srl_close(st->b);
+    if (st->name[0] != '\0')
+        ck_assert_int_eq(srl_unlink(st->name), 0);
+}
+
+static srl_decision acq(srl_limiter *lim, const char *key)
+{
+    srl_decision d;
+    memset(&d, 0xa5, sizeof d);
+    ck_assert_int_eq(srl_acquire(lim, key, strlen(key), 1, &d), 0);
+    return d;
+}
+
+/* The other handle of a named store, or a forked child for an anonymous one:
+ * returns the decision that process got. */
+static srl_decision acq_elsewhere(struct store *st, const char *key)
+{
+    if (st->b != NULL)
+        return acq(st->b, key);
+    int fds[2];
+    ck_assert_int_eq(pipe(fds), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        srl_decision d;
+        memset(&d, 0, sizeof d);
+        int rc = srl_acquire(st->a, key, strlen(key), 1, &d);
+        if (rc != 0 || write(fds[1], &d, sizeof d) != (ssize_t)sizeof d)
+            _exit(1);
+        _exit(0);
+    }
+    close(fds[1]);
+    srl_decision d;
+    ck_assert_int_eq(read(fds[0], &d, sizeof d), (ssize_t)sizeof d);
+    close(fds[0]);
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    return d;
+}
+
+#define ck_allowed(d, rem)                                   \
+    do {                                                     \
+        srl_decision d_ = (d);                               \
+        ck_assert_int_eq(d_.allowed, 1);                     \
+        ck_assert_uint_eq(d_.remaining, (rem));              \
+        ck_assert_uint_eq(d_.retry_after_ns, 0);             \
+        ck_assert_uint_eq(d_.flags, 0);                      \
+    } while (0)
+
+#define ck_denied(d, retry)                                  \
+    do {                                                     \
+        srl_decision d_ = (d);                               \
+        ck_assert_int_eq(d_.allowed, 0);                     \
+        ck_assert_uint_eq(d_.remaining, 0);                  \
+        ck_assert_uint_eq(d_.retry_after_ns, (retry));       \
+        ck_assert_uint_eq(d_.flags, 0);                      \
+    } while (0)
+
+static srl_stats stats(srl_limiter *lim)
+{
+    srl_stats st;
+    ck_assert_int_eq(srl_stats_get(lim, &st), 0);
+    return st;
+}
+
+START_TEST(token_bucket_trace_of_the_seed_with_evict_idle)
+{
+    fake_clock *c = fake_clock_shared(0);
+    struct store st = open_store(_i, SRL_TOKEN_BUCKET, 5, SEC, c);
+    for (uint32_t i = 0; i < 5; i++)
+        ck_allowed(acq(st.a, "alice"), 4 - i);          /* #1..#5 */
+    ck_denied(acq_elsewhere(&st, "alice"), 200 * MS);   /* #6, another process */
+    c->now = 100 * MS;
+    ck_denied(acq(st.a, "alice"), 100 * MS);            /* #7: half a token */
+    c->now = 300 * MS;
+    ck_allowed(acq_elsewhere(&st, "alice"), 0);         /* #8: 1.5 tokens */
+    ck_denied(acq(st.a, "alice"), 100 * MS);            /* #9 */
+    ck_allowed(acq_elsewhere(&st, "bob"), 4);           /* bob #1: new, full */
+    c->now = 1300 * MS;
+    ck_allowed(acq(st.a, "alice"), 4);                  /* #10: capped at 5 */
+    ck_assert_int_eq(srl_evict_idle(st.a), 1);          /* bob: 4 + 5 earned */
+    ck_assert_uint_eq(stats(st.a).used, 1);
+    srl_decision d;
+    ck_assert_int_eq(srl_peek(st.a, "bob", 3, 1, &d), SRL_ENOENT);
+    ck_assert_int_eq(srl_peek(st.a, "alice", 5, 1, &d), 0);
+    ck_assert_uint_eq(d.remaining, 3);
+    c->now = 1500 * MS;
+    ck_assert_int_eq(srl_evict_idle(st.a), 1);          /* alice: 4 + 1 = 5 */
+    srl_stats s = stats(st.a);
+    ck_assert_uint_eq(s.used, 0);
+    ck_assert_uint_eq(s.allowed, 8);                    /* alice 7, bob 1 */
+    ck_assert_uint_eq(s.denied, 3);
+    ck_assert_uint_eq(s.evicted, 2);
+    ck_assert_uint_eq(s.full, 0);
+    ck_assert_uint_eq(s.recovered, 0);
+    ck_allowed(acq(st.a, "alice"), 4);                  /* back, fresh */
+    ck_assert_int_eq(srl_check(st.a, NULL, NULL), 0);
+    close_store(&st);
+}
+END_TEST
+
+START_TEST(sliding_log_trace_of_the_seed)
+{
+    fake_clock *c = fake_clock_shared(0);
+    struct store st = open_store(_i, SRL_SLIDING_LOG, 3, SEC, c);
+    ck_allowed(acq(st.a, "alice"), 2);
+    c->now = 400 * MS;
+    ck_allowed(acq_elsewhere(&st, "alice"), 1);
+    c->now = 800 * MS;
+    ck_allowed(acq(st.a, "alice"), 0);
+    c->now = 900 * MS;
+    ck_denied(acq_elsewhere(&st, "alice"), 100 * MS);   /* until 0 ms leaves */
+    c->now = 1000 * MS;
+    ck_allowed(acq(st.a, "alice"), 0);                  /* half-open window */
+    c->now = 1050 * MS;
+    ck_denied(acq(st.a, "alice"), 350 * MS);            /* oldest live: 400 ms */
+    ck_assert_int_eq(srl_check(st.a, NULL, NULL), 0);
+    close_store(&st);
+}
+END_TEST
+
+START_TEST(sliding_counter_trace_of_the_seed_turns_allowed_at_75_001_s)
+{
+    fake_clock *c = fake_clock_shared(50 * SEC);
+    struct store st = open_store(_i, SRL_SLIDING_COUNTER, 10, 60 * SEC, c);
+    for (uint32_t i = 0; i < 8; i++)
+        ck_allowed(acq(st.a, "alice"), 9 - i);          /* window [0 s, 60 s) */
+    c->now = 69 * SEC;
+    ck_allowed(acq(st.a, "alice"), 3);                  /* estimate 6.8 before */
+    ck_allowed(acq_elsewhere(&st, "alice"), 2);         /* 7.8 */
+    ck_allowed(acq(st.a, "alice"), 1);                  /* 8.8 */
+    ck_allowed(acq(st.a, "alice"), 0);                  /* 9.8 */
+    ck_denied(acq_elsewhere(&st, "alice"), 6 * SEC + 1);/* 10.8 */
+    c->now = 75 * SEC;
+    ck_denied(acq(st.a, "alice"), 1);                   /* exactly 10 at 75 s */
+    c->now = 75 * SEC + 1 * MS;
+    ck_allowed(acq(st.a, "alice"), 0);                  /* a hair under 10 */
+    ck_assert_int_eq(srl_check(st.a, NULL, NULL), 0);
+    close_store(&st);
+}
+END_TEST
+
+struct seen {
+    int n;
+    int alice_at_rest;
+    uint64_t alice_allowed, alice_denied, alice_remaining;
+};
+
+static int visit(const srl_entry *e, void *ctx)
+{
+    struct seen *s = ctx;
+    s->n++;
+    if (e->key_len == 5 && e->display_len == 5 && memcmp(e->display, "alice", 5) == 0) {
+        s->alice_at_rest = e->at_rest;
+        s->alice_allowed = e->allowed;
+        s->alice_denied = e->denied;
+        s->alice_remaining = e->now.remaining;
+    }
+    return 0;
+}
+
+START_TEST(foreach_shows_display_counts_and_a_peek_decision)
+{
+    fake_clock *c = fake_clock_shared(0);
+    struct store st = open_store(_i, SRL_TOKEN_BUCKET, 5, SEC, c);
+    for (int i = 0; i < 7; i++)
+        acq(st.a, "alice");                              /* 5 allowed, 2 denied */
+    acq(st.a, "a-much-longer-key-than-the-display");
+    struct seen s = {0};
+    ck_assert_int_eq(srl_foreach(st.a, visit, &s), 2);
+    ck_assert_int_eq(s.n, 2);
+    ck_assert_int_eq(s.alice_at_rest, 0);
+    ck_assert_uint_eq(s.alice_allowed, 5);
+    ck_assert_uint_eq(s.alice_denied, 2);
+    ck_assert_uint_eq(s.alice_remaining, 0);
+    srl_info info;
+    ck_assert_int_eq(srl_info_get(st.a, &info), 0);
+    ck_assert_int_eq(info.kind, _i == 0 ? SRL_STORE_SHARED : SRL_STORE_ANONYMOUS);
+    ck_assert_uint_eq(info.capacity, 112);               /* 100 -> 7 buckets of 16 */
+    ck_assert_uint_eq(info.buckets, 7);
+    ck_assert_uint_eq(info.slots_per_bucket, 16);
+    ck_assert_uint_eq(info.key_display, 8);
+    ck_assert_int_eq(info.creator_pid, getpid());
+    ck_assert_str_eq(info.name, _i == 0 ? st.name : "");
+    close_store(&st);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("shm_trace");
+    TCase *tc = tcase_create("traces");
+    tcase_set_timeout(tc, 30);
+    tcase_add_loop_test(tc, token_bucket_trace_of_the_seed_with_evict_idle, 0, 2);
+    tcase_add_loop_test(tc, sliding_log_trace_of_the_seed, 0, 2);
+    tcase_add_loop_test(tc, sliding_counter_trace_of_the_seed_turns_allowed_at_75_001_s, 0, 2);
+    tcase_add_loop_test(tc, foreach_shows_display_counts_and_a_peek_decision, 0, 2);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
