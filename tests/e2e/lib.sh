@@ -182,7 +182,10 @@ DocumentRoot "$e2e_tmp/htdocs"
 $body
 CONF
   e2e_logs+=("$e2e_tmp/error.log" "$e2e_tmp/access.log")
-  /usr/sbin/apache2 -d "$e2e_tmp" -f "$e2e_tmp/httpd.conf" -DFOREGROUND &
+  # Its own session: on shutdown prefork signals its whole process group,
+  # which must not include this script.  setsid execs in place (a
+  # background job is no group leader), so $! stays apache2's pid.
+  setsid /usr/sbin/apache2 -d "$e2e_tmp" -f "$e2e_tmp/httpd.conf" -DFOREGROUND &
   apache_pid=$!
   e2e_pids+=("$apache_pid")
   wait_until 20 curl -s -o /dev/null "http://127.0.0.1:$e2e_port/" \

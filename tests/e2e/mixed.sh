@@ -54,6 +54,7 @@ check_eq "1: PHP remaining (the permits in between)" "10 8 6 4 2 0 0 0 0 0 0 0 "
 out="$e2e_tmp/out"; mkdir -p "$out"
 jobs_pids=()
 http hold 20 /x "X-Key: burst" >"$out/apache" 2>&1 & jobs_pids+=($!)
+sleep 0.5   # httpc holds its connections 0.5 s before sending: start together
 for i in $(seq 1 20); do
   fcgi m burst SRL_SLEEP_MS=100 >"$out/php$i" 2>&1 & jobs_pids+=($!)
 done
