@@ -11,7 +11,8 @@
 #   B  key header:X-Key, 30 requests over 30 held connections: exactly 10
 #      admitted, by more than one child (%P in the access log)
 #   C  a directory (DirectoryIndex: a subrequest and a redirect per
-#      request): still exactly 10 admitted, once per client request
+#      request, into a <Location> of their own, so httpd runs the access
+#      phase for them again): still exactly 10 admitted, once per request
 #   D  key expr:, SrlCost 2: exactly 5 admitted, Retry-After of 2 tokens
 #   E  key env: (SetEnvIf), SrlDryRun On: all 200, no RateLimit headers,
 #      SRL_LIMITED=1 logged for exactly the 3 over the limit, 3 log lines
@@ -59,6 +60,9 @@ SrlKey header:X-Key
 </Location>
 <Location /free>
     SrlLimit off
+</Location>
+<Location /dir/index.html>
+    SrlCost 1
 </Location>"
 
 # --- configuration-time behaviour, before any server runs
