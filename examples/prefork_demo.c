@@ -3,7 +3,7 @@
  *
  * The parent creates a named shared segment, forks the workers, and each
  * worker opens the same name (as an unrelated PHP-FPM or Apache child would)
- * and sends requests for one key as fast as it can.  Every worker sees only
+ * and sends requests for one key, one every ~100 us.  Every worker sees only
  * its own share, yet together they admit exactly the policy's permits: the
  * limit is host-wide, not per process.  The parent then prints the counts,
  * one denied request's HTTP headers, and the segment's statistics.
@@ -30,13 +30,17 @@ static int die(const char *what, int rc)
     return 2;
 }
 
-/* One worker: open the segment by name, hammer the key, report on fd. */
-static int worker(const char *name, long requests, int fd)
+/* One worker: open the segment by name, wait for the start signal (the
+ * parent closing `go`), hammer the key, report on fd. */
+static int worker(const char *name, long requests, int go, int fd)
 {
     srl_limiter *lim;
     int rc = srl_open_shared(name, NULL, 0, &lim);
     if (rc != 0)
         return die("worker open", rc);
+    char c;
+    while (read(go, &c, 1) > 0)
+        ;
     struct tally t = {0, 0};
     static const char key[] = "alice";
     for (long i = 0; i < requests; i++) {
@@ -48,6 +52,7 @@ static int worker(const char *name, long requests, int fd)
             t.allowed++;
         else
             t.denied++;
+        usleep(100); /* a request's worth of work, so the workers interleave */
     }
     srl_close(lim);
     return write(fd, &t, sizeof t) == (ssize_t)sizeof t ? 0 : 2;
@@ -97,8 +102,12 @@ int main(int argc, char **argv)
     printf("srl pre-fork demo: %d workers x %ld requests for key \"alice\", "
            "policy %s, segment %s\n", workers, requests, ptext, name);
 
-    int fds[256][2];
+    int fds[256][2], go[2];
     pid_t pids[256];
+    if (pipe(go) != 0) {
+        perror("prefork_demo: pipe");
+        return 2;
+    }
     for (int i = 0; i < workers; i++) {
         if (pipe(fds[i]) != 0 || (pids[i] = fork()) < 0) {
             perror("prefork_demo: fork");
@@ -107,10 +116,13 @@ int main(int argc, char **argv)
         }
         if (pids[i] == 0) {
             close(fds[i][0]);
-            _exit(worker(name, requests, fds[i][1]));
+            close(go[1]);
+            _exit(worker(name, requests, go[0], fds[i][1]));
         }
         close(fds[i][1]);
     }
+    close(go[0]);
+    close(go[1]); /* every worker starts now, together */
 
     long allowed = 0, total = 0;
     int failed = 0;
