@@ -360,17 +360,19 @@ static int acquire_get_then_put(struct srl__shm *s, const struct srl__shm_key *k
         }
         srl__shm_unlock(s, cand[c]);
     }
-    int rc = srl__shm_lock(s, k->b1, deadline);
-    if (rc != 0)
-        return degraded(s, rc, d);
-    int i = free_slot(s, k->b1);
-    if (i < 0) {
-        srl__shm_unlock(s, k->b1);
-        srl__decide_on_full(&s->lim, SRL_DECISION_UNTRACKED, d);
-        return 0;
+    for (int c = 0; c < (k->b1 == k->b2 ? 1 : 2); c++) {
+        int rc = srl__shm_lock(s, cand[c], deadline);
+        if (rc != 0)
+            return degraded(s, rc, d);
+        int i = free_slot(s, cand[c]);
+        if (i >= 0) {
+            insert(s, cand[c], (unsigned)i, k, key, len, srl__now(&s->lim), cost, d);
+            srl__shm_unlock(s, cand[c]);
+            return 0;
+        }
+        srl__shm_unlock(s, cand[c]);
     }
-    insert(s, k->b1, (unsigned)i, k, key, len, srl__now(&s->lim), cost, d);
-    srl__shm_unlock(s, k->b1);
+    srl__decide_on_full(&s->lim, SRL_DECISION_UNTRACKED, d);
     return 0;
 }
 
