@@ -2,8 +2,10 @@
  * rlctl_keys.c - commands on one key: get, try, reset.
  *
  * Exit status, for shell scripts:
- *   get    0 the key is tracked (its decision is printed), 1 not tracked
- *          (a new key: its first request would be allowed)
+ *   get    0 the key is tracked, 1 not tracked (a new key: its first
+ *          request would be allowed).  It prints the decision a request of
+ *          --cost would get (srl_peek): "remaining" is what would be left
+ *          AFTER that request, as in srl_decision.
  *   try    0 allowed, 1 denied; the request counts like a worker's
  *   reset  0 the key was reset, 1 it was not tracked (nothing to do)
  * and the sysexits codes of rlctl_open.c for errors.  A lock timeout in try
@@ -85,10 +87,14 @@ int rlctl_cmd_get(const rlctl_opts *o)
         printf("%s: not tracked (a new key: its first request would be allowed)\n", key);
     } else {
         char ra[48], rs[48];
-        printf("%s: %s now at cost %u, remaining %u of %u, retry after %s, at rest in %s%s\n", key,
-               d.allowed ? "allowed" : "denied", o->cost, d.remaining, d.limit,
-               rlctl_fmt_duration(d.retry_after_ns, ra, sizeof ra),
-               rlctl_fmt_duration(d.reset_after_ns, rs, sizeof rs), flags_note(&d));
+        rlctl_fmt_duration(d.reset_after_ns, rs, sizeof rs);
+        if (d.allowed)
+            printf("%s: a request of cost %u would be allowed now, leaving %u of %u; at rest in "
+                   "%s\n",
+                   key, o->cost, d.remaining, d.limit, rs);
+        else
+            printf("%s: a request of cost %u would be denied now: retry after %s; at rest in %s\n",
+                   key, o->cost, rlctl_fmt_duration(d.retry_after_ns, ra, sizeof ra), rs);
     }
     free(key);
     return rlctl_flush(rc == 0 ? EX_OK : RLCTL_EX_NO);

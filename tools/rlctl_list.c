@@ -11,6 +11,10 @@
  * is complete; rows are kept in an array that is sorted and cut back to N
  * whenever it reaches 2N, so memory stays O(N) on a huge table.
  *
+ * AVAILABLE is how many requests of cost 1 the key would admit now (the
+ * peek's remaining counts those left after the peeked request, plus that
+ * one).
+ *
  * Keys are shown escaped (rlctl_escape.c); a display copy shorter than the
  * key ends in "..." and LEN shows the real length; with no display copy
  * (key_display 0) the fingerprint is shown instead.
@@ -112,6 +116,14 @@ static int visit(const srl_entry *e, void *ctx)
     return 0;
 }
 
+/* Requests of cost 1 the key would admit now.  e->now is the peek of one
+ * such request, whose remaining counts what is left AFTER it: so one more
+ * if it would pass, none if not. */
+static uint64_t available(const struct row *r)
+{
+    return r->now.allowed ? (uint64_t)r->now.remaining + 1 : 0;
+}
+
 /* The row as an srl_entry, for rlctl_key_label. */
 static char *label(const struct row *r)
 {
@@ -153,7 +165,7 @@ static int print_json(const char *name, const struct walk *w, int64_t visited, u
         else
             rlctl_json_null(&j, "idle_ns");
         rlctl_json_u64(&j, "limit", r->now.limit);
-        rlctl_json_u64(&j, "remaining", r->now.remaining);
+        rlctl_json_u64(&j, "available", available(r));
         rlctl_json_u64(&j, "retry_after_ns", r->now.retry_after_ns);
         rlctl_json_u64(&j, "reset_after_ns", r->now.reset_after_ns);
         rlctl_json_bool(&j, "at_rest", r->at_rest);
@@ -168,7 +180,7 @@ static int print_json(const char *name, const struct walk *w, int64_t visited, u
 
 static int print_text(const struct walk *w, uint64_t now)
 {
-    static const char *const hdr[] = {"KEY", "LEN", "ALLOWED", "DENIED", "REMAINING",
+    static const char *const hdr[] = {"KEY", "LEN", "ALLOWED", "DENIED", "AVAILABLE",
                                       "RETRY_AFTER", "RESET_AFTER", "IDLE", "AT_REST"};
     static const unsigned char right[] = {0, 1, 1, 1, 1, 1, 1, 1, 0};
     rlctl_table t;
@@ -184,7 +196,7 @@ static int print_text(const struct walk *w, uint64_t now)
         snprintf(len, sizeof len, "%u", r->key_len);
         snprintf(al, sizeof al, "%" PRIu64, r->allowed);
         snprintf(de, sizeof de, "%" PRIu64, r->denied);
-        snprintf(rem, sizeof rem, "%u/%u", r->now.remaining, r->now.limit);
+        snprintf(rem, sizeof rem, "%" PRIu64 "/%u", available(r), r->now.limit);
         rlctl_fmt_duration(r->now.retry_after_ns, ra, sizeof ra);
         rlctl_fmt_duration(r->now.reset_after_ns, rs, sizeof rs);
         if (r->last_ns != 0 && r->last_ns <= now)

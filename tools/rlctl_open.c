@@ -60,7 +60,8 @@ static const char *remedy(int rc)
         return "use the rlctl of the srl version that created it, or destroy and recreate it";
     case SRL_ECORRUPT: return "destroy it ('rlctl destroy') and let the workers recreate it";
     case SRL_ESTALE: return "no worker can use it until it is removed";
-    case SRL_EACCES: return "run rlctl as the segment's owner (or root)";
+    case SRL_EACCES:
+        return "run rlctl as the segment's owner, and make sure its mode lets nobody else write it";
     case SRL_ETIMEDOUT:
         return "a process may be stopped while holding a lock: retry, and look for stopped workers";
     case SRL_ENOTRECOVERABLE: return "destroy the segment and let the workers recreate it";

@@ -105,7 +105,9 @@ int rlctl_cmd_create(const rlctl_opts *o)
            rlctl_fmt_bytes(info.segment_bytes, b, sizeof b), info.slot_bytes);
     print_free(RLCTL_SHM_DIR " free: before ", before);
     print_free(", after ", after);
-    printf(" (tmpfs allocates pages as they are first written)\n");
+    if (before >= 0 && after >= 0 && before >= after)
+        printf(" (%s taken)", rlctl_fmt_bytes((uint64_t)(before - after), b, sizeof b));
+    putchar('\n');
     return rlctl_flush(EX_OK);
 }
 

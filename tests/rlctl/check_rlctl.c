@@ -9,6 +9,10 @@
  * Each test case's segments share a prefix from unique_name(); the
  * unchecked teardown unlinks whatever a failed test left behind.
  *
+ * Two tests reach the store's internals (shm.h) to damage a header or to
+ * leave a stale segment behind: states rlctl must report, which the public
+ * API cannot produce on purpose.
+ *
  * The race with worker processes is in check_rlctl_race.c.
  */
 #include <check.h>
@@ -16,11 +20,15 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stddef.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "json_mini.h"
 #include "rlctl_run.h"
+#include "shm.h" /* internal: to damage headers and leave a stale segment */
 
 /* ------------------------------------------------------------ helpers */
 
@@ -263,24 +271,34 @@ START_TEST(get_shows_the_remaining_permits_and_exits_1_for_an_untracked_key)
     run_free(&r);
     RUN(&r, 0, "try", name, "k");
     run_free(&r);
+    /* 3 permits left: a third request would pass and leave 2. */
     RUN(&r, 0, "get", name, "k", "--json");
     json_value *v = parse_out(&r);
     ck_assert_int_eq(json_get_bool(v, "tracked"), 1);
     ck_assert_int_eq(json_get_bool(v, "allowed"), 1);
-    ck_assert_uint_eq(json_get_u64(v, "remaining"), 3);
+    ck_assert_uint_eq(json_get_u64(v, "remaining"), 2);
     ck_assert_uint_eq(json_get_u64(v, "limit"), 5);
     ck_assert_uint_eq(json_get_u64(v, "retry_after_ns"), 0);
     json_free(v);
     run_free(&r);
     RUN(&r, 0, "get", name, "k");
-    const char *pfx = "k: allowed now at cost 1, remaining 3 of 5, retry after 0ns, at rest in ";
+    const char *pfx = "k: a request of cost 1 would be allowed now, leaving 2 of 5; at rest in ";
     ck_assert_msg(strncmp(r.out, pfx, strlen(pfx)) == 0, "got: %s", r.out);
     run_free(&r);
     /* A cost the key cannot pay now: denied, still exit 0 (it is tracked). */
     RUN(&r, 0, "get", name, "k", "--cost", "4", "--json");
     v = parse_out(&r);
     ck_assert_int_eq(json_get_bool(v, "allowed"), 0);
+    ck_assert_uint_gt(json_get_u64(v, "retry_after_ns"), 0);
     json_free(v);
+    run_free(&r);
+    RUN(&r, 0, "get", name, "k", "--cost", "3");
+    pfx = "k: a request of cost 3 would be allowed now, leaving 0 of 5; at rest in ";
+    ck_assert_msg(strncmp(r.out, pfx, strlen(pfx)) == 0, "got: %s", r.out);
+    run_free(&r);
+    RUN(&r, 0, "get", name, "k", "--cost", "4");
+    pfx = "k: a request of cost 4 would be denied now: retry after ";
+    ck_assert_msg(strncmp(r.out, pfx, strlen(pfx)) == 0, "got: %s", r.out);
     run_free(&r);
     /* get changed nothing. */
     RUN(&r, 0, "try", name, "k");
@@ -367,7 +385,7 @@ START_TEST(list_json_parses_and_shows_binary_and_escape_sequence_keys_escaped)
     ck_assert(e != NULL);
     ck_assert_uint_eq(json_get_u64(e, "allowed"), 1);
     ck_assert_uint_eq(json_get_u64(e, "denied"), 0);
-    ck_assert_uint_eq(json_get_u64(e, "remaining"), 4);
+    ck_assert_uint_eq(json_get_u64(e, "available"), 4);
     ck_assert_uint_eq(json_get_u64(e, "limit"), 5);
     ck_assert_int_eq(json_get_bool(e, "at_rest"), 0);
     ck_assert_int_eq(json_get_bool(e, "truncated"), 0);
@@ -381,7 +399,7 @@ START_TEST(list_json_parses_and_shows_binary_and_escape_sequence_keys_escaped)
     e = find_key(v, "\\x00\\x01\\xff");
     ck_assert_msg(e != NULL, "binary key not shown escaped: %s", r.out);
     ck_assert_uint_eq(json_get_u64(e, "allowed"), 2);
-    ck_assert_uint_eq(json_get_u64(e, "remaining"), 3);
+    ck_assert_uint_eq(json_get_u64(e, "available"), 3);
     ck_assert_uint_eq(json_get_u64(e, "key_len"), 3);
     e = find_key(v, "LLLLLLLLLLLLLLLL");
     ck_assert(e != NULL);
@@ -795,6 +813,117 @@ START_TEST(a_foreign_file_exits_65_and_is_left_alone)
 }
 END_TEST
 
+/* Write `len` bytes at `off` of the segment file (to damage a header). */
+static void poke(const char *name, off_t off, const void *bytes, size_t len)
+{
+    int fd = shm_open(name, O_RDWR, 0);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(pwrite(fd, bytes, len, off), (ssize_t)len);
+    close(fd);
+}
+
+/* `ls --json` status of name, or NULL if not listed (copied to buf). */
+static const char *ls_status(const char *name, int all, char *buf, size_t len)
+{
+    run_result r;
+    int st = all ? run_rlctl(&r, "ls", "--all", "--json", (const char *)NULL)
+                 : run_rlctl(&r, "ls", "--json", (const char *)NULL);
+    ck_assert_int_eq(st, 0);
+    json_value *v = parse_out(&r);
+    const json_value *segs = json_get(v, "segments");
+    const char *found = NULL;
+    for (size_t i = 0; i < segs->n; i++)
+        if (strcmp(json_get_str(segs->items[i], "name"), name) == 0) {
+            ck_assert_msg(found == NULL, "%s listed twice", name);
+            snprintf(buf, len, "%s", json_get_str(segs->items[i], "status"));
+            found = buf;
+        }
+    json_free(v);
+    run_free(&r);
+    return found;
+}
+
+START_TEST(damaged_segments_exit_65_are_listed_by_ls_and_destroy_removes_them)
+{
+    char ver[160], cor[160], sta[160], want[400], st[32];
+    seg_name(ver, sizeof ver, "version");
+    seg_name(cor, sizeof cor, "corrupt");
+    seg_name(sta, sizeof sta, "stale");
+    create(ver, "token_bucket:5/1h", "64", "0");
+    create(cor, "token_bucket:5/1h", "64", "0");
+    uint32_t bad_version = SRL__SHM_VERSION + 7, bad_state = 7;
+    poke(ver, offsetof(struct srl__shm_header, version), &bad_version, sizeof bad_version);
+    poke(cor, offsetof(struct srl__shm_header, state), &bad_state, sizeof bad_state);
+    /* Stale: a creator that dies before publishing READY. */
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        srl_config cfg;
+        srl_config_init(&cfg);
+        cfg.capacity = 64;
+        srl_limiter *lim;
+        _exit(srl__shm_open(sta, &cfg, SRL_CREATE | SRL_EXCL, SRL__SHM_TEST_NO_READY, &lim) == 0
+                  ? 0 : 1);
+    }
+    int ws;
+    ck_assert_int_eq(waitpid(pid, &ws, 0), pid);
+    ck_assert(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
+
+    const struct { const char *name, *status, *what, *remedy; } cases[] = {
+        {ver, "version", "srl segment of an incompatible layout version or ABI",
+         "use the rlctl of the srl version that created it, or destroy and recreate it"},
+        {cor, "corrupt", "segment is corrupt (header or table inconsistent)",
+         "destroy it ('rlctl destroy') and let the workers recreate it"},
+        {sta, "stale",
+         "segment is stale: its creator died before it was ready; unlink it (rlctl destroy)",
+         "no worker can use it until it is removed"},
+    };
+    for (size_t i = 0; i < 3; i++) {
+        run_result r;
+        RUN(&r, 65, "info", cases[i].name);
+        snprintf(want, sizeof want, "rlctl: %s: %s: %s\n", cases[i].name, cases[i].what,
+                 cases[i].remedy);
+        ck_assert_str_eq(r.err, want);
+        ck_assert_str_eq(r.out, "");
+        run_free(&r);
+        RUN(&r, 65, "try", cases[i].name, "k");
+        run_free(&r);
+        ck_assert_str_eq(ls_status(cases[i].name, 0, st, sizeof st), cases[i].status);
+        RUN(&r, 0, "destroy", cases[i].name);
+        run_free(&r);
+        ck_assert(!shm_exists(cases[i].name));
+    }
+}
+END_TEST
+
+START_TEST(a_segment_writable_by_others_exits_77_as_forbidden)
+{
+    char name[160], want[400], st[32];
+    seg_name(name, sizeof name, "forbidden");
+    create(name, "token_bucket:5/1h", "64", "0");
+    int fd = shm_open(name, O_RDWR, 0);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(fchmod(fd, 0602), 0);
+    close(fd);
+    run_result r;
+    RUN(&r, 77, "info", name);
+    snprintf(want, sizeof want,
+             "rlctl: %s: permission denied (segment owner or mode refused): run rlctl as the "
+             "segment's owner, and make sure its mode lets nobody else write it\n",
+             name);
+    ck_assert_str_eq(r.err, want);
+    run_free(&r);
+    ck_assert_ptr_null(ls_status(name, 0, st, sizeof st));
+    ck_assert_str_eq(ls_status(name, 1, st, sizeof st), "forbidden");
+    RUN(&r, 77, "destroy", name);
+    run_free(&r);
+    ck_assert(shm_exists(name));
+    RUN(&r, 0, "destroy", name, "--force");
+    run_free(&r);
+    ck_assert(!shm_exists(name));
+}
+END_TEST
+
 struct bad_args {
     const char *args[10];
     const char *first_line; /* NAME in it stands for the segment name */
@@ -921,6 +1050,8 @@ static Suite *rlctl_suite(void)
     tcase_add_test(tc, destroy_removes_the_segment);
     tcase_add_test(tc, a_missing_segment_exits_66_with_a_message_for_every_command);
     tcase_add_test(tc, a_foreign_file_exits_65_and_is_left_alone);
+    tcase_add_test(tc, damaged_segments_exit_65_are_listed_by_ls_and_destroy_removes_them);
+    tcase_add_test(tc, a_segment_writable_by_others_exits_77_as_forbidden);
     tcase_add_test(tc, bad_arguments_exit_64_with_the_reason_and_a_usage_line);
     suite_add_tcase(s, tc);
     return s;

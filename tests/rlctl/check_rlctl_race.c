@@ -204,7 +204,7 @@ static void one_trial(int trial)
         ck_assert_int_ge(j, 0);
         ck_assert_uint_eq(json_get_u64(keys->items[i], "allowed"), LIMIT);
         ck_assert_uint_eq(json_get_u64(keys->items[i], "denied"), denied[j]);
-        ck_assert_uint_eq(json_get_u64(keys->items[i], "remaining"), 0);
+        ck_assert_uint_eq(json_get_u64(keys->items[i], "available"), 0);
     }
     json_free(v);
     run_free(&r);
