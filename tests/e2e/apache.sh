@@ -20,6 +20,8 @@
 #   G  graceful restart (SIGUSR1): the exhausted key stays exhausted
 #   H  rlctl info on the segment: allowed/denied/used agree exactly;
 #      the segment belongs to the workers' user, mode 0600
+#   I  after the stop, the same name with another policy: apache2 refuses
+#      to start, the error log says why and how to fix it
 # plus: `apache2 -t` (config check only) creates no segment, and a
 # SrlLimit naming no limiter is refused at configuration time.
 mpm=${1:?usage: apache.sh prefork|event}
@@ -179,4 +181,13 @@ check_eq "H: segment owner and mode" "$e2e_user 600" "$(stat -c '%U %a' "/dev/sh
 
 stop_pid "$apache_pid"
 check_eq "apache2 stopped by its pid" gone "$(kill -0 "$apache_pid" 2>/dev/null && echo running || echo gone)"
+
+# --- I: the same name with another policy refuses to start, with the remedy
+sed "s|^SrlLimiter $name token_bucket:$LIMIT/1d |SrlLimiter $name token_bucket:$((LIMIT + 1))/1d |; s|check.log|mismatch.log|" \
+  "$e2e_tmp/check.conf" >"$e2e_tmp/mismatch.conf"
+timeout 30 setsid /usr/sbin/apache2 -d "$e2e_tmp" -f "$e2e_tmp/mismatch.conf" -DFOREGROUND >/dev/null 2>&1
+check_eq "I: another policy on the existing segment: apache2 exit status" 1 "$?"
+check_eq "I: the error log names the mismatch and the remedy" 1 \
+  "$(grep -c "SrlLimiter $name (.*): cannot open the segment: segment exists with a different policy.*rlctl destroy" "$e2e_tmp/mismatch.log")"
+check_eq "I: the states were left alone (rlctl info: allowed)" 47 "$(rlctl_count "$name" allowed)"
 e2e_finish "$mpm"

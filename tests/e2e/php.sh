@@ -16,6 +16,9 @@
 #      processes (2 acquires each): exactly 20 of the 50 admitted host-wide,
 #      each pool served by more than one child, each fpm denial a 429
 #   3  rlctl info on the segment agrees: allowed, denied, keys
+#   4  errors throw SrlException with the SRL_E* code (another policy or
+#      capacity: EMISMATCH; bad policy, cost 0 or above the permits, empty
+#      key, missing segment without CREATE) and change no count
 here=$(cd "$(dirname "$0")" && pwd)
 export SRL_E2E_DIR=${SRL_E2E_DIR:-$here}
 . "$here/lib.sh"
@@ -30,7 +33,7 @@ srl_token="srl-e2e-php-$$"
 srl_name="/$srl_token"
 srl_policy="token_bucket:$LIMIT/1d"
 srl_capacity=1024
-e2e_segments+=("$srl_name")
+e2e_segments+=("$srl_name" "$srl_name-none")
 started=$(date +%s)
 
 fpm_start a b
@@ -105,6 +108,27 @@ check_eq "3: rlctl info: allowed" 40 "$(rlctl_count "$srl_name" allowed)"
 check_eq "3: rlctl info: denied" 31 "$(rlctl_count "$srl_name" denied)"
 check_eq "3: rlctl info: keys tracked" 2 "$(rlctl_count "$srl_name" used)"
 check_eq "3: segment owner and mode" "$e2e_user 600" "$(stat -c '%U %a' "/dev/shm/$srl_token")"
+
+# --- 4: errors are exceptions with the SRL_E* code, and change nothing
+php_err() { # php_err CODE: run a snippet against the segment, print the exception code
+  SRL_NAME="$srl_name" LD_LIBRARY_PATH="$SRL_LIBDIR" as_worker php -n -d extension=ffi -d ffi.enable=1 -r '
+    require getenv("SRL_PHP_DIR") . "/Srl.php";
+    try { '"$1"'; echo "no exception\n"; } catch (SrlException $e) { echo $e->getCode(), "\n"; }'
+}
+export SRL_PHP_DIR
+check_eq "4: another policy on the segment: SrlException code (SRL_EMISMATCH)" -9 \
+  "$(php_err '$s = new Srl(getenv("SRL_NAME"), "token_bucket:21/1d", 1024)')"
+check_eq "4: another capacity on the segment: SRL_EMISMATCH" -9 \
+  "$(php_err '$s = new Srl(getenv("SRL_NAME"), "token_bucket:20/1d", 999999)')"
+check_eq "4: a bad policy: SRL_EPOLICY" -2 "$(php_err '$s = new Srl(getenv("SRL_NAME"), "token_bucket:20/1parsec", 1024)')"
+check_eq "4: cost above the permits: SRL_ECOST" -3 \
+  "$(php_err '(new Srl(getenv("SRL_NAME"), "token_bucket:20/1d", 1024))->acquire("k4", 21)')"
+check_eq "4: cost 0: SRL_ECOST" -3 "$(php_err '(new Srl(getenv("SRL_NAME"), "token_bucket:20/1d", 1024))->acquire("k4", 0)')"
+check_eq "4: empty key: SRL_EKEY" -4 "$(php_err '(new Srl(getenv("SRL_NAME"), "token_bucket:20/1d", 1024))->acquire("")')"
+check_eq "4: a missing segment without Srl::CREATE: SRL_ENOENT" -7 \
+  "$(php_err '$s = new Srl(getenv("SRL_NAME") . "-none", "token_bucket:20/1d", 1024, ["flags" => 0])')"
+check_eq "4: after the errors: rlctl info: allowed" 40 "$(rlctl_count "$srl_name" allowed)"
+check_eq "4: after the errors: rlctl info: keys tracked" 2 "$(rlctl_count "$srl_name" used)"
 
 stop_pid "$fpm_pid" QUIT
 check_eq "php-fpm stopped by its pid" gone "$(kill -0 "$fpm_pid" 2>/dev/null && echo running || echo gone)"
