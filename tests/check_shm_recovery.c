@@ -1,0 +1,364 @@
+/*
+ * check_shm_recovery.c - dead and stuck lock owners, on a real segment.
+ *
+ *   - a worker SIGKILLed inside the ticker callback (which runs under the
+ *     bucket lock, with the undo record armed): the next request, from
+ *     another process, neither hangs nor admits more than allowed, and
+ *     stats.recovered counts the repair;
+ *   - a worker killed after its decision was written but before the undo
+ *     record was cleared (simulated through the internal lock/undo calls):
+ *     the request is rolled back, so exactly the remaining permit is left;
+ *   - a worker killed while inserting a new key: no state is created;
+ *   - a corrupted state in the bucket of a dead owner is reset and counted;
+ *   - a stopped live owner: bounded wait, SRL_ETIMEDOUT with the DEGRADED
+ *     decision from on_full, counted; after SIGCONT (or SIGKILL) it works;
+ *   - a lock left unrecoverable: SRL_ENOTRECOVERABLE at once, never a spin.
+ *
+ * Capacity 16 is one bucket, so every key of a test shares one lock.
+ */
+#include <check.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "shm.h"
+#include "srl.h"
+#include "testutil.h"
+
+#define PERMITS 10
+
+enum { ACT_NONE, ACT_KILL, ACT_STOP };
+
+/* A ticker that kills or stops its own process when read. */
+struct evil {
+    fake_clock *clock;
+    int action;
+};
+
+static uint64_t evil_read(void *ctx)
+{
+    struct evil *e = ctx;
+    if (e->action == ACT_KILL)
+        raise(SIGKILL);
+    if (e->action == ACT_STOP)
+        raise(SIGSTOP);
+    return fake_clock_read(e->clock);
+}
+
+struct seg {
+    char name[128];
+    fake_clock *clock;
+    srl_config cfg;
+    srl_limiter *lim;        /* the test's own handle, plain fake ticker */
+};
+
+static struct seg seg_new(srl_on_full on_full, uint32_t timeout_ms)
+{
+    struct seg s;
+    strcpy(s.name, unique_name("recovery"));
+    s.clock = fake_clock_shared(7 * SEC);   /* frozen */
+    srl_config_init(&s.cfg);
+    s.cfg.policy = (srl_policy){SRL_TOKEN_BUCKET, PERMITS, 60 * SEC};
+    s.cfg.capacity = 16;
+    s.cfg.on_full = on_full;
+    s.cfg.lock_timeout_ms = timeout_ms;
+    s.cfg.ticker = fake_ticker(s.clock);
+    ck_assert_int_eq(srl_open_shared(s.name, &s.cfg, SRL_CREATE | SRL_EXCL, &s.lim), 0);
+    return s;
+}
+
+static void seg_free(struct seg *s)
+{
+    srl_close(s->lim);
+    ck_assert_int_eq(srl_unlink(s->name), 0);
+}
+
+/* Fork a worker that opens the segment with the evil ticker and sends one
+ * request for key; it is expected to die (or stop) inside it. */
+static pid_t evil_worker(struct seg *s, int action, const char *key)
+{
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        struct evil e = {s->clock, action};
+        srl_config cfg = s->cfg;
+        cfg.ticker = (srl_ticker){evil_read, &e};
+        srl_limiter *lim;
+        if (srl_open_shared(s->name, &cfg, 0, &lim) != 0)
+            _exit(2);
+        srl_decision d;
+        int rc = srl_acquire(lim, key, strlen(key), 1, &d);
+        srl_close(lim);
+        _exit(rc == 0 ? 0 : 3);
+    }
+    return pid;
+}
+
+static void expect_killed(pid_t pid)
+{
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+}
+
+static int admit_count(srl_limiter *lim, const char *key, int tries)
+{
+    int n = 0;
+    for (int i = 0; i < tries; i++) {
+        srl_decision d;
+        ck_assert_int_eq(srl_acquire(lim, key, strlen(key), 1, &d), 0);
+        ck_assert_uint_eq(d.flags, 0);
+        n += d.allowed;
+    }
+    return n;
+}
+
+static srl_stats stats(srl_limiter *lim)
+{
+    srl_stats st;
+    ck_assert_int_eq(srl_stats_get(lim, &st), 0);
+    return st;
+}
+
+/* Run in a child so the parent's test process keeps its own handle. */
+static int admit_count_elsewhere(struct seg *s, const char *key, int tries)
+{
+    int fds[2];
+    ck_assert_int_eq(pipe(fds), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        srl_limiter *lim;
+        int n = -1;
+        if (srl_open_shared(s->name, &s->cfg, 0, &lim) == 0) {
+            n = 0;
+            for (int i = 0; i < tries; i++) {
+                srl_decision d;
+                if (srl_acquire(lim, key, strlen(key), 1, &d) != 0 || d.flags != 0) {
+                    n = -1;
+                    break;
+                }
+                n += d.allowed;
+            }
+            srl_close(lim);
+        }
+        _exit(write(fds[1], &n, sizeof n) == (ssize_t)sizeof n ? 0 : 1);
+    }
+    close(fds[1]);
+    int n = -2;
+    ck_assert_int_eq(read(fds[0], &n, sizeof n), (ssize_t)sizeof n);
+    close(fds[0]);
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    return n;
+}
+
+START_TEST(a_worker_killed_under_the_lock_leaves_exactly_the_remaining_permit)
+{
+    struct seg s = seg_new(SRL_ON_FULL_ALLOW, 1000);
+    ck_assert_int_eq(admit_count(s.lim, "k", PERMITS - 1), PERMITS - 1);
+    expect_killed(evil_worker(&s, ACT_KILL, "k"));
+    /* Another process: repairs, then exactly one more is admitted. */
+    ck_assert_int_eq(admit_count_elsewhere(&s, "k", 50), 1);
+    srl_stats st = stats(s.lim);
+    ck_assert_uint_eq(st.recovered, 1);
+    ck_assert_uint_eq(st.reset_slots, 0);
+    ck_assert_uint_eq(st.allowed, PERMITS);
+    ck_assert_uint_eq(st.used, 1);
+    ck_assert_int_eq(srl_check(s.lim, NULL, NULL), 0);
+    seg_free(&s);
+}
+END_TEST
+
+START_TEST(a_request_killed_after_its_decision_is_rolled_back)
+{
+    struct seg s = seg_new(SRL_ON_FULL_ALLOW, 1000);
+    ck_assert_int_eq(admit_count(s.lim, "k", PERMITS - 1), PERMITS - 1);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        /* What srl_acquire does, stopped dead between the state change and
+         * the end of the undo record: the request took the last permit but
+         * never answered. */
+        srl_limiter *lim;
+        if (srl_open_shared(s.name, &s.cfg, 0, &lim) != 0)
+            _exit(2);
+        struct srl__shm *sh = lim->impl;
+        struct srl__shm_key k;
+        srl__shm_hash(sh, "k", 1, &k);
+        struct timespec dl = srl__shm_deadline(sh);
+        if (srl__shm_lock(sh, k.b1, &dl) != 0)
+            _exit(3);
+        int i = srl__shm_find_locked(sh, k.b1, &k);
+        if (i < 0)
+            _exit(4);
+        srl__shm_undo_begin(sh, k.b1, (unsigned)i);
+        srl_decision d;
+        srl_state_acquire(&lim->policy, srl__shm_slot_state(sh, k.b1, (unsigned)i), 7 * SEC, 1,
+                          &d);
+        if (!d.allowed || d.remaining != 0)
+            _exit(5);
+        raise(SIGKILL);
+    }
+    expect_killed(pid);
+    ck_assert_int_eq(admit_count_elsewhere(&s, "k", 50), 1);
+    srl_stats st = stats(s.lim);
+    ck_assert_uint_eq(st.recovered, 1);
+    ck_assert_uint_eq(st.reset_slots, 0);
+    ck_assert_int_eq(srl_check(s.lim, NULL, NULL), 0);
+    seg_free(&s);
+}
+END_TEST
+
+START_TEST(a_worker_killed_while_inserting_a_new_key_creates_no_state)
+{
+    struct seg s = seg_new(SRL_ON_FULL_ALLOW, 1000);
+    ck_assert_int_eq(admit_count(s.lim, "old", 3), 3);
+    expect_killed(evil_worker(&s, ACT_KILL, "new"));
+    srl_decision d;
+    ck_assert_int_eq(srl_peek(s.lim, "new", 3, 1, &d), SRL_ENOENT);
+    ck_assert_uint_eq(stats(s.lim).used, 1);
+    ck_assert_uint_eq(stats(s.lim).recovered, 1);
+    ck_assert_int_eq(admit_count(s.lim, "new", 50), PERMITS);
+    ck_assert_int_eq(admit_count(s.lim, "old", 50), PERMITS - 3);
+    ck_assert_int_eq(srl_check(s.lim, NULL, NULL), 0);
+    seg_free(&s);
+}
+END_TEST
+
+START_TEST(a_corrupted_state_under_a_dead_owner_is_reset_and_counted)
+{
+    struct seg s = seg_new(SRL_ON_FULL_ALLOW, 1000);
+    ck_assert_int_eq(admit_count(s.lim, "victim", 4), 4);
+    ck_assert_int_eq(admit_count(s.lim, "holder", 2), 2);
+    /* Damage victim's state by hand (tokens > permits fails validation). */
+    struct srl__shm *sh = s.lim->impl;
+    struct srl__shm_key k;
+    srl__shm_hash(sh, "victim", 6, &k);
+    int i = srl__shm_find_locked(sh, k.b1, &k);
+    ck_assert_int_ge(i, 0);
+    memset(srl__shm_slot_state(sh, k.b1, (unsigned)i), 0xff, sh->state_bytes);
+    ck_assert_int_gt(srl_check(s.lim, NULL, NULL), 0);
+    expect_killed(evil_worker(&s, ACT_KILL, "holder"));
+    ck_assert_int_eq(admit_count_elsewhere(&s, "holder", 50), PERMITS - 2);
+    srl_stats st = stats(s.lim);
+    ck_assert_uint_eq(st.recovered, 1);
+    ck_assert_uint_eq(st.reset_slots, 1);
+    /* The reset state is fresh. */
+    ck_assert_int_eq(admit_count(s.lim, "victim", 50), PERMITS);
+    ck_assert_int_eq(srl_check(s.lim, NULL, NULL), 0);
+    seg_free(&s);
+}
+END_TEST
+
+/* Fork a worker that stops itself while holding the bucket lock; return
+ * once it is stopped. */
+static pid_t stopped_owner(struct seg *s)
+{
+    pid_t pid = evil_worker(s, ACT_STOP, "k");
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, WUNTRACED), pid);
+    ck_assert(WIFSTOPPED(status));
+    return pid;
+}
+
+START_TEST(a_stopped_owner_times_out_to_the_degraded_decision_then_recovers_on_sigcont)
+{
+    struct seg s = seg_new(SRL_ON_FULL_DENY, 50);
+    ck_assert_int_eq(admit_count(s.lim, "k", 1), 1);
+    pid_t pid = stopped_owner(&s);
+    for (int n = 0; n < 2; n++) {
+        srl_decision d;
+        memset(&d, 0xa5, sizeof d);
+        ck_assert_int_eq(srl_acquire(s.lim, "k", 1, 1, &d), SRL_ETIMEDOUT);
+        ck_assert_int_eq(d.allowed, 0);                      /* on_full = deny */
+        ck_assert_uint_eq(d.flags, SRL_DECISION_DEGRADED);
+        ck_assert_uint_eq(d.retry_after_ns, 60 * SEC);
+        ck_assert_uint_eq(d.limit, PERMITS);
+    }
+    ck_assert_uint_eq(stats(s.lim).timeouts, 2);
+    ck_assert_int_eq(kill(pid, SIGCONT), 0);
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);   /* it finished its request */
+    ck_assert_int_eq(admit_count(s.lim, "k", 50), PERMITS - 2);
+    srl_stats st = stats(s.lim);
+    ck_assert_uint_eq(st.recovered, 0);
+    ck_assert_uint_eq(st.timeouts, 2);
+    seg_free(&s);
+}
+END_TEST
+
+START_TEST(a_stopped_owner_times_out_to_allow_by_default_and_its_death_is_repaired)
+{
+    struct seg s = seg_new(SRL_ON_FULL_ALLOW, 50);
+    pid_t pid = stopped_owner(&s);
+    srl_decision d;
+    ck_assert_int_eq(srl_acquire(s.lim, "other", 5, 1, &d), SRL_ETIMEDOUT);  /* same bucket */
+    ck_assert_int_eq(d.allowed, 1);
+    ck_assert_uint_eq(d.flags, SRL_DECISION_DEGRADED);
+    ck_assert_uint_eq(d.retry_after_ns, 0);
+    ck_assert_uint_eq(stats(s.lim).timeouts, 1);
+    ck_assert_int_eq(kill(pid, SIGKILL), 0);
+    expect_killed(pid);
+    ck_assert_int_eq(admit_count(s.lim, "k", 50), PERMITS);   /* its insert never happened */
+    srl_stats st = stats(s.lim);
+    ck_assert_uint_eq(st.recovered, 1);
+    ck_assert_uint_eq(st.timeouts, 1);
+    seg_free(&s);
+}
+END_TEST
+
+START_TEST(an_unrecoverable_lock_is_reported_at_once_and_never_spun_on)
+{
+    struct seg s = seg_new(SRL_ON_FULL_DENY, 1000);
+    ck_assert_int_eq(admit_count(s.lim, "k", 1), 1);
+    expect_killed(evil_worker(&s, ACT_KILL, "k"));
+    /* A careless repairer: takes the dead owner's lock and releases it
+     * without pthread_mutex_consistent, which makes it unusable for good. */
+    struct srl__shm *sh = s.lim->impl;
+    pthread_mutex_t *mu = &srl__shm_bucket(sh, 0)->mu;
+    ck_assert_int_eq(pthread_mutex_lock(mu), EOWNERDEAD);
+    ck_assert_int_eq(pthread_mutex_unlock(mu), 0);
+    for (int n = 0; n < 3; n++) {
+        srl_decision d;
+        memset(&d, 0xa5, sizeof d);
+        ck_assert_int_eq(srl_acquire(s.lim, "k", 1, 1, &d), SRL_ENOTRECOVERABLE);
+        ck_assert_int_eq(d.allowed, 0);
+        ck_assert_uint_eq(d.flags, SRL_DECISION_DEGRADED);
+    }
+    ck_assert_uint_eq(stats(s.lim).timeouts, 0);
+    ck_assert_int_gt(srl_check(s.lim, NULL, NULL), 0);
+    seg_free(&s);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("shm_recovery");
+    TCase *tc = tcase_create("recovery");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, a_worker_killed_under_the_lock_leaves_exactly_the_remaining_permit);
+    tcase_add_test(tc, a_request_killed_after_its_decision_is_rolled_back);
+    tcase_add_test(tc, a_worker_killed_while_inserting_a_new_key_creates_no_state);
+    tcase_add_test(tc, a_corrupted_state_under_a_dead_owner_is_reset_and_counted);
+    tcase_add_test(tc, a_stopped_owner_times_out_to_the_degraded_decision_then_recovers_on_sigcont);
+    tcase_add_test(tc, a_stopped_owner_times_out_to_allow_by_default_and_its_death_is_repaired);
+    tcase_add_test(tc, an_unrecoverable_lock_is_reported_at_once_and_never_spun_on);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
