@@ -17,6 +17,9 @@
 #   E  key env: (SetEnvIf), SrlDryRun On: all 200, no RateLimit headers,
 #      SRL_LIMITED=1 logged for exactly the 3 over the limit, 3 log lines
 #   F  SrlLimit off below a server-wide SrlLimit: not counted, no headers
+#   J  a full table (capacity 1 = one bucket): with SrlOnFull deny exactly
+#      the table's slots of 40 new keys are admitted, the rest get 429;
+#      with on_full=allow all pass; rlctl counts the on_full decisions
 #   G  graceful restart (SIGUSR1): the exhausted key stays exhausted
 #   H  rlctl info on the segment: allowed/denied/used agree exactly;
 #      the segment belongs to the workers' user, mode 0600
@@ -36,11 +39,11 @@ e2e_tmpdir "apache-$mpm"
 e2e_port=$(free_port)
 token="srl-e2e-ap-$mpm-$$"
 name="/$token"
-e2e_segments+=("$name")
+e2e_segments+=("$name" "$name-fd" "$name-fa")
 started=$(date +%s)
 
 mkdir -p "$e2e_tmp/htdocs/dir"
-for f in ip cost dry free; do echo "$f" >"$e2e_tmp/htdocs/$f"; done
+for f in ip cost dry free fulld fulla; do echo "$f" >"$e2e_tmp/htdocs/$f"; done
 echo hdr >"$e2e_tmp/htdocs/hdr"
 echo index >"$e2e_tmp/htdocs/dir/index.html"
 
@@ -65,6 +68,15 @@ SrlKey header:X-Key
 </Location>
 <Location /dir/index.html>
     SrlCost 1
+</Location>
+SrlOnFull deny
+SrlLimiter $name-fd token_bucket:$LIMIT/1d 1
+SrlLimiter $name-fa token_bucket:$LIMIT/1d 1 on_full=allow
+<Location /fulld>
+    SrlLimit $name-fd
+</Location>
+<Location /fulla>
+    SrlLimit $name-fa
 </Location>"
 
 # --- configuration-time behaviour, before any server runs
@@ -156,6 +168,22 @@ check_eq "E: one dry-run line per would-be 429 in the error log" 3 \
 f=$(http seq 5 /free "X-Key: free-F")
 check_eq "F: SrlLimit off: all admitted" 5 "$(count_status 200 "$f")"
 check_eq "F: SrlLimit off: no RateLimit header" 5 "$(cut -f3 <<<"$f" | grep -cx -- -)"
+
+# --- J: a full table (capacity 1: one bucket of slots_per_bucket slots)
+for lim in fd fa; do
+  slots=$(rlctl_count "$name-$lim" capacity)
+  j=$(for i in $(seq 1 40); do http seq 1 /full${lim#f} "X-Key: full-$i"; done)
+  if [ $lim = fd ]; then
+    check_eq "J: SrlOnFull deny: rlctl info on_full" deny "$(rlctl_count "$name-$lim" on_full)"
+    check_eq "J: on_full deny: 40 new keys, admitted = the table's slots" "$slots" "$(count_status 200 "$j")"
+    check_eq "J: on_full deny: refused with 429" $((40 - slots)) "$(count_status 429 "$j")"
+  else
+    check_eq "J: on_full=allow overrides SrlOnFull: rlctl info on_full" allow "$(rlctl_count "$name-$lim" on_full)"
+    check_eq "J: on_full allow: all 40 admitted" 40 "$(count_status 200 "$j")"
+  fi
+  check_eq "J: $lim: rlctl info: keys tracked = slots" "$slots" "$(rlctl_count "$name-$lim" used)"
+  check_eq "J: $lim: rlctl info: decided by on_full" $((40 - slots)) "$(rlctl_count "$name-$lim" full)"
+done
 
 # --- G: graceful restart keeps the states
 kill -USR1 "$apache_pid"

@@ -104,8 +104,8 @@ e2e_finish() {
   exit $?
 }
 
-# rlctl_count NAME FIELD: a counter of `rlctl info NAME --json` (the first
-# integer member of that name, at any depth), or "rlctl-failed: ...".
+# rlctl_count NAME FIELD: a member of `rlctl info NAME --json` (the first
+# number or string of that name, at any depth), or "rlctl-failed: ...".
 rlctl_count() {
   local json rc
   json=$("$SRL_RLCTL" info "$1" --json 2>&1); rc=$?
@@ -115,7 +115,7 @@ import json, sys
 want = sys.argv[1]
 def find(o):
     if isinstance(o, dict):
-        if want in o and isinstance(o[want], int):
+        if want in o and isinstance(o[want], (int, str)):
             return o[want]
         for v in o.values():
             r = find(v)
