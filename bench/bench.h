@@ -48,7 +48,17 @@ typedef struct bench_opts {
     double seconds;           /* measured time per cell */
     int reps;                 /* repetitions per cell; the median is kept */
     uint64_t big_keys;        /* capacity of the creation test (10M) */
+    unsigned sections;        /* BENCH_SEC_* to run (--only); all by default */
 } bench_opts;
+
+enum {
+    BENCH_SEC_COMPONENTS = 1u << 0,
+    BENCH_SEC_DECISIONS = 1u << 1,    /* per-decision cells, global lock, deny, coarse */
+    BENCH_SEC_REDIS = 1u << 2,
+    BENCH_SEC_SCALING = 1u << 3,
+    BENCH_SEC_MEMORY = 1u << 4,       /* memory table and the big segment */
+    BENCH_SEC_ALL = (1u << 5) - 1
+};
 
 /* ------------------------------------------------------------ keys.c */
 
@@ -211,11 +221,13 @@ typedef struct bench_scale_result {
     int rc;
 } bench_scale_result;
 
-/* nproc processes for o->seconds; hot: all on key 0, else process i uses
- * slice i of the key set (uniform within it). */
-void bench_scale_run(const bench_opts *o, bench_scale_kind kind, srl_policy p,
-                     const bench_keys *k, int nproc, int hot,
-                     bench_scale_result *out);
+/* For each of the n process counts (1..4): that many processes for
+ * o->seconds; hot: all on key 0, else process i uses quarter i of the key
+ * set (uniform within it).  One store is set up for the series; the counts
+ * are run round-robin `rounds` times and the median round of each kept. */
+void bench_scale_series(const bench_opts *o, bench_scale_kind kind, srl_policy p,
+                        const bench_keys *k, int hot, const int *nprocs, int n,
+                        int rounds, bench_scale_result *out);
 
 /* Throughput of two processes running a pure ALU loop, over one process's
  * (2.0 on two idle cores).  Below 2, other load or vCPU sharing caps every

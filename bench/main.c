@@ -1,7 +1,7 @@
 /*
  * main.c - srl-bench: command line, the order of the sections, the report.
  *
- *   srl-bench [--quick] [--keys N] [--seconds S] [--reps R]
+ *   srl-bench [--quick] [--keys N] [--seconds S] [--reps R] [--only LIST]
  *
  * Sections, all in one run so every ratio compares numbers taken minutes
  * apart on the same machine:
@@ -73,11 +73,13 @@ static void progress(const char *fmt, ...)
 
 static void usage(FILE *f)
 {
-    fputs("usage: srl-bench [--quick] [--keys N] [--seconds S] [--reps R]\n"
+    fputs("usage: srl-bench [--quick] [--keys N] [--seconds S] [--reps R] [--only LIST]\n"
           "  --quick      CI smoke run (100k keys, short cells, 1M-key creation): < 60 s\n"
           "  --keys N     the many-keys size (default 1000000)\n"
           "  --seconds S  measured time per cell (default 0.5; scaling cells 2 x S)\n"
-          "  --reps R     repetitions per cell, the median is reported (default 5)\n",
+          "  --reps R     repetitions per cell, the median is reported (default 5)\n"
+          "  --only LIST  run only these sections, comma-separated: components,\n"
+          "               decisions, redis, scaling, memory (default: all)\n",
           f);
 }
 
@@ -106,6 +108,21 @@ static int parse_args(int argc, char **argv, bench_opts *o)
             if (*end != '\0' || r < 1 || r > 32)
                 return -1;
             reps = (int)r;
+        } else if (strcmp(a, "--only") == 0 && i + 1 < argc) {
+            static const char *names[] = {"components", "decisions", "redis", "scaling",
+                                          "memory"};
+            char buf[256];
+            snprintf(buf, sizeof buf, "%s", argv[++i]);
+            o->sections = 0;
+            for (char *save, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+                unsigned bit = 0;
+                for (unsigned j = 0; j < 5; j++)
+                    if (strcmp(t, names[j]) == 0)
+                        bit = 1u << j;
+                if (bit == 0)
+                    return -1;
+                o->sections |= bit;
+            }
         } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             usage(stdout);
             exit(0);
@@ -117,6 +134,8 @@ static int parse_args(int argc, char **argv, bench_opts *o)
     o->seconds = seconds > 0 ? seconds : (o->quick ? 0.1 : 0.5);
     o->reps = reps ? reps : (o->quick ? 3 : 5);
     o->big_keys = o->quick ? 1000000 : 10000000;
+    if (o->sections == 0)
+        o->sections = BENCH_SEC_ALL;
     return 0;
 }
 
@@ -215,6 +234,7 @@ static void run_per_decision(struct report *R)
 {
     const bench_opts *o = &R->o;
     uint64_t seqlen = o->quick ? (1u << 20) : (1u << 22);
+    int decisions = (o->sections & BENCH_SEC_DECISIONS) != 0;
     bench_keys k;
     if (bench_keys_make(&k, R->sizes[1]) != 0) {
         progress("out of memory for keys");
@@ -230,7 +250,10 @@ static void run_per_decision(struct report *R)
             }
         for (int ai = 0; ai < NALGO; ai++) {
             srl_policy p = bench_policy_allow(algos[ai]);
-            for (int di = 0; di < 2; di++) {
+            /* The Redis comparison needs srl's gcra cell at N keys. */
+            int need = decisions || (si == 1 && algos[ai] == SRL_GCRA &&
+                                     (o->sections & BENCH_SEC_REDIS));
+            for (int di = 0; di < 2 && need; di++) {
                 struct per_row *row = &R->per[si][di][ai];
                 progress("%s %llu keys %s: shared", srl_algorithm_name(algos[ai]),
                          (unsigned long long)n, bench_dist_name((bench_dist)di));
@@ -251,20 +274,22 @@ static void run_per_decision(struct report *R)
                 bench_acquire_cell(o, BENCH_LOCAL, p, &k, n, &seq[di], &row->local);
             }
         }
-        for (int di = 0; di < 2; di++) {
+        for (int di = 0; di < 2 && decisions; di++) {
             progress("global lock %llu keys %s", (unsigned long long)n,
                      bench_dist_name((bench_dist)di));
             bench_acquire_cell(o, BENCH_SHARED_GLOBAL, bench_policy_allow(SRL_TOKEN_BUCKET),
                                &k, n, &seq[di], &R->global[si][di]);
         }
-        progress("coarse ticker %llu keys", (unsigned long long)n);
         srl_ticker coarse = {bench_coarse_ns, NULL};
-        bench_acquire_cell_ticker(o, BENCH_SHARED, bench_policy_allow(SRL_TOKEN_BUCKET), coarse,
-                                  &k, n, &seq[0], &R->coarse[si][0]);
-        bench_acquire_cell_ticker(o, BENCH_LOCAL, bench_policy_allow(SRL_TOKEN_BUCKET), coarse,
-                                  &k, n, &seq[0], &R->coarse[si][1]);
+        if (decisions) {
+            progress("coarse ticker %llu keys", (unsigned long long)n);
+            bench_acquire_cell_ticker(o, BENCH_SHARED, bench_policy_allow(SRL_TOKEN_BUCKET),
+                                      coarse, &k, n, &seq[0], &R->coarse[si][0]);
+            bench_acquire_cell_ticker(o, BENCH_LOCAL, bench_policy_allow(SRL_TOKEN_BUCKET),
+                                      coarse, &k, n, &seq[0], &R->coarse[si][1]);
+        }
         if (si == 1) {
-            for (int ai = 0; ai < NALGO; ai++) {
+            for (int ai = 0; ai < NALGO && decisions; ai++) {
                 progress("deny path %s", srl_algorithm_name(algos[ai]));
                 srl_policy p = bench_policy_deny(algos[ai]);
                 bench_acquire_cell(o, BENCH_SHARED, p, &k, n, &seq[0], &R->deny[ai][0]);
@@ -272,8 +297,10 @@ static void run_per_decision(struct report *R)
             }
             const bench_cell *g = &R->per[1][0][1].shared;
             R->srl_gcra_rate = g->rc == 0 && g->ns > 0 ? 1e9 / g->ns : 0;
-            progress("redis");
-            bench_redis_run(o, &k, &seq[0], &R->redis);
+            if (o->sections & BENCH_SEC_REDIS) {
+                progress("redis");
+                bench_redis_run(o, &k, &seq[0], &R->redis);
+            }
         }
         for (int di = 0; di < 2; di++)
             bench_seq_free(&seq[di]);
@@ -284,20 +311,20 @@ static void run_per_decision(struct report *R)
 static void run_scaling(struct report *R)
 {
     bench_opts o = R->o;
-    o.seconds = 2 * R->o.seconds;
+    o.seconds = R->o.quick ? R->o.seconds : 2 * R->o.seconds;
+    int rounds = R->o.quick ? 1 : 3;
     bench_keys k;
     if (bench_keys_make(&k, R->o.keys) != 0)
         return;
     static const char *kinds[3] = {"srl", "global lock", "floor"};
     for (int kind = 0; kind < 3; kind++)
-        for (int hot = 0; hot < 2; hot++)
-            for (int pi = 0; pi < 3; pi++) {
-                progress("scaling %s %s %d processes", kinds[kind],
-                         hot ? "hot key" : "distinct keys", nprocs[pi]);
-                bench_scale_run(&o, (bench_scale_kind)kind,
-                                bench_policy_allow(SRL_TOKEN_BUCKET), &k, nprocs[pi],
-                                hot, &R->scale[kind][hot][pi]);
-            }
+        for (int hot = 0; hot < 2; hot++) {
+            progress("scaling %s, %s: 1, 2, 4 processes x %d rounds", kinds[kind],
+                     hot ? "hot key" : "distinct keys", rounds);
+            bench_scale_series(&o, (bench_scale_kind)kind,
+                               bench_policy_allow(SRL_TOKEN_BUCKET), &k, hot, nprocs, 3,
+                               rounds, R->scale[kind][hot]);
+        }
     bench_keys_free(&k);
 }
 
@@ -457,9 +484,12 @@ static void print_scaling(const struct report *R)
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     printf("## Scaling (forked processes, token_bucket 1e9/1h, %s keys, decisions/s total)\n\n",
            size_name(R->o.keys, a, sizeof a));
+    printf("Each cell: the median of %d rounds; the process counts run round-robin.\n\n",
+           R->o.quick ? 1 : 3);
     printf("This machine has %ld CPUs: %d processes on %ld cores cannot run more than %ld at "
            "once, so 4 processes measure time-slicing, not parallelism. Distinct keys: process "
-           "i uses slice i of the key set; hot: every process asks for the same key.\n\n",
+           "i uses quarter i of the key set (the same working set per process for every "
+           "process count); hot: every process asks for the same key.\n\n",
            ncpu, 4, ncpu, ncpu);
     printf("| store | keys | 1 process | 2 processes | 2 vs 1 | 4 processes | 4 vs 1 |\n");
     printf("| --- | --- | ---: | ---: | ---: | ---: | ---: |\n");
@@ -571,7 +601,7 @@ static void print_targets(const struct report *R)
            r->available && R->srl_gcra_rate > 0);
     const bench_scale_result *s = R->scale[0][0];
     target("2 processes / 1 on distinct keys", s[0].rate > 0 ? s[1].rate / s[0].rate : 0, "x",
-           1.8, 0, s[0].rc == 0 && s[1].rc == 0);
+           1.8, 0, s[0].rc == 0 && s[1].rc == 0 && s[0].rate > 0);
     const bench_scale_result *h = R->scale[0][1];
     /* "not worse than 2x slower": all processes on one key against one process. */
     double worst_hot = 0;
@@ -579,7 +609,7 @@ static void print_targets(const struct report *R)
         if (h[pi].rate > 0 && h[0].rate / h[pi].rate > worst_hot)
             worst_hot = h[0].rate / h[pi].rate;
     target("hot key: 1-process rate / N-process rate (slowdown)", worst_hot, "x", 2.0, 1,
-           h[0].rc == 0 && h[1].rc == 0 && h[2].rc == 0);
+           h[0].rc == 0 && h[1].rc == 0 && h[2].rc == 0 && worst_hot > 0);
     const bench_mem_row *m = &R->mem[0][0];
     target("token_bucket, display 0: segment bytes per key (at fill)",
            m->filled ? (double)m->segment_bytes / (double)m->filled : 0, " B", 64, 1,
@@ -607,22 +637,32 @@ int main(int argc, char **argv)
     uint64_t t0 = bench_now_ns();
     read_loadavg(R.load_start, sizeof R.load_start);
     R.par_start = bench_cpu_parallelism(R.o.quick ? 0.2 : 0.5);
-    progress("components");
-    bench_components_measure(&R.o, &R.comp);
-    run_per_decision(&R);
-    run_scaling(&R);
-    run_memory(&R);
+    if (R.o.sections & BENCH_SEC_COMPONENTS) {
+        progress("components");
+        bench_components_measure(&R.o, &R.comp);
+    }
+    if (R.o.sections & (BENCH_SEC_DECISIONS | BENCH_SEC_REDIS))
+        run_per_decision(&R);
+    if (R.o.sections & BENCH_SEC_SCALING)
+        run_scaling(&R);
+    if (R.o.sections & BENCH_SEC_MEMORY)
+        run_memory(&R);
     read_loadavg(R.load_end, sizeof R.load_end);
     R.par_end = bench_cpu_parallelism(R.o.quick ? 0.2 : 0.5);
     double total = (double)(bench_now_ns() - t0) / 1e9;
 
     printf("# srl-bench results\n\n");
     print_machine(&R);
-    print_components(&R);
-    print_per_decision(&R);
-    print_redis(&R);
-    print_scaling(&R);
-    print_memory(&R);
+    if (R.o.sections & BENCH_SEC_COMPONENTS)
+        print_components(&R);
+    if (R.o.sections & BENCH_SEC_DECISIONS)
+        print_per_decision(&R);
+    if (R.o.sections & BENCH_SEC_REDIS)
+        print_redis(&R);
+    if (R.o.sections & BENCH_SEC_SCALING)
+        print_scaling(&R);
+    if (R.o.sections & BENCH_SEC_MEMORY)
+        print_memory(&R);
     print_targets(&R);
     printf("Total run time: %.1f s.\n", total);
     progress("done in %.1f s", total);

@@ -4,10 +4,12 @@
  * The parent builds one store (an srl shared segment, the same inside one
  * global robust mutex, or the floor table sized like that segment), makes
  * every key live, and forks nproc children.  Each child draws its own
- * request sequence before the start (distinct keys: child i uses slice i of
- * the key set, uniformly; hot: every child asks for key 0), then blocks on
- * a pipe.  Closing the pipe's write end releases all of them at once; the
- * parent sleeps o->seconds and raises `stop`.  Each child counts its
+ * request sequence before the start (distinct keys: child i uses quarter i
+ * of the key set, uniformly, whatever nproc is; hot: every child asks for
+ * key 0), then blocks on
+ * a pipe once it has made its warm-up pass and counted itself `ready`.
+ * When all are ready, closing the pipe's write end releases them at once;
+ * the parent sleeps o->seconds and raises `stop`.  Each child counts its
  * decisions and measures its own elapsed time; the total rate is the sum of
  * the children's rates.
  *
@@ -24,6 +26,8 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -41,7 +45,8 @@ struct scale_res {
 
 struct scale_page {
     atomic_int stop;
-    char pad[60];
+    atomic_int ready;         /* children done with their warm-up */
+    char pad[56];
     struct scale_res res[SCALE_MAXP];
 };
 
@@ -83,7 +88,11 @@ static void scale_child(struct scale_env *e, struct scale_page *pg, int me,
 {
     struct scale_res *r = &pg->res[me];
     bench_seq seq = {0, NULL};
-    uint64_t slice = e->k->n / (uint64_t)nproc;
+    /* Every process count uses slices of the same size (a quarter of the
+     * keys), so each process has the same working set whatever nproc is:
+     * the ratios then measure parallelism, not a smaller cache footprint. */
+    uint64_t slice = e->k->n / 4;
+    (void)nproc;
     int rc = hot ? bench_seq_make(&seq, 1u << 16, 0, 1, BENCH_UNIFORM, 1)
                  : bench_seq_make(&seq, 1u << 20, slice * (uint64_t)me, slice,
                                   BENCH_UNIFORM, 1000u + (unsigned)me);
@@ -92,9 +101,11 @@ static void scale_child(struct scale_env *e, struct scale_page *pg, int me,
     /* Warm up before the gate: a forked child maps the shared pages
      * afresh (fork copies no page tables for shared mappings), so its
      * first pass takes a minor fault per page; that is not a decision. */
-    for (uint64_t p = 0; rc == 0 && p + 256 <= seq.len; p += 256)
+    uint64_t warm = seq.len < (1u << 18) ? seq.len : (1u << 18);
+    for (uint64_t p = 0; rc == 0 && p + 256 <= warm; p += 256)
         sink += scale_batch(e, seq.idx + p, 256, &allowed, &err);
     allowed = 0;
+    atomic_fetch_add(&pg->ready, 1);
     char c;
     while (read(gate, &c, 1) < 0 && errno == EINTR)
         ;
@@ -111,6 +122,8 @@ static void scale_child(struct scale_env *e, struct scale_page *pg, int me,
         count += 256;
     }
     r->ns = bench_now_ns() - t0;
+    if (err != 0)
+        fprintf(stderr, "srl-bench: scaling child %d: %s\n", me, srl_strerror(err));
     r->count = count;
     r->allowed = allowed;
     r->rc = err;
@@ -157,27 +170,24 @@ static void scale_teardown(struct scale_env *e)
     e->lim = NULL;
 }
 
-void bench_scale_run(const bench_opts *o, bench_scale_kind kind, srl_policy p,
-                     const bench_keys *k, int nproc, int hot,
-                     bench_scale_result *out)
+/* One measurement: nproc children on the prepared store e. */
+static void scale_once(const bench_opts *o, struct scale_env *e, int nproc, int hot,
+                       bench_scale_result *out)
 {
     memset(out, 0, sizeof *out);
-    if (nproc < 1 || nproc > SCALE_MAXP) {
-        out->rc = SRL_EINVAL;
-        return;
-    }
-    struct scale_env e;
-    int rc = scale_setup(&e, kind, p, k);
+    int rc = 0;
     struct scale_page *pg = mmap(NULL, sizeof *pg, PROT_READ | PROT_WRITE,
                                  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     int gate[2] = {-1, -1};
-    if (rc == 0 && pg == MAP_FAILED)
+    if (pg == MAP_FAILED)
         rc = SRL_ENOMEM;
     if (rc == 0 && pipe(gate) != 0)
         rc = SRL_ESYS;
     if (rc != 0) {
         out->rc = rc;
-        goto done;
+        if (pg != MAP_FAILED)
+            munmap(pg, sizeof *pg);
+        return;
     }
     memset(pg, 0, sizeof *pg);
     pid_t pids[SCALE_MAXP];
@@ -186,7 +196,7 @@ void bench_scale_run(const bench_opts *o, bench_scale_kind kind, srl_policy p,
         pid_t pid = fork();
         if (pid == 0) {
             close(gate[1]);
-            scale_child(&e, pg, i, nproc, hot, gate[0]);
+            scale_child(e, pg, i, nproc, hot, gate[0]);
         }
         if (pid < 0) {
             rc = SRL_ESYS;
@@ -195,10 +205,10 @@ void bench_scale_run(const bench_opts *o, bench_scale_kind kind, srl_policy p,
         pids[started++] = pid;
     }
     close(gate[0]);
-    /* Give every child time to draw its sequence, warm up and block on the
-     * gate (a warm-up pass is 1M decisions; slower ones just start late,
-     * which their own clock accounts for). */
-    usleep(o->quick ? 300000 : 1000000);
+    /* Open the gate once every child has drawn its sequence and warmed up
+     * (bounded: a child that failed before the gate never reports). */
+    for (int w = 0; w < 6000 && atomic_load(&pg->ready) < started; w++)
+        usleep(10000);
     close(gate[1]);
     uint64_t ns = (uint64_t)(o->seconds * 1e9);
     struct timespec ts = {(time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull)};
@@ -209,8 +219,16 @@ void bench_scale_run(const bench_opts *o, bench_scale_kind kind, srl_policy p,
         int st;
         while (waitpid(pids[i], &st, 0) < 0 && errno == EINTR)
             ;
-        if ((!WIFEXITED(st) || WEXITSTATUS(st) != 0) && rc == 0)
-            rc = SRL_ESYS;
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+            if (WIFSIGNALED(st))
+                fprintf(stderr, "srl-bench: scaling child %d killed by signal %d\n", i,
+                        WTERMSIG(st));
+            else
+                fprintf(stderr, "srl-bench: scaling child %d exited with %d\n", i,
+                        WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+            if (rc == 0)
+                rc = SRL_ESYS;
+        }
     }
     uint64_t count = 0, allowed = 0;
     for (int i = 0; i < started; i++) {
@@ -224,9 +242,54 @@ void bench_scale_run(const bench_opts *o, bench_scale_kind kind, srl_policy p,
     }
     out->allowed_frac = count ? (double)allowed / (double)count : 0;
     out->rc = rc;
-done:
-    if (pg != MAP_FAILED)
-        munmap(pg, sizeof *pg);
+    munmap(pg, sizeof *pg);
+}
+
+static int cmp_rate(const void *a, const void *b)
+{
+    double x = ((const bench_scale_result *)a)->rate, y = ((const bench_scale_result *)b)->rate;
+    return (x > y) - (x < y);
+}
+
+void bench_scale_series(const bench_opts *o, bench_scale_kind kind, srl_policy p,
+                        const bench_keys *k, int hot, const int *nprocs, int n,
+                        int rounds, bench_scale_result *out)
+{
+    enum { MAXR = 15 };
+    bench_scale_result runs[4][MAXR];
+    if (rounds < 1)
+        rounds = 1;
+    if (rounds > MAXR)
+        rounds = MAXR;
+    memset(out, 0, (size_t)n * sizeof *out);
+    for (int j = 0; j < n; j++)
+        if (n > 4 || nprocs[j] < 1 || nprocs[j] > 4) {
+            out[0].rc = SRL_EINVAL;
+            return;
+        }
+    struct scale_env e;
+    int rc = scale_setup(&e, kind, p, k);
+    if (rc != 0) {
+        for (int j = 0; j < n; j++)
+            out[j].rc = rc;
+        scale_teardown(&e);
+        return;
+    }
+    /* Round-robin over the process counts, so a burst of other load on the
+     * machine hits every count alike; the median round is kept. */
+    for (int r = 0; r < rounds; r++)
+        for (int j = 0; j < n; j++)
+            scale_once(o, &e, nprocs[j], hot, &runs[j][r]);
+    for (int j = 0; j < n; j++) {
+        int bad = 0;
+        for (int r = 0; r < rounds; r++)
+            if (runs[j][r].rc != 0)
+                bad = runs[j][r].rc;
+        qsort(runs[j], (size_t)rounds, sizeof runs[j][0], cmp_rate);
+        out[j] = runs[j][rounds / 2];
+        if (bad != 0)
+            out[j].rc = bad;
+    }
     scale_teardown(&e);
 }
 
