@@ -1,0 +1,127 @@
+/*
+ * check_rlctl_args.c - suite "rlctl_args": every bad command line exits 64
+ * (EX_USAGE) with one line saying what is wrong, then the usage line of
+ * the command (or of all commands), nothing on stdout, nothing created,
+ * and operator-typed bytes echoed escaped.
+ */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "rlctl_assert.h"
+
+struct bad_args {
+    const char *args[10];
+    const char *first_line; /* NAME in it stands for the segment name */
+    const char *usage;      /* the second line */
+};
+
+START_TEST(bad_arguments_exit_64_with_the_reason_and_a_usage_line)
+{
+    char name[160];
+    seg_name(name, sizeof name, "args");
+    const char *N = name;
+    const struct bad_args cases[] = {
+        {{NULL}, "rlctl: no command given", "usage: rlctl COMMAND [ARGS]   (see rlctl(1))"},
+        {{"frob"}, "rlctl: unknown command 'frob'", "usage: rlctl COMMAND [ARGS]   (see rlctl(1))"},
+        {{"\x1b[2J"}, "rlctl: unknown command '\\x1b[2J'",
+         "usage: rlctl COMMAND [ARGS]   (see rlctl(1))"},
+        {{"info"}, "rlctl: info: missing NAME", "usage: rlctl info NAME [--json]"},
+        {{"try", N}, "rlctl: try: missing KEY",
+         "usage: rlctl try NAME [--hex] KEY [--cost N] [--json]"},
+        {{"info", N, "extra"}, "rlctl: info: unexpected argument 'extra'",
+         "usage: rlctl info NAME [--json]"},
+        {{"info", N, "--bogus"}, "rlctl: info: unknown option '--bogus'",
+         "usage: rlctl info NAME [--json]"},
+        {{"info", "bad/name"},
+         "rlctl: info: invalid segment name 'bad/name': expected \"/\" then 1..200 of "
+         "[A-Za-z0-9._-]",
+         "usage: rlctl info NAME [--json]"},
+        {{"info", "/.."},
+         "rlctl: info: invalid segment name '/..': expected \"/\" then 1..200 of "
+         "[A-Za-z0-9._-]",
+         "usage: rlctl info NAME [--json]"},
+        {{"create", N, "--policy", "bogus", "--capacity", "10"},
+         "rlctl: create: --policy: invalid value 'bogus': expected ALGO:N/WINDOW, e.g. "
+         "token_bucket:100/1m or gcra:10/1s",
+         NULL},
+        {{"create", N, "--policy", "5/1h"}, "rlctl: create: --capacity is required", NULL},
+        {{"create", N, "--capacity", "10"}, "rlctl: create: --policy is required", NULL},
+        {{"create", N, "--policy", "5/1h", "--capacity", "0"},
+         "rlctl: create: --capacity: invalid value '0': expected a number of keys, "
+         "1..4294967296",
+         NULL},
+        {{"create", N, "--policy", "5/1h", "--capacity", "10", "--mode", "0999"},
+         "rlctl: create: --mode: invalid value '0999': expected octal permission bits, e.g. "
+         "0600 or 0660",
+         NULL},
+        {{"create", N, "--policy", "5/1h", "--capacity", "10", "--key-display", "256"},
+         "rlctl: create: --key-display: invalid value '256': expected a number of bytes, 0..255",
+         NULL},
+        {{"create", N, "--policy", "5/1h", "--capacity", "10", "--on-full", "maybe"},
+         "rlctl: create: --on-full: invalid value 'maybe': expected allow or deny", NULL},
+        {{"list", N, "--top", "0"},
+         "rlctl: list: --top: invalid value '0': expected a positive number of keys",
+         "usage: rlctl list NAME [--sort denied|allowed|recent] [--top N] [--json]"},
+        {{"list", N, "--sort", "size"},
+         "rlctl: list: --sort: invalid value 'size': expected denied, allowed or recent",
+         "usage: rlctl list NAME [--sort denied|allowed|recent] [--top N] [--json]"},
+        {{"get", N, "--sort", "denied", "k"},
+         "rlctl: get: --sort is not an option of this command",
+         "usage: rlctl get NAME [--hex] KEY [--cost N] [--json]"},
+        {{"get", N, "--hex", "abc"},
+         "rlctl: get: KEY: invalid value 'abc': expected an even number of hex digits (--hex)",
+         "usage: rlctl get NAME [--hex] KEY [--cost N] [--json]"},
+        {{"get", N, "--hex", "zz"},
+         "rlctl: get: KEY: invalid value 'zz': expected hex digits only (--hex)",
+         "usage: rlctl get NAME [--hex] KEY [--cost N] [--json]"},
+        {{"get", N, ""}, "rlctl: get: KEY is empty",
+         "usage: rlctl get NAME [--hex] KEY [--cost N] [--json]"},
+        {{"try", N, "k", "--cost", "0"},
+         "rlctl: try: --cost: invalid value '0': expected a number of permits, 1..4294967295",
+         "usage: rlctl try NAME [--hex] KEY [--cost N] [--json]"},
+        {{"try", N, "k", "--cost", "-1"},
+         "rlctl: try: --cost: invalid value '-1': expected a number of permits, 1..4294967295",
+         "usage: rlctl try NAME [--hex] KEY [--cost N] [--json]"},
+        {{"watch", N, "-i", "0"},
+         "rlctl: watch: -i: invalid value '0': expected seconds, 0.001..86400 (e.g. 1 or 0.5)",
+         "usage: rlctl watch NAME [-i SECONDS] [-n COUNT] [--json]"},
+        {{"watch", N, "-n"}, "rlctl: watch: option '-n' needs a value",
+         "usage: rlctl watch NAME [-i SECONDS] [-n COUNT] [--json]"},
+        {{"evict", N, "--dry-run=yes"}, "rlctl: evict: unknown option '--dry-run=yes'",
+         "usage: rlctl evict NAME [--dry-run] [--json]"},
+    };
+    const char *create_usage = "usage: rlctl create NAME --policy P --capacity N [--key-display "
+                               "B] [--mode M] [--on-full allow|deny] [--json]";
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        run_result r;
+        int st = run_rlctl_argv(&r, cases[i].args);
+        char want[600];
+        snprintf(want, sizeof want, "%s\n%s\n", cases[i].first_line,
+                 cases[i].usage ? cases[i].usage : create_usage);
+        ck_assert_msg(st == 64, "case %zu: exit %d", i, st);
+        ck_assert_msg(strncmp(r.err, want, strlen(want)) == 0, "case %zu:\nwant: %sgot:  %s", i,
+                      want, r.err);
+        ck_assert_msg(memchr(r.err, 0x1b, r.err_len) == NULL, "case %zu: raw ESC", i);
+        ck_assert_msg(r.out_len == 0, "case %zu: stdout %s", i, r.out);
+        run_free(&r);
+    }
+    ck_assert(!shm_exists(name)); /* no failed create left anything */
+    run_result r;
+    RUN(&r, 0, "--help");
+    ck_assert_msg(strncmp(r.out, "usage: rlctl COMMAND", 20) == 0, "got: %s", r.out);
+    run_free(&r);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("rlctl_args");
+    TCase *tc = tcase_create("args");
+    tcase_add_unchecked_fixture(tc, seg_prefix_init, seg_prefix_cleanup);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, bad_arguments_exit_64_with_the_reason_and_a_usage_line);
+    suite_add_tcase(s, tc);
+    return run_suite(s);
+}

@@ -1,0 +1,443 @@
+/*
+ * check_rlctl_keys.c - suite "rlctl_keys": the built rlctl's commands on
+ * keys (try, get, reset, list, evict) against live segments, asserting
+ * exact output and exit codes.
+ *
+ * Segments are created with the real monotonic clock (rlctl has no fake
+ * ticker), so policies have long windows (5/1h) where results must be
+ * exact; the evict test, which needs keys at rest, uses a 1/4s window and
+ * sleeps past it (it asserts which keys are at rest, never a duration).
+ * Segment names share a prefix per test case; the unchecked teardown
+ * unlinks whatever a failed test left behind.
+ */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "rlctl_assert.h"
+
+/* ------------------------------------------------------ try, get, reset */
+
+START_TEST(try_allows_exactly_the_permits_then_exits_1_with_the_retry_time)
+{
+    char name[160];
+    seg_name(name, sizeof name, "try");
+    seg_create(name, "token_bucket:5/1h", "64", "0");
+    run_result r;
+    for (int i = 1; i <= 5; i++) {
+        char want[64];
+        RUN(&r, 0, "try", name, "k");
+        snprintf(want, sizeof want, "k: allowed, remaining %d of 5\n", 5 - i);
+        ck_assert_str_eq(r.out, want);
+        run_free(&r);
+    }
+    RUN(&r, 1, "try", name, "k");
+    /* 1h/5 = 720 s per token, less the time since the first request: the
+     * human form floors the seconds, Retry-After rounds them up. */
+    int m, sec, ra;
+    char tail[8];
+    ck_assert_msg(sscanf(r.out, "k: denied, retry after %dm %ds (Retry-After: %d)%1[\n]", &m,
+                         &sec, &ra, tail) == 4,
+                  "got: %s", r.out);
+    ck_assert_int_le(ra, 720);
+    ck_assert_int_eq(m * 60 + sec + 1, ra);
+    ck_assert_str_eq(r.err, "");
+    run_free(&r);
+    RUN(&r, 1, "try", name, "k", "--json");
+    json_value *v = parse_out(&r);
+    ck_assert_int_eq(json_get_bool(v, "allowed"), 0);
+    ck_assert_uint_eq(json_get_u64(v, "remaining"), 0);
+    ck_assert_uint_eq(json_get_u64(v, "limit"), 5);
+    uint64_t ra_ns = json_get_u64(v, "retry_after_ns");
+    char ra_text[24];
+    snprintf(ra_text, sizeof ra_text, "%llu", (unsigned long long)((ra_ns + 999999999) / 1000000000));
+    ck_assert_str_eq(json_get_str(v, "retry_after"), ra_text);
+    ck_assert_uint_le(ra_ns, 720ull * 1000000000ull);
+    ck_assert_uint_gt(ra_ns, 600ull * 1000000000ull);
+    ck_assert_int_eq(json_get_bool(v, "untracked"), 0);
+    json_free(v);
+    run_free(&r);
+    RUN(&r, 0, "info", name, "--json");
+    v = parse_out(&r);
+    ck_assert_uint_eq(json_get_u64(v, "allowed"), 5);
+    ck_assert_uint_eq(json_get_u64(v, "denied"), 2);
+    ck_assert_uint_eq(json_get_u64(v, "used"), 1);
+    json_free(v);
+    run_free(&r);
+    seg_destroy(name);
+}
+END_TEST
+
+START_TEST(try_with_a_cost_above_the_permits_exits_64_and_tracks_nothing)
+{
+    char name[160], want[400];
+    seg_name(name, sizeof name, "cost");
+    seg_create(name, "token_bucket:5/1h", "64", "0");
+    run_result r;
+    RUN(&r, 64, "try", name, "k", "--cost", "6");
+    snprintf(want, sizeof want,
+             "rlctl: %s: cost is zero or exceeds the policy's permits: give a --cost between 1 "
+             "and the policy's permits\n",
+             name);
+    ck_assert_str_eq(r.err, want);
+    run_free(&r);
+    RUN(&r, 0, "try", name, "k", "--cost", "5");
+    ck_assert_str_eq(r.out, "k: allowed, remaining 0 of 5\n");
+    run_free(&r);
+    RUN(&r, 0, "info", name, "--json");
+    json_value *v = parse_out(&r);
+    ck_assert_uint_eq(json_get_u64(v, "allowed"), 1);
+    ck_assert_uint_eq(json_get_u64(v, "used"), 1);
+    json_free(v);
+    run_free(&r);
+    seg_destroy(name);
+}
+END_TEST
+
+START_TEST(get_shows_the_remaining_permits_and_exits_1_for_an_untracked_key)
+{
+    char name[160];
+    seg_name(name, sizeof name, "get");
+    seg_create(name, "token_bucket:5/1h", "64", "0");
+    run_result r;
+    RUN(&r, 0, "try", name, "k");
+    run_free(&r);
+    RUN(&r, 0, "try", name, "k");
+    run_free(&r);
+    /* 3 permits left: a third request would pass and leave 2. */
+    RUN(&r, 0, "get", name, "k", "--json");
+    json_value *v = parse_out(&r);
+    ck_assert_int_eq(json_get_bool(v, "tracked"), 1);
+    ck_assert_int_eq(json_get_bool(v, "allowed"), 1);
+    ck_assert_uint_eq(json_get_u64(v, "remaining"), 2);
+    ck_assert_uint_eq(json_get_u64(v, "limit"), 5);
+    ck_assert_uint_eq(json_get_u64(v, "retry_after_ns"), 0);
+    json_free(v);
+    run_free(&r);
+    RUN(&r, 0, "get", name, "k");
+    const char *pfx = "k: a request of cost 1 would be allowed now, leaving 2 of 5; at rest in ";
+    ck_assert_msg(strncmp(r.out, pfx, strlen(pfx)) == 0, "got: %s", r.out);
+    run_free(&r);
+    /* A cost the key cannot pay now: denied, still exit 0 (it is tracked). */
+    RUN(&r, 0, "get", name, "k", "--cost", "4", "--json");
+    v = parse_out(&r);
+    ck_assert_int_eq(json_get_bool(v, "allowed"), 0);
+    ck_assert_uint_gt(json_get_u64(v, "retry_after_ns"), 0);
+    json_free(v);
+    run_free(&r);
+    RUN(&r, 0, "get", name, "k", "--cost", "3");
+    pfx = "k: a request of cost 3 would be allowed now, leaving 0 of 5; at rest in ";
+    ck_assert_msg(strncmp(r.out, pfx, strlen(pfx)) == 0, "got: %s", r.out);
+    run_free(&r);
+    RUN(&r, 0, "get", name, "k", "--cost", "4");
+    pfx = "k: a request of cost 4 would be denied now: retry after ";
+    ck_assert_msg(strncmp(r.out, pfx, strlen(pfx)) == 0, "got: %s", r.out);
+    run_free(&r);
+    /* get changed nothing. */
+    RUN(&r, 0, "try", name, "k");
+    ck_assert_str_eq(r.out, "k: allowed, remaining 2 of 5\n");
+    run_free(&r);
+    RUN(&r, 1, "get", name, "--hex", "00ff");
+    ck_assert_str_eq(r.out, "\\x00\\xff: not tracked (a new key: its first request would be "
+                            "allowed)\n");
+    run_free(&r);
+    RUN(&r, 1, "get", name, "other", "--json");
+    v = parse_out(&r);
+    ck_assert_int_eq(json_get_bool(v, "tracked"), 0);
+    ck_assert_uint_eq(json_get_u64(v, "limit"), 5);
+    json_free(v);
+    run_free(&r);
+    seg_destroy(name);
+}
+END_TEST
+
+START_TEST(reset_forgets_a_key_and_exits_1_when_it_is_not_tracked)
+{
+    char name[160];
+    seg_name(name, sizeof name, "reset");
+    seg_create(name, "token_bucket:5/1h", "64", "0");
+    run_result r;
+    for (int i = 0; i < 5; i++) {
+        RUN(&r, 0, "try", name, "k");
+        run_free(&r);
+    }
+    RUN(&r, 1, "try", name, "k");
+    run_free(&r);
+    RUN(&r, 0, "reset", name, "k");
+    ck_assert_str_eq(r.out, "k: reset (its next request starts fresh)\n");
+    run_free(&r);
+    RUN(&r, 1, "get", name, "k");
+    run_free(&r);
+    RUN(&r, 1, "reset", name, "k", "--json");
+    json_value *v = parse_out(&r);
+    ck_assert_int_eq(json_get_bool(v, "reset"), 0);
+    json_free(v);
+    run_free(&r);
+    RUN(&r, 1, "reset", name, "k");
+    ck_assert_str_eq(r.out, "k: not tracked (nothing to reset)\n");
+    run_free(&r);
+    RUN(&r, 0, "try", name, "k");
+    ck_assert_str_eq(r.out, "k: allowed, remaining 4 of 5\n");
+    run_free(&r);
+    seg_destroy(name);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- list */
+
+#define ESC_KEY "\x1b[31mred\x1b[0m"
+#define ESC_SHOWN "\\x1b[31mred\\x1b[0m"
+
+START_TEST(list_json_parses_and_shows_binary_and_escape_sequence_keys_escaped)
+{
+    char name[160];
+    seg_name(name, sizeof name, "list");
+    seg_create(name, "token_bucket:5/1h", "64", "16");
+    char longkey[301];
+    memset(longkey, 'L', 300);
+    longkey[300] = '\0';
+    run_result r;
+    const char *raw[] = {"plain", "quo\"te\\back", ESC_KEY, longkey};
+    for (size_t i = 0; i < 4; i++) {
+        RUN(&r, 0, "try", name, raw[i]);
+        ck_assert_msg(memchr(r.out, 0x1b, r.out_len) == NULL, "raw ESC echoed by try");
+        run_free(&r);
+    }
+    RUN(&r, 0, "try", name, "--hex", "0001ff");
+    ck_assert_str_eq(r.out, "\\x00\\x01\\xff: allowed, remaining 4 of 5\n");
+    run_free(&r);
+    RUN(&r, 0, "try", name, "--hex", "0001ff");
+    run_free(&r);
+
+    RUN(&r, 0, "list", name, "--json");
+    ck_assert_msg(memchr(r.out, 0x1b, r.out_len) == NULL, "raw ESC in list --json");
+    json_value *v = parse_out(&r);
+    ck_assert_uint_eq(json_get_u64(v, "visited"), 5);
+    ck_assert_uint_eq(json_get_u64(v, "shown"), 5);
+    const json_value *e = find_key(v, "plain");
+    ck_assert(e != NULL);
+    ck_assert_uint_eq(json_get_u64(e, "allowed"), 1);
+    ck_assert_uint_eq(json_get_u64(e, "denied"), 0);
+    ck_assert_uint_eq(json_get_u64(e, "available"), 4);
+    ck_assert_uint_eq(json_get_u64(e, "limit"), 5);
+    ck_assert_int_eq(json_get_bool(e, "at_rest"), 0);
+    ck_assert_int_eq(json_get_bool(e, "truncated"), 0);
+    ck_assert_str_eq(json_get_str(e, "key_hex"), "706c61696e");
+    e = find_key(v, "quo\\\"te\\\\back");
+    ck_assert_msg(e != NULL, "quote/backslash key not shown escaped: %s", r.out);
+    ck_assert_uint_eq(json_get_u64(e, "key_len"), 11);
+    e = find_key(v, ESC_SHOWN);
+    ck_assert_msg(e != NULL, "escape-sequence key not shown escaped: %s", r.out);
+    ck_assert_str_eq(json_get_str(e, "key_hex"), "1b5b33316d7265641b5b306d");
+    e = find_key(v, "\\x00\\x01\\xff");
+    ck_assert_msg(e != NULL, "binary key not shown escaped: %s", r.out);
+    ck_assert_uint_eq(json_get_u64(e, "allowed"), 2);
+    ck_assert_uint_eq(json_get_u64(e, "available"), 3);
+    ck_assert_uint_eq(json_get_u64(e, "key_len"), 3);
+    e = find_key(v, "LLLLLLLLLLLLLLLL");
+    ck_assert(e != NULL);
+    ck_assert_int_eq(json_get_bool(e, "truncated"), 1);
+    ck_assert_uint_eq(json_get_u64(e, "key_len"), 300);
+    ck_assert_uint_eq(json_get_u64(e, "display_len"), 16);
+    json_free(v);
+    run_free(&r);
+
+    RUN(&r, 0, "list", name);
+    ck_assert_msg(printable_ascii(r.out, r.out_len), "raw bytes in list: %s", r.out);
+    ck_assert_msg(strncmp(r.out, "KEY ", 4) == 0, "no header: %s", r.out);
+    ck_assert_msg(strstr(r.out, "\n" ESC_SHOWN " ") != NULL, "no escaped row: %s", r.out);
+    ck_assert_msg(strstr(r.out, "\n\\x00\\x01\\xff ") != NULL, "no binary row: %s", r.out);
+    ck_assert_msg(strstr(r.out, "\nquo\\\"te\\\\back ") != NULL, "no quote row: %s", r.out);
+    const char *cut = strstr(r.out, "\nLLLLLLLLLLLLLLLL...  ");
+    ck_assert_msg(cut != NULL, "no truncated row: %s", r.out);
+    ck_assert_msg(strncmp(cut + strlen("\nLLLLLLLLLLLLLLLL..."), "  300  ", 7) == 0,
+                  "truncated row lacks its length: %s", r.out);
+    run_free(&r);
+    seg_destroy(name);
+}
+END_TEST
+
+START_TEST(list_without_display_bytes_shows_fingerprints)
+{
+    char name[160];
+    seg_name(name, sizeof name, "fp");
+    seg_create(name, "token_bucket:5/1h", "64", "0");
+    run_result r;
+    RUN(&r, 0, "try", name, ESC_KEY);
+    run_free(&r);
+    RUN(&r, 0, "list", name, "--json");
+    json_value *v = parse_out(&r);
+    const json_value *keys = json_get(v, "keys");
+    ck_assert_uint_eq(keys->n, 1);
+    const char *fp = json_get_str(keys->items[0], "fingerprint");
+    ck_assert_uint_eq(strlen(fp), 32);
+    ck_assert_str_eq(json_get_str(keys->items[0], "key"), "");
+    ck_assert_int_eq(json_get_bool(keys->items[0], "truncated"), 1);
+    char want[64];
+    snprintf(want, sizeof want, "\n<fingerprint %s>  ", fp);
+    json_free(v);
+    run_free(&r);
+    RUN(&r, 0, "list", name);
+    ck_assert_msg(strstr(r.out, want) != NULL, "want %s in: %s", want + 1, r.out);
+    ck_assert_msg(memchr(r.out, 0x1b, r.out_len) == NULL, "raw ESC");
+    run_free(&r);
+    seg_destroy(name);
+}
+END_TEST
+
+/* The JSON key strings of `list NAME --json [--sort S] [--top T]`, in
+ * order, joined by ','. */
+static void list_order(const char *name, const char *sort, const char *top, char *buf,
+                       size_t len)
+{
+    const char *argv[8] = {"list", name, "--json"};
+    size_t n = 3;
+    if (sort != NULL) {
+        argv[n++] = "--sort";
+        argv[n++] = sort;
+    }
+    if (top != NULL) {
+        argv[n++] = "--top";
+        argv[n++] = top;
+    }
+    argv[n] = NULL;
+    run_result r;
+    int st = run_rlctl_argv(&r, argv);
+    ck_assert_msg(st == 0, "list: exit %d: %s", st, r.err);
+    json_value *v = parse_out(&r);
+    const json_value *keys = json_get(v, "keys");
+    buf[0] = '\0';
+    for (size_t i = 0; i < keys->n; i++) {
+        strncat(buf, json_get_str(keys->items[i], "key"), len - strlen(buf) - 2);
+        if (i + 1 < keys->n)
+            strcat(buf, ",");
+    }
+    json_free(v);
+    run_free(&r);
+}
+
+START_TEST(list_sorts_by_denied_allowed_or_recent_and_cuts_to_top)
+{
+    char name[160], order[256];
+    seg_name(name, sizeof name, "sort");
+    seg_create(name, "token_bucket:5/1h", "64", "8");
+    run_result r;
+    /* a: 4 allowed; b: 1 allowed (cost 5), then 2 denied; c: 2 allowed, last. */
+    const char *plan[][3] = {{"a"}, {"a"}, {"a"}, {"a"}, {"b", "--cost", "5"}, {"b"}, {"b"},
+                             {"c"}, {"c"}};
+    for (size_t i = 0; i < sizeof plan / sizeof plan[0]; i++) {
+        const char *argv[] = {"try", name, plan[i][0], plan[i][1], plan[i][2], NULL};
+        run_rlctl_argv(&r, argv);
+        ck_assert_int_eq(r.status, i == 5 || i == 6 ? 1 : 0);
+        run_free(&r);
+    }
+    list_order(name, "denied", NULL, order, sizeof order);
+    ck_assert_str_eq(order, "b,a,c");
+    list_order(name, "allowed", NULL, order, sizeof order);
+    ck_assert_str_eq(order, "a,c,b");
+    list_order(name, "recent", NULL, order, sizeof order);
+    ck_assert_str_eq(order, "c,b,a");
+    list_order(name, "denied", "1", order, sizeof order);
+    ck_assert_str_eq(order, "b");
+    list_order(name, "allowed", "2", order, sizeof order);
+    ck_assert_str_eq(order, "a,c");
+    RUN(&r, 0, "list", name, "--top", "2", "--json");
+    json_value *v = parse_out(&r);
+    ck_assert_uint_eq(json_get_u64(v, "shown"), 2);
+    ck_assert_uint_eq(json_get(v, "keys")->n, 2);
+    json_free(v);
+    run_free(&r);
+    RUN(&r, 0, "list", name, "--sort", "denied", "--top", "1");
+    ck_assert_msg(strstr(r.out, "\nb ") != NULL && strstr(r.out, "\n(1 of 3 keys shown)\n"),
+                  "got: %s", r.out);
+    run_free(&r);
+    seg_destroy(name);
+}
+END_TEST
+
+/* --------------------------------------------------------------- evict */
+
+START_TEST(evict_dry_run_counts_the_keys_at_rest_then_evict_removes_exactly_them)
+{
+    char name[160];
+    seg_name(name, sizeof name, "evict");
+    seg_create(name, "token_bucket:1/4s", "64", "8");
+    run_result r;
+    const char *old[] = {"A", "B", "C"}, *fresh[] = {"D", "E"};
+    for (int i = 0; i < 3; i++) {
+        RUN(&r, 0, "try", name, old[i]);
+        run_free(&r);
+    }
+    /* One permit per 4 s: A, B, C are back at rest 4 s after their request. */
+    usleep(4500 * 1000);
+    for (int i = 0; i < 2; i++) {
+        RUN(&r, 0, "try", name, fresh[i]);
+        run_free(&r);
+    }
+    RUN(&r, 0, "evict", name, "--dry-run", "--json");
+    json_value *v = parse_out(&r);
+    ck_assert_uint_eq(json_get_u64(v, "at_rest"), 3);
+    ck_assert_uint_eq(json_get_u64(v, "tracked"), 5);
+    ck_assert_int_eq(json_get_bool(v, "dry_run"), 1);
+    json_free(v);
+    run_free(&r);
+    RUN(&r, 0, "evict", name, "--dry-run");
+    char want[300];
+    snprintf(want, sizeof want,
+             "%s: 3 of 5 keys at rest would be evicted (dry run: nothing evicted)\n", name);
+    ck_assert_str_eq(r.out, want);
+    run_free(&r);
+    /* The dry run changed nothing. */
+    RUN(&r, 0, "list", name, "--json");
+    v = parse_out(&r);
+    ck_assert_uint_eq(json_get(v, "keys")->n, 5);
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(json_get_bool(find_key(v, old[i]), "at_rest"), 1);
+    for (int i = 0; i < 2; i++)
+        ck_assert_int_eq(json_get_bool(find_key(v, fresh[i]), "at_rest"), 0);
+    json_free(v);
+    run_free(&r);
+
+    RUN(&r, 0, "evict", name, "--json");
+    v = parse_out(&r);
+    ck_assert_uint_eq(json_get_u64(v, "evicted"), 3);
+    json_free(v);
+    run_free(&r);
+    RUN(&r, 0, "list", name, "--json");
+    v = parse_out(&r);
+    ck_assert_uint_eq(json_get(v, "keys")->n, 2);
+    ck_assert(find_key(v, "D") != NULL && find_key(v, "E") != NULL);
+    json_free(v);
+    run_free(&r);
+    RUN(&r, 0, "info", name, "--json");
+    v = parse_out(&r);
+    ck_assert_uint_eq(json_get_u64(v, "evicted"), 3);
+    ck_assert_uint_eq(json_get_u64(v, "used"), 2);
+    json_free(v);
+    run_free(&r);
+    RUN(&r, 0, "evict", name);
+    snprintf(want, sizeof want, "%s: evicted 0 keys at rest\n", name);
+    ck_assert_str_eq(r.out, want);
+    run_free(&r);
+    seg_destroy(name);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("rlctl_keys");
+    TCase *tc = tcase_create("keys");
+    tcase_add_unchecked_fixture(tc, seg_prefix_init, seg_prefix_cleanup);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, try_allows_exactly_the_permits_then_exits_1_with_the_retry_time);
+    tcase_add_test(tc, try_with_a_cost_above_the_permits_exits_64_and_tracks_nothing);
+    tcase_add_test(tc, get_shows_the_remaining_permits_and_exits_1_for_an_untracked_key);
+    tcase_add_test(tc, reset_forgets_a_key_and_exits_1_when_it_is_not_tracked);
+    tcase_add_test(tc, list_json_parses_and_shows_binary_and_escape_sequence_keys_escaped);
+    tcase_add_test(tc, list_without_display_bytes_shows_fingerprints);
+    tcase_add_test(tc, list_sorts_by_denied_allowed_or_recent_and_cuts_to_top);
+    tcase_add_test(tc, evict_dry_run_counts_the_keys_at_rest_then_evict_removes_exactly_them);
+    suite_add_tcase(s, tc);
+    return run_suite(s);
+}

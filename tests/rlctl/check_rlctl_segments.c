@@ -1,0 +1,470 @@
+/*
+ * check_rlctl_segments.c - suite "rlctl_segments": the built rlctl's
+ * commands on whole segments (create, info, ls, check, watch, destroy) and
+ * its answers for missing, foreign, damaged, stale and forbidden ones:
+ * exact messages and sysexits codes.
+ *
+ * Two tests reach the store's internals (shm.h) to damage a header or to
+ * leave a stale segment behind: states rlctl must report, which the public
+ * API cannot produce on purpose.  Segment names share a prefix per test
+ * case; the unchecked teardown unlinks whatever a failed test left behind.
+ */
+#include <check.h>
+#include <fcntl.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "rlctl_assert.h"
+#include "shm.h" /* internal: to damage headers and leave a stale segment */
+
+/* "label:" padded to 16 columns, then the value: one line of `info`. */
+static void assert_info_line(const char *out, const char *label, const char *value)
+{
+    char line[256];
+    char lab[64];
+    snprintf(lab, sizeof lab, "%s:", label);
+    snprintf(line, sizeof line, "\n%-16s%s\n", lab, value);
+    ck_assert_msg(strstr(out, line) != NULL, "no line '%s' in:\n%s", line + 1, out);
+}
+
+
+/* ---------------------------------------------------- create and info */
+
+START_TEST(create_then_info_shows_the_policy_capacity_and_zero_counters)
+{
+    char name[160];
+    seg_name(name, sizeof name, "info");
+    run_result r;
+    RUN(&r, 0, "create", name, "--policy", "token_bucket:5/1h", "--capacity", "1000",
+        "--key-display", "16", "--mode", "0640", "--on-full", "deny");
+    ck_assert_msg(strncmp(r.out, "created ", 8) == 0 && strstr(r.out, name) != NULL &&
+                      strstr(r.out, ": token_bucket:5/1h, ") != NULL &&
+                      strstr(r.out, "\nsegment size: ") != NULL &&
+                      strstr(r.out, "\n/dev/shm free: before ") != NULL &&
+                      strstr(r.out, ", after ") != NULL,
+                  "create said: %s", r.out);
+    run_free(&r);
+
+    RUN(&r, 0, "info", name, "--json");
+    json_value *v = parse_out(&r);
+    ck_assert_str_eq(json_get_str(v, "name"), name);
+    ck_assert_str_eq(json_get_str(v, "policy"), "token_bucket:5/1h");
+    ck_assert_str_eq(json_get_str(v, "algorithm"), "token_bucket");
+    ck_assert_uint_eq(json_get_u64(v, "permits"), 5);
+    ck_assert_uint_eq(json_get_u64(v, "window_ns"), 3600ull * 1000000000ull);
+    ck_assert_str_eq(json_get_str(v, "on_full"), "deny");
+    ck_assert_str_eq(json_get_str(v, "mode"), "0640");
+    uint64_t cap = json_get_u64(v, "capacity"), spb = json_get_u64(v, "slots_per_bucket");
+    /* Rounded up to whole buckets: the least multiple of the bucket size. */
+    ck_assert_uint_eq(cap, json_get_u64(v, "buckets") * spb);
+    ck_assert_uint_ge(cap, 1000);
+    ck_assert_uint_lt(cap, 1000 + spb);
+    ck_assert_uint_eq(json_get_u64(v, "key_display"), 16);
+    ck_assert_uint_ne(json_get_u64(v, "creator_pid"), 0);
+    ck_assert_uint_eq(json_get_u64(v, "owner_uid"), (uint64_t)getuid());
+    ck_assert_uint_ge(json_get_u64(v, "segment_bytes"), cap * json_get_u64(v, "slot_bytes"));
+    ck_assert(json_get(v, "bytes_per_key")->type == JSON_NULL); /* no key yet */
+    const char *zero[] = {"used", "allowed", "denied", "full", "recovered", "reset_slots",
+                          "evicted", "timeouts"};
+    for (size_t i = 0; i < sizeof zero / sizeof zero[0]; i++)
+        ck_assert_msg(json_get_u64(v, zero[i]) == 0, "%s is not 0", zero[i]);
+    json_free(v);
+    run_free(&r);
+
+    RUN(&r, 0, "info", name);
+    assert_info_line(r.out, "policy", "token_bucket:5/1h");
+    assert_info_line(r.out, "on full", "deny");
+    assert_info_line(r.out, "used", "0 keys");
+    assert_info_line(r.out, "load factor", "0.00%");
+    assert_info_line(r.out, "bytes per key", "- (no key tracked)");
+    assert_info_line(r.out, "key display", "16 bytes");
+    assert_info_line(r.out, "mode", "0640");
+    assert_info_line(r.out, "allowed", "0");
+    assert_info_line(r.out, "evicted", "0");
+    ck_assert_str_eq(r.err, "");
+    run_free(&r);
+    seg_destroy(name);
+}
+END_TEST
+
+START_TEST(create_of_an_existing_segment_exits_73_and_changes_nothing)
+{
+    char name[160], want[400];
+    seg_name(name, sizeof name, "exists");
+    seg_create(name, "token_bucket:5/1h", "64", "0");
+    run_result r;
+    RUN(&r, 73, "create", name, "--policy", "gcra:9/1s", "--capacity", "128");
+    snprintf(want, sizeof want,
+             "rlctl: %s: segment already exists: use it as it is, or remove it first with "
+             "'rlctl destroy'\n",
+             name);
+    ck_assert_str_eq(r.err, want);
+    ck_assert_str_eq(r.out, "");
+    run_free(&r);
+    RUN(&r, 0, "info", name, "--json");
+    json_value *v = parse_out(&r);
+    ck_assert_str_eq(json_get_str(v, "policy"), "token_bucket:5/1h");
+    json_free(v);
+    run_free(&r);
+    seg_destroy(name);
+}
+END_TEST
+
+/* ------------------------------------------------- check, watch, ls */
+
+START_TEST(check_exits_0_on_a_healthy_segment)
+{
+    char name[160], want[300];
+    seg_name(name, sizeof name, "check");
+    seg_create(name, "sliding_log:5/1h", "256", "8");
+    run_result r;
+    for (int i = 0; i < 20; i++) {
+        char key[16];
+        snprintf(key, sizeof key, "k%d", i % 7);
+        run_rlctl(&r, "try", name, key, (const char *)NULL);
+        ck_assert_int_le(r.status, 1);
+        run_free(&r);
+    }
+    RUN(&r, 0, "check", name);
+    snprintf(want, sizeof want, "%s: healthy: every invariant holds\n", name);
+    ck_assert_str_eq(r.out, want);
+    run_free(&r);
+    RUN(&r, 0, "check", name, "--json");
+    json_value *v = parse_out(&r);
+    ck_assert_int_eq(json_get_bool(v, "healthy"), 1);
+    ck_assert_uint_eq(json_get_u64(v, "problem_count"), 0);
+    ck_assert_uint_eq(json_get(v, "problems")->n, 0);
+    json_free(v);
+    run_free(&r);
+    seg_destroy(name);
+}
+END_TEST
+
+START_TEST(watch_prints_count_samples_with_the_running_totals)
+{
+    char name[160];
+    seg_name(name, sizeof name, "watch");
+    seg_create(name, "token_bucket:5/1h", "64", "0");
+    run_result r;
+    for (int i = 0; i < 7; i++) {
+        run_rlctl(&r, "try", name, "w", (const char *)NULL);
+        ck_assert_int_eq(r.status, i < 5 ? 0 : 1);
+        run_free(&r);
+    }
+    RUN(&r, 0, "watch", name, "-i", "0.02", "-n", "3", "--json");
+    ck_assert(printable_ascii(r.out, r.out_len));
+    size_t lines = 0;
+    for (char *line = r.out, *nl; (nl = strchr(line, '\n')) != NULL; line = nl + 1) {
+        char err[128];
+        json_value *v = json_parse(line, (size_t)(nl - line), err, sizeof err);
+        ck_assert_msg(v != NULL, "bad JSON line (%s): %.*s", err, (int)(nl - line), line);
+        ck_assert_uint_eq(json_get_u64(v, "allowed"), 5);
+        ck_assert_uint_eq(json_get_u64(v, "denied"), 2);
+        ck_assert_uint_eq(json_get_u64(v, "used"), 1);
+        ck_assert_str_eq(json_get(v, "allowed_per_s")->text, "0.000");
+        ck_assert_uint_gt(json_get_u64(v, "interval_ns"), 0);
+        json_free(v);
+        lines++;
+    }
+    ck_assert_uint_eq(lines, 3);
+    run_free(&r);
+    RUN(&r, 0, "watch", name, "-i", "0.02", "-n", "2");
+    size_t nl = 0;
+    for (size_t i = 0; i < r.out_len; i++)
+        nl += r.out[i] == '\n';
+    ck_assert_uint_eq(nl, 3); /* header + 2 samples */
+    ck_assert_msg(strstr(r.out, "ALLOWED/s") != NULL, "no header: %s", r.out);
+    run_free(&r);
+    seg_destroy(name);
+}
+END_TEST
+
+START_TEST(ls_lists_our_segments_with_their_policy_and_use)
+{
+    char a[160], b[160];
+    seg_name(a, sizeof a, "ls-a");
+    seg_name(b, sizeof b, "ls-b");
+    seg_create(a, "gcra:10/1s", "128", "0");
+    seg_create(b, "sliding_counter:100/1m", "256", "0");
+    run_result r;
+    RUN(&r, 0, "try", a, "x");
+    run_free(&r);
+    RUN(&r, 0, "ls", "--json");
+    json_value *v = parse_out(&r);
+    const json_value *segs = json_get(v, "segments");
+    ck_assert(segs != NULL && segs->type == JSON_ARRAY);
+    int seen = 0;
+    for (size_t i = 0; i < segs->n; i++) {
+        const json_value *s = segs->items[i];
+        const char *n = json_get_str(s, "name");
+        if (strcmp(n, a) == 0) {
+            ck_assert_str_eq(json_get_str(s, "status"), "ok");
+            ck_assert_str_eq(json_get_str(s, "policy"), "gcra:10/1s");
+            ck_assert_uint_eq(json_get_u64(s, "used"), 1);
+            ck_assert_uint_ge(json_get_u64(s, "capacity"), 128);
+            seen |= 1;
+        } else if (strcmp(n, b) == 0) {
+            ck_assert_str_eq(json_get_str(s, "policy"), "sliding_counter:100/1m");
+            ck_assert_uint_eq(json_get_u64(s, "used"), 0);
+            seen |= 2;
+        }
+    }
+    ck_assert_int_eq(seen, 3);
+    json_free(v);
+    run_free(&r);
+    RUN(&r, 0, "ls");
+    ck_assert_msg(strncmp(r.out, "NAME ", 5) == 0, "no header: %s", r.out);
+    char row[300];
+    snprintf(row, sizeof row, "\n%s ", a);
+    const char *line = strstr(r.out, row);
+    ck_assert_msg(line != NULL, "no row for %s: %s", a, r.out);
+    char f[5][64];
+    ck_assert_int_eq(sscanf(line + 1, "%63s %63s %63s %63s %63s", f[0], f[1], f[2], f[3], f[4]), 5);
+    ck_assert_str_eq(f[1], "ok");
+    ck_assert_str_eq(f[2], "gcra:10/1s");
+    ck_assert_str_eq(f[4], "1");
+    ck_assert(printable_ascii(r.out, r.out_len));
+    run_free(&r);
+    seg_destroy(a);
+    seg_destroy(b);
+}
+END_TEST
+
+/* ---------------------------------------------------- failures: 66 65 64 */
+
+START_TEST(destroy_removes_the_segment)
+{
+    char name[160], want[300];
+    seg_name(name, sizeof name, "destroy");
+    seg_create(name, "token_bucket:5/1h", "64", "0");
+    ck_assert(shm_exists(name));
+    run_result r;
+    RUN(&r, 0, "destroy", name);
+    snprintf(want, sizeof want,
+             "destroyed %s (processes that have it open keep using it until they close it)\n",
+             name);
+    ck_assert_str_eq(r.out, want);
+    run_free(&r);
+    ck_assert(!shm_exists(name));
+    RUN(&r, 66, "info", name);
+    run_free(&r);
+    RUN(&r, 66, "destroy", name);
+    run_free(&r);
+}
+END_TEST
+
+START_TEST(a_missing_segment_exits_66_with_a_message_for_every_command)
+{
+    char name[160], want[400];
+    seg_name(name, sizeof name, "missing");
+    snprintf(want, sizeof want,
+             "rlctl: %s: no such segment: check the name; 'rlctl ls' lists the segments on this "
+             "host\n",
+             name);
+    const char *cmds[][4] = {{"info", name, NULL}, {"list", name, NULL}, {"get", name, "k", NULL},
+                             {"try", name, "k", NULL}, {"reset", name, "k", NULL},
+                             {"evict", name, NULL}, {"check", name, NULL}, {"watch", name, NULL},
+                             {"destroy", name, NULL}};
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        run_result r;
+        int st = run_rlctl_argv(&r, cmds[i]);
+        ck_assert_msg(st == 66, "%s: exit %d", cmds[i][0], st);
+        ck_assert_str_eq(r.err, want);
+        ck_assert_str_eq(r.out, "");
+        run_free(&r);
+    }
+    ck_assert(!shm_exists(name));
+}
+END_TEST
+
+START_TEST(a_foreign_file_exits_65_and_is_left_alone)
+{
+    char name[160], want[400];
+    seg_name(name, sizeof name, "foreign");
+    int fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
+    ck_assert_int_ge(fd, 0);
+    char junk[8192];
+    for (size_t i = 0; i < sizeof junk; i++)
+        junk[i] = (char)("not an srl segment\n"[i % 19]);
+    ck_assert_int_eq(write(fd, junk, sizeof junk), (int)sizeof junk);
+    close(fd);
+    run_result r;
+    RUN(&r, 65, "info", name);
+    snprintf(want, sizeof want,
+             "rlctl: %s: not an srl segment: it belongs to another program: leave it alone\n",
+             name);
+    ck_assert_str_eq(r.err, want);
+    run_free(&r);
+    RUN(&r, 65, "list", name, "--json");
+    ck_assert_str_eq(r.out, "");
+    run_free(&r);
+    RUN(&r, 65, "destroy", name);
+    snprintf(want, sizeof want,
+             "rlctl: %s: not an srl segment: refusing to remove it (--force removes it anyway)\n",
+             name);
+    ck_assert_str_eq(r.err, want);
+    run_free(&r);
+    ck_assert(shm_exists(name));
+    RUN(&r, 0, "ls", "--json");
+    ck_assert_msg(strstr(r.out, name) == NULL, "ls shows a foreign file: %s", r.out);
+    run_free(&r);
+    RUN(&r, 0, "ls", "--all", "--json");
+    json_value *v = parse_out(&r);
+    const json_value *segs = json_get(v, "segments");
+    int seen = 0;
+    for (size_t i = 0; i < segs->n; i++)
+        if (strcmp(json_get_str(segs->items[i], "name"), name) == 0) {
+            ck_assert_str_eq(json_get_str(segs->items[i], "status"), "foreign");
+            seen++;
+        }
+    ck_assert_int_eq(seen, 1);
+    json_free(v);
+    run_free(&r);
+    /* Unchanged: the same bytes are still there. */
+    fd = shm_open(name, O_RDONLY, 0);
+    ck_assert_int_ge(fd, 0);
+    char back[8192];
+    ck_assert_int_eq(read(fd, back, sizeof back), (int)sizeof back);
+    close(fd);
+    ck_assert(memcmp(back, junk, sizeof junk) == 0);
+    RUN(&r, 0, "destroy", name, "--force");
+    run_free(&r);
+    ck_assert(!shm_exists(name));
+}
+END_TEST
+
+/* Write `len` bytes at `off` of the segment file (to damage a header). */
+static void poke(const char *name, off_t off, const void *bytes, size_t len)
+{
+    int fd = shm_open(name, O_RDWR, 0);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(pwrite(fd, bytes, len, off), (ssize_t)len);
+    close(fd);
+}
+
+/* `ls --json` status of name, or NULL if not listed (copied to buf). */
+static const char *ls_status(const char *name, int all, char *buf, size_t len)
+{
+    run_result r;
+    int st = all ? run_rlctl(&r, "ls", "--all", "--json", (const char *)NULL)
+                 : run_rlctl(&r, "ls", "--json", (const char *)NULL);
+    ck_assert_int_eq(st, 0);
+    json_value *v = parse_out(&r);
+    const json_value *segs = json_get(v, "segments");
+    const char *found = NULL;
+    for (size_t i = 0; i < segs->n; i++)
+        if (strcmp(json_get_str(segs->items[i], "name"), name) == 0) {
+            ck_assert_msg(found == NULL, "%s listed twice", name);
+            snprintf(buf, len, "%s", json_get_str(segs->items[i], "status"));
+            found = buf;
+        }
+    json_free(v);
+    run_free(&r);
+    return found;
+}
+
+START_TEST(damaged_segments_exit_65_are_listed_by_ls_and_destroy_removes_them)
+{
+    char ver[160], cor[160], sta[160], want[400], st[32];
+    seg_name(ver, sizeof ver, "version");
+    seg_name(cor, sizeof cor, "corrupt");
+    seg_name(sta, sizeof sta, "stale");
+    seg_create(ver, "token_bucket:5/1h", "64", "0");
+    seg_create(cor, "token_bucket:5/1h", "64", "0");
+    uint32_t bad_version = SRL__SHM_VERSION + 7, bad_state = 7;
+    poke(ver, offsetof(struct srl__shm_header, version), &bad_version, sizeof bad_version);
+    poke(cor, offsetof(struct srl__shm_header, state), &bad_state, sizeof bad_state);
+    /* Stale: a creator that dies before publishing READY. */
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        srl_config cfg;
+        srl_config_init(&cfg);
+        cfg.capacity = 64;
+        srl_limiter *lim;
+        _exit(srl__shm_open(sta, &cfg, SRL_CREATE | SRL_EXCL, SRL__SHM_TEST_NO_READY, &lim) == 0
+                  ? 0 : 1);
+    }
+    int ws;
+    ck_assert_int_eq(waitpid(pid, &ws, 0), pid);
+    ck_assert(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
+
+    const struct { const char *name, *status, *what, *remedy; } cases[] = {
+        {ver, "version", "srl segment of an incompatible layout version or ABI",
+         "use the rlctl of the srl version that created it, or destroy and recreate it"},
+        {cor, "corrupt", "segment is corrupt (header or table inconsistent)",
+         "destroy it ('rlctl destroy') and let the workers recreate it"},
+        {sta, "stale",
+         "segment is stale: its creator died before it was ready; unlink it (rlctl destroy)",
+         "no worker can use it until it is removed"},
+    };
+    for (size_t i = 0; i < 3; i++) {
+        run_result r;
+        RUN(&r, 65, "info", cases[i].name);
+        snprintf(want, sizeof want, "rlctl: %s: %s: %s\n", cases[i].name, cases[i].what,
+                 cases[i].remedy);
+        ck_assert_str_eq(r.err, want);
+        ck_assert_str_eq(r.out, "");
+        run_free(&r);
+        RUN(&r, 65, "try", cases[i].name, "k");
+        run_free(&r);
+        ck_assert_str_eq(ls_status(cases[i].name, 0, st, sizeof st), cases[i].status);
+        RUN(&r, 0, "destroy", cases[i].name);
+        run_free(&r);
+        ck_assert(!shm_exists(cases[i].name));
+    }
+}
+END_TEST
+
+START_TEST(a_segment_writable_by_others_exits_77_as_forbidden)
+{
+    char name[160], want[400], st[32];
+    seg_name(name, sizeof name, "forbidden");
+    seg_create(name, "token_bucket:5/1h", "64", "0");
+    int fd = shm_open(name, O_RDWR, 0);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(fchmod(fd, 0602), 0);
+    close(fd);
+    run_result r;
+    RUN(&r, 77, "info", name);
+    snprintf(want, sizeof want,
+             "rlctl: %s: permission denied (segment owner or mode refused): run rlctl as the "
+             "segment's owner, and make sure its mode lets nobody else write it\n",
+             name);
+    ck_assert_str_eq(r.err, want);
+    run_free(&r);
+    ck_assert_ptr_null(ls_status(name, 0, st, sizeof st));
+    ck_assert_str_eq(ls_status(name, 1, st, sizeof st), "forbidden");
+    RUN(&r, 77, "destroy", name);
+    run_free(&r);
+    ck_assert(shm_exists(name));
+    RUN(&r, 0, "destroy", name, "--force");
+    run_free(&r);
+    ck_assert(!shm_exists(name));
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("rlctl_segments");
+    TCase *tc = tcase_create("segments");
+    tcase_add_unchecked_fixture(tc, seg_prefix_init, seg_prefix_cleanup);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, create_then_info_shows_the_policy_capacity_and_zero_counters);
+    tcase_add_test(tc, create_of_an_existing_segment_exits_73_and_changes_nothing);
+    tcase_add_test(tc, check_exits_0_on_a_healthy_segment);
+    tcase_add_test(tc, watch_prints_count_samples_with_the_running_totals);
+    tcase_add_test(tc, ls_lists_our_segments_with_their_policy_and_use);
+    tcase_add_test(tc, destroy_removes_the_segment);
+    tcase_add_test(tc, a_missing_segment_exits_66_with_a_message_for_every_command);
+    tcase_add_test(tc, a_foreign_file_exits_65_and_is_left_alone);
+    tcase_add_test(tc, damaged_segments_exit_65_are_listed_by_ls_and_destroy_removes_them);
+    tcase_add_test(tc, a_segment_writable_by_others_exits_77_as_forbidden);
+    suite_add_tcase(s, tc);
+    return run_suite(s);
+}
