@@ -1,0 +1,613 @@
+/*
+ * check_shm_segment.c - the segment's life: the create-or-open race, and
+ * every kind of bad segment giving its own clear error without a crash.
+ *
+ *   - 8 processes opening one new name at once: one creator, all succeed,
+ *     one segment;
+ *   - wrong magic (EFOREIGN), wrong version or ABI (EVERSION), truncated or
+ *     inconsistent geometry (ECORRUPT), another policy, capacity or display
+ *     (EMISMATCH), random bytes or a short file at the name (EFOREIGN), an
+ *     empty file or a creator that died before READY (ESTALE), a live
+ *     creator that never finishes (ETIMEDOUT);
+ *   - permissions: 0600 whatever the umask, a configured mode honoured, a
+ *     group-writable segment refused unless the opener asked for that mode,
+ *     a segment owned by another user refused (trust model, docs/design.md);
+ *   - a too-small tmpfs (a private mount namespace with 1 MiB over /dev/shm):
+ *     SRL_ENOSPC at creation and nothing left behind;
+ *   - names, flags and keys out of range: SRL_EINVAL / SRL_EKEY.
+ *
+ * Bad segments are made by creating a good one and editing the file under
+ * /dev/shm by hand, through the header layout in shm.h.
+ */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "shm.h"
+#include "srl.h"
+#include "testutil.h"
+
+static srl_config config(uint32_t permits, uint64_t capacity)
+{
+    srl_config cfg;
+    srl_config_init(&cfg);
+    cfg.policy = (srl_policy){SRL_TOKEN_BUCKET, permits, 60 * SEC};
+    cfg.capacity = capacity;
+    return cfg;
+}
+
+static const char *path_of(const char *name)
+{
+    static char buf[300];
+    snprintf(buf, sizeof buf, "/dev/shm%s", name);
+    return buf;
+}
+
+/* Create a good segment and close it; returns its name. */
+static const char *make_segment(const srl_config *cfg)
+{
+    static char name[128];
+    strcpy(name, unique_name("seg"));
+    srl_limiter *lim;
+    ck_assert_int_eq(srl_open_shared(name, cfg, SRL_CREATE | SRL_EXCL, &lim), 0);
+    srl_close(lim);
+    return name;
+}
+
+static void poke(const char *name, size_t off, const void *bytes, size_t n)
+{
+    int fd = open(path_of(name), O_RDWR);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(pwrite(fd, bytes, n, (off_t)off), (ssize_t)n);
+    close(fd);
+}
+
+static void poke32(const char *name, size_t off, uint32_t v)
+{
+    poke(name, off, &v, sizeof v);
+}
+
+static void poke64(const char *name, size_t off, uint64_t v)
+{
+    poke(name, off, &v, sizeof v);
+}
+
+static int open_rc(const char *name, const srl_config *cfg, unsigned flags)
+{
+    srl_limiter *lim = (srl_limiter *)0x1;
+    int rc = srl_open_shared(name, cfg, flags, &lim);
+    if (rc == 0)
+        srl_close(lim);
+    else
+        ck_assert_ptr_null(lim);
+    return rc;
+}
+
+/* ------------------------------------------------------- the race */
+
+struct race_area {
+    uint32_t arrived;
+    int32_t pid[8];
+    int32_t creator[8];
+    int32_t rc[8];
+};
+
+START_TEST(eight_processes_opening_a_new_name_at_once_make_one_segment)
+{
+    srl_config cfg = config(100, 1000);
+    struct race_area *a = mmap(NULL, sizeof *a, PROT_READ | PROT_WRITE,
+                               MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    ck_assert_ptr_ne(a, MAP_FAILED);
+    for (int trial = 0; trial < 10; trial++) {
+        char name[128];
+        strcpy(name, unique_name("race"));
+        memset(a, 0, sizeof *a);
+        pid_t pids[8];
+        for (int w = 0; w < 8; w++) {
+            pids[w] = fork();
+            ck_assert_int_ge(pids[w], 0);
+            if (pids[w] == 0) {
+                __atomic_add_fetch(&a->arrived, 1, __ATOMIC_ACQ_REL);
+                while (__atomic_load_n(&a->arrived, __ATOMIC_ACQUIRE) < 8)
+                    sched_yield();
+                srl_limiter *lim;
+                int rc = srl_open_shared(name, &cfg, SRL_CREATE, &lim);
+                a->rc[w] = rc;
+                a->pid[w] = getpid();
+                if (rc == 0) {
+                    srl_info info;
+                    srl_decision d;
+                    srl_info_get(lim, &info);
+                    a->creator[w] = info.creator_pid;
+                    if (srl_acquire(lim, "x", 1, 1, &d) != 0 || !d.allowed)
+                        a->rc[w] = 99;
+                    srl_close(lim);
+                }
+                _exit(0);
+            }
+        }
+        for (int w = 0; w < 8; w++) {
+            int status;
+            ck_assert_int_eq(waitpid(pids[w], &status, 0), pids[w]);
+            ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        }
+        int creators = 0;
+        for (int w = 0; w < 8; w++) {
+            ck_assert_int_eq(a->rc[w], 0);
+            ck_assert_int_eq(a->creator[w], a->creator[0]);   /* one initialiser */
+            creators += a->pid[w] == a->creator[0];
+        }
+        ck_assert_int_eq(creators, 1);
+        srl_limiter *lim;
+        ck_assert_int_eq(srl_open_shared(name, NULL, 0, &lim), 0);
+        srl_stats st;
+        ck_assert_int_eq(srl_stats_get(lim, &st), 0);
+        ck_assert_uint_eq(st.used, 1);         /* one segment: one state for "x" */
+        ck_assert_uint_eq(st.allowed, 8);
+        srl_close(lim);
+        ck_assert_int_eq(srl_unlink(name), 0);
+    }
+    munmap(a, sizeof *a);
+}
+END_TEST
+
+/* ------------------------------------------------------- headers */
+
+START_TEST(a_segment_with_another_magic_is_foreign)
+{
+    srl_config cfg = config(10, 100);
+    const char *name = make_segment(&cfg);
+    poke(name, 0, "NOTSRL!!", 8);
+    ck_assert_int_eq(open_rc(name, &cfg, SRL_CREATE), SRL_EFOREIGN);
+    ck_assert_int_eq(open_rc(name, NULL, 0), SRL_EFOREIGN);
+    ck_assert_int_eq(srl_unlink(name), 0);
+}
+END_TEST
+
+START_TEST(a_segment_of_another_layout_version_or_abi_is_refused)
+{
+    srl_config cfg = config(10, 100);
+    const char *name = make_segment(&cfg);
+    poke32(name, offsetof(struct srl__shm_header, version), SRL__SHM_VERSION + 1);
+    ck_assert_int_eq(open_rc(name, &cfg, 0), SRL_EVERSION);
+    poke32(name, offsetof(struct srl__shm_header, version), SRL__SHM_VERSION);
+    ck_assert_int_eq(open_rc(name, &cfg, 0), 0);
+    poke64(name, offsetof(struct srl__shm_header, abi), srl__shm_abi_word() ^ 0x10000);
+    ck_assert_int_eq(open_rc(name, &cfg, 0), SRL_EVERSION);
+    ck_assert_int_eq(srl_unlink(name), 0);
+}
+END_TEST
+
+START_TEST(a_truncated_segment_is_corrupt)
+{
+    srl_config cfg = config(10, 1000);
+    const char *name = make_segment(&cfg);
+    struct stat st;
+    ck_assert_int_eq(stat(path_of(name), &st), 0);
+    ck_assert_int_eq(truncate(path_of(name), st.st_size - 1), 0);
+    ck_assert_int_eq(open_rc(name, &cfg, 0), SRL_ECORRUPT);
+    ck_assert_int_eq(open_rc(name, NULL, 0), SRL_ECORRUPT);
+    ck_assert_int_eq(truncate(path_of(name), SRL__SHM_HEADER_BYTES), 0);
+    ck_assert_int_eq(open_rc(name, NULL, 0), SRL_ECORRUPT);
+    ck_assert_int_eq(srl_unlink(name), 0);
+}
+END_TEST
+
+START_TEST(a_header_whose_geometry_disagrees_with_its_policy_is_corrupt)
+{
+    srl_config cfg = config(10, 1000);
+    const char *name = make_segment(&cfg);
+    /* More buckets than the file holds. */
+    poke64(name, offsetof(struct srl__shm_header, buckets), 1u << 20);
+    ck_assert_int_eq(open_rc(name, NULL, 0), SRL_ECORRUPT);
+    ck_assert_int_eq(srl_unlink(name), 0);
+
+    name = make_segment(&cfg);
+    poke32(name, offsetof(struct srl__shm_header, slot_bytes), 8);
+    ck_assert_int_eq(open_rc(name, NULL, 0), SRL_ECORRUPT);
+    ck_assert_int_eq(srl_unlink(name), 0);
+
+    name = make_segment(&cfg);
+    poke32(name, offsetof(struct srl__shm_header, permits), 0);   /* invalid policy */
+    ck_assert_int_eq(open_rc(name, NULL, 0), SRL_ECORRUPT);
+    ck_assert_int_eq(srl_unlink(name), 0);
+
+    name = make_segment(&cfg);
+    poke32(name, offsetof(struct srl__shm_header, state), 77);
+    ck_assert_int_eq(open_rc(name, NULL, 0), SRL_ECORRUPT);
+    ck_assert_int_eq(srl_unlink(name), 0);
+}
+END_TEST
+
+START_TEST(another_policy_capacity_or_display_is_a_mismatch)
+{
+    srl_config cfg = config(10, 100);
+    const char *name = make_segment(&cfg);
+    srl_config other = cfg;
+    other.policy.permits = 11;
+    ck_assert_int_eq(open_rc(name, &other, SRL_CREATE), SRL_EMISMATCH);
+    other = cfg;
+    other.policy.algorithm = SRL_GCRA;
+    ck_assert_int_eq(open_rc(name, &other, 0), SRL_EMISMATCH);
+    other = cfg;
+    other.policy.window_ns = 61 * SEC;
+    ck_assert_int_eq(open_rc(name, &other, 0), SRL_EMISMATCH);
+    other = cfg;
+    other.capacity = 1000;
+    ck_assert_int_eq(open_rc(name, &other, SRL_CREATE), SRL_EMISMATCH);
+    other = cfg;
+    other.key_display = 16;
+    ck_assert_int_eq(open_rc(name, &other, 0), SRL_EMISMATCH);
+    /* Capacity is kept in whole buckets: 100 and 112 are the same table. */
+    other = cfg;
+    other.capacity = 112;
+    ck_assert_int_eq(open_rc(name, &other, 0), 0);
+    /* on_full, ticker and timeout belong to the handle, not the segment. */
+    other = cfg;
+    other.on_full = SRL_ON_FULL_DENY;
+    other.lock_timeout_ms = 5;
+    ck_assert_int_eq(open_rc(name, &other, 0), 0);
+    ck_assert_int_eq(srl_unlink(name), 0);
+}
+END_TEST
+
+START_TEST(opening_without_a_config_adopts_the_segments_policy)
+{
+    srl_config cfg = config(7, 40);
+    cfg.policy.algorithm = SRL_SLIDING_COUNTER;
+    cfg.key_display = 9;
+    const char *name = make_segment(&cfg);
+    srl_limiter *lim;
+    ck_assert_int_eq(srl_open_shared(name, NULL, 0, &lim), 0);
+    srl_info info;
+    ck_assert_int_eq(srl_info_get(lim, &info), 0);
+    ck_assert_int_eq(info.policy.algorithm, SRL_SLIDING_COUNTER);
+    ck_assert_uint_eq(info.policy.permits, 7);
+    ck_assert_uint_eq(info.policy.window_ns, 60 * SEC);
+    ck_assert_uint_eq(info.capacity, 48);
+    ck_assert_uint_eq(info.buckets, 3);
+    ck_assert_uint_eq(info.key_display, 9);
+    ck_assert_uint_eq(info.mode, 0600);
+    ck_assert_uint_eq(info.owner_uid, geteuid());
+    ck_assert_str_eq(info.name, name);
+    struct stat st;
+    ck_assert_int_eq(stat(path_of(name), &st), 0);
+    ck_assert_uint_eq(info.segment_bytes, (uint64_t)st.st_size);
+    srl_close(lim);
+    ck_assert_int_eq(srl_unlink(name), 0);
+}
+END_TEST
+
+START_TEST(a_token_bucket_slot_costs_at_most_64_segment_bytes)
+{
+    srl_config cfg = config(100, 65536);
+    srl_limiter *lim;
+    ck_assert_int_eq(srl_open_anonymous(&cfg, &lim), 0);
+    srl_info info;
+    ck_assert_int_eq(srl_info_get(lim, &info), 0);
+    ck_assert_uint_eq(info.capacity, 65536);
+    ck_assert_uint_le(info.segment_bytes - SRL__SHM_HEADER_BYTES, 64 * info.capacity);
+    srl_close(lim);
+}
+END_TEST
+
+/* ------------------------------------------------------- not ours */
+
+START_TEST(random_bytes_at_the_name_are_foreign)
+{
+    srl_config cfg = config(10, 100);
+    const char *name = unique_name("random");
+    int fd = open(path_of(name), O_CREAT | O_EXCL | O_RDWR, 0600);
+    ck_assert_int_ge(fd, 0);
+    unsigned char junk[8192];
+    for (size_t i = 0; i < sizeof junk; i++)
+        junk[i] = (unsigned char)(i * 131 + 7);
+    ck_assert_int_eq(write(fd, junk, sizeof junk), (ssize_t)sizeof junk);
+    close(fd);
+    ck_assert_int_eq(open_rc(name, &cfg, SRL_CREATE), SRL_EFOREIGN);
+    ck_assert_int_eq(open_rc(name, NULL, 0), SRL_EFOREIGN);
+    /* A short file that is not empty: never one of ours either. */
+    ck_assert_int_eq(truncate(path_of(name), 100), 0);
+    ck_assert_int_eq(open_rc(name, NULL, 0), SRL_EFOREIGN);
+    ck_assert_int_eq(srl_unlink(name), 0);
+}
+END_TEST
+
+START_TEST(an_empty_file_at_the_name_is_stale_after_the_bounded_wait)
+{
+    srl_config cfg = config(10, 100);
+    const char *name = unique_name("empty");
+    int fd = open(path_of(name), O_CREAT | O_EXCL | O_RDWR, 0600);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    ck_assert_int_eq(open_rc(name, &cfg, SRL_CREATE), SRL_ESTALE);
+    struct stat st;
+    ck_assert_int_eq(stat(path_of(name), &st), 0);   /* left for the operator */
+    ck_assert_int_eq(st.st_size, 0);
+    ck_assert_int_eq(srl_unlink(name), 0);
+}
+END_TEST
+
+START_TEST(a_creator_that_died_before_ready_leaves_a_stale_segment)
+{
+    srl_config cfg = config(10, 100);
+    char name[128];
+    strcpy(name, unique_name("stale"));
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        srl_limiter *lim;
+        int rc = srl__shm_open(name, &cfg, SRL_CREATE | SRL_EXCL, SRL__SHM_TEST_NO_READY, &lim);
+        _exit(rc == 0 ? 0 : 1);   /* dies holding an INIT segment */
+    }
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    ck_assert_int_eq(open_rc(name, &cfg, SRL_CREATE), SRL_ESTALE);
+    ck_assert_int_eq(open_rc(name, NULL, 0), SRL_ESTALE);
+    /* The remedy works: unlink, and the next create starts afresh. */
+    ck_assert_int_eq(srl_unlink(name), 0);
+    ck_assert_int_eq(open_rc(name, &cfg, SRL_CREATE | SRL_EXCL), 0);
+    ck_assert_int_eq(srl_unlink(name), 0);
+}
+END_TEST
+
+START_TEST(a_live_creator_that_never_finishes_times_out)
+{
+    srl_config cfg = config(10, 100);
+    char name[128];
+    strcpy(name, unique_name("slow"));
+    srl_limiter *creator;
+    ck_assert_int_eq(srl__shm_open(name, &cfg, SRL_CREATE | SRL_EXCL, SRL__SHM_TEST_NO_READY,
+                                   &creator), 0);
+    ck_assert_int_eq(open_rc(name, &cfg, SRL_CREATE), SRL_ETIMEDOUT);
+    srl_close(creator);
+    ck_assert_int_eq(srl_unlink(name), 0);
+}
+END_TEST
+
+/* ------------------------------------------------------- permissions */
+
+static mode_t mode_of(const char *name)
+{
+    struct stat st;
+    ck_assert_int_eq(stat(path_of(name), &st), 0);
+    return st.st_mode & 0777;
+}
+
+START_TEST(a_new_segment_is_0600_whatever_the_umask)
+{
+    srl_config cfg = config(10, 100);
+    umask(0);
+    const char *name = make_segment(&cfg);
+    ck_assert_uint_eq(mode_of(name), 0600);
+    ck_assert_int_eq(srl_unlink(name), 0);
+    umask(0077);
+    cfg.mode = 0640;
+    name = make_segment(&cfg);
+    ck_assert_uint_eq(mode_of(name), 0640);                 /* fchmod: umask aside */
+    ck_assert_int_eq(open_rc(name, NULL, 0), 0);            /* group read is fine */
+    ck_assert_int_eq(srl_unlink(name), 0);
+}
+END_TEST
+
+START_TEST(a_group_writable_segment_is_refused_unless_the_opener_asked_for_it)
+{
+    srl_config cfg = config(10, 100);
+    cfg.mode = 0660;
+    const char *name = make_segment(&cfg);
+    ck_assert_uint_eq(mode_of(name), 0660);
+    srl_config strict = cfg;
+    strict.mode = 0600;
+    ck_assert_int_eq(open_rc(name, &strict, 0), SRL_EACCES);
+    ck_assert_int_eq(open_rc(name, NULL, 0), SRL_EACCES);   /* default 0600 */
+    ck_assert_int_eq(open_rc(name, &cfg, 0), 0);
+    /* Someone widening a 0600 segment to world-writable: refused. */
+    ck_assert_int_eq(chmod(path_of(name), 0666), 0);
+    ck_assert_int_eq(open_rc(name, &cfg, 0), SRL_EACCES);
+    ck_assert_int_eq(srl_unlink(name), 0);
+}
+END_TEST
+
+START_TEST(a_segment_owned_by_another_user_is_refused)
+{
+    /* Needs root to hand the file to other users (the suite runs as root). */
+    ck_assert_int_eq(geteuid(), 0);
+    srl_config cfg = config(10, 100);
+    cfg.mode = 0666;                        /* the mode check alone would pass */
+    const char *name = make_segment(&cfg);
+    ck_assert_int_eq(chown(path_of(name), 65533, 65533), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        if (setgid(65534) != 0 || setuid(65534) != 0)
+            _exit(10);
+        int rc = open_rc(name, &cfg, 0);                    /* owner 65533, we are 65534 */
+        _exit(rc == SRL_EACCES ? 0 : 11);
+    }
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert(WIFEXITED(status));
+    ck_assert_int_eq(WEXITSTATUS(status), 0);
+    /* A root-owned 0600 segment: the kernel already says no to others. */
+    ck_assert_int_eq(chown(path_of(name), 0, 0), 0);
+    ck_assert_int_eq(chmod(path_of(name), 0600), 0);
+    pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        if (setgid(65534) != 0 || setuid(65534) != 0)
+            _exit(10);
+        _exit(open_rc(name, NULL, 0) == SRL_EACCES ? 0 : 11);
+    }
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert_int_eq(WEXITSTATUS(status), 0);
+    ck_assert_int_eq(srl_unlink(name), 0);
+}
+END_TEST
+
+/* ------------------------------------------------------- tmpfs full */
+
+START_TEST(a_too_small_tmpfs_gives_enospc_at_creation_and_leaves_nothing)
+{
+    /* This test runs in its own forked process (Check fork mode): the mount
+     * namespace dies with it. */
+    ck_assert_int_eq(unshare(CLONE_NEWNS), 0);
+    ck_assert_int_eq(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), 0);
+    ck_assert_int_eq(mount("tmpfs", "/dev/shm", "tmpfs", 0, "size=1m"), 0);
+    srl_config cfg = config(10, 65536);                     /* 64 MiB */
+    char name[128];
+    strcpy(name, unique_name("enospc"));
+    ck_assert_int_eq(open_rc(name, &cfg, SRL_CREATE), SRL_ENOSPC);
+    struct stat st;
+    ck_assert_int_eq(stat(path_of(name), &st), -1);
+    ck_assert_int_eq(errno, ENOENT);
+    /* What fits still works there. */
+    cfg.capacity = 160;
+    ck_assert_int_eq(open_rc(name, &cfg, SRL_CREATE), 0);
+    ck_assert_int_eq(srl_unlink(name), 0);
+    umount("/dev/shm");
+}
+END_TEST
+
+/* ------------------------------------------------------- bad input */
+
+START_TEST(bad_names_and_flags_are_einval_and_create_nothing)
+{
+    srl_config cfg = config(10, 100);
+    char longname[260];
+    memset(longname, 'a', 201);
+    longname[201] = '\0';
+    const char *bad[] = {"", "/", "a/b", "/..", ".", "sp ace", "new\nline", longname, "//x"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ck_assert_int_eq(open_rc(bad[i], &cfg, SRL_CREATE), SRL_EINVAL);
+        ck_assert_int_eq(srl_unlink(bad[i]), SRL_EINVAL);
+    }
+    ck_assert_int_eq(open_rc(NULL, &cfg, SRL_CREATE), SRL_EINVAL);
+    longname[200] = '\0';                                  /* 200 is the limit */
+    char name[260] = "/";
+    strcat(name, longname);
+    ck_assert_int_eq(srl_unlink(name), SRL_ENOENT);
+    const char *ok = unique_name("flags");
+    ck_assert_int_eq(open_rc(ok, &cfg, SRL_EXCL), SRL_EINVAL);      /* EXCL without CREATE */
+    ck_assert_int_eq(open_rc(ok, &cfg, 0x80), SRL_EINVAL);
+    ck_assert_int_eq(open_rc(ok, NULL, SRL_CREATE), SRL_EINVAL);    /* create needs a config */
+    ck_assert_int_eq(open_rc(ok, &cfg, 0), SRL_ENOENT);
+    srl_config bad_cfg = cfg;
+    bad_cfg.policy.permits = 0;
+    ck_assert_int_eq(open_rc(ok, &bad_cfg, SRL_CREATE), SRL_EPOLICY);
+    bad_cfg = cfg;
+    bad_cfg.capacity = 0;
+    ck_assert_int_eq(open_rc(ok, &bad_cfg, SRL_CREATE), SRL_EINVAL);
+    bad_cfg = cfg;
+    bad_cfg.mode = 01777;
+    ck_assert_int_eq(open_rc(ok, &bad_cfg, SRL_CREATE), SRL_EINVAL);
+    struct stat st;
+    ck_assert_int_eq(stat(path_of(ok), &st), -1);            /* nothing created */
+    ck_assert_int_eq(srl_unlink(ok), SRL_ENOENT);
+    /* Leading slash optional. */
+    ck_assert_int_eq(open_rc(ok + 1, &cfg, SRL_CREATE | SRL_EXCL), 0);
+    ck_assert_int_eq(open_rc(ok, &cfg, SRL_CREATE | SRL_EXCL), SRL_EEXIST);
+    ck_assert_int_eq(srl_unlink(ok + 1), 0);
+}
+END_TEST
+
+START_TEST(empty_and_too_long_keys_are_ekey_and_change_nothing)
+{
+    srl_config cfg = config(10, 100);
+    const char *name = make_segment(&cfg);
+    srl_limiter *lim;
+    ck_assert_int_eq(srl_open_shared(name, &cfg, 0, &lim), 0);
+    static char big[SRL_KEY_MAX + 2];
+    memset(big, 'k', sizeof big);
+    srl_decision d;
+    memset(&d, 0x5a, sizeof d);
+    srl_decision untouched = d;
+    ck_assert_int_eq(srl_acquire(lim, big, SRL_KEY_MAX + 1, 1, &d), SRL_EKEY);
+    ck_assert_int_eq(srl_acquire(lim, "", 0, 1, &d), SRL_EKEY);
+    ck_assert_int_eq(srl_peek(lim, big, SRL_KEY_MAX + 1, 1, &d), SRL_EKEY);
+    ck_assert_int_eq(srl_reset_key(lim, "", 0), SRL_EKEY);
+    ck_assert_int_eq(memcmp(&d, &untouched, sizeof d), 0);
+    ck_assert_int_eq(srl_acquire(lim, "k", 1, 11, &d), SRL_ECOST);
+    ck_assert_int_eq(srl_acquire(lim, "k", 1, 0, &d), SRL_ECOST);
+    /* The longest key is fine. */
+    ck_assert_int_eq(srl_acquire(lim, big, SRL_KEY_MAX, 1, &d), 0);
+    ck_assert_int_eq(d.allowed, 1);
+    srl_stats st;
+    ck_assert_int_eq(srl_stats_get(lim, &st), 0);
+    ck_assert_uint_eq(st.used, 1);
+    ck_assert_uint_eq(st.allowed + st.denied, 1);
+    srl_close(lim);
+    ck_assert_int_eq(srl_unlink(name), 0);
+}
+END_TEST
+
+START_TEST(a_closed_segment_keeps_its_states_for_the_next_opener)
+{
+    fake_clock *c = fake_clock_shared(0);
+    srl_config cfg = config(3, 100);
+    cfg.ticker = fake_ticker(c);
+    const char *name = make_segment(&cfg);
+    srl_limiter *lim;
+    srl_decision d;
+    ck_assert_int_eq(srl_open_shared(name, &cfg, 0, &lim), 0);
+    ck_assert_int_eq(srl_acquire(lim, "k", 1, 2, &d), 0);
+    srl_close(lim);
+    ck_assert_int_eq(srl_open_shared(name, &cfg, SRL_CREATE, &lim), 0);
+    ck_assert_int_eq(srl_acquire(lim, "k", 1, 1, &d), 0);
+    ck_assert_int_eq(d.allowed, 1);
+    ck_assert_uint_eq(d.remaining, 0);
+    /* Unlinked while open: this handle keeps working. */
+    ck_assert_int_eq(srl_unlink(name), 0);
+    ck_assert_int_eq(srl_acquire(lim, "k", 1, 1, &d), 0);
+    ck_assert_int_eq(d.allowed, 0);
+    srl_close(lim);
+    ck_assert_int_eq(srl_unlink(name), SRL_ENOENT);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("shm_segment");
+    TCase *tc = tcase_create("segment");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, eight_processes_opening_a_new_name_at_once_make_one_segment);
+    tcase_add_test(tc, a_segment_with_another_magic_is_foreign);
+    tcase_add_test(tc, a_segment_of_another_layout_version_or_abi_is_refused);
+    tcase_add_test(tc, a_truncated_segment_is_corrupt);
+    tcase_add_test(tc, a_header_whose_geometry_disagrees_with_its_policy_is_corrupt);
+    tcase_add_test(tc, another_policy_capacity_or_display_is_a_mismatch);
+    tcase_add_test(tc, opening_without_a_config_adopts_the_segments_policy);
+    tcase_add_test(tc, a_token_bucket_slot_costs_at_most_64_segment_bytes);
+    tcase_add_test(tc, random_bytes_at_the_name_are_foreign);
+    tcase_add_test(tc, an_empty_file_at_the_name_is_stale_after_the_bounded_wait);
+    tcase_add_test(tc, a_creator_that_died_before_ready_leaves_a_stale_segment);
+    tcase_add_test(tc, a_live_creator_that_never_finishes_times_out);
+    tcase_add_test(tc, a_new_segment_is_0600_whatever_the_umask);
+    tcase_add_test(tc, a_group_writable_segment_is_refused_unless_the_opener_asked_for_it);
+    tcase_add_test(tc, a_segment_owned_by_another_user_is_refused);
+    tcase_add_test(tc, a_too_small_tmpfs_gives_enospc_at_creation_and_leaves_nothing);
+    tcase_add_test(tc, bad_names_and_flags_are_einval_and_create_nothing);
+    tcase_add_test(tc, empty_and_too_long_keys_are_ekey_and_change_nothing);
+    tcase_add_test(tc, a_closed_segment_keeps_its_states_for_the_next_opener);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
