@@ -432,9 +432,16 @@ int srl__shm_acquire(srl_limiter *lim, const void *key, size_t len, uint32_t cos
             i = (int)fi;
     }
     if (i < 0) {
-        SRL__SHM_COUNT(srl__shm_bucket(s, k.b1)->full, 1);
-        unlock_pair(s, &k);
+        /* Table full: on_full decides, and the decision is counted like any
+         * other (in b1, whose lock we hold), plus once in `full`. */
+        struct srl__shm_bucket *bk = srl__shm_bucket(s, k.b1);
         srl__decide_on_full(lim, SRL_DECISION_UNTRACKED, d);
+        SRL__SHM_COUNT(bk->full, 1);
+        if (d->allowed)
+            SRL__SHM_COUNT(bk->allowed, 1);
+        else
+            SRL__SHM_COUNT(bk->denied, 1);
+        unlock_pair(s, &k);
         return 0;
     }
     insert(s, b, (unsigned)i, &k, key, len, now, cost, d);

@@ -1,0 +1,525 @@
+/*
+ * check_shm_table.c - the bucketed table itself.
+ *
+ *   - load factor: distinct keys inserted (frozen time, so no state is ever
+ *     at rest) until the first SRL_DECISION_UNTRACKED reach >= 85% of the
+ *     capacity, for capacities 1k, 64k and 1M; every key inserted before
+ *     that (relocated or not) is still found with its own state, and the
+ *     table checks healthy;
+ *   - lazy reclaim of at-rest states by an insert into a full table;
+ *   - on_full allow / deny decisions and the `full` counter;
+ *   - evict_idle counts, reset_key, stats sums over many buckets;
+ *   - keys of different buckets never contend: a held bucket lock does not
+ *     delay a key whose candidate buckets are others;
+ *   - srl_check: 0 problems on a healthy table, > 0 after a tag, a
+ *     fingerprint, an undo record or a key's bucket is damaged by hand.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "shm.h"
+#include "srl.h"
+#include "testutil.h"
+
+#define PERMITS 10
+
+static srl_limiter *open_anon(uint64_t capacity, srl_on_full on_full, fake_clock *c)
+{
+    srl_config cfg;
+    srl_config_init(&cfg);
+    cfg.policy = (srl_policy){SRL_TOKEN_BUCKET, PERMITS, SEC};
+    cfg.capacity = capacity;
+    cfg.on_full = on_full;
+    cfg.ticker = fake_ticker(c);
+    srl_limiter *lim;
+    ck_assert_int_eq(srl_open_anonymous(&cfg, &lim), 0);
+    return lim;
+}
+
+static srl_decision acq(srl_limiter *lim, const char *key, uint32_t cost)
+{
+    srl_decision d;
+    ck_assert_int_eq(srl_acquire(lim, key, strlen(key), cost, &d), 0);
+    return d;
+}
+
+static srl_stats stats(srl_limiter *lim)
+{
+    srl_stats st;
+    ck_assert_int_eq(srl_stats_get(lim, &st), 0);
+    return st;
+}
+
+static int key_of(char *buf, size_t n, uint64_t i)
+{
+    return snprintf(buf, n, "user-%llu", (unsigned long long)i);
+}
+
+/* ------------------------------------------------------- load factor */
+
+static const uint64_t capacities[] = {1024, 65536, 1u << 20};
+
+START_TEST(random_keys_fill_at_least_85_percent_before_the_first_untracked)
+{
+    fake_clock *c = fake_clock_shared(SEC);       /* frozen: nothing comes to rest */
+    srl_limiter *lim = open_anon(capacities[_i], SRL_ON_FULL_DENY, c);
+    uint64_t cap = stats(lim).capacity;
+    ck_assert_uint_eq(cap, capacities[_i]);
+    char key[32];
+    uint64_t n = 0;
+    for (;; n++) {
+        int len = key_of(key, sizeof key, n);
+        srl_decision d;
+        ck_assert_int_eq(srl_acquire(lim, key, (size_t)len, 1, &d), 0);
+        if (d.flags & SRL_DECISION_UNTRACKED)
+            break;
+        ck_assert_int_eq(d.allowed, 1);
+        ck_assert_uint_eq(d.remaining, PERMITS - 1);   /* a fresh state each time */
+        ck_assert_uint_le(n, cap);
+    }
+    fprintf(stderr, "capacity %llu: first untracked insert after %llu keys (%.1f%%)\n",
+            (unsigned long long)cap, (unsigned long long)n, 100.0 * (double)n / (double)cap);
+    ck_assert_uint_ge(n * 100, cap * 85);
+    srl_stats st = stats(lim);
+    ck_assert_uint_eq(st.used, n);
+    ck_assert_uint_eq(st.full, 1);
+    ck_assert_uint_eq(st.evicted, 0);
+    /* Every key inserted, wherever relocation moved it, is found with its
+     * own state: one token taken, so a peek of cost 1 leaves 8. */
+    for (uint64_t i = 0; i < n; i++) {
+        int len = key_of(key, sizeof key, i);
+        srl_decision d;
+        ck_assert_int_eq(srl_peek(lim, key, (size_t)len, 1, &d), 0);
+        ck_assert_uint_eq(d.remaining, PERMITS - 2);
+    }
+    ck_assert_int_eq(srl_check(lim, NULL, NULL), 0);
+    srl_close(lim);
+}
+END_TEST
+
+/* ------------------------------------------------------- full table */
+
+START_TEST(an_insert_into_a_full_table_reclaims_a_state_at_rest)
+{
+    fake_clock *c = fake_clock_shared(0);
+    srl_limiter *lim = open_anon(16, SRL_ON_FULL_DENY, c);   /* one bucket */
+    char key[32];
+    for (int i = 0; i < 16; i++) {
+        key_of(key, sizeof key, (uint64_t)i);
+        acq(lim, key, i == 0 ? 1 : PERMITS);                 /* key 0: 9 left */
+    }
+    srl_decision d = acq(lim, "late", 1);
+    ck_assert_uint_eq(d.flags, SRL_DECISION_UNTRACKED);
+    ck_assert_int_eq(d.allowed, 0);
+    c->now = 100 * MS;                                        /* key 0 full again, at rest */
+    d = acq(lim, "late", 1);
+    ck_assert_uint_eq(d.flags, 0);
+    ck_assert_int_eq(d.allowed, 1);
+    ck_assert_uint_eq(d.remaining, PERMITS - 1);
+    srl_stats st = stats(lim);
+    ck_assert_uint_eq(st.evicted, 1);
+    ck_assert_uint_eq(st.used, 16);
+    ck_assert_uint_eq(st.full, 1);
+    ck_assert_int_eq(srl_peek(lim, "user-0", 6, 1, &d), SRL_ENOENT);
+    ck_assert_int_eq(srl_peek(lim, "user-1", 6, 1, &d), 0);  /* busy keys stay */
+    ck_assert_uint_eq(d.remaining, 0);                        /* 1 refilled, peek takes it */
+    srl_close(lim);
+}
+END_TEST
+
+START_TEST(a_full_table_allows_untracked_keys_by_default_and_counts_them)
+{
+    fake_clock *c = fake_clock_shared(0);
+    srl_limiter *lim = open_anon(16, SRL_ON_FULL_ALLOW, c);
+    char key[32];
+    for (int i = 0; i < 16; i++) {
+        key_of(key, sizeof key, (uint64_t)i);
+        acq(lim, key, 1);
+    }
+    for (int n = 0; n < 3; n++) {
+        srl_decision d = acq(lim, "stranger", 1);
+        ck_assert_int_eq(d.allowed, 1);
+        ck_assert_uint_eq(d.flags, SRL_DECISION_UNTRACKED);
+        ck_assert_uint_eq(d.retry_after_ns, 0);
+        ck_assert_uint_eq(d.limit, PERMITS);
+    }
+    srl_decision d = acq(lim, "user-3", 1);                   /* tracked: its own state */
+    ck_assert_uint_eq(d.flags, 0);
+    ck_assert_uint_eq(d.remaining, PERMITS - 2);
+    srl_stats st = stats(lim);
+    ck_assert_uint_eq(st.full, 3);
+    ck_assert_uint_eq(st.allowed, 16 + 3 + 1);
+    ck_assert_uint_eq(st.denied, 0);
+    ck_assert_uint_eq(st.used, 16);
+    srl_close(lim);
+}
+END_TEST
+
+START_TEST(a_full_table_denies_untracked_keys_when_on_full_is_deny)
+{
+    fake_clock *c = fake_clock_shared(0);
+    srl_limiter *lim = open_anon(16, SRL_ON_FULL_DENY, c);
+    char key[32];
+    for (int i = 0; i < 16; i++) {
+        key_of(key, sizeof key, (uint64_t)i);
+        acq(lim, key, 1);
+    }
+    srl_decision d = acq(lim, "stranger", 1);
+    ck_assert_int_eq(d.allowed, 0);
+    ck_assert_uint_eq(d.flags, SRL_DECISION_UNTRACKED);
+    ck_assert_uint_eq(d.retry_after_ns, SEC);
+    ck_assert_int_eq(srl_peek(lim, "stranger", 8, 1, &d), SRL_ENOENT);
+    srl_stats st = stats(lim);
+    ck_assert_uint_eq(st.full, 1);
+    ck_assert_uint_eq(st.denied, 1);
+    ck_assert_uint_eq(st.allowed, 16);
+    srl_close(lim);
+}
+END_TEST
+
+/* ------------------------------------------------------- evict, reset, stats */
+
+START_TEST(evict_idle_drops_exactly_the_states_at_rest)
+{
+    fake_clock *c = fake_clock_shared(0);
+    srl_limiter *lim = open_anon(1000, SRL_ON_FULL_ALLOW, c);
+    char key[32];
+    for (int i = 0; i < 300; i++) {
+        key_of(key, sizeof key, (uint64_t)i);
+        acq(lim, key, i < 100 ? PERMITS : 1);   /* 100 empty, 200 nearly full */
+    }
+    ck_assert_int_eq(srl_evict_idle(lim), 0);
+    c->now = 100 * MS;                          /* +1 token: the 200 are full */
+    ck_assert_int_eq(srl_evict_idle(lim), 200);
+    ck_assert_int_eq(srl_evict_idle(lim), 0);
+    srl_stats st = stats(lim);
+    ck_assert_uint_eq(st.used, 100);
+    ck_assert_uint_eq(st.evicted, 200);
+    c->now = SEC;
+    ck_assert_int_eq(srl_evict_idle(lim), 100);
+    ck_assert_uint_eq(stats(lim).used, 0);
+    ck_assert_uint_eq(stats(lim).evicted, 300);
+    srl_close(lim);
+}
+END_TEST
+
+START_TEST(reset_key_forgets_one_key_only)
+{
+    fake_clock *c = fake_clock_shared(0);
+    srl_limiter *lim = open_anon(100, SRL_ON_FULL_ALLOW, c);
+    acq(lim, "a", PERMITS);
+    acq(lim, "b", PERMITS);
+    ck_assert_int_eq(srl_reset_key(lim, "a", 1), 0);
+    ck_assert_int_eq(srl_reset_key(lim, "a", 1), SRL_ENOENT);
+    ck_assert_int_eq(srl_reset_key(lim, "zzz", 3), SRL_ENOENT);
+    ck_assert_uint_eq(acq(lim, "a", 1).remaining, PERMITS - 1);
+    ck_assert_int_eq(acq(lim, "b", 1).allowed, 0);
+    ck_assert_uint_eq(stats(lim).used, 2);
+    srl_close(lim);
+}
+END_TEST
+
+START_TEST(stats_sum_the_counters_of_every_bucket)
+{
+    fake_clock *c = fake_clock_shared(0);
+    srl_limiter *lim = open_anon(4096, SRL_ON_FULL_ALLOW, c);
+    char key[32];
+    uint64_t allowed = 0, denied = 0;
+    for (int i = 0; i < 1000; i++) {
+        key_of(key, sizeof key, (uint64_t)i);
+        for (int r = 0; r < 1 + i % 13; r++) {
+            srl_decision d = acq(lim, key, 1);
+            allowed += (uint64_t)d.allowed;
+            denied += (uint64_t)!d.allowed;
+        }
+    }
+    srl_stats st = stats(lim);
+    ck_assert_uint_eq(st.allowed, allowed);
+    ck_assert_uint_eq(st.denied, denied);
+    ck_assert_uint_eq(st.used, 1000);
+    ck_assert_uint_eq(st.capacity, 4096);
+    /* Per key: 1 + i % 13 requests, at most 10 allowed. */
+    uint64_t want_allowed = 0, want_denied = 0;
+    for (int i = 0; i < 1000; i++) {
+        uint64_t r = 1 + (uint64_t)(i % 13);
+        want_allowed += r < PERMITS ? r : PERMITS;
+        want_denied += r > PERMITS ? r - PERMITS : 0;
+    }
+    ck_assert_uint_eq(st.allowed, want_allowed);
+    ck_assert_uint_eq(st.denied, want_denied);
+    srl_close(lim);
+}
+END_TEST
+
+/* ------------------------------------------------------- no contention */
+
+/* Two keys whose candidate buckets are four different buckets. */
+static void disjoint_keys(struct srl__shm *s, char *a, char *b, struct srl__shm_key *ka)
+{
+    struct srl__shm_key kb;
+    strcpy(a, "user-0");
+    srl__shm_hash(s, a, strlen(a), ka);
+    for (uint64_t i = 1;; i++) {
+        key_of(b, 32, i);
+        srl__shm_hash(s, b, strlen(b), &kb);
+        if (kb.b1 != ka->b1 && kb.b1 != ka->b2 && kb.b2 != ka->b1 && kb.b2 != ka->b2)
+            return;
+    }
+}
+
+START_TEST(a_held_bucket_lock_does_not_delay_a_key_of_other_buckets)
+{
+    fake_clock *c = fake_clock_shared(0);
+    srl_config cfg;
+    srl_config_init(&cfg);
+    cfg.policy = (srl_policy){SRL_TOKEN_BUCKET, PERMITS, SEC};
+    cfg.capacity = 1024;
+    cfg.lock_timeout_ms = 20;
+    cfg.ticker = fake_ticker(c);
+    srl_limiter *lim;
+    ck_assert_int_eq(srl_open_anonymous(&cfg, &lim), 0);
+    struct srl__shm *s = lim->impl;
+    char a[32], b[32];
+    struct srl__shm_key ka;
+    disjoint_keys(s, a, b, &ka);
+    acq(lim, a, 1);
+    int go[2], done[2];
+    ck_assert_int_eq(pipe(go), 0);
+    ck_assert_int_eq(pipe(done), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        /* Hold both of a's buckets until told to stop. */
+        struct timespec dl = srl__shm_deadline(s);
+        if (srl__shm_lock(s, ka.b1 < ka.b2 ? ka.b1 : ka.b2, &dl) != 0 ||
+            srl__shm_lock(s, ka.b1 < ka.b2 ? ka.b2 : ka.b1, &dl) != 0)
+            _exit(1);
+        char x = 1;
+        if (write(go[1], &x, 1) != 1 || read(done[0], &x, 1) != 1)
+            _exit(2);
+        _exit(0);
+    }
+    char x;
+    ck_assert_int_eq(read(go[0], &x, 1), 1);
+    /* b: other buckets, so neither new nor known key ever waits. */
+    for (int i = 0; i < 5; i++) {
+        srl_decision d;
+        ck_assert_int_eq(srl_acquire(lim, b, strlen(b), 1, &d), 0);
+        ck_assert_int_eq(d.allowed, 1);
+        ck_assert_uint_eq(d.flags, 0);
+    }
+    ck_assert_uint_eq(stats(lim).timeouts, 0);
+    /* a: its lock really is held. */
+    srl_decision d;
+    ck_assert_int_eq(srl_acquire(lim, a, strlen(a), 1, &d), SRL_ETIMEDOUT);
+    ck_assert_uint_eq(d.flags, SRL_DECISION_DEGRADED);
+    ck_assert_uint_eq(stats(lim).timeouts, 1);
+    ck_assert_int_eq(write(done[1], &x, 1), 1);
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    /* The holder exited with both locks held: the next locker repairs them. */
+    ck_assert_int_eq(srl_acquire(lim, a, strlen(a), 1, &d), 0);
+    ck_assert_uint_eq(d.remaining, PERMITS - 2);
+    srl_close(lim);
+}
+END_TEST
+
+/* ------------------------------------------------------- check */
+
+static void count_line(void *ctx, const char *problem)
+{
+    ck_assert_ptr_nonnull(problem);
+    ck_assert_uint_gt(strlen(problem), 0);
+    (*(int *)ctx)++;
+}
+
+/* A table with some keys, and the slot of "user-5". */
+static srl_limiter *checked_table(fake_clock *c, struct srl__shm_key *k, int *slot)
+{
+    srl_limiter *lim = open_anon(256, SRL_ON_FULL_ALLOW, c);
+    char key[32];
+    for (int i = 0; i < 100; i++) {
+        key_of(key, sizeof key, (uint64_t)i);
+        acq(lim, key, 1 + (uint32_t)i % PERMITS);
+    }
+    int lines = 0;
+    ck_assert_int_eq(srl_check(lim, count_line, &lines), 0);
+    ck_assert_int_eq(lines, 0);
+    struct srl__shm *s = lim->impl;
+    srl__shm_hash(s, "user-5", 6, k);
+    *slot = srl__shm_find_locked(s, k->b1, k);
+    if (*slot < 0) {
+        uint64_t t = k->b1;
+        k->b1 = k->b2;
+        k->b2 = t;
+        *slot = srl__shm_find_locked(s, k->b1, k);
+    }
+    ck_assert_int_ge(*slot, 0);
+    return lim;
+}
+
+static int problems(srl_limiter *lim)
+{
+    int lines = 0;
+    int64_t n = srl_check(lim, count_line, &lines);
+    ck_assert_int_eq(n, lines);
+    return lines;
+}
+
+START_TEST(check_finds_a_tag_that_does_not_match_its_fingerprint)
+{
+    fake_clock *c = fake_clock_shared(0);
+    struct srl__shm_key k;
+    int i;
+    srl_limiter *lim = checked_table(c, &k, &i);
+    struct srl__shm_bucket *bk = srl__shm_bucket(lim->impl, k.b1);
+    bk->tags[i] = (uint8_t)(bk->tags[i] == 0xff ? 0x01 : bk->tags[i] + 1);
+    ck_assert_int_gt(problems(lim), 0);
+    srl_close(lim);
+}
+END_TEST
+
+START_TEST(check_finds_a_damaged_fingerprint)
+{
+    fake_clock *c = fake_clock_shared(0);
+    struct srl__shm_key k;
+    int i;
+    srl_limiter *lim = checked_table(c, &k, &i);
+    srl__shm_slot(lim->impl, k.b1, (unsigned)i)[9] ^= 0x40;   /* moves its buckets */
+    srl__shm_slot(lim->impl, k.b1, (unsigned)i)[0] ^= 0x01;   /* and its tag */
+    ck_assert_int_gt(problems(lim), 0);
+    srl_close(lim);
+}
+END_TEST
+
+START_TEST(check_finds_a_pending_undo_record)
+{
+    fake_clock *c = fake_clock_shared(0);
+    struct srl__shm_key k;
+    int i;
+    srl_limiter *lim = checked_table(c, &k, &i);
+    srl__shm_bucket(lim->impl, k.b1)->undo_slot = (uint8_t)(i + 1);
+    ck_assert_int_eq(problems(lim), 1);
+    srl__shm_bucket(lim->impl, k.b1)->undo_slot = 200;        /* out of range too */
+    ck_assert_int_eq(problems(lim), 1);
+    srl__shm_bucket(lim->impl, k.b1)->undo_slot = 0;
+    ck_assert_int_eq(problems(lim), 0);
+    srl_close(lim);
+}
+END_TEST
+
+START_TEST(check_finds_a_duplicate_key_and_an_invalid_state)
+{
+    fake_clock *c = fake_clock_shared(0);
+    struct srl__shm_key k;
+    int i;
+    srl_limiter *lim = checked_table(c, &k, &i);
+    struct srl__shm *s = lim->impl;
+    /* Copy the slot into a free slot of its other bucket. */
+    struct srl__shm_bucket *other = srl__shm_bucket(s, k.b2);
+    int j = 0;
+    while (j < 16 && other->tags[j] != 0)
+        j++;
+    ck_assert_int_lt(j, 16);
+    memcpy(srl__shm_slot(s, k.b2, (unsigned)j), srl__shm_slot(s, k.b1, (unsigned)i),
+           s->slot_bytes);
+    other->tags[j] = k.tag;
+    ck_assert_int_eq(problems(lim), 1);
+    other->tags[j] = 0;
+    ck_assert_int_eq(problems(lim), 0);
+    memset(srl__shm_slot_state(s, k.b1, (unsigned)i), 0xff, s->state_bytes);
+    ck_assert_int_eq(problems(lim), 1);
+    srl_close(lim);
+}
+END_TEST
+
+struct stop_ctx {
+    int seen;
+    uint8_t fps[600][16];
+};
+
+static int collect(const srl_entry *e, void *ctx)
+{
+    struct stop_ctx *c = ctx;
+    ck_assert_int_lt(c->seen, 600);
+    memcpy(c->fps[c->seen++], e->fingerprint, 16);
+    ck_assert_uint_eq(e->allowed, 1);
+    ck_assert_uint_eq(e->denied, 0);
+    ck_assert_int_eq(e->at_rest, 0);
+    ck_assert_uint_eq(e->now.remaining, PERMITS - 2);
+    return 0;
+}
+
+static int fp_cmp(const void *a, const void *b)
+{
+    return memcmp(a, b, 16);
+}
+
+static int stop_after_three(const srl_entry *e, void *ctx)
+{
+    (void)e;
+    return ++((struct stop_ctx *)ctx)->seen == 3;
+}
+
+START_TEST(foreach_visits_every_key_once_and_stops_when_asked)
+{
+    fake_clock *c = fake_clock_shared(0);
+    srl_limiter *lim = open_anon(1000, SRL_ON_FULL_ALLOW, c);
+    char key[32];
+    for (int i = 0; i < 500; i++) {
+        key_of(key, sizeof key, (uint64_t)i);
+        acq(lim, key, 1);
+    }
+    static struct stop_ctx all;
+    memset(&all, 0, sizeof all);
+    ck_assert_int_eq(srl_foreach(lim, collect, &all), 500);
+    ck_assert_int_eq(all.seen, 500);
+    qsort(all.fps, 500, 16, fp_cmp);
+    for (int i = 1; i < 500; i++)
+        ck_assert_int_ne(memcmp(all.fps[i - 1], all.fps[i], 16), 0);
+    memset(&all, 0, sizeof all);
+    ck_assert_int_eq(srl_foreach(lim, stop_after_three, &all), 3);
+    ck_assert_int_eq(all.seen, 3);
+    srl_close(lim);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("shm_table");
+    TCase *load = tcase_create("load");
+    tcase_set_timeout(load, 240);
+    tcase_add_loop_test(load, random_keys_fill_at_least_85_percent_before_the_first_untracked, 0,
+                        3);
+    suite_add_tcase(s, load);
+    TCase *tc = tcase_create("table");
+    tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, an_insert_into_a_full_table_reclaims_a_state_at_rest);
+    tcase_add_test(tc, a_full_table_allows_untracked_keys_by_default_and_counts_them);
+    tcase_add_test(tc, a_full_table_denies_untracked_keys_when_on_full_is_deny);
+    tcase_add_test(tc, evict_idle_drops_exactly_the_states_at_rest);
+    tcase_add_test(tc, reset_key_forgets_one_key_only);
+    tcase_add_test(tc, stats_sum_the_counters_of_every_bucket);
+    tcase_add_test(tc, a_held_bucket_lock_does_not_delay_a_key_of_other_buckets);
+    tcase_add_test(tc, check_finds_a_tag_that_does_not_match_its_fingerprint);
+    tcase_add_test(tc, check_finds_a_damaged_fingerprint);
+    tcase_add_test(tc, check_finds_a_pending_undo_record);
+    tcase_add_test(tc, check_finds_a_duplicate_key_and_an_invalid_state);
+    tcase_add_test(tc, foreach_visits_every_key_once_and_stops_when_asked);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
