@@ -184,6 +184,55 @@ START_TEST(reset_forgets_a_key_and_exits_1_when_it_is_not_tracked)
 }
 END_TEST
 
+START_TEST(try_on_a_full_table_says_on_full_decided_and_info_counts_it)
+{
+    const char *modes[] = {"deny", "allow"};
+    for (int m = 0; m < 2; m++) {
+        char name[160], tag[32];
+        snprintf(tag, sizeof tag, "full-%s", modes[m]);
+        seg_name(name, sizeof name, tag);
+        run_result r;
+        /* 16 slots: one bucket, so exactly 16 keys fit. */
+        RUN(&r, 0, "create", name, "--policy", "token_bucket:5/1h", "--capacity", "16",
+            "--on-full", modes[m]);
+        run_free(&r);
+        for (int i = 0; i < 16; i++) {
+            char key[16];
+            snprintf(key, sizeof key, "k%d", i);
+            RUN(&r, 0, "try", name, key);
+            run_free(&r);
+        }
+        if (m == 0) {
+            RUN(&r, 1, "try", name, "extra");
+            ck_assert_str_eq(r.out, "extra: denied, retry after 1h (Retry-After: 3600) (table "
+                                    "full: decided by on_full)\n");
+        } else {
+            RUN(&r, 0, "try", name, "extra");
+            ck_assert_str_eq(r.out, "extra: allowed, remaining 0 of 5 (table full: decided by "
+                                    "on_full)\n");
+        }
+        run_free(&r);
+        RUN(&r, m == 0 ? 1 : 0, "try", name, "extra", "--json");
+        json_value *v = parse_out(&r);
+        ck_assert_int_eq(json_get_bool(v, "untracked"), 1);
+        ck_assert_int_eq(json_get_bool(v, "degraded"), 0);
+        json_free(v);
+        run_free(&r);
+        RUN(&r, 1, "get", name, "extra");
+        run_free(&r);
+        RUN(&r, 0, "info", name, "--json");
+        v = parse_out(&r);
+        ck_assert_uint_eq(json_get_u64(v, "used"), 16);
+        ck_assert_uint_eq(json_get_u64(v, "full"), 2);
+        ck_assert_uint_eq(json_get_u64(v, "allowed"), m == 0 ? 16 : 18);
+        ck_assert_uint_eq(json_get_u64(v, "denied"), m == 0 ? 2 : 0);
+        json_free(v);
+        run_free(&r);
+        seg_destroy(name);
+    }
+}
+END_TEST
+
 /* ---------------------------------------------------------------- list */
 
 #define ESC_KEY "\x1b[31mred\x1b[0m"
@@ -434,6 +483,7 @@ int main(void)
     tcase_add_test(tc, try_with_a_cost_above_the_permits_exits_64_and_tracks_nothing);
     tcase_add_test(tc, get_shows_the_remaining_permits_and_exits_1_for_an_untracked_key);
     tcase_add_test(tc, reset_forgets_a_key_and_exits_1_when_it_is_not_tracked);
+    tcase_add_test(tc, try_on_a_full_table_says_on_full_decided_and_info_counts_it);
     tcase_add_test(tc, list_json_parses_and_shows_binary_and_escape_sequence_keys_escaped);
     tcase_add_test(tc, list_without_display_bytes_shows_fingerprints);
     tcase_add_test(tc, list_sorts_by_denied_allowed_or_recent_and_cuts_to_top);

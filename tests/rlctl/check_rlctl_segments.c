@@ -421,6 +421,53 @@ START_TEST(damaged_segments_exit_65_are_listed_by_ls_and_destroy_removes_them)
 }
 END_TEST
 
+START_TEST(check_reports_each_problem_and_exits_1)
+{
+    char name[160], want[600];
+    seg_name(name, sizeof name, "check-bad");
+    seg_create(name, "token_bucket:5/1h", "16", "0"); /* one bucket of 16 slots */
+    run_result r;
+    RUN(&r, 0, "try", name, "k");
+    run_free(&r);
+    /* Find the key's slot in bucket 0 and give it a tag that no longer
+     * matches its fingerprint. */
+    int fd = shm_open(name, O_RDWR, 0);
+    ck_assert_int_ge(fd, 0);
+    uint8_t tags[SRL__SHM_SLOTS];
+    off_t at = SRL__SHM_HEADER_BYTES + offsetof(struct srl__shm_bucket, tags);
+    ck_assert_int_eq(pread(fd, tags, sizeof tags, at), (ssize_t)sizeof tags);
+    close(fd);
+    int slot = -1;
+    for (int i = 0; i < (int)SRL__SHM_SLOTS; i++)
+        if (tags[i] != 0) {
+            ck_assert_int_eq(slot, -1); /* exactly one key */
+            slot = i;
+        }
+    ck_assert_int_ge(slot, 0);
+    uint8_t bad = tags[slot] == 0xff ? 0x01 : (uint8_t)(tags[slot] + 1);
+    poke(name, at + slot, &bad, 1);
+
+    RUN(&r, 1, "check", name);
+    snprintf(want, sizeof want,
+             "%s: bucket 0 slot %d: tag %#x does not match its fingerprint\n%s: 1 problem found\n",
+             name, slot, bad, name);
+    ck_assert_str_eq(r.out, want);
+    run_free(&r);
+    RUN(&r, 1, "check", name, "--json");
+    json_value *v = parse_out(&r);
+    ck_assert_int_eq(json_get_bool(v, "healthy"), 0);
+    ck_assert_uint_eq(json_get_u64(v, "problem_count"), 1);
+    const json_value *p = json_get(v, "problems");
+    ck_assert_uint_eq(p->n, 1);
+    snprintf(want, sizeof want, "bucket 0 slot %d: tag %#x does not match its fingerprint", slot,
+             bad);
+    ck_assert_str_eq(p->items[0]->text, want);
+    json_free(v);
+    run_free(&r);
+    seg_destroy(name);
+}
+END_TEST
+
 START_TEST(a_segment_writable_by_others_exits_77_as_forbidden)
 {
     char name[160], want[400], st[32];
@@ -465,6 +512,7 @@ int main(void)
     tcase_add_test(tc, a_foreign_file_exits_65_and_is_left_alone);
     tcase_add_test(tc, damaged_segments_exit_65_are_listed_by_ls_and_destroy_removes_them);
     tcase_add_test(tc, a_segment_writable_by_others_exits_77_as_forbidden);
+    tcase_add_test(tc, check_reports_each_problem_and_exits_1);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }
