@@ -25,8 +25,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "json_mini.h"
-#include "rlctl_run.h"
+#include "rlctl_assert.h"
 
 #define NKEYS 96
 #define NWORKERS 6
@@ -72,15 +71,6 @@ static void make_keys(struct keyset *k)
     }
 }
 
-static json_value *json_of(const run_result *r)
-{
-    char err[128];
-    ck_assert_msg(printable_ascii(r->out, r->out_len), "raw bytes in output");
-    json_value *v = json_parse(r->out, r->out_len, err, sizeof err);
-    ck_assert_msg(v != NULL, "bad JSON (%s): %s", err, r->out);
-    return v;
-}
-
 static int key_index(const struct keyset *k, const char *shown)
 {
     for (int i = 0; i < NKEYS; i++)
@@ -95,7 +85,7 @@ static void rlctl_round(const char *name, const struct keyset *k)
     run_result r;
     int st = run_rlctl(&r, "list", name, "--json", (const char *)NULL);
     ck_assert_msg(st == 0, "list: exit %d: %s", st, r.err);
-    json_value *v = json_of(&r);
+    json_value *v = parse_out(&r);
     const json_value *keys = json_get(v, "keys");
     ck_assert(keys != NULL && keys->n <= NKEYS);
     for (size_t i = 0; i < keys->n; i++) {
@@ -109,14 +99,14 @@ static void rlctl_round(const char *name, const struct keyset *k)
 
     st = run_rlctl(&r, "evict", name, "--json", (const char *)NULL);
     ck_assert_msg(st == 0, "evict: exit %d: %s", st, r.err);
-    v = json_of(&r);
+    v = parse_out(&r);
     ck_assert_uint_eq(json_get_u64(v, "evicted"), 0);
     json_free(v);
     run_free(&r);
 
     st = run_rlctl(&r, "evict", name, "--dry-run", "--json", (const char *)NULL);
     ck_assert_msg(st == 0, "evict --dry-run: exit %d: %s", st, r.err);
-    v = json_of(&r);
+    v = parse_out(&r);
     ck_assert_uint_eq(json_get_u64(v, "at_rest"), 0);
     json_free(v);
     run_free(&r);
@@ -198,7 +188,7 @@ static void one_trial(int trial, int expect_broken)
 
     st = run_rlctl(&r, "info", name, "--json", (const char *)NULL);
     ck_assert_int_eq(st, 0);
-    json_value *v = json_of(&r);
+    json_value *v = parse_out(&r);
     ck_assert_uint_eq(json_get_u64(v, "allowed"), (uint64_t)NKEYS * LIMIT);
     ck_assert_uint_eq(json_get_u64(v, "denied"), total_denied);
     ck_assert_uint_eq(json_get_u64(v, "used"), NKEYS);
@@ -210,7 +200,7 @@ static void one_trial(int trial, int expect_broken)
 
     st = run_rlctl(&r, "list", name, "--json", (const char *)NULL);
     ck_assert_int_eq(st, 0);
-    v = json_of(&r);
+    v = parse_out(&r);
     const json_value *keys = json_get(v, "keys");
     ck_assert_uint_eq(keys->n, NKEYS);
     for (size_t i = 0; i < keys->n; i++) {
@@ -253,9 +243,5 @@ static Suite *race_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(race_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return run_suite(race_suite());
 }
