@@ -21,7 +21,8 @@
 #      the table's slots of 40 new keys are admitted, the rest get 429;
 #      with on_full=allow all pass; rlctl counts the on_full decisions
 #   G  graceful restart (SIGUSR1): the exhausted key stays exhausted
-#   H  rlctl info on the segment: allowed/denied/used agree exactly;
+#   H  rlctl info on the segment: allowed/denied/used agree exactly, and
+#      rlctl list has each key (the exact bytes mod_srl used) with its counts;
 #      the segment belongs to the workers' user, mode 0600
 #   I  after the stop, the same name with another policy: apache2 refuses
 #      to start, the error log says why and how to fix it
@@ -205,6 +206,11 @@ check_eq "G: the parent survived the restart" "$apache_pid" "$(cat "$e2e_tmp/run
 check_eq "H: rlctl info: allowed" 47 "$(rlctl_count "$name" allowed)"
 check_eq "H: rlctl info: denied" 32 "$(rlctl_count "$name" denied)"
 check_eq "H: rlctl info: keys tracked" 6 "$(rlctl_count "$name" used)"
+for k in "127.0.0.1 10 4" "hold-B 10 20" "dir-C 10 3" "cost-127.0.0.1 5 2" "dry-E 10 3" "after-G 2 0"; do
+  set -- $k
+  check_eq "H: rlctl list: key $1 allowed/denied" "$2/$3" \
+    "$(rlctl_key "$name" "$1" allowed)/$(rlctl_key "$name" "$1" denied)"
+done
 check_eq "H: segment owner and mode" "$e2e_user 600" "$(stat -c '%U %a' "/dev/shm/$token")"
 
 stop_pid "$apache_pid"

@@ -129,6 +129,21 @@ except ValueError as e:
 print("missing" if r is None else r)' "$2" "$json"
 }
 
+# rlctl_key NAME KEY FIELD: one member of KEY's entry in `rlctl list NAME
+# --json` (needs key_display long enough to show the key), or "absent".
+rlctl_key() {
+  local json rc
+  json=$("$SRL_RLCTL" list "$1" --json 2>&1); rc=$?
+  if [ $rc -ne 0 ]; then echo "rlctl-failed(exit $rc): $json" | head -1; return; fi
+  python3 -c '
+import json, sys
+try:
+    keys = [k for k in json.loads(sys.argv[3])["keys"] if k.get("key") == sys.argv[1]]
+    print(keys[0].get(sys.argv[2], "missing") if keys else "absent")
+except (ValueError, KeyError, TypeError) as e:
+    print("unparsable: %s" % e)' "$2" "$3" "$json"
+}
+
 # ---------------------------------------------------------------- apache
 
 # apache_start MPM CONF_BODY: write httpd.conf in $e2e_tmp and start apache2
@@ -252,14 +267,15 @@ fcgi() {
   local pool=$1 key=$2; shift 2
   env -i SCRIPT_FILENAME="$SRL_E2E_DIR/limit.php" SCRIPT_NAME=/limit.php REQUEST_METHOD=GET \
     SRL_PHP_DIR="$SRL_PHP_DIR" SRL_NAME="$srl_name" SRL_POLICY="$srl_policy" \
-    SRL_CAPACITY="$srl_capacity" SRL_KEY="$key" "$@" \
+    SRL_CAPACITY="$srl_capacity" SRL_KEY_DISPLAY="${srl_key_display:-0}" SRL_KEY="$key" "$@" \
     cgi-fcgi -bind -connect "$e2e_tmp/$pool.sock"
 }
 
 # cli KEY REPEAT: REPEAT acquires from one PHP CLI process (ffi.enable=1).
 cli() {
   SRL_PHP_DIR="$SRL_PHP_DIR" SRL_NAME="$srl_name" SRL_POLICY="$srl_policy" \
-    SRL_CAPACITY="$srl_capacity" SRL_KEY="$1" SRL_REPEAT="$2" SRL_POOL=cli \
+    SRL_CAPACITY="$srl_capacity" SRL_KEY_DISPLAY="${srl_key_display:-0}" SRL_KEY="$1" \
+    SRL_REPEAT="$2" SRL_POOL=cli \
     LD_LIBRARY_PATH="$SRL_LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
     as_worker php -n -d extension=ffi -d ffi.enable=1 "$SRL_E2E_DIR/limit.php"
 }

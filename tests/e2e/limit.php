@@ -5,7 +5,7 @@
  * Run by php-fpm (through cgi-fcgi: the parameters come as FastCGI
  * variables) or by the CLI (the same names in the environment):
  *   SRL_PHP_DIR  where Srl.php is        SRL_KEY     the key
- *   SRL_NAME, SRL_POLICY, SRL_CAPACITY   the segment
+ *   SRL_NAME, SRL_POLICY, SRL_CAPACITY, SRL_KEY_DISPLAY (0)   the segment
  *   SRL_REPEAT   acquires to make (1)    SRL_SLEEP_MS pause after them (0)
  * Prints one line per acquire:
  *   srl pool=P pid=N allowed=0|1 remaining=N retry_after=N limit=N ffi=scope|load
@@ -25,7 +25,8 @@ function param(string $k, ?string $default = null): ?string
 
 require_once param('SRL_PHP_DIR') . '/Srl.php';
 
-$srl = new Srl(param('SRL_NAME'), param('SRL_POLICY'), (int)param('SRL_CAPACITY'));
+$srl = new Srl(param('SRL_NAME'), param('SRL_POLICY'), (int)param('SRL_CAPACITY'),
+               ['key_display' => (int)param('SRL_KEY_DISPLAY', '0')]);
 $pool = getenv('SRL_POOL') ?: 'none';
 $n = (int)param('SRL_REPEAT', '1');
 $lines = '';

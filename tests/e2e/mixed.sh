@@ -23,10 +23,11 @@ srl_token="srl-e2e-mix-$$"
 srl_name="/$srl_token"
 srl_policy="token_bucket:$LIMIT/1d"
 srl_capacity=1024
+srl_key_display=16       # for rlctl list; part of the geometry: both sides pass it
 e2e_segments+=("$srl_name")
 mkdir -p "$e2e_tmp/htdocs"; echo x >"$e2e_tmp/htdocs/x"
 
-apache_start prefork "SrlLimiter $srl_name $srl_policy $srl_capacity
+apache_start prefork "SrlLimiter $srl_name $srl_policy $srl_capacity key_display=$srl_key_display
 SrlLimit $srl_name
 SrlKey header:X-Key"
 check_eq "the segment exists once Apache started" present \
@@ -72,6 +73,9 @@ check_eq "3: rlctl info: allowed" $((2 * LIMIT)) "$(rlctl_count "$srl_name" allo
 # denied: 6 + 6 in phase 1, 40 - 12 in phase 2
 check_eq "3: rlctl info: denied" 40 "$(rlctl_count "$srl_name" denied)"
 check_eq "3: rlctl info: keys tracked" 2 "$(rlctl_count "$srl_name" used)"
+
+check_eq "3: rlctl list: Apache and PHP counted on the same key bytes (allowed/denied)" "12/12" \
+  "$(rlctl_key "$srl_name" mixed allowed)/$(rlctl_key "$srl_name" mixed denied)"
 
 stop_pid "$fpm_pid" QUIT
 stop_pid "$apache_pid"
