@@ -29,8 +29,8 @@
  * user could not open the name itself.  The handle belongs to the
  * configuration pool: a restart (graceful or not) closes it and the next
  * generation's post_config opens the same segment again, which keeps every
- * key's state, because opening an existing segment with an equal policy and
- * capacity reuses it.  Nothing ever unlinks a segment: `rlctl destroy`
+ * key's state, because opening an existing segment with an equal policy,
+ * capacity and key_display reuses it.  Nothing ever unlinks a segment: `rlctl destroy`
  * does, once the server is stopped.
  *
  * Per request.  The access_checker hook runs first among its peers and
