@@ -30,8 +30,8 @@
  * configuration pool: a restart (graceful or not) closes it and the next
  * generation's post_config opens the same segment again, which keeps every
  * key's state, because opening an existing segment with an equal policy,
- * capacity and key_display reuses it.  Nothing ever unlinks a segment: `rlctl destroy`
- * does, once the server is stopped.
+ * capacity and key_display reuses it.  Nothing here unlinks a segment:
+ * `rlctl destroy` does, once the server is stopped.
  *
  * Per request.  The access_checker hook runs first among its peers and
  * checks initial requests only (ap_is_initial_req): subrequests and
