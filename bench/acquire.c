@@ -1,15 +1,16 @@
 /*
  * acquire.c - per-decision cost of srl_acquire on each store.
  *
- * One cell = one algorithm, one store, one key count, one distribution:
+ * One subject = one algorithm on one store, over one key count and one
+ * request sequence:
  *   1. open a table with room for the keys (capacity 1.25 x keys, so no
  *      timed request finds its buckets full; untracked decisions are
  *      counted and reported anyway);
  *   2. warm it: one request for every key, so every key is live, then one
  *      untimed pass over the sequence so caches and TLBs hold what the
  *      timed passes will touch;
- *   3. time srl_acquire (cost 1) over the pre-generated sequence with
- *      bench_time_batches, counting allowed and untracked decisions.
+ *   3. main.c times it with the floor and the other stores of its group
+ *      (bench_time_interleaved), counting allowed and untracked decisions.
  *
  * Policies: "allow" ones never deny during a run (1e9 permits per hour);
  * sliding_log cannot have a huge limit (its state is 8 B per permit), so it
@@ -77,18 +78,17 @@ int bench_open(bench_store s, const srl_config *cfg, srl_limiter **out)
 #endif
 }
 
-struct acq_ctx {
-    srl_limiter *lim;
-    bench_global_lock *g;     /* non-NULL: wrap each call in the global lock */
-    const bench_keys *k;
-    const uint32_t *idx;
-    uint64_t allowed, untracked, total;
-    int rc;
-};
+uint64_t bench_coarse_ns(void *ignored)
+{
+    (void)ignored;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 static uint64_t batch_acquire(void *ctx, uint64_t start, uint64_t count)
 {
-    struct acq_ctx *c = ctx;
+    bench_acq *c = ctx;
     srl_decision d;
     uint64_t allowed = 0, untracked = 0;
     for (uint64_t i = 0; i < count; i++) {
@@ -107,12 +107,12 @@ static uint64_t batch_acquire(void *ctx, uint64_t start, uint64_t count)
 
 static uint64_t batch_acquire_global(void *ctx, uint64_t start, uint64_t count)
 {
-    struct acq_ctx *c = ctx;
+    bench_acq *c = ctx;
     srl_decision d;
     uint64_t allowed = 0, untracked = 0;
     for (uint64_t i = 0; i < count; i++) {
         const unsigned char *key = bench_key(c->k, c->idx[start + i]);
-        int rc = bench_global_acquire(c->g, c->lim, key, BENCH_KEY_LEN, &d);
+        int rc = bench_global_acquire(&c->g, c->lim, key, BENCH_KEY_LEN, &d);
         if (rc != 0 && c->rc == 0)
             c->rc = rc;
         allowed += (uint64_t)d.allowed;
@@ -124,91 +124,85 @@ static uint64_t batch_acquire_global(void *ctx, uint64_t start, uint64_t count)
     return allowed;
 }
 
-uint64_t bench_coarse_ns(void *ignored)
+int bench_acq_open(bench_acq *a, bench_store s, srl_policy p, srl_ticker ticker,
+                   const bench_keys *k, uint64_t nkeys, const bench_seq *seq)
 {
-    (void)ignored;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-void bench_acquire_cell(const bench_opts *o, bench_store s, srl_policy p,
-                        const bench_keys *k, uint64_t nkeys,
-                        const bench_seq *seq, bench_cell *out)
-{
-    bench_acquire_cell_ticker(o, s, p, (srl_ticker){NULL, NULL}, k, nkeys, seq, out);
-}
-
-void bench_acquire_cell_ticker(const bench_opts *o, bench_store s, srl_policy p,
-                               srl_ticker ticker, const bench_keys *k, uint64_t nkeys,
-                               const bench_seq *seq, bench_cell *out)
-{
-    memset(out, 0, sizeof *out);
+    memset(a, 0, sizeof *a);
+    a->k = k;
+    a->idx = seq->idx;
+    a->seq_len = seq->len;
     srl_config cfg;
     srl_config_init(&cfg);
     cfg.policy = p;
-    cfg.ticker = ticker;
     cfg.capacity = bench_capacity_for(nkeys);
-    srl_limiter *lim = NULL;
-    bench_global_lock g = {NULL};
-    int rc = bench_open(s, &cfg, &lim);
+    cfg.ticker = ticker;
+    int rc = bench_open(s, &cfg, &a->lim);
     if (rc == 0 && s == BENCH_SHARED_GLOBAL)
-        rc = bench_global_lock_make(&g);
+        rc = bench_global_lock_make(&a->g);
+    if (rc == 0)
+        rc = srl_info_get(a->lim, &a->info);
     if (rc != 0) {
-        out->rc = rc;
-        srl_close(lim);
-        return;
+        a->rc = rc;
+        bench_acq_close(a);
+        return rc;
     }
-    srl_info info;
-    if (srl_info_get(lim, &info) == 0) {
-        out->segment_bytes = info.segment_bytes;
-        out->slot_bytes = info.slot_bytes;
-    }
-    struct acq_ctx c = {lim, g.m ? &g : NULL, k, seq->idx, 0, 0, 0, 0};
     srl_decision d;
     for (uint64_t i = 0; i < nkeys; i++) {
-        rc = srl_acquire(lim, bench_key(k, i), BENCH_KEY_LEN, 1, &d);
-        if (rc != 0 && c.rc == 0)
-            c.rc = rc;
+        rc = srl_acquire(a->lim, bench_key(k, i), BENCH_KEY_LEN, 1, &d);
+        if (rc != 0 && a->rc == 0)
+            a->rc = rc;
     }
     /* The local store grows its hash table in liburcu's worker thread after
      * the inserts; let that finish rather than time it. */
     usleep(50000);
-    bench_batch_fn fn = c.g ? batch_acquire_global : batch_acquire;
-    uint64_t warm = seq->len < (1u << 21) ? seq->len : (1u << 21);
+    bench_batch_fn fn = a->g.m ? batch_acquire_global : batch_acquire;
+    uint64_t warm = seq->len / 4;
     for (uint64_t pos = 0; pos + BENCH_BATCH <= warm; pos += BENCH_BATCH)
-        fn(&c, pos, BENCH_BATCH);
-    c.allowed = c.untracked = c.total = 0;
-    out->ns = bench_time_batches(o, fn, &c, seq->len);
-    out->allowed_frac = c.total ? (double)c.allowed / (double)c.total : 0;
-    out->untracked = c.untracked;
-    out->rc = c.rc;
-    bench_global_lock_free(&g);
-    srl_close(lim);
+        fn(a, pos, BENCH_BATCH);
+    a->allowed = a->untracked = a->total = 0;
+    return a->rc;
 }
 
-struct floor_ctx {
-    bench_floor *f;
-    const bench_keys *k;
-    const uint32_t *idx;
-};
+void bench_acq_close(bench_acq *a)
+{
+    bench_global_lock_free(&a->g);
+    srl_close(a->lim);
+    a->lim = NULL;
+}
+
+bench_subject bench_acq_subject(bench_acq *a)
+{
+    bench_subject sub = {NULL, a, a->seq_len, 0};
+    if (a->lim != NULL && a->rc == 0)
+        sub.fn = a->g.m ? batch_acquire_global : batch_acquire;
+    return sub;
+}
+
+void bench_acq_cell(const bench_acq *a, const bench_subject *sub, bench_cell *out)
+{
+    memset(out, 0, sizeof *out);
+    out->rc = a->rc != 0 ? a->rc : (sub->fn == NULL ? SRL_EINVAL : 0);
+    out->ns = sub->ns;
+    out->allowed_frac = a->total ? (double)a->allowed / (double)a->total : 0;
+    out->untracked = a->untracked;
+    out->segment_bytes = a->info.segment_bytes;
+    out->slot_bytes = a->info.slot_bytes;
+}
 
 static uint64_t batch_floor(void *ctx, uint64_t start, uint64_t count)
 {
-    struct floor_ctx *c = ctx;
+    bench_floor_run *c = ctx;
     uint64_t acc = 0;
     for (uint64_t i = 0; i < count; i++)
-        acc += bench_floor_op(c->f, bench_key(c->k, c->idx[start + i]),
-                              BENCH_KEY_LEN);
+        acc += bench_floor_op(c->f, bench_key(c->k, c->idx[start + i]), BENCH_KEY_LEN);
     return acc;
 }
 
-double bench_floor_cell(const bench_opts *o, bench_floor *f, const bench_keys *k,
-                        const bench_seq *seq)
+bench_subject bench_floor_subject(bench_floor_run *r, const bench_seq *seq)
 {
-    struct floor_ctx c = {f, k, seq->idx};
-    uint64_t warm = seq->len < (1u << 21) ? seq->len : (1u << 21);
+    bench_subject sub = {batch_floor, r, seq->len, 0};
+    uint64_t warm = seq->len / 4;
     for (uint64_t pos = 0; pos + BENCH_BATCH <= warm; pos += BENCH_BATCH)
-        batch_floor(&c, pos, BENCH_BATCH);
-    return bench_time_batches(o, batch_floor, &c, seq->len);
+        batch_floor(r, pos, BENCH_BATCH);
+    return sub;
 }

@@ -164,48 +164,77 @@ srl_policy bench_policy_deny(srl_algorithm a);
  * created under a fresh name in /dev/shm and unlinked at once. */
 int bench_open(bench_store s, const srl_config *cfg, srl_limiter **out);
 
+/* Slots a table is created with for nkeys live keys: room to spare, so no
+ * timed request finds its buckets full. */
+uint64_t bench_capacity_for(uint64_t nkeys);
+
+/* CLOCK_MONOTONIC_COARSE (a few ms resolution, no clock hardware read), as
+ * a ticker: shows what a decision costs without its clock read. */
+uint64_t bench_coarse_ns(void *ignored);
+
 typedef struct bench_cell {
     double ns;                /* median ns per decision */
-    double allowed_frac;      /* fraction of timed decisions allowed */
+    double allowed_frac;      /* fraction of decisions allowed (after the warm-up) */
     uint64_t segment_bytes;   /* srl_info of the store (0 for local) */
     uint32_t slot_bytes;
     uint64_t untracked;       /* decisions that found the table full (should be 0) */
     int rc;                   /* 0, or the srl error that stopped the cell */
 } bench_cell;
 
-/* Per-decision cost of srl_acquire for policy p on store s, over the key
- * set's first nkeys keys, requests from seq.  The table is created with
- * room for nkeys, warmed with one request per key, then timed. */
-void bench_acquire_cell(const bench_opts *o, bench_store s, srl_policy p,
-                        const bench_keys *k, uint64_t nkeys,
-                        const bench_seq *seq, bench_cell *out);
+/* ---- timing.c */
 
-/* The same with a ticker of the caller's (e.g. bench_coarse_ticker). */
-void bench_acquire_cell_ticker(const bench_opts *o, bench_store s, srl_policy p,
-                               srl_ticker ticker, const bench_keys *k, uint64_t nkeys,
-                               const bench_seq *seq, bench_cell *out);
-
-/* CLOCK_MONOTONIC_COARSE (a few ms resolution, no clock hardware read):
- * shows what a decision costs without its clock read. */
-uint64_t bench_coarse_ns(void *ignored);
-
-/* Slots a cell's table is created with for nkeys live keys: room to spare,
- * so no timed request finds its buckets full. */
-uint64_t bench_capacity_for(uint64_t nkeys);
-
-/* Time the floor over seq; median ns per op. */
-double bench_floor_cell(const bench_opts *o, bench_floor *f, const bench_keys *k,
-                        const bench_seq *seq);
-
-/* The timing loop every single-process cell uses: fn runs the requests at
- * sequence positions [start, start + count) (count divides seq_len, which
- * is a multiple of BENCH_BATCH), as a direct loop, so the one indirect call
- * is paid once per batch.  Runs o->reps repetitions of o->seconds / reps
- * each and returns the median ns per request. */
+/* One thing to time: fn runs the requests at sequence positions
+ * [start, start + count) (count = BENCH_BATCH; seq_len is a multiple of it)
+ * as a direct loop, so the one indirect call is paid once per batch. */
 #define BENCH_BATCH 1024u
 typedef uint64_t (*bench_batch_fn)(void *ctx, uint64_t start, uint64_t count);
+
+typedef struct bench_subject {
+    bench_batch_fn fn;        /* NULL: skipped (its store failed to open) */
+    void *ctx;
+    uint64_t seq_len;
+    double ns;                /* out: median ns per request */
+} bench_subject;
+
+/* Time the n subjects interleaved: o->reps repetitions of o->seconds /
+ * o->reps each, repetition by repetition across the group. */
+void bench_time_interleaved(const bench_opts *o, bench_subject *subs, int n);
+
+/* One subject alone. */
 double bench_time_batches(const bench_opts *o, bench_batch_fn fn, void *ctx,
                           uint64_t seq_len);
+
+/* ---- acquire.c: srl_acquire over a pre-generated sequence */
+
+typedef struct bench_acq {
+    srl_limiter *lim;
+    bench_global_lock g;      /* .m non-NULL: every call inside the global lock */
+    const bench_keys *k;
+    const uint32_t *idx;
+    uint64_t seq_len;
+    uint64_t allowed, untracked, total;
+    int rc;                   /* first error of open, warm-up or timing */
+    srl_info info;
+} bench_acq;
+
+/* Open store s for policy p (ticker: NULL .now for the default) with room
+ * for nkeys, make every one of the first nkeys keys live (one request
+ * each), then one untimed pass over the sequence (up to 2M requests). */
+int bench_acq_open(bench_acq *a, bench_store s, srl_policy p, srl_ticker ticker,
+                   const bench_keys *k, uint64_t nkeys, const bench_seq *seq);
+void bench_acq_close(bench_acq *a);
+/* The subject that times a (fn NULL if it failed to open). */
+bench_subject bench_acq_subject(bench_acq *a);
+/* Its results after timing. */
+void bench_acq_cell(const bench_acq *a, const bench_subject *sub, bench_cell *out);
+
+/* The floor over the same key sequence. */
+typedef struct bench_floor_run {
+    bench_floor *f;
+    const bench_keys *k;
+    const uint32_t *idx;
+} bench_floor_run;
+bench_subject bench_floor_subject(bench_floor_run *r, const bench_seq *seq);
 
 /* ------------------------------------------------------------ scaling.c */
 

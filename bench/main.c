@@ -48,7 +48,7 @@ struct report {
     bench_components comp;
     struct per_row per[2][2][NALGO];
     bench_cell global[2][2];              /* token bucket inside the global lock */
-    bench_cell coarse[2][2];              /* token bucket, shared, coarse ticker, uniform: [size][shared, local] */
+    bench_cell coarse[2][2][2];           /* token bucket, coarse ticker: [size][dist][shared, local] */
     bench_cell deny[NALGO][2];            /* [algo][shared, local], N keys uniform */
     bench_redis_result redis;
     double srl_gcra_rate;                 /* 1 process, shared, N keys uniform */
@@ -230,6 +230,68 @@ void bench_redis_run(const bench_opts *o, const bench_keys *k, const bench_seq *
 
 /* ------------------------------------------------------------ sections */
 
+/* One group: every subject of one (key count, distribution, algorithm),
+ * opened together and timed interleaved, so their ratios come from the same
+ * minutes of the machine's life. */
+static void run_group(struct report *R, int si, int di, int ai, const bench_keys *k,
+                      const bench_seq *seq, int decisions)
+{
+    const bench_opts *o = &R->o;
+    uint64_t n = R->sizes[si];
+    srl_algorithm a = algos[ai];
+    srl_policy allow = bench_policy_allow(a), deny = bench_policy_deny(a);
+    srl_ticker def = {NULL, NULL}, coarse = {bench_coarse_ns, NULL};
+    struct per_row *row = &R->per[si][di][ai];
+    enum { FLOOR, SHARED, LOCAL, GLOBAL, C_SHARED, C_LOCAL, D_SHARED, D_LOCAL, NSUB };
+    struct { bench_store store; srl_policy p; srl_ticker t; int on; bench_cell *out; } spec[NSUB] = {
+        [SHARED] = {BENCH_SHARED, allow, def, 1, &row->shared},
+        [LOCAL] = {BENCH_LOCAL, allow, def, decisions, &row->local},
+        [GLOBAL] = {BENCH_SHARED_GLOBAL, allow, def, decisions && a == SRL_TOKEN_BUCKET,
+                    &R->global[si][di]},
+        [C_SHARED] = {BENCH_SHARED, allow, coarse, decisions && a == SRL_TOKEN_BUCKET,
+                      &R->coarse[si][di][0]},
+        [C_LOCAL] = {BENCH_LOCAL, allow, coarse, decisions && a == SRL_TOKEN_BUCKET,
+                     &R->coarse[si][di][1]},
+        [D_SHARED] = {BENCH_SHARED, deny, def, decisions && si == 1 && di == 0,
+                      &R->deny[ai][0]},
+        [D_LOCAL] = {BENCH_LOCAL, deny, def, decisions && si == 1 && di == 0,
+                     &R->deny[ai][1]},
+    };
+    bench_acq acq[NSUB];
+    bench_subject subs[NSUB];
+    memset(subs, 0, sizeof subs);
+    progress("%s, %llu keys, %s: opening and warming", srl_algorithm_name(a),
+             (unsigned long long)n, bench_dist_name((bench_dist)di));
+    for (int i = SHARED; i < NSUB; i++) {
+        memset(&acq[i], 0, sizeof acq[i]);
+        if (!spec[i].on)
+            continue;
+        bench_acq_open(&acq[i], spec[i].store, spec[i].p, spec[i].t, k, n, seq);
+        subs[i] = bench_acq_subject(&acq[i]);
+    }
+    /* The floor: the same table bytes and slot size as the shared segment
+     * (64-byte slots at 1.25 x keys if no segment could be made). */
+    bench_floor f;
+    bench_floor_run fr = {&f, k, seq->idx};
+    uint64_t tbytes = acq[SHARED].info.segment_bytes ? acq[SHARED].info.segment_bytes
+                                                     : bench_capacity_for(n) * 64;
+    uint32_t sbytes = acq[SHARED].info.slot_bytes ? acq[SHARED].info.slot_bytes : 64;
+    int have_floor = bench_floor_make(&f, tbytes, sbytes) == 0;
+    if (have_floor)
+        subs[FLOOR] = bench_floor_subject(&fr, seq);
+    progress("%s, %llu keys, %s: timing", srl_algorithm_name(a), (unsigned long long)n,
+             bench_dist_name((bench_dist)di));
+    bench_time_interleaved(o, subs, NSUB);
+    row->floor_ns = have_floor ? subs[FLOOR].ns : 0;
+    for (int i = SHARED; i < NSUB; i++) {
+        if (spec[i].on)
+            bench_acq_cell(&acq[i], &subs[i], spec[i].out);
+        bench_acq_close(&acq[i]);
+    }
+    if (have_floor)
+        bench_floor_free(&f);
+}
+
 static void run_per_decision(struct report *R)
 {
     const bench_opts *o = &R->o;
@@ -248,53 +310,14 @@ static void run_per_decision(struct report *R)
                 progress("out of memory for sequences");
                 exit(1);
             }
-        for (int ai = 0; ai < NALGO; ai++) {
-            srl_policy p = bench_policy_allow(algos[ai]);
-            /* The Redis comparison needs srl's gcra cell at N keys. */
-            int need = decisions || (si == 1 && algos[ai] == SRL_GCRA &&
-                                     (o->sections & BENCH_SEC_REDIS));
-            for (int di = 0; di < 2 && need; di++) {
-                struct per_row *row = &R->per[si][di][ai];
-                progress("%s %llu keys %s: shared", srl_algorithm_name(algos[ai]),
-                         (unsigned long long)n, bench_dist_name((bench_dist)di));
-                bench_acquire_cell(o, BENCH_SHARED, p, &k, n, &seq[di], &row->shared);
-                /* The floor: same table bytes and slot size as this segment
-                 * (a 64-byte slot if the shared store is not available). */
-                uint64_t tbytes = row->shared.segment_bytes
-                                      ? row->shared.segment_bytes
-                                      : bench_capacity_for(n) * 64;
-                uint32_t sbytes = row->shared.slot_bytes ? row->shared.slot_bytes : 64;
-                bench_floor f;
-                if (bench_floor_make(&f, tbytes, sbytes) == 0) {
-                    row->floor_ns = bench_floor_cell(o, &f, &k, &seq[di]);
-                    bench_floor_free(&f);
-                }
-                progress("%s %llu keys %s: local", srl_algorithm_name(algos[ai]),
-                         (unsigned long long)n, bench_dist_name((bench_dist)di));
-                bench_acquire_cell(o, BENCH_LOCAL, p, &k, n, &seq[di], &row->local);
+        for (int ai = 0; ai < NALGO; ai++)
+            for (int di = 0; di < 2; di++) {
+                /* --only redis still needs srl's gcra cell at N keys, uniform. */
+                int need = decisions || (si == 1 && di == 0 && algos[ai] == SRL_GCRA);
+                if (need)
+                    run_group(R, si, di, ai, &k, &seq[di], decisions);
             }
-        }
-        for (int di = 0; di < 2 && decisions; di++) {
-            progress("global lock %llu keys %s", (unsigned long long)n,
-                     bench_dist_name((bench_dist)di));
-            bench_acquire_cell(o, BENCH_SHARED_GLOBAL, bench_policy_allow(SRL_TOKEN_BUCKET),
-                               &k, n, &seq[di], &R->global[si][di]);
-        }
-        srl_ticker coarse = {bench_coarse_ns, NULL};
-        if (decisions) {
-            progress("coarse ticker %llu keys", (unsigned long long)n);
-            bench_acquire_cell_ticker(o, BENCH_SHARED, bench_policy_allow(SRL_TOKEN_BUCKET),
-                                      coarse, &k, n, &seq[0], &R->coarse[si][0]);
-            bench_acquire_cell_ticker(o, BENCH_LOCAL, bench_policy_allow(SRL_TOKEN_BUCKET),
-                                      coarse, &k, n, &seq[0], &R->coarse[si][1]);
-        }
         if (si == 1) {
-            for (int ai = 0; ai < NALGO && decisions; ai++) {
-                progress("deny path %s", srl_algorithm_name(algos[ai]));
-                srl_policy p = bench_policy_deny(algos[ai]);
-                bench_acquire_cell(o, BENCH_SHARED, p, &k, n, &seq[0], &R->deny[ai][0]);
-                bench_acquire_cell(o, BENCH_LOCAL, p, &k, n, &seq[0], &R->deny[ai][1]);
-            }
             const bench_cell *g = &R->per[1][0][1].shared;
             R->srl_gcra_rate = g->rc == 0 && g->ns > 0 ? 1e9 / g->ns : 0;
             if (o->sections & BENCH_SEC_REDIS) {
@@ -421,7 +444,7 @@ static void print_per_decision(const struct report *R)
     printf("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
     for (int si = 0; si < 2; si++) {
         const struct per_row *r = &R->per[si][0][0];
-        const bench_cell *cs = &R->coarse[si][0], *cl = &R->coarse[si][1];
+        const bench_cell *cs = &R->coarse[si][0][0], *cl = &R->coarse[si][0][1];
         char f[64], g[64], h[64];
         printf("| %s | %.1f | %s | %s | %s | %s | %s | %s |\n",
                size_name(R->sizes[si], a, sizeof a), r->floor_ns,

@@ -1,15 +1,20 @@
 /*
- * timing.c - the one timing loop every single-process cell uses.
+ * timing.c - the timing loop every single-process measurement uses.
  *
- * A cell runs o->reps repetitions; each repetition calls the cell's batch
- * function over consecutive batches of BENCH_BATCH sequence positions
- * (wrapping around the sequence) until o->seconds / o->reps have passed, and
- * yields ns per request.  The median repetition is reported: one slow
- * repetition (a VM steal, a page-cache hiccup) does not move it, and it is
- * not the luckiest run either.
+ * A measurement is a group of subjects (srl on each store, the floor, ...)
+ * timed *interleaved*: repetition r times subject 0, then 1, ..., then
+ * repetition r + 1.  The machine this runs on may carry other load that
+ * comes and goes over seconds; interleaving makes such a burst hit every
+ * subject of the group alike, so the ratios between them (the figures the
+ * targets are about) stay meaningful.  Each subject keeps the median of its
+ * repetitions: one slow repetition does not move it, and it is not the
+ * luckiest either.
  *
- * The clock is read once per batch (1024 requests), so its ~20 ns cost is
- * below 0.1 % of a batch of the cheapest cells.
+ * One repetition of a subject: an untimed warm-up of an eighth of its
+ * budget (the previous subject evicted part of its working set from the
+ * caches), then batches of BENCH_BATCH sequence positions (wrapping around
+ * the sequence) until o->seconds / o->reps have passed.  The clock is read
+ * once per batch (1024 requests), below 0.1 % of the cheapest batch.
  *
  * Concurrency: none.
  */
@@ -23,28 +28,54 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* Run sub's batches for budget ns from *pos; returns ns per request. */
+static double run_for(bench_subject *sub, uint64_t budget, uint64_t *pos, uint64_t *sink)
+{
+    uint64_t ops = 0;
+    uint64_t t0 = bench_now_ns(), t1;
+    do {
+        *sink += sub->fn(sub->ctx, *pos, BENCH_BATCH);
+        *pos += BENCH_BATCH;
+        if (*pos >= sub->seq_len)
+            *pos = 0;
+        ops += BENCH_BATCH;
+        t1 = bench_now_ns();
+    } while (t1 - t0 < budget);
+    return (double)(t1 - t0) / (double)ops;
+}
+
+void bench_time_interleaved(const bench_opts *o, bench_subject *subs, int n)
+{
+    enum { MAXREPS = 32, MAXSUBS = 16 };
+    double per[MAXSUBS][MAXREPS];
+    uint64_t pos[MAXSUBS] = {0};
+    int reps = o->reps < 1 ? 1 : (o->reps > MAXREPS ? MAXREPS : o->reps);
+    if (n > MAXSUBS)
+        n = MAXSUBS;
+    uint64_t budget = (uint64_t)(o->seconds * 1e9 / reps);
+    volatile uint64_t sink = 0;
+    uint64_t acc = 0;
+    for (int r = 0; r < reps; r++)
+        for (int i = 0; i < n; i++) {
+            if (subs[i].fn == NULL)
+                continue;
+            run_for(&subs[i], budget / 8, &pos[i], &acc);
+            per[i][r] = run_for(&subs[i], budget, &pos[i], &acc);
+        }
+    sink += acc;
+    (void)sink;
+    for (int i = 0; i < n; i++) {
+        if (subs[i].fn == NULL)
+            continue;
+        qsort(per[i], (size_t)reps, sizeof per[i][0], cmp_double);
+        subs[i].ns = per[i][reps / 2];
+    }
+}
+
 double bench_time_batches(const bench_opts *o, bench_batch_fn fn, void *ctx,
                           uint64_t seq_len)
 {
-    double per[32];
-    int reps = o->reps < 1 ? 1 : (o->reps > 32 ? 32 : o->reps);
-    uint64_t budget = (uint64_t)(o->seconds * 1e9 / reps);
-    uint64_t pos = 0;
-    volatile uint64_t sink = 0;
-    for (int r = 0; r < reps; r++) {
-        uint64_t ops = 0;
-        uint64_t t0 = bench_now_ns(), t1;
-        do {
-            sink += fn(ctx, pos, BENCH_BATCH);
-            pos += BENCH_BATCH;
-            if (pos >= seq_len)
-                pos = 0;
-            ops += BENCH_BATCH;
-            t1 = bench_now_ns();
-        } while (t1 - t0 < budget);
-        per[r] = (double)(t1 - t0) / (double)ops;
-    }
-    (void)sink;
-    qsort(per, (size_t)reps, sizeof per[0], cmp_double);
-    return per[reps / 2];
+    bench_subject s = {fn, ctx, seq_len, 0};
+    bench_time_interleaved(o, &s, 1);
+    return s.ns;
 }
