@@ -91,7 +91,8 @@ struct srl__shm_bucket {
     pthread_mutex_t mu;
     uint8_t tags[SRL__SHM_SLOTS];   /* 0 empty, else 8 bits of the fp, nonzero */
     uint8_t undo_slot;              /* 0 none, else slot + 1 whose state is in undo */
-    uint8_t pad[3];
+    uint8_t moving_slot;            /* 0 none, else slot + 1 being relocated out */
+    uint8_t pad[2];
     uint32_t recovered;             /* repairs after EOWNERDEAD */
     uint64_t allowed;
     uint64_t denied;

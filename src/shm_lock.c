@@ -18,6 +18,10 @@
  *                        we do not hold the lock), return SRL_ETIMEDOUT
  *   ENOTRECOVERABLE      someone unlocked without repairing: report, never spin
  *
+ * Relocation marker: moving_slot = slot + 1 while a relocation copies that
+ * slot to the key's other bucket.  Repair resolves a move cut short: the
+ * copy wins if it was made visible (tagged), else the source stays.
+ *
  * Undo record: before changing a slot's state in place the holder copies it
  * to the bucket's undo area and then stores undo_slot = slot + 1 (release);
  * after the change it stores undo_slot = 0.  A holder that dies in between
@@ -76,9 +80,47 @@ void srl__shm_undo_end(struct srl__shm *s, uint64_t b)
     __atomic_store_n(&srl__shm_bucket(s, b)->undo_slot, 0, __ATOMIC_RELEASE);
 }
 
+/* A relocation out of b (locked) was cut short: its source slot i and
+ * maybe a complete, tagged copy in the key's other bucket both exist.  If
+ * the copy is there the source is dropped; if not, the source stays (the
+ * copy was never made visible).  If the other bucket is busy both copies
+ * may stay; lookups then always use the same one and srl_check reports
+ * the duplicate. */
+static void resolve_move(struct srl__shm *s, uint64_t b, unsigned i)
+{
+    const uint8_t *fp = srl__shm_slot(s, b, i);
+    uint64_t c1, c2;
+    srl__shm_fp_buckets(s, fp, &c1, &c2);
+    if (b != c1 && b != c2)
+        return;                 /* damaged identity: validation frees it */
+    uint64_t other = b == c1 ? c2 : c1;
+    if (other == b)
+        return;
+    /* Only tried, never waited for: the caller may already hold other
+     * locks (the slow path's pair, a relocation's three), and a wait here
+     * could close a cycle or wait on a lock this thread owns. */
+    if (srl__shm_trylock(s, other) != 0)
+        return;
+    struct srl__shm_bucket *ob = srl__shm_bucket(s, other);
+    uint8_t tag = srl__shm_bucket(s, b)->tags[i];
+    for (unsigned j = 0; j < SRL__SHM_SLOTS; j++) {
+        if (ob->tags[j] == tag && memcmp(srl__shm_slot(s, other, j), fp, 16) == 0) {
+            srl__shm_tag_store(srl__shm_bucket(s, b), i, 0);
+            break;
+        }
+    }
+    srl__shm_unlock(s, other);
+}
+
 void srl__shm_repair_bucket(struct srl__shm *s, uint64_t b, uint64_t now)
 {
     struct srl__shm_bucket *bk = srl__shm_bucket(s, b);
+    /* Cleared before resolving, so a repair nested in resolve_move (the
+     * other bucket's owner died too) can never come back here for it. */
+    unsigned moving = __atomic_load_n(&bk->moving_slot, __ATOMIC_ACQUIRE);
+    __atomic_store_n(&bk->moving_slot, 0, __ATOMIC_RELEASE);
+    if (moving >= 1 && moving <= SRL__SHM_SLOTS && bk->tags[moving - 1] != 0)
+        resolve_move(s, b, moving - 1);
     unsigned undo = __atomic_load_n(&bk->undo_slot, __ATOMIC_ACQUIRE);
     if (undo >= 1 && undo <= SRL__SHM_SLOTS && bk->tags[undo - 1] != 0)
         memcpy(srl__shm_slot_state(s, b, undo - 1), (unsigned char *)bk + s->undo_off,

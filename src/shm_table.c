@@ -229,8 +229,9 @@ static int reclaim(struct srl__shm *s, uint64_t b, uint64_t now)
 
 /* One-hop relocation: move an entry of b1 or b2 (both locked) to its other
  * candidate bucket, taken with trylock so the lock order is never violated.
- * The copy is complete and tagged before the old tag is cleared.  Returns 1
- * with the freed slot in *fb and *fi, or 0. */
+ * The copy is complete and tagged before the old tag is cleared, under the
+ * source bucket's moving_slot marker.  Returns 1 with the freed slot in *fb
+ * and *fi, or 0. */
 static int relocate(struct srl__shm *s, uint64_t b1, uint64_t b2, uint64_t now, uint64_t *fb,
                     unsigned *fi)
 {
@@ -253,9 +254,13 @@ static int relocate(struct srl__shm *s, uint64_t b1, uint64_t b2, uint64_t now, 
             if (j < 0)
                 j = reclaim(s, other, now);
             if (j >= 0) {
+                /* The marker lets repair of b resolve a move cut short
+                 * between the two tag stores (srl__shm_repair_bucket). */
+                __atomic_store_n(&bk->moving_slot, (uint8_t)(i + 1), __ATOMIC_RELEASE);
                 memcpy(srl__shm_slot(s, other, (unsigned)j), srl__shm_slot(s, b, i), s->slot_bytes);
                 srl__shm_tag_store(srl__shm_bucket(s, other), (unsigned)j, tag);
                 srl__shm_tag_store(bk, i, 0);
+                __atomic_store_n(&bk->moving_slot, 0, __ATOMIC_RELEASE);
             }
             srl__shm_unlock(s, other);
             if (j >= 0) {
@@ -634,6 +639,9 @@ static void check_bucket(struct srl__shm *s, uint64_t b, uint64_t now, struct re
     unsigned undo = bk->undo_slot;
     if (undo != 0)
         problem(r, "bucket %llu: pending undo record (slot %u)", (unsigned long long)b, undo);
+    unsigned moving = bk->moving_slot;
+    if (moving != 0)
+        problem(r, "bucket %llu: pending relocation of slot %u", (unsigned long long)b, moving);
     for (unsigned i = 0; i < SRL__SHM_SLOTS; i++) {
         if (bk->tags[i] == 0)
             continue;

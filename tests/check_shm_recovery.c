@@ -12,13 +12,16 @@
  *   - a corrupted state in the bucket of a dead owner is reset and counted;
  *   - a stopped live owner: bounded wait, SRL_ETIMEDOUT with the DEGRADED
  *     decision from on_full, counted; after SIGCONT (or SIGKILL) it works;
- *   - a lock left unrecoverable: SRL_ENOTRECOVERABLE at once, never a spin.
+ *   - a lock left unrecoverable: SRL_ENOTRECOVERABLE at once, never a spin;
+ *   - a worker killed in the middle of a relocation (copy tagged in the new
+ *     bucket, old copy not yet cleared): repair leaves one state.
  *
  * Capacity 16 is one bucket, so every key of a test shares one lock.
  */
 #include <check.h>
 #include <errno.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -338,6 +341,67 @@ START_TEST(an_unrecoverable_lock_is_reported_at_once_and_never_spun_on)
 }
 END_TEST
 
+/* A relocation cut short between its two tag stores: the dead worker held
+ * the source bucket X and the destination Y, had tagged the complete copy
+ * in Y and not yet cleared the source.  Loop index: 0 X < Y, 1 X > Y. */
+START_TEST(a_worker_killed_mid_relocation_leaves_one_state_for_the_key)
+{
+    fake_clock *c = fake_clock_shared(7 * SEC);
+    srl_config cfg;
+    srl_config_init(&cfg);
+    cfg.policy = (srl_policy){SRL_TOKEN_BUCKET, PERMITS, 60 * SEC};
+    cfg.capacity = 256;
+    cfg.ticker = fake_ticker(c);
+    srl_limiter *lim;
+    ck_assert_int_eq(srl_open_anonymous(&cfg, &lim), 0);
+    struct srl__shm *sh = lim->impl;
+    /* A key living in its first bucket X, with X < Y or X > Y as asked. */
+    char key[32];
+    struct srl__shm_key k;
+    int i = -1;
+    for (int n = 0; i < 0; n++) {
+        snprintf(key, sizeof key, "mover-%d", n);
+        srl__shm_hash(sh, key, strlen(key), &k);
+        if ((k.b1 < k.b2) == (_i == 0))
+            i = 0;
+    }
+    ck_assert_int_eq(admit_count(lim, key, 3), 3);
+    ck_assert_int_eq(admit_count(lim, "bystander", 1), 1);
+    uint64_t x = k.b1, y = k.b2;
+    i = srl__shm_find_locked(sh, x, &k);
+    ck_assert_int_ge(i, 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        struct timespec dl = srl__shm_deadline(sh);
+        if (srl__shm_lock(sh, x < y ? x : y, &dl) != 0 || srl__shm_lock(sh, x < y ? y : x, &dl) != 0)
+            _exit(1);
+        struct srl__shm_bucket *bx = srl__shm_bucket(sh, x), *by = srl__shm_bucket(sh, y);
+        unsigned j = 0;
+        while (j < 16 && by->tags[j] != 0)
+            j++;
+        if (j == 16)
+            _exit(2);
+        /* relocate(), stopped after the copy was tagged. */
+        __atomic_store_n(&bx->moving_slot, (uint8_t)(i + 1), __ATOMIC_RELEASE);
+        memcpy(srl__shm_slot(sh, y, j), srl__shm_slot(sh, x, (unsigned)i), sh->slot_bytes);
+        srl__shm_tag_store(by, j, bx->tags[i]);
+        raise(SIGKILL);
+    }
+    expect_killed(pid);
+    ck_assert_int_eq(admit_count(lim, key, 50), PERMITS - 3);   /* one state, 7 left */
+    ck_assert_int_eq(srl_check(lim, NULL, NULL), 0);             /* no duplicate left */
+    srl_stats st = stats(lim);
+    ck_assert_uint_eq(st.used, 2);
+    ck_assert_uint_eq(st.recovered, 2);                          /* X and Y */
+    ck_assert_uint_eq(st.reset_slots, 0);
+    srl_decision d;
+    ck_assert_int_eq(srl_reset_key(lim, key, strlen(key)), 0);
+    ck_assert_int_eq(srl_peek(lim, key, strlen(key), 1, &d), SRL_ENOENT);  /* gone for good */
+    srl_close(lim);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("shm_recovery");
@@ -350,6 +414,7 @@ static Suite *suite(void)
     tcase_add_test(tc, a_stopped_owner_times_out_to_the_degraded_decision_then_recovers_on_sigcont);
     tcase_add_test(tc, a_stopped_owner_times_out_to_allow_by_default_and_its_death_is_repaired);
     tcase_add_test(tc, an_unrecoverable_lock_is_reported_at_once_and_never_spun_on);
+    tcase_add_loop_test(tc, a_worker_killed_mid_relocation_leaves_one_state_for_the_key, 0, 2);
     suite_add_tcase(s, tc);
     return s;
 }
