@@ -42,7 +42,7 @@
 #define SRL__SHM_READY_WAIT_MS 2000u    /* bounded wait for a creator */
 
 /* header.state */
-enum { SRL__SHM_INIT = 1u, SRL__SHM_READY = 2u };
+enum { SRL__SHM_INIT = 1u, SRL__SHM_READY = 2u, SRL__SHM_FAILED = 3u };
 
 /* Test-only behaviours (srl__shm_open's test_flags, srl__shm_set_test_flags).
  * Public openers always pass 0; only the Check suites set these, to show that
@@ -59,7 +59,7 @@ enum {
 struct srl__shm_header {
     char magic[8];
     uint32_t version;
-    uint32_t state;              /* SRL__SHM_INIT -> SRL__SHM_READY (release) */
+    uint32_t state;              /* INIT -> READY (release), or INIT -> FAILED */
     uint64_t abi;                /* srl__shm_abi_word() of the creator */
     uint32_t algorithm;
     uint32_t permits;

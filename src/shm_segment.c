@@ -7,7 +7,8 @@
  * one at once), reserves the whole size with posix_fallocate (a full tmpfs
  * fails here with ENOSPC, never later with SIGBUS), maps it, initialises
  * every bucket and finally publishes state = READY with release ordering.
- * On any failure it unlinks what it created.
+ * On any failure it marks the header FAILED and unlinks what it created;
+ * waiters that see FAILED start over (and may become the creator).
  *
  * Losers (and plain opens) wait, bounded by SRL__SHM_READY_WAIT_MS, until
  * the header is present and READY (acquire load); a creator that is dead
@@ -24,6 +25,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stddef.h>
 #include <sodium.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +33,9 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+
+/* Internal result of one open round: start again (never returned to callers). */
+#define RETRY 1
 
 static size_t round_up(size_t v, size_t a)
 {
@@ -276,7 +281,8 @@ static bool all_zero(const void *p, size_t n)
 }
 
 /* Wait (bounded) for the segment at fd to be READY; map its header page into
- * *hdr.  Returns 0, SRL_ESTALE, SRL_ETIMEDOUT, SRL_EFOREIGN or an error. */
+ * *hdr.  Returns 0, RETRY (its creator failed), SRL_ESTALE, SRL_ETIMEDOUT,
+ * SRL_EFOREIGN, SRL_ECORRUPT or an error. */
 static int wait_ready(int fd, struct srl__shm_header **hdr, struct stat *st)
 {
     uint64_t until = mono_ms() + SRL__SHM_READY_WAIT_MS;
@@ -295,6 +301,8 @@ static int wait_ready(int fd, struct srl__shm_header **hdr, struct stat *st)
                 uint32_t state = __atomic_load_n(&h->state, __ATOMIC_ACQUIRE);
                 if (state == SRL__SHM_READY)
                     return 0;
+                if (state == SRL__SHM_FAILED)
+                    return RETRY;
                 if (state != SRL__SHM_INIT)
                     return SRL_ECORRUPT;
                 if (pid_dead(h->creator_pid))
@@ -364,6 +372,44 @@ static int open_existing(struct srl__shm *s, int fd, const srl_config *cfg)
     return rc;
 }
 
+/* One attempt of srl__shm_open: 0, an SRL_E* code, or RETRY. */
+static int open_round(struct srl__shm *s, const char *path, const srl_config *cfg,
+                      unsigned flags, unsigned test_flags)
+{
+    int fd = -1, rc = 0;
+    bool created = false;
+    if (flags & SRL_CREATE) {
+        fd = shm_open(path, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+        if (fd >= 0)
+            created = true;
+        else if (errno != EEXIST || (flags & SRL_EXCL))
+            rc = errno_code(errno);
+    }
+    if (fd < 0 && rc == 0) {
+        fd = shm_open(path, O_RDWR | O_CLOEXEC, 0);
+        if (fd < 0)
+            /* Gone between our two opens: its creator failed and unlinked it. */
+            rc = errno == ENOENT && (flags & SRL_CREATE) ? RETRY : errno_code(errno);
+    }
+    if (rc == 0)
+        rc = created ? create(s, fd, cfg, test_flags) : open_existing(s, fd, cfg);
+    if (rc != 0 && created) {
+        /* Tell anyone already waiting on this file that it will never be
+         * READY (harmless if the header was never written), then unlink. */
+        uint32_t failed = SRL__SHM_FAILED;
+        if (pwrite(fd, &failed, sizeof failed, offsetof(struct srl__shm_header, state)) < 0) {
+            /* nothing more to do: the waiters time out instead */
+        }
+        shm_unlink(path);
+    }
+    if (fd >= 0) {
+        int e = errno;
+        close(fd);   /* the mapping keeps the segment alive */
+        errno = e;
+    }
+    return rc;
+}
+
 int srl__shm_open(const char *name, const srl_config *cfg, unsigned flags,
                   unsigned test_flags, srl_limiter **out)
 {
@@ -397,28 +443,17 @@ int srl__shm_open(const char *name, const srl_config *cfg, unsigned flags,
         return rc;
     }
 
-    int fd = -1;
-    bool created = false;
-    if (flags & SRL_CREATE) {
-        fd = shm_open(path, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
-        if (fd >= 0)
-            created = true;
-        else if (errno != EEXIST || (flags & SRL_EXCL))
-            rc = errno_code(errno);
-    }
-    if (fd < 0 && rc == 0) {
-        fd = shm_open(path, O_RDWR | O_CLOEXEC, 0);
-        if (fd < 0)
-            rc = errno_code(errno);
-    }
-    if (rc == 0)
-        rc = created ? create(s, fd, cfg, test_flags) : open_existing(s, fd, cfg);
-    if (rc != 0 && created)
-        shm_unlink(path);
-    if (fd >= 0) {
-        int e = errno;
-        close(fd);   /* the mapping keeps the segment alive */
-        errno = e;
+    /* A few rounds: a creator that fails (say ENOSPC) marks its header
+     * FAILED and unlinks the name, and whoever was waiting on it starts over
+     * (and, with SRL_CREATE, tries to create it itself). */
+    for (int round = 0;; round++) {
+        rc = open_round(s, path, cfg, flags, test_flags);
+        if (rc != RETRY)
+            break;
+        if (round == 3) {
+            rc = SRL_ESTALE;    /* a FAILED header nobody unlinked: unlink it */
+            break;
+        }
     }
     if (rc != 0) {
         srl__shm_unmap(s);

@@ -8,7 +8,8 @@
  *     inconsistent geometry (ECORRUPT), another policy, capacity or display
  *     (EMISMATCH), random bytes or a short file at the name (EFOREIGN), an
  *     empty file or a creator that died before READY (ESTALE), a live
- *     creator that never finishes (ETIMEDOUT);
+ *     creator that never finishes (ETIMEDOUT); a waiter whose creator
+ *     failed starts over (and creates the segment itself);
  *   - permissions: 0600 whatever the umask, a configured mode honoured, a
  *     group-writable segment refused unless the opener asked for that mode,
  *     a segment owned by another user refused (trust model, docs/design.md);
@@ -31,6 +32,7 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "shm.h"
@@ -376,6 +378,60 @@ START_TEST(a_live_creator_that_never_finishes_times_out)
 }
 END_TEST
 
+START_TEST(a_waiter_whose_creator_fails_starts_over_and_creates_it_itself)
+{
+    srl_config cfg = config(10, 100);
+    char name[128];
+    strcpy(name, unique_name("failed"));
+    srl_limiter *creator;
+    ck_assert_int_eq(srl__shm_open(name, &cfg, SRL_CREATE | SRL_EXCL, SRL__SHM_TEST_NO_READY,
+                                   &creator), 0);
+    int fds[2];
+    ck_assert_int_eq(pipe(fds), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        /* Waits on the unfinished segment (its creator is alive). */
+        srl_limiter *lim;
+        int32_t res[2] = {srl_open_shared(name, &cfg, SRL_CREATE, &lim), 0};
+        if (res[0] == 0) {
+            srl_info info;
+            srl_info_get(lim, &info);
+            res[1] = info.creator_pid;
+        }
+        _exit(write(fds[1], res, sizeof res) == (ssize_t)sizeof res ? 0 : 1);
+    }
+    struct timespec nap = {0, 100 * 1000 * 1000};
+    nanosleep(&nap, NULL);
+    /* What a failing creator does: mark FAILED, unlink. */
+    int fd = open(path_of(name), O_RDWR);
+    ck_assert_int_ge(fd, 0);
+    uint32_t failed = SRL__SHM_FAILED;
+    ck_assert_int_eq(pwrite(fd, &failed, 4, offsetof(struct srl__shm_header, state)), 4);
+    close(fd);
+    ck_assert_int_eq(srl_unlink(name), 0);
+    int32_t res[2];
+    ck_assert_int_eq(read(fds[0], res, sizeof res), (ssize_t)sizeof res);
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert_int_eq(res[0], 0);          /* not SRL_ETIMEDOUT */
+    ck_assert_int_eq(res[1], pid);        /* it created the new one */
+    srl_close(creator);
+    ck_assert_int_eq(srl_unlink(name), 0);
+}
+END_TEST
+
+START_TEST(a_failed_segment_left_at_the_name_is_stale)
+{
+    srl_config cfg = config(10, 100);
+    const char *name = make_segment(&cfg);
+    poke32(name, offsetof(struct srl__shm_header, state), SRL__SHM_FAILED);
+    ck_assert_int_eq(open_rc(name, &cfg, SRL_CREATE), SRL_ESTALE);
+    ck_assert_int_eq(open_rc(name, NULL, 0), SRL_ESTALE);
+    ck_assert_int_eq(srl_unlink(name), 0);
+}
+END_TEST
+
 /* ------------------------------------------------------- permissions */
 
 static mode_t mode_of(const char *name)
@@ -469,6 +525,24 @@ START_TEST(a_too_small_tmpfs_gives_enospc_at_creation_and_leaves_nothing)
     strcpy(name, unique_name("enospc"));
     ck_assert_int_eq(open_rc(name, &cfg, SRL_CREATE), SRL_ENOSPC);
     struct stat st;
+    ck_assert_int_eq(stat(path_of(name), &st), -1);
+    ck_assert_int_eq(errno, ENOENT);
+    /* Four processes racing to create it: the creator fails, marks it
+     * FAILED and unlinks it; the others start over and fail the same way
+     * rather than waiting for a segment that will never be ready. */
+    pid_t pids[4];
+    for (int w = 0; w < 4; w++) {
+        pids[w] = fork();
+        ck_assert_int_ge(pids[w], 0);
+        if (pids[w] == 0)
+            _exit(open_rc(name, &cfg, SRL_CREATE) == SRL_ENOSPC ? 0 : 1);
+    }
+    for (int w = 0; w < 4; w++) {
+        int status;
+        ck_assert_int_eq(waitpid(pids[w], &status, 0), pids[w]);
+        ck_assert(WIFEXITED(status));
+        ck_assert_int_eq(WEXITSTATUS(status), 0);
+    }
     ck_assert_int_eq(stat(path_of(name), &st), -1);
     ck_assert_int_eq(errno, ENOENT);
     /* What fits still works there. */
@@ -592,6 +666,8 @@ static Suite *suite(void)
     tcase_add_test(tc, an_empty_file_at_the_name_is_stale_after_the_bounded_wait);
     tcase_add_test(tc, a_creator_that_died_before_ready_leaves_a_stale_segment);
     tcase_add_test(tc, a_live_creator_that_never_finishes_times_out);
+    tcase_add_test(tc, a_waiter_whose_creator_fails_starts_over_and_creates_it_itself);
+    tcase_add_test(tc, a_failed_segment_left_at_the_name_is_stale);
     tcase_add_test(tc, a_new_segment_is_0600_whatever_the_umask);
     tcase_add_test(tc, a_group_writable_segment_is_refused_unless_the_opener_asked_for_it);
     tcase_add_test(tc, a_segment_owned_by_another_user_is_refused);
