@@ -29,6 +29,7 @@
 #include "shm.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <string.h>
@@ -166,12 +167,15 @@ static void decide_slot(struct srl__shm *s, uint64_t b, unsigned i, uint32_t cos
 }
 
 /* Broken on purpose (SRL__SHM_TEST_NOLOCK_DECIDE): read, decide on a copy,
- * write back, all without the lock.  Only the race tests use it. */
+ * write back, all without the lock.  Only the race tests use it.  The yield
+ * stands for a preemption between read and write, so the bug shows even on
+ * a loaded 2-core machine where workers rarely overlap by chance. */
 static void decide_slot_unlocked(struct srl__shm *s, uint64_t b, unsigned i, uint32_t cost,
                                  srl_decision *d)
 {
     unsigned char copy[s->state_bytes] __attribute__((aligned(8)));
     memcpy(copy, srl__shm_slot_state(s, b, i), s->state_bytes);
+    sched_yield();
     uint64_t now = srl__now(&s->lim);
     s->lim.algo->decide(&s->lim.policy, copy, now, cost, 1, d);
     memcpy(srl__shm_slot_state(s, b, i), copy, s->state_bytes);
@@ -347,7 +351,8 @@ static int degraded(struct srl__shm *s, int rc, srl_decision *d)
 
 /* Broken on purpose (SRL__SHM_TEST_GET_THEN_PUT): search each bucket under
  * its own lock, drop it, then insert under one lock without searching
- * again, so two first requests can both insert.  Only the race tests. */
+ * again, so two first requests can both insert.  Only the race tests; the
+ * yield between get and put stands for a preemption there. */
 static int acquire_get_then_put(struct srl__shm *s, const struct srl__shm_key *k,
                                 const void *key, size_t len, uint32_t cost,
                                 const struct timespec *deadline, srl_decision *d)
@@ -365,6 +370,7 @@ static int acquire_get_then_put(struct srl__shm *s, const struct srl__shm_key *k
         }
         srl__shm_unlock(s, cand[c]);
     }
+    sched_yield();
     for (int c = 0; c < (k->b1 == k->b2 ? 1 : 2); c++) {
         int rc = srl__shm_lock(s, cand[c], deadline);
         if (rc != 0)
