@@ -39,6 +39,7 @@
 #include "shm.h"
 #include "srl.h"
 #include "testutil.h"
+#include "shm_testutil.h"
 
 #define WORKERS 8
 #define TRIALS 20
@@ -361,5 +362,7 @@ int main(void)
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
+    static const char *const tags[] = {"exact", "registry", "dense"};
+    shm_sweep_leftovers(tags, sizeof tags / sizeof tags[0]);
     return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

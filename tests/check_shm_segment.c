@@ -38,6 +38,7 @@
 #include "shm.h"
 #include "srl.h"
 #include "testutil.h"
+#include "shm_testutil.h"
 
 static srl_config config(uint32_t permits, uint64_t capacity)
 {
@@ -685,5 +686,7 @@ int main(void)
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
+    static const char *const tags[] = {"seg", "race", "random", "empty", "stale", "slow", "failed", "flags", "enospc"};
+    shm_sweep_leftovers(tags, sizeof tags / sizeof tags[0]);
     return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

@@ -15,6 +15,7 @@
 
 #include "srl.h"
 #include "testutil.h"
+#include "shm_testutil.h"
 
 struct store {
     srl_limiter *a;      /* the handle the test drives */
@@ -253,5 +254,7 @@ int main(void)
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
+    static const char *const tags[] = {"trace"};
+    shm_sweep_leftovers(tags, sizeof tags / sizeof tags[0]);
     return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
