@@ -173,7 +173,7 @@ check_eq "F: SrlLimit off: no RateLimit header" 5 "$(cut -f3 <<<"$f" | grep -cx 
 # --- J: a full table (capacity 1: one bucket of slots_per_bucket slots)
 for lim in fd fa; do
   slots=$(rlctl_count "$name-$lim" capacity)
-  j=$(for i in $(seq 1 40); do http seq 1 /full${lim#f} "X-Key: full-$i"; done)
+  j=$(http seq 40 /full${lim#f} "X-Key: full-{i}")
   if [ $lim = fd ]; then
     check_eq "J: SrlOnFull deny: rlctl info on_full" deny "$(rlctl_count "$name-$lim" on_full)"
     check_eq "J: on_full deny: 40 new keys, admitted = the table's slots" "$slots" "$(count_status 200 "$j")"

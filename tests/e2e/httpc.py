@@ -11,6 +11,9 @@ server accepted them, then sends every request and reads every answer: the
 server's children each hold one connection at a time, so the requests are
 spread over all of them (prefork: one per child; event: one per thread).
 
+"{i}" in a header is replaced by the request's number (1..COUNT), so that
+every request may carry a key of its own.
+
 Prints one line per response, in request order:
     STATUS<TAB>Retry-After<TAB>RateLimit<TAB>RateLimit-Policy
 with "-" for an absent header.  Exits 2 on a connection or parse error.
@@ -24,8 +27,9 @@ def connect(host, port):
     return socket.create_connection((host, port), timeout=30)
 
 
-def send(sock, host, path, headers):
-    lines = [f"GET {path} HTTP/1.1", f"Host: {host}", "Connection: close"] + headers
+def send(sock, host, path, headers, i):
+    lines = [f"GET {path} HTTP/1.1", f"Host: {host}", "Connection: close"]
+    lines += [h.replace("{i}", str(i)) for h in headers]
     sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
 
 
@@ -52,15 +56,15 @@ def main(argv):
     headers = argv[6:]
     out = []
     if mode == "seq":
-        for _ in range(count):
+        for i in range(1, count + 1):
             s = connect(host, port)
-            send(s, host, path, headers)
+            send(s, host, path, headers, i)
             out.append(receive(s))
     elif mode == "hold":
         socks = [connect(host, port) for _ in range(count)]
         time.sleep(0.5)  # let the children accept their connection
-        for s in socks:
-            send(s, host, path, headers)
+        for i, s in enumerate(socks, 1):
+            send(s, host, path, headers, i)
         out = [receive(s) for s in socks]
     else:
         raise SystemExit(f"unknown mode {mode}")
