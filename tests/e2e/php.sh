@@ -11,7 +11,8 @@
 #      remaining 19 and RateLimit-Policy/RateLimit headers; a CLI process
 #      takes the other 19 (remaining 18..0); the next fpm request is a 429
 #      with Retry-After (one token: 4320 s, rounded up) and RateLimit r=0;
-#      fpm found the preloaded FFI scope, the CLI loaded the header itself
+#      fpm found the preloaded FFI scope, the CLI loaded the header itself,
+#      and a script's own FFI::cdef is refused under fpm (ffi.enable=preload)
 #   2  one key hammered at once by 15 requests to each pool and 10 CLI
 #      processes (2 acquires each): exactly 20 of the 50 admitted host-wide,
 #      each pool served by more than one child, each fpm denial a 429
@@ -74,6 +75,16 @@ ra=$(header Retry-After "$r")
 check_range "1: Retry-After (one token)" $((TOKEN_S - elapsed)) $TOKEN_S "$ra"
 check_eq "1: retry_after of acquire() equals Retry-After" "$ra" "$(field retry_after "$line")"
 check_eq "1: RateLimit on the 429" "\"$srl_token\";r=0;t=$ra" "$(header RateLimit "$r")"
+
+# ffi.enable=preload holds: a script's own FFI use is refused under fpm.
+cat >"$e2e_tmp/rogue.php" <<'PHP'
+<?php
+try { FFI::cdef('int getpid(void);'); echo "rogue: allowed\n"; }
+catch (Throwable $e) { echo "rogue: ", $e->getMessage(), "\n"; }
+PHP
+r=$(env -i SCRIPT_FILENAME="$e2e_tmp/rogue.php" REQUEST_METHOD=GET cgi-fcgi -bind -connect "$e2e_tmp/a.sock")
+check_eq "1: a script's own FFI::cdef under fpm is refused" \
+  'rogue: FFI API is restricted by "ffi.enable" configuration directive' "$(grep '^rogue: ' <<<"$r")"
 
 # --- 2: one key from both pools and the CLI at once
 out="$e2e_tmp/out"; mkdir -p "$out"
