@@ -159,9 +159,14 @@ void srl__shm_unmap(struct srl__shm *s);
 
 /* An absolute CLOCK_MONOTONIC deadline lock_timeout_ms from now. */
 struct timespec srl__shm_deadline(const struct srl__shm *s);
-/* Lock bucket b by the deadline; repairs it after a dead owner.
+/* A deadline not computed yet: srl__shm_lock fills it in only if it has to
+ * wait, so an uncontended lock costs no clock read. */
+#define SRL__SHM_NO_DEADLINE ((struct timespec){0, -1})
+/* Lock bucket b by the deadline (computed on first need if it is
+ * SRL__SHM_NO_DEADLINE; one deadline may serve several locks of one call);
+ * repairs the bucket after a dead owner.
  * 0, SRL_ETIMEDOUT (counted) or SRL_ENOTRECOVERABLE. */
-int srl__shm_lock(struct srl__shm *s, uint64_t b, const struct timespec *deadline);
+int srl__shm_lock(struct srl__shm *s, uint64_t b, struct timespec *deadline);
 /* Like srl__shm_lock without waiting: 0, or 1 if busy, or an SRL_E* code. */
 int srl__shm_trylock(struct srl__shm *s, uint64_t b);
 void srl__shm_unlock(struct srl__shm *s, uint64_t b);

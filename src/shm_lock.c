@@ -161,19 +161,37 @@ static int after_lock(struct srl__shm *s, uint64_t b, int e)
     }
 }
 
-int srl__shm_lock(struct srl__shm *s, uint64_t b, const struct timespec *deadline)
+/* One attempt without waiting.  Not pthread_mutex_trylock: glibc's (2.36)
+ * robust trylock, on a mutex in the ENOTRECOVERABLE state, returns that code
+ * but leaves the lock word held by the caller, so every later locker would
+ * time out instead of hearing ENOTRECOVERABLE.  A clocklock whose deadline
+ * has passed tries the same compare-and-swap and handles that state right. */
+static int try_once(pthread_mutex_t *mu)
 {
-    int e = pthread_mutex_clocklock(&srl__shm_bucket(s, b)->mu, CLOCK_MONOTONIC, deadline);
+    static const struct timespec past = {0, 0};
+    return pthread_mutex_clocklock(mu, CLOCK_MONOTONIC, &past);
+}
+
+int srl__shm_lock(struct srl__shm *s, uint64_t b, struct timespec *deadline)
+{
+    pthread_mutex_t *mu = &srl__shm_bucket(s, b)->mu;
+    /* Uncontended (the common case): no clock read for the deadline. */
+    int e = try_once(mu);
+    if (e == ETIMEDOUT) {
+        if (deadline->tv_nsec < 0)
+            *deadline = srl__shm_deadline(s);
+        e = pthread_mutex_clocklock(mu, CLOCK_MONOTONIC, deadline);
+    }
     return e == 0 ? 0 : after_lock(s, b, e);
 }
 
 int srl__shm_trylock(struct srl__shm *s, uint64_t b)
 {
-    int e = pthread_mutex_trylock(&srl__shm_bucket(s, b)->mu);
+    int e = try_once(&srl__shm_bucket(s, b)->mu);
     if (e == 0)
         return 0;
-    if (e == EBUSY)
-        return 1;
+    if (e == ETIMEDOUT)
+        return 1;       /* busy: not a timed-out wait, not counted */
     return after_lock(s, b, e);
 }
 

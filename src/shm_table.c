@@ -283,7 +283,7 @@ static int relocate(struct srl__shm *s, uint64_t b1, uint64_t b2, uint64_t now, 
  * match lock that bucket and verify.  Returns 0 with the bucket locked and
  * *slot >= 0, 0 with nothing locked and *slot = -1, or a lock error. */
 static int find_fast(struct srl__shm *s, const struct srl__shm_key *k,
-                     const struct timespec *deadline, uint64_t *bucket, int *slot)
+                     struct timespec *deadline, uint64_t *bucket, int *slot)
 {
     uint64_t cand[2] = {k->b1, k->b2};
     *slot = -1;
@@ -310,7 +310,7 @@ static int find_fast(struct srl__shm *s, const struct srl__shm_key *k,
 
 /* Lock both candidate buckets, lower index first. */
 static int lock_pair(struct srl__shm *s, const struct srl__shm_key *k,
-                     const struct timespec *deadline)
+                     struct timespec *deadline)
 {
     uint64_t lo = k->b1 < k->b2 ? k->b1 : k->b2, hi = k->b1 < k->b2 ? k->b2 : k->b1;
     int rc = srl__shm_lock(s, lo, deadline);
@@ -355,7 +355,7 @@ static int degraded(struct srl__shm *s, int rc, srl_decision *d)
  * yield between get and put stands for a preemption there. */
 static int acquire_get_then_put(struct srl__shm *s, const struct srl__shm_key *k,
                                 const void *key, size_t len, uint32_t cost,
-                                const struct timespec *deadline, srl_decision *d)
+                                struct timespec *deadline, srl_decision *d)
 {
     uint64_t cand[2] = {k->b1, k->b2};
     for (int c = 0; c < (k->b1 == k->b2 ? 1 : 2); c++) {
@@ -393,7 +393,7 @@ int srl__shm_acquire(srl_limiter *lim, const void *key, size_t len, uint32_t cos
     struct srl__shm *s = lim->impl;
     struct srl__shm_key k;
     srl__shm_hash(s, key, len, &k);
-    struct timespec deadline = srl__shm_deadline(s);
+    struct timespec deadline = SRL__SHM_NO_DEADLINE;
 
     if (s->test_flags & SRL__SHM_TEST_NOLOCK_DECIDE) {
         uint64_t cand[2] = {k.b1, k.b2};
@@ -466,7 +466,7 @@ static int locate(struct srl__shm *s, const void *key, size_t len, struct srl__s
                   uint64_t *bucket, int *slot)
 {
     srl__shm_hash(s, key, len, k);
-    struct timespec deadline = srl__shm_deadline(s);
+    struct timespec deadline = SRL__SHM_NO_DEADLINE;
     int rc = find_fast(s, k, &deadline, bucket, slot);
     if (rc != 0 || *slot >= 0)
         return rc;
@@ -534,7 +534,7 @@ int64_t srl__shm_evict_idle(srl_limiter *lim)
             any = __atomic_load_n(&bk->tags[i], __ATOMIC_RELAXED) != 0;
         if (!any)
             continue;
-        struct timespec deadline = srl__shm_deadline(s);
+        struct timespec deadline = SRL__SHM_NO_DEADLINE;
         /* Best effort: a bucket whose lock cannot be had is skipped (and its
          * timeout counted); the others are still swept. */
         if (srl__shm_lock(s, b, &deadline) != 0)
@@ -564,7 +564,7 @@ int64_t srl__shm_foreach(srl_limiter *lim, srl_foreach_fn fn, void *ctx)
             any = __atomic_load_n(&bk->tags[i], __ATOMIC_RELAXED) != 0;
         if (!any)
             continue;
-        struct timespec deadline = srl__shm_deadline(s);
+        struct timespec deadline = SRL__SHM_NO_DEADLINE;
         int rc = srl__shm_lock(s, b, &deadline);
         if (rc != 0)
             return rc;
@@ -674,7 +674,7 @@ static void check_bucket(struct srl__shm *s, uint64_t b, uint64_t now, struct re
          * bucket, taking the higher one second (index order). */
         uint64_t other = b == c1 ? c2 : c1;
         if ((b == c1 || b == c2) && other > b) {
-            struct timespec deadline = srl__shm_deadline(s);
+            struct timespec deadline = SRL__SHM_NO_DEADLINE;
             if (srl__shm_lock(s, other, &deadline) == 0) {
                 const struct srl__shm_bucket *ob = srl__shm_bucket(s, other);
                 for (unsigned j = 0; j < SRL__SHM_SLOTS; j++)
@@ -695,7 +695,7 @@ int64_t srl__shm_check(srl_limiter *lim, srl_report_fn fn, void *ctx)
     struct report r = {fn, ctx, 0};
     check_header(s, &r);
     for (uint64_t b = 0; b < s->buckets; b++) {
-        struct timespec deadline = srl__shm_deadline(s);
+        struct timespec deadline = SRL__SHM_NO_DEADLINE;
         if (srl__shm_lock(s, b, &deadline) != 0) {
             problem(&r, "bucket %llu: lock not available", (unsigned long long)b);
             continue;
