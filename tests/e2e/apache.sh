@@ -20,7 +20,8 @@
 #   J  a full table (capacity 1 = one bucket): with SrlOnFull deny exactly
 #      the table's slots of 40 new keys are admitted, the rest get 429;
 #      with on_full=allow all pass; rlctl counts the on_full decisions
-#   G  graceful restart (SIGUSR1): the exhausted key stays exhausted
+#   G  graceful restart (apache2 -k graceful, i.e. SIGUSR1): the exhausted
+#      key stays exhausted, a new key starts fresh
 #   H  rlctl info on the segment: allowed/denied/used agree exactly, and
 #      rlctl list has each key (the exact bytes mod_srl used) with its counts;
 #      the segment belongs to the workers' user, mode 0600
@@ -187,9 +188,14 @@ for lim in fd fa; do
 done
 
 # --- G: graceful restart keeps the states
-kill -USR1 "$apache_pid"
+sleep 0.5
+awk '{print $1}' "$e2e_tmp/access.log" | sort -u >"$e2e_tmp/pids.before"
+# What `apachectl -k graceful` runs: a second apache2 that reads the
+# configuration (pre-config pass only) and sends SIGUSR1 to the PidFile's pid.
+/usr/sbin/apache2 -d "$e2e_tmp" -f "$e2e_tmp/httpd.conf" -k graceful
+check_eq "G: apache2 -k graceful (exit status)" 0 "$?"
 second_generation() { [ "$(grep -c 'resuming normal operations' "$e2e_tmp/error.log")" -ge 2 ]; }
-wait_until 20 second_generation || fail "G: no second generation after SIGUSR1"
+wait_until 20 second_generation || fail "G: no second generation after -k graceful"
 wait_until 10 curl -s -o /dev/null "http://127.0.0.1:$e2e_port/free"
 g=$(http seq 1 /ip)
 check_eq "G: after a graceful restart the exhausted ip key is still refused" 429 "$(cut -f1 <<<"$g")"
@@ -197,6 +203,9 @@ g=$(http seq 2 /hdr "X-Key: after-G")
 check_eq "G: a new key after the restart: statuses" "200 200" "$(cut -f1 <<<"$g" | tr '\n' ' ' | sed 's/ $//')"
 check_eq "G: a new key after the restart: remaining" "9 8" \
   "$(cut -f3 <<<"$g" | sed 's/.*;r=\([0-9]*\);.*/\1/' | tr '\n' ' ' | sed 's/ $//')"
+sleep 0.5
+check_eq "G: the new key was served by new-generation children only" 0 \
+  "$(awk '$4 == "key=after-G" {print $1}' "$e2e_tmp/access.log" | grep -cxFf "$e2e_tmp/pids.before")"
 check_eq "G: the parent survived the restart" "$apache_pid" "$(cat "$e2e_tmp/run/httpd.pid")"
 
 # --- H: rlctl agrees
