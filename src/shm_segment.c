@@ -345,8 +345,11 @@ static int open_existing(struct srl__shm *s, int fd, const srl_config *cfg)
     struct srl__shm_header *hdr = NULL;
     struct stat st;
     int rc = wait_ready(fd, &hdr, &st);
+    /* Without a config (rlctl, an adopting worker) the creator's recorded
+     * mode is the intent; a file whose mode grants more than that was
+     * changed behind the creator's back and is refused. */
     if (rc == 0)
-        rc = check_owner(&st, cfg != NULL ? cfg->mode : 0600u);
+        rc = check_owner(&st, cfg != NULL ? cfg->mode : (hdr->mode & 0777u));
     srl_config adopted;
     if (rc == 0)
         rc = validate(s, hdr, (uint64_t)st.st_size, cfg, &adopted);
