@@ -55,7 +55,7 @@
  *   and never frees evicted states.  srl_close() in such a child (detected
  *   by pid) frees nothing and returns, rather than wait forever in
  *   rcu_barrier() for a call_rcu worker that does not exist there; the
- *   memory goes away with the process.  See docs/local.md.
+ *   memory goes away with the process.  See docs/design.md, "The in-process store".
  */
 #include "limiter.h"
 
