@@ -203,6 +203,18 @@ static uint64_t batch_mutex(void *ctx, uint64_t start, uint64_t count)
     return count;
 }
 
+static uint64_t batch_mutex_clock(void *ctx, uint64_t start, uint64_t count)
+{
+    struct comp_ctx *c = ctx;
+    (void)start;
+    struct timespec far = {(time_t)1 << 40, 0};
+    for (uint64_t i = 0; i < count; i++) {
+        pthread_mutex_clocklock(&c->m, CLOCK_MONOTONIC, &far);
+        pthread_mutex_unlock(&c->m);
+    }
+    return count;
+}
+
 static uint64_t batch_algo(void *ctx, uint64_t start, uint64_t count)
 {
     struct comp_ctx *c = ctx;
@@ -236,6 +248,7 @@ void bench_components_measure(const bench_opts *o, bench_components *out)
     out->coarse_ns = bench_time_batches(&q, batch_coarse, &c, 1u << 20);
     out->siphash_ns = bench_time_batches(&q, batch_siphash, &c, 1u << 20);
     out->mutex_ns = bench_time_batches(&q, batch_mutex, &c, 1u << 20);
+    out->mutex_clock_ns = bench_time_batches(&q, batch_mutex_clock, &c, 1u << 20);
     for (int a = 0; a < 4; a++) {
         c.p = bench_policy_allow((srl_algorithm)a);
         c.now = 1000000000ull;

@@ -139,6 +139,7 @@ typedef struct bench_components {
     double coarse_ns;         /* clock_gettime(CLOCK_MONOTONIC_COARSE) */
     double siphash_ns;        /* crypto_shorthash_siphashx24, 16-byte key */
     double mutex_ns;          /* robust pshared lock + unlock, uncontended */
+    double mutex_clock_ns;    /* the same through pthread_mutex_clocklock (a bounded wait) */
     double algo_ns[4];        /* srl_state_acquire on one hot state, by srl_algorithm */
 } bench_components;
 

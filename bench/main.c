@@ -52,7 +52,7 @@ struct report {
     bench_cell deny[NALGO][2];            /* [algo][shared, local], N keys uniform */
     bench_redis_result redis;
     double srl_gcra_rate;                 /* 1 process, shared, N keys uniform */
-    bench_scale_result scale[3][2][3];    /* [kind][hot][1,2,4 procs] */
+    bench_scale_result scale[2][3][2][3]; /* [size][kind][hot][1,2,4 procs]; size 0: distinct only */
     bench_mem_row mem[NALGO][3];
     double local_mem[NALGO];
     bench_create_result big;
@@ -334,21 +334,25 @@ static void run_per_decision(struct report *R)
 static void run_scaling(struct report *R)
 {
     bench_opts o = R->o;
-    o.seconds = R->o.quick ? R->o.seconds : 2 * R->o.seconds;
     int rounds = R->o.quick ? 1 : 3;
-    bench_keys k;
-    if (bench_keys_make(&k, R->o.keys) != 0)
-        return;
     static const char *kinds[3] = {"srl", "global lock", "floor"};
-    for (int kind = 0; kind < 3; kind++)
-        for (int hot = 0; hot < 2; hot++) {
-            progress("scaling %s, %s: 1, 2, 4 processes x %d rounds", kinds[kind],
-                     hot ? "hot key" : "distinct keys", rounds);
-            bench_scale_series(&o, (bench_scale_kind)kind,
-                               bench_policy_allow(SRL_TOKEN_BUCKET), &k, hot, nprocs, 3,
-                               rounds, R->scale[kind][hot]);
-        }
-    bench_keys_free(&k);
+    for (int si = 0; si < 2; si++) {
+        bench_keys k;
+        if (bench_keys_make(&k, R->sizes[si]) != 0)
+            return;
+        for (int kind = 0; kind < 3; kind++)
+            for (int hot = 0; hot < 2; hot++) {
+                if (si == 0 && hot)
+                    continue;   /* one hot key is one key, whatever the key set */
+                progress("scaling %s, %s, %llu keys: 1, 2, 4 processes x %d rounds",
+                         kinds[kind], hot ? "hot key" : "distinct keys",
+                         (unsigned long long)R->sizes[si], rounds);
+                bench_scale_series(&o, (bench_scale_kind)kind,
+                                   bench_policy_allow(SRL_TOKEN_BUCKET), &k, hot, nprocs, 3,
+                                   rounds, R->scale[si][kind][hot]);
+            }
+        bench_keys_free(&k);
+    }
 }
 
 static void run_memory(struct report *R)
@@ -379,6 +383,8 @@ static void print_components(const struct report *R)
     printf("| clock_gettime(CLOCK_MONOTONIC_COARSE) | %.1f |\n", c->coarse_ns);
     printf("| SipHash-x24 (libsodium), 16-byte key | %.1f |\n", c->siphash_ns);
     printf("| robust process-shared mutex lock+unlock, uncontended | %.1f |\n", c->mutex_ns);
+    printf("| the same, locked with pthread_mutex_clocklock (bounded wait) | %.1f |\n",
+           c->mutex_clock_ns);
     for (int ai = 0; ai < NALGO; ai++) {
         char pol[SRL_POLICY_TEXT_MAX];
         srl_policy p = bench_policy_allow(algos[ai]);
@@ -502,30 +508,36 @@ static void print_redis(const struct report *R)
 
 static void print_scaling(const struct report *R)
 {
-    char a[64], b[64];
+    char a[64], b[64], c[64];
     static const char *kinds[3] = {"srl shared", "srl + global lock", "floor"};
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    printf("## Scaling (forked processes, token_bucket 1e9/1h, %s keys, decisions/s total)\n\n",
-           size_name(R->o.keys, a, sizeof a));
-    printf("Each cell: the median of %d rounds; the process counts run round-robin.\n\n",
-           R->o.quick ? 1 : 3);
-    printf("This machine has %ld CPUs: %d processes on %ld cores cannot run more than %ld at "
+    printf("## Scaling (forked processes on one segment, token_bucket 1e9/1h, decisions/s "
+           "total)\n\n");
+    printf("Each cell: the median of %d rounds; the process counts run round-robin. "
+           "This machine has %ld CPUs: 4 processes on %ld cores cannot run more than %ld at "
            "once, so 4 processes measure time-slicing, not parallelism. Distinct keys: process "
            "i uses quarter i of the key set (the same working set per process for every "
-           "process count); hot: every process asks for the same key.\n\n",
-           ncpu, 4, ncpu, ncpu);
+           "process count); hot: every process asks for the same key. The floor rows show "
+           "what the machine itself allows for the same memory traffic.\n\n",
+           R->o.quick ? 1 : 3, ncpu, ncpu, ncpu);
     printf("| store | keys | 1 process | 2 processes | 2 vs 1 | 4 processes | 4 vs 1 |\n");
     printf("| --- | --- | ---: | ---: | ---: | ---: | ---: |\n");
     for (int kind = 0; kind < 3; kind++)
-        for (int hot = 0; hot < 2; hot++) {
-            const bench_scale_result *s = R->scale[kind][hot];
+        for (int row = 0; row < 3; row++) {
+            int si = row == 0 ? 0 : 1, hot = row == 2;
+            const bench_scale_result *s = R->scale[si][kind][hot];
+            char keys[96];
+            if (hot)
+                snprintf(keys, sizeof keys, "one hot key");
+            else
+                snprintf(keys, sizeof keys, "%s distinct", size_name(R->sizes[si], c, sizeof c));
             if (s[0].rc != 0) {
-                printf("| %s | %s | error: %s | | | | |\n", kinds[kind],
-                       hot ? "one hot key" : "distinct", srl_strerror(s[0].rc));
+                printf("| %s | %s | error: %s | | | | |\n", kinds[kind], keys,
+                       srl_strerror(s[0].rc));
                 continue;
             }
-            printf("| %s | %s | %.0f | %.0f | %s | %.0f | %s |\n", kinds[kind],
-                   hot ? "one hot key" : "distinct", s[0].rate, s[1].rate,
+            printf("| %s | %s | %.0f | %.0f | %s | %.0f | %s |\n", kinds[kind], keys,
+                   s[0].rate, s[1].rate,
                    ratio(s[1].rate, s[0].rate, s[1].rc == 0, a, sizeof a), s[2].rate,
                    ratio(s[2].rate, s[0].rate, s[2].rc == 0, b, sizeof b));
         }
@@ -622,10 +634,15 @@ static void print_targets(const struct report *R)
     target("srl gcra decisions/s / Redis script (1 client)",
            r->available ? R->srl_gcra_rate / r->rate1 : 0, "x", 100, 0,
            r->available && R->srl_gcra_rate > 0);
-    const bench_scale_result *s = R->scale[0][0];
-    target("2 processes / 1 on distinct keys", s[0].rate > 0 ? s[1].rate / s[0].rate : 0, "x",
-           1.8, 0, s[0].rc == 0 && s[1].rc == 0 && s[0].rate > 0);
-    const bench_scale_result *h = R->scale[0][1];
+    for (int si = 0; si < 2; si++) {
+        const bench_scale_result *s = R->scale[si][0][0];
+        char what[96], n[32];
+        snprintf(what, sizeof what, "2 processes / 1, %s distinct keys",
+                 size_name(R->sizes[si], n, sizeof n));
+        target(what, s[0].rate > 0 ? s[1].rate / s[0].rate : 0, "x", 1.8, 0,
+               s[0].rc == 0 && s[1].rc == 0 && s[0].rate > 0);
+    }
+    const bench_scale_result *h = R->scale[1][0][1];
     /* "not worse than 2x slower": all processes on one key against one process. */
     double worst_hot = 0;
     for (int pi = 1; pi < 3; pi++)
