@@ -76,7 +76,7 @@ static void usage(FILE *f)
     fputs("usage: srl-bench [--quick] [--keys N] [--seconds S] [--reps R] [--only LIST]\n"
           "  --quick      CI smoke run (100k keys, short cells, 1M-key creation): < 60 s\n"
           "  --keys N     the many-keys size (default 1000000)\n"
-          "  --seconds S  measured time per cell (default 0.5; scaling cells 2 x S)\n"
+          "  --seconds S  measured time per cell (default 0.5)\n"
           "  --reps R     repetitions per cell, the median is reported (default 5)\n"
           "  --only LIST  run only these sections, comma-separated: components,\n"
           "               decisions, redis, scaling, memory (default: all)\n",
