@@ -679,6 +679,34 @@ static void print_targets(const struct report *R)
     printf("\n");
 }
 
+/* Cells that failed with an srl error (the big-segment creation aside: a
+ * small /dev/shm may refuse it, and the report says so).  A smoke run
+ * (--quick in CI) fails if any did. */
+static int count_errors(const struct report *R)
+{
+    int n = 0;
+    unsigned sec = R->o.sections;
+    for (int si = 0; si < 2; si++)
+        for (int di = 0; di < 2; di++) {
+            for (int ai = 0; ai < NALGO && (sec & BENCH_SEC_DECISIONS); ai++)
+                n += (R->per[si][di][ai].shared.rc != 0) + (R->per[si][di][ai].local.rc != 0);
+            if (sec & BENCH_SEC_DECISIONS)
+                n += (R->global[si][di].rc != 0) + (R->coarse[si][di][0].rc != 0) +
+                     (R->coarse[si][di][1].rc != 0);
+        }
+    for (int ai = 0; ai < NALGO && (sec & BENCH_SEC_DECISIONS); ai++)
+        n += (R->deny[ai][0].rc != 0) + (R->deny[ai][1].rc != 0);
+    for (int si = 0; si < 2 && (sec & BENCH_SEC_SCALING); si++)
+        for (int kind = 0; kind < 3; kind++)
+            for (int hot = 0; hot < 2; hot++)
+                for (int pi = 0; pi < 3; pi++)
+                    n += !(si == 0 && hot) && R->scale[si][kind][hot][pi].rc != 0;
+    for (int ai = 0; ai < NALGO && (sec & BENCH_SEC_MEMORY); ai++)
+        for (int di = 0; di < 3; di++)
+            n += R->mem[ai][di].rc != 0;
+    return n;
+}
+
 int main(int argc, char **argv)
 {
     static struct report R;
@@ -724,6 +752,12 @@ int main(int argc, char **argv)
         print_memory(&R);
     print_targets(&R);
     printf("Total run time: %.1f s.\n", total);
+    int errors = count_errors(&R);
+    if (errors) {
+        printf("\n%d cells failed with an srl error (see the tables).\n", errors);
+        progress("%d cells failed", errors);
+    }
     progress("done in %.1f s", total);
-    return 0;
+    fflush(stdout);
+    return errors ? 1 : 0;
 }
