@@ -25,7 +25,10 @@
  *     checksum, so a valid-looking policy cannot be told from the real one;
  *     key_display -> SRL_ECORRUPT if it changes the slot size, else adopted
  *     like the policy (token bucket: 0..6 all give 56-byte slots);
- *     on_full (informational: adopted as deny iff it is 1), mode, creator_pid,
+ *     mode -> the write allowance of an opener without a config (the file's
+ *     own mode must not grant group/other write beyond it): no effect on a
+ *     0600 file, which is what the byte sweep uses; see the mode test;
+ *     on_full (informational: adopted as deny iff it is 1), creator_pid,
  *     created_unix_ns, hash_key and the page's padding (bytes 128..4095) ->
  *     IGNORED for the decision to open (a new hash key only makes existing
  *     keys unreachable; they are reclaimed once at rest).
@@ -662,6 +665,19 @@ START_TEST(a_world_writable_segment_is_eacces_unless_the_opener_asked_for_that_m
     srl_info info;
     ck_assert_int_eq(open_and_use(name, &wide, 0, &info), 0);
     ck_assert_uint_eq(info.mode, 0666);
+    /* Without a config the creator's recorded mode is the allowance: the
+     * 0666 file is refused while the header says 0600, accepted once the
+     * header says 0666 too (so the header's mode word is trusted input of
+     * the same standing as the file's mode: both need write access). */
+    struct srl__shm_header h;
+    read_header(name, &h);
+    ck_assert_uint_eq(h.mode, 0600);
+    poke32(name, F(mode), 0666);
+    ck_assert_int_eq(open_and_use(name, NULL, 0, &info), 0);
+    assert_refused(name, &cfg, 0, SRL_EACCES, F(mode), 0666);
+    poke32(name, F(mode), 0660);
+    assert_refused(name, NULL, 0, SRL_EACCES, F(mode), 0660);
+    poke32(name, F(mode), 0600);
     /* Read permission for others grants no write: accepted at 0600. */
     ck_assert_int_eq(chmod(path_of(name), 0644), 0);
     ck_assert_int_eq(open_and_use(name, &cfg, 0, &info), 0);
