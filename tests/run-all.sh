@@ -48,6 +48,14 @@ PY
 }
 
 run build-test -Dwerror=true -- 
+# The benchmark is never timed here; a --quick smoke run only proves it runs
+# and that no cell failed with an srl error (its exit status).
+echo "=== build-test: bench/srl-bench --quick (smoke run, not timed)"
+if build-test/bench/srl-bench --quick >build-test/bench-quick.log 2>&1; then
+  passed=$((passed + 1))
+else
+  tail -20 build-test/bench-quick.log; echo "bench smoke run failed"; failed=$((failed + 1)); status=1
+fi
 run build-test-asan -Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false -- \
     --no-suite e2e --no-suite install --timeout-multiplier 3
 run build-test-tsan -Dwerror=true -Db_sanitize=thread -Db_lundef=false -- \
