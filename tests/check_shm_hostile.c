@@ -23,8 +23,10 @@
  *     permits, window_ns -> SRL_ECORRUPT if invalid, else ADOPTED by an
  *     opener without a config (and SRL_EMISMATCH with one): the header has no
  *     checksum, so a valid-looking policy cannot be told from the real one;
- *     key_display -> SRL_ECORRUPT if it changes the slot size, else adopted
- *     like the policy (token bucket: 0..6 all give 56-byte slots);
+ *     key_display -> SRL_ECORRUPT if it changes the slot or bucket size,
+ *     else adopted like the policy (slots are rounded up to 8 bytes, so some
+ *     neighbouring displays share a geometry; key_display 0 stores no
+ *     key_len, so 0 shares it with none);
  *     mode -> the write allowance of an opener without a config (the file's
  *     own mode must not grant group/other write beyond it): no effect on a
  *     0600 file, which is what the byte sweep uses; see the mode test;
@@ -203,9 +205,14 @@ static void assert_refused(const char *name, const srl_config *cfg, unsigned fla
     free(after);
 }
 
-static size_t round8(size_t v)
+/* The geometry the store computes for cfg (slot and bucket sizes follow
+ * the layout in shm.h, so this suite follows layout changes). */
+static struct srl__shm geometry_of(const srl_config *cfg)
 {
-    return (v + 7) / 8 * 8;
+    struct srl__shm g;
+    memset(&g, 0, sizeof g);
+    ck_assert_int_eq(srl__shm_geometry(&g, cfg), 0);
+    return g;
 }
 
 /* ------------------------------------------------ header corruption */
@@ -238,12 +245,14 @@ static int expected_open(size_t off, const struct srl__shm_header *h, bool *adop
         return h->window_ns == 0 || h->window_ns > SRL_WINDOW_MAX_NS ? SRL_ECORRUPT : 0;
     }
     if (IN(off, key_display)) {
-        /* The token bucket slot: fp 16 + state 24 + counters 8 + len 2 + display. */
+        /* Accepted only if the slot and bucket sizes stay what they are. */
         *adopt = true;
-        return h->key_display > SRL_KEY_DISPLAY_MAX ||
-                       round8(16 + 24 + 10 + h->key_display) != h->slot_bytes
-                   ? SRL_ECORRUPT
-                   : 0;
+        if (h->key_display > SRL_KEY_DISPLAY_MAX)
+            return SRL_ECORRUPT;
+        srl_config c = config(SRL_TOKEN_BUCKET, 100, 64, h->key_display);
+        struct srl__shm g = geometry_of(&c);
+        return g.slot_bytes != h->slot_bytes || g.bucket_bytes != h->bucket_bytes ? SRL_ECORRUPT
+                                                                                  : 0;
     }
     if (IN(off, on_full) || IN(off, mode) || IN(off, creator_pid) || IN(off, created_unix_ns) ||
         IN(off, hash_key))
@@ -261,7 +270,7 @@ START_TEST(every_header_byte_set_to_a_bad_value_is_refused_with_its_code_or_prov
     const char *name = make_segment("hdr", &cfg);
     struct srl__shm_header orig;
     read_header(name, &orig);
-    ck_assert_uint_eq(orig.slot_bytes, 56);
+    ck_assert_uint_eq(orig.slot_bytes, geometry_of(&cfg).slot_bytes);
     const unsigned char *ob = (const unsigned char *)&orig;
     for (size_t off = 0; off < sizeof orig; off++) {
         unsigned o = ob[off];
@@ -350,8 +359,9 @@ START_TEST(header_fields_that_lie_together_are_corrupt_unless_the_file_really_ho
     poke(name, 0, &orig, sizeof orig);
 
     /* The largest display, with slot and bucket sizes that agree with it. */
-    size_t slot = round8(16 + 24 + 10 + 255);
-    size_t bucket = (round8(104 + 24) + 16 * slot + 63) / 64 * 64;
+    srl_config wide = config(SRL_TOKEN_BUCKET, 100, 64, 255);
+    size_t slot = geometry_of(&wide).slot_bytes;
+    size_t bucket = geometry_of(&wide).bucket_bytes;
     poke32(name, F(key_display), 255);
     poke32(name, F(slot_bytes), (uint32_t)slot);
     poke32(name, F(bucket_bytes), (uint32_t)bucket);
@@ -363,8 +373,10 @@ START_TEST(header_fields_that_lie_together_are_corrupt_unless_the_file_really_ho
     poke32(name, F(algorithm), SRL_SLIDING_LOG);
     poke32(name, F(permits), 4096);
     poke32(name, F(state_bytes), 8 + 8 * 4096);
-    slot = round8(16 + 8 + 8 * 4096 + 10);
-    bucket = (round8(104 + 8 + 8 * 4096) + 16 * slot + 63) / 64 * 64;
+    srl_config log = config(SRL_SLIDING_LOG, 4096, 64, 0);
+    ck_assert_uint_eq(geometry_of(&log).state_bytes, 8 + 8 * 4096);
+    slot = geometry_of(&log).slot_bytes;
+    bucket = geometry_of(&log).bucket_bytes;
     poke32(name, F(slot_bytes), (uint32_t)slot);
     poke32(name, F(bucket_bytes), (uint32_t)bucket);
     poke64(name, F(total_bytes), 4096 + orig.buckets * bucket);
