@@ -35,7 +35,7 @@
 #include "limiter.h"
 
 #define SRL__SHM_MAGIC "SRLSHM\0\1"
-#define SRL__SHM_VERSION 1u
+#define SRL__SHM_VERSION 2u            /* 2: no key_len without a display copy */
 #define SRL__SHM_SLOTS 16u              /* slots per bucket */
 #define SRL__SHM_HEADER_BYTES 4096u     /* header page; the table follows */
 #define SRL__SHM_HASH_KEY_BYTES 16u     /* SipHash takes a 128-bit key */
@@ -107,9 +107,12 @@ struct srl__shm_bucket {
  *   0   uint8  fp[16]
  *   16  state[state_bytes]   (8-aligned)
  *   +0  uint32 allowed, uint32 denied  (per key, saturating)
- *   +8  uint16 key_len
- *   +10 display[key_display]
- * rounded up to 8 bytes. */
+ *   +8  uint16 key_len                 (only if key_display > 0)
+ *   +10 display[key_display]           (only if key_display > 0)
+ * rounded up to 8 bytes.  key_len serves rlctl's display alone, so with no
+ * display copy it is not stored (srl_entry.key_len reads 0, "unknown"): a
+ * token-bucket slot is then 16 + 24 + 8 = 48 bytes, and a bucket of 16 is a
+ * 104-byte head + 24-byte undo copy + 768 = 896 bytes, 56 per slot. */
 #define SRL__SLOT_FP 0u
 #define SRL__SLOT_STATE 16u
 

@@ -60,7 +60,10 @@ int srl__shm_geometry(struct srl__shm *s, const srl_config *cfg)
         return SRL_EPOLICY;
     size_t state = round_up(a->size(&cfg->policy), 8);
     size_t counters = SRL__SLOT_STATE + state;
-    size_t slot = round_up(counters + 4 + 4 + 2 + cfg->key_display, 8);
+    /* key_len (2 bytes) is stored only with a display copy: it serves rlctl's
+     * display alone, and without it a token-bucket slot is 48 bytes, not 56. */
+    size_t keyinfo = cfg->key_display > 0 ? 2 + (size_t)cfg->key_display : 0;
+    size_t slot = round_up(counters + 4 + 4 + keyinfo, 8);
     size_t undo = round_up(sizeof(struct srl__shm_bucket), 8);
     size_t slots = round_up(undo + state, 8);
     size_t bucket = round_up(slots + SRL__SHM_SLOTS * slot, 64);

@@ -11,8 +11,8 @@
  *
  * Invariants (srl__shm_check verifies them):
  *   - a slot is occupied iff its tag is nonzero, and then tag == fp's tag,
- *     its bucket is one of fp's candidates, 1 <= key_len <= SRL_KEY_MAX and
- *     its state is valid;
+ *     its bucket is one of fp's candidates, 1 <= key_len <= SRL_KEY_MAX (when
+ *     key_display > 0; otherwise no key_len is stored) and its state is valid;
  *   - a key occupies at most one slot of the table;
  *   - undo_slot is 0 whenever the bucket's lock is free.
  *
@@ -82,9 +82,20 @@ static uint32_t *slot_denied(const struct srl__shm *s, uint64_t b, unsigned i)
     return (uint32_t *)(srl__shm_slot(s, b, i) + s->counters_off + 4);
 }
 
+/* key_len and the display copy exist only when key_display > 0; without
+ * them a slot ends after its counters.  Callers check key_display first. */
 static uint16_t *slot_key_len(const struct srl__shm *s, uint64_t b, unsigned i)
 {
     return (uint16_t *)(srl__shm_slot(s, b, i) + s->counters_off + 8);
+}
+
+/* key_len is in range, or is not stored at all (key_display 0). */
+static bool slot_len_ok(const struct srl__shm *s, uint64_t b, unsigned i)
+{
+    if (s->key_display == 0)
+        return true;
+    uint16_t len = *slot_key_len(s, b, i);
+    return len >= 1 && len <= SRL_KEY_MAX;
 }
 
 static unsigned char *slot_display(const struct srl__shm *s, uint64_t b, unsigned i)
@@ -106,9 +117,8 @@ bool srl__shm_slot_valid(const struct srl__shm *s, uint64_t b, unsigned i, uint6
     const uint8_t *fp = srl__shm_slot(s, b, i);
     uint64_t c1, c2;
     srl__shm_fp_buckets(s, fp, &c1, &c2);
-    uint16_t len = *slot_key_len(s, b, i);
     return srl__shm_bucket(s, b)->tags[i] == srl__shm_fp_tag(fp) && (b == c1 || b == c2) &&
-           len >= 1 && len <= SRL_KEY_MAX &&
+           slot_len_ok(s, b, i) &&
            s->lim.algo->valid(&s->lim.policy, srl__shm_slot_state(s, b, i), now);
 }
 
@@ -117,10 +127,8 @@ void srl__shm_slot_reset(struct srl__shm *s, uint64_t b, unsigned i, uint64_t no
     const uint8_t *fp = srl__shm_slot(s, b, i);
     uint64_t c1, c2;
     srl__shm_fp_buckets(s, fp, &c1, &c2);
-    uint16_t len = *slot_key_len(s, b, i);
     struct srl__shm_bucket *bk = srl__shm_bucket(s, b);
-    if (bk->tags[i] != srl__shm_fp_tag(fp) || (b != c1 && b != c2) || len < 1 ||
-        len > SRL_KEY_MAX) {
+    if (bk->tags[i] != srl__shm_fp_tag(fp) || (b != c1 && b != c2) || !slot_len_ok(s, b, i)) {
         /* The identity itself is damaged: the slot is freed, which is the
          * same as a fresh state for whichever key comes next. */
         srl__shm_tag_store(bk, i, 0);
@@ -189,9 +197,11 @@ static void insert(struct srl__shm *s, uint64_t b, unsigned i, const struct srl_
     unsigned char *slot = srl__shm_slot(s, b, i);
     memset(slot, 0, s->slot_bytes);
     memcpy(slot + SRL__SLOT_FP, k->fp, 16);
-    *slot_key_len(s, b, i) = (uint16_t)len;
-    size_t shown = len < s->key_display ? len : s->key_display;
-    memcpy(slot_display(s, b, i), key, shown);
+    if (s->key_display > 0) {
+        *slot_key_len(s, b, i) = (uint16_t)len;
+        size_t shown = len < s->key_display ? len : s->key_display;
+        memcpy(slot_display(s, b, i), key, shown);
+    }
     void *state = srl__shm_slot_state(s, b, i);
     s->lim.algo->init(&s->lim.policy, state, now);
     s->lim.algo->decide(&s->lim.policy, state, now, cost, 1, d);
@@ -576,9 +586,13 @@ int64_t srl__shm_foreach(srl_limiter *lim, srl_foreach_fn fn, void *ctx)
             const void *state = srl__shm_slot_state(s, b, i);
             srl_entry e;
             memset(&e, 0, sizeof e);
-            e.key_len = *slot_key_len(s, b, i);
-            e.display_len = e.key_len < s->key_display ? e.key_len : s->key_display;
-            memcpy(shown, slot_display(s, b, i), e.display_len);
+            /* Without a display copy the length is not stored: key_len 0
+             * means "unknown" (a stored key is never empty). */
+            if (s->key_display > 0) {
+                e.key_len = *slot_key_len(s, b, i);
+                e.display_len = e.key_len < s->key_display ? e.key_len : s->key_display;
+                memcpy(shown, slot_display(s, b, i), e.display_len);
+            }
             e.display = shown;
             memcpy(e.fingerprint, srl__shm_slot(s, b, i), 16);
             e.allowed = __atomic_load_n(slot_allowed(s, b, i), __ATOMIC_RELAXED);
@@ -654,16 +668,15 @@ static void check_bucket(struct srl__shm *s, uint64_t b, uint64_t now, struct re
         const uint8_t *fp = srl__shm_slot(s, b, i);
         uint64_t c1, c2;
         srl__shm_fp_buckets(s, fp, &c1, &c2);
-        uint16_t len = *slot_key_len(s, b, i);
         if (bk->tags[i] != srl__shm_fp_tag(fp))
             problem(r, "bucket %llu slot %u: tag %#x does not match its fingerprint",
                     (unsigned long long)b, i, bk->tags[i]);
         if (b != c1 && b != c2)
             problem(r, "bucket %llu slot %u: key is not in one of its buckets (%llu, %llu)",
                     (unsigned long long)b, i, (unsigned long long)c1, (unsigned long long)c2);
-        if (len < 1 || len > SRL_KEY_MAX)
+        if (!slot_len_ok(s, b, i))
             problem(r, "bucket %llu slot %u: key length %u out of range", (unsigned long long)b,
-                    i, len);
+                    i, *slot_key_len(s, b, i));
         if (!s->lim.algo->valid(&s->lim.policy, srl__shm_slot_state(s, b, i), now))
             problem(r, "bucket %llu slot %u: invalid state", (unsigned long long)b, i);
         for (unsigned j = i + 1; j < SRL__SHM_SLOTS; j++)

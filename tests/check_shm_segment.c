@@ -291,15 +291,19 @@ START_TEST(opening_without_a_config_adopts_the_segments_policy)
 }
 END_TEST
 
-START_TEST(a_token_bucket_slot_costs_at_most_64_segment_bytes)
+/* No display copy: a 48-byte slot (fp 16 + state 24 + counters 8, no key_len)
+ * and a 128-byte head + undo copy per 16 slots = 56 bytes per slot. */
+START_TEST(a_token_bucket_slot_without_key_display_costs_exactly_56_segment_bytes)
 {
     srl_config cfg = config(100, 65536);
+    ck_assert_uint_eq(cfg.key_display, 0);
     srl_limiter *lim;
     ck_assert_int_eq(srl_open_anonymous(&cfg, &lim), 0);
     srl_info info;
     ck_assert_int_eq(srl_info_get(lim, &info), 0);
     ck_assert_uint_eq(info.capacity, 65536);
-    ck_assert_uint_le(info.segment_bytes - SRL__SHM_HEADER_BYTES, 64 * info.capacity);
+    ck_assert_uint_eq(info.slot_bytes, 48);
+    ck_assert_uint_eq(info.segment_bytes - SRL__SHM_HEADER_BYTES, 56 * info.capacity);
     srl_close(lim);
 }
 END_TEST
@@ -664,7 +668,7 @@ static Suite *suite(void)
     tcase_add_test(tc, a_header_whose_geometry_disagrees_with_its_policy_is_corrupt);
     tcase_add_test(tc, another_policy_capacity_or_display_is_a_mismatch);
     tcase_add_test(tc, opening_without_a_config_adopts_the_segments_policy);
-    tcase_add_test(tc, a_token_bucket_slot_costs_at_most_64_segment_bytes);
+    tcase_add_test(tc, a_token_bucket_slot_without_key_display_costs_exactly_56_segment_bytes);
     tcase_add_test(tc, random_bytes_at_the_name_are_foreign);
     tcase_add_test(tc, an_empty_file_at_the_name_is_stale_after_the_bounded_wait);
     tcase_add_test(tc, a_creator_that_died_before_ready_leaves_a_stale_segment);

@@ -17,7 +17,8 @@
  *
  * Keys are shown escaped (rlctl_escape.c); a display copy shorter than the
  * key ends in "..." and LEN shows the real length; with no display copy
- * (key_display 0) the fingerprint is shown instead.
+ * (key_display 0) the fingerprint is shown instead, and LEN is "-" (such a
+ * segment does not store key lengths; JSON reports key_len 0).
  */
 #include "rlctl.h"
 
@@ -155,7 +156,8 @@ static int print_json(const char *name, const struct walk *w, int64_t visited, u
         rlctl_json_str(&j, "key_hex", hex);
         rlctl_json_u64(&j, "key_len", r->key_len);
         rlctl_json_u64(&j, "display_len", r->display_len);
-        rlctl_json_bool(&j, "truncated", r->display_len < r->key_len);
+        /* key_len 0 = not stored: no key bytes are shown, so it is cut. */
+        rlctl_json_bool(&j, "truncated", r->key_len == 0 || r->display_len < r->key_len);
         rlctl_json_str(&j, "fingerprint", fp);
         rlctl_json_u64(&j, "allowed", r->allowed);
         rlctl_json_u64(&j, "denied", r->denied);
@@ -193,7 +195,11 @@ static int print_text(const struct walk *w, uint64_t now)
             return -1;
         }
         char len[16], al[24], de[24], rem[40], ra[48], rs[48], idle[48];
-        snprintf(len, sizeof len, "%u", r->key_len);
+        /* key_len 0: not stored (a segment without display copies). */
+        if (r->key_len == 0)
+            snprintf(len, sizeof len, "-");
+        else
+            snprintf(len, sizeof len, "%u", r->key_len);
         snprintf(al, sizeof al, "%" PRIu64, r->allowed);
         snprintf(de, sizeof de, "%" PRIu64, r->denied);
         snprintf(rem, sizeof rem, "%" PRIu64 "/%u", available(r), r->now.limit);
