@@ -40,11 +40,19 @@ static uint64_t sl_at(const srl_policy *p, const struct sl_state *s, uint32_t i)
     return s->ts[((uint64_t)s->head + i) % p->permits];
 }
 
+/* Entries stored, as every reader but valid() sees it: capped at permits, so
+ * a corrupted count (a hostile or torn segment) costs at most permits steps
+ * under the bucket lock instead of 2^32, and valid() still reports it. */
+static uint32_t sl_count(const srl_policy *p, const struct sl_state *s)
+{
+    return s->count < p->permits ? s->count : p->permits;
+}
+
 /* Entries at the front that have left the window at `now`. */
 static uint32_t sl_expired(const srl_policy *p, const struct sl_state *s, uint64_t now)
 {
-    uint32_t i = 0;
-    while (i < s->count && srl__sat_add(sl_at(p, s, i), p->window_ns) <= now)
+    uint32_t i = 0, n = sl_count(p, s);
+    while (i < n && srl__sat_add(sl_at(p, s, i), p->window_ns) <= now)
         i++;
     return i;
 }
@@ -65,14 +73,15 @@ static void sl_decide(const srl_policy *p, void *state, uint64_t now, uint32_t c
 {
     assert(cost >= 1 && cost <= p->permits);
     struct sl_state *s = state;
+    uint32_t n = sl_count(p, s);
     uint32_t expired = sl_expired(p, s, now);
-    uint32_t live = s->count - expired;
+    uint32_t live = n - expired;
     uint64_t W = p->window_ns;
 
     d->limit = p->permits;
     d->flags = 0;
     if ((uint64_t)live + cost <= p->permits) {
-        uint64_t newest = live ? sl_at(p, s, s->count - 1) : 0;
+        uint64_t newest = live ? sl_at(p, s, n - 1) : 0;
         uint64_t stamp = newest > now ? newest : now;
         d->allowed = 1;
         d->remaining = p->permits - live - cost;
@@ -89,7 +98,7 @@ static void sl_decide(const srl_policy *p, void *state, uint64_t now, uint32_t c
         /* live + cost - permits entries must leave; the last of them sets the wait. */
         uint32_t k = live + cost - p->permits - 1;
         uint64_t leaves = srl__sat_add(sl_at(p, s, expired + k), W);
-        uint64_t newest = sl_at(p, s, s->count - 1);
+        uint64_t newest = sl_at(p, s, n - 1);
         d->allowed = 0;
         d->remaining = p->permits - live;
         d->retry_after_ns = leaves - now;
@@ -100,7 +109,7 @@ static void sl_decide(const srl_policy *p, void *state, uint64_t now, uint32_t c
 static bool sl_at_rest(const srl_policy *p, const void *state, uint64_t now)
 {
     const struct sl_state *s = state;
-    return sl_expired(p, s, now) == s->count;
+    return sl_expired(p, s, now) == sl_count(p, s);
 }
 
 static bool sl_valid(const srl_policy *p, const void *state, uint64_t now)
@@ -119,7 +128,8 @@ static bool sl_valid(const srl_policy *p, const void *state, uint64_t now)
 static uint64_t sl_last_ns(const srl_policy *p, const void *state)
 {
     const struct sl_state *s = state;
-    return s->count ? sl_at(p, s, s->count - 1) : 0;
+    uint32_t n = sl_count(p, s);
+    return n ? sl_at(p, s, n - 1) : 0;
 }
 
 const struct srl__algo srl__algo_sliding_log = {
