@@ -292,6 +292,10 @@ static int wait_ready(int fd, struct srl__shm_header **hdr, struct stat *st)
     for (;;) {
         if (fstat(fd, st) != 0)
             return errno_code(errno);
+        /* A FIFO or device node has size 0 and would pass for an unfinished
+         * segment; calling it stale would tell the operator to unlink it. */
+        if (!S_ISREG(st->st_mode))
+            return SRL_EFOREIGN;
         if ((uint64_t)st->st_size >= SRL__SHM_HEADER_BYTES) {
             if (*hdr == NULL) {
                 void *p = mmap(NULL, SRL__SHM_HEADER_BYTES, PROT_READ, MAP_SHARED, fd, 0);
