@@ -538,13 +538,11 @@ START_TEST(a_directory_at_the_name_is_refused_and_left_alone)
 END_TEST
 
 /*
- * DEFECT: a FIFO (or a device node) at the name is reported as SRL_ESTALE
- * after the 2 s wait, whose remedy is "unlink it", instead of SRL_EFOREIGN
- * at once.  Cause: src/shm_segment.c wait_ready() (and open_existing())
- * never check S_ISREG(st.st_mode) after fstat(); a FIFO opened O_RDWR has
- * st_size 0 and is taken for "an empty file a creator died with".  Fix:
- * in wait_ready, right after the fstat, `if (!S_ISREG(st->st_mode)) return
- * SRL_EFOREIGN;`.
+ * Regression (was a defect this suite found): a FIFO (or a device node) at
+ * the name was reported as SRL_ESTALE after the 2 s wait, whose remedy is
+ * "unlink it", instead of SRL_EFOREIGN at once: a FIFO opened O_RDWR has
+ * st_size 0 and passed for "an empty file a creator died with".
+ * wait_ready() in src/shm_segment.c now refuses anything but a regular file.
  */
 START_TEST(a_fifo_or_a_device_node_at_the_name_is_foreign_not_stale)
 {
@@ -899,8 +897,8 @@ START_TEST(random_bytes_over_the_table_never_crash_hang_or_read_out_of_bounds)
             }
             if (a == SRL_SLIDING_LOG && off >= v.s->slots_off) {
                 /* A sliding-log count above permits is the one value that
-                 * stalls a bucket (see the DEFECT test below): here the
-                 * count word of a state only ever gets values 0..permits. */
+                 * stalled a bucket (see the regression test below, which
+                 * covers it): here the count word only gets 0..permits. */
                 size_t in_slot = (off - v.s->slots_off) % v.s->slot_bytes;
                 if (in_slot >= SRL__SLOT_STATE && in_slot < SRL__SLOT_STATE + 4) {
                     size_t start = off - (in_slot - SRL__SLOT_STATE);
@@ -1058,7 +1056,9 @@ START_TEST(srl_check_reports_each_documented_kind_of_table_damage_exactly_once)
 END_TEST
 
 /*
- * DEFECT: a sliding-log state whose `count` exceeds permits (a corrupt
+ * Regression (was a defect this suite found; fixed by capping the count at
+ * permits in src/algo_sliding_log.c): a sliding-log state whose `count`
+ * exceeds permits (a corrupt
  * segment, or any caller of srl_state_acquire) makes every operation on that
  * key loop up to 2^32 times under the bucket lock: ~13 s at -O2 on the test
  * machine for count = 0xffffffff and permits 10, while every other worker on
