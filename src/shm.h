@@ -30,6 +30,7 @@
 
 #include <pthread.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "limiter.h"
@@ -89,7 +90,10 @@ _Static_assert(sizeof(struct srl__shm_header) <= SRL__SHM_HEADER_BYTES, "header 
  * segment per slot of capacity; they are summed into 64 bits. */
 struct srl__shm_bucket {
     pthread_mutex_t mu;
-    uint8_t tags[SRL__SHM_SLOTS];   /* 0 empty, else 8 bits of the fp, nonzero */
+    union {                         /* 8-aligned: also read as two words (SWAR scan) */
+        uint8_t tags[SRL__SHM_SLOTS];   /* 0 empty, else 8 bits of the fp, nonzero */
+        uint64_t tag_words[SRL__SHM_SLOTS / 8];
+    };
     uint8_t undo_slot;              /* 0 none, else slot + 1 whose state is in undo */
     uint8_t moving_slot;            /* 0 none, else slot + 1 being relocated out */
     uint8_t pad[2];
@@ -102,6 +106,10 @@ struct srl__shm_bucket {
     uint32_t timeouts;
     /* then: undo copy of one state (state_bytes), then the slots */
 };
+
+_Static_assert(SRL__SHM_SLOTS % 8 == 0, "tags are scanned 8 at a time");
+_Static_assert(offsetof(struct srl__shm_bucket, tags) == sizeof(pthread_mutex_t),
+               "the tag words add no padding after the mutex (the ABI word's head size holds)");
 
 /* Slot layout inside a bucket (offsets from the slot's start):
  *   0   uint8  fp[16]
@@ -212,6 +220,35 @@ static inline uint8_t srl__shm_tag_load(const struct srl__shm_bucket *bk, unsign
 static inline void srl__shm_tag_store(struct srl__shm_bucket *bk, unsigned i, uint8_t t)
 {
     __atomic_store_n(&bk->tags[i], t, __ATOMIC_RELEASE);
+}
+
+/* SWAR tag match: the high bit of byte j is set in the result if byte j of
+ * the tag word w may equal t.  Every byte equal to t is flagged; a byte just
+ * above a true match may be flagged too (the borrow of the subtraction), so
+ * the result is exact in "any match at all" and each flagged slot must still
+ * be verified (tag and fingerprint) by the caller. */
+static inline uint64_t srl__shm_tag_match(uint64_t w, uint8_t t)
+{
+    const uint64_t ones = 0x0101010101010101ull;
+    uint64_t x = w ^ (ones * t);
+    return (x - ones) & ~x & (ones << 7);
+}
+
+/* The slot index within its word of the lowest flagged byte of a nonzero mask. */
+static inline unsigned srl__shm_tag_byte(uint64_t mask)
+{
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    return (unsigned)__builtin_ctzll(mask) / 8;
+#else
+    return 7u - (unsigned)__builtin_ctzll(mask) / 8;
+#endif
+}
+
+/* Tag word w of a bucket: a relaxed load (a hint without the lock, exact
+ * with it, since tags change only under the lock). */
+static inline uint64_t srl__shm_tag_word(const struct srl__shm_bucket *bk, unsigned w)
+{
+    return __atomic_load_n(&bk->tag_words[w], __ATOMIC_RELAXED);
 }
 
 /* Relaxed add to a per-bucket counter; the caller holds the bucket lock. */

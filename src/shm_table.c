@@ -105,10 +105,17 @@ static unsigned char *slot_display(const struct srl__shm *s, uint64_t b, unsigne
 
 int srl__shm_find_locked(const struct srl__shm *s, uint64_t b, const struct srl__shm_key *k)
 {
+    /* 8 tags per comparison; each flagged slot is verified on its tag byte
+     * (the SWAR mask may flag a neighbour of a match) and its whole fp. */
     const struct srl__shm_bucket *bk = srl__shm_bucket(s, b);
-    for (unsigned i = 0; i < SRL__SHM_SLOTS; i++)
-        if (bk->tags[i] == k->tag && memcmp(srl__shm_slot(s, b, i), k->fp, 16) == 0)
-            return (int)i;
+    for (unsigned w = 0; w < SRL__SHM_SLOTS / 8; w++) {
+        uint64_t m = srl__shm_tag_match(srl__shm_tag_word(bk, w), k->tag);
+        for (; m != 0; m &= m - 1) {
+            unsigned i = w * 8 + srl__shm_tag_byte(m);
+            if (bk->tags[i] == k->tag && memcmp(srl__shm_slot(s, b, i), k->fp, 16) == 0)
+                return (int)i;
+        }
+    }
     return -1;
 }
 
@@ -298,11 +305,13 @@ static int find_fast(struct srl__shm *s, const struct srl__shm_key *k,
     uint64_t cand[2] = {k->b1, k->b2};
     *slot = -1;
     for (int c = 0; c < (k->b1 == k->b2 ? 1 : 2); c++) {
-        struct srl__shm_bucket *bk = srl__shm_bucket(s, cand[c]);
-        bool hint = false;
-        for (unsigned i = 0; i < SRL__SHM_SLOTS && !hint; i++)
-            hint = __atomic_load_n(&bk->tags[i], __ATOMIC_RELAXED) == k->tag;
-        if (!hint)
+        /* A hint only (no lock): any tag of the bucket equal to k's, 8 at a
+         * time; the lock and srl__shm_find_locked decide. */
+        const struct srl__shm_bucket *bk = srl__shm_bucket(s, cand[c]);
+        uint64_t hint = 0;
+        for (unsigned w = 0; w < SRL__SHM_SLOTS / 8; w++)
+            hint |= srl__shm_tag_match(srl__shm_tag_word(bk, w), k->tag);
+        if (hint == 0)
             continue;
         int rc = srl__shm_lock(s, cand[c], deadline);
         if (rc != 0)

@@ -63,6 +63,55 @@ static int key_of(char *buf, size_t n, uint64_t i)
 
 static const uint64_t capacities[] = {1024, 65536, 1u << 20};
 
+/* The tag scan compares 8 tags at a time: its mask must flag every slot
+ * holding the tag (or a key would be missed), flag nothing when no slot
+ * does, and flag a slot with another tag only as the borrow artefact (a byte
+ * equal to tag ^ 1), which srl__shm_find_locked rejects on the tag byte.
+ * The lowest flagged slot (in word order) is always a true match. */
+START_TEST(the_swar_tag_match_flags_every_equal_tag_and_only_borrow_neighbours_besides)
+{
+    uint32_t seed = 12345;
+    unsigned flagged_others = 0;
+    for (unsigned t = 1; t < 256; t++) {
+        for (int round = 0; round < 200; round++) {
+            uint8_t bytes[8];
+            for (int j = 0; j < 8; j++) {
+                seed = seed * 1103515245u + 12345u;
+                unsigned r = seed >> 16;
+                /* a mix of the tag, its borrow neighbour, empty and random */
+                bytes[j] = (uint8_t)(r % 4 == 0 ? t : r % 4 == 1 ? t ^ 1u : r % 4 == 2 ? 0 : r >> 8);
+            }
+            uint64_t w;
+            memcpy(&w, bytes, 8);
+            uint64_t m = srl__shm_tag_match(w, (uint8_t)t);
+            bool flagged[8] = {false};
+            bool first = true;
+            for (uint64_t x = m; x != 0; x &= x - 1) {
+                unsigned j = srl__shm_tag_byte(x);
+                ck_assert_uint_lt(j, 8);
+                if (first)
+                    ck_assert_uint_eq(bytes[j], t);
+                first = false;
+                flagged[j] = true;
+            }
+            bool any = false;
+            for (int j = 0; j < 8; j++) {
+                any |= bytes[j] == t;
+                if (bytes[j] == t)
+                    ck_assert_msg(flagged[j], "tag %#x at byte %d not flagged", t, j);
+                else if (flagged[j]) {
+                    ck_assert_uint_eq(bytes[j], t ^ 1u);
+                    flagged_others++;
+                }
+            }
+            ck_assert_int_eq(m != 0, any);
+        }
+    }
+    /* The artefact exists (so the verification in find_locked is needed). */
+    ck_assert_uint_gt(flagged_others, 0);
+}
+END_TEST
+
 START_TEST(random_keys_fill_at_least_85_percent_before_the_first_untracked)
 {
     fake_clock *c = fake_clock_shared(SEC);       /* frozen: nothing comes to rest */
@@ -499,6 +548,7 @@ static Suite *suite(void)
     suite_add_tcase(s, load);
     TCase *tc = tcase_create("table");
     tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, the_swar_tag_match_flags_every_equal_tag_and_only_borrow_neighbours_besides);
     tcase_add_test(tc, an_insert_into_a_full_table_reclaims_a_state_at_rest);
     tcase_add_test(tc, a_full_table_allows_untracked_keys_by_default_and_counts_them);
     tcase_add_test(tc, a_full_table_denies_untracked_keys_when_on_full_is_deny);
