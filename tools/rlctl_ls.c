@@ -171,7 +171,8 @@ int rlctl_cmd_ls(const rlctl_opts *o)
     }
     closedir(d);
     if (status == EX_OK) {
-        qsort(s.v, s.n, sizeof *s.v, by_name);
+        if (s.n > 1) /* qsort(NULL, 0, ...) is undefined */
+            qsort(s.v, s.n, sizeof *s.v, by_name);
         if (o->json)
             print_json(&s);
         else
