@@ -15,48 +15,9 @@
 #include "algo.h"
 #include "srl.h"
 #include "testutil.h"
-
-/* Field by field: srl_decision has padding, which memcmp would compare. */
-static int decision_eq(const srl_decision *a, const srl_decision *b)
-{
-    return a->allowed == b->allowed && a->limit == b->limit && a->remaining == b->remaining &&
-           a->retry_after_ns == b->retry_after_ns && a->reset_after_ns == b->reset_after_ns &&
-           a->flags == b->flags;
-}
+#include "algotest.h"
 
 static const srl_policy five_per_s = {SRL_GCRA, 5, 1 * SEC};
-
-static srl_decision acq(const srl_policy *p, void *s, uint64_t now, uint32_t cost)
-{
-    srl_decision d;
-    memset(&d, 0x5a, sizeof d);
-    ck_assert_int_eq(srl_state_acquire(p, s, now, cost, &d), 0);
-    return d;
-}
-
-static srl_decision peek(const srl_policy *p, const void *s, uint64_t now, uint32_t cost)
-{
-    srl_decision d;
-    memset(&d, 0x5a, sizeof d);
-    ck_assert_int_eq(srl_state_peek(p, s, now, cost, &d), 0);
-    return d;
-}
-
-/* Each macro evaluates its decision argument once (it may be a call). */
-#define ck_allowed(d, rem)                          \
-    do {                                            \
-        srl_decision d_ = (d);                      \
-        ck_assert_int_eq(d_.allowed, 1);            \
-        ck_assert_uint_eq(d_.remaining, (rem));     \
-        ck_assert_uint_eq(d_.retry_after_ns, 0);    \
-    } while (0)
-
-#define ck_denied(d, retry)                             \
-    do {                                                \
-        srl_decision d_ = (d);                          \
-        ck_assert_int_eq(d_.allowed, 0);                \
-        ck_assert_uint_eq(d_.retry_after_ns, (retry));  \
-    } while (0)
 
 START_TEST(gcra_reproduces_the_seed_token_bucket_trace_at_five_per_second)
 {

@@ -11,14 +11,7 @@
 #include "algo.h"
 #include "srl.h"
 #include "testutil.h"
-
-/* Field by field: srl_decision has padding, which memcmp would compare. */
-static int decision_eq(const srl_decision *a, const srl_decision *b)
-{
-    return a->allowed == b->allowed && a->limit == b->limit && a->remaining == b->remaining &&
-           a->retry_after_ns == b->retry_after_ns && a->reset_after_ns == b->reset_after_ns &&
-           a->flags == b->flags;
-}
+#include "algotest.h"
 
 #define STATE_MAX (8 + 8 * 16)
 
