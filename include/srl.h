@@ -354,7 +354,7 @@ SRL_API int srl_info_get(srl_limiter *lim, srl_info *out);
 typedef struct srl_entry {
     const unsigned char *display; /* leading key bytes kept (not NUL-terminated) */
     uint32_t display_len;
-    uint32_t key_len;         /* full length of the key */
+    uint32_t key_len;         /* full length of the key; 0 = unknown (no display copy kept) */
     uint8_t fingerprint[16];
     uint64_t allowed;         /* this key's admitted requests (saturating) */
     uint64_t denied;
