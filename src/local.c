@@ -493,59 +493,60 @@ static int local_acquire(srl_limiter *lim, const void *key, size_t len, uint32_t
     }
 }
 
+/* The key's live node, locked, or NULL if the key is not tracked.  Call
+ * inside rcu_read_lock; returns still inside it (with n->lock held when
+ * non-NULL).  A node found dead (evicted or reset between lookup and lock)
+ * is let go and the lookup retried, outside the read-side section for a
+ * moment, since a live successor may exist. */
+static struct lnode *lock_live(struct local *l, unsigned long hash, const struct lkey *k)
+{
+    for (;;) {
+        struct lnode *n = find(l, hash, k);
+        if (n == NULL)
+            return NULL;
+        pthread_mutex_lock(&n->lock);
+        if (!node_dead(n))
+            return n;
+        pthread_mutex_unlock(&n->lock);
+        node_done(n);
+        rcu_read_unlock();
+        rcu_read_lock();
+    }
+}
+
 static int local_peek(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
                       srl_decision *d)
 {
     struct local *l = local_of(lim);
     const struct lkey k = {key, len, l->state_bytes};
-    unsigned long hash = key_hash(l, key, len);
-    for (;;) {
-        rcu_read_lock();
-        struct lnode *n = find(l, hash, &k);
-        if (n == NULL) {
-            rcu_read_unlock();
-            return SRL_ENOENT;
-        }
-        pthread_mutex_lock(&n->lock);
-        if (node_dead(n)) { /* gone meanwhile; a live successor may exist */
-            pthread_mutex_unlock(&n->lock);
-            node_done(n);
-            rcu_read_unlock();
-            continue;
-        }
-        lim->algo->decide(&lim->policy, node_state(n), srl__now(lim), cost, 0, d);
-        pthread_mutex_unlock(&n->lock);
-        node_done(n);
+    rcu_read_lock();
+    struct lnode *n = lock_live(l, key_hash(l, key, len), &k);
+    if (n == NULL) {
         rcu_read_unlock();
-        return 0;
+        return SRL_ENOENT;
     }
+    lim->algo->decide(&lim->policy, node_state(n), srl__now(lim), cost, 0, d);
+    pthread_mutex_unlock(&n->lock);
+    node_done(n);
+    rcu_read_unlock();
+    return 0;
 }
 
 static int local_reset_key(srl_limiter *lim, const void *key, size_t len)
 {
     struct local *l = local_of(lim);
     const struct lkey k = {key, len, l->state_bytes};
-    unsigned long hash = key_hash(l, key, len);
-    for (;;) {
-        rcu_read_lock();
-        struct lnode *n = find(l, hash, &k);
-        if (n == NULL) {
-            rcu_read_unlock();
-            return SRL_ENOENT;
-        }
-        pthread_mutex_lock(&n->lock);
-        if (node_dead(n)) {
-            pthread_mutex_unlock(&n->lock);
-            node_done(n);
-            rcu_read_unlock();
-            continue;
-        }
-        retire_locked(l, n);
-        pthread_mutex_unlock(&n->lock);
-        unlink_node(l, n);
+    rcu_read_lock();
+    struct lnode *n = lock_live(l, key_hash(l, key, len), &k);
+    if (n == NULL) {
         rcu_read_unlock();
-        return 0;
+        return SRL_ENOENT;
     }
+    retire_locked(l, n);
+    pthread_mutex_unlock(&n->lock);
+    unlink_node(l, n);
+    rcu_read_unlock();
+    return 0;
 }
 
 /* Walks the whole table under one read-side critical section: it delays
