@@ -632,9 +632,9 @@ static int local_stats(srl_limiter *lim, srl_stats *out)
     rcu_read_lock();
     cds_lfht_for_each_entry(l->ht, &it, n, ht) {
         node_visit(n);
-        /* The counters are relaxed atomics: a stuck holder's node is still
-         * summed, without its lock (a snapshot either way). */
-        bool locked = node_lock(l, n) == 0;
+        /* The counters are relaxed atomics: a busy node is summed without
+         * its lock rather than waited for (a snapshot either way). */
+        bool locked = pthread_mutex_trylock(&n->lock) == 0;
         if (!node_dead(n)) {
             s.allowed += __atomic_load_n(&n->allowed, __ATOMIC_RELAXED);
             s.denied += __atomic_load_n(&n->denied, __ATOMIC_RELAXED);
