@@ -281,8 +281,8 @@ SRL_API int srl_name_check(const char *name);
  * create it: exactly one initialises it, the others wait (bounded) until it
  * is ready.  An existing segment is used only if its policy and capacity
  * equal cfg's: otherwise SRL_EMISMATCH.  With SRL_ADOPT (not with
- * SRL_CREATE), or with cfg NULL, the segment's own policy and geometry are
- * adopted; cfg (if given) still supplies owner_uid, mode, on_full,
+ * SRL_CREATE), or with cfg NULL, the segment's own policy, geometry and
+ * on_full are adopted; cfg (if given) still supplies owner_uid, mode,
  * lock_timeout_ms and the ticker.
  *
  * Before anything of the segment is read, the file must be a regular file

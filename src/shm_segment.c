@@ -415,7 +415,6 @@ static int open_existing(struct srl__shm *s, int fd, const srl_config *cfg,
         return rc;
     if (want == NULL) {
         if (cfg != NULL) {
-            adopted.on_full = cfg->on_full;
             adopted.lock_timeout_ms = cfg->lock_timeout_ms;
             adopted.ticker = cfg->ticker;
         }

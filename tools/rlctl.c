@@ -51,7 +51,7 @@ void rlctl_usage(FILE *f, const struct rlctl_cmd *only)
         fprintf(f, "usage: rlctl %s\n", only->synopsis);
         return;
     }
-    fputs("usage: rlctl COMMAND [ARGS]   (see rlctl(1))\n", f);
+    fputs("usage: rlctl [--owner USER] COMMAND [ARGS]   (see rlctl(1))\n", f);
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(f, "       rlctl %s\n", commands[i].synopsis);
 }
@@ -66,6 +66,22 @@ int main(int argc, char **argv)
     if (argc == 2 && strcmp(argv[1], "--version") == 0) {
         printf("rlctl %d.%d.%d\n", SRL_VERSION_MAJOR, SRL_VERSION_MINOR, SRL_VERSION_PATCH);
         return rlctl_flush(EX_OK);
+    }
+    /* A global option, before the command: --owner USER or --owner=USER. */
+    if (argc >= 2 && strncmp(argv[1], "--owner", 7) == 0 &&
+        (argv[1][7] == '\0' || argv[1][7] == '=')) {
+        const char *user = argv[1][7] == '=' ? argv[1] + 8 : (argc >= 3 ? argv[2] : NULL);
+        if (user == NULL || *user == '\0') {
+            fputs("rlctl: --owner needs a user name or uid\n", stderr);
+            return EX_USAGE;
+        }
+        int shift = argv[1][7] == '=' ? 1 : 2;
+        int orc = rlctl_owner_apply(user);
+        if (orc != 0)
+            return orc;
+        argv[shift] = argv[0];
+        argv += shift;
+        argc -= shift;
     }
     rlctl_opts o;
     int rc = rlctl_parse(argc, argv, &o);

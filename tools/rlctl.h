@@ -111,6 +111,11 @@ int rlctl_parse_seconds(const char *s, uint64_t *ns);
 #define RLCTL_HELP_SHOWN (-1)
 int rlctl_name_valid(const char *name);
 
+/* rlctl_owner.c: --owner USER (root drops to USER; others trust its uid). */
+int rlctl_owner_apply(const char *user);
+uint32_t rlctl_trusted_uid(void);
+void rlctl_owner_remedy(const char *name);
+
 /* rlctl_escape.c: key bytes as printable ASCII; see the file for the rules.
  * rlctl_escape returns a malloc'd NUL-terminated string or NULL (ENOMEM). */
 char *rlctl_escape(const unsigned char *s, size_t n);

@@ -17,9 +17,10 @@
  *     EX_NOPERM   77  permission denied (owner or mode refused)
  *     EX_SOFTWARE 70  anything else (a bug in rlctl or srl)
  *
- * Segments are opened without SRL_CREATE and with cfg NULL, so rlctl adopts
+ * Segments are opened with SRL_ADOPT (never SRL_CREATE), so rlctl adopts
  * each segment's own policy and geometry and can never create one by
- * accident (only `create` creates).
+ * accident (only `create` creates); its config carries only the trust
+ * (--owner, rlctl_owner.c).
  */
 #include "rlctl.h"
 
@@ -60,8 +61,6 @@ static const char *remedy(int rc)
         return "use the rlctl of the srl version that created it, or destroy and recreate it";
     case SRL_ECORRUPT: return "destroy it ('rlctl destroy') and let the workers recreate it";
     case SRL_ESTALE: return "no worker can use it until it is removed";
-    case SRL_EACCES:
-        return "run rlctl as the segment's owner, and make sure its mode lets nobody else write it";
     case SRL_ETIMEDOUT:
         return "a process may be stopped while holding a lock: retry, and look for stopped workers";
     case SRL_ENOTRECOVERABLE: return "destroy the segment and let the workers recreate it";
@@ -83,7 +82,9 @@ int rlctl_fail(const char *name, int rc)
     if (rc == SRL_ESYS)
         fprintf(stderr, ": %s", strerror(saved_errno));
     const char *r = remedy(rc);
-    if (r != NULL)
+    if (rc == SRL_EACCES && name != NULL)
+        rlctl_owner_remedy(name);
+    else if (r != NULL)
         fprintf(stderr, ": %s", r);
     fputc('\n', stderr);
     return rlctl_exit_code(rc);
@@ -91,7 +92,10 @@ int rlctl_fail(const char *name, int rc)
 
 int rlctl_open(const rlctl_opts *o, srl_limiter **out)
 {
-    int rc = srl_open_shared(o->name, NULL, 0, out);
+    srl_config cfg;
+    srl_config_init(&cfg);
+    cfg.owner_uid = rlctl_trusted_uid();
+    int rc = srl_open_shared(o->name, &cfg, SRL_ADOPT, out);
     return rc == 0 ? 0 : rlctl_fail(o->name, rc);
 }
 

@@ -23,10 +23,10 @@ START_TEST(bad_arguments_exit_64_with_the_reason_and_a_usage_line)
     seg_name(name, sizeof name, "args");
     const char *N = name;
     const struct bad_args cases[] = {
-        {{NULL}, "rlctl: no command given", "usage: rlctl COMMAND [ARGS]   (see rlctl(1))"},
-        {{"frob"}, "rlctl: unknown command 'frob'", "usage: rlctl COMMAND [ARGS]   (see rlctl(1))"},
+        {{NULL}, "rlctl: no command given", "usage: rlctl [--owner USER] COMMAND [ARGS]   (see rlctl(1))"},
+        {{"frob"}, "rlctl: unknown command 'frob'", "usage: rlctl [--owner USER] COMMAND [ARGS]   (see rlctl(1))"},
         {{"\x1b[2J"}, "rlctl: unknown command '\\x1b[2J'",
-         "usage: rlctl COMMAND [ARGS]   (see rlctl(1))"},
+         "usage: rlctl [--owner USER] COMMAND [ARGS]   (see rlctl(1))"},
         {{"info"}, "rlctl: info: missing NAME", "usage: rlctl info NAME [--json]"},
         {{"try", N}, "rlctl: try: missing KEY",
          "usage: rlctl try NAME [--hex] KEY [--cost N] [--json]"},
@@ -110,7 +110,7 @@ START_TEST(bad_arguments_exit_64_with_the_reason_and_a_usage_line)
     ck_assert(!shm_exists(name)); /* no failed create left anything */
     run_result r;
     RUN(&r, 0, "--help");
-    ck_assert_msg(strncmp(r.out, "usage: rlctl COMMAND", 20) == 0, "got: %s", r.out);
+    ck_assert_msg(strncmp(r.out, "usage: rlctl [--owner USER] COMMAND", 35) == 0, "got: %s", r.out);
     run_free(&r);
 }
 END_TEST

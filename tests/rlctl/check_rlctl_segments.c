@@ -11,6 +11,7 @@
  */
 #include <check.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -470,7 +471,7 @@ END_TEST
 
 START_TEST(a_segment_writable_by_others_exits_77_as_forbidden)
 {
-    char name[160], want[400], st[32];
+    char name[160], want[700], st[32];
     seg_name(name, sizeof name, "forbidden");
     seg_create(name, "token_bucket:5/1h", "64", "0");
     int fd = shm_open(name, O_RDWR, 0);
@@ -480,9 +481,10 @@ START_TEST(a_segment_writable_by_others_exits_77_as_forbidden)
     run_result r;
     RUN(&r, 77, "info", name);
     snprintf(want, sizeof want,
-             "rlctl: %s: permission denied (segment owner or mode refused): run rlctl as the "
-             "segment's owner, and make sure its mode lets nobody else write it\n",
-             name);
+             "rlctl: %s: permission denied (segment owner or mode refused): its mode 0602 lets "
+             "group or others write it, which srl refuses: 'chmod 600 /dev/shm%s' if nobody "
+             "else should\n",
+             name, name);
     ck_assert_str_eq(r.err, want);
     run_free(&r);
     ck_assert_ptr_null(ls_status(name, 0, st, sizeof st));
@@ -493,6 +495,75 @@ START_TEST(a_segment_writable_by_others_exits_77_as_forbidden)
     RUN(&r, 0, "destroy", name, "--force");
     run_free(&r);
     ck_assert(!shm_exists(name));
+}
+END_TEST
+
+/* Run rlctl as uid/gid 65534 (nobody), from a child that dropped root. */
+static int run_as_nobody(run_result *r, const char *const *args)
+{
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        if (setgroups(0, NULL) != 0 || setresgid(65534, 65534, 65534) != 0 ||
+            setresuid(65534, 65534, 65534) != 0)
+            _exit(100);
+        run_result rr;
+        run_rlctl_argv(&rr, args);
+        _exit(rr.status);
+    }
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert(WIFEXITED(status));
+    r->status = WEXITSTATUS(status);
+    return r->status;
+}
+
+/* The squatting attack of docs/design.md "Trust": another user creates the
+ * name root's tools (or Apache's root parent) will open.  Root refuses it,
+ * says whose it is and what to type; with --owner, root's rlctl becomes that
+ * user before mapping anything, so the segment can only hurt its owner. */
+START_TEST(root_refuses_another_users_segment_and_inspects_it_only_as_that_user)
+{
+    ck_assert_int_eq(geteuid(), 0);
+    char name[160], want[600], other[160];
+    seg_name(name, sizeof name, "squat");
+    const char *create[] = {"create", name, "--policy", "token_bucket:5/1h", "--capacity", "64",
+                            NULL};
+    run_result r;
+    ck_assert_int_eq(run_as_nobody(&r, create), 0);
+    struct stat st;
+    char path[200];
+    snprintf(path, sizeof path, "/dev/shm%s", name);
+    ck_assert_int_eq(stat(path, &st), 0);
+    ck_assert_uint_eq(st.st_uid, 65534);
+    static const char *const cmds[] = {"info", "check", "list", "evict"};
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        RUN(&r, 77, cmds[i], name);
+        snprintf(want, sizeof want,
+                 "rlctl: %s: permission denied (segment owner or mode refused): it belongs to "
+                 "nobody (uid 65534), and srl maps only its caller's own segments: run 'rlctl "
+                 "--owner nobody ...' (as root, rlctl then runs as nobody before mapping it)\n",
+                 name);
+        ck_assert_str_eq(r.err, want);
+        run_free(&r);
+        RUN(&r, 0, "--owner", "nobody", cmds[i], name);
+        run_free(&r);
+    }
+    RUN(&r, 0, "--owner=65534", "info", name);
+    run_free(&r);
+    RUN(&r, 64, "--owner", "no-such-user-here", "info", name);
+    run_free(&r);
+    /* It really ran as nobody: what it creates is nobody's. */
+    seg_name(other, sizeof other, "squat2");
+    RUN(&r, 0, "--owner", "nobody", "create", other, "--policy", "5/1h", "--capacity", "16");
+    run_free(&r);
+    snprintf(path, sizeof path, "/dev/shm%s", other);
+    ck_assert_int_eq(stat(path, &st), 0);
+    ck_assert_uint_eq(st.st_uid, 65534);
+    RUN(&r, 0, "--owner", "nobody", "destroy", other);
+    run_free(&r);
+    RUN(&r, 0, "--owner", "nobody", "destroy", name);
+    run_free(&r);
 }
 END_TEST
 
@@ -513,6 +584,7 @@ int main(void)
     tcase_add_test(tc, damaged_segments_exit_65_are_listed_by_ls_and_destroy_removes_them);
     tcase_add_test(tc, a_segment_writable_by_others_exits_77_as_forbidden);
     tcase_add_test(tc, check_reports_each_problem_and_exits_1);
+    tcase_add_test(tc, root_refuses_another_users_segment_and_inspects_it_only_as_that_user);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }
