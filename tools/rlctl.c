@@ -37,6 +37,8 @@ static const struct rlctl_cmd commands[] = {
     {"check", rlctl_cmd_check, JSON_O, 1, 0, "check NAME [--json]"},
     {"watch", rlctl_cmd_watch, RLCTL_O_INTERVAL | RLCTL_O_COUNT | JSON_O, 1, 0,
      "watch NAME [-i SECONDS] [-n COUNT] [--json]"},
+    {"metrics", rlctl_cmd_metrics, RLCTL_O_ALL | RLCTL_O_OUTPUT, RLCTL_NAMES, 0,
+     "metrics [NAME...] [--all] [--output FILE]"},
 };
 
 const struct rlctl_cmd *rlctl_commands(size_t *n)

@@ -22,6 +22,8 @@
  *   rlctl_keys.c    commands on one key: get try reset
  *   rlctl_evict.c   evict: drop (or with --dry-run count) the keys at rest
  *   rlctl_watch.c   watch: live rates from srl_stats deltas
+ *   rlctl_metrics.c metrics: Prometheus text (formatted by metrics_fmt.c,
+ *                   shared with mod_srl), --output written atomically
  *
  * No global mutable state: everything a command needs is in rlctl_opts,
  * built once by rlctl_parse() and passed down.
@@ -63,7 +65,11 @@ enum {
     RLCTL_O_COUNT = 1u << 12,
     RLCTL_O_ALL = 1u << 13,
     RLCTL_O_FORCE = 1u << 14,
+    RLCTL_O_OUTPUT = 1u << 15,
 };
+
+/* rlctl_cmd.takes_name: NAME... (zero or more names, in o->names). */
+#define RLCTL_NAMES 2
 
 #define RLCTL_MAX_POS 2
 
@@ -82,6 +88,9 @@ typedef struct rlctl_opts {
     uint64_t interval_ns;     /* watch: default 1 s */
     uint64_t count;           /* watch: 0 = until interrupted */
     const char *name;         /* segment name, as typed */
+    char *const *names;       /* RLCTL_NAMES commands: the names, nnames of them */
+    int nnames;
+    const char *output;       /* --output FILE */
     unsigned char *key;       /* key bytes (decoded from --hex), malloc'd */
     size_t key_len;
 } rlctl_opts;
@@ -175,6 +184,26 @@ const char *rlctl_seg_name(const srl_info *in, const char *typed);
 /* Finish a command's output: EX_IOERR if stdout could not be written. */
 int rlctl_flush(int status);
 
+/* rlctl_ls.c: one segment as ls and metrics see it. */
+struct rlctl_seg {
+    char name[260];
+    const char *status;       /* rlctl_status_of(open_rc) */
+    int open_rc;
+    srl_info info;            /* valid when open_rc == 0 */
+    srl_stats stats;
+};
+struct rlctl_segs {
+    struct rlctl_seg *v;
+    size_t n, cap;
+};
+const char *rlctl_status_of(int rc); /* "ok", "stale", "forbidden", ... */
+/* Open NAME ("/" optional), read its info and stats, close it. */
+void rlctl_probe(const char *name, struct rlctl_seg *g);
+/* The segments under /dev/shm by name: every srl segment, plus foreign and
+ * forbidden objects when all.  Returns EX_OK (free out->v) or an exit code
+ * after printing why. */
+int rlctl_scan(int all, struct rlctl_segs *out);
+
 /* Commands. */
 int rlctl_cmd_create(const rlctl_opts *o);
 int rlctl_cmd_destroy(const rlctl_opts *o);
@@ -187,5 +216,6 @@ int rlctl_cmd_try(const rlctl_opts *o);
 int rlctl_cmd_reset(const rlctl_opts *o);
 int rlctl_cmd_evict(const rlctl_opts *o);
 int rlctl_cmd_watch(const rlctl_opts *o);
+int rlctl_cmd_metrics(const rlctl_opts *o);
 
 #endif

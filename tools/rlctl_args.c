@@ -22,7 +22,7 @@
 #include <string.h>
 
 enum { OPT_JSON = 256, OPT_HEX, OPT_POLICY, OPT_CAPACITY, OPT_KEY_DISPLAY, OPT_MODE,
-       OPT_ON_FULL, OPT_COST, OPT_SORT, OPT_TOP, OPT_DRY_RUN };
+       OPT_ON_FULL, OPT_COST, OPT_SORT, OPT_TOP, OPT_DRY_RUN, OPT_OUTPUT };
 
 static const struct option long_opts[] = {
     {"json", no_argument, NULL, OPT_JSON},
@@ -36,6 +36,7 @@ static const struct option long_opts[] = {
     {"sort", required_argument, NULL, OPT_SORT},
     {"top", required_argument, NULL, OPT_TOP},
     {"dry-run", no_argument, NULL, OPT_DRY_RUN},
+    {"output", required_argument, NULL, OPT_OUTPUT},
     {"interval", required_argument, NULL, 'i'},
     {"count", required_argument, NULL, 'n'},
     {"all", no_argument, NULL, 'a'},
@@ -76,6 +77,17 @@ static int bad_value(const struct rlctl_cmd *cmd, const char *opt, const char *a
     char *f;
     int rc = usage_error(cmd, "%s: invalid value '%s': expected %s", opt, shown(arg, &f),
                          expected);
+    free(f);
+    return rc;
+}
+
+static int bad_name(const struct rlctl_cmd *cmd, const char *name)
+{
+    char *f;
+    int rc = usage_error(cmd,
+                         "invalid segment name '%s': expected \"/\" then 1..200 of "
+                         "[A-Za-z0-9._-]",
+                         shown(name, &f));
     free(f);
     return rc;
 }
@@ -205,6 +217,7 @@ static unsigned option_bit(int opt)
     case OPT_SORT: return RLCTL_O_SORT;
     case OPT_TOP: return RLCTL_O_TOP;
     case OPT_DRY_RUN: return RLCTL_O_DRY_RUN;
+    case OPT_OUTPUT: return RLCTL_O_OUTPUT;
     case 'i': return RLCTL_O_INTERVAL;
     case 'n': return RLCTL_O_COUNT;
     case 'a': return RLCTL_O_ALL;
@@ -230,6 +243,11 @@ static int take_option(rlctl_opts *o, int opt, const char *arg)
     case OPT_JSON: o->json = 1; return 0;
     case OPT_HEX: o->hex = 1; return 0;
     case OPT_DRY_RUN: o->dry_run = 1; return 0;
+    case OPT_OUTPUT:
+        if (arg[0] == '\0')
+            return bad_value(cmd, "--output", arg, "a file name");
+        o->output = arg;
+        return 0;
     case 'a': o->all = 1; return 0;
     case 'f': o->force = 1; return 0;
     case OPT_POLICY:
@@ -355,6 +373,17 @@ int rlctl_parse(int argc, char **argv, rlctl_opts *o)
             return rc;
     }
     int npos = sub_argc - optind;
+    if (o->cmd->takes_name == RLCTL_NAMES) {
+        for (int i = optind; i < sub_argc; i++) {
+            if (!rlctl_name_valid(sub_argv[i]))
+                return bad_name(o->cmd, sub_argv[i]);
+        }
+        if (npos > 0 && o->all)
+            return usage_error(o->cmd, "give NAMEs or --all, not both");
+        o->names = sub_argv + optind;
+        o->nnames = npos;
+        return 0;
+    }
     int want = o->cmd->takes_name + o->cmd->takes_key;
     if (npos < want)
         return usage_error(o->cmd, "missing %s", npos == 0 && o->cmd->takes_name ? "NAME" : "KEY");
@@ -367,15 +396,8 @@ int rlctl_parse(int argc, char **argv, rlctl_opts *o)
     }
     if (o->cmd->takes_name) {
         o->name = sub_argv[optind];
-        if (!rlctl_name_valid(o->name)) {
-            char *f;
-            int rc = usage_error(o->cmd,
-                                 "invalid segment name '%s': expected \"/\" then 1..200 "
-                                 "of [A-Za-z0-9._-]",
-                                 shown(o->name, &f));
-            free(f);
-            return rc;
-        }
+        if (!rlctl_name_valid(o->name))
+            return bad_name(o->cmd, o->name);
     }
     if ((o->cmd->options & RLCTL_O_POLICY) && !(o->seen & RLCTL_O_POLICY))
         return usage_error(o->cmd, "--policy is required");

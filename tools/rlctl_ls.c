@@ -23,20 +23,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-struct seg {
-    char name[260];
-    const char *status;
-    int open_rc;
-    srl_info info;
-    srl_stats stats;
-};
 
-struct segs {
-    struct seg *v;
-    size_t n, cap;
-};
-
-static const char *status_of(int rc)
+const char *rlctl_status_of(int rc)
 {
     switch (rc) {
     case 0: return "ok";
@@ -46,32 +34,40 @@ static const char *status_of(int rc)
     case SRL_ETIMEDOUT: return "busy";
     case SRL_EFOREIGN: return "foreign";
     case SRL_EACCES: return "forbidden";
+    case SRL_ENOENT: return "missing";
     default: return "error";
     }
 }
 
-/* Probe one name; returns 0, or -1 on ENOMEM.  Adds a row if it is shown. */
-static int probe(struct segs *s, const char *file, int all)
+void rlctl_probe(const char *name, struct rlctl_seg *g)
 {
-    struct seg g = {0};
-    snprintf(g.name, sizeof g.name, "/%s", file);
+    *g = (struct rlctl_seg){0};
+    snprintf(g->name, sizeof g->name, "%s%s", name[0] == '/' ? "" : "/", name);
     srl_limiter *lim;
-    int rc = srl_open_shared(g.name, NULL, 0, &lim);
+    int rc = srl_open_shared(g->name, NULL, 0, &lim);
     if (rc == 0) {
-        rc = srl_info_get(lim, &g.info);
+        rc = srl_info_get(lim, &g->info);
         if (rc == 0)
-            rc = srl_stats_get(lim, &g.stats);
+            rc = srl_stats_get(lim, &g->stats);
         srl_close(lim);
     }
+    g->open_rc = rc;
+    g->status = rlctl_status_of(rc);
+}
+
+/* Probe one name; returns 0, or -1 on ENOMEM.  Adds a row if it is shown. */
+static int probe(struct rlctl_segs *s, const char *file, int all)
+{
+    struct rlctl_seg g;
+    rlctl_probe(file, &g);
+    int rc = g.open_rc;
     if (rc == SRL_ENOENT)
         return 0;
     if (!all && (rc == SRL_EFOREIGN || rc == SRL_EACCES))
         return 0;
-    g.open_rc = rc;
-    g.status = status_of(rc);
     if (s->n == s->cap) {
         size_t cap = s->cap ? 2 * s->cap : 16;
-        struct seg *v = realloc(s->v, cap * sizeof *v);
+        struct rlctl_seg *v = realloc(s->v, cap * sizeof *v);
         if (v == NULL)
             return -1;
         s->v = v;
@@ -83,10 +79,10 @@ static int probe(struct segs *s, const char *file, int all)
 
 static int by_name(const void *a, const void *b)
 {
-    return strcmp(((const struct seg *)a)->name, ((const struct seg *)b)->name);
+    return strcmp(((const struct rlctl_seg *)a)->name, ((const struct rlctl_seg *)b)->name);
 }
 
-static void print_json(const struct segs *s)
+static void print_json(const struct rlctl_segs *s)
 {
     rlctl_json j;
     rlctl_json_init(&j, stdout);
@@ -94,7 +90,7 @@ static void print_json(const struct segs *s)
     rlctl_json_str(&j, "dir", RLCTL_SHM_DIR);
     rlctl_json_begin_arr(&j, "segments");
     for (size_t i = 0; i < s->n; i++) {
-        const struct seg *g = &s->v[i];
+        const struct rlctl_seg *g = &s->v[i];
         rlctl_json_begin_obj(&j, NULL);
         rlctl_json_str(&j, "name", g->name);
         rlctl_json_str(&j, "status", g->status);
@@ -117,7 +113,7 @@ static void print_json(const struct segs *s)
     rlctl_json_end(&j);
 }
 
-static int print_text(const struct segs *s)
+static int print_text(const struct rlctl_segs *s)
 {
     static const char *const hdr[] = {"NAME", "STATUS", "POLICY", "CAPACITY", "USED", "LOAD",
                                       "SIZE"};
@@ -125,7 +121,7 @@ static int print_text(const struct segs *s)
     rlctl_table t;
     rlctl_table_init(&t, 7, hdr, right);
     for (size_t i = 0; i < s->n; i++) {
-        const struct seg *g = &s->v[i];
+        const struct rlctl_seg *g = &s->v[i];
         char pol[SRL_POLICY_TEXT_MAX] = "-", cap[24] = "-", used[24] = "-", load[24] = "-",
              size[48] = "-";
         if (g->open_rc == 0) {
@@ -144,7 +140,7 @@ static int print_text(const struct segs *s)
     return rc;
 }
 
-int rlctl_cmd_ls(const rlctl_opts *o)
+int rlctl_scan(int all, struct rlctl_segs *out)
 {
     DIR *d = opendir(RLCTL_SHM_DIR);
     if (d == NULL) {
@@ -152,7 +148,7 @@ int rlctl_cmd_ls(const rlctl_opts *o)
                 strerror(errno));
         return errno == ENOENT ? EX_NOINPUT : errno == EACCES ? EX_NOPERM : EX_OSERR;
     }
-    struct segs s = {0};
+    struct rlctl_segs s = {0};
     int status = EX_OK;
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
@@ -163,16 +159,28 @@ int rlctl_cmd_ls(const rlctl_opts *o)
         struct stat st;
         if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
             continue;
-        if (probe(&s, e->d_name, o->all) != 0) {
+        if (probe(&s, e->d_name, all) != 0) {
             fputs("rlctl: out of memory\n", stderr);
             status = EX_OSERR;
             break;
         }
     }
     closedir(d);
+    if (status == EX_OK && s.n > 1) /* qsort(NULL, 0, ...) is undefined */
+        qsort(s.v, s.n, sizeof *s.v, by_name);
+    if (status != EX_OK) {
+        free(s.v);
+        s = (struct rlctl_segs){0};
+    }
+    *out = s;
+    return status;
+}
+
+int rlctl_cmd_ls(const rlctl_opts *o)
+{
+    struct rlctl_segs s;
+    int status = rlctl_scan(o->all, &s);
     if (status == EX_OK) {
-        if (s.n > 1) /* qsort(NULL, 0, ...) is undefined */
-            qsort(s.v, s.n, sizeof *s.v, by_name);
         if (o->json)
             print_json(&s);
         else
