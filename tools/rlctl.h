@@ -17,6 +17,7 @@
  *   rlctl_open.c    opening segments; srl error -> message and exit code
  *   rlctl_seg.c     commands on whole segments: create destroy check
  *   rlctl_info.c    info: one segment's header, geometry and counters
+ *   rlctl_health.c  the warnings info and ls show (load, untracked, ...)
  *   rlctl_ls.c      ls: the srl segments under /dev/shm
  *   rlctl_list.c    list: the tracked keys, sorted and cut to --top
  *   rlctl_keys.c    commands on one key: get try reset
@@ -203,6 +204,21 @@ void rlctl_probe(const char *name, struct rlctl_seg *g);
  * forbidden objects when all.  Returns EX_OK (free out->v) or an exit code
  * after printing why. */
 int rlctl_scan(int all, struct rlctl_segs *out);
+
+/* rlctl_health.c: conditions of a readable segment that need attention. */
+enum {
+    RLCTL_WARN_LOAD = 1u << 0,      /* used >= 90 % of capacity */
+    RLCTL_WARN_UNTRACKED = 1u << 1, /* stats.full > 0 */
+    RLCTL_WARN_REPAIRED = 1u << 2,  /* stats.recovered > 0 */
+    RLCTL_WARN_TIMEOUTS = 1u << 3,  /* stats.timeouts > 0 */
+};
+unsigned rlctl_warnings(const srl_info *in, const srl_stats *st);
+/* "ok", or the tokens joined by ',' ("load,untracked"); buf >= 48 bytes. */
+const char *rlctl_warnings_text(unsigned w, char *buf, size_t len);
+/* One "warning: TOKEN: what it means" line per condition, and for load or
+ * untracked the commands that make a segment twice as big. */
+void rlctl_warnings_explain(unsigned w, const char *name, const char *pol, uint64_t capacity,
+                            FILE *f);
 
 /* Commands. */
 int rlctl_cmd_create(const rlctl_opts *o);

@@ -51,6 +51,9 @@ static void info_json(const char *name, const srl_info *in, const srl_stats *st,
     rlctl_json_init(&j, stdout);
     rlctl_json_begin_obj(&j, NULL);
     rlctl_json_str(&j, "name", name);
+    char health[48];
+    unsigned w = rlctl_warnings(in, st);
+    rlctl_json_str(&j, "status", rlctl_warnings_text(w, health, sizeof health));
     rlctl_json_str(&j, "policy", pol);
     rlctl_json_str(&j, "algorithm", srl_algorithm_name(in->policy.algorithm));
     rlctl_json_u64(&j, "permits", in->policy.permits);
@@ -95,7 +98,9 @@ static void info_text(const char *name, const srl_info *in, const srl_stats *st,
                       const char *owner, uint64_t age)
 {
     char a[48], b[48];
+    unsigned w = rlctl_warnings(in, st);
     ROW("name", "%s", name);
+    ROW("status", "%s", rlctl_warnings_text(w, a, sizeof a));
     ROW("policy", "%s", pol);
     ROW("on full", "%s", in->on_full == SRL_ON_FULL_DENY ? "deny" : "allow");
     ROW("capacity", "%" PRIu64 " slots (%" PRIu64 " buckets of %u)", in->capacity, in->buckets,
@@ -123,6 +128,7 @@ static void info_text(const char *name, const srl_info *in, const srl_stats *st,
     ROW("reset slots", "%" PRIu64, st->reset_slots);
     ROW("evicted", "%" PRIu64, st->evicted);
     ROW("timeouts", "%" PRIu64, st->timeouts);
+    rlctl_warnings_explain(w, name, pol, in->capacity, stdout);
 }
 
 int rlctl_cmd_info(const rlctl_opts *o)

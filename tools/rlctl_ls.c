@@ -6,7 +6,9 @@
  * intent: srl_open_shared without SRL_CREATE and with cfg NULL, which
  * adopts the segment's own policy and never writes a header.  What the open
  * says decides the row:
- *   ok                      an srl segment: policy, capacity, use, size
+ *   ok                      an srl segment: policy, capacity, use, size;
+ *                           or instead of ok what needs attention (load,
+ *                           untracked, repaired, timeouts: rlctl_health.c)
  *   stale/corrupt/version   srl segments that need the operator: always shown
  *   busy                    its creator did not finish in time (ETIMEDOUT)
  *   foreign/forbidden       other programs' objects, or ones we may not
@@ -82,6 +84,14 @@ static int by_name(const void *a, const void *b)
     return strcmp(((const struct rlctl_seg *)a)->name, ((const struct rlctl_seg *)b)->name);
 }
 
+/* A readable segment's status is its warnings ("ok" when none). */
+static const char *shown_status(const struct rlctl_seg *g, char *buf, size_t len)
+{
+    if (g->open_rc != 0)
+        return g->status;
+    return rlctl_warnings_text(rlctl_warnings(&g->info, &g->stats), buf, len);
+}
+
 static void print_json(const struct rlctl_segs *s)
 {
     rlctl_json j;
@@ -93,7 +103,8 @@ static void print_json(const struct rlctl_segs *s)
         const struct rlctl_seg *g = &s->v[i];
         rlctl_json_begin_obj(&j, NULL);
         rlctl_json_str(&j, "name", g->name);
-        rlctl_json_str(&j, "status", g->status);
+        char health[48];
+        rlctl_json_str(&j, "status", shown_status(g, health, sizeof health));
         if (g->open_rc == 0) {
             char pol[SRL_POLICY_TEXT_MAX];
             if (srl_policy_format(&g->info.policy, pol, sizeof pol) < 0)
@@ -132,7 +143,9 @@ static int print_text(const struct rlctl_segs *s)
             rlctl_fmt_percent(g->stats.used, g->info.capacity, load, sizeof load);
             rlctl_fmt_bytes(g->info.segment_bytes, size, sizeof size);
         }
-        const char *row[] = {g->name, g->status, pol, cap, used, load, size};
+        char health[48];
+        const char *row[] = {g->name, shown_status(g, health, sizeof health), pol, cap, used,
+                             load, size};
         rlctl_table_add(&t, row);
     }
     int rc = rlctl_table_print(&t, stdout);
