@@ -105,11 +105,16 @@ struct rlctl_cmd {
     int takes_name;           /* NAME positional required */
     int takes_key;            /* KEY positional required */
     const char *synopsis;     /* after "rlctl " */
+    const char *help;         /* what it does, for --help (lines of < 80 columns) */
 };
 
 /* rlctl.c */
 const struct rlctl_cmd *rlctl_commands(size_t *n);
 void rlctl_usage(FILE *f, const struct rlctl_cmd *only);
+/* The command named name, or NULL. */
+const struct rlctl_cmd *rlctl_command(const char *name);
+/* `rlctl help CMD`, `rlctl CMD --help`: usage, what it does, where to read on. */
+void rlctl_help(const struct rlctl_cmd *c);
 
 /* rlctl_args.c: returns 0, or EX_USAGE after printing why and a usage line.
  * On success the caller owns o->key (free with rlctl_opts_free). */

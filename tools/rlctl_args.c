@@ -105,6 +105,27 @@ int rlctl_parse_u64(const char *s, uint64_t max, uint64_t *out)
     return 0;
 }
 
+/* A count with an optional decimal suffix: "10k" 10000, "1M", "2G". */
+static int parse_count(const char *s, uint64_t max, uint64_t *out)
+{
+    size_t n = strlen(s);
+    uint64_t mult = 1;
+    char digits[32];
+    if (n > 0 && (s[n - 1] == 'k' || s[n - 1] == 'K' || s[n - 1] == 'M' || s[n - 1] == 'G')) {
+        mult = s[n - 1] == 'G' ? 1000000000ull : s[n - 1] == 'M' ? 1000000ull : 1000ull;
+        if (n - 1 >= sizeof digits)
+            return -1;
+        memcpy(digits, s, n - 1);
+        digits[n - 1] = '\0';
+        s = digits;
+    }
+    uint64_t v;
+    if (rlctl_parse_u64(s, max / mult, &v) != 0)
+        return -1;
+    *out = v * mult;
+    return 0;
+}
+
 /* "2", "0.5", "1.25": seconds with up to 9 decimals, 1 ms .. 1 day. */
 int rlctl_parse_seconds(const char *s, uint64_t *ns)
 {
@@ -193,14 +214,53 @@ static int parse_key(rlctl_opts *o, const char *arg)
     return 0;
 }
 
-static const struct rlctl_cmd *find_command(const char *name)
+/* Edit distance (insert, delete, substitute, swap of neighbours) between a
+ * typed word and a command name, both short: capped at 9. */
+static size_t distance(const char *a, const char *b)
 {
-    size_t n;
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 16 || lb > 16)
+        return 9;
+    size_t d[17][17];
+    for (size_t i = 0; i <= la; i++)
+        d[i][0] = i;
+    for (size_t j = 0; j <= lb; j++)
+        d[0][j] = j;
+    for (size_t i = 1; i <= la; i++)
+        for (size_t j = 1; j <= lb; j++) {
+            size_t v = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            if (d[i - 1][j] + 1 < v)
+                v = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < v)
+                v = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+                d[i - 2][j - 2] + 1 < v)
+                v = d[i - 2][j - 2] + 1;
+            d[i][j] = v;
+        }
+    return d[la][lb];
+}
+
+/* " (did you mean 'ls' or 'list'?)" for the commands within 1 edit (2 for
+ * words of 5 letters or more), or "". */
+static void suggest(const char *typed, char *buf, size_t len)
+{
+    size_t n, found = 0, off = 0;
     const struct rlctl_cmd *c = rlctl_commands(&n);
-    for (size_t i = 0; i < n; i++)
-        if (strcmp(c[i].name, name) == 0)
-            return &c[i];
-    return NULL;
+    size_t max = strlen(typed) >= 5 ? 2 : 1;
+    buf[0] = '\0';
+    for (size_t i = 0; i < n; i++) {
+        if (distance(typed, c[i].name) > max)
+            continue;
+        int w = snprintf(buf + off, len - off, "%s'%s'", found ? " or " : " (did you mean ",
+                         c[i].name);
+        if (w < 0 || (size_t)w >= len - off)
+            break;
+        off += (size_t)w;
+        found++;
+    }
+    if (found && off + 3 < len)
+        snprintf(buf + off, len - off, "?)");
 }
 
 static unsigned option_bit(int opt)
@@ -256,8 +316,9 @@ static int take_option(rlctl_opts *o, int opt, const char *arg)
                              "ALGO:N/WINDOW, e.g. token_bucket:100/1m or gcra:10/1s");
         return 0;
     case OPT_CAPACITY:
-        if (rlctl_parse_u64(arg, SRL_CAPACITY_MAX, &v) != 0 || v == 0)
-            return bad_value(cmd, "--capacity", arg, "a number of keys, 1..4294967296");
+        if (parse_count(arg, SRL_CAPACITY_MAX, &v) != 0 || v == 0)
+            return bad_value(cmd, "--capacity", arg,
+                             "a number of keys, 1..4294967296 (suffix k, M or G: 1000s)");
         o->capacity = v;
         return 0;
     case OPT_KEY_DISPLAY:
@@ -329,10 +390,11 @@ int rlctl_parse(int argc, char **argv, rlctl_opts *o)
                       .interval_ns = 1000000000ull};
     if (argc < 2)
         return usage_error(NULL, "no command given");
-    o->cmd = find_command(argv[1]);
+    o->cmd = rlctl_command(argv[1]);
     if (o->cmd == NULL) {
-        char *f;
-        int rc = usage_error(NULL, "unknown command '%s'", shown(argv[1], &f));
+        char *f, hint[200];
+        suggest(argv[1], hint, sizeof hint);
+        int rc = usage_error(NULL, "unknown command '%s'%s", shown(argv[1], &f), hint);
         free(f);
         return rc;
     }
@@ -345,7 +407,7 @@ int rlctl_parse(int argc, char **argv, rlctl_opts *o)
     int opt;
     while ((opt = getopt_long(sub_argc, sub_argv, ":i:n:afh", long_opts, NULL)) != -1) {
         if (opt == 'h') {
-            rlctl_usage(stdout, o->cmd);
+            rlctl_help(o->cmd);
             return RLCTL_HELP_SHOWN;
         }
         if (opt == '?' || opt == ':') {
