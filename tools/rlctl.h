@@ -201,6 +201,7 @@ struct rlctl_seg {
 struct rlctl_segs {
     struct rlctl_seg *v;
     size_t n, cap;
+    size_t skipped;           /* foreign or others' forbidden, left out (no --all) */
 };
 const char *rlctl_status_of(int rc); /* "ok", "stale", "forbidden", ... */
 /* Open NAME ("/" optional), read its info and stats, close it. */

@@ -11,8 +11,11 @@
  *                           untracked, repaired, timeouts: rlctl_health.c)
  *   stale/corrupt/version   srl segments that need the operator: always shown
  *   busy                    its creator did not finish in time (ETIMEDOUT)
- *   foreign/forbidden       other programs' objects, or ones we may not
- *                           open: skipped silently, shown with --all
+ *   foreign/forbidden       other programs' objects, or other users' we may
+ *                           not open: counted in a "N skipped" note, shown
+ *                           with --all.  A forbidden segment that is ours
+ *                           (owned by our euid: its mode is refused) is
+ *                           always shown: only its owner can fix it.
  *   (vanished)              removed between readdir and open: skipped
  * Rows are sorted by name.
  */
@@ -24,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 
 const char *rlctl_status_of(int rc)
@@ -58,15 +62,19 @@ void rlctl_probe(const char *name, struct rlctl_seg *g)
 }
 
 /* Probe one name; returns 0, or -1 on ENOMEM.  Adds a row if it is shown. */
-static int probe(struct rlctl_segs *s, const char *file, int all)
+static int probe(struct rlctl_segs *s, const char *file, int all, int ours)
 {
     struct rlctl_seg g;
     rlctl_probe(file, &g);
     int rc = g.open_rc;
     if (rc == SRL_ENOENT)
         return 0;
-    if (!all && (rc == SRL_EFOREIGN || rc == SRL_EACCES))
+    /* Refused although it is ours (its mode lets others write it): the
+     * operator must fix it, so it is always shown. */
+    if (!all && (rc == SRL_EFOREIGN || (rc == SRL_EACCES && !ours))) {
+        s->skipped++;
         return 0;
+    }
     if (s->n == s->cap) {
         size_t cap = s->cap ? 2 * s->cap : 16;
         struct rlctl_seg *v = realloc(s->v, cap * sizeof *v);
@@ -120,6 +128,7 @@ static void print_json(const struct rlctl_segs *s)
         rlctl_json_end_obj(&j);
     }
     rlctl_json_end_arr(&j);
+    rlctl_json_u64(&j, "skipped", s->skipped);
     rlctl_json_end_obj(&j);
     rlctl_json_end(&j);
 }
@@ -150,6 +159,10 @@ static int print_text(const struct rlctl_segs *s)
     }
     int rc = rlctl_table_print(&t, stdout);
     rlctl_table_free(&t);
+    if (s->skipped)
+        printf("(%zu skipped: not srl segments, or another user's that rlctl may not open; "
+               "'rlctl ls --all' lists them)\n",
+               s->skipped);
     return rc;
 }
 
@@ -172,7 +185,7 @@ int rlctl_scan(int all, struct rlctl_segs *out)
         struct stat st;
         if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
             continue;
-        if (probe(&s, e->d_name, all) != 0) {
+        if (probe(&s, e->d_name, all, st.st_uid == geteuid()) != 0) {
             fputs("rlctl: out of memory\n", stderr);
             status = EX_OSERR;
             break;

@@ -392,6 +392,17 @@ START_TEST(a_foreign_file_exits_65_and_is_left_alone)
     ck_assert(shm_exists(name));
     RUN(&r, 0, "ls", "--json");
     ck_assert_msg(strstr(r.out, name) == NULL, "ls shows a foreign file: %s", r.out);
+    {
+        /* ... but says it left something out. */
+        json_value *jv = parse_out(&r);
+        ck_assert_uint_ge(json_get_u64(jv, "skipped"), 1);
+        json_free(jv);
+    }
+    run_free(&r);
+    RUN(&r, 0, "ls");
+    ck_assert_msg(strstr(r.out, " skipped: not srl segments, or another user's that rlctl may "
+                                "not open; 'rlctl ls --all' lists them)\n") != NULL,
+                  "no skipped note: %s", r.out);
     run_free(&r);
     RUN(&r, 0, "ls", "--all", "--json");
     json_value *v = parse_out(&r);
@@ -565,7 +576,8 @@ START_TEST(a_segment_writable_by_others_exits_77_as_forbidden)
              name);
     ck_assert_str_eq(r.err, want);
     run_free(&r);
-    ck_assert_ptr_null(ls_status(name, 0, st, sizeof st));
+    /* Ours, so shown without --all: only we can fix its mode. */
+    ck_assert_str_eq(ls_status(name, 0, st, sizeof st), "forbidden");
     ck_assert_str_eq(ls_status(name, 1, st, sizeof st), "forbidden");
     RUN(&r, 77, "destroy", name);
     run_free(&r);
