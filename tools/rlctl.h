@@ -161,6 +161,11 @@ void rlctl_json_end(rlctl_json *j); /* newline after the top-level value */
 const char *rlctl_fmt_duration(uint64_t ns, char *buf, size_t len);
 const char *rlctl_fmt_bytes(uint64_t bytes, char *buf, size_t len);
 const char *rlctl_fmt_percent(uint64_t num, uint64_t den, char *buf, size_t len);
+/* one if n == 1, else many ("1 key", "2 keys"). */
+const char *rlctl_plural(uint64_t n, const char *one, const char *many);
+/* Bytes per slot, "92 (slot 48 + its share ...)": the same words in
+ * create and info; buf >= 96 bytes. */
+const char *rlctl_fmt_slot_bytes(const srl_info *in, char *buf, size_t len);
 
 /* An aligned text table: add rows of ncols strings (copied), then print. */
 typedef struct rlctl_table {

@@ -267,7 +267,23 @@ START_TEST(info_and_ls_warn_at_90_percent_load_and_after_untracked_decisions)
     char name[160], st[64];
     seg_name(name, sizeof name, "warn");
     seg_create(name, "gcra:10/1s", "16", "0"); /* one bucket of 16 slots */
-    try_keys(name, 1, 14); /* 14/16 = 87.5 %: still ok */
+    {
+        /* Wording: singular where it is one, the same bytes-per-slot words
+         * as create, the creator (rlctl create, gone) said to have exited. */
+        try_keys(name, 1, 1);
+        run_result w;
+        RUN(&w, 0, "info", name);
+        assert_info_line(w.out, "capacity", "16 slots (1 bucket of 16)");
+        assert_info_line(w.out, "used", "1 key");
+        ck_assert_msg(strstr(w.out, " (the segment over the 1 key tracked)\n") != NULL, "%s",
+                      w.out);
+        ck_assert_msg(strstr(w.out, " + its share of the header and bucket locks)\n") != NULL,
+                      "%s", w.out);
+        ck_assert_msg(strstr(w.out, "\ncreator pid:    ") != NULL &&
+                          strstr(w.out, " (exited)\n") != NULL, "%s", w.out);
+        run_free(&w);
+    }
+    try_keys(name, 2, 14); /* 14/16 = 87.5 %: still ok */
     ck_assert_str_eq(ls_text_status(name, st, sizeof st), "ok");
     run_result r;
     RUN(&r, 0, "info", name);
