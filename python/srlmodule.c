@@ -187,14 +187,20 @@ static PyObject *Decision_get_retry_after(PyObject *self, void *c)
     return PyLong_FromString(buf, NULL, 10);
 }
 
-static PyObject *Decision_get_policy(PyObject *self, void *c)
+/* The canonical text of p ("token_bucket:100/1m"). */
+static PyObject *policy_text(const srl_policy *p)
 {
     char buf[SRL_POLICY_TEXT_MAX];
-    int n = srl_policy_format(&((DecisionObject *)self)->policy, buf, sizeof buf);
-    (void)c;
+    int n = srl_policy_format(p, buf, sizeof buf);
     if (n < 0)
         return raise_srl(n, "srl_policy_format");
     return PyUnicode_FromStringAndSize(buf, n);
+}
+
+static PyObject *Decision_get_policy(PyObject *self, void *c)
+{
+    (void)c;
+    return policy_text(&((DecisionObject *)self)->policy);
 }
 
 static int Decision_bool(PyObject *self)
@@ -571,12 +577,8 @@ static PyObject *Limiter_exit(PyObject *op, PyObject *args)
 
 static PyObject *Limiter_get_policy(PyObject *op, void *c)
 {
-    char buf[SRL_POLICY_TEXT_MAX];
-    int n = srl_policy_format(&((LimiterObject *)op)->policy, buf, sizeof buf);
     (void)c;
-    if (n < 0)
-        return raise_srl(n, "srl_policy_format");
-    return PyUnicode_FromStringAndSize(buf, n);
+    return policy_text(&((LimiterObject *)op)->policy);
 }
 
 static PyObject *Limiter_get_kind(PyObject *op, void *c)
