@@ -11,6 +11,8 @@
  *   - Errors: every negative SRL_E* code is raised as an instance of the
  *     class srl/__init__.py registered for it (_register_errors), called as
  *     cls(code, name, message); an unregistered code raises the base class.
+ *     SRL_ETIMEDOUT and SRL_ENOTRECOVERABLE from acquire() carry the degraded
+ *     decision srl_acquire filled from on_full as exc.decision.
  *
  * Invariants and lock rules:
  *   - Every call into libsrl is made with the GIL held.  srl_acquire takes
@@ -52,8 +54,17 @@ static const char *code_name(int code)
     return "SRL_EUNKNOWN";
 }
 
+static PyObject *raise_srl_with(int code, const char *what, PyObject *decision);
+
 /* Raise the class registered for code with "what: strerror(code)". Returns NULL. */
 static PyObject *raise_srl(int code, const char *what)
+{
+    return raise_srl_with(code, what, NULL);
+}
+
+/* The same, with exc.decision set (the degraded answer of SRL_ETIMEDOUT and
+ * SRL_ENOTRECOVERABLE, which srl_acquire still fills from on_full). */
+static PyObject *raise_srl_with(int code, const char *what, PyObject *decision)
 {
     int saved_errno = errno;
     PyObject *cls = NULL, *key, *exc;
@@ -81,6 +92,10 @@ static PyObject *raise_srl(int code, const char *what)
     exc = PyObject_CallFunction(cls, "iss", code, code_name(code), msg);
     if (exc == NULL)
         return NULL;
+    if (decision != NULL && PyObject_SetAttrString(exc, "decision", decision) < 0) {
+        Py_DECREF(exc);
+        return NULL;
+    }
     PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
     Py_DECREF(exc);
     return NULL;
@@ -458,6 +473,14 @@ static PyObject *Limiter_acquire(PyObject *op, PyObject *args, PyObject *kw)
         return NULL;
     rc = srl_acquire(self->lim, k.data, k.len, (uint32_t)cost, &d);
     key_release(&k);
+    if (rc == SRL_ETIMEDOUT || rc == SRL_ENOTRECOVERABLE) {
+        PyObject *dec = decision_new(&d, &self->policy);
+        if (dec == NULL)
+            return NULL;
+        raise_srl_with(rc, "srl_acquire", dec);
+        Py_DECREF(dec);
+        return NULL;
+    }
     if (rc < 0)
         return raise_srl(rc, "srl_acquire");
     return decision_new(&d, &self->policy);

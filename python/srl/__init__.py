@@ -26,6 +26,8 @@ __all__ = ["Limiter", "Decision", "headers", "strerror", "Error", "FLAG_UNTRACKE
 class Error(Exception):
     """An SRL_E* error: code (negative int), name ("SRL_EPOLICY"), message."""
 
+    decision = None  # acquire()'s on_full answer for TimeoutError, NotRecoverableError
+
     def __init__(self, code, name, message):
         super().__init__(code, name, message)
         self.code = code
