@@ -755,12 +755,31 @@ static PyObject *strerror_py(PyObject *self, PyObject *arg)
     return PyUnicode_FromString(srl_strerror((int)code));
 }
 
+static PyObject *unlink_py(PyObject *self, PyObject *arg)
+{
+    const char *name = PyUnicode_AsUTF8(arg);
+    char what[300];
+    int rc;
+
+    (void)self;
+    if (name == NULL)
+        return NULL;
+    rc = srl_unlink(name);
+    if (rc < 0) {
+        snprintf(what, sizeof what, "srl_unlink('%.200s')", name);
+        return raise_srl(rc, what);
+    }
+    Py_RETURN_NONE;
+}
+
 /* ----------------------------------------------------------- module */
 
 static PyMethodDef module_methods[] = {
     {"headers", (PyCFunction)(void (*)(void))headers, METH_VARARGS | METH_KEYWORDS,
      "headers(decision, name=None) -> [(field, value), ...]: RateLimit-Policy and RateLimit,\n"
      "plus Retry-After when denied.  name: the policy's token (default \"default\")."},
+    {"unlink", unlink_py, METH_O,
+     "unlink(name): remove the segment's name; processes that have it open keep using it."},
     {"strerror", strerror_py, METH_O, "strerror(code) -> srl_strerror(code)."},
     {"_register_errors", register_errors, METH_VARARGS,
      "_register_errors(base, {code: class}) (called once by srl/__init__.py)."},
