@@ -387,9 +387,9 @@ static PyObject *Limiter_shared(PyObject *cls, PyObject *args, PyObject *kw)
     if (config_from(&cfg, policy, capacity, key_display, on_full, lock_timeout_ms, mode) < 0)
         return NULL;
     flags = (create ? SRL_CREATE : 0u) | (exclusive ? SRL_EXCL : 0u);
-    /* Without create and without a policy, adopt the segment's own (cfg NULL
-     * would also drop on_full and the timeout, so pass cfg with the defaults
-     * only when a policy was given). */
+    /* Without create and without a policy, cfg NULL: the segment's policy,
+     * geometry and on_full are adopted (and the default lock timeout used);
+     * with a policy, the segment must match it (SRL_EMISMATCH otherwise). */
     rc = srl_open_shared(name, (policy == Py_None && !create) ? NULL : &cfg, flags, &lim);
     if (rc < 0) {
         snprintf(what, sizeof what, "srl_open_shared('%.200s')", name);
@@ -640,7 +640,8 @@ static PyMethodDef Limiter_methods[] = {
      "shared(name, policy, capacity=65536, key_display=0, on_full='allow', create=True,\n"
      "       exclusive=False, *, lock_timeout_ms=1000, mode=0o600)\n"
      "Open (or create) the host-wide segment /dev/shm/NAME.  With create=False the\n"
-     "policy may be None: the segment's own is adopted."},
+     "policy may be None: the segment's policy, capacity, key_display and on_full are\n"
+     "adopted (the other arguments are then ignored)."},
     {"anonymous", (PyCFunction)(void (*)(void))Limiter_anonymous,
      METH_VARARGS | METH_KEYWORDS | METH_CLASS,
      "anonymous(policy, capacity=65536, key_display=0, on_full='allow', *, lock_timeout_ms=1000)\n"
