@@ -286,6 +286,23 @@ typedef struct {
 
 static PyTypeObject *Limiter_type;
 
+/* "O&" converter: a non-negative int that fits 64 bits (PyArg's K and k
+ * formats wrap negatives and overflows silently: cost=2**64+1 would be 1). */
+static int to_u64(PyObject *obj, void *out)
+{
+    unsigned long long v;
+
+    if (!PyLong_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "an int is required, not %.100s", Py_TYPE(obj)->tp_name);
+        return 0;
+    }
+    v = PyLong_AsUnsignedLongLong(obj);
+    if (v == (unsigned long long)-1 && PyErr_Occurred())
+        return 0;
+    *(unsigned long long *)out = v;
+    return 1;
+}
+
 static int parse_on_full(const char *s, srl_on_full *out)
 {
     if (strcmp(s, "allow") == 0) {
@@ -302,8 +319,8 @@ static int parse_on_full(const char *s, srl_on_full *out)
 
 /* Fill cfg from the common keyword arguments; policy may be None (cfg keeps the default). */
 static int config_from(srl_config *cfg, PyObject *policy, unsigned long long capacity,
-                       unsigned long key_display, const char *on_full,
-                       unsigned long lock_timeout_ms, unsigned long mode)
+                       unsigned long long key_display, const char *on_full,
+                       unsigned long long lock_timeout_ms, unsigned long long mode)
 {
     srl_config_init(cfg);
     if (policy != Py_None) {
@@ -367,17 +384,17 @@ static PyObject *Limiter_shared(PyObject *cls, PyObject *args, PyObject *kw)
                              "create", "exclusive", "lock_timeout_ms", "mode", NULL};
     const char *name, *on_full = "allow";
     PyObject *policy = Py_None;
-    unsigned long long capacity = 65536;
-    unsigned long key_display = 0, lock_timeout_ms = 1000, mode = 0600;
+    unsigned long long capacity = 65536, key_display = 0, lock_timeout_ms = 1000, mode = 0600;
     int create = 1, exclusive = 0, rc;
     srl_config cfg;
     srl_limiter *lim = NULL;
     unsigned flags;
     char what[300];
 
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|OKkspp$kk:shared", kwlist, &name, &policy,
-                                     &capacity, &key_display, &on_full, &create,
-                                     &exclusive, &lock_timeout_ms, &mode))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|OO&O&spp$O&O&:shared", kwlist, &name,
+                                     &policy, to_u64, &capacity, to_u64, &key_display,
+                                     &on_full, &create, &exclusive, to_u64, &lock_timeout_ms,
+                                     to_u64, &mode))
         return NULL;
     if (create && policy == Py_None) {
         PyErr_SetString(PyExc_TypeError,
@@ -404,15 +421,14 @@ static PyObject *open_unnamed(PyObject *cls, PyObject *args, PyObject *kw, int l
                              "lock_timeout_ms", NULL};
     const char *on_full = "allow";
     PyObject *policy;
-    unsigned long long capacity = 65536;
-    unsigned long key_display = 0, lock_timeout_ms = 1000;
+    unsigned long long capacity = 65536, key_display = 0, lock_timeout_ms = 1000;
     srl_config cfg;
     srl_limiter *lim = NULL;
     int rc;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kw, local ? "O|Kks$k:local" : "O|Kks$k:anonymous",
-                                     kwlist, &policy, &capacity, &key_display, &on_full,
-                                     &lock_timeout_ms))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, local ? "O|O&O&s$O&:local" : "O|O&O&s$O&:anonymous",
+                                     kwlist, &policy, to_u64, &capacity, to_u64, &key_display,
+                                     &on_full, to_u64, &lock_timeout_ms))
         return NULL;
     if (policy == Py_None) {
         PyErr_SetString(PyExc_TypeError, "a policy is needed, e.g. \"100/1m\"");
@@ -446,16 +462,16 @@ static int check_open(LimiterObject *self)
 }
 
 static int parse_key_cost(PyObject *args, PyObject *kw, const char *fmt, key_view *k,
-                          unsigned long *cost)
+                          unsigned long long *cost)
 {
     static char *kwlist[] = {"key", "cost", NULL};
     PyObject *key;
 
     *cost = 1;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, fmt, kwlist, &key, cost))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, fmt, kwlist, &key, to_u64, cost))
         return -1;
-    if (*cost > UINT32_MAX) {
-        PyErr_SetString(PyExc_OverflowError, "cost does not fit 32 bits");
+    if (*cost > UINT32_MAX) {   /* above any policy's permits: what srl says of those */
+        raise_srl(SRL_ECOST, "cost above 2**32-1");
         return -1;
     }
     return key_get(key, k);
@@ -465,11 +481,11 @@ static PyObject *Limiter_acquire(PyObject *op, PyObject *args, PyObject *kw)
 {
     LimiterObject *self = (LimiterObject *)op;
     key_view k;
-    unsigned long cost;
+    unsigned long long cost;
     srl_decision d;
     int rc;
 
-    if (check_open(self) < 0 || parse_key_cost(args, kw, "O|k:acquire", &k, &cost) < 0)
+    if (check_open(self) < 0 || parse_key_cost(args, kw, "O|O&:acquire", &k, &cost) < 0)
         return NULL;
     rc = srl_acquire(self->lim, k.data, k.len, (uint32_t)cost, &d);
     key_release(&k);
@@ -490,11 +506,11 @@ static PyObject *Limiter_peek(PyObject *op, PyObject *args, PyObject *kw)
 {
     LimiterObject *self = (LimiterObject *)op;
     key_view k;
-    unsigned long cost;
+    unsigned long long cost;
     srl_decision d;
     int rc;
 
-    if (check_open(self) < 0 || parse_key_cost(args, kw, "O|k:peek", &k, &cost) < 0)
+    if (check_open(self) < 0 || parse_key_cost(args, kw, "O|O&:peek", &k, &cost) < 0)
         return NULL;
     rc = srl_peek(self->lim, k.data, k.len, (uint32_t)cost, &d);
     key_release(&k);

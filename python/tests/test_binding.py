@@ -172,6 +172,14 @@ class TestShared(unittest.TestCase):
         self.assertSrlError(srl.PolicyError, -2, lambda: srl.Limiter.local("0/1m"))
         self.assertSrlError(srl.CostError, -3, lambda: lim.acquire("k", 0))
         self.assertSrlError(srl.CostError, -3, lambda: lim.acquire("k", 6))
+        self.assertSrlError(srl.CostError, -3, lambda: lim.acquire("k", 2**32))
+        for bad in (-1, 2**64 + 1):   # never wrapped to a small cost
+            with self.assertRaises(OverflowError):
+                lim.acquire("k", bad)
+        with self.assertRaises(OverflowError):
+            srl.Limiter.local("5/1d", capacity=-1)
+        with self.assertRaises(TypeError):
+            lim.acquire("k", 1.0)
         self.assertSrlError(srl.InvalidKeyError, -4, lambda: lim.acquire(""))
         self.assertSrlError(srl.InvalidKeyError, -4, lambda: lim.acquire(b"x" * (srl.KEY_MAX + 1)))
         self.assertEqual(lim.acquire(b"x" * srl.KEY_MAX).remaining, 4)
