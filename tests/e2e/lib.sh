@@ -104,11 +104,19 @@ e2e_finish() {
   exit $?
 }
 
-# rlctl as the segments' owner: the servers' workers run as www-data, and
-# srl maps only its caller's own segments (root included: docs/design.md,
-# "Trust"), so root's rlctl becomes www-data with --owner.
+# rlctl_as_owner CMD NAME ARGS...: rlctl as NAME's owner.  srl maps only its
+# caller's own segments (root included: docs/design.md, "Trust"), and the
+# servers' segments belong to their worker user (www-data) or, when a root
+# master created them before forking (gunicorn --preload), to root: root's
+# rlctl becomes the owner with --owner.
 rlctl_as_owner() {
-  if [ "$(id -u)" -eq 0 ]; then "$SRL_RLCTL" --owner "$e2e_user" "$@"; else "$SRL_RLCTL" "$@"; fi
+  local owner
+  owner=$(stat -c %U "/dev/shm/${2#/}" 2>/dev/null || echo "")
+  if [ "$(id -u)" -eq 0 ] && [ -n "$owner" ] && [ "$owner" != root ]; then
+    "$SRL_RLCTL" --owner "$owner" "$@"
+  else
+    "$SRL_RLCTL" "$@"
+  fi
 }
 
 # rlctl_count NAME FIELD: a member of `rlctl info NAME --json` (the first
