@@ -775,17 +775,13 @@ static unsigned long pow2_at_least(uint64_t v)
 
 int srl_open_local(const srl_config *cfg, srl_limiter **out)
 {
-    if (out == NULL)
-        return SRL_EINVAL;
-    *out = NULL;
-    int rc = srl__config_check(cfg);
+    srl_config unused;
+    int rc = srl__open_prologue(cfg, 0, &unused, &cfg, out);
     if (rc != 0)
         return rc;
     const struct srl__algo *algo = srl__algo_get(cfg->policy.algorithm);
     if (algo == NULL)
         return SRL_EPOLICY;
-    if (sodium_init() < 0)
-        return SRL_ESYS;
 
     size_t bytes = (sizeof(struct local) + CACHE_LINE - 1) / CACHE_LINE * CACHE_LINE;
     struct local *l = aligned_alloc(CACHE_LINE, bytes);

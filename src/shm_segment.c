@@ -494,30 +494,20 @@ static int open_round(struct srl__shm *s, const char *path, const srl_config *cf
 int srl__shm_open(const char *name, const srl_config *cfg, unsigned flags,
                   unsigned test_flags, srl_limiter **out)
 {
-    if (out == NULL)
-        return SRL_EINVAL;
-    *out = NULL;
+    srl_config defaults;
+    const srl_config *use;
+    int rc = srl__open_prologue(cfg, !(flags & SRL_CREATE), &defaults, &use, out);
+    if (rc != 0)
+        return rc;
     if ((flags & ~(SRL_CREATE | SRL_EXCL | SRL_ADOPT)) != 0 ||
         ((flags & SRL_EXCL) && !(flags & SRL_CREATE)) ||
         ((flags & SRL_ADOPT) && (flags & SRL_CREATE)))
         return SRL_EINVAL;
     char path[256];
-    int rc = srl__shm_name(name, path);
+    rc = srl__shm_name(name, path);
     if (rc != 0)
         return rc;
-    if (cfg == NULL && (flags & SRL_CREATE))
-        return SRL_EINVAL;
-    srl_config defaults;
-    if (cfg != NULL) {
-        rc = srl__config_check(cfg);
-        if (rc != 0)
-            return rc;
-    } else {
-        srl_config_init(&defaults);
-    }
-    if (sodium_init() < 0)
-        return SRL_ESYS;
-    struct srl__shm *s = handle_new(cfg != NULL ? cfg : &defaults, SRL_STORE_SHARED);
+    struct srl__shm *s = handle_new(use, SRL_STORE_SHARED);
     if (s == NULL)
         return SRL_ENOMEM;
     memcpy(s->name, path, strlen(path) + 1);
@@ -548,14 +538,10 @@ int srl__shm_open(const char *name, const srl_config *cfg, unsigned flags,
 
 int srl__shm_open_anonymous(const srl_config *cfg, srl_limiter **out)
 {
-    if (out == NULL)
-        return SRL_EINVAL;
-    *out = NULL;
-    int rc = srl__config_check(cfg);
+    srl_config unused;
+    int rc = srl__open_prologue(cfg, 0, &unused, &cfg, out);
     if (rc != 0)
         return rc;
-    if (sodium_init() < 0)
-        return SRL_ESYS;
     struct srl__shm *s = handle_new(cfg, SRL_STORE_ANONYMOUS);
     if (s == NULL)
         return SRL_ENOMEM;
