@@ -130,6 +130,8 @@ int rlctl_name_valid(const char *name);
 int rlctl_owner_apply(const char *user);
 uint32_t rlctl_trusted_uid(void);
 void rlctl_owner_remedy(const char *name);
+/* rlctl_open.c: 1 if NAME's file is shorter than its header says. */
+int rlctl_truncated(const char *name, uint64_t *size, uint64_t *total);
 
 /* rlctl_escape.c: key bytes as printable ASCII; see the file for the rules.
  * rlctl_escape returns a malloc'd NUL-terminated string or NULL (ENOMEM). */
@@ -227,6 +229,7 @@ enum {
     RLCTL_WARN_UNTRACKED = 1u << 1, /* stats.full > 0 */
     RLCTL_WARN_REPAIRED = 1u << 2,  /* stats.recovered > 0 */
     RLCTL_WARN_TIMEOUTS = 1u << 3,  /* stats.timeouts > 0 */
+    RLCTL_WARN_TRUNCATED = 1u << 4, /* info.file_bytes < info.segment_bytes */
 };
 unsigned rlctl_warnings(const srl_info *in, const srl_stats *st);
 /* "ok", or the tokens joined by ',' ("load,untracked"); buf >= 48 bytes. */

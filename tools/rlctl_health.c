@@ -1,12 +1,13 @@
 /*
  * rlctl_health.c - what in a readable segment needs the operator.
  *
- * Four conditions, judged from srl_info + srl_stats alone (no walk, no
+ * Five conditions, judged from srl_info + srl_stats alone (no walk, no
  * lock beyond srl_stats_get's):
  *   load       used >= 90 % of capacity: inserts soon fail (or already do)
  *   untracked  decisions were made by on_full because the table was full
  *   repaired   buckets were repaired after a lock owner died
  *   timeouts   lock waits timed out (a process held a bucket lock too long)
+ *   truncated  the file is shorter than the table (srl_info.file_bytes)
  * The counters are totals since creation, so untracked, repaired and
  * timeouts stay shown until the segment is recreated: they say "this has
  * happened", which is what a status column is for; watch shows rates.
@@ -29,6 +30,9 @@ static const struct {
                                       "lock: run 'rlctl check', and find why workers die"},
     {RLCTL_WARN_TIMEOUTS, "timeouts", "lock waits timed out (those decisions came from "
                                       "on_full): look for stopped or stuck workers"},
+    {RLCTL_WARN_TRUNCATED, "truncated", "the segment's file is shorter than its table: a "
+                                        "worker that touches the missing part dies of SIGBUS: "
+                                        "stop the workers, destroy the segment, restart them"},
 };
 
 unsigned rlctl_warnings(const srl_info *in, const srl_stats *st)
@@ -44,6 +48,8 @@ unsigned rlctl_warnings(const srl_info *in, const srl_stats *st)
         w |= RLCTL_WARN_REPAIRED;
     if (st->timeouts != 0)
         w |= RLCTL_WARN_TIMEOUTS;
+    if (in->kind == SRL_STORE_SHARED && in->file_bytes < in->segment_bytes)
+        w |= RLCTL_WARN_TRUNCATED;
     return w;
 }
 

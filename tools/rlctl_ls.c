@@ -59,6 +59,9 @@ void rlctl_probe(const char *name, struct rlctl_seg *g)
     }
     g->open_rc = rc;
     g->status = rlctl_status_of(rc);
+    uint64_t size, total;
+    if (rc == SRL_ECORRUPT && rlctl_truncated(g->name, &size, &total))
+        g->status = "truncated";
 }
 
 /* Probe one name; returns 0, or -1 on ENOMEM.  Adds a row if it is shown. */

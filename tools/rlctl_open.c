@@ -25,7 +25,10 @@
 #include "rlctl.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 int rlctl_exit_code(int rc)
 {
@@ -74,6 +77,37 @@ static const char *remedy(int rc)
     }
 }
 
+/* 1 if NAME's file is shorter than its header's total (a truncation), with
+ * both sizes.  The header's total is read as plain bytes, for the message
+ * only: nothing is mapped. */
+int rlctl_truncated(const char *name, uint64_t *size, uint64_t *total)
+{
+    char path[300];
+    snprintf(path, sizeof path, "/dev/shm/%s", name[0] == '/' ? name + 1 : name);
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    struct stat st;
+    *total = 0;
+    /* total_bytes sits at offset 64 of the header (src/shm.h, layout 3). */
+    int got = fstat(fd, &st) == 0 && pread(fd, total, sizeof *total, 64) == (ssize_t)sizeof *total;
+    close(fd);
+    *size = got ? (uint64_t)st.st_size : 0;
+    return got && *size < *total;
+}
+
+static int say_truncated(const char *name)
+{
+    uint64_t size, total;
+    if (!rlctl_truncated(name, &size, &total))
+        return 0;
+    fprintf(stderr,
+            ": its file is %llu bytes but its header says %llu: it was truncated (workers "
+            "still using it die of SIGBUS): stop them, 'rlctl destroy %s', and restart them",
+            (unsigned long long)size, (unsigned long long)total, name);
+    return 1;
+}
+
 int rlctl_fail(const char *name, int rc)
 {
     int saved_errno = errno;
@@ -84,7 +118,7 @@ int rlctl_fail(const char *name, int rc)
     const char *r = remedy(rc);
     if (rc == SRL_EACCES && name != NULL)
         rlctl_owner_remedy(name);
-    else if (r != NULL)
+    else if (!(rc == SRL_ECORRUPT && name != NULL && say_truncated(name)) && r != NULL)
         fprintf(stderr, ": %s", r);
     fputc('\n', stderr);
     return rlctl_exit_code(rc);

@@ -614,6 +614,30 @@ START_TEST(a_segment_writable_by_others_exits_77_as_forbidden)
 }
 END_TEST
 
+/* A segment cut short (anyone who may write it can ftruncate it) is named
+ * as truncated by info and ls, with the sizes and what to do. */
+START_TEST(a_truncated_segment_is_named_as_such_by_info_and_ls)
+{
+    char name[160], want[600], st[32], path[200];
+    seg_name(name, sizeof name, "cut");
+    seg_create(name, "token_bucket:5/1h", "64", "0");
+    snprintf(path, sizeof path, "/dev/shm%s", name);
+    ck_assert_int_eq(truncate(path, 5000), 0);
+    run_result r;
+    RUN(&r, 65, "info", name);
+    snprintf(want, sizeof want,
+             "rlctl: %s: segment is corrupt (header or table inconsistent): its file is 5000 "
+             "bytes but its header says 7680: it was truncated (workers still using it die of "
+             "SIGBUS): stop them, 'rlctl destroy %s', and restart them\n",
+             name, name);
+    ck_assert_str_eq(r.err, want);
+    run_free(&r);
+    ck_assert_str_eq(ls_status(name, 0, st, sizeof st), "truncated");
+    RUN(&r, 0, "destroy", name, "--force");
+    run_free(&r);
+}
+END_TEST
+
 /* Run rlctl as uid/gid 65534 (nobody), from a child that dropped root. */
 static int run_as_nobody(run_result *r, const char *const *args)
 {
@@ -702,6 +726,7 @@ int main(void)
     tcase_add_test(tc, a_segment_writable_by_others_exits_77_as_forbidden);
     tcase_add_test(tc, check_reports_each_problem_and_exits_1);
     tcase_add_test(tc, root_refuses_another_users_segment_and_inspects_it_only_as_that_user);
+    tcase_add_test(tc, a_truncated_segment_is_named_as_such_by_info_and_ls);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }
