@@ -107,6 +107,7 @@ struct rstore {
     uint64_t capacity;
     uint64_t timeouts;        /* under mu */
     int fixed_time;           /* test hook: pass srl__now() instead of TIME */
+    int broken_no_pid_check;  /* test hook: share the parent's socket after fork */
     uint64_t created_unix_ns;
 };
 
@@ -134,7 +135,7 @@ static void drop(struct rstore *r)
 /* Under mu: make sure r->c is a live connection of this process. */
 static int ensure(struct rstore *r)
 {
-    if (r->c != NULL && r->pid != getpid())
+    if (r->c != NULL && r->pid != getpid() && !r->broken_no_pid_check)
         drop(r);   /* the parent's socket: never share a stream with it */
     if (r->c != NULL)
         return 0;
@@ -515,5 +516,16 @@ int srl__redis_fixed_time(srl_limiter *lim, int on)
     if (lim == NULL || lim->ops != &redis_ops)
         return SRL_EINVAL;
     rs_of(lim)->fixed_time = on;
+    return 0;
+}
+
+/* Test hook: a broken variant without the fork check, to show that the
+ * forked test catches it (children then share one socket). */
+int srl__redis_broken_no_pid_check(srl_limiter *lim, int on);
+int srl__redis_broken_no_pid_check(srl_limiter *lim, int on)
+{
+    if (lim == NULL || lim->ops != &redis_ops)
+        return SRL_EINVAL;
+    rs_of(lim)->broken_no_pid_check = on;
     return 0;
 }

@@ -31,6 +31,7 @@
 #include "testutil.h"
 
 int srl__redis_fixed_time(srl_limiter *lim, int on);
+int srl__redis_broken_no_pid_check(srl_limiter *lim, int on);
 
 static char dir[64];
 static char sock[96];
@@ -214,13 +215,10 @@ START_TEST(policy_per_prefix)
 }
 END_TEST
 
-START_TEST(forked_exact_count)
+/* Each child counts its admissions until its first denial; returns the
+ * total, or UINT32_MAX if any child saw an error. */
+static unsigned forked_total(srl_limiter *lim)
 {
-    pid_t srv = setup_server();
-    /* T = 1728 s: nothing refills while the test runs. */
-    srl_config cfg = gcra_cfg(1000, 20ull * 86400 * SEC);
-    srl_limiter *lim = NULL;
-    ck_assert_int_eq(srl_open_redis(uri, &cfg, &lim), 0);
     srl_decision d;
     /* The parent's connection is in use before the fork: each child must
      * make its own (pid check), or replies would interleave. */
@@ -251,21 +249,53 @@ START_TEST(forked_exact_count)
     close(go[0]);
     close(go[1]);
     unsigned total = 0;
+    int bad = 0;
     for (int i = 0; i < N; i++) {
         unsigned n;
         ck_assert_int_eq(read(res[0], &n, sizeof n), (ssize_t)sizeof n);
-        ck_assert_uint_lt(n, 1u << 31);
+        if (n >= 1u << 31)
+            bad = 1;
         total += n;
     }
     for (int i = 0; i < N; i++)
         waitpid(kids[i], NULL, 0);
+    close(res[0]);
+    close(res[1]);
+    return bad ? UINT32_MAX : total;
+}
+
+START_TEST(forked_exact_count)
+{
+    pid_t srv = setup_server();
+    /* T = 1728 s: nothing refills while the test runs. */
+    srl_config cfg = gcra_cfg(1000, 20ull * 86400 * SEC);
+    srl_limiter *lim = NULL;
+    ck_assert_int_eq(srl_open_redis(uri, &cfg, &lim), 0);
+    srl_decision d;
+    unsigned total = forked_total(lim);
     ck_assert_uint_eq(total, 1000);
     srl_stats st;
     ck_assert_int_eq(srl_stats_get(lim, &st), 0);
     ck_assert_uint_eq(st.allowed, 1000);
-    ck_assert_uint_eq(st.denied, N);
+    ck_assert_uint_eq(st.denied, 8);
     ck_assert_int_eq(srl_acquire(lim, "hot", 3, 1, &d), 0);
     ck_assert_int_eq(d.allowed, 0);
+    srl_close(lim);
+    teardown_server(srv);
+}
+END_TEST
+
+/* The broken variant (children keep the parent's socket) is caught: replies
+ * go to the wrong process, so counts or the protocol break. */
+START_TEST(forked_broken_variant_caught)
+{
+    pid_t srv = setup_server();
+    srl_config cfg = gcra_cfg(1000, 20ull * 86400 * SEC);
+    srl_limiter *lim = NULL;
+    ck_assert_int_eq(srl_open_redis(uri, &cfg, &lim), 0);
+    ck_assert_int_eq(srl__redis_broken_no_pid_check(lim, 1), 0);
+    unsigned total = forked_total(lim);
+    ck_assert_uint_ne(total, 1000);
     srl_close(lim);
     teardown_server(srv);
 }
@@ -342,6 +372,7 @@ int main(void)
     tcase_add_test(tc, trace_matches_core);
     tcase_add_test(tc, policy_per_prefix);
     tcase_add_test(tc, forked_exact_count);
+    tcase_add_test(tc, forked_broken_variant_caught);
     tcase_add_test(tc, stopped_server_degrades);
     tcase_add_test(tc, killed_server_reconnects);
     suite_add_tcase(s, tc);
