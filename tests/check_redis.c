@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <hiredis/hiredis.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -301,6 +302,52 @@ START_TEST(forked_broken_variant_caught)
 }
 END_TEST
 
+struct worker {
+    srl_limiter *lim;
+    pthread_barrier_t *start;
+    unsigned n;
+    int rc;
+};
+
+static void *worker_run(void *p)
+{
+    struct worker *w = p;
+    srl_decision d;
+    pthread_barrier_wait(w->start);
+    while ((w->rc = srl_acquire(w->lim, "t", 1, 1, &d)) == 0 && d.allowed)
+        w->n++;
+    return NULL;
+}
+
+/* Threads share the one connection (under the store's mutex): exact too. */
+START_TEST(threads_exact_count)
+{
+    pid_t srv = setup_server();
+    srl_config cfg = gcra_cfg(500, 20ull * 86400 * SEC);
+    srl_limiter *lim = NULL;
+    ck_assert_int_eq(srl_open_redis(uri, &cfg, &lim), 0);
+    enum { NT = 4 };
+    pthread_barrier_t start;
+    pthread_barrier_init(&start, NULL, NT);
+    struct worker w[NT];
+    pthread_t t[NT];
+    for (int i = 0; i < NT; i++) {
+        w[i] = (struct worker){.lim = lim, .start = &start};
+        ck_assert_int_eq(pthread_create(&t[i], NULL, worker_run, &w[i]), 0);
+    }
+    unsigned total = 0;
+    for (int i = 0; i < NT; i++) {
+        pthread_join(t[i], NULL);
+        ck_assert_int_eq(w[i].rc, 0);
+        total += w[i].n;
+    }
+    ck_assert_uint_eq(total, 500);
+    pthread_barrier_destroy(&start);
+    srl_close(lim);
+    teardown_server(srv);
+}
+END_TEST
+
 START_TEST(stopped_server_degrades)
 {
     pid_t srv = setup_server();
@@ -373,6 +420,7 @@ int main(void)
     tcase_add_test(tc, policy_per_prefix);
     tcase_add_test(tc, forked_exact_count);
     tcase_add_test(tc, forked_broken_variant_caught);
+    tcase_add_test(tc, threads_exact_count);
     tcase_add_test(tc, stopped_server_degrades);
     tcase_add_test(tc, killed_server_reconnects);
     suite_add_tcase(s, tc);
