@@ -25,7 +25,9 @@
  *                                mapping, for a parent that creates the
  *                                limiter and then forks its workers;
  *        - srl_open_local():     an in-process store (liburcu lock-free hash
- *                                table) for one threaded process.
+ *                                table) for one threaded process;
+ *        - srl_open_redis():     states in a Redis server, one limit across
+ *                                hosts (GCRA only; see its comment).
  *      The same srl_acquire / srl_evict_idle / srl_stats calls work on all.
  *
  *   3. Header helpers: Retry-After, RateLimit-Policy and RateLimit field
