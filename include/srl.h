@@ -25,7 +25,9 @@
  *                                mapping, for a parent that creates the
  *                                limiter and then forks its workers;
  *        - srl_open_local():     an in-process store (liburcu lock-free hash
- *                                table) for one threaded process.
+ *                                table) for one threaded process;
+ *        - srl_open_redis():     states in a Redis server, one limit across
+ *                                hosts (GCRA only; see its comment).
  *      The same srl_acquire / srl_evict_idle / srl_stats calls work on all.
  *
  *   3. Header helpers: Retry-After, RateLimit-Policy and RateLimit field
@@ -305,6 +307,33 @@ SRL_API int srl_open_anonymous(const srl_config *cfg, srl_limiter **out);
 /* The in-process store (liburcu).  cfg->capacity bounds the number of keys. */
 SRL_API int srl_open_local(const srl_config *cfg, srl_limiter **out);
 
+/*
+ * A store in a Redis server, shared by every host that opens the same uri
+ * and prefix.  uri: "unix:///path/to/redis.sock" or "redis://host:port",
+ * optionally followed by "?prefix=P" (1..128 bytes, default "srl"); the
+ * keys used are P:cfg (the policy and the clock's epoch), P:stats and
+ * P:k:<key>, each key's entry expiring (PEXPIRE) when its state comes to
+ * rest.  Decisions are made by a server-side Lua script (EVALSHA) on the
+ * server's TIME, so hosts with skewed clocks agree; cfg->ticker is not used.
+ *
+ * Only SRL_GCRA is supported (other algorithms: SRL_ENOTSUP), with
+ * permits * ceil(window / permits) < 2^51 ns (~26 days; else SRL_ENOTSUP).
+ * Decisions equal the in-process ones exactly for 2^52 ns (~52 days) after
+ * P:cfg was first created; past that, delete the prefix's keys.  Another
+ * policy stored under the prefix: SRL_EMISMATCH.
+ *
+ * Connect and each command wait at most cfg->lock_timeout_ms.  A server
+ * that is slow or down makes srl_acquire/srl_peek return SRL_ETIMEDOUT or
+ * SRL_ESYS with *d from on_full flagged SRL_DECISION_DEGRADED; the next call
+ * reconnects.  One connection per limiter, shared by threads under a mutex,
+ * re-made in a forked child.  srl_stats_get: allowed and denied from P:stats
+ * (all hosts), timeouts of this handle, used 0 (not counted).
+ * srl_foreach, srl_evict_idle and srl_check: SRL_ENOTSUP (Redis expires
+ * idle keys itself).  Built only with hiredis (meson -Dredis=enabled|auto);
+ * without it srl_open_redis returns SRL_ENOTSUP.
+ */
+SRL_API int srl_open_redis(const char *uri, const srl_config *cfg, srl_limiter **out);
+
 /* Unmap and free the handle; the segment itself stays.  NULL is a no-op. */
 SRL_API void srl_close(srl_limiter *lim);
 
@@ -357,7 +386,8 @@ typedef struct srl_stats {
 SRL_API int srl_stats_get(srl_limiter *lim, srl_stats *out);
 
 typedef enum srl_store_kind {
-    SRL_STORE_SHARED = 0, SRL_STORE_ANONYMOUS = 1, SRL_STORE_LOCAL = 2
+    SRL_STORE_SHARED = 0, SRL_STORE_ANONYMOUS = 1, SRL_STORE_LOCAL = 2,
+    SRL_STORE_REDIS = 3       /* srl_open_redis; name holds the key prefix */
 } srl_store_kind;
 
 typedef struct srl_info {

@@ -1,0 +1,531 @@
+/*
+ * redis_store.c - the Redis store (srl_open_redis): per-key states live in a
+ * Redis server, decided by a server-side Lua script, so several hosts share
+ * one limit.
+ *
+ * WHAT IT HOLDS
+ *   Keys under a prefix P (default "srl"):
+ *     P:cfg        hash: policy (srl_policy_format text), esec, eusec (the
+ *                  server's TIME at creation: the epoch of the store's clock)
+ *     P:stats      hash: allowed, denied (HINCRBY in the script)
+ *     P:k:<key>    string: the GCRA tat, decimal ns since the epoch; set with
+ *                  PX so it expires exactly when the state comes to rest
+ *   Only GCRA is supported: its state is one integer, exact in Lua's doubles.
+ *
+ * INVARIANTS
+ *   - Time is the server's TIME (so skewed hosts agree), in ns since the
+ *     epoch in P:cfg, computed as ((sec-esec)*1e6 + (usec-eusec))*1000 so
+ *     no intermediate exceeds the result.  Every value the script handles
+ *     (now, tat, need, tau) is an integer below 2^53, hence exact, as long as
+ *     now + 2*tau < 2^53 ns: tau is limited to 2^51 ns (~26 days) at open,
+ *     and the store is exact for 2^52 ns (~52 days) after P:cfg was created.
+ *     Past that, delete P:cfg and P:k:* (the limits start fresh).
+ *   - The script decides exactly as algo_gcra.c (same T, tau, remaining,
+ *     retry_after, reset_after); integer division is floor(a/b) corrected
+ *     by one step, since a/b in doubles may round up to the next integer.
+ *   - A denied request writes nothing but the denied counter.
+ *
+ * CONCURRENCY AND FAULTS
+ *   One connection per limiter, guarded by a mutex (threads take turns; a
+ *   command is one round trip).  It is made lazily, re-made after fork (pid
+ *   check) and after any I/O error.  Connect and command waits are bounded
+ *   by lock_timeout_ms; a failure returns SRL_ETIMEDOUT (the wait expired)
+ *   or SRL_ESYS (refused, reset, ...) with *d from on_full flagged
+ *   SRL_DECISION_DEGRADED.  The next call tries to reconnect once.
+ */
+#include "limiter.h"
+
+#include <errno.h>
+#include <hiredis/hiredis.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#define PREFIX_MAX 128
+#define TAU_MAX (1ull << 51)
+
+static const char acquire_lua[] =
+    "if redis.replicate_commands then redis.replicate_commands() end\n"
+    "local c = redis.call('HMGET', KEYS[2], 'esec', 'eusec')\n"
+    "if not c[1] or not c[2] then return redis.error_reply('SRLNOCFG the prefix has no config hash') end\n"
+    "local now\n"
+    "if ARGV[5] ~= '' then now = tonumber(ARGV[5]) else\n"
+    "  local t = redis.call('TIME')\n"
+    "  now = ((tonumber(t[1]) - tonumber(c[1])) * 1000000 + (tonumber(t[2]) - tonumber(c[2]))) * 1000\n"
+    "end\n"
+    "if now < 0 then now = 0 end\n"
+    "local cost, T, tau = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])\n"
+    "local v = redis.call('GET', KEYS[1])\n"
+    "local commit = ARGV[1] == 'a'\n"
+    "if not commit and not v then return {-1} end\n"
+    "local tat = tonumber(v or '0')\n"
+    "local base = tat > now and tat or now\n"
+    "local used = base - now\n"
+    "local need = base + cost * T - now\n"
+    "local function div(a, b)\n"
+    "  local q = math.floor(a / b)\n"
+    "  if q * b > a then q = q - 1 elseif (q + 1) * b <= a then q = q + 1 end\n"
+    "  return q\n"
+    "end\n"
+    "if need <= tau then\n"
+    "  if commit then\n"
+    "    redis.call('SET', KEYS[1], string.format('%.0f', base + cost * T), 'PX',\n"
+    "               string.format('%.0f', math.ceil(need / 1000000)))\n"
+    "    redis.call('HINCRBY', KEYS[3], 'allowed', 1)\n"
+    "  end\n"
+    "  return {1, div(tau - need, T), 0, need}\n"
+    "end\n"
+    "if commit then redis.call('HINCRBY', KEYS[3], 'denied', 1) end\n"
+    "local rem = 0\n"
+    "if used < tau then rem = div(tau - used, T) end\n"
+    "return {0, rem, need - tau, used}\n";
+
+/* Creates P:cfg or checks it: 1 same policy, 0 another policy. */
+static const char open_lua[] =
+    "if redis.replicate_commands then redis.replicate_commands() end\n"
+    "local p = redis.call('HGET', KEYS[1], 'policy')\n"
+    "if p then if p == ARGV[1] then return 1 else return 0 end end\n"
+    "local t = redis.call('TIME')\n"
+    "redis.call('HSET', KEYS[1], 'policy', ARGV[1], 'esec', t[1], 'eusec', t[2])\n"
+    "return 1\n";
+
+struct rstore {
+    srl_limiter lim;
+    pthread_mutex_t mu;
+    redisContext *c;          /* NULL: not connected */
+    pid_t pid;                /* process that made c */
+    char sha[48];             /* of acquire_lua, "" until loaded once */
+    char unix_path[256];      /* "" for TCP */
+    char host[256];
+    int port;
+    char prefix[PREFIX_MAX + 1];
+    uint64_t T, tau;
+    uint64_t capacity;
+    uint64_t timeouts;        /* under mu */
+    int fixed_time;           /* test hook: pass srl__now() instead of TIME */
+    int broken_no_pid_check;  /* test hook: share the parent's socket after fork */
+    uint64_t created_unix_ns;
+};
+
+static struct rstore *rs_of(srl_limiter *lim) { return lim->impl; }
+
+static int io_error(redisContext *c, int saved_errno)
+{
+    if (c != NULL && c->err == REDIS_ERR_IO &&
+        (saved_errno == EAGAIN || saved_errno == EWOULDBLOCK || saved_errno == ETIMEDOUT ||
+         saved_errno == EINPROGRESS))
+        return SRL_ETIMEDOUT;
+    if (c != NULL && c->err == REDIS_ERR_IO && saved_errno != 0)
+        errno = saved_errno;
+    return SRL_ESYS;
+}
+
+/* Under mu: drop the connection (after an error, or inherited over fork). */
+static void drop(struct rstore *r)
+{
+    if (r->c != NULL)
+        redisFree(r->c);
+    r->c = NULL;
+}
+
+/* Under mu: make sure r->c is a live connection of this process. */
+static int ensure(struct rstore *r)
+{
+    if (r->c != NULL && r->pid != getpid() && !r->broken_no_pid_check)
+        drop(r);   /* the parent's socket: never share a stream with it */
+    if (r->c != NULL)
+        return 0;
+    uint32_t ms = r->lim.lock_timeout_ms;
+    struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
+    errno = 0;
+    redisContext *c = r->unix_path[0] != '\0' ? redisConnectUnixWithTimeout(r->unix_path, tv)
+                                              : redisConnectWithTimeout(r->host, r->port, tv);
+    int e = errno;
+    if (c == NULL)
+        return SRL_ENOMEM;
+    if (c->err != 0 || redisSetTimeout(c, tv) != REDIS_OK) {
+        int rc = io_error(c, e ? e : errno);
+        if (rc == SRL_ESYS && c->err == REDIS_ERR_IO && e == ETIMEDOUT)
+            rc = SRL_ETIMEDOUT;
+        redisFree(c);
+        return rc;
+    }
+    r->c = c;
+    r->pid = getpid();
+    return 0;
+}
+
+/* Under mu: one command; NULL with *rc set on failure (connection dropped). */
+static redisReply *command(struct rstore *r, int argc, const char **argv, const size_t *lens,
+                           int *rc)
+{
+    *rc = ensure(r);
+    if (*rc != 0)
+        return NULL;
+    /* hiredis write()s: a server gone away must not kill the caller with
+     * SIGPIPE.  Block it in this thread for the call and swallow only a
+     * SIGPIPE this write raised (one already pending stays pending). */
+    sigset_t pipe_set, old;
+    sigemptyset(&pipe_set);
+    sigaddset(&pipe_set, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+    sigset_t pending;
+    sigpending(&pending);
+    int was_pending = sigismember(&pending, SIGPIPE);
+    errno = 0;
+    redisReply *rep = redisCommandArgv(r->c, argc, argv, lens);
+    int e = errno;
+    if (!was_pending) {
+        sigpending(&pending);
+        if (sigismember(&pending, SIGPIPE)) {
+            struct timespec zero = {0, 0};
+            while (sigtimedwait(&pipe_set, NULL, &zero) < 0 && errno == EINTR) {
+            }
+        }
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rep == NULL) {
+        *rc = io_error(r->c, e);
+        drop(r);
+    }
+    return rep;
+}
+
+/* Under mu: SCRIPT LOAD the acquire script; 0 or an SRL_E* code. */
+static int load_script(struct rstore *r)
+{
+    const char *argv[] = {"SCRIPT", "LOAD", acquire_lua};
+    size_t lens[] = {6, 4, sizeof acquire_lua - 1};
+    int rc;
+    redisReply *rep = command(r, 3, argv, lens, &rc);
+    if (rep == NULL)
+        return rc;
+    rc = SRL_ESYS;
+    if (rep->type == REDIS_REPLY_STRING && rep->len < sizeof r->sha) {
+        memcpy(r->sha, rep->str, rep->len);
+        r->sha[rep->len] = '\0';
+        rc = 0;
+    }
+    freeReplyObject(rep);
+    return rc;
+}
+
+/* Under mu: create P:cfg with this policy, or check the stored one.
+ * 0, SRL_EMISMATCH or a connection error. */
+static int open_cfg(struct rstore *r)
+{
+    char ptext[SRL_POLICY_TEXT_MAX], cfgkey[PREFIX_MAX + 8];
+    int rc = srl_policy_format(&r->lim.policy, ptext, sizeof ptext);
+    if (rc < 0)
+        return rc;
+    snprintf(cfgkey, sizeof cfgkey, "%s:cfg", r->prefix);
+    const char *argv[] = {"EVAL", open_lua, "1", cfgkey, ptext};
+    size_t lens[] = {4, sizeof open_lua - 1, 1, strlen(cfgkey), strlen(ptext)};
+    redisReply *rep = command(r, 5, argv, lens, &rc);
+    if (rep == NULL)
+        return rc;
+    rc = rep->type != REDIS_REPLY_INTEGER ? SRL_ESYS : rep->integer == 1 ? 0 : SRL_EMISMATCH;
+    freeReplyObject(rep);
+    return rc;
+}
+
+static size_t key_name(const struct rstore *r, const char *what, const void *key, size_t len,
+                       char *buf)
+{
+    size_t n = (size_t)snprintf(buf, PREFIX_MAX + 8, "%s:%s", r->prefix, what);
+    memcpy(buf + n, key, len);
+    return n + len;
+}
+
+/* One decision.  commit: acquire, else peek. */
+static int decide(srl_limiter *lim, const void *key, size_t len, uint32_t cost, int commit,
+                  srl_decision *d)
+{
+    struct rstore *r = rs_of(lim);
+    char kbuf[PREFIX_MAX + 8 + SRL_KEY_MAX], cfg[PREFIX_MAX + 8], st[PREFIX_MAX + 8];
+    char a_cost[24], a_T[24], a_tau[24], a_now[24] = "";
+    size_t klen = key_name(r, "k:", key, len, kbuf);
+    snprintf(cfg, sizeof cfg, "%s:cfg", r->prefix);
+    snprintf(st, sizeof st, "%s:stats", r->prefix);
+    snprintf(a_cost, sizeof a_cost, "%u", cost);
+    snprintf(a_T, sizeof a_T, "%llu", (unsigned long long)r->T);
+    snprintf(a_tau, sizeof a_tau, "%llu", (unsigned long long)r->tau);
+
+    pthread_mutex_lock(&r->mu);
+    int rc = r->sha[0] == '\0' ? load_script(r) : 0;
+    redisReply *rep = NULL;
+    for (int attempt = 0; rc == 0 && attempt < 3; attempt++) {
+        if (r->fixed_time)
+            snprintf(a_now, sizeof a_now, "%llu", (unsigned long long)srl__now(lim));
+        const char *argv[] = {"EVALSHA", r->sha, "3", kbuf, cfg, st,
+                              commit ? "a" : "p", a_cost, a_T, a_tau, a_now};
+        size_t lens[11];
+        for (int i = 0; i < 11; i++)
+            lens[i] = strlen(argv[i]);
+        lens[3] = klen;
+        rep = command(r, 11, argv, lens, &rc);
+        if (rep != NULL && rep->type == REDIS_REPLY_ERROR &&
+            strncmp(rep->str, "NOSCRIPT", 8) == 0 && attempt < 2) {
+            freeReplyObject(rep);
+            rep = NULL;
+            rc = load_script(r);   /* the server restarted or flushed its scripts */
+            continue;
+        }
+        if (rep != NULL && rep->type == REDIS_REPLY_ERROR &&
+            strncmp(rep->str, "SRLNOCFG", 8) == 0 && attempt < 2) {
+            /* A server restarted without persistence lost P:cfg (and every
+             * state with it): start the prefix over with this policy. */
+            freeReplyObject(rep);
+            rep = NULL;
+            rc = open_cfg(r);
+            continue;
+        }
+        break;
+    }
+    if (rc == SRL_ETIMEDOUT)
+        r->timeouts++;
+    pthread_mutex_unlock(&r->mu);
+
+    if (rc != 0) {
+        srl__decide_on_full(lim, SRL_DECISION_DEGRADED, d);
+        return rc;
+    }
+    rc = SRL_ECORRUPT;  /* a reply this script never gives: P:cfg or a state was altered */
+    if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 1 &&
+        rep->element[0]->type == REDIS_REPLY_INTEGER && rep->element[0]->integer == -1) {
+        rc = SRL_ENOENT;
+    } else if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 4) {
+        long long v[4];
+        int ok = 1;
+        for (int i = 0; i < 4; i++) {
+            ok &= rep->element[i]->type == REDIS_REPLY_INTEGER && rep->element[i]->integer >= 0;
+            v[i] = rep->element[i]->integer;
+        }
+        if (ok) {
+            *d = (srl_decision){.allowed = (int)v[0], .limit = lim->policy.permits,
+                                .remaining = (uint32_t)v[1], .retry_after_ns = (uint64_t)v[2],
+                                .reset_after_ns = (uint64_t)v[3], .flags = 0};
+            rc = 0;
+        }
+    }
+    freeReplyObject(rep);
+    return rc;
+}
+
+static int rs_acquire(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
+                      srl_decision *d)
+{
+    return decide(lim, key, len, cost, 1, d);
+}
+
+static int rs_peek(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
+                   srl_decision *d)
+{
+    return decide(lim, key, len, cost, 0, d);
+}
+
+static int rs_reset_key(srl_limiter *lim, const void *key, size_t len)
+{
+    struct rstore *r = rs_of(lim);
+    char kbuf[PREFIX_MAX + 8 + SRL_KEY_MAX];
+    size_t klen = key_name(r, "k:", key, len, kbuf);
+    const char *argv[] = {"DEL", kbuf};
+    size_t lens[] = {3, klen};
+    int rc;
+    pthread_mutex_lock(&r->mu);
+    redisReply *rep = command(r, 2, argv, lens, &rc);
+    pthread_mutex_unlock(&r->mu);
+    if (rep == NULL)
+        return rc;
+    rc = rep->type != REDIS_REPLY_INTEGER ? SRL_ESYS : rep->integer == 1 ? 0 : SRL_ENOENT;
+    freeReplyObject(rep);
+    return rc;
+}
+
+static int rs_stats(srl_limiter *lim, srl_stats *out)
+{
+    struct rstore *r = rs_of(lim);
+    char st[PREFIX_MAX + 8];
+    snprintf(st, sizeof st, "%s:stats", r->prefix);
+    const char *argv[] = {"HMGET", st, "allowed", "denied"};
+    size_t lens[] = {5, strlen(st), 7, 6};
+    int rc;
+    pthread_mutex_lock(&r->mu);
+    redisReply *rep = command(r, 4, argv, lens, &rc);
+    uint64_t timeouts = r->timeouts;
+    pthread_mutex_unlock(&r->mu);
+    if (rep == NULL)
+        return rc;
+    *out = (srl_stats){.capacity = r->capacity, .timeouts = timeouts};
+    rc = SRL_ESYS;
+    if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 2) {
+        for (int i = 0; i < 2; i++) {
+            redisReply *e = rep->element[i];
+            uint64_t v = e->type == REDIS_REPLY_STRING ? strtoull(e->str, NULL, 10) : 0;
+            *(i == 0 ? &out->allowed : &out->denied) = v;
+        }
+        rc = 0;
+    }
+    freeReplyObject(rep);
+    return rc;
+}
+
+static int rs_info(srl_limiter *lim, srl_info *out)
+{
+    struct rstore *r = rs_of(lim);
+    memset(out, 0, sizeof *out);
+    out->kind = SRL_STORE_REDIS;
+    out->policy = lim->policy;
+    out->on_full = lim->on_full;
+    out->capacity = r->capacity;
+    out->creator_pid = (int32_t)r->pid;
+    out->created_unix_ns = r->created_unix_ns;
+    snprintf(out->name, sizeof out->name, "%s", r->prefix);
+    return 0;
+}
+
+static int64_t rs_notsup(srl_limiter *lim)
+{
+    (void)lim;
+    return SRL_ENOTSUP;
+}
+
+static int64_t rs_foreach(srl_limiter *lim, srl_foreach_fn fn, void *ctx)
+{
+    (void)lim;
+    (void)fn;
+    (void)ctx;
+    return SRL_ENOTSUP;
+}
+
+static void rs_close(srl_limiter *lim)
+{
+    struct rstore *r = rs_of(lim);
+    /* In a child this closes only the child's copy of the socket. */
+    drop(r);
+    pthread_mutex_destroy(&r->mu);
+    free(r);
+}
+
+static const struct srl__store_ops redis_ops = {
+    .acquire = rs_acquire,
+    .peek = rs_peek,
+    .reset_key = rs_reset_key,
+    .evict_idle = rs_notsup,
+    .stats = rs_stats,
+    .info = rs_info,
+    .foreach = rs_foreach,
+    .check = NULL,
+    .close = rs_close,
+};
+
+/* unix:///path[?prefix=P] or redis://host:port[?prefix=P]. */
+static int parse_uri(struct rstore *r, const char *uri)
+{
+    const char *q = strchr(uri, '?');
+    size_t body = q != NULL ? (size_t)(q - uri) : strlen(uri);
+    snprintf(r->prefix, sizeof r->prefix, "srl");
+    if (q != NULL) {
+        if (strncmp(q, "?prefix=", 8) != 0)
+            return SRL_EINVAL;
+        size_t n = strlen(q + 8);
+        if (n == 0 || n > PREFIX_MAX || strpbrk(q + 8, "&?") != NULL)
+            return SRL_EINVAL;
+        memcpy(r->prefix, q + 8, n + 1);
+    }
+    if (strncmp(uri, "unix://", 7) == 0) {
+        size_t n = body - 7;
+        if (n == 0 || n >= sizeof r->unix_path || uri[7] != '/')
+            return SRL_EINVAL;
+        memcpy(r->unix_path, uri + 7, n);
+        r->unix_path[n] = '\0';
+        return 0;
+    }
+    if (strncmp(uri, "redis://", 8) == 0) {
+        const char *h = uri + 8, *colon = memchr(h, ':', body - 8);
+        if (colon == NULL || colon == h || (size_t)(colon - h) >= sizeof r->host)
+            return SRL_EINVAL;
+        memcpy(r->host, h, (size_t)(colon - h));
+        r->host[colon - h] = '\0';
+        char *end;
+        long port = strtol(colon + 1, &end, 10);
+        if (end != uri + body || end == colon + 1 || port < 1 || port > 65535)
+            return SRL_EINVAL;
+        r->port = (int)port;
+        return 0;
+    }
+    return SRL_EINVAL;
+}
+
+int srl_open_redis(const char *uri, const srl_config *cfg, srl_limiter **out)
+{
+    srl_config unused;
+    int rc = srl__open_prologue(cfg, 0, &unused, &cfg, out);
+    if (rc != 0)
+        return rc;
+    if (uri == NULL)
+        return SRL_EINVAL;
+    if (cfg->policy.algorithm != SRL_GCRA)
+        return SRL_ENOTSUP;
+    const srl_policy *p = &cfg->policy;
+    uint64_t T = p->window_ns / p->permits + (p->window_ns % p->permits != 0);
+    srl__u128 tau = (srl__u128)p->permits * T;
+    if (tau >= TAU_MAX)  /* keeps now + 2*tau < 2^53 for 2^52 ns */
+        return SRL_ENOTSUP;
+
+    struct rstore *r = calloc(1, sizeof *r);
+    if (r == NULL)
+        return SRL_ENOMEM;
+    rc = parse_uri(r, uri);
+    if (rc != 0) {
+        free(r);
+        return rc;
+    }
+    srl__limiter_init(&r->lim, &redis_ops, cfg);
+    r->lim.impl = r;
+    r->T = T;
+    r->tau = (uint64_t)tau;
+    r->capacity = cfg->capacity;
+    r->pid = getpid();
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    r->created_unix_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    pthread_mutex_init(&r->mu, NULL);
+
+    rc = open_cfg(r);
+    if (rc == 0)
+        rc = load_script(r);
+    if (rc != 0) {
+        rs_close(&r->lim);
+        return rc;
+    }
+    *out = &r->lim;
+    return 0;
+}
+
+/* Test hook (tests/check_redis.c): pass the limiter's ticker time to the
+ * script instead of the server's TIME, so a test can compare exact
+ * decisions with the pure core. */
+int srl__redis_fixed_time(srl_limiter *lim, int on);
+int srl__redis_fixed_time(srl_limiter *lim, int on)
+{
+    if (lim == NULL || lim->ops != &redis_ops)
+        return SRL_EINVAL;
+    rs_of(lim)->fixed_time = on;
+    return 0;
+}
+
+/* Test hook: a broken variant without the fork check, to show that the
+ * forked test catches it (children then share one socket). */
+int srl__redis_broken_no_pid_check(srl_limiter *lim, int on);
+int srl__redis_broken_no_pid_check(srl_limiter *lim, int on)
+{
+    if (lim == NULL || lim->ops != &redis_ops)
+        return SRL_EINVAL;
+    rs_of(lim)->broken_no_pid_check = on;
+    return 0;
+}

@@ -1,0 +1,432 @@
+/*
+ * check_redis.c - the Redis store (srl_open_redis) against a real
+ * redis-server that each test starts itself (unix socket in a mkdtemp
+ * directory, no persistence) and stops by pid.
+ *
+ *   - exact decisions: a GCRA trace with the ticker's time passed to the
+ *     script (test hook srl__redis_fixed_time) equals the pure core's
+ *     srl_state_acquire/peek, decision by decision; keys carry a PTTL;
+ *   - policy stored per prefix (SRL_EMISMATCH), ENOTSUP cases, ENOENT;
+ *   - 8 forked processes on one key, started together, each acquiring until
+ *     denied: exactly `permits` admitted in total (the script is atomic);
+ *   - SIGSTOP: a call returns SRL_ETIMEDOUT with on_full's DEGRADED answer;
+ *     SIGCONT: it recovers;  SIGKILL + restart on the same socket: ESYS
+ *     DEGRADED, then the store reconnects and works again.
+ */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <hiredis/hiredis.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "srl.h"
+#include "testutil.h"
+
+int srl__redis_fixed_time(srl_limiter *lim, int on);
+int srl__redis_broken_no_pid_check(srl_limiter *lim, int on);
+
+static char dir[64];
+static char sock[96];
+static char uri[160];
+
+static int sock_ready(void)
+{
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    snprintf(a.sun_path, sizeof a.sun_path, "%s", sock);
+    int ok = connect(fd, (struct sockaddr *)&a, sizeof a) == 0;
+    close(fd);
+    return ok;
+}
+
+/* Start redis-server on `sock`; returns its pid once it accepts. */
+static pid_t server_start(void)
+{
+    unlink(sock);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        dup2(null, 1);
+        dup2(null, 2);
+        execlp("redis-server", "redis-server", "--port", "0", "--unixsocket", sock,
+               "--save", "", "--appendonly", "no", "--dir", dir, (char *)NULL);
+        _exit(127);
+    }
+    /* Readiness poll, bounded by the test's timeout, not a timing assumption. */
+    while (!sock_ready()) {
+        int st;
+        ck_assert_int_eq(waitpid(pid, &st, WNOHANG), 0);
+        usleep(5000);
+    }
+    return pid;
+}
+
+static void server_stop(pid_t pid)
+{
+    kill(pid, SIGCONT);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+}
+
+static pid_t setup_server(void)
+{
+    snprintf(dir, sizeof dir, "/tmp/srl-redis-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(sock, sizeof sock, "%s/redis.sock", dir);
+    snprintf(uri, sizeof uri, "unix://%s", sock);
+    return server_start();
+}
+
+static void teardown_server(pid_t pid)
+{
+    server_stop(pid);
+    unlink(sock);
+    rmdir(dir);
+}
+
+static srl_config gcra_cfg(uint32_t permits, uint64_t window)
+{
+    srl_config cfg;
+    srl_config_init(&cfg);
+    cfg.policy = (srl_policy){SRL_GCRA, permits, window};
+    return cfg;
+}
+
+static long long pttl(const char *key)
+{
+    redisContext *c = redisConnectUnix(sock);
+    ck_assert(c != NULL && c->err == 0);
+    redisReply *r = redisCommand(c, "PTTL %s", key);
+    ck_assert_int_eq(r->type, REDIS_REPLY_INTEGER);
+    long long v = r->integer;
+    freeReplyObject(r);
+    redisFree(c);
+    return v;
+}
+
+static void same(const srl_decision *a, const srl_decision *b, int step)
+{
+    ck_assert_msg(a->allowed == b->allowed && a->remaining == b->remaining &&
+                      a->retry_after_ns == b->retry_after_ns &&
+                      a->reset_after_ns == b->reset_after_ns && a->limit == b->limit &&
+                      a->flags == b->flags,
+                  "step %d: redis %d/%u/%llu/%llu, core %d/%u/%llu/%llu", step, a->allowed,
+                  a->remaining, (unsigned long long)a->retry_after_ns,
+                  (unsigned long long)a->reset_after_ns, b->allowed, b->remaining,
+                  (unsigned long long)b->retry_after_ns, (unsigned long long)b->reset_after_ns);
+}
+
+START_TEST(trace_matches_core)
+{
+    pid_t srv = setup_server();
+    fake_clock clk = {.now = 0};
+    /* 7 per minute: T = ceil(60 s / 7), not a whole number of ms. */
+    srl_config cfg = gcra_cfg(7, 60 * SEC);
+    cfg.ticker = fake_ticker(&clk);
+    srl_limiter *lim = NULL;
+    ck_assert_int_eq(srl_open_redis(uri, &cfg, &lim), 0);
+    ck_assert_int_eq(srl__redis_fixed_time(lim, 1), 0);
+
+    srl_decision d, e;
+    ck_assert_int_eq(srl_peek(lim, "k", 1, 1, &d), SRL_ENOENT);
+    ck_assert_int_eq(srl_reset_key(lim, "k", 1), SRL_ENOENT);
+
+    uint64_t state[8];
+    ck_assert_int_eq(srl_state_init(&cfg.policy, state, 0), 0);
+    uint64_t seed = 12345;
+    unsigned allowed = 0, denied = 0;
+    for (int i = 0; i < 300; i++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        /* Mostly bursts, sometimes long gaps; odd ns values. */
+        uint64_t step = (seed >> 60) % 4 == 0 ? (seed >> 8) % (40 * SEC) : (seed >> 8) % (4 * SEC);
+        clk.now += step;
+        uint32_t cost = 1 + (uint32_t)((seed >> 50) % 3);
+        if (i > 0) {
+            ck_assert_int_eq(srl_peek(lim, "k", 1, cost, &d), 0);
+            ck_assert_int_eq(srl_state_peek(&cfg.policy, state, clk.now, cost, &e), 0);
+            same(&d, &e, i);
+        }
+        ck_assert_int_eq(srl_acquire(lim, "k", 1, cost, &d), 0);
+        ck_assert_int_eq(srl_state_acquire(&cfg.policy, state, clk.now, cost, &e), 0);
+        same(&d, &e, i);
+        allowed += d.allowed;
+        denied += !d.allowed;
+    }
+    ck_assert_uint_gt(allowed, 20);
+    ck_assert_uint_gt(denied, 20);
+
+    /* The key's entry expires, at the latest when its state is at rest. */
+    long long t = pttl("srl:k:k");
+    ck_assert_int_gt(t, 0);
+    ck_assert_int_le(t, (long long)(60 * SEC / MS) + 1);
+
+    srl_stats st;
+    ck_assert_int_eq(srl_stats_get(lim, &st), 0);
+    ck_assert_uint_eq(st.allowed, allowed);
+    ck_assert_uint_eq(st.denied, denied);
+    srl_info info;
+    ck_assert_int_eq(srl_info_get(lim, &info), 0);
+    ck_assert_int_eq(info.kind, SRL_STORE_REDIS);
+    ck_assert_str_eq(info.name, "srl");
+    ck_assert_int_eq(srl_evict_idle(lim), SRL_ENOTSUP);
+
+    ck_assert_int_eq(srl_reset_key(lim, "k", 1), 0);
+    ck_assert_int_eq(srl_peek(lim, "k", 1, 1, &d), SRL_ENOENT);
+    srl_close(lim);
+    teardown_server(srv);
+}
+END_TEST
+
+START_TEST(policy_per_prefix)
+{
+    pid_t srv = setup_server();
+    srl_config a = gcra_cfg(10, 60 * SEC), b = gcra_cfg(11, 60 * SEC);
+    srl_limiter *l1 = NULL, *l2 = NULL;
+    ck_assert_int_eq(srl_open_redis(uri, &a, &l1), 0);
+    ck_assert_int_eq(srl_open_redis(uri, &b, &l2), SRL_EMISMATCH);
+    ck_assert_ptr_null(l2);
+    ck_assert_int_eq(srl_open_redis(uri, &a, &l2), 0);   /* same policy: fine */
+    srl_close(l2);
+    char other[200];
+    snprintf(other, sizeof other, "%s?prefix=other", uri);
+    ck_assert_int_eq(srl_open_redis(other, &b, &l2), 0);
+    srl_close(l2);
+
+    srl_config tb = a;
+    tb.policy.algorithm = SRL_TOKEN_BUCKET;
+    ck_assert_int_eq(srl_open_redis(uri, &tb, &l2), SRL_ENOTSUP);
+    srl_config big = gcra_cfg(1, 30ull * 86400 * SEC);   /* tau >= 2^51 ns */
+    ck_assert_int_eq(srl_open_redis(uri, &big, &l2), SRL_ENOTSUP);
+    ck_assert_int_eq(srl_open_redis("http://x", &a, &l2), SRL_EINVAL);
+    ck_assert_int_eq(srl_open_redis("redis://host", &a, &l2), SRL_EINVAL);
+    ck_assert_int_eq(srl_open_redis("redis://h:99999", &a, &l2), SRL_EINVAL);
+    ck_assert_int_eq(srl_open_redis(NULL, &a, &l2), SRL_EINVAL);
+    srl_close(l1);
+    teardown_server(srv);
+}
+END_TEST
+
+/* Each child counts its admissions until its first denial; returns the
+ * total, or UINT32_MAX if any child saw an error. */
+static unsigned forked_total(srl_limiter *lim)
+{
+    srl_decision d;
+    /* The parent's connection is in use before the fork: each child must
+     * make its own (pid check), or replies would interleave. */
+    ck_assert_int_eq(srl_peek(lim, "hot", 3, 1, &d), SRL_ENOENT);
+
+    enum { N = 8 };
+    int go[2], res[2];
+    ck_assert_int_eq(pipe(go), 0);
+    ck_assert_int_eq(pipe(res), 0);
+    pid_t kids[N];
+    for (int i = 0; i < N; i++) {
+        kids[i] = fork();
+        ck_assert_int_ge(kids[i], 0);
+        if (kids[i] == 0) {
+            close(go[1]);
+            char c;
+            (void)!read(go[0], &c, 1);   /* EOF: everyone starts together */
+            unsigned n = 0;
+            int rc;
+            while ((rc = srl_acquire(lim, "hot", 3, 1, &d)) == 0 && d.allowed)
+                n++;
+            if (rc != 0)
+                n = 1u << 31;
+            (void)!write(res[1], &n, sizeof n);
+            _exit(0);
+        }
+    }
+    close(go[0]);
+    close(go[1]);
+    unsigned total = 0;
+    int bad = 0;
+    for (int i = 0; i < N; i++) {
+        unsigned n;
+        ck_assert_int_eq(read(res[0], &n, sizeof n), (ssize_t)sizeof n);
+        if (n >= 1u << 31)
+            bad = 1;
+        total += n;
+    }
+    for (int i = 0; i < N; i++)
+        waitpid(kids[i], NULL, 0);
+    close(res[0]);
+    close(res[1]);
+    return bad ? UINT32_MAX : total;
+}
+
+START_TEST(forked_exact_count)
+{
+    pid_t srv = setup_server();
+    /* T = 1728 s: nothing refills while the test runs. */
+    srl_config cfg = gcra_cfg(1000, 20ull * 86400 * SEC);
+    srl_limiter *lim = NULL;
+    ck_assert_int_eq(srl_open_redis(uri, &cfg, &lim), 0);
+    srl_decision d;
+    unsigned total = forked_total(lim);
+    ck_assert_uint_eq(total, 1000);
+    srl_stats st;
+    ck_assert_int_eq(srl_stats_get(lim, &st), 0);
+    ck_assert_uint_eq(st.allowed, 1000);
+    ck_assert_uint_eq(st.denied, 8);
+    ck_assert_int_eq(srl_acquire(lim, "hot", 3, 1, &d), 0);
+    ck_assert_int_eq(d.allowed, 0);
+    srl_close(lim);
+    teardown_server(srv);
+}
+END_TEST
+
+/* The broken variant (children keep the parent's socket) is caught: replies
+ * go to the wrong process, so counts or the protocol break. */
+START_TEST(forked_broken_variant_caught)
+{
+    pid_t srv = setup_server();
+    srl_config cfg = gcra_cfg(1000, 20ull * 86400 * SEC);
+    srl_limiter *lim = NULL;
+    ck_assert_int_eq(srl_open_redis(uri, &cfg, &lim), 0);
+    ck_assert_int_eq(srl__redis_broken_no_pid_check(lim, 1), 0);
+    unsigned total = forked_total(lim);
+    ck_assert_uint_ne(total, 1000);
+    srl_close(lim);
+    teardown_server(srv);
+}
+END_TEST
+
+struct worker {
+    srl_limiter *lim;
+    pthread_barrier_t *start;
+    unsigned n;
+    int rc;
+};
+
+static void *worker_run(void *p)
+{
+    struct worker *w = p;
+    srl_decision d;
+    pthread_barrier_wait(w->start);
+    while ((w->rc = srl_acquire(w->lim, "t", 1, 1, &d)) == 0 && d.allowed)
+        w->n++;
+    return NULL;
+}
+
+/* Threads share the one connection (under the store's mutex): exact too. */
+START_TEST(threads_exact_count)
+{
+    pid_t srv = setup_server();
+    srl_config cfg = gcra_cfg(500, 20ull * 86400 * SEC);
+    srl_limiter *lim = NULL;
+    ck_assert_int_eq(srl_open_redis(uri, &cfg, &lim), 0);
+    enum { NT = 4 };
+    pthread_barrier_t start;
+    pthread_barrier_init(&start, NULL, NT);
+    struct worker w[NT];
+    pthread_t t[NT];
+    for (int i = 0; i < NT; i++) {
+        w[i] = (struct worker){.lim = lim, .start = &start};
+        ck_assert_int_eq(pthread_create(&t[i], NULL, worker_run, &w[i]), 0);
+    }
+    unsigned total = 0;
+    for (int i = 0; i < NT; i++) {
+        pthread_join(t[i], NULL);
+        ck_assert_int_eq(w[i].rc, 0);
+        total += w[i].n;
+    }
+    ck_assert_uint_eq(total, 500);
+    pthread_barrier_destroy(&start);
+    srl_close(lim);
+    teardown_server(srv);
+}
+END_TEST
+
+START_TEST(stopped_server_degrades)
+{
+    pid_t srv = setup_server();
+    srl_config cfg = gcra_cfg(100, 60 * SEC);
+    cfg.lock_timeout_ms = 200;
+    cfg.on_full = SRL_ON_FULL_DENY;
+    srl_limiter *lim = NULL;
+    ck_assert_int_eq(srl_open_redis(uri, &cfg, &lim), 0);
+    srl_decision d;
+    ck_assert_int_eq(srl_acquire(lim, "k", 1, 1, &d), 0);
+    ck_assert_int_eq(d.allowed, 1);
+    ck_assert_uint_eq(d.remaining, 99);
+
+    ck_assert_int_eq(kill(srv, SIGSTOP), 0);
+    ck_assert_int_eq(srl_acquire(lim, "k", 1, 1, &d), SRL_ETIMEDOUT);
+    ck_assert_int_eq(d.allowed, 0);            /* on_full: deny */
+    ck_assert_uint_eq(d.flags, SRL_DECISION_DEGRADED);
+    ck_assert_int_eq(srl_peek(lim, "k", 1, 1, &d), SRL_ETIMEDOUT);
+    ck_assert_uint_eq(d.flags, SRL_DECISION_DEGRADED);
+    srl_stats st;
+    ck_assert_int_eq(kill(srv, SIGCONT), 0);
+
+    ck_assert_int_eq(srl_acquire(lim, "k", 1, 1, &d), 0);
+    ck_assert_int_eq(d.allowed, 1);
+    ck_assert_uint_eq(d.flags, 0);
+    /* The timed-out acquire may or may not have reached the server. */
+    ck_assert(d.remaining == 98 || d.remaining == 97);
+    ck_assert_int_eq(srl_stats_get(lim, &st), 0);
+    ck_assert_uint_eq(st.timeouts, 2);
+    srl_close(lim);
+    teardown_server(srv);
+}
+END_TEST
+
+START_TEST(killed_server_reconnects)
+{
+    pid_t srv = setup_server();
+    srl_config cfg = gcra_cfg(100, 60 * SEC);
+    cfg.lock_timeout_ms = 500;
+    srl_limiter *lim = NULL;
+    ck_assert_int_eq(srl_open_redis(uri, &cfg, &lim), 0);
+    srl_decision d;
+    ck_assert_int_eq(srl_acquire(lim, "k", 1, 1, &d), 0);
+    ck_assert_uint_eq(d.remaining, 99);
+
+    server_stop(srv);
+    ck_assert_int_eq(srl_acquire(lim, "k", 1, 1, &d), SRL_ESYS);
+    ck_assert_int_eq(d.allowed, 1);            /* on_full: allow (default) */
+    ck_assert_uint_eq(d.flags, SRL_DECISION_DEGRADED);
+    ck_assert_int_eq(srl_acquire(lim, "k", 1, 1, &d), SRL_ESYS);  /* still down */
+    ck_assert_uint_eq(d.flags, SRL_DECISION_DEGRADED);
+
+    srv = server_start();   /* same socket, empty: config and script are gone */
+    ck_assert_int_eq(srl_acquire(lim, "k", 1, 1, &d), 0);
+    ck_assert_uint_eq(d.flags, 0);
+    ck_assert_uint_eq(d.remaining, 99);        /* a fresh state on a fresh server */
+    ck_assert_int_eq(srl_acquire(lim, "k", 1, 1, &d), 0);
+    ck_assert_uint_eq(d.remaining, 98);
+    srl_close(lim);
+    teardown_server(srv);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("redis");
+    TCase *tc = tcase_create("redis");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, trace_matches_core);
+    tcase_add_test(tc, policy_per_prefix);
+    tcase_add_test(tc, forked_exact_count);
+    tcase_add_test(tc, forked_broken_variant_caught);
+    tcase_add_test(tc, threads_exact_count);
+    tcase_add_test(tc, stopped_server_degrades);
+    tcase_add_test(tc, killed_server_reconnects);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
