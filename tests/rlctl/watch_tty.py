@@ -18,19 +18,11 @@ import subprocess
 import sys
 import time
 
-RLCTL = os.environ["RLCTL"]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import rlctl_check  # noqa: E402
+from rlctl_check import RLCTL, check, rlctl  # noqa: E402
+
 SOCK = "rlctl-watch-%d" % os.getpid()
-failures = 0
-
-
-def check(cond, what):
-    global failures
-    if not cond:
-        failures += 1
-        print("FAIL:", what)
-    return cond
-
-
 def tmux(*args):
     return subprocess.run(["tmux", "-L", SOCK, "-f", "/dev/null", *args], capture_output=True,
                           text=True)
@@ -51,10 +43,6 @@ def wait_for(what, cond, seconds=20.0):
             return True
         time.sleep(0.02)
     return check(False, "timed out waiting for " + what)
-
-
-def rlctl(*args):
-    return subprocess.run([RLCTL, *args], capture_output=True, text=True)
 
 
 def start(session, name, interval):
@@ -114,8 +102,7 @@ def main():
     finally:
         tmux("kill-server")
         rlctl("destroy", name)
-    print("watch_tty: %s" % ("%d failures" % failures if failures else "all checks passed"))
-    return 1 if failures else 0
+    return rlctl_check.summary("watch_tty")
 
 
 if __name__ == "__main__":
