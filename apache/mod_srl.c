@@ -42,6 +42,14 @@
  * survive an error response.  The hook returns DECLINED when it allows:
  * returning OK would, under the legacy "Satisfy Any", grant access.
  *
+ * Metrics.  `SetHandler srl-metrics` in a <Location> serves every
+ * limiter's counters as Prometheus text, like mod_status: the same series
+ * as `rlctl metrics`, from the same formatter (tools/metrics_fmt.c is
+ * compiled into both).  Read through the child's inherited handle
+ * (srl_info_get + srl_stats_get, which sum the per-bucket counters: no
+ * counter is added to any request's path).  Restrict the Location (Require
+ * ip ...) as for server-status.
+ *
  * Concurrency.  Configuration records are written only while the
  * configuration is read and post_config runs (one thread, in the parent),
  * and are read-only afterwards.  The srl handle may be used by any number
@@ -70,6 +78,7 @@
 #include "apr_strings.h"
 
 #include "srl.h"
+#include "metrics_fmt.h"
 
 APLOG_USE_MODULE(srl);
 
@@ -507,6 +516,41 @@ static int srl_access_checker(request_rec *r)
     return HTTP_TOO_MANY_REQUESTS;
 }
 
+/* ------------------------------------------------------------- metrics */
+
+static void put_request(void *ctx, const char *s, size_t n)
+{
+    ap_rwrite(s, (int)n, (request_rec *)ctx);
+}
+
+static int srl_metrics_handler(request_rec *r)
+{
+    if (r->handler == NULL || strcmp(r->handler, "srl-metrics") != 0)
+        return DECLINED;
+    r->allowed |= (AP_METHOD_BIT << M_GET);
+    if (r->method_number != M_GET)
+        return HTTP_METHOD_NOT_ALLOWED;
+    const srl_ap_registry *reg = registry_get(r->server->process->pconf, 0);
+    int n = reg != NULL ? reg->limiters->nelts : 0;
+    srl__metrics_seg *v = apr_pcalloc(r->pool, sizeof *v * (size_t)(n > 0 ? n : 1));
+    for (int i = 0; i < n; i++) {
+        const srl_ap_limiter *l = APR_ARRAY_IDX(reg->limiters, i, srl_ap_limiter *);
+        v[i].name = l->name[0] == '/' ? l->name : apr_pstrcat(r->pool, "/", l->name, NULL);
+        int rc = l->lim == NULL ? SRL_ENOENT : srl_info_get(l->lim, &v[i].info);
+        if (rc == 0)
+            rc = srl_stats_get(l->lim, &v[i].stats);
+        v[i].ok = rc == 0;
+        v[i].status = rc == 0 ? "ok" : "error";
+        if (rc != 0)
+            ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, r, "srl-metrics: %s: %s", l->name,
+                          srl_strerror(rc));
+    }
+    ap_set_content_type(r, SRL__METRICS_CONTENT_TYPE);
+    if (!r->header_only)
+        srl__metrics_format(v, (size_t)n, put_request, r);
+    return OK;
+}
+
 /* ---------------------------------------------------------- the module */
 
 static const command_rec srl_cmds[] = {
@@ -531,6 +575,7 @@ static void srl_register_hooks(apr_pool_t *p)
     (void)p;
     ap_hook_post_config(srl_post_config, NULL, NULL, APR_HOOK_MIDDLE);
     ap_hook_access_checker(srl_access_checker, NULL, NULL, APR_HOOK_FIRST);
+    ap_hook_handler(srl_metrics_handler, NULL, NULL, APR_HOOK_MIDDLE);
 }
 
 module AP_MODULE_DECLARE_DATA srl_module = {

@@ -25,6 +25,8 @@
 #   H  rlctl info on the segment: allowed/denied/used agree exactly, and
 #      rlctl list has each key (the exact bytes mod_srl used) with its counts;
 #      the segment belongs to the workers' user, mode 0600
+#   K  SetHandler srl-metrics: 200, Prometheus text promtool accepts, the
+#      counts of H, byte-identical to `rlctl metrics` of the same segments
 #   I  after the stop, the same name with another policy: apache2 refuses
 #      to start, the error log says why and how to fix it
 # plus: `apache2 -t` (config check only) creates no segment, and a
@@ -79,6 +81,10 @@ SrlLimiter $name-fa token_bucket:$LIMIT/1d 1 on_full=allow
 </Location>
 <Location /fulla>
     SrlLimit $name-fa
+</Location>
+<Location /srl-metrics>
+    SrlLimit off
+    SetHandler srl-metrics
 </Location>"
 
 # --- configuration-time behaviour, before any server runs
@@ -221,6 +227,27 @@ for k in "127.0.0.1 10 4" "hold-B 10 20" "dir-C 10 3" "cost-127.0.0.1 5 2" "dry-
     "$(rlctl_key "$name" "$1" allowed)/$(rlctl_key "$name" "$1" denied)"
 done
 check_eq "H: segment owner and mode" "$e2e_user 600" "$(stat -c '%U %a' "/dev/shm/$token")"
+
+# --- K: SetHandler srl-metrics serves rlctl metrics' text, byte for byte
+curl -s -D "$e2e_tmp/metrics.hdr" -o "$e2e_tmp/metrics.txt" "http://127.0.0.1:$e2e_port/srl-metrics"
+check_eq "K: srl-metrics: status" 200 "$(awk 'NR==1 {print $2}' "$e2e_tmp/metrics.hdr")"
+check_eq "K: srl-metrics: Content-Type" "text/plain; version=0.0.4; charset=utf-8" \
+  "$(tr -d '\r' <"$e2e_tmp/metrics.hdr" | sed -n 's/^Content-Type: //Ip')"
+if command -v promtool >/dev/null; then
+  promtool check metrics <"$e2e_tmp/metrics.txt" >"$e2e_tmp/promtool.out" 2>&1
+  check_eq "K: promtool check metrics accepts it (exit status)" 0 "$?"
+  check_eq "K: promtool has no lint complaint" "" "$(cat "$e2e_tmp/promtool.out")"
+else
+  fail "K: promtool missing (tools/install-deps: prometheus)"
+fi
+check_eq "K: allowed decisions" 1 \
+  "$(grep -cxF "srl_decisions_total{segment=\"$name\",result=\"allowed\"} 47" "$e2e_tmp/metrics.txt")"
+check_eq "K: denied decisions" 1 \
+  "$(grep -cxF "srl_decisions_total{segment=\"$name\",result=\"denied\"} 32" "$e2e_tmp/metrics.txt")"
+check_eq "K: keys" 1 "$(grep -cxF "srl_keys{segment=\"$name\"} 6" "$e2e_tmp/metrics.txt")"
+"$SRL_RLCTL" metrics "$name" "$name-fd" "$name-fa" >"$e2e_tmp/rlctl-metrics.txt"
+check_eq "K: the same text as rlctl metrics (one formatter)" same \
+  "$(cmp -s "$e2e_tmp/metrics.txt" "$e2e_tmp/rlctl-metrics.txt" && echo same || echo differs)"
 
 stop_pid "$apache_pid"
 check_eq "apache2 stopped by its pid" gone "$(kill -0 "$apache_pid" 2>/dev/null && echo running || echo gone)"
