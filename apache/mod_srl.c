@@ -5,8 +5,11 @@
  * the per-request check.
  *
  *   SrlLimiter NAME POLICY CAPACITY [key_display=N] [on_full=allow|deny]
+ *              [policy_name=TOKEN]
  *                      main server only: declare a limiter, i.e. the srl
- *                      segment /dev/shm/NAME with that policy and capacity
+ *                      segment /dev/shm/NAME with that policy and capacity;
+ *                      policy_name: the name in RateLimit-Policy/RateLimit
+ *                      (default NAME without its "/")
  *   SrlOnFull allow|deny
  *                      main server only: what a full table (or a stuck lock)
  *                      decides for limiters without on_full= (default allow)
@@ -16,6 +19,8 @@
  *   SrlCost N          permits one request takes (default 1)
  *   SrlDryRun On|Off   On: never refuse; log the would-be 429 and set
  *                      SRL_LIMITED=1 in the request's environment
+ *   SrlStatus CODE     the status of a refusal, 400..599 (default 429),
+ *                      like nginx's limit_req_status
  *
  * Segment lifecycle.  Segments are opened (created if missing) by the parent
  * in post_config, on the real configuration pass only: the first, pre-config
@@ -88,7 +93,8 @@ APLOG_USE_MODULE(srl);
 /* One SrlLimiter line and, after post_config, its open segment. */
 typedef struct srl_ap_limiter {
     const char *name;          /* segment name as written ("/api" or "api") */
-    const char *token;         /* name without the "/": the header policy name */
+    const char *token;         /* name without the "/": the registry key */
+    const char *header_name;   /* the policy name in the headers: policy_name= or token */
     srl_policy policy;
     uint64_t capacity;
     uint32_t key_display;
@@ -116,6 +122,7 @@ typedef struct srl_ap_dir {
     ap_expr_info_t *key_expr;
     uint32_t cost;             /* 0: inherit (1 at the top) */
     int dry_run;               /* -1: inherit (off at the top) */
+    int status;                /* 0: inherit (429 at the top) */
 } srl_ap_dir;
 
 /* ------------------------------------------------------------ registry */
@@ -171,7 +178,8 @@ static const char *cmd_limiter(cmd_parms *cmd, void *dconf, int argc, char *cons
     if (err != NULL)
         return err;
     if (argc < 3)
-        return "SrlLimiter NAME POLICY CAPACITY [key_display=N] [on_full=allow|deny]";
+        return "SrlLimiter NAME POLICY CAPACITY [key_display=N] [on_full=allow|deny] "
+               "[policy_name=TOKEN]";
 
     srl_ap_limiter *l = apr_pcalloc(cmd->pool, sizeof *l);
     l->name = argv[0];
@@ -192,6 +200,7 @@ static const char *cmd_limiter(cmd_parms *cmd, void *dconf, int argc, char *cons
                             (apr_uint64_t)SRL_CAPACITY_MAX);
     l->capacity = (uint64_t)cap;
     l->on_full = -1;
+    l->header_name = l->token;
     for (int i = 3; i < argc; i++) {
         const char *a = argv[i];
         if (strncasecmp(a, "key_display=", 12) == 0) {
@@ -204,9 +213,16 @@ static const char *cmd_limiter(cmd_parms *cmd, void *dconf, int argc, char *cons
             const char *e = parse_on_full(a + 8, &l->on_full);
             if (e != NULL)
                 return apr_psprintf(cmd->pool, "SrlLimiter %s: on_full %s", argv[0], e);
+        } else if (strncasecmp(a, "policy_name=", 12) == 0) {
+            const char *t = a + 12;
+            if (t[0] == '/' || name_token(t) == NULL)
+                return apr_psprintf(cmd->pool, "SrlLimiter %s: policy_name '%s' must be 1..%d "
+                                    "of [A-Za-z0-9._-]", argv[0], t, NAME_MAX_CHARS);
+            l->header_name = t;
         } else {
             return apr_psprintf(cmd->pool, "SrlLimiter %s: unknown option '%s' (known: "
-                                "key_display=N, on_full=allow|deny)", argv[0], a);
+                                "key_display=N, on_full=allow|deny, policy_name=TOKEN)",
+                                argv[0], a);
         }
     }
     l->defined_at = apr_psprintf(cmd->pool, "%s:%d", cmd->directive->filename,
@@ -297,6 +313,17 @@ static const char *cmd_dry_run(cmd_parms *cmd, void *dconf, int on)
     return NULL;
 }
 
+static const char *cmd_status(cmd_parms *cmd, void *dconf, const char *arg)
+{
+    char *end = NULL;
+    apr_int64_t n = apr_strtoi64(arg, &end, 10);
+    if (end == arg || *end != '\0' || n < 400 || n > 599)
+        return apr_psprintf(cmd->pool, "SrlStatus '%s' must be an HTTP error status, 400..599 "
+                            "(default 429)", arg);
+    ((srl_ap_dir *)dconf)->status = (int)n;
+    return NULL;
+}
+
 static void *create_dir(apr_pool_t *p, char *dir)
 {
     (void)dir;
@@ -317,6 +344,7 @@ static void *merge_dir(apr_pool_t *p, void *basev, void *addv)
     d->key_expr = k->key_expr;
     d->cost = add->cost != 0 ? add->cost : base->cost;
     d->dry_run = add->dry_run != -1 ? add->dry_run : base->dry_run;
+    d->status = add->status != 0 ? add->status : base->status;
     return d;
 }
 
@@ -395,7 +423,7 @@ static int open_limiter(apr_pool_t *pconf, server_rec *s, const srl_ap_registry 
     apr_pool_cleanup_register(pconf, l, limiter_close, apr_pool_cleanup_null);
 
     char buf[256];
-    rc = srl_format_ratelimit_policy(&l->policy, l->token, buf, sizeof buf);
+    rc = srl_format_ratelimit_policy(&l->policy, l->header_name, buf, sizeof buf);
     if (rc < 0) {
         ap_log_error(APLOG_MARK, APLOG_EMERG, 0, s, "SrlLimiter %s: cannot format its "
                      "RateLimit-Policy: %s", l->name, srl_strerror(rc));
@@ -460,7 +488,7 @@ static void set_headers(request_rec *r, const srl_ap_limiter *l, const srl_decis
 {
     char buf[128];
     apr_table_setn(r->err_headers_out, "RateLimit-Policy", l->policy_header);
-    if (srl_format_ratelimit(dec, l->token, buf, sizeof buf) >= 0)
+    if (srl_format_ratelimit(dec, l->header_name, buf, sizeof buf) >= 0)
         apr_table_set(r->err_headers_out, "RateLimit", buf);
     if (!dec->allowed && srl_format_retry_after(dec, buf, sizeof buf) >= 0)
         apr_table_set(r->err_headers_out, "Retry-After", buf);
@@ -511,9 +539,12 @@ static int srl_access_checker(request_rec *r)
     set_headers(r, l, &dec);
     if (dec.allowed)
         return DECLINED;
-    ap_log_rerror(APLOG_MARK, APLOG_INFO, 0, r, "SrlLimit %s: 429 to %s", l->name,
-                  r->useragent_ip);
-    return HTTP_TOO_MANY_REQUESTS;
+    int code = d->status != 0 ? d->status : HTTP_TOO_MANY_REQUESTS;
+    ap_log_rerror(APLOG_MARK, APLOG_INFO, 0, r, "SrlLimit %s: %d to %s for key \"%s\" on %s",
+                  l->name, code, r->useragent_ip,
+                  ap_escape_logitem(r->pool, apr_pstrmemdup(r->pool, key, len)),
+                  ap_escape_logitem(r->pool, r->uri));
+    return code;
 }
 
 /* ------------------------------------------------------------- metrics */
@@ -567,6 +598,8 @@ static const command_rec srl_cmds[] = {
                   "N: permits one request takes (default 1)"),
     AP_INIT_FLAG("SrlDryRun", cmd_dry_run, NULL, RSRC_CONF | ACCESS_CONF,
                  "On: never refuse; log and set SRL_LIMITED=1 instead"),
+    AP_INIT_TAKE1("SrlStatus", cmd_status, NULL, RSRC_CONF | ACCESS_CONF,
+                  "CODE: the status of a refused request, 400..599 (default 429)"),
     {NULL}
 };
 

@@ -17,6 +17,8 @@
 #   E  key env: (SetEnvIf), SrlDryRun On: all 200, no RateLimit headers,
 #      SRL_LIMITED=1 logged for exactly the 3 over the limit, 3 log lines
 #   F  SrlLimit off below a server-wide SrlLimit: not counted, no headers
+#   L  SrlStatus 503 answers a refusal with 503; policy_name= is the name in
+#      RateLimit-Policy and RateLimit; the refusal's log line has key and URI
 #   J  a full table (capacity 1 = one bucket): with SrlOnFull deny exactly
 #      the table's slots of 40 new keys are admitted, the rest get 429;
 #      with on_full=allow all pass; rlctl counts the on_full decisions
@@ -43,11 +45,11 @@ e2e_tmpdir "apache-$mpm"
 e2e_port=$(free_port)
 token="srl-e2e-ap-$mpm-$$"
 name="/$token"
-e2e_segments+=("$name" "$name-fd" "$name-fa")
+e2e_segments+=("$name" "$name-fd" "$name-fa" "$name-st")
 started=$(date +%s)
 
 mkdir -p "$e2e_tmp/htdocs/dir"
-for f in ip cost dry free fulld fulla; do echo "$f" >"$e2e_tmp/htdocs/$f"; done
+for f in ip cost dry free fulld fulla st; do echo "$f" >"$e2e_tmp/htdocs/$f"; done
 echo hdr >"$e2e_tmp/htdocs/hdr"
 echo index >"$e2e_tmp/htdocs/dir/index.html"
 
@@ -85,6 +87,11 @@ SrlLimiter $name-fa token_bucket:$LIMIT/1d 1 on_full=allow
 <Location /srl-metrics>
     SrlLimit off
     SetHandler srl-metrics
+</Location>
+SrlLimiter $name-st token_bucket:1/1d 16 policy_name=custom-L
+<Location /st>
+    SrlLimit $name-st
+    SrlStatus 503
 </Location>"
 
 # --- configuration-time behaviour, before any server runs
@@ -177,6 +184,14 @@ f=$(http seq 5 /free "X-Key: free-F")
 check_eq "F: SrlLimit off: all admitted" 5 "$(count_status 200 "$f")"
 check_eq "F: SrlLimit off: no RateLimit header" 5 "$(cut -f3 <<<"$f" | grep -cx -- -)"
 
+# --- L: SrlStatus, policy_name=, the refusal's log line names key and URI
+l=$(http seq 2 /st "X-Key: st-L")
+check_eq "L: SrlStatus 503: statuses" "200 503" "$(cut -f1 <<<"$l" | tr '\n' ' ' | sed 's/ $//')"
+check_eq "L: policy_name= names the RateLimit-Policy" 2 "$(cut -f4 <<<"$l" | grep -c '^"custom-L";')"
+check_eq "L: policy_name= names the RateLimit field" 2 "$(cut -f3 <<<"$l" | grep -c '^"custom-L";')"
+check_eq "L: the refusal is logged with its key and URI" 1 \
+  "$(grep -c "SrlLimit $name-st: 503 to 127.0.0.1 for key \"st-L\" on /st" "$e2e_tmp/error.log")"
+
 # --- J: a full table (capacity 1: one bucket of slots_per_bucket slots)
 for lim in fd fa; do
   slots=$(rlctl_count "$name-$lim" capacity)
@@ -245,7 +260,7 @@ check_eq "K: allowed decisions" 1 \
 check_eq "K: denied decisions" 1 \
   "$(grep -cxF "srl_decisions_total{segment=\"$name\",result=\"denied\"} 32" "$e2e_tmp/metrics.txt")"
 check_eq "K: keys" 1 "$(grep -cxF "srl_keys{segment=\"$name\"} 6" "$e2e_tmp/metrics.txt")"
-"$SRL_RLCTL" metrics "$name" "$name-fd" "$name-fa" >"$e2e_tmp/rlctl-metrics.txt"
+"$SRL_RLCTL" metrics "$name" "$name-fd" "$name-fa" "$name-st" >"$e2e_tmp/rlctl-metrics.txt"
 check_eq "K: the same text as rlctl metrics (one formatter)" same \
   "$(cmp -s "$e2e_tmp/metrics.txt" "$e2e_tmp/rlctl-metrics.txt" && echo same || echo differs)"
 
