@@ -25,7 +25,9 @@
  * Segment lifecycle.  Segments are opened (created if missing) by the parent
  * in post_config, on the real configuration pass only: the first, pre-config
  * pass (AP_SQ_MS_CREATE_PRE_CONFIG) runs before the server detaches and may
- * be a mere syntax check, so it touches nothing.  A segment the parent
+ * be a mere syntax check, so it creates nothing; it only opens the segments
+ * that exist, so that one srl refuses fails `apache2 -k start` itself
+ * (exit 1) instead of the detached server later.  A segment the parent
  * created as root is handed to the worker user (User/Group, from
  * ap_unixd_config) so that other processes of that user (php-fpm, rlctl)
  * can open it; its mode stays 0600.  The children do not reopen anything:
@@ -403,15 +405,41 @@ static int hand_to_worker(apr_pool_t *p, server_rec *s, const srl_ap_limiter *l)
     return rc;
 }
 
+static void limiter_config(const srl_ap_registry *reg, const srl_ap_limiter *l, srl_config *cfg)
+{
+    srl_config_init(cfg);
+    cfg->policy = l->policy;
+    cfg->capacity = l->capacity;
+    cfg->key_display = l->key_display;
+    cfg->on_full = (srl_on_full)(l->on_full >= 0 ? l->on_full : reg->on_full);
+}
+
+/* The first pass: an existing segment that srl would refuse (another
+ * policy, foreign, corrupt, not ours) fails the start now, while `apache2
+ * -k start` still waits for the answer: on the real pass the server has
+ * already detached and its launcher exited 0.  A missing one is fine (the
+ * real pass creates it); nothing is created here. */
+static int precheck_limiter(server_rec *s, const srl_ap_registry *reg, const srl_ap_limiter *l)
+{
+    srl_config cfg;
+    limiter_config(reg, l, &cfg);
+    srl_limiter *lim = NULL;
+    int rc = srl_open_shared(l->name, &cfg, 0, &lim);
+    if (rc == 0)
+        srl_close(lim);
+    if (rc == 0 || rc == SRL_ENOENT)
+        return OK;
+    ap_log_error(APLOG_MARK, APLOG_EMERG, rc == SRL_ESYS ? errno : 0, s,
+                 "SrlLimiter %s (%s): cannot open the segment: %s%s", l->name, l->defined_at,
+                 srl_strerror(rc), open_remedy(rc));
+    return HTTP_INTERNAL_SERVER_ERROR;
+}
+
 static int open_limiter(apr_pool_t *pconf, server_rec *s, const srl_ap_registry *reg,
                         srl_ap_limiter *l)
 {
     srl_config cfg;
-    srl_config_init(&cfg);
-    cfg.policy = l->policy;
-    cfg.capacity = l->capacity;
-    cfg.key_display = l->key_display;
-    cfg.on_full = (srl_on_full)(l->on_full >= 0 ? l->on_full : reg->on_full);
+    limiter_config(reg, l, &cfg);
 
     int rc = srl_open_shared(l->name, &cfg, SRL_CREATE, &l->lim);
     if (rc != 0) {
@@ -438,12 +466,19 @@ static int srl_post_config(apr_pool_t *pconf, apr_pool_t *plog, apr_pool_t *ptem
 {
     (void)plog;
     (void)ptemp;
-    /* The pre-config pass only checks the syntax: create nothing yet. */
-    if (ap_state_query(AP_SQ_MAIN_STATE) == AP_SQ_MS_CREATE_PRE_CONFIG)
-        return OK;
     srl_ap_registry *reg = registry_get(pconf, 0);
     if (reg == NULL)
         return OK;
+    /* The pre-config pass may be a syntax check: create nothing yet, but
+     * refuse a segment that the real pass would refuse. */
+    if (ap_state_query(AP_SQ_MAIN_STATE) == AP_SQ_MS_CREATE_PRE_CONFIG) {
+        for (int i = 0; i < reg->limiters->nelts; i++) {
+            int rc = precheck_limiter(s, reg, APR_ARRAY_IDX(reg->limiters, i, srl_ap_limiter *));
+            if (rc != OK)
+                return rc;
+        }
+        return OK;
+    }
     for (int i = 0; i < reg->limiters->nelts; i++) {
         srl_ap_limiter *l = APR_ARRAY_IDX(reg->limiters, i, srl_ap_limiter *);
         int rc = open_limiter(pconf, s, reg, l);

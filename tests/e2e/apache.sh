@@ -30,7 +30,8 @@
 #   K  SetHandler srl-metrics: 200, Prometheus text promtool accepts, the
 #      counts of H, byte-identical to `rlctl metrics` of the same segments
 #   I  after the stop, the same name with another policy: apache2 refuses
-#      to start, the error log says why and how to fix it
+#      to start, the error log says why and how to fix it; `apache2 -k
+#      start` itself exits 1 (the check runs before it detaches)
 # plus: `apache2 -t` (config check only) creates no segment, and a
 # SrlLimit naming no limiter is refused at configuration time.
 mpm=${1:?usage: apache.sh prefork|event}
@@ -274,5 +275,12 @@ timeout 30 setsid /usr/sbin/apache2 -d "$e2e_tmp" -f "$e2e_tmp/mismatch.conf" -D
 check_eq "I: another policy on the existing segment: apache2 exit status" 1 "$?"
 check_eq "I: the error log names the mismatch and the remedy" 1 \
   "$(grep -c "SrlLimiter $name (.*): cannot open the segment: segment exists with a different policy.*rlctl destroy" "$e2e_tmp/mismatch.log")"
+sed "s|mismatch.log|mismatch-k.log|; s|check.pid|mismatch-k.pid|" "$e2e_tmp/mismatch.conf" >"$e2e_tmp/mismatch-k.conf"
+timeout 30 /usr/sbin/apache2 -d "$e2e_tmp" -f "$e2e_tmp/mismatch-k.conf" -k start >/dev/null 2>&1
+check_eq "I: apache2 -k start itself fails (exit status), before it detaches" 1 "$?"
+check_eq "I: -k start: no server left running" absent \
+  "$([ -s "$e2e_tmp/run/mismatch-k.pid" ] && kill -0 "$(cat "$e2e_tmp/run/mismatch-k.pid")" 2>/dev/null && echo running || echo absent)"
+check_eq "I: -k start: the log names the mismatch" 1 \
+  "$(grep -c "SrlLimiter $name (.*): cannot open the segment: segment exists with a different policy" "$e2e_tmp/mismatch-k.log")"
 check_eq "I: the states were left alone (rlctl info: allowed)" 47 "$(rlctl_count "$name" allowed)"
 e2e_finish "$mpm"
