@@ -134,7 +134,10 @@ char *rlctl_hex(const unsigned char *s, size_t n);
  * "<fingerprint HEX>" when no display bytes were kept. */
 char *rlctl_key_label(const srl_entry *e);
 
-/* rlctl_json.c */
+/* rlctl_json.c.  RLCTL_JSON_SCHEMA: the first field of every top-level
+ * object; raised when a field changes type or meaning (2: retry_after and
+ * mode became numbers). */
+#define RLCTL_JSON_SCHEMA 2
 typedef struct rlctl_json {
     FILE *f;
     int depth;

@@ -32,12 +32,12 @@ static void decision_json(rlctl_json *j, const srl_decision *d)
 {
     char ra[32];
     if (srl_format_retry_after(d, ra, sizeof ra) < 0)
-        ra[0] = '\0';
+        snprintf(ra, sizeof ra, "0");
     rlctl_json_bool(j, "allowed", d->allowed);
     rlctl_json_u64(j, "limit", d->limit);
     rlctl_json_u64(j, "remaining", d->remaining);
     rlctl_json_u64(j, "retry_after_ns", d->retry_after_ns);
-    rlctl_json_str(j, "retry_after", ra);
+    rlctl_json_u64(j, "retry_after", strtoull(ra, NULL, 10)); /* whole seconds, rounded up */
     rlctl_json_u64(j, "reset_after_ns", d->reset_after_ns);
     rlctl_json_bool(j, "untracked", (d->flags & SRL_DECISION_UNTRACKED) != 0);
     rlctl_json_bool(j, "degraded", (d->flags & SRL_DECISION_DEGRADED) != 0);

@@ -83,7 +83,8 @@ int rlctl_cmd_create(const rlctl_opts *o)
         rlctl_json_u64(&j, "key_display", info.key_display);
         char mode[8];
         snprintf(mode, sizeof mode, "%04o", info.mode);
-        rlctl_json_str(&j, "mode", mode);
+        rlctl_json_u64(&j, "mode", info.mode);
+        rlctl_json_str(&j, "mode_octal", mode);
         rlctl_json_str(&j, "on_full", on_full_name(info.on_full));
         if (before < 0)
             rlctl_json_null(&j, "shm_free_before");

@@ -58,7 +58,9 @@ START_TEST(create_then_info_shows_the_policy_capacity_and_zero_counters)
     ck_assert_uint_eq(json_get_u64(v, "permits"), 5);
     ck_assert_uint_eq(json_get_u64(v, "window_ns"), 3600ull * 1000000000ull);
     ck_assert_str_eq(json_get_str(v, "on_full"), "deny");
-    ck_assert_str_eq(json_get_str(v, "mode"), "0640");
+    ck_assert_uint_eq(json_get_u64(v, "mode"), 0640); /* a number (schema 2) */
+    ck_assert_str_eq(json_get_str(v, "mode_octal"), "0640");
+    ck_assert_uint_eq(json_get_u64(v, "schema_version"), 2);
     uint64_t cap = json_get_u64(v, "capacity"), spb = json_get_u64(v, "slots_per_bucket");
     /* Rounded up to whole buckets: the least multiple of the bucket size. */
     ck_assert_uint_eq(cap, json_get_u64(v, "buckets") * spb);
