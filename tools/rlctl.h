@@ -189,6 +189,9 @@ void rlctl_table_free(rlctl_table *t);
 int rlctl_exit_code(int rc);
 /* Print "rlctl: NAME: <what>: <remedy>" and return the exit code for rc. */
 int rlctl_fail(const char *name, int rc);
+/* rlctl_fail for a command: with --json also {"error", "code", "remedy",
+ * "exit_status"} on stdout. */
+int rlctl_fail_cmd(const rlctl_opts *o, int rc);
 /* Open an existing segment (its own policy and geometry).  Returns 0 or an
  * exit code after printing the message. */
 int rlctl_open(const rlctl_opts *o, srl_limiter **out);

@@ -151,7 +151,7 @@ int rlctl_cmd_info(const rlctl_opts *o)
         rc = srl_stats_get(lim, &st);
     srl_close(lim);
     if (rc != 0)
-        return rlctl_fail(o->name, rc);
+        return rlctl_fail_cmd(o, rc);
     char pol[SRL_POLICY_TEXT_MAX], owner[64];
     if (srl_policy_format(&in.policy, pol, sizeof pol) < 0)
         snprintf(pol, sizeof pol, "?");

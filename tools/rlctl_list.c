@@ -233,7 +233,7 @@ int rlctl_cmd_list(const rlctl_opts *o)
     /* Idle times against the default ticker, which shared segments use. */
     uint64_t now = srl_monotonic_ns(NULL);
     if (visited < 0) {
-        status = rlctl_fail(o->name, (int)visited);
+        status = rlctl_fail_cmd(o, (int)visited);
     } else if (w.oom) {
         fputs("rlctl: out of memory\n", stderr);
         status = EX_OSERR;
