@@ -5,8 +5,11 @@
  * the per-request check.
  *
  *   SrlLimiter NAME POLICY CAPACITY [key_display=N] [on_full=allow|deny]
+ *              [policy_name=TOKEN]
  *                      main server only: declare a limiter, i.e. the srl
- *                      segment /dev/shm/NAME with that policy and capacity
+ *                      segment /dev/shm/NAME with that policy and capacity;
+ *                      policy_name: the name in RateLimit-Policy/RateLimit
+ *                      (default NAME without its "/")
  *   SrlOnFull allow|deny
  *                      main server only: what a full table (or a stuck lock)
  *                      decides for limiters without on_full= (default allow)
@@ -16,11 +19,15 @@
  *   SrlCost N          permits one request takes (default 1)
  *   SrlDryRun On|Off   On: never refuse; log the would-be 429 and set
  *                      SRL_LIMITED=1 in the request's environment
+ *   SrlStatus CODE     the status of a refusal, 400..599 (default 429),
+ *                      like nginx's limit_req_status
  *
  * Segment lifecycle.  Segments are opened (created if missing) by the parent
  * in post_config, on the real configuration pass only: the first, pre-config
  * pass (AP_SQ_MS_CREATE_PRE_CONFIG) runs before the server detaches and may
- * be a mere syntax check, so it touches nothing.  A segment the parent
+ * be a mere syntax check, so it creates nothing; it only opens the segments
+ * that exist, so that one srl refuses fails `apache2 -k start` itself
+ * (exit 1) instead of the detached server later.  A segment the parent
  * created as root is handed to the worker user (User/Group, from
  * ap_unixd_config) so that other processes of that user (php-fpm, rlctl)
  * can open it; its mode stays 0600.  The children do not reopen anything:
@@ -41,6 +48,14 @@
  * with Retry-After as well.  They go into r->err_headers_out so that they
  * survive an error response.  The hook returns DECLINED when it allows:
  * returning OK would, under the legacy "Satisfy Any", grant access.
+ *
+ * Metrics.  `SetHandler srl-metrics` in a <Location> serves every
+ * limiter's counters as Prometheus text, like mod_status: the same series
+ * as `rlctl metrics`, from the same formatter (tools/metrics_fmt.c is
+ * compiled into both).  Read through the child's inherited handle
+ * (srl_info_get + srl_stats_get, which sum the per-bucket counters: no
+ * counter is added to any request's path).  Restrict the Location (Require
+ * ip ...) as for server-status.
  *
  * Concurrency.  Configuration records are written only while the
  * configuration is read and post_config runs (one thread, in the parent),
@@ -70,6 +85,7 @@
 #include "apr_strings.h"
 
 #include "srl.h"
+#include "metrics_fmt.h"
 
 APLOG_USE_MODULE(srl);
 
@@ -78,7 +94,8 @@ APLOG_USE_MODULE(srl);
 /* One SrlLimiter line and, after post_config, its open segment. */
 typedef struct srl_ap_limiter {
     const char *name;          /* segment name as written ("/api" or "api") */
-    const char *token;         /* name without the "/": the header policy name */
+    const char *token;         /* name without the "/": the registry key */
+    const char *header_name;   /* the policy name in the headers: policy_name= or token */
     srl_policy policy;
     uint64_t capacity;
     uint32_t key_display;
@@ -106,6 +123,7 @@ typedef struct srl_ap_dir {
     ap_expr_info_t *key_expr;
     uint32_t cost;             /* 0: inherit (1 at the top) */
     int dry_run;               /* -1: inherit (off at the top) */
+    int status;                /* 0: inherit (429 at the top) */
 } srl_ap_dir;
 
 /* ------------------------------------------------------------ registry */
@@ -153,7 +171,8 @@ static const char *cmd_limiter(cmd_parms *cmd, void *dconf, int argc, char *cons
     if (err != NULL)
         return err;
     if (argc < 3)
-        return "SrlLimiter NAME POLICY CAPACITY [key_display=N] [on_full=allow|deny]";
+        return "SrlLimiter NAME POLICY CAPACITY [key_display=N] [on_full=allow|deny] "
+               "[policy_name=TOKEN]";
 
     srl_ap_limiter *l = apr_pcalloc(cmd->pool, sizeof *l);
     l->name = argv[0];
@@ -175,6 +194,7 @@ static const char *cmd_limiter(cmd_parms *cmd, void *dconf, int argc, char *cons
                             (apr_uint64_t)SRL_CAPACITY_MAX);
     l->capacity = (uint64_t)cap;
     l->on_full = -1;
+    l->header_name = l->token;
     for (int i = 3; i < argc; i++) {
         const char *a = argv[i];
         if (strncasecmp(a, "key_display=", 12) == 0) {
@@ -187,9 +207,16 @@ static const char *cmd_limiter(cmd_parms *cmd, void *dconf, int argc, char *cons
             const char *e = parse_on_full(a + 8, &l->on_full);
             if (e != NULL)
                 return apr_psprintf(cmd->pool, "SrlLimiter %s: on_full %s", argv[0], e);
+        } else if (strncasecmp(a, "policy_name=", 12) == 0) {
+            const char *t = a + 12;
+            if (t[0] == '/' || name_token(t) == NULL)
+                return apr_psprintf(cmd->pool, "SrlLimiter %s: policy_name '%s' must be 1..%u "
+                                    "of [A-Za-z0-9._-], not all dots", argv[0], t, SRL_NAME_MAX);
+            l->header_name = t;
         } else {
             return apr_psprintf(cmd->pool, "SrlLimiter %s: unknown option '%s' (known: "
-                                "key_display=N, on_full=allow|deny)", argv[0], a);
+                                "key_display=N, on_full=allow|deny, policy_name=TOKEN)",
+                                argv[0], a);
         }
     }
     l->defined_at = apr_psprintf(cmd->pool, "%s:%d", cmd->directive->filename,
@@ -280,6 +307,17 @@ static const char *cmd_dry_run(cmd_parms *cmd, void *dconf, int on)
     return NULL;
 }
 
+static const char *cmd_status(cmd_parms *cmd, void *dconf, const char *arg)
+{
+    char *end = NULL;
+    apr_int64_t n = apr_strtoi64(arg, &end, 10);
+    if (end == arg || *end != '\0' || n < 400 || n > 599)
+        return apr_psprintf(cmd->pool, "SrlStatus '%s' must be an HTTP error status, 400..599 "
+                            "(default 429)", arg);
+    ((srl_ap_dir *)dconf)->status = (int)n;
+    return NULL;
+}
+
 static void *create_dir(apr_pool_t *p, char *dir)
 {
     (void)dir;
@@ -300,6 +338,7 @@ static void *merge_dir(apr_pool_t *p, void *basev, void *addv)
     d->key_expr = k->key_expr;
     d->cost = add->cost != 0 ? add->cost : base->cost;
     d->dry_run = add->dry_run != -1 ? add->dry_run : base->dry_run;
+    d->status = add->status != 0 ? add->status : base->status;
     return d;
 }
 
@@ -359,22 +398,48 @@ static int hand_to_worker(apr_pool_t *p, server_rec *s, const srl_ap_limiter *l)
     return rc;
 }
 
-static int open_limiter(apr_pool_t *pconf, server_rec *s, const srl_ap_registry *reg,
-                        srl_ap_limiter *l)
+static void limiter_config(const srl_ap_registry *reg, const srl_ap_limiter *l, srl_config *cfg)
 {
-    srl_config cfg;
-    srl_config_init(&cfg);
-    cfg.policy = l->policy;
-    cfg.capacity = l->capacity;
-    cfg.key_display = l->key_display;
-    cfg.on_full = (srl_on_full)(l->on_full >= 0 ? l->on_full : reg->on_full);
+    srl_config_init(cfg);
+    cfg->policy = l->policy;
+    cfg->capacity = l->capacity;
+    cfg->key_display = l->key_display;
+    cfg->on_full = (srl_on_full)(l->on_full >= 0 ? l->on_full : reg->on_full);
     /* The parent runs as root and the segment ends up the worker user's
      * (hand_to_worker): that one uid is trusted, by name, and no other
      * (docs/design.md, "Trust").  The parent only maps it: it never locks a
      * bucket, so a worker that rewrites the mutexes cannot make root write
      * through them; the children that lock run as that user anyway. */
     if (geteuid() == 0 && ap_unixd_config.user_id != 0)
-        cfg.owner_uid = (uint32_t)ap_unixd_config.user_id;
+        cfg->owner_uid = (uint32_t)ap_unixd_config.user_id;
+}
+
+/* The first pass: an existing segment that srl would refuse (another
+ * policy, foreign, corrupt, not ours) fails the start now, while `apache2
+ * -k start` still waits for the answer: on the real pass the server has
+ * already detached and its launcher exited 0.  A missing one is fine (the
+ * real pass creates it); nothing is created here. */
+static int precheck_limiter(server_rec *s, const srl_ap_registry *reg, const srl_ap_limiter *l)
+{
+    srl_config cfg;
+    limiter_config(reg, l, &cfg);
+    srl_limiter *lim = NULL;
+    int rc = srl_open_shared(l->name, &cfg, 0, &lim);
+    if (rc == 0)
+        srl_close(lim);
+    if (rc == 0 || rc == SRL_ENOENT)
+        return OK;
+    ap_log_error(APLOG_MARK, APLOG_EMERG, rc == SRL_ESYS ? errno : 0, s,
+                 "SrlLimiter %s (%s): cannot open the segment: %s%s", l->name, l->defined_at,
+                 srl_strerror(rc), open_remedy(rc));
+    return HTTP_INTERNAL_SERVER_ERROR;
+}
+
+static int open_limiter(apr_pool_t *pconf, server_rec *s, const srl_ap_registry *reg,
+                        srl_ap_limiter *l)
+{
+    srl_config cfg;
+    limiter_config(reg, l, &cfg);
 
     int rc = srl_open_shared(l->name, &cfg, SRL_CREATE, &l->lim);
     if (rc != 0) {
@@ -386,7 +451,7 @@ static int open_limiter(apr_pool_t *pconf, server_rec *s, const srl_ap_registry 
     apr_pool_cleanup_register(pconf, l, limiter_close, apr_pool_cleanup_null);
 
     char buf[256];
-    rc = srl_format_ratelimit_policy(&l->policy, l->token, buf, sizeof buf);
+    rc = srl_format_ratelimit_policy(&l->policy, l->header_name, buf, sizeof buf);
     if (rc < 0) {
         ap_log_error(APLOG_MARK, APLOG_EMERG, 0, s, "SrlLimiter %s: cannot format its "
                      "RateLimit-Policy: %s", l->name, srl_strerror(rc));
@@ -401,12 +466,19 @@ static int srl_post_config(apr_pool_t *pconf, apr_pool_t *plog, apr_pool_t *ptem
 {
     (void)plog;
     (void)ptemp;
-    /* The pre-config pass only checks the syntax: create nothing yet. */
-    if (ap_state_query(AP_SQ_MAIN_STATE) == AP_SQ_MS_CREATE_PRE_CONFIG)
-        return OK;
     srl_ap_registry *reg = registry_get(pconf, 0);
     if (reg == NULL)
         return OK;
+    /* The pre-config pass may be a syntax check: create nothing yet, but
+     * refuse a segment that the real pass would refuse. */
+    if (ap_state_query(AP_SQ_MAIN_STATE) == AP_SQ_MS_CREATE_PRE_CONFIG) {
+        for (int i = 0; i < reg->limiters->nelts; i++) {
+            int rc = precheck_limiter(s, reg, APR_ARRAY_IDX(reg->limiters, i, srl_ap_limiter *));
+            if (rc != OK)
+                return rc;
+        }
+        return OK;
+    }
     for (int i = 0; i < reg->limiters->nelts; i++) {
         srl_ap_limiter *l = APR_ARRAY_IDX(reg->limiters, i, srl_ap_limiter *);
         int rc = open_limiter(pconf, s, reg, l);
@@ -451,7 +523,7 @@ static void set_headers(request_rec *r, const srl_ap_limiter *l, const srl_decis
 {
     char buf[128];
     apr_table_setn(r->err_headers_out, "RateLimit-Policy", l->policy_header);
-    if (srl_format_ratelimit(dec, l->token, buf, sizeof buf) >= 0)
+    if (srl_format_ratelimit(dec, l->header_name, buf, sizeof buf) >= 0)
         apr_table_set(r->err_headers_out, "RateLimit", buf);
     if (!dec->allowed && srl_format_retry_after(dec, buf, sizeof buf) >= 0)
         apr_table_set(r->err_headers_out, "Retry-After", buf);
@@ -502,9 +574,47 @@ static int srl_access_checker(request_rec *r)
     set_headers(r, l, &dec);
     if (dec.allowed)
         return DECLINED;
-    ap_log_rerror(APLOG_MARK, APLOG_INFO, 0, r, "SrlLimit %s: 429 to %s", l->name,
-                  r->useragent_ip);
-    return HTTP_TOO_MANY_REQUESTS;
+    int code = d->status != 0 ? d->status : HTTP_TOO_MANY_REQUESTS;
+    ap_log_rerror(APLOG_MARK, APLOG_INFO, 0, r, "SrlLimit %s: %d to %s for key \"%s\" on %s",
+                  l->name, code, r->useragent_ip,
+                  ap_escape_logitem(r->pool, apr_pstrmemdup(r->pool, key, len)),
+                  ap_escape_logitem(r->pool, r->uri));
+    return code;
+}
+
+/* ------------------------------------------------------------- metrics */
+
+static void put_request(void *ctx, const char *s, size_t n)
+{
+    ap_rwrite(s, (int)n, (request_rec *)ctx);
+}
+
+static int srl_metrics_handler(request_rec *r)
+{
+    if (r->handler == NULL || strcmp(r->handler, "srl-metrics") != 0)
+        return DECLINED;
+    r->allowed |= (AP_METHOD_BIT << M_GET);
+    if (r->method_number != M_GET)
+        return HTTP_METHOD_NOT_ALLOWED;
+    const srl_ap_registry *reg = registry_get(r->server->process->pconf, 0);
+    int n = reg != NULL ? reg->limiters->nelts : 0;
+    srl__metrics_seg *v = apr_pcalloc(r->pool, sizeof *v * (size_t)(n > 0 ? n : 1));
+    for (int i = 0; i < n; i++) {
+        const srl_ap_limiter *l = APR_ARRAY_IDX(reg->limiters, i, srl_ap_limiter *);
+        v[i].name = l->name[0] == '/' ? l->name : apr_pstrcat(r->pool, "/", l->name, NULL);
+        int rc = l->lim == NULL ? SRL_ENOENT : srl_info_get(l->lim, &v[i].info);
+        if (rc == 0)
+            rc = srl_stats_get(l->lim, &v[i].stats);
+        v[i].ok = rc == 0;
+        v[i].status = rc == 0 ? "ok" : "error";
+        if (rc != 0)
+            ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, r, "srl-metrics: %s: %s", l->name,
+                          srl_strerror(rc));
+    }
+    ap_set_content_type(r, SRL__METRICS_CONTENT_TYPE);
+    if (!r->header_only)
+        srl__metrics_format(v, (size_t)n, put_request, r);
+    return OK;
 }
 
 /* ---------------------------------------------------------- the module */
@@ -523,6 +633,8 @@ static const command_rec srl_cmds[] = {
                   "N: permits one request takes (default 1)"),
     AP_INIT_FLAG("SrlDryRun", cmd_dry_run, NULL, RSRC_CONF | ACCESS_CONF,
                  "On: never refuse; log and set SRL_LIMITED=1 instead"),
+    AP_INIT_TAKE1("SrlStatus", cmd_status, NULL, RSRC_CONF | ACCESS_CONF,
+                  "CODE: the status of a refused request, 400..599 (default 429)"),
     {NULL}
 };
 
@@ -531,6 +643,7 @@ static void srl_register_hooks(apr_pool_t *p)
     (void)p;
     ap_hook_post_config(srl_post_config, NULL, NULL, APR_HOOK_MIDDLE);
     ap_hook_access_checker(srl_access_checker, NULL, NULL, APR_HOOK_FIRST);
+    ap_hook_handler(srl_metrics_handler, NULL, NULL, APR_HOOK_MIDDLE);
 }
 
 module AP_MODULE_DECLARE_DATA srl_module = {

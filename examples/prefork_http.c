@@ -107,6 +107,21 @@ static void child(srl_limiter *lim, const srl_policy *policy, int ls)
     }
 }
 
+/* A whole decimal number in [min, max]: no sign, no trailing bytes (atoi
+ * would take "80x" as 80 and "x" as 0). */
+static int parse_ulong(const char *s, unsigned long min, unsigned long max, unsigned long *out)
+{
+    if (*s < '0' || *s > '9')
+        return -1;
+    errno = 0;
+    char *end;
+    unsigned long v = strtoul(s, &end, 10);
+    if (errno != 0 || *end != '\0' || v < min || v > max)
+        return -1;
+    *out = v;
+    return 0;
+}
+
 static volatile sig_atomic_t stopping;
 static void on_term(int sig)
 {
@@ -120,13 +135,22 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: prefork_http PORT [WORKERS [POLICY]]\n");
         return 64;
     }
-    int port = atoi(argv[1]);
-    int workers = argc > 2 ? atoi(argv[2]) : 4;
+    unsigned long port, workers = 4;
+    if (parse_ulong(argv[1], 1, 65535, &port) != 0) {
+        fprintf(stderr, "prefork_http: PORT '%s': expected a number, 1..65535\n", argv[1]);
+        return 64;
+    }
+    if (argc > 2 && parse_ulong(argv[2], 1, 64, &workers) != 0) {
+        fprintf(stderr, "prefork_http: WORKERS '%s': expected a number, 1..64\n", argv[2]);
+        return 64;
+    }
     srl_config cfg;
     srl_config_init(&cfg);
-    int rc = srl_policy_parse(argc > 3 ? argv[3] : "10/1m", &cfg.policy);
-    if (rc != 0 || port <= 0 || port > 65535 || workers < 1 || workers > 64) {
-        fprintf(stderr, "prefork_http: bad arguments: %s\n", srl_strerror(rc));
+    const char *policy = argc > 3 ? argv[3] : "10/1m";
+    int rc = srl_policy_parse(policy, &cfg.policy);
+    if (rc != 0) {
+        fprintf(stderr, "prefork_http: POLICY '%s': %s (e.g. 10/1m, gcra:100/1s)\n", policy,
+                srl_strerror(rc));
         return 64;
     }
     srl_limiter *lim;
@@ -147,14 +171,14 @@ int main(int argc, char **argv)
     signal(SIGTERM, on_term);
     signal(SIGINT, on_term);
     pid_t pids[64];
-    for (int i = 0; i < workers; i++)
+    for (unsigned long i = 0; i < workers; i++)
         if ((pids[i] = fork()) == 0)
             child(lim, &cfg.policy, ls);
-    printf("prefork_http: %d workers on 127.0.0.1:%d\n", workers, port);
+    printf("prefork_http: %lu workers on 127.0.0.1:%lu\n", workers, port);
     fflush(stdout);
     while (!stopping)
         pause();
-    for (int i = 0; i < workers; i++)
+    for (unsigned long i = 0; i < workers; i++)
         if (pids[i] > 0)
             kill(pids[i], SIGTERM);
     while (wait(NULL) > 0)

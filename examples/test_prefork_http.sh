@@ -3,8 +3,22 @@
 # with 4 workers and policy 10/1h, send 14 requests for one API key, and
 # require exactly 10 answers 200 then 4 answers 429 with Retry-After and
 # RateLimit headers, served by more than one worker.  Stops the server by pid.
+# First: bad arguments exit 64 with a message naming the argument.
 set -euo pipefail
 server=$1
+# Bad arguments: exit 64 and a message naming the argument, before binding.
+bad() { # bad WANT_MESSAGE ARGS...
+  local want=$1; shift
+  local msg rc=0
+  msg=$("$server" "$@" 2>&1 >/dev/null) || rc=$?
+  [ "$rc" -eq 64 ] && [ "$msg" = "$want" ] || { echo "FAIL: prefork_http $*: exit $rc, said '$msg' (want '$want')"; exit 1; }
+}
+bad "prefork_http: PORT '80x': expected a number, 1..65535" 80x
+bad "prefork_http: PORT '0': expected a number, 1..65535" 0
+bad "prefork_http: PORT '70000': expected a number, 1..65535" 70000
+bad "prefork_http: WORKERS '100': expected a number, 1..64" 18090 100
+bad "prefork_http: WORKERS '-1': expected a number, 1..64" 18090 -1
+bad "prefork_http: POLICY 'bogus': invalid rate-limit policy (e.g. 10/1m, gcra:100/1s)" 18090 2 bogus
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 out=$(mktemp -d)
 "$server" "$port" 4 token_bucket:10/1h >"$out/server.log" 2>&1 &

@@ -86,8 +86,12 @@ final class Srl
      * segment with another policy or capacity throws (SRL_EMISMATCH).
      * Options: key_display (0..255), on_full ('allow' | 'deny'), mode
      * (permission bits of a created segment, default 0600), flags
-     * (Srl::CREATE, default; 0 to only open).
+     * (Srl::CREATE, default; 0 to only open).  Any other option throws
+     * InvalidArgumentException naming it, before anything is opened.
      */
+    /* The options the constructor takes; any other key is an error. */
+    private const OPTIONS = ['key_display', 'on_full', 'mode', 'flags'];
+
     public function __construct(string $name, string $policy, int $capacity, array $options = [])
     {
         $ffi = self::ffi();
@@ -102,6 +106,13 @@ final class Srl
             throw new InvalidArgumentException("capacity must be at least 1, got $capacity");
         }
         $cfg->capacity = $capacity;
+        /* A misspelt option (key_dispaly) must not be dropped silently: it
+         * would surface later as a mismatch, or never. */
+        $unknown = array_diff(array_map('strval', array_keys($options)), self::OPTIONS);
+        if ($unknown !== []) {
+            throw new InvalidArgumentException("unknown option '" . reset($unknown)
+                . "' (known: " . implode(', ', self::OPTIONS) . ')');
+        }
         if (isset($options['key_display'])) {
             $cfg->key_display = self::u32((int)$options['key_display'], 'key_display');
         }

@@ -141,7 +141,10 @@ char *rlctl_hex(const unsigned char *s, size_t n);
  * "<fingerprint HEX>" when no display bytes were kept. */
 char *rlctl_key_label(const srl_entry *e);
 
-/* rlctl_json.c */
+/* rlctl_json.c.  RLCTL_JSON_SCHEMA: the first field of every top-level
+ * object; raised when a field changes type or meaning (2: retry_after and
+ * mode became numbers). */
+#define RLCTL_JSON_SCHEMA 2
 typedef struct rlctl_json {
     FILE *f;
     int depth;
@@ -193,6 +196,9 @@ void rlctl_table_free(rlctl_table *t);
 int rlctl_exit_code(int rc);
 /* Print "rlctl: NAME: <what>: <remedy>" and return the exit code for rc. */
 int rlctl_fail(const char *name, int rc);
+/* rlctl_fail for a command: with --json also {"error", "code", "remedy",
+ * "exit_status"} on stdout. */
+int rlctl_fail_cmd(const rlctl_opts *o, int rc);
 /* Open an existing segment (its own policy and geometry).  Returns 0 or an
  * exit code after printing the message. */
 int rlctl_open(const rlctl_opts *o, srl_limiter **out);

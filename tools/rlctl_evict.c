@@ -34,7 +34,7 @@ int rlctl_cmd_evict(const rlctl_opts *o)
     int64_t n = o->dry_run ? srl_foreach(lim, count_at_rest, &c) : srl_evict_idle(lim);
     srl_close(lim);
     if (n < 0)
-        return rlctl_fail(o->name, (int)n);
+        return rlctl_fail_cmd(o, (int)n);
     if (o->json) {
         rlctl_json j;
         rlctl_json_init(&j, stdout);

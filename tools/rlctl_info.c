@@ -72,7 +72,8 @@ static void info_json(const char *name, const srl_info *in, const srl_stats *st,
     rlctl_json_ratio(&j, "bytes_per_key", in->segment_bytes, st->used);
     rlctl_json_u64(&j, "key_display", in->key_display);
     snprintf(s, sizeof s, "%04o", in->mode);
-    rlctl_json_str(&j, "mode", s);
+    rlctl_json_u64(&j, "mode", in->mode);
+    rlctl_json_str(&j, "mode_octal", s);
     rlctl_json_u64(&j, "owner_uid", in->owner_uid);
     rlctl_json_str(&j, "owner", owner);
     rlctl_json_i64(&j, "creator_pid", in->creator_pid);
@@ -150,7 +151,7 @@ int rlctl_cmd_info(const rlctl_opts *o)
         rc = srl_stats_get(lim, &st);
     srl_close(lim);
     if (rc != 0)
-        return rlctl_fail(o->name, rc);
+        return rlctl_fail_cmd(o, rc);
     char pol[SRL_POLICY_TEXT_MAX], owner[64];
     if (srl_policy_format(&in.policy, pol, sizeof pol) < 0)
         snprintf(pol, sizeof pol, "?");

@@ -8,7 +8,8 @@
  * bytes >= 0x7f are written as \u00NN too, so the output is plain ASCII and
  * valid UTF-8 whatever it is given (rlctl passes keys already escaped by
  * rlctl_escape, which are ASCII).  Numbers are integers, except ratios,
- * written with six decimals from integer arithmetic.
+ * written with six decimals from integer arithmetic.  Each top-level object
+ * starts with "schema_version" (RLCTL_JSON_SCHEMA).
  *
  * The writer lives on the caller's stack; nothing is shared.
  */
@@ -69,7 +70,15 @@ static void close_(rlctl_json *j, char c)
     fputc(c, j->f);
 }
 
-void rlctl_json_begin_obj(rlctl_json *j, const char *key) { open_(j, key, '{'); }
+void rlctl_json_begin_obj(rlctl_json *j, const char *key)
+{
+    int top = j->depth == 0;
+    open_(j, key, '{');
+    /* Every top-level object says which shape of rlctl's JSON it is
+     * (rlctl(1), JSON OUTPUT): scripts can refuse a shape they do not know. */
+    if (top)
+        rlctl_json_u64(j, "schema_version", RLCTL_JSON_SCHEMA);
+}
 void rlctl_json_end_obj(rlctl_json *j) { close_(j, '}'); }
 void rlctl_json_begin_arr(rlctl_json *j, const char *key) { open_(j, key, '['); }
 void rlctl_json_end_arr(rlctl_json *j) { close_(j, ']'); }

@@ -32,12 +32,12 @@ static void decision_json(rlctl_json *j, const srl_decision *d)
 {
     char ra[32];
     if (srl_format_retry_after(d, ra, sizeof ra) < 0)
-        ra[0] = '\0';
+        snprintf(ra, sizeof ra, "0");
     rlctl_json_bool(j, "allowed", d->allowed);
     rlctl_json_u64(j, "limit", d->limit);
     rlctl_json_u64(j, "remaining", d->remaining);
     rlctl_json_u64(j, "retry_after_ns", d->retry_after_ns);
-    rlctl_json_str(j, "retry_after", ra);
+    rlctl_json_u64(j, "retry_after", strtoull(ra, NULL, 10)); /* whole seconds, rounded up */
     rlctl_json_u64(j, "reset_after_ns", d->reset_after_ns);
     rlctl_json_bool(j, "untracked", (d->flags & SRL_DECISION_UNTRACKED) != 0);
     rlctl_json_bool(j, "degraded", (d->flags & SRL_DECISION_DEGRADED) != 0);
@@ -87,9 +87,9 @@ int rlctl_cmd_get(const rlctl_opts *o)
         irc = srl_stats_get(lim, &st);
     srl_close(lim);
     if (rc != 0 && rc != SRL_ENOENT)
-        return rlctl_fail(o->name, rc);
+        return rlctl_fail_cmd(o, rc);
     if (irc != 0)
-        return rlctl_fail(o->name, irc);
+        return rlctl_fail_cmd(o, irc);
     /* Every slot taken: a new key cannot get one, on_full decides. */
     int full = st.used >= in.capacity;
     if (rc == SRL_ENOENT)
@@ -145,7 +145,7 @@ int rlctl_cmd_try(const rlctl_opts *o)
     /* On a lock timeout (or an unrecoverable lock) d is still filled. */
     int degraded = rc == SRL_ETIMEDOUT || rc == SRL_ENOTRECOVERABLE;
     if (rc != 0 && !degraded)
-        return rlctl_fail(o->name, rc);
+        return rlctl_fail_cmd(o, rc);
     char *key = key_text(o);
     if (key == NULL)
         return EX_OSERR;
@@ -183,7 +183,7 @@ int rlctl_cmd_try(const rlctl_opts *o)
     }
     free(key);
     status = rlctl_flush(d.allowed ? EX_OK : RLCTL_EX_NO);
-    return degraded ? rlctl_fail(o->name, rc) : status;
+    return degraded ? rlctl_fail_cmd(o, rc) : status;
 }
 
 int rlctl_cmd_reset(const rlctl_opts *o)
@@ -195,7 +195,7 @@ int rlctl_cmd_reset(const rlctl_opts *o)
     int rc = srl_reset_key(lim, o->key, o->key_len);
     srl_close(lim);
     if (rc != 0 && rc != SRL_ENOENT)
-        return rlctl_fail(o->name, rc);
+        return rlctl_fail_cmd(o, rc);
     char *key = key_text(o);
     if (key == NULL)
         return EX_OSERR;

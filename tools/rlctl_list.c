@@ -226,11 +226,14 @@ int rlctl_cmd_list(const rlctl_opts *o)
         return status;
     struct walk w = {.sort = o->sort, .top = o->top};
     int64_t visited = srl_foreach(lim, visit, &w);
+    srl_info info;
+    srl_stats st;
+    int have = srl_info_get(lim, &info) == 0 && srl_stats_get(lim, &st) == 0;
     srl_close(lim);
     /* Idle times against the default ticker, which shared segments use. */
     uint64_t now = srl_monotonic_ns(NULL);
     if (visited < 0) {
-        status = rlctl_fail(o->name, (int)visited);
+        status = rlctl_fail_cmd(o, (int)visited);
     } else if (w.oom) {
         fputs("rlctl: out of memory\n", stderr);
         status = EX_OSERR;
@@ -243,8 +246,17 @@ int rlctl_cmd_list(const rlctl_opts *o)
             status = EX_OSERR;
         } else {
             status = rc;
-            if (!o->json && rc == 0 && (uint64_t)visited > w.n)
-                printf("(%zu of %" PRId64 " keys shown)\n", w.n, visited);
+            /* --top without --sort stops the walk early: the total is
+             * then the table's count of keys (srl_stats.used). */
+            uint64_t total = (uint64_t)visited;
+            if (have && o->top != 0 && o->sort == RLCTL_SORT_NONE && w.n == o->top &&
+                st.used > total)
+                total = st.used;
+            if (!o->json && rc == 0 && total > w.n)
+                printf("(%zu of %" PRIu64 " keys shown)\n", w.n, total);
+            if (!o->json && rc == 0 && have && info.key_display == 0 && w.n > 0)
+                printf("(keys shown by fingerprint: this segment keeps no key bytes; create it "
+                       "with --key-display 32 to see them, 32 more bytes per slot)\n");
         }
     }
     for (size_t i = 0; i < w.n; i++)

@@ -124,13 +124,36 @@ int rlctl_fail(const char *name, int rc)
     return rlctl_exit_code(rc);
 }
 
+int rlctl_fail_cmd(const rlctl_opts *o, int rc)
+{
+    int status = rlctl_fail(o->name, rc);
+    if (o->json) {
+        /* With --json the failure is JSON on stdout as well, so a script
+         * reading stdout sees an object, not nothing. */
+        const char *r = remedy(rc);
+        rlctl_json j;
+        rlctl_json_init(&j, stdout);
+        rlctl_json_begin_obj(&j, NULL);
+        rlctl_json_str(&j, "name", o->name != NULL ? o->name : "-");
+        rlctl_json_str(&j, "error", rc == SRL_ENOENT ? "no such segment" : srl_strerror(rc));
+        rlctl_json_i64(&j, "code", rc);
+        if (r != NULL)
+            rlctl_json_str(&j, "remedy", r);
+        rlctl_json_u64(&j, "exit_status", (uint64_t)status);
+        rlctl_json_end_obj(&j);
+        rlctl_json_end(&j);
+        fflush(stdout);
+    }
+    return status;
+}
+
 int rlctl_open(const rlctl_opts *o, srl_limiter **out)
 {
     srl_config cfg;
     srl_config_init(&cfg);
     cfg.owner_uid = rlctl_trusted_uid();
     int rc = srl_open_shared(o->name, &cfg, SRL_ADOPT, out);
-    return rc == 0 ? 0 : rlctl_fail(o->name, rc);
+    return rc == 0 ? 0 : rlctl_fail_cmd(o, rc);
 }
 
 int rlctl_flush(int status)

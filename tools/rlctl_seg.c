@@ -50,7 +50,7 @@ int rlctl_cmd_create(const rlctl_opts *o)
     srl_limiter *lim;
     int rc = srl_open_shared(o->name, &cfg, SRL_CREATE | SRL_EXCL, &lim);
     if (rc != 0) {
-        int status = rlctl_fail(o->name, rc);
+        int status = rlctl_fail_cmd(o, rc);
         if (rc == SRL_ENOSPC) {
             char b[48];
             fprintf(stderr, "rlctl: %s: %s free in %s\n", o->name,
@@ -63,7 +63,7 @@ int rlctl_cmd_create(const rlctl_opts *o)
     rc = srl_info_get(lim, &info);
     srl_close(lim);
     if (rc != 0)
-        return rlctl_fail(o->name, rc);
+        return rlctl_fail_cmd(o, rc);
     int64_t after = shm_free();
     char pol[SRL_POLICY_TEXT_MAX];
     if (srl_policy_format(&info.policy, pol, sizeof pol) < 0)
@@ -83,7 +83,8 @@ int rlctl_cmd_create(const rlctl_opts *o)
         rlctl_json_u64(&j, "key_display", info.key_display);
         char mode[8];
         snprintf(mode, sizeof mode, "%04o", info.mode);
-        rlctl_json_str(&j, "mode", mode);
+        rlctl_json_u64(&j, "mode", info.mode);
+        rlctl_json_str(&j, "mode_octal", mode);
         rlctl_json_str(&j, "on_full", on_full_name(info.on_full));
         if (before < 0)
             rlctl_json_null(&j, "shm_free_before");
@@ -126,7 +127,7 @@ int rlctl_cmd_destroy(const rlctl_opts *o)
                     o->name, srl_strerror(rc));
             return EX_DATAERR;
         } else if (rc != SRL_ESTALE && rc != SRL_ECORRUPT && rc != SRL_EVERSION)
-            return rlctl_fail(o->name, rc);
+            return rlctl_fail_cmd(o, rc);
     }
     int rc = srl_unlink(o->name);
     if (rc == SRL_EFOREIGN && o->force) {
@@ -137,7 +138,7 @@ int rlctl_cmd_destroy(const rlctl_opts *o)
                                       : errno == EACCES ? SRL_EACCES : SRL_ESYS;
     }
     if (rc != 0)
-        return rlctl_fail(o->name, rc);
+        return rlctl_fail_cmd(o, rc);
     if (o->json) {
         rlctl_json j;
         rlctl_json_init(&j, stdout);
@@ -195,7 +196,7 @@ int rlctl_cmd_check(const rlctl_opts *o)
     int64_t n = srl_check(lim, collect, &p);
     srl_close(lim);
     if (n < 0) {
-        status = rlctl_fail(o->name, (int)n);
+        status = rlctl_fail_cmd(o, (int)n);
     } else if (p.oom) {
         fputs("rlctl: out of memory\n", stderr);
         status = EX_OSERR;

@@ -315,5 +315,5 @@ int rlctl_cmd_watch(const rlctl_opts *o)
     }
     free(scr);
     srl_close(lim);
-    return rc != 0 ? rlctl_fail(o->name, rc) : status;
+    return rc != 0 ? rlctl_fail_cmd(o, rc) : status;
 }

@@ -17,6 +17,8 @@
 #   E  key env: (SetEnvIf), SrlDryRun On: all 200, no RateLimit headers,
 #      SRL_LIMITED=1 logged for exactly the 3 over the limit, 3 log lines
 #   F  SrlLimit off below a server-wide SrlLimit: not counted, no headers
+#   L  SrlStatus 503 answers a refusal with 503; policy_name= is the name in
+#      RateLimit-Policy and RateLimit; the refusal's log line has key and URI
 #   J  a full table (capacity 1 = one bucket): with SrlOnFull deny exactly
 #      the table's slots of 40 new keys are admitted, the rest get 429;
 #      with on_full=allow all pass; rlctl counts the on_full decisions
@@ -25,8 +27,11 @@
 #   H  rlctl info on the segment: allowed/denied/used agree exactly, and
 #      rlctl list has each key (the exact bytes mod_srl used) with its counts;
 #      the segment belongs to the workers' user, mode 0600
+#   K  SetHandler srl-metrics: 200, Prometheus text promtool accepts, the
+#      counts of H, byte-identical to `rlctl metrics` of the same segments
 #   I  after the stop, the same name with another policy: apache2 refuses
-#      to start, the error log says why and how to fix it
+#      to start, the error log says why and how to fix it; `apache2 -k
+#      start` itself exits 1 (the check runs before it detaches)
 # plus: `apache2 -t` (config check only) creates no segment, and a
 # SrlLimit naming no limiter is refused at configuration time.
 mpm=${1:?usage: apache.sh prefork|event}
@@ -41,11 +46,11 @@ e2e_tmpdir "apache-$mpm"
 e2e_port=$(free_port)
 token="srl-e2e-ap-$mpm-$$"
 name="/$token"
-e2e_segments+=("$name" "$name-fd" "$name-fa")
+e2e_segments+=("$name" "$name-fd" "$name-fa" "$name-st")
 started=$(date +%s)
 
 mkdir -p "$e2e_tmp/htdocs/dir"
-for f in ip cost dry free fulld fulla; do echo "$f" >"$e2e_tmp/htdocs/$f"; done
+for f in ip cost dry free fulld fulla st; do echo "$f" >"$e2e_tmp/htdocs/$f"; done
 echo hdr >"$e2e_tmp/htdocs/hdr"
 echo index >"$e2e_tmp/htdocs/dir/index.html"
 
@@ -79,6 +84,15 @@ SrlLimiter $name-fa token_bucket:$LIMIT/1d 1 on_full=allow
 </Location>
 <Location /fulla>
     SrlLimit $name-fa
+</Location>
+<Location /srl-metrics>
+    SrlLimit off
+    SetHandler srl-metrics
+</Location>
+SrlLimiter $name-st token_bucket:1/1d 16 policy_name=custom-L
+<Location /st>
+    SrlLimit $name-st
+    SrlStatus 503
 </Location>"
 
 # --- configuration-time behaviour, before any server runs
@@ -171,6 +185,14 @@ f=$(http seq 5 /free "X-Key: free-F")
 check_eq "F: SrlLimit off: all admitted" 5 "$(count_status 200 "$f")"
 check_eq "F: SrlLimit off: no RateLimit header" 5 "$(cut -f3 <<<"$f" | grep -cx -- -)"
 
+# --- L: SrlStatus, policy_name=, the refusal's log line names key and URI
+l=$(http seq 2 /st "X-Key: st-L")
+check_eq "L: SrlStatus 503: statuses" "200 503" "$(cut -f1 <<<"$l" | tr '\n' ' ' | sed 's/ $//')"
+check_eq "L: policy_name= names the RateLimit-Policy" 2 "$(cut -f4 <<<"$l" | grep -c '^"custom-L";')"
+check_eq "L: policy_name= names the RateLimit field" 2 "$(cut -f3 <<<"$l" | grep -c '^"custom-L";')"
+check_eq "L: the refusal is logged with its key and URI" 1 \
+  "$(grep -c "SrlLimit $name-st: 503 to 127.0.0.1 for key \"st-L\" on /st" "$e2e_tmp/error.log")"
+
 # --- J: a full table (capacity 1: one bucket of slots_per_bucket slots)
 for lim in fd fa; do
   slots=$(rlctl_count "$name-$lim" capacity)
@@ -222,6 +244,27 @@ for k in "127.0.0.1 10 4" "hold-B 10 20" "dir-C 10 3" "cost-127.0.0.1 5 2" "dry-
 done
 check_eq "H: segment owner and mode" "$e2e_user 600" "$(stat -c '%U %a' "/dev/shm/$token")"
 
+# --- K: SetHandler srl-metrics serves rlctl metrics' text, byte for byte
+curl -s -D "$e2e_tmp/metrics.hdr" -o "$e2e_tmp/metrics.txt" "http://127.0.0.1:$e2e_port/srl-metrics"
+check_eq "K: srl-metrics: status" 200 "$(awk 'NR==1 {print $2}' "$e2e_tmp/metrics.hdr")"
+check_eq "K: srl-metrics: Content-Type" "text/plain; version=0.0.4; charset=utf-8" \
+  "$(tr -d '\r' <"$e2e_tmp/metrics.hdr" | sed -n 's/^Content-Type: //Ip')"
+if command -v promtool >/dev/null; then
+  promtool check metrics <"$e2e_tmp/metrics.txt" >"$e2e_tmp/promtool.out" 2>&1
+  check_eq "K: promtool check metrics accepts it (exit status)" 0 "$?"
+  check_eq "K: promtool has no lint complaint" "" "$(cat "$e2e_tmp/promtool.out")"
+else
+  fail "K: promtool missing (tools/install-deps: prometheus)"
+fi
+check_eq "K: allowed decisions" 1 \
+  "$(grep -cxF "srl_decisions_total{segment=\"$name\",result=\"allowed\"} 47" "$e2e_tmp/metrics.txt")"
+check_eq "K: denied decisions" 1 \
+  "$(grep -cxF "srl_decisions_total{segment=\"$name\",result=\"denied\"} 32" "$e2e_tmp/metrics.txt")"
+check_eq "K: keys" 1 "$(grep -cxF "srl_keys{segment=\"$name\"} 6" "$e2e_tmp/metrics.txt")"
+rlctl_as_owner metrics "$name" "$name-fd" "$name-fa" "$name-st" >"$e2e_tmp/rlctl-metrics.txt"
+check_eq "K: the same text as rlctl metrics (one formatter)" same \
+  "$(cmp -s "$e2e_tmp/metrics.txt" "$e2e_tmp/rlctl-metrics.txt" && echo same || echo differs)"
+
 stop_pid "$apache_pid"
 check_eq "apache2 stopped by its pid" gone "$(kill -0 "$apache_pid" 2>/dev/null && echo running || echo gone)"
 
@@ -242,5 +285,12 @@ timeout 30 setsid /usr/sbin/apache2 -d "$e2e_tmp" -f "$e2e_tmp/mismatch.conf" -D
 check_eq "I: another policy on the existing segment: apache2 exit status" 1 "$?"
 check_eq "I: the error log names the mismatch and the remedy" 1 \
   "$(grep -c "SrlLimiter $name (.*): cannot open the segment: segment exists with a different policy.*rlctl destroy" "$e2e_tmp/mismatch.log")"
+sed "s|mismatch.log|mismatch-k.log|; s|check.pid|mismatch-k.pid|" "$e2e_tmp/mismatch.conf" >"$e2e_tmp/mismatch-k.conf"
+timeout 30 /usr/sbin/apache2 -d "$e2e_tmp" -f "$e2e_tmp/mismatch-k.conf" -k start >/dev/null 2>&1
+check_eq "I: apache2 -k start itself fails (exit status), before it detaches" 1 "$?"
+check_eq "I: -k start: no server left running" absent \
+  "$([ -s "$e2e_tmp/run/mismatch-k.pid" ] && kill -0 "$(cat "$e2e_tmp/run/mismatch-k.pid")" 2>/dev/null && echo running || echo absent)"
+check_eq "I: -k start: the log names the mismatch" 1 \
+  "$(grep -c "SrlLimiter $name (.*): cannot open the segment: segment exists with a different policy" "$e2e_tmp/mismatch-k.log")"
 check_eq "I: the states were left alone (rlctl info: allowed)" 47 "$(rlctl_count "$name" allowed)"
 e2e_finish "$mpm"

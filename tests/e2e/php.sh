@@ -34,7 +34,7 @@ srl_token="srl-e2e-php-$$"
 srl_name="/$srl_token"
 srl_policy="token_bucket:$LIMIT/1d"
 srl_capacity=1024
-e2e_segments+=("$srl_name" "$srl_name-none")
+e2e_segments+=("$srl_name" "$srl_name-none" "$srl_name-typo")
 started=$(date +%s)
 
 fpm_start a b
@@ -136,6 +136,14 @@ check_eq "4: cost above the permits: SRL_ECOST" -3 \
   "$(php_err '(new Srl(getenv("SRL_NAME"), "token_bucket:20/1d", 1024))->acquire("k4", 21)')"
 check_eq "4: cost 0: SRL_ECOST" -3 "$(php_err '(new Srl(getenv("SRL_NAME"), "token_bucket:20/1d", 1024))->acquire("k4", 0)')"
 check_eq "4: empty key: SRL_EKEY" -4 "$(php_err '(new Srl(getenv("SRL_NAME"), "token_bucket:20/1d", 1024))->acquire("")')"
+typo=$(SRL_NAME="$srl_name-typo" LD_LIBRARY_PATH="$SRL_LIBDIR" as_worker php -n -d extension=ffi -d ffi.enable=1 -r '
+  require getenv("SRL_PHP_DIR") . "/Srl.php";
+  try { new Srl(getenv("SRL_NAME"), "token_bucket:20/1d", 1024, ["key_dispaly" => 32]); echo "no exception\n"; }
+  catch (InvalidArgumentException $e) { echo $e->getMessage(), "\n"; }')
+check_eq "4: a misspelt option is refused, named" \
+  "unknown option 'key_dispaly' (known: key_display, on_full, mode, flags)" "$typo"
+check_eq "4: ... before anything was created" absent \
+  "$([ -e "/dev/shm/$srl_token-typo" ] && echo present || echo absent)"
 check_eq "4: a missing segment without Srl::CREATE: SRL_ENOENT" -7 \
   "$(php_err '$s = new Srl(getenv("SRL_NAME") . "-none", "token_bucket:20/1d", 1024, ["flags" => 0])')"
 check_eq "4: after the errors: rlctl info: allowed" 40 "$(rlctl_count "$srl_name" allowed)"

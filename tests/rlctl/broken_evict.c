@@ -67,7 +67,7 @@ int rlctl_cmd_evict(const rlctl_opts *o)
     free(v.key);
     free(v.len);
     if (n < 0)
-        return rlctl_fail(o->name, (int)n);
+        return rlctl_fail_cmd(o, (int)n);
     if (o->json) {
         rlctl_json j;
         rlctl_json_init(&j, stdout);

@@ -55,9 +55,9 @@ START_TEST(try_allows_exactly_the_permits_then_exits_1_with_the_retry_time)
     ck_assert_uint_eq(json_get_u64(v, "remaining"), 0);
     ck_assert_uint_eq(json_get_u64(v, "limit"), 5);
     uint64_t ra_ns = json_get_u64(v, "retry_after_ns");
-    char ra_text[24];
-    snprintf(ra_text, sizeof ra_text, "%llu", (unsigned long long)((ra_ns + 999999999) / 1000000000));
-    ck_assert_str_eq(json_get_str(v, "retry_after"), ra_text);
+    /* A number (schema 2), whole seconds rounded up like Retry-After. */
+    ck_assert_uint_eq(json_get_u64(v, "retry_after"), (ra_ns + 999999999) / 1000000000);
+    ck_assert_uint_eq(json_get_u64(v, "schema_version"), 2);
     ck_assert_uint_le(ra_ns, 720ull * 1000000000ull);
     ck_assert_uint_gt(ra_ns, 600ull * 1000000000ull);
     ck_assert_int_eq(json_get_bool(v, "untracked"), 0);
@@ -500,6 +500,39 @@ START_TEST(evict_dry_run_counts_the_keys_at_rest_then_evict_removes_exactly_them
 }
 END_TEST
 
+START_TEST(list_top_without_sort_keeps_the_footer_and_hints_at_key_display)
+{
+    char name[160];
+    seg_name(name, sizeof name, "list-footer");
+    seg_create(name, "token_bucket:5/1h", "64", "0");
+    run_result r;
+    const char *keys[] = {"a", "b", "c", "d"};
+    for (size_t i = 0; i < 4; i++) {
+        RUN(&r, 0, "try", name, keys[i]);
+        run_free(&r);
+    }
+    const char *hint = "(keys shown by fingerprint: this segment keeps no key bytes; create it "
+                       "with --key-display 32 to see them, 32 more bytes per slot)\n";
+    RUN(&r, 0, "list", name, "--top", "2");
+    ck_assert_msg(strstr(r.out, "\n(2 of 4 keys shown)\n") != NULL, "%s", r.out);
+    ck_assert_msg(strstr(r.out, hint) != NULL, "%s", r.out);
+    run_free(&r);
+    RUN(&r, 0, "list", name, "--top", "2", "--sort", "allowed");
+    ck_assert_msg(strstr(r.out, "\n(2 of 4 keys shown)\n") != NULL, "%s", r.out);
+    run_free(&r);
+    seg_destroy(name);
+    /* With display bytes there is no hint. */
+    seg_create(name, "token_bucket:5/1h", "64", "8");
+    RUN(&r, 0, "try", name, "k");
+    run_free(&r);
+    RUN(&r, 0, "list", name);
+    ck_assert_msg(strstr(r.out, "keys shown by fingerprint") == NULL, "%s", r.out);
+    ck_assert_msg(strstr(r.out, "keys shown)") == NULL, "%s", r.out);
+    run_free(&r);
+    seg_destroy(name);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("rlctl_keys");
@@ -507,6 +540,7 @@ int main(void)
     tcase_add_unchecked_fixture(tc, seg_prefix_init, seg_prefix_cleanup);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, try_allows_exactly_the_permits_then_exits_1_with_the_retry_time);
+    tcase_add_test(tc, list_top_without_sort_keeps_the_footer_and_hints_at_key_display);
     tcase_add_test(tc, try_with_a_cost_above_the_permits_exits_64_and_tracks_nothing);
     tcase_add_test(tc, get_shows_the_remaining_permits_and_exits_1_for_an_untracked_key);
     tcase_add_test(tc, reset_forgets_a_key_and_exits_1_when_it_is_not_tracked);

@@ -59,7 +59,9 @@ START_TEST(create_then_info_shows_the_policy_capacity_and_zero_counters)
     ck_assert_uint_eq(json_get_u64(v, "permits"), 5);
     ck_assert_uint_eq(json_get_u64(v, "window_ns"), 3600ull * 1000000000ull);
     ck_assert_str_eq(json_get_str(v, "on_full"), "deny");
-    ck_assert_str_eq(json_get_str(v, "mode"), "0640");
+    ck_assert_uint_eq(json_get_u64(v, "mode"), 0640); /* a number (schema 2) */
+    ck_assert_str_eq(json_get_str(v, "mode_octal"), "0640");
+    ck_assert_uint_eq(json_get_u64(v, "schema_version"), 2);
     uint64_t cap = json_get_u64(v, "capacity"), spb = json_get_u64(v, "slots_per_bucket");
     /* Rounded up to whole buckets: the least multiple of the bucket size. */
     ck_assert_uint_eq(cap, json_get_u64(v, "buckets") * spb);
@@ -383,6 +385,18 @@ START_TEST(a_missing_segment_exits_66_with_a_message_for_every_command)
         ck_assert_str_eq(r.out, "");
         run_free(&r);
     }
+    /* With --json the failure is also a JSON object on stdout. */
+    run_result r;
+    RUN(&r, 66, "info", name, "--json");
+    ck_assert_str_eq(r.err, want);
+    json_value *v = parse_out(&r);
+    ck_assert_uint_eq(json_get_u64(v, "schema_version"), 2);
+    ck_assert_str_eq(json_get_str(v, "name"), name);
+    ck_assert_str_eq(json_get_str(v, "error"), "no such segment");
+    ck_assert_str_eq(json_get(v, "code")->text, "-7");
+    ck_assert_uint_eq(json_get_u64(v, "exit_status"), 66);
+    json_free(v);
+    run_free(&r);
     ck_assert(!shm_exists(name));
 }
 END_TEST
@@ -406,7 +420,14 @@ START_TEST(a_foreign_file_exits_65_and_is_left_alone)
     ck_assert_str_eq(r.err, want);
     run_free(&r);
     RUN(&r, 65, "list", name, "--json");
-    ck_assert_str_eq(r.out, "");
+    {
+        /* --json: the error is a JSON object on stdout, never a listing. */
+        json_value *jv = parse_out(&r);
+        ck_assert_str_eq(json_get_str(jv, "error"), "not an srl segment");
+        ck_assert_uint_eq(json_get_u64(jv, "exit_status"), 65);
+        ck_assert(json_get(jv, "keys") == NULL);
+        json_free(jv);
+    }
     run_free(&r);
     RUN(&r, 65, "destroy", name);
     snprintf(want, sizeof want,

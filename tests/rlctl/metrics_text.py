@@ -23,20 +23,15 @@ import tempfile
 
 from prometheus_client.parser import text_string_to_metric_families
 
-RLCTL = os.environ["RLCTL"]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import rlctl_check  # noqa: E402
+from rlctl_check import check  # noqa: E402
+
 PROMTOOL = shutil.which("promtool")
-failures = 0
-
-
-def check(cond, what):
-    global failures
-    if not cond:
-        failures += 1
-        print("FAIL:", what)
 
 
 def rlctl(*args):
-    p = subprocess.run([RLCTL, *args], capture_output=True, text=True)
+    p = rlctl_check.rlctl(*args)
     return p.returncode, p.stdout, p.stderr
 
 
@@ -182,8 +177,7 @@ def main():
     finally:
         for name in (deny, allow):
             rlctl("destroy", name)
-    print("metrics_text: %s" % ("%d failures" % failures if failures else "all checks passed"))
-    return 1 if failures else 0
+    return rlctl_check.summary("metrics_text")
 
 
 if __name__ == "__main__":
