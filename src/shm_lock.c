@@ -22,6 +22,13 @@
  * slot to the key's other bucket.  Repair resolves a move cut short: the
  * copy wins if it was made visible (tagged), else the source stays.
  *
+ * Repair nests at most one level: resolving a move trylocks the other
+ * bucket, whose owner may have died too, so that bucket is repaired inside
+ * this repair; that nested repair skips its own move (leaves both copies,
+ * srl_check reports the duplicate) and so takes no further lock.  Without
+ * this, a segment whose every lock says "owner died" and whose every
+ * marker points into the next bucket recursed once per bucket.
+ *
  * Undo record: before changing a slot's state in place the holder copies it
  * to the bucket's undo area and then stores undo_slot = slot + 1 (release);
  * after the change it stores undo_slot = 0.  A holder that dies in between
@@ -80,6 +87,8 @@ void srl__shm_undo_end(struct srl__shm *s, uint64_t b)
     __atomic_store_n(&srl__shm_bucket(s, b)->undo_slot, 0, __ATOMIC_RELEASE);
 }
 
+static int trylock_at(struct srl__shm *s, uint64_t b, bool nested);
+
 /* A relocation out of b (locked) was cut short: its source slot i and
  * maybe a complete, tagged copy in the key's other bucket both exist.  If
  * the copy is there the source is dropped; if not, the source stays (the
@@ -98,8 +107,10 @@ static void resolve_move(struct srl__shm *s, uint64_t b, unsigned i)
         return;
     /* Only tried, never waited for: the caller may already hold other
      * locks (the slow path's pair, a relocation's three), and a wait here
-     * could close a cycle or wait on a lock this thread owns. */
-    if (srl__shm_trylock(s, other) != 0)
+     * could close a cycle or wait on a lock this thread owns.  A dead
+     * owner of `other` is repaired nested, without resolving its own move,
+     * so the depth stays one whatever the segment says. */
+    if (trylock_at(s, other, true) != 0)
         return;
     struct srl__shm_bucket *ob = srl__shm_bucket(s, other);
     uint8_t tag = srl__shm_bucket(s, b)->tags[i];
@@ -112,14 +123,16 @@ static void resolve_move(struct srl__shm *s, uint64_t b, unsigned i)
     srl__shm_unlock(s, other);
 }
 
-void srl__shm_repair_bucket(struct srl__shm *s, uint64_t b, uint64_t now)
+/* nested: called from resolve_move of another bucket's repair; then a cut
+ * short move out of b is not resolved (that would lock a third bucket). */
+static void repair(struct srl__shm *s, uint64_t b, uint64_t now, bool nested)
 {
     struct srl__shm_bucket *bk = srl__shm_bucket(s, b);
-    /* Cleared before resolving, so a repair nested in resolve_move (the
-     * other bucket's owner died too) can never come back here for it. */
+    /* Cleared before resolving: once b is consistent no repair would come
+     * back for it, and a nested repair leaves both copies (check finds them). */
     unsigned moving = __atomic_load_n(&bk->moving_slot, __ATOMIC_ACQUIRE);
     __atomic_store_n(&bk->moving_slot, 0, __ATOMIC_RELEASE);
-    if (moving >= 1 && moving <= SRL__SHM_SLOTS && bk->tags[moving - 1] != 0)
+    if (!nested && moving >= 1 && moving <= SRL__SHM_SLOTS && bk->tags[moving - 1] != 0)
         resolve_move(s, b, moving - 1);
     unsigned undo = __atomic_load_n(&bk->undo_slot, __ATOMIC_ACQUIRE);
     if (undo >= 1 && undo <= SRL__SHM_SLOTS && bk->tags[undo - 1] != 0)
@@ -138,13 +151,18 @@ void srl__shm_repair_bucket(struct srl__shm *s, uint64_t b, uint64_t now)
     SRL__SHM_COUNT(bk->recovered, 1);
 }
 
+void srl__shm_repair_bucket(struct srl__shm *s, uint64_t b, uint64_t now)
+{
+    repair(s, b, now, false);
+}
+
 /* Common tail of lock and trylock for a nonzero pthread result. */
-static int after_lock(struct srl__shm *s, uint64_t b, int e)
+static int after_lock(struct srl__shm *s, uint64_t b, int e, bool nested)
 {
     struct srl__shm_bucket *bk = srl__shm_bucket(s, b);
     switch (e) {
     case EOWNERDEAD:
-        srl__shm_repair_bucket(s, b, srl__now(&s->lim));
+        repair(s, b, srl__now(&s->lim), nested);
         if (pthread_mutex_consistent(&bk->mu) != 0) {
             pthread_mutex_unlock(&bk->mu);
             return SRL_ENOTRECOVERABLE;
@@ -182,17 +200,23 @@ int srl__shm_lock(struct srl__shm *s, uint64_t b, struct timespec *deadline)
             *deadline = srl__shm_deadline(s);
         e = pthread_mutex_clocklock(mu, CLOCK_MONOTONIC, deadline);
     }
-    return e == 0 ? 0 : after_lock(s, b, e);
+    return e == 0 ? 0 : after_lock(s, b, e, false);
 }
 
-int srl__shm_trylock(struct srl__shm *s, uint64_t b)
+/* nested: inside another bucket's repair (see repair). */
+static int trylock_at(struct srl__shm *s, uint64_t b, bool nested)
 {
     int e = try_once(&srl__shm_bucket(s, b)->mu);
     if (e == 0)
         return 0;
     if (e == ETIMEDOUT)
         return 1;       /* busy: not a timed-out wait, not counted */
-    return after_lock(s, b, e);
+    return after_lock(s, b, e, nested);
+}
+
+int srl__shm_trylock(struct srl__shm *s, uint64_t b)
+{
+    return trylock_at(s, b, false);
 }
 
 void srl__shm_unlock(struct srl__shm *s, uint64_t b)
