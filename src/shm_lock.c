@@ -17,6 +17,24 @@
  *   ETIMEDOUT            a live owner is stuck: count `timeouts` (atomic add,
  *                        we do not hold the lock), return SRL_ETIMEDOUT
  *   ENOTRECOVERABLE      someone unlocked without repairing: report, never spin
+ *   (SRL_ECORRUPT)       the mutex's kind word is not the one srl__shm_mutex_init
+ *                        writes: never handed to glibc (see below)
+ *
+ * Mutex kind: glibc takes a mutex's type (robust, PI, priority-protect,
+ * pshared) from its __kind word, i.e. from the segment, on every lock and
+ * unlock, and asserts on combinations it did not expect (robust+PI+shared
+ * 0xb0: pthread_mutex_timedlock.c; priority-protect 0xc0: tpp.c), which
+ * aborts the locker: every worker, and rlctl check.  So every lock and
+ * trylock first compares that word with the kind of a mutex initialised
+ * here with the same attributes, and refuses a bucket whose word differs.
+ * Cost: one 4-byte load and compare; glibc loads the very same word first
+ * thing in pthread_mutex_clocklock, in the mutex whose lock word we are
+ * about to write, so it brings in no cache line that the lock would not.
+ * What it cannot close: a writer that changes the word between our check
+ * and glibc's read (or while we hold the lock, before unlock) can still
+ * make glibc abort; that writer has write access to the segment, inside
+ * the trust boundary (docs/design.md, "Trust model").  A static bad word,
+ * from corruption or a planted segment, is always caught.
  *
  * Relocation marker: moving_slot = slot + 1 while a relocation copies that
  * slot to the key's other bucket.  Repair resolves a move cut short: the
@@ -59,6 +77,53 @@ int srl__shm_mutex_init(pthread_mutex_t *mu)
         return SRL_ESYS;
     }
     return 0;
+}
+
+#ifdef __GLIBC__
+/* The kind word of a mutex srl__shm_mutex_init made, computed once (every
+ * thread computes the same value, so a race only repeats the work). */
+static int own_kind(int *kind)
+{
+    static int cached = -1;
+    int k = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+    if (k < 0) {
+        pthread_mutex_t mu;
+        int rc = srl__shm_mutex_init(&mu);
+        if (rc != 0)
+            return rc;
+        k = mu.__data.__kind;
+        pthread_mutex_destroy(&mu);
+        __atomic_store_n(&cached, k, __ATOMIC_RELAXED);
+    }
+    *kind = k;
+    return 0;
+}
+#endif
+
+int srl__shm_mutex_kind_check(const struct srl__shm *s, uint64_t b, unsigned *found,
+                              unsigned *want)
+{
+#ifdef __GLIBC__
+    int k;
+    int rc = own_kind(&k);
+    if (rc != 0)
+        return rc;
+    int f = __atomic_load_n(&srl__shm_bucket(s, b)->mu.__data.__kind, __ATOMIC_RELAXED);
+    if (found != NULL)
+        *found = (unsigned)f;
+    if (want != NULL)
+        *want = (unsigned)k;
+    return f == k ? 0 : SRL_ECORRUPT;
+#else
+    /* Another C library keeps the type elsewhere: not checked. */
+    (void)s;
+    (void)b;
+    if (found != NULL)
+        *found = 0;
+    if (want != NULL)
+        *want = 0;
+    return 0;
+#endif
 }
 
 struct timespec srl__shm_deadline(const struct srl__shm *s)
@@ -193,6 +258,9 @@ static int try_once(pthread_mutex_t *mu)
 int srl__shm_lock(struct srl__shm *s, uint64_t b, struct timespec *deadline)
 {
     pthread_mutex_t *mu = &srl__shm_bucket(s, b)->mu;
+    int rc = srl__shm_mutex_kind_check(s, b, NULL, NULL);
+    if (rc != 0)
+        return rc;
     /* Uncontended (the common case): no clock read for the deadline. */
     int e = try_once(mu);
     if (e == ETIMEDOUT) {
@@ -206,6 +274,9 @@ int srl__shm_lock(struct srl__shm *s, uint64_t b, struct timespec *deadline)
 /* nested: inside another bucket's repair (see repair). */
 static int trylock_at(struct srl__shm *s, uint64_t b, bool nested)
 {
+    int rc = srl__shm_mutex_kind_check(s, b, NULL, NULL);
+    if (rc != 0)
+        return rc;
     int e = try_once(&srl__shm_bucket(s, b)->mu);
     if (e == 0)
         return 0;

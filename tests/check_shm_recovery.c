@@ -18,7 +18,8 @@
  *   - a static segment where every lock says "owner died" and every bucket's
  *     relocation marker points into the next one: repair nests one level
  *     only (a 64 KiB thread stack survives 65,536 buckets) and srl_check
- *     counts the duplicates the nested repairs leave.
+ *     counts the duplicates the nested repairs leave; a move into a bucket
+ *     whose mutex kind is foreign is never resolved (glibc would abort).
  *
  * Capacity 16 is one bucket, so every key of a test shares one lock.
  */
@@ -430,6 +431,23 @@ static void fp_for(uint8_t fp[16], uint64_t b1, uint64_t b2, uint64_t n)
     }
 }
 
+/* A named segment of exactly n buckets, no display copy; *sh is its handle. */
+static srl_limiter *open_buckets(char name[128], uint64_t n, struct srl__shm **sh)
+{
+    strcpy(name, unique_name("recovery"));
+    srl_config cfg;
+    srl_config_init(&cfg);
+    cfg.policy = (srl_policy){SRL_TOKEN_BUCKET, PERMITS, 60 * SEC};
+    cfg.capacity = n * SRL__SHM_SLOTS;
+    cfg.key_display = 0;
+    cfg.lock_timeout_ms = 50;
+    srl_limiter *lim;
+    ck_assert_int_eq(srl_open_shared(name, &cfg, SRL_CREATE | SRL_EXCL, &lim), 0);
+    *sh = lim->impl;
+    ck_assert_uint_eq((*sh)->buckets, n);
+    return lim;
+}
+
 struct chain_run {
     srl_limiter *lim;
     int64_t problems;
@@ -478,17 +496,8 @@ START_TEST(a_chain_of_dead_owners_and_relocation_markers_repairs_one_level_deep_
 {
     const uint64_t n = CHAIN_BUCKETS;
     char name[128];
-    strcpy(name, unique_name("recovery"));
-    srl_config cfg;
-    srl_config_init(&cfg);
-    cfg.policy = (srl_policy){SRL_TOKEN_BUCKET, PERMITS, 60 * SEC};
-    cfg.capacity = n * SRL__SHM_SLOTS;
-    cfg.key_display = 0;
-    cfg.lock_timeout_ms = 50;
-    srl_limiter *lim;
-    ck_assert_int_eq(srl_open_shared(name, &cfg, SRL_CREATE | SRL_EXCL, &lim), 0);
-    struct srl__shm *sh = lim->impl;
-    ck_assert_uint_eq(sh->buckets, n);
+    struct srl__shm *sh;
+    srl_limiter *lim = open_buckets(name, n, &sh);
     for (uint64_t b = 0; b < n; b++) {
         struct srl__shm_bucket *bk = srl__shm_bucket(sh, b);
         uint8_t fp[16];
@@ -525,6 +534,37 @@ START_TEST(a_chain_of_dead_owners_and_relocation_markers_repairs_one_level_deep_
 }
 END_TEST
 
+/* The trylock of repair (resolving a move into a bucket whose mutex kind
+ * word is foreign, here priority-protect 0xc0, on which glibc's lock
+ * asserts in tpp.c) checks the kind too: the move is left unresolved, the
+ * dead owner's bucket is repaired, and srl_check reports the foreign kind
+ * once (not again as an unavailable lock from bucket 1's duplicate scan). */
+START_TEST(repair_never_trylocks_a_bucket_whose_mutex_kind_is_foreign)
+{
+    const uint64_t n = 4;
+    char name[128];
+    struct srl__shm *sh;
+    srl_limiter *lim = open_buckets(name, n, &sh);
+    struct srl__shm_bucket *b1 = srl__shm_bucket(sh, 1), *b2 = srl__shm_bucket(sh, 2);
+    uint8_t fp[16];
+    fp_for(fp, 1, 2, n);
+    memcpy(srl__shm_slot(sh, 1, 0), fp, 16);
+    b1->tags[0] = srl__shm_fp_tag(fp);
+    b1->moving_slot = 1;
+    b1->mu.__data.__lock = FUTEX_OWNER_DIED;
+    b2->mu.__data.__kind = 0xc0;
+    struct check_lines l = {0, ""};
+    ck_assert_int_eq(srl_check(lim, check_lines_collect, &l), 1);
+    ck_assert_int_eq(l.n, 1);
+    ck_assert_ptr_nonnull(strstr(l.last, "bucket 2: mutex kind 0xc0 is not srl's"));
+    srl_stats st = stats(lim);
+    ck_assert_uint_eq(st.recovered, 1);
+    ck_assert_uint_eq(st.used, 1);                  /* the source stays */
+    srl_close(lim);
+    ck_assert_int_eq(srl_unlink(name), 0);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("shm_recovery");
@@ -539,6 +579,7 @@ static Suite *suite(void)
     tcase_add_test(tc, an_unrecoverable_lock_is_reported_at_once_and_never_spun_on);
     tcase_add_loop_test(tc, a_worker_killed_mid_relocation_leaves_one_state_for_the_key, 0, 2);
     tcase_add_test(tc, a_chain_of_dead_owners_and_relocation_markers_repairs_one_level_deep_only);
+    tcase_add_test(tc, repair_never_trylocks_a_bucket_whose_mutex_kind_is_foreign);
     suite_add_tcase(s, tc);
     return s;
 }
