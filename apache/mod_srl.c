@@ -74,7 +74,6 @@
 APLOG_USE_MODULE(srl);
 
 #define REGISTRY_KEY "mod_srl-registry"
-#define NAME_MAX_CHARS 200 /* srl.h: "/" then 1..200 of [A-Za-z0-9._-] */
 
 /* One SrlLimiter line and, after post_config, its open segment. */
 typedef struct srl_ap_limiter {
@@ -126,20 +125,12 @@ static srl_ap_registry *registry_get(apr_pool_t *pconf, int create)
 }
 
 /* The token of a segment name ("/api" -> "api"), or NULL if it is not a
- * name srl accepts. */
+ * name srl accepts (srl_name_check: the library's one rule). */
 static const char *name_token(const char *name)
 {
-    const char *t = name[0] == '/' ? name + 1 : name;
-    size_t n = strlen(t);
-    if (n == 0 || n > NAME_MAX_CHARS)
+    if (srl_name_check(name) != 0)
         return NULL;
-    for (size_t i = 0; i < n; i++) {
-        char c = t[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '.' || c == '_' || c == '-'))
-            return NULL;
-    }
-    return t;
+    return name[0] == '/' ? name + 1 : name;
 }
 
 static const char *parse_on_full(const char *v, int *out)
@@ -168,8 +159,9 @@ static const char *cmd_limiter(cmd_parms *cmd, void *dconf, int argc, char *cons
     l->name = argv[0];
     l->token = name_token(argv[0]);
     if (l->token == NULL)
-        return apr_psprintf(cmd->pool, "SrlLimiter: bad name '%s': use 1..%d of "
-                            "[A-Za-z0-9._-], optionally after a '/'", argv[0], NAME_MAX_CHARS);
+        return apr_psprintf(cmd->pool, "SrlLimiter: bad name '%s': use 1..%u of "
+                            "[A-Za-z0-9._-], not all dots, optionally after a '/'", argv[0],
+                            SRL_NAME_MAX);
     int rc = srl_policy_parse(argv[1], &l->policy);
     if (rc != 0)
         return apr_psprintf(cmd->pool, "SrlLimiter %s: bad policy '%s' (%s); e.g. "
@@ -355,7 +347,8 @@ static int hand_to_worker(apr_pool_t *p, server_rec *s, const srl_ap_limiter *l)
     }
     int rc = OK;
     /* Only a root-owned segment is handed over: one that already belongs to
-     * the worker user is left alone, and srl refused any other owner. */
+     * the worker user is left alone, and srl refused any other owner (it
+     * trusts root's own uid and the one named in cfg.owner_uid). */
     if (st.st_uid == 0 && fchown(fd, ap_unixd_config.user_id, ap_unixd_config.group_id) != 0) {
         ap_log_error(APLOG_MARK, APLOG_EMERG, errno, s,
                      "SrlLimiter %s: cannot give the segment to uid %ld", l->name,
@@ -375,6 +368,13 @@ static int open_limiter(apr_pool_t *pconf, server_rec *s, const srl_ap_registry 
     cfg.capacity = l->capacity;
     cfg.key_display = l->key_display;
     cfg.on_full = (srl_on_full)(l->on_full >= 0 ? l->on_full : reg->on_full);
+    /* The parent runs as root and the segment ends up the worker user's
+     * (hand_to_worker): that one uid is trusted, by name, and no other
+     * (docs/design.md, "Trust").  The parent only maps it: it never locks a
+     * bucket, so a worker that rewrites the mutexes cannot make root write
+     * through them; the children that lock run as that user anyway. */
+    if (geteuid() == 0 && ap_unixd_config.user_id != 0)
+        cfg.owner_uid = (uint32_t)ap_unixd_config.user_id;
 
     int rc = srl_open_shared(l->name, &cfg, SRL_CREATE, &l->lim);
     if (rc != 0) {

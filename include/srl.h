@@ -59,9 +59,14 @@
  *   - Keys are identified by a 128-bit keyed fingerprint (SipHash, random
  *     key per segment), not by their bytes; two distinct keys share a state
  *     with probability below n^2 / 2^129 for n live keys.
- *   - A shared segment is trusted by every process that can open it: anyone
- *     with write access can change any key's state.  Segments are created
- *     0600 and their owner and mode are checked at open; see docs/design.md.
+ *   - A shared segment is trusted by every process that maps it: anyone who
+ *     can write it can change any key's state, and can make glibc write
+ *     through pointers kept in its mutexes (robust lists) in every process
+ *     that locks them.  So an opener maps only a segment owned by its own
+ *     effective uid, or by the one uid it names (srl_config.owner_uid); root
+ *     gets no exemption.  Group or other write bits are accepted only if the
+ *     caller's srl_config.mode allows them.  Segments are created 0600.  See
+ *     docs/design.md, "Trust".
  *   - A worker killed while it holds a bucket lock is repaired by the next
  *     process that takes the lock: the request in flight is rolled back and
  *     every slot of the bucket is validated (see srl_stats.recovered).
@@ -233,6 +238,9 @@ typedef enum srl_on_full {
     SRL_ON_FULL_DENY = 1      /* table full: deny and count it */
 } srl_on_full;
 
+/* srl_config.owner_uid: trust no uid but the caller's effective uid. */
+#define SRL_OWNER_SELF UINT32_MAX
+
 #define SRL_KEY_MAX 4096u           /* longest key srl_acquire accepts, bytes */
 #define SRL_KEY_DISPLAY_MAX 255u    /* longest display copy kept per key */
 #define SRL_CAPACITY_MAX (1ull << 32)
@@ -241,28 +249,48 @@ typedef struct srl_config {
     srl_policy policy;
     uint64_t capacity;        /* keys to hold; rounded up to whole buckets */
     uint32_t key_display;     /* leading key bytes kept for rlctl, 0..255 (default 0) */
-    uint32_t mode;            /* permissions of a created segment (default 0600) */
+    uint32_t mode;            /* permissions of a created segment, and the most an
+                                 opened one may grant others (default 0600) */
     srl_on_full on_full;      /* what a full table (or a stuck lock) decides */
-    uint32_t lock_timeout_ms; /* bounded lock wait (default 1000) */
+    uint32_t lock_timeout_ms; /* bounded lock wait, every store (default 1000) */
     srl_ticker ticker;        /* time source (default CLOCK_MONOTONIC) */
+    uint32_t owner_uid;       /* besides the caller's euid, the one uid whose
+                                 segments are trusted (default SRL_OWNER_SELF) */
 } srl_config;
 
 /* Defaults: token_bucket:100/1m, capacity 65536, display 0, mode 0600,
- * allow on full, 1000 ms lock timeout, CLOCK_MONOTONIC. */
+ * allow on full, 1000 ms lock timeout, CLOCK_MONOTONIC, owner self. */
 SRL_API void srl_config_init(srl_config *cfg);
 
 /* srl_open_shared() flags */
 #define SRL_CREATE 0x1u       /* create the segment if it does not exist */
 #define SRL_EXCL 0x2u         /* with SRL_CREATE: fail with SRL_EEXIST if it exists */
+#define SRL_ADOPT 0x4u        /* take the segment's policy and geometry, not cfg's */
 
 /*
- * Open the segment /dev/shm/NAME (name: "/" then 1..200 of [A-Za-z0-9._-];
- * the leading "/" may be omitted).  Any number of processes may race to
+ * Segment names: an optional leading "/", then 1..SRL_NAME_MAX bytes of
+ * [A-Za-z0-9._-], not all dots ("." and ".." name the directory, and no
+ * tool could remove "...").  srl_name_check() returns 0 or SRL_EINVAL; every
+ * srl call that takes a name, rlctl and mod_srl apply this one rule.
+ */
+#define SRL_NAME_MAX 200u
+SRL_API int srl_name_check(const char *name);
+
+/*
+ * Open the segment /dev/shm/NAME.  Any number of processes may race to
  * create it: exactly one initialises it, the others wait (bounded) until it
  * is ready.  An existing segment is used only if its policy and capacity
- * equal cfg's: otherwise SRL_EMISMATCH.  Without SRL_CREATE, cfg may be NULL:
- * the segment's own policy and geometry are adopted (cfg->ticker, timeouts
- * and on_full are taken from cfg when it is given).
+ * equal cfg's: otherwise SRL_EMISMATCH.  With SRL_ADOPT (not with
+ * SRL_CREATE), or with cfg NULL, the segment's own policy, geometry and
+ * on_full are adopted; cfg (if given) still supplies owner_uid, mode,
+ * lock_timeout_ms and the ticker.
+ *
+ * Before anything of the segment is read, the file must be a regular file
+ * owned by the caller's effective uid or by cfg->owner_uid, granting write
+ * to group or others only as far as cfg->mode (default 0600) allows:
+ * otherwise SRL_EACCES, at once.  Then its header must be intact (magic,
+ * layout version, ABI, a checksum over every field, geometry recomputed
+ * from its policy, size against the file).
  * Errors: SRL_EINVAL, SRL_EPOLICY, SRL_ENOENT, SRL_EEXIST, SRL_EMISMATCH,
  * SRL_EFOREIGN, SRL_EVERSION, SRL_ECORRUPT, SRL_ESTALE, SRL_EACCES,
  * SRL_ENOSPC, SRL_ETIMEDOUT, SRL_ENOMEM, SRL_ESYS.  On error *out is NULL
@@ -280,7 +308,8 @@ SRL_API int srl_open_local(const srl_config *cfg, srl_limiter **out);
 /* Unmap and free the handle; the segment itself stays.  NULL is a no-op. */
 SRL_API void srl_close(srl_limiter *lim);
 
-/* Remove the segment's name.  Processes that have it open keep using it. */
+/* Remove the segment's name.  Processes that have it open keep using it.
+ * Names follow srl_name_check(). */
 SRL_API int srl_unlink(const char *name);
 
 /*
@@ -349,6 +378,9 @@ typedef struct srl_info {
     int32_t creator_pid;
     uint64_t created_unix_ns; /* wall-clock time of creation */
     char name[256];           /* segment name, "" if none */
+    uint64_t file_bytes;      /* the segment file's size now (0: anonymous or
+                                 local); below segment_bytes it was truncated,
+                                 and touching the missing part raises SIGBUS */
 } srl_info;
 
 SRL_API int srl_info_get(srl_limiter *lim, srl_info *out);
@@ -378,7 +410,8 @@ typedef int (*srl_foreach_fn)(const srl_entry *e, void *ctx);
 SRL_API int64_t srl_foreach(srl_limiter *lim, srl_foreach_fn fn, void *ctx);
 
 /*
- * Verify every invariant of the table (header, geometry, tags against
+ * Verify every invariant of the table (header checksum, file size, bucket
+ * mutexes, geometry, tags against
  * fingerprints, each key in one of its candidate buckets, no duplicate
  * keys, every state valid, no pending undo record), one bucket lock at a
  * time.  Each problem is reported to fn (may be NULL) as one line of text.

@@ -62,6 +62,7 @@ typedef struct srl_config {
     srl_on_full on_full;
     uint32_t lock_timeout_ms;
     srl_ticker ticker;
+    uint32_t owner_uid;
 } srl_config;
 
 typedef struct srl_stats {

@@ -8,6 +8,7 @@
 #include "limiter.h"
 
 #include <errno.h>
+#include <sodium.h>
 #include <time.h>
 
 /* ------------------------------------------------------------ defaults */
@@ -50,6 +51,28 @@ int srl__config_check(const srl_config *cfg)
         return SRL_EINVAL;
     if (cfg->on_full != SRL_ON_FULL_ALLOW && cfg->on_full != SRL_ON_FULL_DENY)
         return SRL_EINVAL;
+    return 0;
+}
+
+int srl__open_prologue(const srl_config *cfg, int optional, srl_config *defaults,
+                       const srl_config **use, srl_limiter **out)
+{
+    if (out == NULL)
+        return SRL_EINVAL;
+    *out = NULL;
+    if (cfg == NULL) {
+        if (!optional)
+            return SRL_EINVAL;
+        srl_config_init(defaults);
+        cfg = defaults;
+    } else {
+        int rc = srl__config_check(cfg);
+        if (rc != 0)
+            return rc;
+    }
+    if (sodium_init() < 0)
+        return SRL_ESYS;
+    *use = cfg;
     return 0;
 }
 

@@ -59,4 +59,12 @@ void srl__decide_on_full(const srl_limiter *lim, unsigned flag, srl_decision *d)
  * Returns 0, SRL_EINVAL or SRL_EPOLICY. */
 int srl__config_check(const srl_config *cfg);
 
+/* The common start of every opener: out checked and *out = NULL, the
+ * config checked, libsodium (the keyed hashes, the random hash keys) ready.
+ * cfg may be NULL only if `optional`: *use then points at *defaults
+ * (srl_config_init), else at cfg.  Returns 0, SRL_EINVAL, SRL_EPOLICY or
+ * SRL_ESYS. */
+int srl__open_prologue(const srl_config *cfg, int optional, srl_config *defaults,
+                       const srl_config **use, srl_limiter **out);
+
 #endif

@@ -138,6 +138,7 @@ struct shard {
     uint64_t evicted;         /* at-rest states reclaimed */
     uint64_t retired_allowed; /* counters of deleted states */
     uint64_t retired_denied;
+    uint64_t timeouts;        /* node lock waits that ran past lock_timeout_ms */
 } __attribute__((aligned(CACHE_LINE)));
 
 struct local {
@@ -204,6 +205,29 @@ static inline struct shard *my_shard(struct local *l)
 static inline void shard_add(uint64_t *c, uint64_t v)
 {
     __atomic_fetch_add(c, v, __ATOMIC_RELAXED);
+}
+
+/* Take n's lock, waiting at most lock_timeout_ms.  0, or SRL_ETIMEDOUT
+ * (counted).  A node's lock is held only for one decision, so a wait this
+ * long means a holder that is stuck (a ticker that blocks, a thread stopped
+ * in a debugger): the caller gets on_full's answer instead of hanging.  The
+ * deadline is CLOCK_REALTIME because pthread_mutex_timedlock is what
+ * ThreadSanitizer intercepts (clocklock is not): a step of the wall clock
+ * can shorten or stretch one such wait, never make it unbounded.  The
+ * uncontended path is one trylock and reads no clock. */
+static int node_lock(struct local *l, struct lnode *n)
+{
+    if (pthread_mutex_trylock(&n->lock) == 0)
+        return 0;
+    struct timespec dl;
+    clock_gettime(CLOCK_REALTIME, &dl);
+    uint64_t ns = (uint64_t)dl.tv_nsec + (uint64_t)l->lim.lock_timeout_ms * 1000000ull;
+    dl.tv_sec += (time_t)(ns / 1000000000ull);
+    dl.tv_nsec = (long)(ns % 1000000000ull);
+    if (pthread_mutex_timedlock(&n->lock, &dl) == 0)
+        return 0;
+    shard_add(&my_shard(l)->timeouts, 1);
+    return SRL_ETIMEDOUT;
 }
 
 static unsigned long key_hash(const struct local *l, const void *key, size_t len)
@@ -473,7 +497,12 @@ static int local_acquire(srl_limiter *lim, const void *key, size_t len, uint32_t
         }
         if (__builtin_expect(l->broken & SRL__LOCAL_BROKEN_YIELD, 0))
             sched_yield();
-        pthread_mutex_lock(&n->lock);
+        if (node_lock(l, n) != 0) {
+            node_done(n);
+            rcu_read_unlock();
+            srl__decide_on_full(lim, SRL_DECISION_DEGRADED, d);
+            return SRL_ETIMEDOUT;
+        }
         if (node_dead(n) && !(l->broken & SRL__LOCAL_BROKEN_NO_DEAD_RETRY)) {
             /* Evicted (or reset) between our lookup and our lock: deciding
              * on it would admit requests that the key's next state will
@@ -493,20 +522,26 @@ static int local_acquire(srl_limiter *lim, const void *key, size_t len, uint32_t
     }
 }
 
-/* The key's live node, locked, or NULL if the key is not tracked.  Call
- * inside rcu_read_lock; returns still inside it (with n->lock held when
- * non-NULL).  A node found dead (evicted or reset between lookup and lock)
- * is let go and the lookup retried, outside the read-side section for a
- * moment, since a live successor may exist. */
-static struct lnode *lock_live(struct local *l, unsigned long hash, const struct lkey *k)
+/* The key's live node, locked, in *out: 0, or SRL_ENOENT if the key is not
+ * tracked, or SRL_ETIMEDOUT.  Call inside rcu_read_lock; returns still
+ * inside it (with (*out)->lock held on 0).  A node found dead (evicted or
+ * reset between lookup and lock) is let go and the lookup retried, outside
+ * the read-side section for a moment, since a live successor may exist. */
+static int lock_live(struct local *l, unsigned long hash, const struct lkey *k,
+                     struct lnode **out)
 {
     for (;;) {
         struct lnode *n = find(l, hash, k);
         if (n == NULL)
-            return NULL;
-        pthread_mutex_lock(&n->lock);
-        if (!node_dead(n))
-            return n;
+            return SRL_ENOENT;
+        if (node_lock(l, n) != 0) {
+            node_done(n);
+            return SRL_ETIMEDOUT;
+        }
+        if (!node_dead(n)) {
+            *out = n;
+            return 0;
+        }
         pthread_mutex_unlock(&n->lock);
         node_done(n);
         rcu_read_unlock();
@@ -520,10 +555,11 @@ static int local_peek(srl_limiter *lim, const void *key, size_t len, uint32_t co
     struct local *l = local_of(lim);
     const struct lkey k = {key, len, l->state_bytes};
     rcu_read_lock();
-    struct lnode *n = lock_live(l, key_hash(l, key, len), &k);
-    if (n == NULL) {
+    struct lnode *n = NULL;
+    int rc = lock_live(l, key_hash(l, key, len), &k, &n);
+    if (rc != 0) {
         rcu_read_unlock();
-        return SRL_ENOENT;
+        return rc;
     }
     lim->algo->decide(&lim->policy, node_state(n), srl__now(lim), cost, 0, d);
     pthread_mutex_unlock(&n->lock);
@@ -537,10 +573,11 @@ static int local_reset_key(srl_limiter *lim, const void *key, size_t len)
     struct local *l = local_of(lim);
     const struct lkey k = {key, len, l->state_bytes};
     rcu_read_lock();
-    struct lnode *n = lock_live(l, key_hash(l, key, len), &k);
-    if (n == NULL) {
+    struct lnode *n = NULL;
+    int rc = lock_live(l, key_hash(l, key, len), &k, &n);
+    if (rc != 0) {
         rcu_read_unlock();
-        return SRL_ENOENT;
+        return rc;
     }
     retire_locked(l, n);
     pthread_mutex_unlock(&n->lock);
@@ -561,7 +598,12 @@ static int64_t local_evict_idle(srl_limiter *lim)
     rcu_read_lock();
     cds_lfht_for_each_entry(l->ht, &it, n, ht) {
         node_visit(n);
-        pthread_mutex_lock(&n->lock);
+        /* Best effort, as in the shared store: a node whose lock cannot be
+         * had is skipped (its timeout counted); the others are still swept. */
+        if (node_lock(l, n) != 0) {
+            node_done(n);
+            continue;
+        }
         bool gone = evict_if_at_rest_locked(l, n);
         pthread_mutex_unlock(&n->lock);
         if (gone) {
@@ -590,12 +632,15 @@ static int local_stats(srl_limiter *lim, srl_stats *out)
     rcu_read_lock();
     cds_lfht_for_each_entry(l->ht, &it, n, ht) {
         node_visit(n);
-        pthread_mutex_lock(&n->lock);
+        /* The counters are relaxed atomics: a busy node is summed without
+         * its lock rather than waited for (a snapshot either way). */
+        bool locked = pthread_mutex_trylock(&n->lock) == 0;
         if (!node_dead(n)) {
             s.allowed += __atomic_load_n(&n->allowed, __ATOMIC_RELAXED);
             s.denied += __atomic_load_n(&n->denied, __ATOMIC_RELAXED);
         }
-        pthread_mutex_unlock(&n->lock);
+        if (locked)
+            pthread_mutex_unlock(&n->lock);
         node_done(n);
     }
     rcu_read_unlock();
@@ -607,9 +652,10 @@ static int local_stats(srl_limiter *lim, srl_stats *out)
         s.allowed += fa + __atomic_load_n(&sh->retired_allowed, __ATOMIC_RELAXED);
         s.denied += fd + __atomic_load_n(&sh->retired_denied, __ATOMIC_RELAXED);
         s.evicted += __atomic_load_n(&sh->evicted, __ATOMIC_RELAXED);
+        s.timeouts += __atomic_load_n(&sh->timeouts, __ATOMIC_RELAXED);
     }
-    /* recovered, reset_slots, timeouts: no crash repair and no lock
-     * timeout exist in one process; they stay 0. */
+    /* recovered, reset_slots: no crash repair exists in one process (a
+     * thread cannot die holding a node's lock without its process). */
     *out = s;
     return 0;
 }
@@ -648,7 +694,11 @@ static int64_t local_foreach(srl_limiter *lim, srl_foreach_fn fn, void *ctx)
     cds_lfht_for_each_entry(l->ht, &it, n, ht) {
         node_visit(n);
         srl_entry e = {0};
-        pthread_mutex_lock(&n->lock);
+        if (node_lock(l, n) != 0) {
+            node_done(n);
+            rcu_read_unlock();
+            return SRL_ETIMEDOUT;   /* as the shared store: a walk does not skip keys silently */
+        }
         if (node_dead(n)) {
             pthread_mutex_unlock(&n->lock);
             node_done(n);
@@ -725,17 +775,13 @@ static unsigned long pow2_at_least(uint64_t v)
 
 int srl_open_local(const srl_config *cfg, srl_limiter **out)
 {
-    if (out == NULL)
-        return SRL_EINVAL;
-    *out = NULL;
-    int rc = srl__config_check(cfg);
+    srl_config unused;
+    int rc = srl__open_prologue(cfg, 0, &unused, &cfg, out);
     if (rc != 0)
         return rc;
     const struct srl__algo *algo = srl__algo_get(cfg->policy.algorithm);
     if (algo == NULL)
         return SRL_EPOLICY;
-    if (sodium_init() < 0)
-        return SRL_ESYS;
 
     size_t bytes = (sizeof(struct local) + CACHE_LINE - 1) / CACHE_LINE * CACHE_LINE;
     struct local *l = aligned_alloc(CACHE_LINE, bytes);

@@ -36,7 +36,7 @@
 #include "limiter.h"
 
 #define SRL__SHM_MAGIC "SRLSHM\0\1"
-#define SRL__SHM_VERSION 2u            /* 2: no key_len without a display copy */
+#define SRL__SHM_VERSION 3u            /* 3: header checksum, creator identity */
 #define SRL__SHM_SLOTS 16u              /* slots per bucket */
 #define SRL__SHM_HEADER_BYTES 4096u     /* header page; the table follows */
 #define SRL__SHM_HASH_KEY_BYTES 16u     /* SipHash takes a 128-bit key */
@@ -79,6 +79,9 @@ struct srl__shm_header {
     int32_t creator_pid;
     uint64_t created_unix_ns;
     uint8_t hash_key[SRL__SHM_HASH_KEY_BYTES];
+    uint64_t creator_start;      /* its start time (proc.h), 0 unknown */
+    uint64_t creator_pidns;      /* its PID namespace inode, 0 unknown */
+    uint64_t header_sum;         /* srl__shm_header_sum(), written last before READY */
 };
 
 _Static_assert(sizeof(struct srl__shm_header) <= SRL__SHM_HEADER_BYTES, "header fits its page");
@@ -141,6 +144,7 @@ struct srl__shm {
     uint32_t counters_off;          /* offset of slot's allowed/denied */
     uint32_t mode;
     uint32_t owner_uid;
+    int fd;                         /* the segment's file, kept to fstat (-1: anonymous) */
     unsigned test_flags;            /* SRL__SHM_TEST_*, 0 outside tests */
     uint8_t hash_key[SRL__SHM_HASH_KEY_BYTES];
     char name[256];
@@ -165,6 +169,13 @@ int srl__shm_open_anonymous(const srl_config *cfg, srl_limiter **out);
 /* 0 if name is a valid segment name; writes "/name" into buf[256]. */
 int srl__shm_name(const char *name, char buf[256]);
 void srl__shm_unmap(struct srl__shm *s);
+/* FNV-1a 64 over the header with state and header_sum taken as 0: catches a
+ * corrupted page (a flipped permits word would otherwise be adopted). */
+uint64_t srl__shm_header_sum(const struct srl__shm_header *h);
+/* srl_check's header part: checksum and file size; returns problems found. */
+int64_t srl__shm_check_header(struct srl__shm *s, srl_report_fn fn, void *ctx);
+/* The segment file's size now (0 for an anonymous mapping). */
+uint64_t srl__shm_file_bytes(const struct srl__shm *s);
 
 /* --------------------------------------------------------- shm_lock.c */
 

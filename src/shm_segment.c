@@ -21,12 +21,14 @@
  * it, before READY), and nobody else touches a mapping being set up.
  */
 #include "shm.h"
+#include "proc.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stddef.h>
 #include <sodium.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -81,26 +83,36 @@ int srl__shm_geometry(struct srl__shm *s, const srl_config *cfg)
     return 0;
 }
 
-int srl__shm_name(const char *name, char buf[256])
+int srl_name_check(const char *name)
 {
     if (name == NULL)
         return SRL_EINVAL;
     const char *p = name[0] == '/' ? name + 1 : name;
-    size_t n = strlen(p);
-    if (n == 0 || n > 200)
+    size_t n = strnlen(p, SRL_NAME_MAX + 1);
+    if (n == 0 || n > SRL_NAME_MAX)
         return SRL_EINVAL;
+    bool all_dots = true;
     for (size_t i = 0; i < n; i++) {
         char c = p[i];
         bool ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
                   c == '.' || c == '_' || c == '-';
         if (!ok)
             return SRL_EINVAL;
+        all_dots = all_dots && c == '.';
     }
-    /* "." and ".." would name the directory itself. */
-    if (strcmp(p, ".") == 0 || strcmp(p, "..") == 0)
-        return SRL_EINVAL;
+    /* "." and ".." name the directory itself, and rlctl (which applies this
+     * same rule) could never destroy a segment called "...". */
+    return all_dots ? SRL_EINVAL : 0;
+}
+
+int srl__shm_name(const char *name, char buf[256])
+{
+    int rc = srl_name_check(name);
+    if (rc != 0)
+        return rc;
+    const char *p = name[0] == '/' ? name + 1 : name;
     buf[0] = '/';
-    memcpy(buf + 1, p, n + 1);
+    memcpy(buf + 1, p, strlen(p) + 1);
     return 0;
 }
 
@@ -126,6 +138,7 @@ static int errno_code(int e)
     case EACCES: case EPERM: return SRL_EACCES;
     case ENOSPC: case EFBIG: return SRL_ENOSPC;
     case ENOMEM: return SRL_ENOMEM;
+    case EISDIR: return SRL_EFOREIGN;   /* a directory at the name is not ours */
     default: errno = e; return SRL_ESYS;
     }
 }
@@ -138,6 +151,7 @@ static struct srl__shm *handle_new(const srl_config *cfg, srl_store_kind kind)
     srl__limiter_init(&s->lim, &srl__shm_ops, cfg);
     s->lim.impl = s;
     s->kind = kind;
+    s->fd = -1;
     return s;
 }
 
@@ -164,9 +178,27 @@ static void header_fill(struct srl__shm_header *h, const struct srl__shm *s,
     h->key_display = s->key_display;
     h->on_full = (uint32_t)cfg->on_full;
     h->mode = cfg->mode;
-    h->creator_pid = (int32_t)getpid();
+    struct srl__proc me;
+    srl__proc_self(&me);
+    h->creator_pid = me.pid;
+    h->creator_start = me.start;
+    h->creator_pidns = me.pidns;
     h->created_unix_ns = wall_ns();
     randombytes_buf(h->hash_key, sizeof h->hash_key);
+    h->header_sum = srl__shm_header_sum(h);
+}
+
+uint64_t srl__shm_header_sum(const struct srl__shm_header *h)
+{
+    struct srl__shm_header c;
+    memcpy(&c, h, sizeof c);
+    c.state = 0;
+    c.header_sum = 0;
+    const unsigned char *b = (const unsigned char *)&c;
+    uint64_t x = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < sizeof c; i++)
+        x = (x ^ b[i]) * 0x100000001b3ull;
+    return x;
 }
 
 /* Initialise the table of a fresh, zeroed mapping and publish READY. */
@@ -220,6 +252,8 @@ static int validate(struct srl__shm *s, const struct srl__shm_header *hp, uint64
         return SRL_EFOREIGN;
     if (h.version != SRL__SHM_VERSION || h.abi != srl__shm_abi_word())
         return SRL_EVERSION;
+    if (h.header_sum != srl__shm_header_sum(&h))
+        return SRL_ECORRUPT;
     srl_config seg;
     srl_config_init(&seg);
     seg.policy.algorithm = (srl_algorithm)h.algorithm;
@@ -260,18 +294,18 @@ static int validate(struct srl__shm *s, const struct srl__shm_header *hp, uint64
     s->counters_off = g.counters_off;
     s->map_bytes = g.map_bytes;
     memcpy(s->hash_key, h.hash_key, sizeof s->hash_key);
-    if (adopted != NULL) {
+    if (adopted != NULL)
         *adopted = seg;
-        adopted->mode = h.mode & 0777u;
-    }
     return 0;
 }
 
-static bool pid_dead(int32_t pid)
+/* The creator of an unfinished header has exited (not merely slow).  The
+ * header is not READY, so it is not checksummed yet: these words are read
+ * as they are, and a wrong guess costs only SRL_ESTALE vs SRL_ETIMEDOUT. */
+static bool creator_dead(const struct srl__shm_header *h)
 {
-    if (pid <= 0)
-        return true;
-    return kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+    struct srl__proc p = {h->creator_pid, h->creator_start, h->creator_pidns};
+    return srl__proc_state(&p) == SRL__PROC_DEAD;
 }
 
 static bool all_zero(const void *p, size_t n)
@@ -312,7 +346,7 @@ static int wait_ready(int fd, struct srl__shm_header **hdr, struct stat *st)
                     return RETRY;
                 if (state != SRL__SHM_INIT)
                     return SRL_ECORRUPT;
-                if (pid_dead(h->creator_pid))
+                if (creator_dead(h))
                     return SRL_ESTALE;
             } else if (!all_zero(h->magic, 8)) {
                 return SRL_EFOREIGN;   /* someone else's data, not an unfinished create */
@@ -334,37 +368,56 @@ static int wait_ready(int fd, struct srl__shm_header **hdr, struct stat *st)
     }
 }
 
-/* Trust model (docs/design.md): the segment must belong to us or to root,
- * and grant write to nobody beyond what the caller's mode allows. */
-static int check_owner(const struct stat *st, uint32_t allowed_mode)
+/* Trust (docs/design.md, "Trust"): a segment is mapped only if it belongs
+ * to the caller's effective uid or to the one uid the caller names, root
+ * included (root is the most valuable process to make write through a
+ * mutex's robust-list pointers), and grants write to group or others only
+ * as far as the caller's own mode allows.  Nothing here comes from the
+ * header: its author could write anything there. */
+static int check_owner(const struct stat *st, uint32_t trust_uid, uint32_t trust_mode)
 {
-    uid_t me = geteuid();
-    if (st->st_uid != me && st->st_uid != 0 && me != 0)
+    uint32_t owner = (uint32_t)st->st_uid;
+    if (owner != (uint32_t)geteuid() && (trust_uid == SRL_OWNER_SELF || owner != trust_uid))
         return SRL_EACCES;
-    uint32_t foreign_write = (uint32_t)st->st_mode & 022u & ~allowed_mode;
-    if (foreign_write != 0)
+    if (((uint32_t)st->st_mode & 022u & ~trust_mode) != 0)
         return SRL_EACCES;
     return 0;
 }
 
-static int open_existing(struct srl__shm *s, int fd, const srl_config *cfg)
+/* Open the segment at fd.  want is the config to compare with (NULL: adopt
+ * the segment's policy and geometry); cfg, if given, supplies the trust and
+ * the caller's runtime choices either way. */
+static int open_existing(struct srl__shm *s, int fd, const srl_config *cfg,
+                         const srl_config *want)
 {
-    struct srl__shm_header *hdr = NULL;
+    uint32_t trust_uid = cfg != NULL ? cfg->owner_uid : SRL_OWNER_SELF;
+    uint32_t trust_mode = cfg != NULL ? cfg->mode : 0600u;
     struct stat st;
-    int rc = wait_ready(fd, &hdr, &st);
-    /* Without a config (rlctl, an adopting worker) the creator's recorded
-     * mode is the intent; a file whose mode grants more than that was
-     * changed behind the creator's back and is refused. */
+    if (fstat(fd, &st) != 0)
+        return errno_code(errno);
+    if (!S_ISREG(st.st_mode))
+        return SRL_EFOREIGN;
+    /* Owner first: a stranger's file costs no ready-wait and reads nothing. */
+    int rc = check_owner(&st, trust_uid, trust_mode);
+    if (rc != 0)
+        return rc;
+    struct srl__shm_header *hdr = NULL;
+    rc = wait_ready(fd, &hdr, &st);
+    /* Again on the final fstat: the creator fchmods after creating. */
     if (rc == 0)
-        rc = check_owner(&st, cfg != NULL ? cfg->mode : (hdr->mode & 0777u));
+        rc = check_owner(&st, trust_uid, trust_mode);
     srl_config adopted;
     if (rc == 0)
-        rc = validate(s, hdr, (uint64_t)st.st_size, cfg, &adopted);
+        rc = validate(s, hdr, (uint64_t)st.st_size, want, &adopted);
     if (hdr != NULL)
         munmap(hdr, SRL__SHM_HEADER_BYTES);
     if (rc != 0)
         return rc;
-    if (cfg == NULL) {
+    if (want == NULL) {
+        if (cfg != NULL) {
+            adopted.lock_timeout_ms = cfg->lock_timeout_ms;
+            adopted.ticker = cfg->ticker;
+        }
         srl__limiter_init(&s->lim, &srl__shm_ops, &adopted);
         s->lim.impl = s;
     }
@@ -376,10 +429,25 @@ static int open_existing(struct srl__shm *s, int fd, const srl_config *cfg)
     s->owner_uid = (uint32_t)st.st_uid;
     /* The header may have changed between the snapshot and this mapping only
      * if someone rewrote the file: validate the mapped copy once more. */
-    rc = validate(s, srl__shm_hdr(s), (uint64_t)st.st_size, cfg, NULL);
+    rc = validate(s, srl__shm_hdr(s), (uint64_t)st.st_size, want, NULL);
     if (rc == 0 && __atomic_load_n(&srl__shm_hdr(s)->state, __ATOMIC_ACQUIRE) != SRL__SHM_READY)
         rc = SRL_ECORRUPT;
     return rc;
+}
+
+/* shm_open's failure as an SRL_E* code.  glibc reports a directory at the
+ * name as EINVAL (it folds EISDIR into it), so look: a directory is not an
+ * srl segment (SRL_EFOREIGN), whatever errno says. */
+static int open_errno(const char *path, int e)
+{
+    if (e == EINVAL || e == EISDIR) {
+        char full[300];
+        struct stat st;
+        snprintf(full, sizeof full, "/dev/shm%s", path);
+        if (lstat(full, &st) == 0 && S_ISDIR(st.st_mode))
+            return SRL_EFOREIGN;
+    }
+    return errno_code(e);
 }
 
 /* One attempt of srl__shm_open: 0, an SRL_E* code, or RETRY. */
@@ -393,16 +461,17 @@ static int open_round(struct srl__shm *s, const char *path, const srl_config *cf
         if (fd >= 0)
             created = true;
         else if (errno != EEXIST || (flags & SRL_EXCL))
-            rc = errno_code(errno);
+            rc = open_errno(path, errno);
     }
     if (fd < 0 && rc == 0) {
         fd = shm_open(path, O_RDWR | O_CLOEXEC, 0);
         if (fd < 0)
             /* Gone between our two opens: its creator failed and unlinked it. */
-            rc = errno == ENOENT && (flags & SRL_CREATE) ? RETRY : errno_code(errno);
+            rc = errno == ENOENT && (flags & SRL_CREATE) ? RETRY : open_errno(path, errno);
     }
     if (rc == 0)
-        rc = created ? create(s, fd, cfg, test_flags) : open_existing(s, fd, cfg);
+        rc = created ? create(s, fd, cfg, test_flags)
+                     : open_existing(s, fd, cfg, (flags & SRL_ADOPT) ? NULL : cfg);
     if (rc != 0 && created) {
         /* Tell anyone already waiting on this file that it will never be
          * READY (harmless if the header was never written), then unlink. */
@@ -412,9 +481,11 @@ static int open_round(struct srl__shm *s, const char *path, const srl_config *cf
         }
         shm_unlink(path);
     }
-    if (fd >= 0) {
+    if (rc == 0) {
+        s->fd = fd;  /* kept to fstat: srl_check and srl_info see a truncation */
+    } else if (fd >= 0) {
         int e = errno;
-        close(fd);   /* the mapping keeps the segment alive */
+        close(fd);
         errno = e;
     }
     return rc;
@@ -423,28 +494,20 @@ static int open_round(struct srl__shm *s, const char *path, const srl_config *cf
 int srl__shm_open(const char *name, const srl_config *cfg, unsigned flags,
                   unsigned test_flags, srl_limiter **out)
 {
-    if (out == NULL)
-        return SRL_EINVAL;
-    *out = NULL;
-    if ((flags & ~(SRL_CREATE | SRL_EXCL)) != 0 || ((flags & SRL_EXCL) && !(flags & SRL_CREATE)))
-        return SRL_EINVAL;
-    char path[256];
-    int rc = srl__shm_name(name, path);
+    srl_config defaults;
+    const srl_config *use;
+    int rc = srl__open_prologue(cfg, !(flags & SRL_CREATE), &defaults, &use, out);
     if (rc != 0)
         return rc;
-    if (cfg == NULL && (flags & SRL_CREATE))
+    if ((flags & ~(SRL_CREATE | SRL_EXCL | SRL_ADOPT)) != 0 ||
+        ((flags & SRL_EXCL) && !(flags & SRL_CREATE)) ||
+        ((flags & SRL_ADOPT) && (flags & SRL_CREATE)))
         return SRL_EINVAL;
-    srl_config defaults;
-    if (cfg != NULL) {
-        rc = srl__config_check(cfg);
-        if (rc != 0)
-            return rc;
-    } else {
-        srl_config_init(&defaults);
-    }
-    if (sodium_init() < 0)
-        return SRL_ESYS;
-    struct srl__shm *s = handle_new(cfg != NULL ? cfg : &defaults, SRL_STORE_SHARED);
+    char path[256];
+    rc = srl__shm_name(name, path);
+    if (rc != 0)
+        return rc;
+    struct srl__shm *s = handle_new(use, SRL_STORE_SHARED);
     if (s == NULL)
         return SRL_ENOMEM;
     memcpy(s->name, path, strlen(path) + 1);
@@ -475,14 +538,10 @@ int srl__shm_open(const char *name, const srl_config *cfg, unsigned flags,
 
 int srl__shm_open_anonymous(const srl_config *cfg, srl_limiter **out)
 {
-    if (out == NULL)
-        return SRL_EINVAL;
-    *out = NULL;
-    int rc = srl__config_check(cfg);
+    srl_config unused;
+    int rc = srl__open_prologue(cfg, 0, &unused, &cfg, out);
     if (rc != 0)
         return rc;
-    if (sodium_init() < 0)
-        return SRL_ESYS;
     struct srl__shm *s = handle_new(cfg, SRL_STORE_ANONYMOUS);
     if (s == NULL)
         return SRL_ENOMEM;
@@ -515,5 +574,41 @@ void srl__shm_unmap(struct srl__shm *s)
         return;
     if (s->base != NULL)
         munmap(s->base, s->map_bytes);
+    if (s->fd >= 0)
+        close(s->fd);
     free(s);
+}
+
+int64_t srl__shm_check_header(struct srl__shm *s, srl_report_fn fn, void *ctx)
+{
+    char line[256];
+    int64_t problems = 0;
+    const struct srl__shm_header *h = srl__shm_hdr(s);
+    struct srl__shm_header c;
+    memcpy(&c, h, sizeof c);
+    if (c.header_sum != srl__shm_header_sum(&c)) {
+        problems++;
+        if (fn != NULL)
+            fn(ctx, "header: checksum does not match its fields (the header page was "
+                    "changed after creation): destroy the segment and recreate it");
+    }
+    struct stat st;
+    if (s->fd >= 0 && fstat(s->fd, &st) == 0 && (uint64_t)st.st_size < s->map_bytes) {
+        problems++;
+        if (fn != NULL) {
+            snprintf(line, sizeof line,
+                     "file: %llu bytes, but the segment needs %llu: it was truncated, and a "
+                     "worker that touches the missing part dies of SIGBUS: destroy the segment "
+                     "and restart its workers",
+                     (unsigned long long)st.st_size, (unsigned long long)s->map_bytes);
+            fn(ctx, line);
+        }
+    }
+    return problems;
+}
+
+uint64_t srl__shm_file_bytes(const struct srl__shm *s)
+{
+    struct stat st;
+    return s->fd >= 0 && fstat(s->fd, &st) == 0 ? (uint64_t)st.st_size : 0;
 }

@@ -56,6 +56,7 @@ static int shm_info(srl_limiter *lim, srl_info *out)
     out->created_unix_ns = h->created_unix_ns;
     memcpy(out->name, s->name, sizeof out->name);
     out->name[sizeof out->name - 1] = '\0';
+    out->file_bytes = srl__shm_file_bytes(s);
     return 0;
 }
 

@@ -722,8 +722,20 @@ int64_t srl__shm_check(srl_limiter *lim, srl_report_fn fn, void *ctx)
 {
     struct srl__shm *s = lim->impl;
     struct report r = {fn, ctx, 0};
+    /* A truncated file: read only what is still backed by it (touching the
+     * rest would raise SIGBUS here too). */
+    uint64_t walk = s->buckets;
+    uint64_t file = s->kind == SRL_STORE_SHARED ? srl__shm_file_bytes(s) : s->map_bytes;
+    if (file < SRL__SHM_HEADER_BYTES) {
+        problem(&r, "file: %llu bytes, shorter than the header page: it was truncated; "
+                    "destroy the segment and restart its workers", (unsigned long long)file);
+        return r.n;
+    }
     check_header(s, &r);
-    for (uint64_t b = 0; b < s->buckets; b++) {
+    r.n += srl__shm_check_header(s, fn, ctx);
+    if (file < s->map_bytes)
+        walk = file <= SRL__SHM_HEADER_BYTES ? 0 : (file - SRL__SHM_HEADER_BYTES) / s->bucket_bytes;
+    for (uint64_t b = 0; b < walk; b++) {
         /* Before the lock: glibc aborts on some kind words. */
         unsigned found, want;
         if (srl__shm_mutex_kind_check(s, b, &found, &want) == SRL_ECORRUPT) {

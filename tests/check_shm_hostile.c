@@ -167,6 +167,15 @@ static void read_header(const char *name, struct srl__shm_header *h)
     close(fd);
 }
 
+/* Recompute the header checksum after an edit, so the edit reaches the
+ * checks behind it (an attacker with write access can do the same). */
+static void reseal(const char *name)
+{
+    struct srl__shm_header h;
+    read_header(name, &h);
+    poke64(name, offsetof(struct srl__shm_header, header_sum), srl__shm_header_sum(&h));
+}
+
 /* Open, and on success use the handle: a probe key is decided, srl_check
  * finds nothing wrong, and the probe is forgotten again.  On failure the
  * handle pointer must be NULL.  *info is filled on success. */
@@ -257,7 +266,8 @@ static int expected_open(size_t off, const struct srl__shm_header *h, bool *adop
                                                                                   : 0;
     }
     if (IN(off, on_full) || IN(off, mode) || IN(off, creator_pid) || IN(off, created_unix_ns) ||
-        IN(off, hash_key))
+        IN(off, hash_key) || IN(off, creator_start) || IN(off, creator_pidns) ||
+        IN(off, header_sum))
         return 0;
     /* algorithm (any other value changes the state size or is unknown),
      * buckets, capacity, table_offset, total_bytes, slots_per_bucket,
@@ -289,6 +299,13 @@ START_TEST(every_header_byte_set_to_a_bad_value_is_refused_with_its_code_or_prov
             struct srl__shm_header h = orig;
             ((unsigned char *)&h)[off] = bad;
             poke(name, off, &bad, 1);
+            /* Any edit of a checksummed byte is caught by the checksum... */
+            if (!IN(off, magic) && !IN(off, version) && !IN(off, abi) && !IN(off, state)) {
+                assert_refused(name, NULL, 0, SRL_ECORRUPT, off, bad);
+                assert_refused(name, &cfg, 0, SRL_ECORRUPT, off, bad);
+                /* ...and, resealed, by the checks behind it (or ignored). */
+                reseal(name);
+            }
             bool adopt;
             int want = expected_open(off, &h, &adopt);
             if (want != 0) {
@@ -312,7 +329,7 @@ START_TEST(every_header_byte_set_to_a_bad_value_is_refused_with_its_code_or_prov
                     ck_assert_int_eq(open_and_use(name, &cfg, SRL_CREATE, &info), 0);
                 }
             }
-            poke(name, off, &ob[off], 1);
+            poke(name, 0, ob, sizeof orig);
         }
     }
     /* The rest of the header page is padding: ignored, whatever it holds. */
@@ -339,22 +356,26 @@ START_TEST(header_fields_that_lie_together_are_corrupt_unless_the_file_really_ho
     poke64(name, F(buckets), 1ull << 28);
     poke64(name, F(capacity), 1ull << 32);
     poke64(name, F(total_bytes), 4096 + (1ull << 28) * orig.bucket_bytes);
+    reseal(name);
     assert_refused(name, NULL, 0, SRL_ECORRUPT, F(capacity), 0);
     /* Beyond SRL_CAPACITY_MAX, consistent: refused before any size is computed. */
     poke64(name, F(buckets), 1ull << 40);
     poke64(name, F(capacity), 1ull << 44);
     poke64(name, F(total_bytes), 4096 + (1ull << 40) * orig.bucket_bytes);
+    reseal(name);
     assert_refused(name, NULL, 0, SRL_ECORRUPT, F(capacity), 0);
     /* A total that wraps 64 bits. */
     poke64(name, F(buckets), UINT64_MAX / 16);
     poke64(name, F(capacity), UINT64_MAX / 16 * 16);
     poke64(name, F(total_bytes), UINT64_MAX);
+    reseal(name);
     assert_refused(name, NULL, 0, SRL_ECORRUPT, F(capacity), 0);
     /* A smaller table than the file holds is a consistent segment: opened
      * with that capacity (the extra bytes are never touched). */
     poke64(name, F(buckets), 2);
     poke64(name, F(capacity), 32);
     poke64(name, F(total_bytes), 4096 + 2ull * orig.bucket_bytes);
+    reseal(name);
     ck_assert_int_eq(open_and_use(name, NULL, 0, &info), 0);
     ck_assert_uint_eq(info.capacity, 32);
     assert_refused(name, &cfg, 0, SRL_EMISMATCH, F(capacity), 0);
@@ -368,6 +389,7 @@ START_TEST(header_fields_that_lie_together_are_corrupt_unless_the_file_really_ho
     poke32(name, F(slot_bytes), (uint32_t)slot);
     poke32(name, F(bucket_bytes), (uint32_t)bucket);
     poke64(name, F(total_bytes), 4096 + orig.buckets * bucket);
+    reseal(name);
     assert_refused(name, NULL, 0, SRL_ECORRUPT, F(key_display), 255);
     poke(name, 0, &orig, sizeof orig);
 
@@ -382,6 +404,7 @@ START_TEST(header_fields_that_lie_together_are_corrupt_unless_the_file_really_ho
     poke32(name, F(slot_bytes), (uint32_t)slot);
     poke32(name, F(bucket_bytes), (uint32_t)bucket);
     poke64(name, F(total_bytes), 4096 + orig.buckets * bucket);
+    reseal(name);
     assert_refused(name, NULL, 0, SRL_ECORRUPT, F(algorithm), SRL_SLIDING_LOG);
     poke(name, 0, &orig, sizeof orig);
 
@@ -390,6 +413,7 @@ START_TEST(header_fields_that_lie_together_are_corrupt_unless_the_file_really_ho
     assert_refused(name, NULL, 0, SRL_ECORRUPT, F(table_offset), 0);
     poke64(name, F(table_offset), 8192);
     poke64(name, F(total_bytes), orig.total_bytes + 4096);
+    reseal(name);
     assert_refused(name, NULL, 0, SRL_ECORRUPT, F(table_offset), 8192);
     poke(name, 0, &orig, sizeof orig);
 
@@ -486,6 +510,95 @@ START_TEST(an_unfinished_truncated_segment_is_stale_or_timed_out_by_its_creators
 }
 END_TEST
 
+/* The creator is known by pid, start time and PID namespace: a pid that now
+ * belongs to another process (our own, with another start time) is a dead
+ * creator; one from another namespace cannot be judged and is waited for. */
+START_TEST(a_creator_is_dead_when_its_pid_was_reused_and_unknown_in_another_pid_namespace)
+{
+    guard(60);
+    srl_config cfg = config(SRL_TOKEN_BUCKET, 100, 64, 0);
+    const char *name = make_segment("reuse", &cfg);
+    struct srl__shm_header h;
+    read_header(name, &h);
+    ck_assert_int_eq(h.creator_pid, getpid());
+    ck_assert_uint_ne(h.creator_start, 0);
+    ck_assert_uint_ne(h.creator_pidns, 0);
+    poke32(name, F(state), SRL__SHM_INIT);
+    poke64(name, F(creator_start), h.creator_start + 1);   /* same pid, another process */
+    assert_refused(name, NULL, 0, SRL_ESTALE, F(creator_start), 0);
+    poke64(name, F(creator_start), h.creator_start);
+    poke64(name, F(creator_pidns), h.creator_pidns + 1);   /* its pid means nothing here */
+    poke32(name, F(creator_pid), (uint32_t)dead_pid());
+    assert_refused(name, NULL, 0, SRL_ETIMEDOUT, F(creator_pidns), 0);
+    ck_assert_int_eq(srl_unlink(name), 0);
+}
+END_TEST
+
+/* The owner is checked before anything is waited for or read: a stranger's
+ * unfinished file is EACCES at once, not ETIMEDOUT after the ready-wait. */
+START_TEST(a_strangers_unfinished_segment_is_eacces_before_any_wait)
+{
+    guard(30);
+    srl_config cfg = config(SRL_TOKEN_BUCKET, 100, 64, 0);
+    const char *name = make_segment("strange", &cfg);
+    poke32(name, F(state), SRL__SHM_INIT);                 /* our live pid: would wait */
+    ck_assert_int_eq(chown(path_of(name), 65534, 65534), 0);
+    assert_refused(name, NULL, 0, SRL_EACCES, F(state), SRL__SHM_INIT);
+    assert_refused(name, &cfg, SRL_CREATE, SRL_EACCES, F(state), SRL__SHM_INIT);
+    ck_assert_int_eq(srl_unlink(name), 0);
+}
+END_TEST
+
+/* Truncation under a live handle cannot be prevented (shm_open), but it is
+ * seen: srl_info's file_bytes and srl_check's report, which walks only what
+ * the file still backs. */
+START_TEST(a_segment_truncated_under_a_live_handle_is_reported_by_check_and_info)
+{
+    guard(30);
+    srl_config cfg = config(SRL_TOKEN_BUCKET, 100, 64, 0);
+    const char *name = make_segment("trunc", &cfg);
+    srl_limiter *lim;
+    ck_assert_int_eq(srl_open_shared(name, &cfg, 0, &lim), 0);
+    srl_info info;
+    ck_assert_int_eq(srl_info_get(lim, &info), 0);
+    ck_assert_uint_eq(info.file_bytes, info.segment_bytes);
+    ck_assert_int_eq(srl_check(lim, NULL, NULL), 0);
+    uint64_t cut = SRL__SHM_HEADER_BYTES + (info.segment_bytes - SRL__SHM_HEADER_BYTES) / 2;
+    ck_assert_int_eq(truncate(path_of(name), (off_t)cut), 0);
+    ck_assert_int_eq(srl_info_get(lim, &info), 0);
+    ck_assert_uint_eq(info.file_bytes, cut);
+    ck_assert_int_eq(srl_check(lim, NULL, NULL), 1);
+    ck_assert_int_eq(truncate(path_of(name), 100), 0);
+    ck_assert_int_eq(srl_check(lim, NULL, NULL), 1);        /* not even the header is read */
+    srl_close(lim);
+    ck_assert_int_eq(srl_unlink(name), 0);
+}
+END_TEST
+
+START_TEST(segment_names_follow_one_rule_everywhere)
+{
+    static const char *bad[] = {"", "/", ".", "..", "...", "/....", "a/b", "a b", "é"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ck_assert_msg(srl_name_check(bad[i]) == SRL_EINVAL, "'%s' accepted", bad[i]);
+        srl_limiter *lim;
+        ck_assert_int_eq(srl_open_shared(bad[i], NULL, 0, &lim), SRL_EINVAL);
+        ck_assert_int_eq(srl_unlink(bad[i]), SRL_EINVAL);
+    }
+    ck_assert_int_eq(srl_name_check(NULL), SRL_EINVAL);
+    static const char *good[] = {"a", "/a", ".a", "a..", "A-b_c.9", "/.x."};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
+        ck_assert_msg(srl_name_check(good[i]) == 0, "'%s' refused", good[i]);
+    char longest[SRL_NAME_MAX + 3];
+    longest[0] = '/';
+    memset(longest + 1, 'x', SRL_NAME_MAX);
+    longest[SRL_NAME_MAX + 1] = '\0';
+    ck_assert_int_eq(srl_name_check(longest), 0);
+    longest[SRL_NAME_MAX + 1] = 'x';
+    longest[SRL_NAME_MAX + 2] = '\0';
+    ck_assert_int_eq(srl_name_check(longest), SRL_EINVAL);
+}
+END_TEST
+
 /*
  * A file that shrinks AFTER a process mapped it is the classic mmap hazard:
  * the handle's next touch of a cut page raises SIGBUS.  The store does not
@@ -521,17 +634,11 @@ START_TEST(a_directory_at_the_name_is_refused_and_left_alone)
     ck_assert_int_eq(mkdir(path_of(name), 0700), 0);
     srl_config cfg = config(SRL_TOKEN_BUCKET, 100, 64, 0);
     srl_limiter *lim;
-    /* EFOREIGN is what the header promises for "not an srl segment"; glibc's
-     * shm_open reports a directory as EINVAL (it maps EISDIR), so the store
-     * currently answers SRL_ESYS with errno EINVAL.  Both are refusals that
-     * touch nothing; which one is asserted as a set (see the report). */
-    int codes[3];
-    codes[0] = srl_open_shared(name, NULL, 0, &lim);
-    codes[1] = srl_open_shared(name, &cfg, 0, &lim);
-    codes[2] = srl_open_shared(name, &cfg, SRL_CREATE, &lim);
-    for (int i = 0; i < 3; i++)
-        ck_assert_msg(codes[i] == SRL_EFOREIGN || codes[i] == SRL_ESYS, "open %d: rc %d", i,
-                      codes[i]);
+    /* "Not an srl segment", though glibc's shm_open says EINVAL for it. */
+    ck_assert_int_eq(srl_open_shared(name, NULL, 0, &lim), SRL_EFOREIGN);
+    ck_assert_int_eq(srl_open_shared(name, &cfg, 0, &lim), SRL_EFOREIGN);
+    ck_assert_int_eq(srl_open_shared(name, &cfg, SRL_CREATE, &lim), SRL_EFOREIGN);
+    ck_assert_int_eq(srl_open_shared(name, &cfg, SRL_CREATE | SRL_EXCL, &lim), SRL_EEXIST);
     struct stat st;
     ck_assert_int_eq(lstat(path_of(name), &st), 0);
     ck_assert(S_ISDIR(st.st_mode));
@@ -638,7 +745,7 @@ static int child_open(uid_t uid, const char *name, const srl_config *cfg)
     return -WEXITSTATUS(status);
 }
 
-START_TEST(another_users_segment_is_eacces_for_a_non_root_opener_and_accepted_by_root)
+START_TEST(another_users_segment_is_eacces_for_every_opener_root_included_unless_its_owner_is_named)
 {
     guard(30);
     ck_assert_int_eq(geteuid(), 0);     /* the suite runs as root */
@@ -648,13 +755,23 @@ START_TEST(another_users_segment_is_eacces_for_a_non_root_opener_and_accepted_by
     ck_assert_int_eq(chown(path_of(name), 65534, 65534), 0);
     ck_assert_int_eq(child_open(65533, name, &cfg), SRL_EACCES);
     ck_assert_int_eq(child_open(65533, name, NULL), SRL_EACCES);
-    /* 0600 and another owner: the kernel itself says no. */
-    ck_assert_int_eq(chmod(path_of(name), 0600), 0);
-    ck_assert_int_eq(child_open(65533, name, NULL), SRL_EACCES);
-    /* Root accepts any owner (docs/design.md: root could rewrite it anyway). */
+    /* Root is no exception: the owner could rewrite the mutexes' robust-list
+     * links while root locks them (docs/design.md, "Trust"). */
     srl_info info;
-    ck_assert_int_eq(open_and_use(name, NULL, 0, &info), 0);
+    assert_refused(name, NULL, 0, SRL_EACCES, 0, 0);
+    assert_refused(name, &cfg, 0, SRL_EACCES, 0, 0);
+    assert_refused(name, &cfg, SRL_CREATE, SRL_EACCES, 0, 0);
+    /* Naming the owner trusts it, and only it. */
+    srl_config named = cfg;
+    named.owner_uid = 65533;
+    assert_refused(name, &named, 0, SRL_EACCES, 0, 0);
+    named.owner_uid = 65534;
+    ck_assert_int_eq(open_and_use(name, &named, 0, &info), 0);
     ck_assert_uint_eq(info.owner_uid, 65534);
+    ck_assert_int_eq(open_and_use(name, &named, SRL_ADOPT, &info), 0);
+    ck_assert_uint_eq(info.policy.permits, 100);
+    /* Its own user opens it, of course. */
+    ck_assert_int_eq(child_open(65534, name, &cfg), 0);
     /* The owner is the file's own: nothing was chowned back. */
     struct stat st;
     ck_assert_int_eq(stat(path_of(name), &st), 0);
@@ -677,19 +794,16 @@ START_TEST(a_world_writable_segment_is_eacces_unless_the_opener_asked_for_that_m
     srl_info info;
     ck_assert_int_eq(open_and_use(name, &wide, 0, &info), 0);
     ck_assert_uint_eq(info.mode, 0666);
-    /* Without a config the creator's recorded mode is the allowance: the
-     * 0666 file is refused while the header says 0600, accepted once the
-     * header says 0666 too (so the header's mode word is trusted input of
-     * the same standing as the file's mode: both need write access). */
-    struct srl__shm_header h;
-    read_header(name, &h);
-    ck_assert_uint_eq(h.mode, 0600);
+    ck_assert_int_eq(open_and_use(name, &wide, SRL_ADOPT, &info), 0);
+    /* The allowance is the caller's, never the header's: a header that
+     * claims 0666 (resealed, so only the mode rule can decide) widens
+     * nothing for an opener without a config. */
     poke32(name, F(mode), 0666);
-    ck_assert_int_eq(open_and_use(name, NULL, 0, &info), 0);
+    reseal(name);
+    assert_refused(name, NULL, 0, SRL_EACCES, F(mode), 0666);
     assert_refused(name, &cfg, 0, SRL_EACCES, F(mode), 0666);
-    poke32(name, F(mode), 0660);
-    assert_refused(name, NULL, 0, SRL_EACCES, F(mode), 0660);
     poke32(name, F(mode), 0600);
+    reseal(name);
     /* Read permission for others grants no write: accepted at 0600. */
     ck_assert_int_eq(chmod(path_of(name), 0644), 0);
     ck_assert_int_eq(open_and_use(name, &cfg, 0, &info), 0);
@@ -1304,13 +1418,13 @@ START_TEST(a_header_rewritten_under_a_live_handle_is_reported_and_never_followed
     h->slot_bytes = UINT32_MAX;
     h->state_bytes = UINT32_MAX;
     h->key_display = UINT32_MAX;
-    ck_assert_int_eq(srl_check(v.lim, NULL, NULL), 1);      /* "geometry ... changed" */
+    ck_assert_int_eq(srl_check(v.lim, NULL, NULL), 2);      /* geometry changed, checksum */
     exercise(&v, &seed);
     *h = orig;
     memset(h->magic, 0, 8);
     h->version = 99;
     h->state = 77;
-    ck_assert_int_eq(srl_check(v.lim, NULL, NULL), 3);      /* magic, version, state */
+    ck_assert_int_eq(srl_check(v.lim, NULL, NULL), 4);      /* magic, version, state, checksum */
     exercise(&v, &seed);
     *h = orig;
     ck_assert_int_eq(srl_check(v.lim, NULL, NULL), 0);
@@ -1421,10 +1535,14 @@ static Suite *suite(void)
     tcase_add_test(tc, a_truncated_segment_is_refused_at_every_interesting_size_without_sigbus);
     tcase_add_test(tc, an_unfinished_truncated_segment_is_stale_or_timed_out_by_its_creators_life);
     tcase_add_test(tc, a_segment_shrunk_after_it_was_opened_is_refused_by_every_later_open);
+    tcase_add_test(tc, a_creator_is_dead_when_its_pid_was_reused_and_unknown_in_another_pid_namespace);
+    tcase_add_test(tc, a_strangers_unfinished_segment_is_eacces_before_any_wait);
+    tcase_add_test(tc, a_segment_truncated_under_a_live_handle_is_reported_by_check_and_info);
+    tcase_add_test(tc, segment_names_follow_one_rule_everywhere);
     tcase_add_test(tc, a_directory_at_the_name_is_refused_and_left_alone);
     tcase_add_test(tc, a_fifo_or_a_device_node_at_the_name_is_foreign_not_stale);
     tcase_add_test(tc, a_symlink_at_the_name_is_never_followed_to_open_create_or_clobber_its_target);
-    tcase_add_test(tc, another_users_segment_is_eacces_for_a_non_root_opener_and_accepted_by_root);
+    tcase_add_test(tc, another_users_segment_is_eacces_for_every_opener_root_included_unless_its_owner_is_named);
     tcase_add_test(tc, a_world_writable_segment_is_eacces_unless_the_opener_asked_for_that_mode);
     tcase_add_loop_test(tc, random_bytes_over_the_table_never_crash_hang_or_read_out_of_bounds, 0, 4);
     tcase_add_test(tc, srl_check_reports_each_documented_kind_of_table_damage_exactly_once);

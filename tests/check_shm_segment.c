@@ -462,7 +462,7 @@ START_TEST(a_new_segment_is_0600_whatever_the_umask)
 }
 END_TEST
 
-START_TEST(a_group_writable_segment_is_refused_unless_the_opener_or_its_creator_asked_for_it)
+START_TEST(a_group_writable_segment_is_refused_unless_the_opener_asked_for_it)
 {
     srl_config cfg = config(10, 100);
     cfg.mode = 0660;
@@ -471,9 +471,11 @@ START_TEST(a_group_writable_segment_is_refused_unless_the_opener_or_its_creator_
     srl_config strict = cfg;
     strict.mode = 0600;
     ck_assert_int_eq(open_rc(name, &strict, 0), SRL_EACCES);
-    /* Without a config the creator's recorded 0660 is the bar (rlctl). */
-    ck_assert_int_eq(open_rc(name, NULL, 0), 0);
+    /* Without a config the bar is 0600: the creator's recorded mode is
+     * the segment's word, not the opener's. */
+    ck_assert_int_eq(open_rc(name, NULL, 0), SRL_EACCES);
     ck_assert_int_eq(open_rc(name, &cfg, 0), 0);
+    ck_assert_int_eq(open_rc(name, &cfg, SRL_ADOPT), 0);
     /* Someone widening the segment to world-writable: refused by all. */
     ck_assert_int_eq(chmod(path_of(name), 0666), 0);
     ck_assert_int_eq(open_rc(name, &cfg, 0), SRL_EACCES);
@@ -676,7 +678,7 @@ static Suite *suite(void)
     tcase_add_test(tc, a_waiter_whose_creator_fails_starts_over_and_creates_it_itself);
     tcase_add_test(tc, a_failed_segment_left_at_the_name_is_stale);
     tcase_add_test(tc, a_new_segment_is_0600_whatever_the_umask);
-    tcase_add_test(tc, a_group_writable_segment_is_refused_unless_the_opener_or_its_creator_asked_for_it);
+    tcase_add_test(tc, a_group_writable_segment_is_refused_unless_the_opener_asked_for_it);
     tcase_add_test(tc, a_segment_owned_by_another_user_is_refused);
     tcase_add_test(tc, a_too_small_tmpfs_gives_enospc_at_creation_and_leaves_nothing);
     tcase_add_test(tc, bad_names_and_flags_are_einval_and_create_nothing);

@@ -17,11 +17,14 @@
  *   rlctl_open.c    opening segments; srl error -> message and exit code
  *   rlctl_seg.c     commands on whole segments: create destroy check
  *   rlctl_info.c    info: one segment's header, geometry and counters
+ *   rlctl_health.c  the warnings info and ls show (load, untracked, ...)
  *   rlctl_ls.c      ls: the srl segments under /dev/shm
  *   rlctl_list.c    list: the tracked keys, sorted and cut to --top
  *   rlctl_keys.c    commands on one key: get try reset
  *   rlctl_evict.c   evict: drop (or with --dry-run count) the keys at rest
  *   rlctl_watch.c   watch: live rates from srl_stats deltas
+ *   rlctl_metrics.c metrics: Prometheus text (formatted by metrics_fmt.c,
+ *                   shared with mod_srl), --output written atomically
  *
  * No global mutable state: everything a command needs is in rlctl_opts,
  * built once by rlctl_parse() and passed down.
@@ -63,7 +66,11 @@ enum {
     RLCTL_O_COUNT = 1u << 12,
     RLCTL_O_ALL = 1u << 13,
     RLCTL_O_FORCE = 1u << 14,
+    RLCTL_O_OUTPUT = 1u << 15,
 };
+
+/* rlctl_cmd.takes_name: NAME... (zero or more names, in o->names). */
+#define RLCTL_NAMES 2
 
 #define RLCTL_MAX_POS 2
 
@@ -82,6 +89,9 @@ typedef struct rlctl_opts {
     uint64_t interval_ns;     /* watch: default 1 s */
     uint64_t count;           /* watch: 0 = until interrupted */
     const char *name;         /* segment name, as typed */
+    char *const *names;       /* RLCTL_NAMES commands: the names, nnames of them */
+    int nnames;
+    const char *output;       /* --output FILE */
     unsigned char *key;       /* key bytes (decoded from --hex), malloc'd */
     size_t key_len;
 } rlctl_opts;
@@ -95,11 +105,16 @@ struct rlctl_cmd {
     int takes_name;           /* NAME positional required */
     int takes_key;            /* KEY positional required */
     const char *synopsis;     /* after "rlctl " */
+    const char *help;         /* what it does, for --help (lines of < 80 columns) */
 };
 
 /* rlctl.c */
 const struct rlctl_cmd *rlctl_commands(size_t *n);
 void rlctl_usage(FILE *f, const struct rlctl_cmd *only);
+/* The command named name, or NULL. */
+const struct rlctl_cmd *rlctl_command(const char *name);
+/* `rlctl help CMD`, `rlctl CMD --help`: usage, what it does, where to read on. */
+void rlctl_help(const struct rlctl_cmd *c);
 
 /* rlctl_args.c: returns 0, or EX_USAGE after printing why and a usage line.
  * On success the caller owns o->key (free with rlctl_opts_free). */
@@ -110,6 +125,13 @@ int rlctl_parse_seconds(const char *s, uint64_t *ns);
 /* rlctl_parse's result when --help was asked for and printed. */
 #define RLCTL_HELP_SHOWN (-1)
 int rlctl_name_valid(const char *name);
+
+/* rlctl_owner.c: --owner USER (root drops to USER; others trust its uid). */
+int rlctl_owner_apply(const char *user);
+uint32_t rlctl_trusted_uid(void);
+void rlctl_owner_remedy(const char *name);
+/* rlctl_open.c: 1 if NAME's file is shorter than its header says. */
+int rlctl_truncated(const char *name, uint64_t *size, uint64_t *total);
 
 /* rlctl_escape.c: key bytes as printable ASCII; see the file for the rules.
  * rlctl_escape returns a malloc'd NUL-terminated string or NULL (ENOMEM). */
@@ -146,6 +168,11 @@ void rlctl_json_end(rlctl_json *j); /* newline after the top-level value */
 const char *rlctl_fmt_duration(uint64_t ns, char *buf, size_t len);
 const char *rlctl_fmt_bytes(uint64_t bytes, char *buf, size_t len);
 const char *rlctl_fmt_percent(uint64_t num, uint64_t den, char *buf, size_t len);
+/* one if n == 1, else many ("1 key", "2 keys"). */
+const char *rlctl_plural(uint64_t n, const char *one, const char *many);
+/* Bytes per slot, "92 (slot 48 + its share ...)": the same words in
+ * create and info; buf >= 96 bytes. */
+const char *rlctl_fmt_slot_bytes(const srl_info *in, char *buf, size_t len);
 
 /* An aligned text table: add rows of ncols strings (copied), then print. */
 typedef struct rlctl_table {
@@ -175,6 +202,43 @@ const char *rlctl_seg_name(const srl_info *in, const char *typed);
 /* Finish a command's output: EX_IOERR if stdout could not be written. */
 int rlctl_flush(int status);
 
+/* rlctl_ls.c: one segment as ls and metrics see it. */
+struct rlctl_seg {
+    char name[260];
+    const char *status;       /* rlctl_status_of(open_rc) */
+    int open_rc;
+    srl_info info;            /* valid when open_rc == 0 */
+    srl_stats stats;
+};
+struct rlctl_segs {
+    struct rlctl_seg *v;
+    size_t n, cap;
+    size_t skipped;           /* foreign or others' forbidden, left out (no --all) */
+};
+const char *rlctl_status_of(int rc); /* "ok", "stale", "forbidden", ... */
+/* Open NAME ("/" optional), read its info and stats, close it. */
+void rlctl_probe(const char *name, struct rlctl_seg *g);
+/* The segments under /dev/shm by name: every srl segment, plus foreign and
+ * forbidden objects when all.  Returns EX_OK (free out->v) or an exit code
+ * after printing why. */
+int rlctl_scan(int all, struct rlctl_segs *out);
+
+/* rlctl_health.c: conditions of a readable segment that need attention. */
+enum {
+    RLCTL_WARN_LOAD = 1u << 0,      /* used >= 90 % of capacity */
+    RLCTL_WARN_UNTRACKED = 1u << 1, /* stats.full > 0 */
+    RLCTL_WARN_REPAIRED = 1u << 2,  /* stats.recovered > 0 */
+    RLCTL_WARN_TIMEOUTS = 1u << 3,  /* stats.timeouts > 0 */
+    RLCTL_WARN_TRUNCATED = 1u << 4, /* info.file_bytes < info.segment_bytes */
+};
+unsigned rlctl_warnings(const srl_info *in, const srl_stats *st);
+/* "ok", or the tokens joined by ',' ("load,untracked"); buf >= 48 bytes. */
+const char *rlctl_warnings_text(unsigned w, char *buf, size_t len);
+/* One "warning: TOKEN: what it means" line per condition, and for load or
+ * untracked the commands that make a segment twice as big. */
+void rlctl_warnings_explain(unsigned w, const char *name, const char *pol, uint64_t capacity,
+                            FILE *f);
+
 /* Commands. */
 int rlctl_cmd_create(const rlctl_opts *o);
 int rlctl_cmd_destroy(const rlctl_opts *o);
@@ -187,5 +251,6 @@ int rlctl_cmd_try(const rlctl_opts *o);
 int rlctl_cmd_reset(const rlctl_opts *o);
 int rlctl_cmd_evict(const rlctl_opts *o);
 int rlctl_cmd_watch(const rlctl_opts *o);
+int rlctl_cmd_metrics(const rlctl_opts *o);
 
 #endif

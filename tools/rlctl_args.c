@@ -22,7 +22,7 @@
 #include <string.h>
 
 enum { OPT_JSON = 256, OPT_HEX, OPT_POLICY, OPT_CAPACITY, OPT_KEY_DISPLAY, OPT_MODE,
-       OPT_ON_FULL, OPT_COST, OPT_SORT, OPT_TOP, OPT_DRY_RUN };
+       OPT_ON_FULL, OPT_COST, OPT_SORT, OPT_TOP, OPT_DRY_RUN, OPT_OUTPUT };
 
 static const struct option long_opts[] = {
     {"json", no_argument, NULL, OPT_JSON},
@@ -36,6 +36,7 @@ static const struct option long_opts[] = {
     {"sort", required_argument, NULL, OPT_SORT},
     {"top", required_argument, NULL, OPT_TOP},
     {"dry-run", no_argument, NULL, OPT_DRY_RUN},
+    {"output", required_argument, NULL, OPT_OUTPUT},
     {"interval", required_argument, NULL, 'i'},
     {"count", required_argument, NULL, 'n'},
     {"all", no_argument, NULL, 'a'},
@@ -80,6 +81,17 @@ static int bad_value(const struct rlctl_cmd *cmd, const char *opt, const char *a
     return rc;
 }
 
+static int bad_name(const struct rlctl_cmd *cmd, const char *name)
+{
+    char *f;
+    int rc = usage_error(cmd,
+                         "invalid segment name '%s': expected \"/\" then 1..200 of "
+                         "[A-Za-z0-9._-]",
+                         shown(name, &f));
+    free(f);
+    return rc;
+}
+
 int rlctl_parse_u64(const char *s, uint64_t max, uint64_t *out)
 {
     if (s == NULL || *s < '0' || *s > '9')
@@ -90,6 +102,27 @@ int rlctl_parse_u64(const char *s, uint64_t max, uint64_t *out)
     if (errno != 0 || *end != '\0' || v > max)
         return -1;
     *out = v;
+    return 0;
+}
+
+/* A count with an optional decimal suffix: "10k" 10000, "1M", "2G". */
+static int parse_count(const char *s, uint64_t max, uint64_t *out)
+{
+    size_t n = strlen(s);
+    uint64_t mult = 1;
+    char digits[32];
+    if (n > 0 && (s[n - 1] == 'k' || s[n - 1] == 'K' || s[n - 1] == 'M' || s[n - 1] == 'G')) {
+        mult = s[n - 1] == 'G' ? 1000000000ull : s[n - 1] == 'M' ? 1000000ull : 1000ull;
+        if (n - 1 >= sizeof digits)
+            return -1;
+        memcpy(digits, s, n - 1);
+        digits[n - 1] = '\0';
+        s = digits;
+    }
+    uint64_t v;
+    if (rlctl_parse_u64(s, max / mult, &v) != 0)
+        return -1;
+    *out = v * mult;
     return 0;
 }
 
@@ -125,21 +158,10 @@ int rlctl_parse_seconds(const char *s, uint64_t *ns)
     return 0;
 }
 
-/* srl's rule: "/" optional, then 1..200 of [A-Za-z0-9._-]; "." and ".."
- * (all dots) are refused as well, since they name directories. */
+/* srl's one name rule (srl_name_check in srl.h). */
 int rlctl_name_valid(const char *name)
 {
-    const char *p = name[0] == '/' ? name + 1 : name;
-    size_t n = strlen(p);
-    if (n == 0 || n > 200 || strspn(p, ".") == n)
-        return 0;
-    for (; *p; p++) {
-        char c = *p;
-        if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-              c == '.' || c == '_' || c == '-'))
-            return 0;
-    }
-    return 1;
+    return srl_name_check(name) == 0;
 }
 
 static int hexval(char c)
@@ -181,14 +203,53 @@ static int parse_key(rlctl_opts *o, const char *arg)
     return 0;
 }
 
-static const struct rlctl_cmd *find_command(const char *name)
+/* Edit distance (insert, delete, substitute, swap of neighbours) between a
+ * typed word and a command name, both short: capped at 9. */
+static size_t distance(const char *a, const char *b)
 {
-    size_t n;
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 16 || lb > 16)
+        return 9;
+    size_t d[17][17];
+    for (size_t i = 0; i <= la; i++)
+        d[i][0] = i;
+    for (size_t j = 0; j <= lb; j++)
+        d[0][j] = j;
+    for (size_t i = 1; i <= la; i++)
+        for (size_t j = 1; j <= lb; j++) {
+            size_t v = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            if (d[i - 1][j] + 1 < v)
+                v = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < v)
+                v = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+                d[i - 2][j - 2] + 1 < v)
+                v = d[i - 2][j - 2] + 1;
+            d[i][j] = v;
+        }
+    return d[la][lb];
+}
+
+/* " (did you mean 'ls' or 'list'?)" for the commands within 1 edit (2 for
+ * words of 5 letters or more), or "". */
+static void suggest(const char *typed, char *buf, size_t len)
+{
+    size_t n, found = 0, off = 0;
     const struct rlctl_cmd *c = rlctl_commands(&n);
-    for (size_t i = 0; i < n; i++)
-        if (strcmp(c[i].name, name) == 0)
-            return &c[i];
-    return NULL;
+    size_t max = strlen(typed) >= 5 ? 2 : 1;
+    buf[0] = '\0';
+    for (size_t i = 0; i < n; i++) {
+        if (distance(typed, c[i].name) > max)
+            continue;
+        int w = snprintf(buf + off, len - off, "%s'%s'", found ? " or " : " (did you mean ",
+                         c[i].name);
+        if (w < 0 || (size_t)w >= len - off)
+            break;
+        off += (size_t)w;
+        found++;
+    }
+    if (found && off + 3 < len)
+        snprintf(buf + off, len - off, "?)");
 }
 
 static unsigned option_bit(int opt)
@@ -205,6 +266,7 @@ static unsigned option_bit(int opt)
     case OPT_SORT: return RLCTL_O_SORT;
     case OPT_TOP: return RLCTL_O_TOP;
     case OPT_DRY_RUN: return RLCTL_O_DRY_RUN;
+    case OPT_OUTPUT: return RLCTL_O_OUTPUT;
     case 'i': return RLCTL_O_INTERVAL;
     case 'n': return RLCTL_O_COUNT;
     case 'a': return RLCTL_O_ALL;
@@ -230,6 +292,11 @@ static int take_option(rlctl_opts *o, int opt, const char *arg)
     case OPT_JSON: o->json = 1; return 0;
     case OPT_HEX: o->hex = 1; return 0;
     case OPT_DRY_RUN: o->dry_run = 1; return 0;
+    case OPT_OUTPUT:
+        if (arg[0] == '\0')
+            return bad_value(cmd, "--output", arg, "a file name");
+        o->output = arg;
+        return 0;
     case 'a': o->all = 1; return 0;
     case 'f': o->force = 1; return 0;
     case OPT_POLICY:
@@ -238,8 +305,9 @@ static int take_option(rlctl_opts *o, int opt, const char *arg)
                              "ALGO:N/WINDOW, e.g. token_bucket:100/1m or gcra:10/1s");
         return 0;
     case OPT_CAPACITY:
-        if (rlctl_parse_u64(arg, SRL_CAPACITY_MAX, &v) != 0 || v == 0)
-            return bad_value(cmd, "--capacity", arg, "a number of keys, 1..4294967296");
+        if (parse_count(arg, SRL_CAPACITY_MAX, &v) != 0 || v == 0)
+            return bad_value(cmd, "--capacity", arg,
+                             "a number of keys, 1..4294967296 (suffix k, M or G: 1000s)");
         o->capacity = v;
         return 0;
     case OPT_KEY_DISPLAY:
@@ -311,10 +379,11 @@ int rlctl_parse(int argc, char **argv, rlctl_opts *o)
                       .interval_ns = 1000000000ull};
     if (argc < 2)
         return usage_error(NULL, "no command given");
-    o->cmd = find_command(argv[1]);
+    o->cmd = rlctl_command(argv[1]);
     if (o->cmd == NULL) {
-        char *f;
-        int rc = usage_error(NULL, "unknown command '%s'", shown(argv[1], &f));
+        char *f, hint[200];
+        suggest(argv[1], hint, sizeof hint);
+        int rc = usage_error(NULL, "unknown command '%s'%s", shown(argv[1], &f), hint);
         free(f);
         return rc;
     }
@@ -327,7 +396,7 @@ int rlctl_parse(int argc, char **argv, rlctl_opts *o)
     int opt;
     while ((opt = getopt_long(sub_argc, sub_argv, ":i:n:afh", long_opts, NULL)) != -1) {
         if (opt == 'h') {
-            rlctl_usage(stdout, o->cmd);
+            rlctl_help(o->cmd);
             return RLCTL_HELP_SHOWN;
         }
         if (opt == '?' || opt == ':') {
@@ -355,6 +424,17 @@ int rlctl_parse(int argc, char **argv, rlctl_opts *o)
             return rc;
     }
     int npos = sub_argc - optind;
+    if (o->cmd->takes_name == RLCTL_NAMES) {
+        for (int i = optind; i < sub_argc; i++) {
+            if (!rlctl_name_valid(sub_argv[i]))
+                return bad_name(o->cmd, sub_argv[i]);
+        }
+        if (npos > 0 && o->all)
+            return usage_error(o->cmd, "give NAMEs or --all, not both");
+        o->names = sub_argv + optind;
+        o->nnames = npos;
+        return 0;
+    }
     int want = o->cmd->takes_name + o->cmd->takes_key;
     if (npos < want)
         return usage_error(o->cmd, "missing %s", npos == 0 && o->cmd->takes_name ? "NAME" : "KEY");
@@ -367,15 +447,8 @@ int rlctl_parse(int argc, char **argv, rlctl_opts *o)
     }
     if (o->cmd->takes_name) {
         o->name = sub_argv[optind];
-        if (!rlctl_name_valid(o->name)) {
-            char *f;
-            int rc = usage_error(o->cmd,
-                                 "invalid segment name '%s': expected \"/\" then 1..200 "
-                                 "of [A-Za-z0-9._-]",
-                                 shown(o->name, &f));
-            free(f);
-            return rc;
-        }
+        if (!rlctl_name_valid(o->name))
+            return bad_name(o->cmd, o->name);
     }
     if ((o->cmd->options & RLCTL_O_POLICY) && !(o->seen & RLCTL_O_POLICY))
         return usage_error(o->cmd, "--policy is required");

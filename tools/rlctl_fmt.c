@@ -4,7 +4,8 @@
  *
  * These shape what an operator reads; anything a script needs exactly is
  * also in --json, in integer nanoseconds and bytes.  Durations keep
- * milliseconds below a minute and whole seconds (floored) above.  Tables
+ * milliseconds below a minute and whole seconds above, rounded up (a
+ * wait shown never undercuts the Retry-After beside it); zero is "0".  Tables
  * copy their cells, so callers may format into scratch buffers; columns are
  * separated by two spaces, numbers right-aligned, the last column unpadded.
  * Cells must already be escaped (rlctl_escape): a table prints what it is
@@ -19,16 +20,22 @@
 const char *rlctl_fmt_duration(uint64_t ns, char *buf, size_t len)
 {
     const uint64_t S = 1000000000ull;
-    if (ns < 1000) {
+    /* Rounded UP to the last digit shown, like Retry-After: a wait is
+     * never shown shorter than it is ("15m" beside Retry-After: 900). */
+    if (ns == 0) {
+        snprintf(buf, len, "0");
+    } else if (ns < 1000) {
         snprintf(buf, len, "%" PRIu64 "ns", ns);
     } else if (ns < 1000000ull) {
         snprintf(buf, len, "%" PRIu64 ".%03" PRIu64 "us", ns / 1000, ns % 1000);
     } else if (ns < S) {
-        snprintf(buf, len, "%" PRIu64 ".%03" PRIu64 "ms", ns / 1000000, ns / 1000 % 1000);
+        uint64_t us = ns / 1000 + (ns % 1000 != 0);
+        snprintf(buf, len, "%" PRIu64 ".%03" PRIu64 "ms", us / 1000, us % 1000);
     } else if (ns < 60 * S) {
-        snprintf(buf, len, "%" PRIu64 ".%03" PRIu64 "s", ns / S, ns / 1000000 % 1000);
+        uint64_t ms = ns / 1000000 + (ns % 1000000 != 0);
+        snprintf(buf, len, "%" PRIu64 ".%03" PRIu64 "s", ms / 1000, ms % 1000);
     } else {
-        uint64_t s = ns / S;
+        uint64_t s = ns / S + (ns % S != 0);
         uint64_t part[4] = {s / 86400, s / 3600 % 24, s / 60 % 60, s % 60};
         const char unit[4] = {'d', 'h', 'm', 's'};
         size_t off = 0;
@@ -43,6 +50,18 @@ const char *rlctl_fmt_duration(uint64_t ns, char *buf, size_t len)
             off += (size_t)w;
         }
     }
+    return buf;
+}
+
+const char *rlctl_plural(uint64_t n, const char *one, const char *many)
+{
+    return n == 1 ? one : many;
+}
+
+const char *rlctl_fmt_slot_bytes(const srl_info *in, char *buf, size_t len)
+{
+    snprintf(buf, len, "%" PRIu64 " (slot %u + its share of the header and bucket locks)",
+             in->capacity ? in->segment_bytes / in->capacity : 0, in->slot_bytes);
     return buf;
 }
 

@@ -14,7 +14,9 @@
  */
 #include "rlctl.h"
 
+#include <errno.h>
 #include <pwd.h>
+#include <signal.h>
 #include <time.h>
 
 static void owner_name(uint32_t uid, char *buf, size_t len)
@@ -51,6 +53,9 @@ static void info_json(const char *name, const srl_info *in, const srl_stats *st,
     rlctl_json_init(&j, stdout);
     rlctl_json_begin_obj(&j, NULL);
     rlctl_json_str(&j, "name", name);
+    char health[48];
+    unsigned w = rlctl_warnings(in, st);
+    rlctl_json_str(&j, "status", rlctl_warnings_text(w, health, sizeof health));
     rlctl_json_str(&j, "policy", pol);
     rlctl_json_str(&j, "algorithm", srl_algorithm_name(in->policy.algorithm));
     rlctl_json_u64(&j, "permits", in->policy.permits);
@@ -95,25 +100,31 @@ static void info_text(const char *name, const srl_info *in, const srl_stats *st,
                       const char *owner, uint64_t age)
 {
     char a[48], b[48];
+    unsigned w = rlctl_warnings(in, st);
     ROW("name", "%s", name);
+    ROW("status", "%s", rlctl_warnings_text(w, a, sizeof a));
     ROW("policy", "%s", pol);
     ROW("on full", "%s", in->on_full == SRL_ON_FULL_DENY ? "deny" : "allow");
-    ROW("capacity", "%" PRIu64 " slots (%" PRIu64 " buckets of %u)", in->capacity, in->buckets,
-        in->slots_per_bucket);
-    ROW("used", "%" PRIu64 " keys", st->used);
+    ROW("capacity", "%" PRIu64 " %s (%" PRIu64 " %s of %u)", in->capacity,
+        rlctl_plural(in->capacity, "slot", "slots"), in->buckets,
+        rlctl_plural(in->buckets, "bucket", "buckets"), in->slots_per_bucket);
+    ROW("used", "%" PRIu64 " %s", st->used, rlctl_plural(st->used, "key", "keys"));
     ROW("load factor", "%s", rlctl_fmt_percent(st->used, in->capacity, a, sizeof a));
     ROW("segment size", "%" PRIu64 " bytes (%s)", in->segment_bytes,
         rlctl_fmt_bytes(in->segment_bytes, b, sizeof b));
-    ROW("bytes per slot", "%" PRIu64 " (slot %u)",
-        in->capacity ? in->segment_bytes / in->capacity : 0, in->slot_bytes);
+    char sb[128];
+    ROW("bytes per slot", "%s", rlctl_fmt_slot_bytes(in, sb, sizeof sb));
     if (st->used)
-        ROW("bytes per key", "%" PRIu64, in->segment_bytes / st->used);
+        ROW("bytes per key", "%" PRIu64 " (the segment over the %" PRIu64 " %s tracked)",
+            in->segment_bytes / st->used, st->used, rlctl_plural(st->used, "key", "keys"));
     else
         ROW("bytes per key", "- (no key tracked)");
     ROW("key display", "%u bytes", in->key_display);
     ROW("mode", "%04o", in->mode);
     ROW("owner", "%s (uid %u)", owner, in->owner_uid);
-    ROW("creator pid", "%d", in->creator_pid);
+    /* kill(pid, 0): ESRCH means no such process in our pid namespace. */
+    int gone = in->creator_pid > 0 && kill((pid_t)in->creator_pid, 0) != 0 && errno == ESRCH;
+    ROW("creator pid", "%d (%s)", in->creator_pid, gone ? "exited" : "running");
     iso_time(in->created_unix_ns, a, sizeof a);
     ROW("created", "%s (age %s)", a, rlctl_fmt_duration(age, b, sizeof b));
     ROW("allowed", "%" PRIu64, st->allowed);
@@ -123,6 +134,7 @@ static void info_text(const char *name, const srl_info *in, const srl_stats *st,
     ROW("reset slots", "%" PRIu64, st->reset_slots);
     ROW("evicted", "%" PRIu64, st->evicted);
     ROW("timeouts", "%" PRIu64, st->timeouts);
+    rlctl_warnings_explain(w, name, pol, in->capacity, stdout);
 }
 
 int rlctl_cmd_info(const rlctl_opts *o)

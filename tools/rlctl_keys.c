@@ -2,10 +2,11 @@
  * rlctl_keys.c - commands on one key: get, try, reset.
  *
  * Exit status, for shell scripts:
- *   get    0 the key is tracked, 1 not tracked (a new key: its first
- *          request would be allowed).  It prints the decision a request of
- *          --cost would get (srl_peek): "remaining" is what would be left
- *          AFTER that request, as in srl_decision.
+ *   get    0 the key is tracked, 1 not tracked.  It prints the decision a
+ *          request of --cost would get (srl_peek): "remaining" is what would
+ *          be left AFTER that request, as in srl_decision.  For a key not
+ *          tracked: a fresh state's answer, or on_full's when every slot
+ *          is taken (then it is untracked), with the same JSON fields.
  *   try    0 allowed, 1 denied; the request counts like a worker's
  *   reset  0 the key was reset, 1 it was not tracked (nothing to do)
  * and the sysexits codes of rlctl_open.c for errors.  A lock timeout in try
@@ -51,6 +52,26 @@ static const char *flags_note(const srl_decision *d)
     return "";
 }
 
+/* What a key that is not tracked would get: a fresh state's answer when
+ * the table has room; on_full's (as the library decides it) when full. */
+static void untracked_decision(const srl_info *in, int full, uint32_t cost, srl_decision *d)
+{
+    if (full) {
+        int allow = in->on_full == SRL_ON_FULL_ALLOW;
+        *d = (srl_decision){.allowed = allow, .limit = in->policy.permits,
+                            .retry_after_ns = allow ? 0 : in->policy.window_ns,
+                            .reset_after_ns = in->policy.window_ns,
+                            .flags = SRL_DECISION_UNTRACKED};
+        return;
+    }
+    uint64_t state[64]; /* srl_state_size() is far below 512 bytes */
+    if (srl_state_size(&in->policy) > sizeof state ||
+        srl_state_init(&in->policy, state, 0) != 0 ||
+        srl_state_peek(&in->policy, state, 0, cost, d) != 0)
+        *d = (srl_decision){.allowed = 1, .limit = in->policy.permits,
+                            .remaining = in->policy.permits - cost};
+}
+
 int rlctl_cmd_get(const rlctl_opts *o)
 {
     srl_limiter *lim;
@@ -59,13 +80,20 @@ int rlctl_cmd_get(const rlctl_opts *o)
         return status;
     srl_decision d;
     srl_info in;
+    srl_stats st;
     int rc = srl_peek(lim, o->key, o->key_len, o->cost, &d);
     int irc = srl_info_get(lim, &in);
+    if (irc == 0)
+        irc = srl_stats_get(lim, &st);
     srl_close(lim);
     if (rc != 0 && rc != SRL_ENOENT)
         return rlctl_fail(o->name, rc);
     if (irc != 0)
         return rlctl_fail(o->name, irc);
+    /* Every slot taken: a new key cannot get one, on_full decides. */
+    int full = st.used >= in.capacity;
+    if (rc == SRL_ENOENT)
+        untracked_decision(&in, full, o->cost, &d);
     char *key = key_text(o);
     if (key == NULL)
         return EX_OSERR;
@@ -77,14 +105,19 @@ int rlctl_cmd_get(const rlctl_opts *o)
         rlctl_json_u64(&j, "key_len", o->key_len);
         rlctl_json_bool(&j, "tracked", rc == 0);
         rlctl_json_u64(&j, "cost", o->cost);
-        if (rc == 0)
-            decision_json(&j, &d);
-        else
-            rlctl_json_u64(&j, "limit", in.policy.permits);
+        decision_json(&j, &d);
         rlctl_json_end_obj(&j);
         rlctl_json_end(&j);
+    } else if (rc == SRL_ENOENT && full) {
+        printf("%s: not tracked, and the table is full (%" PRIu64 " of %" PRIu64
+               " slots): its first request would be %s by on_full %s, not by a limit; "
+               "free slots with 'rlctl evict' or make a bigger segment (rlctl info)\n",
+               key, st.used, in.capacity, d.allowed ? "allowed" : "denied",
+               d.allowed ? "allow" : "deny");
     } else if (rc == SRL_ENOENT) {
-        printf("%s: not tracked (a new key: its first request would be allowed)\n", key);
+        printf("%s: not tracked (a new key: a first request of cost %u would be allowed, "
+               "leaving %u of %u)\n",
+               key, o->cost, d.remaining, d.limit);
     } else {
         char ra[48], rs[48];
         rlctl_fmt_duration(d.reset_after_ns, rs, sizeof rs);
@@ -128,6 +161,19 @@ int rlctl_cmd_try(const rlctl_opts *o)
         rlctl_json_end(&j);
     } else if (d.allowed) {
         printf("%s: allowed, remaining %u of %u%s\n", key, d.remaining, d.limit, flags_note(&d));
+    } else if (d.flags & (SRL_DECISION_UNTRACKED | SRL_DECISION_DEGRADED)) {
+        /* No state decided it: the Retry-After a worker sends is one
+         * window, a guess, not the key's wait. */
+        char hdr[32];
+        if (srl_format_retry_after(&d, hdr, sizeof hdr) < 0)
+            hdr[0] = '\0';
+        printf("%s: denied by on_full deny: %s, not by the key's limit (workers send "
+               "Retry-After: %s, one window); %s\n",
+               key, d.flags & SRL_DECISION_DEGRADED ? "its bucket's lock timed out"
+                                                    : "the table is full",
+               hdr, d.flags & SRL_DECISION_DEGRADED
+                        ? "look for stopped workers"
+                        : "free slots with 'rlctl evict' or make a bigger segment (rlctl info)");
     } else {
         char ra[48], hdr[32];
         if (srl_format_retry_after(&d, hdr, sizeof hdr) < 0)

@@ -6,11 +6,16 @@
  * intent: srl_open_shared without SRL_CREATE and with cfg NULL, which
  * adopts the segment's own policy and never writes a header.  What the open
  * says decides the row:
- *   ok                      an srl segment: policy, capacity, use, size
+ *   ok                      an srl segment: policy, capacity, use, size;
+ *                           or instead of ok what needs attention (load,
+ *                           untracked, repaired, timeouts: rlctl_health.c)
  *   stale/corrupt/version   srl segments that need the operator: always shown
  *   busy                    its creator did not finish in time (ETIMEDOUT)
- *   foreign/forbidden       other programs' objects, or ones we may not
- *                           open: skipped silently, shown with --all
+ *   foreign/forbidden       other programs' objects, or other users' we may
+ *                           not open: counted in a "N skipped" note, shown
+ *                           with --all.  A forbidden segment that is ours
+ *                           (owned by our euid: its mode is refused) is
+ *                           always shown: only its owner can fix it.
  *   (vanished)              removed between readdir and open: skipped
  * Rows are sorted by name.
  */
@@ -22,21 +27,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
-struct seg {
-    char name[260];
-    const char *status;
-    int open_rc;
-    srl_info info;
-    srl_stats stats;
-};
 
-struct segs {
-    struct seg *v;
-    size_t n, cap;
-};
-
-static const char *status_of(int rc)
+const char *rlctl_status_of(int rc)
 {
     switch (rc) {
     case 0: return "ok";
@@ -46,32 +40,47 @@ static const char *status_of(int rc)
     case SRL_ETIMEDOUT: return "busy";
     case SRL_EFOREIGN: return "foreign";
     case SRL_EACCES: return "forbidden";
+    case SRL_ENOENT: return "missing";
     default: return "error";
     }
 }
 
-/* Probe one name; returns 0, or -1 on ENOMEM.  Adds a row if it is shown. */
-static int probe(struct segs *s, const char *file, int all)
+void rlctl_probe(const char *name, struct rlctl_seg *g)
 {
-    struct seg g = {0};
-    snprintf(g.name, sizeof g.name, "/%s", file);
+    *g = (struct rlctl_seg){0};
+    snprintf(g->name, sizeof g->name, "%s%s", name[0] == '/' ? "" : "/", name);
     srl_limiter *lim;
-    int rc = srl_open_shared(g.name, NULL, 0, &lim);
+    int rc = srl_open_shared(g->name, NULL, 0, &lim);
     if (rc == 0) {
-        rc = srl_info_get(lim, &g.info);
+        rc = srl_info_get(lim, &g->info);
         if (rc == 0)
-            rc = srl_stats_get(lim, &g.stats);
+            rc = srl_stats_get(lim, &g->stats);
         srl_close(lim);
     }
+    g->open_rc = rc;
+    g->status = rlctl_status_of(rc);
+    uint64_t size, total;
+    if (rc == SRL_ECORRUPT && rlctl_truncated(g->name, &size, &total))
+        g->status = "truncated";
+}
+
+/* Probe one name; returns 0, or -1 on ENOMEM.  Adds a row if it is shown. */
+static int probe(struct rlctl_segs *s, const char *file, int all, int ours)
+{
+    struct rlctl_seg g;
+    rlctl_probe(file, &g);
+    int rc = g.open_rc;
     if (rc == SRL_ENOENT)
         return 0;
-    if (!all && (rc == SRL_EFOREIGN || rc == SRL_EACCES))
+    /* Refused although it is ours (its mode lets others write it): the
+     * operator must fix it, so it is always shown. */
+    if (!all && (rc == SRL_EFOREIGN || (rc == SRL_EACCES && !ours))) {
+        s->skipped++;
         return 0;
-    g.open_rc = rc;
-    g.status = status_of(rc);
+    }
     if (s->n == s->cap) {
         size_t cap = s->cap ? 2 * s->cap : 16;
-        struct seg *v = realloc(s->v, cap * sizeof *v);
+        struct rlctl_seg *v = realloc(s->v, cap * sizeof *v);
         if (v == NULL)
             return -1;
         s->v = v;
@@ -83,10 +92,18 @@ static int probe(struct segs *s, const char *file, int all)
 
 static int by_name(const void *a, const void *b)
 {
-    return strcmp(((const struct seg *)a)->name, ((const struct seg *)b)->name);
+    return strcmp(((const struct rlctl_seg *)a)->name, ((const struct rlctl_seg *)b)->name);
 }
 
-static void print_json(const struct segs *s)
+/* A readable segment's status is its warnings ("ok" when none). */
+static const char *shown_status(const struct rlctl_seg *g, char *buf, size_t len)
+{
+    if (g->open_rc != 0)
+        return g->status;
+    return rlctl_warnings_text(rlctl_warnings(&g->info, &g->stats), buf, len);
+}
+
+static void print_json(const struct rlctl_segs *s)
 {
     rlctl_json j;
     rlctl_json_init(&j, stdout);
@@ -94,10 +111,11 @@ static void print_json(const struct segs *s)
     rlctl_json_str(&j, "dir", RLCTL_SHM_DIR);
     rlctl_json_begin_arr(&j, "segments");
     for (size_t i = 0; i < s->n; i++) {
-        const struct seg *g = &s->v[i];
+        const struct rlctl_seg *g = &s->v[i];
         rlctl_json_begin_obj(&j, NULL);
         rlctl_json_str(&j, "name", g->name);
-        rlctl_json_str(&j, "status", g->status);
+        char health[48];
+        rlctl_json_str(&j, "status", shown_status(g, health, sizeof health));
         if (g->open_rc == 0) {
             char pol[SRL_POLICY_TEXT_MAX];
             if (srl_policy_format(&g->info.policy, pol, sizeof pol) < 0)
@@ -113,11 +131,12 @@ static void print_json(const struct segs *s)
         rlctl_json_end_obj(&j);
     }
     rlctl_json_end_arr(&j);
+    rlctl_json_u64(&j, "skipped", s->skipped);
     rlctl_json_end_obj(&j);
     rlctl_json_end(&j);
 }
 
-static int print_text(const struct segs *s)
+static int print_text(const struct rlctl_segs *s)
 {
     static const char *const hdr[] = {"NAME", "STATUS", "POLICY", "CAPACITY", "USED", "LOAD",
                                       "SIZE"};
@@ -125,7 +144,7 @@ static int print_text(const struct segs *s)
     rlctl_table t;
     rlctl_table_init(&t, 7, hdr, right);
     for (size_t i = 0; i < s->n; i++) {
-        const struct seg *g = &s->v[i];
+        const struct rlctl_seg *g = &s->v[i];
         char pol[SRL_POLICY_TEXT_MAX] = "-", cap[24] = "-", used[24] = "-", load[24] = "-",
              size[48] = "-";
         if (g->open_rc == 0) {
@@ -136,15 +155,21 @@ static int print_text(const struct segs *s)
             rlctl_fmt_percent(g->stats.used, g->info.capacity, load, sizeof load);
             rlctl_fmt_bytes(g->info.segment_bytes, size, sizeof size);
         }
-        const char *row[] = {g->name, g->status, pol, cap, used, load, size};
+        char health[48];
+        const char *row[] = {g->name, shown_status(g, health, sizeof health), pol, cap, used,
+                             load, size};
         rlctl_table_add(&t, row);
     }
     int rc = rlctl_table_print(&t, stdout);
     rlctl_table_free(&t);
+    if (s->skipped)
+        printf("(%zu skipped: not srl segments, or another user's that rlctl may not open; "
+               "'rlctl ls --all' lists them)\n",
+               s->skipped);
     return rc;
 }
 
-int rlctl_cmd_ls(const rlctl_opts *o)
+int rlctl_scan(int all, struct rlctl_segs *out)
 {
     DIR *d = opendir(RLCTL_SHM_DIR);
     if (d == NULL) {
@@ -152,7 +177,7 @@ int rlctl_cmd_ls(const rlctl_opts *o)
                 strerror(errno));
         return errno == ENOENT ? EX_NOINPUT : errno == EACCES ? EX_NOPERM : EX_OSERR;
     }
-    struct segs s = {0};
+    struct rlctl_segs s = {0};
     int status = EX_OK;
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
@@ -163,16 +188,28 @@ int rlctl_cmd_ls(const rlctl_opts *o)
         struct stat st;
         if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
             continue;
-        if (probe(&s, e->d_name, o->all) != 0) {
+        if (probe(&s, e->d_name, all, st.st_uid == geteuid()) != 0) {
             fputs("rlctl: out of memory\n", stderr);
             status = EX_OSERR;
             break;
         }
     }
     closedir(d);
+    if (status == EX_OK && s.n > 1) /* qsort(NULL, 0, ...) is undefined */
+        qsort(s.v, s.n, sizeof *s.v, by_name);
+    if (status != EX_OK) {
+        free(s.v);
+        s = (struct rlctl_segs){0};
+    }
+    *out = s;
+    return status;
+}
+
+int rlctl_cmd_ls(const rlctl_opts *o)
+{
+    struct rlctl_segs s;
+    int status = rlctl_scan(o->all, &s);
     if (status == EX_OK) {
-        if (s.n > 1) /* qsort(NULL, 0, ...) is undefined */
-            qsort(s.v, s.n, sizeof *s.v, by_name);
         if (o->json)
             print_json(&s);
         else

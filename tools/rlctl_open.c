@@ -17,14 +17,18 @@
  *     EX_NOPERM   77  permission denied (owner or mode refused)
  *     EX_SOFTWARE 70  anything else (a bug in rlctl or srl)
  *
- * Segments are opened without SRL_CREATE and with cfg NULL, so rlctl adopts
+ * Segments are opened with SRL_ADOPT (never SRL_CREATE), so rlctl adopts
  * each segment's own policy and geometry and can never create one by
- * accident (only `create` creates).
+ * accident (only `create` creates); its config carries only the trust
+ * (--owner, rlctl_owner.c).
  */
 #include "rlctl.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 int rlctl_exit_code(int rc)
 {
@@ -60,8 +64,6 @@ static const char *remedy(int rc)
         return "use the rlctl of the srl version that created it, or destroy and recreate it";
     case SRL_ECORRUPT: return "destroy it ('rlctl destroy') and let the workers recreate it";
     case SRL_ESTALE: return "no worker can use it until it is removed";
-    case SRL_EACCES:
-        return "run rlctl as the segment's owner, and make sure its mode lets nobody else write it";
     case SRL_ETIMEDOUT:
         return "a process may be stopped while holding a lock: retry, and look for stopped workers";
     case SRL_ENOTRECOVERABLE: return "destroy the segment and let the workers recreate it";
@@ -75,6 +77,37 @@ static const char *remedy(int rc)
     }
 }
 
+/* 1 if NAME's file is shorter than its header's total (a truncation), with
+ * both sizes.  The header's total is read as plain bytes, for the message
+ * only: nothing is mapped. */
+int rlctl_truncated(const char *name, uint64_t *size, uint64_t *total)
+{
+    char path[300];
+    snprintf(path, sizeof path, "/dev/shm/%s", name[0] == '/' ? name + 1 : name);
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    struct stat st;
+    *total = 0;
+    /* total_bytes sits at offset 64 of the header (src/shm.h, layout 3). */
+    int got = fstat(fd, &st) == 0 && pread(fd, total, sizeof *total, 64) == (ssize_t)sizeof *total;
+    close(fd);
+    *size = got ? (uint64_t)st.st_size : 0;
+    return got && *size < *total;
+}
+
+static int say_truncated(const char *name)
+{
+    uint64_t size, total;
+    if (!rlctl_truncated(name, &size, &total))
+        return 0;
+    fprintf(stderr,
+            ": its file is %llu bytes but its header says %llu: it was truncated (workers "
+            "still using it die of SIGBUS): stop them, 'rlctl destroy %s', and restart them",
+            (unsigned long long)size, (unsigned long long)total, name);
+    return 1;
+}
+
 int rlctl_fail(const char *name, int rc)
 {
     int saved_errno = errno;
@@ -83,7 +116,9 @@ int rlctl_fail(const char *name, int rc)
     if (rc == SRL_ESYS)
         fprintf(stderr, ": %s", strerror(saved_errno));
     const char *r = remedy(rc);
-    if (r != NULL)
+    if (rc == SRL_EACCES && name != NULL)
+        rlctl_owner_remedy(name);
+    else if (!(rc == SRL_ECORRUPT && name != NULL && say_truncated(name)) && r != NULL)
         fprintf(stderr, ": %s", r);
     fputc('\n', stderr);
     return rlctl_exit_code(rc);
@@ -91,7 +126,10 @@ int rlctl_fail(const char *name, int rc)
 
 int rlctl_open(const rlctl_opts *o, srl_limiter **out)
 {
-    int rc = srl_open_shared(o->name, NULL, 0, out);
+    srl_config cfg;
+    srl_config_init(&cfg);
+    cfg.owner_uid = rlctl_trusted_uid();
+    int rc = srl_open_shared(o->name, &cfg, SRL_ADOPT, out);
     return rc == 0 ? 0 : rlctl_fail(o->name, rc);
 }
 

@@ -97,12 +97,15 @@ int rlctl_cmd_create(const rlctl_opts *o)
         rlctl_json_end(&j);
         return rlctl_flush(EX_OK);
     }
-    char b[48];
-    printf("created %s: %s, %" PRIu64 " slots (%" PRIu64 " buckets of %u), on full %s, mode %04o\n",
-           rlctl_seg_name(&info, o->name), pol, info.capacity, info.buckets, info.slots_per_bucket,
+    char b[48], sb[128];
+    printf("created %s: %s, %" PRIu64 " %s (%" PRIu64 " %s of %u), on full %s, mode %04o\n",
+           rlctl_seg_name(&info, o->name), pol, info.capacity,
+           rlctl_plural(info.capacity, "slot", "slots"), info.buckets,
+           rlctl_plural(info.buckets, "bucket", "buckets"), info.slots_per_bucket,
            on_full_name(info.on_full), info.mode);
-    printf("segment size: %" PRIu64 " bytes (%s), %u bytes per slot\n", info.segment_bytes,
-           rlctl_fmt_bytes(info.segment_bytes, b, sizeof b), info.slot_bytes);
+    printf("segment size: %" PRIu64 " bytes (%s); bytes per slot: %s\n", info.segment_bytes,
+           rlctl_fmt_bytes(info.segment_bytes, b, sizeof b),
+           rlctl_fmt_slot_bytes(&info, sb, sizeof sb));
     print_free(RLCTL_SHM_DIR " free: before ", before);
     print_free(", after ", after);
     if (before >= 0 && after >= 0 && before >= after)

@@ -1,12 +1,28 @@
 /*
- * rlctl_watch.c - watch: live rates of a segment, like varnishstat.
+ * rlctl_watch.c - watch: live rates of a segment, like top or varnishstat.
  *
- * Every interval (-i SECONDS, default 1) it reads srl_stats and prints the
+ * The first row comes at once (the totals; no rates yet), then one every
+ * interval (-i SECONDS, default 1): wall-clock time, keys tracked, the
  * per-second rates of allowed, denied, full and evicted decisions since
- * the previous sample, with the keys tracked and the running totals.  -n
- * COUNT stops after COUNT samples (scripts and tests); otherwise it runs
- * until interrupted.  --json prints one object per sample per line (JSON
- * Lines).
+ * the previous row, and the running totals (allowed, denied, full,
+ * evicted, reset slots, recovered, timeouts).  -n COUNT stops after COUNT
+ * rows, the first included; otherwise it runs until interrupted.  --json
+ * prints one object per row (JSON Lines); the first has interval_ns 0 and
+ * null rates.
+ *
+ * On a terminal (stdout a tty, no --json) it redraws the screen like top:
+ * the alternate screen, a title, the header and the latest rows that fit.
+ * SIGINT/SIGTERM/SIGHUP end the loop at once (the sleep is interrupted)
+ * and the terminal is restored (normal screen, cursor shown) before rlctl
+ * exits 0.  The signal handler only sets a flag: the one piece of global
+ * state in rlctl, which a signal handler cannot do without.  Not a tty:
+ * plain lines, the header once.
+ *
+ * Destroy + create under the same name: each row it compares the inode of
+ * /dev/shm/NAME with the one it opened; when it changed it opens the name
+ * again, says so in one line ("NAME was recreated ...") and goes on with
+ * the new segment's counters, instead of showing the orphan's frozen ones.
+ * While the name is missing each row says "(removed)".
  *
  * Rates are deltas over the measured elapsed CLOCK_MONOTONIC time, not the
  * nominal interval, so a late wakeup does not inflate them.  Samples are
@@ -18,19 +34,37 @@
 #include "rlctl.h"
 
 #include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
+
+static volatile sig_atomic_t stop_requested;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    stop_requested = 1;
+}
 
 static uint64_t mono_ns(void)
 {
     return srl_monotonic_ns(NULL);
 }
 
-static void sleep_until(uint64_t deadline_ns)
+/* 0 at the deadline, -1 if a stop was asked for while sleeping. */
+static int sleep_until(uint64_t deadline_ns)
 {
     struct timespec ts = {.tv_sec = (time_t)(deadline_ns / 1000000000ull),
                           .tv_nsec = (long)(deadline_ns % 1000000000ull)};
-    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
+    while (!stop_requested) {
+        if (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == 0)
+            return 0;
     }
+    return -1;
 }
 
 /* Events per second, in thousandths, over elapsed_ns. */
@@ -42,21 +76,52 @@ static uint64_t rate_milli(uint64_t now, uint64_t before, uint64_t elapsed_ns)
     return v > UINT64_MAX ? UINT64_MAX : (uint64_t)v;
 }
 
-static void sample_json(const char *name, uint64_t t_ns, uint64_t elapsed, const srl_stats *c,
-                        const srl_stats *p)
+static uint64_t unix_ns(void)
 {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static const char *clock_text(uint64_t ns, char *buf, size_t len)
+{
+    time_t t = (time_t)(ns / 1000000000ull);
+    struct tm tm;
+    if (localtime_r(&t, &tm) == NULL || strftime(buf, len, "%H:%M:%S", &tm) == 0)
+        snprintf(buf, len, "?");
+    return buf;
+}
+
+/* One row's figures; elapsed 0: the first row, no rates. */
+struct row {
+    uint64_t t_ns, wall_ns, elapsed;
+    srl_stats cur, prev;
+    int removed;
+};
+
+static void row_json(const char *name, const struct row *r)
+{
+    const srl_stats *c = &r->cur, *p = &r->prev;
     rlctl_json j;
     rlctl_json_init(&j, stdout);
     rlctl_json_begin_obj(&j, NULL);
     rlctl_json_str(&j, "name", name);
-    rlctl_json_u64(&j, "t_ns", t_ns);
-    rlctl_json_u64(&j, "interval_ns", elapsed);
+    rlctl_json_u64(&j, "t_ns", r->t_ns);
+    rlctl_json_u64(&j, "unix_ns", r->wall_ns);
+    rlctl_json_u64(&j, "interval_ns", r->elapsed);
+    rlctl_json_bool(&j, "removed", r->removed);
     rlctl_json_u64(&j, "used", c->used);
     rlctl_json_u64(&j, "capacity", c->capacity);
-    rlctl_json_milli(&j, "allowed_per_s", rate_milli(c->allowed, p->allowed, elapsed));
-    rlctl_json_milli(&j, "denied_per_s", rate_milli(c->denied, p->denied, elapsed));
-    rlctl_json_milli(&j, "full_per_s", rate_milli(c->full, p->full, elapsed));
-    rlctl_json_milli(&j, "evicted_per_s", rate_milli(c->evicted, p->evicted, elapsed));
+    static const char *const names[] = {"allowed_per_s", "denied_per_s", "full_per_s",
+                                        "evicted_per_s"};
+    const uint64_t now[] = {c->allowed, c->denied, c->full, c->evicted};
+    const uint64_t before[] = {p->allowed, p->denied, p->full, p->evicted};
+    for (int i = 0; i < 4; i++) {
+        if (r->elapsed == 0)
+            rlctl_json_null(&j, names[i]);
+        else
+            rlctl_json_milli(&j, names[i], rate_milli(now[i], before[i], r->elapsed));
+    }
     rlctl_json_u64(&j, "allowed", c->allowed);
     rlctl_json_u64(&j, "denied", c->denied);
     rlctl_json_u64(&j, "full", c->full);
@@ -68,23 +133,90 @@ static void sample_json(const char *name, uint64_t t_ns, uint64_t elapsed, const
     rlctl_json_end(&j);
 }
 
-static const char *rate_text(uint64_t milli, char *buf, size_t len)
+static const char *rate_text(const struct row *r, uint64_t now, uint64_t before, char *buf,
+                             size_t len)
 {
+    if (r->elapsed == 0)
+        return "-";
+    uint64_t milli = rate_milli(now, before, r->elapsed);
     snprintf(buf, len, "%" PRIu64 ".%" PRIu64, milli / 1000, milli / 100 % 10);
     return buf;
 }
 
-static void sample_text(uint64_t t_ns, uint64_t elapsed, const srl_stats *c, const srl_stats *p)
+#define HEADER_FMT "%8s %10s %10s %10s %8s %9s %12s %12s %9s %9s %7s %9s %8s"
+
+static void header_text(char *buf, size_t len)
 {
-    char a[32], d[32], f[32], e[32], t[48];
-    printf("%10s %10" PRIu64 " %12s %12s %10s %10s %14" PRIu64 " %14" PRIu64 " %10" PRIu64
-           " %9" PRIu64 " %9" PRIu64 "\n",
-           rlctl_fmt_duration(t_ns, t, sizeof t), c->used,
-           rate_text(rate_milli(c->allowed, p->allowed, elapsed), a, sizeof a),
-           rate_text(rate_milli(c->denied, p->denied, elapsed), d, sizeof d),
-           rate_text(rate_milli(c->full, p->full, elapsed), f, sizeof f),
-           rate_text(rate_milli(c->evicted, p->evicted, elapsed), e, sizeof e), c->allowed,
-           c->denied, c->full, c->recovered, c->timeouts);
+    snprintf(buf, len, HEADER_FMT, "TIME", "USED", "ALLOWED/s", "DENIED/s", "FULL/s",
+             "EVICTED/s", "ALLOWED", "DENIED", "FULL", "EVICTED", "RESET", "RECOVERED",
+             "TIMEOUTS");
+}
+
+static void row_text(const struct row *r, char *buf, size_t len)
+{
+    const srl_stats *c = &r->cur, *p = &r->prev;
+    char t[16], used[24], a[32], d[32], f[32], e[32], n[7][24];
+    const uint64_t tot[7] = {c->allowed, c->denied,    c->full,    c->evicted,
+                             c->reset_slots, c->recovered, c->timeouts};
+    for (int i = 0; i < 7; i++)
+        snprintf(n[i], sizeof n[i], "%" PRIu64, tot[i]);
+    snprintf(used, sizeof used, "%" PRIu64, c->used);
+    if (snprintf(buf, len, HEADER_FMT "%s", clock_text(r->wall_ns, t, sizeof t), used,
+             rate_text(r, c->allowed, p->allowed, a, sizeof a),
+             rate_text(r, c->denied, p->denied, d, sizeof d),
+             rate_text(r, c->full, p->full, f, sizeof f),
+             rate_text(r, c->evicted, p->evicted, e, sizeof e), n[0], n[1], n[2], n[3], n[4],
+             n[5], n[6], r->removed ? "  (removed)" : "") < 0)
+        buf[0] = '\0';
+}
+
+/* The rows kept for the full-screen view: a ring of the latest ones. */
+#define KEEP 200
+struct screen {
+    int tty;
+    char lines[KEEP][320];
+    size_t n, next;
+};
+
+static void screen_add(struct screen *s, const char *line)
+{
+    snprintf(s->lines[s->next], sizeof s->lines[0], "%s", line);
+    s->next = (s->next + 1) % KEEP;
+    if (s->n < KEEP)
+        s->n++;
+}
+
+static void screen_draw(const struct screen *s, const char *title)
+{
+    struct winsize ws;
+    size_t rows = ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_row > 3 ? ws.ws_row : 24;
+    size_t fit = rows - 3, show = s->n < fit ? s->n : fit;
+    char hdr[320];
+    header_text(hdr, sizeof hdr);
+    printf("\033[H\033[2J%s\n\n%s\n", title, hdr);
+    for (size_t i = 0; i < show; i++) {
+        size_t at = (s->next + KEEP - show + i) % KEEP;
+        printf("%s%s", s->lines[at], i + 1 < show ? "\n" : "");
+    }
+}
+
+static void emit(struct screen *s, const char *title, const char *line)
+{
+    if (s->tty) {
+        screen_add(s, line);
+        screen_draw(s, title);
+    } else {
+        printf("%s\n", line);
+    }
+}
+
+/* The inode at /dev/shm/NAME, 0 if there is none. */
+static uint64_t name_inode(const char *name)
+{
+    char path[300];
+    struct stat st;
+    snprintf(path, sizeof path, RLCTL_SHM_DIR "/%s", name[0] == '/' ? name + 1 : name);
+    return stat(path, &st) == 0 ? (uint64_t)st.st_ino : 0;
 }
 
 int rlctl_cmd_watch(const rlctl_opts *o)
@@ -93,30 +225,95 @@ int rlctl_cmd_watch(const rlctl_opts *o)
     int status = rlctl_open(o, &lim);
     if (status != 0)
         return status;
-    srl_stats prev, cur;
-    int rc = srl_stats_get(lim, &prev);
-    uint64_t start = mono_ns(), last = start, deadline = start;
-    if (rc == 0 && !o->json) {
-        printf("%10s %10s %12s %12s %10s %10s %14s %14s %10s %9s %9s\n", "TIME", "USED",
-               "ALLOWED/s", "DENIED/s", "FULL/s", "EVICTED/s", "ALLOWED", "DENIED", "FULL",
-               "RECOVERED", "TIMEOUTS");
-        status = rlctl_flush(EX_OK);
+    uint64_t ino = name_inode(o->name);
+    srl_info info;
+    int rc = srl_info_get(lim, &info);
+    char pol[SRL_POLICY_TEXT_MAX] = "?", title[400], line[320];
+    if (rc == 0 && srl_policy_format(&info.policy, pol, sizeof pol) < 0)
+        snprintf(pol, sizeof pol, "?");
+    struct screen *scr = calloc(1, sizeof *scr);
+    if (scr == NULL) {
+        srl_close(lim);
+        fputs("rlctl: out of memory\n", stderr);
+        return EX_OSERR;
     }
+    scr->tty = !o->json && isatty(STDOUT_FILENO);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal; /* no SA_RESTART: the sleep returns EINTR */
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    char ivl[48];
+    snprintf(title, sizeof title, "rlctl watch %s: %s, %" PRIu64 " slots, every %s (Ctrl-C quits)",
+             rlctl_seg_name(&info, o->name), pol, info.capacity,
+             rlctl_fmt_duration(o->interval_ns, ivl, sizeof ivl));
+    if (scr->tty) {
+        fputs("\033[?1049h\033[?25l", stdout); /* alternate screen, cursor hidden */
+    } else if (!o->json) {
+        header_text(line, sizeof line);
+        printf("%s\n", line);
+    }
+    struct row r = {0};
+    if (rc == 0)
+        rc = srl_stats_get(lim, &r.cur);
+    uint64_t start = mono_ns(), last = start, deadline = start;
+    int restarted = 0;
     for (uint64_t i = 0; rc == 0 && status == EX_OK && (o->count == 0 || i < o->count); i++) {
-        deadline += o->interval_ns;
-        sleep_until(deadline);
-        rc = srl_stats_get(lim, &cur);
-        if (rc != 0)
-            break;
+        if (i > 0) {
+            deadline += o->interval_ns;
+            if (sleep_until(deadline) != 0)
+                break;
+            r.prev = r.cur;
+            uint64_t now_ino = name_inode(o->name);
+            r.removed = now_ino == 0;
+            if (now_ino != 0 && now_ino != ino) {
+                srl_limiter *fresh = NULL;
+                srl_info fi;
+                if (srl_open_shared(o->name, NULL, 0, &fresh) == 0 &&
+                    srl_info_get(fresh, &fi) == 0) {
+                    srl_close(lim);
+                    lim = fresh;
+                    ino = now_ino;
+                    char when[48];
+                    time_t ct = (time_t)(fi.created_unix_ns / 1000000000ull);
+                    struct tm tm;
+                    if (localtime_r(&ct, &tm) == NULL ||
+                        strftime(when, sizeof when, "%H:%M:%S", &tm) == 0)
+                        snprintf(when, sizeof when, "?");
+                    snprintf(line, sizeof line,
+                             "%s was recreated (a new segment, created %s): its counters follow",
+                             o->name, when);
+                    emit(scr, title, line);
+                    restarted = 1; /* no rates across two segments */
+                } else if (fresh != NULL) {
+                    srl_close(fresh);
+                }
+            }
+            rc = srl_stats_get(lim, &r.cur);
+            if (rc != 0)
+                break;
+        }
         uint64_t now = mono_ns();
-        if (o->json)
-            sample_json(o->name, now - start, now - last, &cur, &prev);
-        else
-            sample_text(now - start, now - last, &cur, &prev);
+        r.t_ns = now - start;
+        r.wall_ns = unix_ns();
+        r.elapsed = i == 0 || restarted ? 0 : now - last;
+        restarted = 0;
+        if (o->json) {
+            row_json(o->name, &r);
+        } else {
+            row_text(&r, line, sizeof line);
+            emit(scr, title, line);
+        }
         status = rlctl_flush(EX_OK);
-        prev = cur;
         last = now;
     }
+    if (scr->tty) {
+        fputs("\033[?25h\033[?1049l", stdout); /* cursor shown, normal screen */
+        status = rlctl_flush(status);
+    }
+    free(scr);
     srl_close(lim);
     return rc != 0 ? rlctl_fail(o->name, rc) : status;
 }

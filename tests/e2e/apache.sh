@@ -225,9 +225,19 @@ check_eq "H: segment owner and mode" "$e2e_user 600" "$(stat -c '%U %a' "/dev/sh
 stop_pid "$apache_pid"
 check_eq "apache2 stopped by its pid" gone "$(kill -0 "$apache_pid" 2>/dev/null && echo running || echo gone)"
 
+# --- I0: a root parent that names no User trusts no other uid: the segment,
+# now www-data's (H), is refused before anything of it is read
+if [ "$(id -u)" -eq 0 ]; then
+  sed "s|check.log|noowner.log|" "$e2e_tmp/check.conf" >"$e2e_tmp/noowner.conf"
+  timeout 30 setsid /usr/sbin/apache2 -d "$e2e_tmp" -f "$e2e_tmp/noowner.conf" -DFOREGROUND >/dev/null 2>&1
+  check_eq "I0: another user's segment, no User named: apache2 exit status" 1 "$?"
+  check_eq "I0: the error log says permission denied" 1 \
+    "$(grep -c "SrlLimiter $name (.*): cannot open the segment: permission denied" "$e2e_tmp/noowner.log")"
+fi
+
 # --- I: the same name with another policy refuses to start, with the remedy
-sed "s|^SrlLimiter $name token_bucket:$LIMIT/1d |SrlLimiter $name token_bucket:$((LIMIT + 1))/1d |; s|check.log|mismatch.log|" \
-  "$e2e_tmp/check.conf" >"$e2e_tmp/mismatch.conf"
+{ sed "s|^SrlLimiter $name token_bucket:$LIMIT/1d |SrlLimiter $name token_bucket:$((LIMIT + 1))/1d |; s|check.log|mismatch.log|" \
+  "$e2e_tmp/check.conf"; [ "$(id -u)" -eq 0 ] && printf 'User %s\nGroup %s\n' "$e2e_user" "$e2e_group"; } >"$e2e_tmp/mismatch.conf"
 timeout 30 setsid /usr/sbin/apache2 -d "$e2e_tmp" -f "$e2e_tmp/mismatch.conf" -DFOREGROUND >/dev/null 2>&1
 check_eq "I: another policy on the existing segment: apache2 exit status" 1 "$?"
 check_eq "I: the error log names the mismatch and the remedy" 1 \

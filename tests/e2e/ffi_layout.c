@@ -44,6 +44,7 @@ int main(void)
     FIELD(srl_config, on_full);
     FIELD(srl_config, lock_timeout_ms);
     FIELD(srl_config, ticker);
+    FIELD(srl_config, owner_uid);
 
     STRUCT(srl_stats);
     FIELD(srl_stats, capacity);

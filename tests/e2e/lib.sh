@@ -104,11 +104,26 @@ e2e_finish() {
   exit $?
 }
 
+# rlctl_as_owner CMD NAME ARGS...: rlctl as NAME's owner.  srl maps only its
+# caller's own segments (root included: docs/design.md, "Trust"), and the
+# servers' segments belong to their worker user (www-data) or, when a root
+# master created them before forking (gunicorn --preload), to root: root's
+# rlctl becomes the owner with --owner.
+rlctl_as_owner() {
+  local owner
+  owner=$(stat -c %U "/dev/shm/${2#/}" 2>/dev/null || echo "")
+  if [ "$(id -u)" -eq 0 ] && [ -n "$owner" ] && [ "$owner" != root ]; then
+    "$SRL_RLCTL" --owner "$owner" "$@"
+  else
+    "$SRL_RLCTL" "$@"
+  fi
+}
+
 # rlctl_count NAME FIELD: a member of `rlctl info NAME --json` (the first
 # number or string of that name, at any depth), or "rlctl-failed: ...".
 rlctl_count() {
   local json rc
-  json=$("$SRL_RLCTL" info "$1" --json 2>&1); rc=$?
+  json=$(rlctl_as_owner info "$1" --json 2>&1); rc=$?
   if [ $rc -ne 0 ]; then echo "rlctl-failed(exit $rc): $json" | head -1; return; fi
   python3 -c '
 import json, sys
@@ -133,7 +148,7 @@ print("missing" if r is None else r)' "$2" "$json"
 # --json` (needs key_display long enough to show the key), or "absent".
 rlctl_key() {
   local json rc
-  json=$("$SRL_RLCTL" list "$1" --json 2>&1); rc=$?
+  json=$(rlctl_as_owner list "$1" --json 2>&1); rc=$?
   if [ $rc -ne 0 ]; then echo "rlctl-failed(exit $rc): $json" | head -1; return; fi
   python3 -c '
 import json, sys

@@ -23,10 +23,10 @@ START_TEST(bad_arguments_exit_64_with_the_reason_and_a_usage_line)
     seg_name(name, sizeof name, "args");
     const char *N = name;
     const struct bad_args cases[] = {
-        {{NULL}, "rlctl: no command given", "usage: rlctl COMMAND [ARGS]   (see rlctl(1))"},
-        {{"frob"}, "rlctl: unknown command 'frob'", "usage: rlctl COMMAND [ARGS]   (see rlctl(1))"},
+        {{NULL}, "rlctl: no command given", "usage: rlctl [--owner USER] COMMAND [ARGS]   (see rlctl(1))"},
+        {{"frob"}, "rlctl: unknown command 'frob'", "usage: rlctl [--owner USER] COMMAND [ARGS]   (see rlctl(1))"},
         {{"\x1b[2J"}, "rlctl: unknown command '\\x1b[2J'",
-         "usage: rlctl COMMAND [ARGS]   (see rlctl(1))"},
+         "usage: rlctl [--owner USER] COMMAND [ARGS]   (see rlctl(1))"},
         {{"info"}, "rlctl: info: missing NAME", "usage: rlctl info NAME [--json]"},
         {{"try", N}, "rlctl: try: missing KEY",
          "usage: rlctl try NAME [--hex] KEY [--cost N] [--json]"},
@@ -50,7 +50,7 @@ START_TEST(bad_arguments_exit_64_with_the_reason_and_a_usage_line)
         {{"create", N, "--capacity", "10"}, "rlctl: create: --policy is required", NULL},
         {{"create", N, "--policy", "5/1h", "--capacity", "0"},
          "rlctl: create: --capacity: invalid value '0': expected a number of keys, "
-         "1..4294967296",
+         "1..4294967296 (suffix k, M or G: 1000s)",
          NULL},
         {{"create", N, "--policy", "5/1h", "--capacity", "10", "--mode", "0999"},
          "rlctl: create: --mode: invalid value '0999': expected octal permission bits, e.g. "
@@ -110,8 +110,60 @@ START_TEST(bad_arguments_exit_64_with_the_reason_and_a_usage_line)
     ck_assert(!shm_exists(name)); /* no failed create left anything */
     run_result r;
     RUN(&r, 0, "--help");
-    ck_assert_msg(strncmp(r.out, "usage: rlctl COMMAND", 20) == 0, "got: %s", r.out);
+    ck_assert_msg(strncmp(r.out, "usage: rlctl [--owner USER] COMMAND", 35) == 0, "got: %s", r.out);
     run_free(&r);
+}
+END_TEST
+
+START_TEST(help_for_one_command_and_did_you_mean)
+{
+    const char *list_usage =
+        "usage: rlctl list NAME [--sort denied|allowed|recent] [--top N] [--json]\n\n"
+        "The tracked keys with their counts and state;";
+    const char *const forms[][4] = {{"help", "list"}, {"--help", "list"}, {"list", "--help"},
+                                    {"-h", "list"}};
+    for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
+        run_result r;
+        RUN(&r, 0, forms[i][0], forms[i][1]);
+        ck_assert_msg(strncmp(r.out, list_usage, strlen(list_usage)) == 0, "%s %s: %s",
+                      forms[i][0], forms[i][1], r.out);
+        ck_assert_msg(strstr(r.out, "See rlctl(1)") != NULL, "%s", r.out);
+        run_free(&r);
+    }
+    run_result r;
+    RUN(&r, 64, "lst", "/x");
+    ck_assert_msg(strncmp(r.err, "rlctl: unknown command 'lst' (did you mean 'ls' or 'list'?)\n",
+                          60) == 0, "%s", r.err);
+    run_free(&r);
+    RUN(&r, 64, "help", "metrcs");
+    ck_assert_msg(strncmp(r.err, "rlctl: unknown command 'metrcs' (did you mean 'metrics'?)\n",
+                          58) == 0, "%s", r.err);
+    run_free(&r);
+    RUN(&r, 64, "--help", "frob");
+    ck_assert_msg(strncmp(r.err, "rlctl: unknown command 'frob'\n", 30) == 0, "%s", r.err);
+    run_free(&r);
+}
+END_TEST
+
+START_TEST(capacity_takes_k_m_g_suffixes)
+{
+    char name[160];
+    seg_name(name, sizeof name, "cap10k");
+    run_result r;
+    RUN(&r, 0, "create", name, "--policy", "5/1s", "--capacity", "10k", "--json");
+    json_value *v = parse_out(&r);
+    ck_assert_uint_ge(json_get_u64(v, "capacity"), 10000);
+    ck_assert_uint_lt(json_get_u64(v, "capacity"), 10016);
+    json_free(v);
+    run_free(&r);
+    seg_destroy(name);
+    const char *bad[] = {"k", "1.5k", "5G", "10kk", "-1k"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        RUN(&r, 64, "create", name, "--policy", "5/1s", "--capacity", bad[i]);
+        ck_assert_msg(strstr(r.err, "(suffix k, M or G: 1000s)") != NULL, "%s", r.err);
+        run_free(&r);
+    }
+    ck_assert(!shm_exists(name));
 }
 END_TEST
 
@@ -122,6 +174,8 @@ int main(void)
     tcase_add_unchecked_fixture(tc, seg_prefix_init, seg_prefix_cleanup);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, bad_arguments_exit_64_with_the_reason_and_a_usage_line);
+    tcase_add_test(tc, help_for_one_command_and_did_you_mean);
+    tcase_add_test(tc, capacity_takes_k_m_g_suffixes);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }

@@ -34,14 +34,19 @@ START_TEST(try_allows_exactly_the_permits_then_exits_1_with_the_retry_time)
     }
     RUN(&r, 1, "try", name, "k");
     /* 1h/5 = 720 s per token, less the time since the first request: the
-     * human form floors the seconds, Retry-After rounds them up. */
-    int m, sec, ra;
-    char tail[8];
-    ck_assert_msg(sscanf(r.out, "k: denied, retry after %dm %ds (Retry-After: %d)%1[\n]", &m,
-                         &sec, &ra, tail) == 4,
-                  "got: %s", r.out);
+     * human form and Retry-After both round the seconds up, so they agree. */
+    const char *at = strstr(r.out, "(Retry-After: ");
+    ck_assert_msg(at != NULL, "got: %s", r.out);
+    int ra = atoi(at + 14);
     ck_assert_int_le(ra, 720);
-    ck_assert_int_eq(m * 60 + sec + 1, ra);
+    ck_assert_int_gt(ra, 700);
+    char want[128];
+    if (ra % 60 != 0)
+        snprintf(want, sizeof want, "k: denied, retry after %dm %ds (Retry-After: %d)\n", ra / 60,
+                 ra % 60, ra);
+    else
+        snprintf(want, sizeof want, "k: denied, retry after %dm (Retry-After: %d)\n", ra / 60, ra);
+    ck_assert_str_eq(r.out, want);
     ck_assert_str_eq(r.err, "");
     run_free(&r);
     RUN(&r, 1, "try", name, "k", "--json");
@@ -139,13 +144,18 @@ START_TEST(get_shows_the_remaining_permits_and_exits_1_for_an_untracked_key)
     ck_assert_str_eq(r.out, "k: allowed, remaining 2 of 5\n");
     run_free(&r);
     RUN(&r, 1, "get", name, "--hex", "00ff");
-    ck_assert_str_eq(r.out, "\\x00\\xff: not tracked (a new key: its first request would be "
-                            "allowed)\n");
+    ck_assert_str_eq(r.out, "\\x00\\xff: not tracked (a new key: a first request of cost 1 "
+                            "would be allowed, leaving 4 of 5)\n");
     run_free(&r);
     RUN(&r, 1, "get", name, "other", "--json");
     v = parse_out(&r);
     ck_assert_int_eq(json_get_bool(v, "tracked"), 0);
     ck_assert_uint_eq(json_get_u64(v, "limit"), 5);
+    /* The same fields as for a tracked key: a fresh state's answer. */
+    ck_assert_int_eq(json_get_bool(v, "allowed"), 1);
+    ck_assert_uint_eq(json_get_u64(v, "remaining"), 4);
+    ck_assert_uint_eq(json_get_u64(v, "retry_after_ns"), 0);
+    ck_assert_int_eq(json_get_bool(v, "untracked"), 0);
     json_free(v);
     run_free(&r);
     seg_destroy(name);
@@ -204,8 +214,10 @@ START_TEST(try_on_a_full_table_says_on_full_decided_and_info_counts_it)
         }
         if (m == 0) {
             RUN(&r, 1, "try", name, "extra");
-            ck_assert_str_eq(r.out, "extra: denied, retry after 1h (Retry-After: 3600) (table "
-                                    "full: decided by on_full)\n");
+            ck_assert_str_eq(r.out, "extra: denied by on_full deny: the table is full, not by "
+                                    "the key's limit (workers send Retry-After: 3600, one "
+                                    "window); free slots with 'rlctl evict' or make a bigger "
+                                    "segment (rlctl info)\n");
         } else {
             RUN(&r, 0, "try", name, "extra");
             ck_assert_str_eq(r.out, "extra: allowed, remaining 0 of 5 (table full: decided by "
@@ -219,6 +231,21 @@ START_TEST(try_on_a_full_table_says_on_full_decided_and_info_counts_it)
         json_free(v);
         run_free(&r);
         RUN(&r, 1, "get", name, "extra");
+        char want[300];
+        snprintf(want, sizeof want,
+                 "extra: not tracked, and the table is full (16 of 16 slots): its first "
+                 "request would be %s by on_full %s, not by a limit; free slots with 'rlctl "
+                 "evict' or make a bigger segment (rlctl info)\n",
+                 m == 0 ? "denied" : "allowed", modes[m]);
+        ck_assert_str_eq(r.out, want);
+        run_free(&r);
+        RUN(&r, 1, "get", name, "extra", "--json");
+        v = parse_out(&r);
+        ck_assert_int_eq(json_get_bool(v, "tracked"), 0);
+        ck_assert_int_eq(json_get_bool(v, "allowed"), m == 1);
+        ck_assert_int_eq(json_get_bool(v, "untracked"), 1);
+        ck_assert_uint_eq(json_get_u64(v, "retry_after_ns"), m == 0 ? 3600000000000ull : 0);
+        json_free(v);
         run_free(&r);
         RUN(&r, 0, "info", name, "--json");
         v = parse_out(&r);

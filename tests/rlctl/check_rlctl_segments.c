@@ -11,6 +11,7 @@
  */
 #include <check.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -166,8 +167,14 @@ START_TEST(watch_prints_count_samples_with_the_running_totals)
         ck_assert_uint_eq(json_get_u64(v, "allowed"), 5);
         ck_assert_uint_eq(json_get_u64(v, "denied"), 2);
         ck_assert_uint_eq(json_get_u64(v, "used"), 1);
-        ck_assert_str_eq(json_get(v, "allowed_per_s")->text, "0.000");
-        ck_assert_uint_gt(json_get_u64(v, "interval_ns"), 0);
+        if (lines == 0) { /* the first row comes at once: totals, no rates yet */
+            ck_assert(json_get(v, "allowed_per_s")->type == JSON_NULL);
+            ck_assert_uint_eq(json_get_u64(v, "interval_ns"), 0);
+        } else {
+            ck_assert_str_eq(json_get(v, "allowed_per_s")->text, "0.000");
+            ck_assert_uint_gt(json_get_u64(v, "interval_ns"), 0);
+        }
+        ck_assert_uint_gt(json_get_u64(v, "unix_ns"), 1600000000ull * 1000000000ull);
         json_free(v);
         lines++;
     }
@@ -232,6 +239,104 @@ START_TEST(ls_lists_our_segments_with_their_policy_and_use)
     run_free(&r);
     seg_destroy(a);
     seg_destroy(b);
+}
+END_TEST
+
+/* ls's STATUS column of name (its second word), copied to buf. */
+static const char *ls_text_status(const char *name, char *buf, size_t len)
+{
+    run_result r;
+    RUN(&r, 0, "ls");
+    char row[300];
+    snprintf(row, sizeof row, "\n%s ", name);
+    const char *line = strstr(r.out, row);
+    ck_assert_msg(line != NULL, "no row for %s: %s", name, r.out);
+    char n[256], st[64];
+    ck_assert_int_eq(sscanf(line + 1, "%255s %63s", n, st), 2);
+    snprintf(buf, len, "%s", st);
+    run_free(&r);
+    return buf;
+}
+
+static void try_keys(const char *name, int from, int to)
+{
+    for (int i = from; i <= to; i++) {
+        char k[16];
+        snprintf(k, sizeof k, "k%d", i);
+        run_result r;
+        RUN(&r, 0, "try", name, k);
+        run_free(&r);
+    }
+}
+
+START_TEST(info_and_ls_warn_at_90_percent_load_and_after_untracked_decisions)
+{
+    char name[160], st[64];
+    seg_name(name, sizeof name, "warn");
+    /* One bucket of 16 slots; a window of an hour, so no state comes to
+     * rest (and is evicted by an insert) while the test runs. */
+    seg_create(name, "gcra:10/1h", "16", "0");
+    {
+        /* Wording: singular where it is one, the same bytes-per-slot words
+         * as create, the creator (rlctl create, gone) said to have exited. */
+        try_keys(name, 1, 1);
+        run_result w;
+        RUN(&w, 0, "info", name);
+        assert_info_line(w.out, "capacity", "16 slots (1 bucket of 16)");
+        assert_info_line(w.out, "used", "1 key");
+        ck_assert_msg(strstr(w.out, " (the segment over the 1 key tracked)\n") != NULL, "%s",
+                      w.out);
+        ck_assert_msg(strstr(w.out, " + its share of the header and bucket locks)\n") != NULL,
+                      "%s", w.out);
+        ck_assert_msg(strstr(w.out, "\ncreator pid:    ") != NULL &&
+                          strstr(w.out, " (exited)\n") != NULL, "%s", w.out);
+        run_free(&w);
+    }
+    try_keys(name, 2, 14); /* 14/16 = 87.5 %: still ok */
+    ck_assert_str_eq(ls_text_status(name, st, sizeof st), "ok");
+    run_result r;
+    RUN(&r, 0, "info", name);
+    ck_assert_msg(strstr(r.out, "\nstatus:         ok\n") != NULL, "%s", r.out);
+    ck_assert_msg(strstr(r.out, "warning:") == NULL, "%s", r.out);
+    run_free(&r);
+
+    try_keys(name, 15, 15); /* 15/16 = 93.75 % */
+    ck_assert_str_eq(ls_text_status(name, st, sizeof st), "load");
+    RUN(&r, 0, "info", name);
+    ck_assert_msg(strstr(r.out, "\nstatus:         load\n") != NULL, "%s", r.out);
+    ck_assert_msg(strstr(r.out, "\nwarning: load: the table is at or above 90 % load") != NULL,
+                  "%s", r.out);
+    run_free(&r);
+
+    try_keys(name, 16, 18); /* 16 tracked, 2 decided by on_full (allow: exit 0) */
+    ck_assert_str_eq(ls_text_status(name, st, sizeof st), "load,untracked");
+    RUN(&r, 0, "info", name);
+    ck_assert_msg(strstr(r.out, "\nwarning: untracked: decisions were made by on_full") != NULL,
+                  "%s", r.out);
+    char fix[512];
+    snprintf(fix, sizeof fix, "     rlctl destroy %s && rlctl create %s --policy gcra:10/1h "
+             "--capacity 32\n", name, name);
+    ck_assert_msg(strstr(r.out, fix) != NULL, "no '%s' in %s", fix, r.out);
+    run_free(&r);
+    RUN(&r, 0, "info", name, "--json");
+    json_value *v = parse_out(&r);
+    ck_assert_str_eq(json_get_str(v, "status"), "load,untracked");
+    ck_assert_uint_eq(json_get_u64(v, "full"), 2);
+    json_free(v);
+    run_free(&r);
+    RUN(&r, 0, "ls", "--json");
+    v = parse_out(&r);
+    const json_value *segs = json_get(v, "segments");
+    int seen = 0;
+    for (size_t i = 0; i < segs->n; i++)
+        if (strcmp(json_get_str(segs->items[i], "name"), name) == 0) {
+            ck_assert_str_eq(json_get_str(segs->items[i], "status"), "load,untracked");
+            seen = 1;
+        }
+    ck_assert(seen);
+    json_free(v);
+    run_free(&r);
+    seg_destroy(name);
 }
 END_TEST
 
@@ -312,6 +417,17 @@ START_TEST(a_foreign_file_exits_65_and_is_left_alone)
     ck_assert(shm_exists(name));
     RUN(&r, 0, "ls", "--json");
     ck_assert_msg(strstr(r.out, name) == NULL, "ls shows a foreign file: %s", r.out);
+    {
+        /* ... but says it left something out. */
+        json_value *jv = parse_out(&r);
+        ck_assert_uint_ge(json_get_u64(jv, "skipped"), 1);
+        json_free(jv);
+    }
+    run_free(&r);
+    RUN(&r, 0, "ls");
+    ck_assert_msg(strstr(r.out, " skipped: not srl segments, or another user's that rlctl may "
+                                "not open; 'rlctl ls --all' lists them)\n") != NULL,
+                  "no skipped note: %s", r.out);
     run_free(&r);
     RUN(&r, 0, "ls", "--all", "--json");
     json_value *v = parse_out(&r);
@@ -470,7 +586,7 @@ END_TEST
 
 START_TEST(a_segment_writable_by_others_exits_77_as_forbidden)
 {
-    char name[160], want[400], st[32];
+    char name[160], want[700], st[32];
     seg_name(name, sizeof name, "forbidden");
     seg_create(name, "token_bucket:5/1h", "64", "0");
     int fd = shm_open(name, O_RDWR, 0);
@@ -480,12 +596,14 @@ START_TEST(a_segment_writable_by_others_exits_77_as_forbidden)
     run_result r;
     RUN(&r, 77, "info", name);
     snprintf(want, sizeof want,
-             "rlctl: %s: permission denied (segment owner or mode refused): run rlctl as the "
-             "segment's owner, and make sure its mode lets nobody else write it\n",
-             name);
+             "rlctl: %s: permission denied (segment owner or mode refused): its mode 0602 lets "
+             "group or others write it, which srl refuses: 'chmod 600 /dev/shm%s' if nobody "
+             "else should\n",
+             name, name);
     ck_assert_str_eq(r.err, want);
     run_free(&r);
-    ck_assert_ptr_null(ls_status(name, 0, st, sizeof st));
+    /* Ours, so shown without --all: only we can fix its mode. */
+    ck_assert_str_eq(ls_status(name, 0, st, sizeof st), "forbidden");
     ck_assert_str_eq(ls_status(name, 1, st, sizeof st), "forbidden");
     RUN(&r, 77, "destroy", name);
     run_free(&r);
@@ -493,6 +611,99 @@ START_TEST(a_segment_writable_by_others_exits_77_as_forbidden)
     RUN(&r, 0, "destroy", name, "--force");
     run_free(&r);
     ck_assert(!shm_exists(name));
+}
+END_TEST
+
+/* A segment cut short (anyone who may write it can ftruncate it) is named
+ * as truncated by info and ls, with the sizes and what to do. */
+START_TEST(a_truncated_segment_is_named_as_such_by_info_and_ls)
+{
+    char name[160], want[600], st[32], path[200];
+    seg_name(name, sizeof name, "cut");
+    seg_create(name, "token_bucket:5/1h", "64", "0");
+    snprintf(path, sizeof path, "/dev/shm%s", name);
+    ck_assert_int_eq(truncate(path, 5000), 0);
+    run_result r;
+    RUN(&r, 65, "info", name);
+    snprintf(want, sizeof want,
+             "rlctl: %s: segment is corrupt (header or table inconsistent): its file is 5000 "
+             "bytes but its header says 7680: it was truncated (workers still using it die of "
+             "SIGBUS): stop them, 'rlctl destroy %s', and restart them\n",
+             name, name);
+    ck_assert_str_eq(r.err, want);
+    run_free(&r);
+    ck_assert_str_eq(ls_status(name, 0, st, sizeof st), "truncated");
+    RUN(&r, 0, "destroy", name, "--force");
+    run_free(&r);
+}
+END_TEST
+
+/* Run rlctl as uid/gid 65534 (nobody), from a child that dropped root. */
+static int run_as_nobody(run_result *r, const char *const *args)
+{
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        if (setgroups(0, NULL) != 0 || setresgid(65534, 65534, 65534) != 0 ||
+            setresuid(65534, 65534, 65534) != 0)
+            _exit(100);
+        run_result rr;
+        run_rlctl_argv(&rr, args);
+        _exit(rr.status);
+    }
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert(WIFEXITED(status));
+    r->status = WEXITSTATUS(status);
+    return r->status;
+}
+
+/* The squatting attack of docs/design.md "Trust": another user creates the
+ * name root's tools (or Apache's root parent) will open.  Root refuses it,
+ * says whose it is and what to type; with --owner, root's rlctl becomes that
+ * user before mapping anything, so the segment can only hurt its owner. */
+START_TEST(root_refuses_another_users_segment_and_inspects_it_only_as_that_user)
+{
+    ck_assert_int_eq(geteuid(), 0);
+    char name[160], want[600], other[160];
+    seg_name(name, sizeof name, "squat");
+    const char *create[] = {"create", name, "--policy", "token_bucket:5/1h", "--capacity", "64",
+                            NULL};
+    run_result r;
+    ck_assert_int_eq(run_as_nobody(&r, create), 0);
+    struct stat st;
+    char path[200];
+    snprintf(path, sizeof path, "/dev/shm%s", name);
+    ck_assert_int_eq(stat(path, &st), 0);
+    ck_assert_uint_eq(st.st_uid, 65534);
+    static const char *const cmds[] = {"info", "check", "list", "evict"};
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        RUN(&r, 77, cmds[i], name);
+        snprintf(want, sizeof want,
+                 "rlctl: %s: permission denied (segment owner or mode refused): it belongs to "
+                 "nobody (uid 65534), and srl maps only its caller's own segments: run 'rlctl "
+                 "--owner nobody ...' (as root, rlctl then runs as nobody before mapping it)\n",
+                 name);
+        ck_assert_str_eq(r.err, want);
+        run_free(&r);
+        RUN(&r, 0, "--owner", "nobody", cmds[i], name);
+        run_free(&r);
+    }
+    RUN(&r, 0, "--owner=65534", "info", name);
+    run_free(&r);
+    RUN(&r, 64, "--owner", "no-such-user-here", "info", name);
+    run_free(&r);
+    /* It really ran as nobody: what it creates is nobody's. */
+    seg_name(other, sizeof other, "squat2");
+    RUN(&r, 0, "--owner", "nobody", "create", other, "--policy", "5/1h", "--capacity", "16");
+    run_free(&r);
+    snprintf(path, sizeof path, "/dev/shm%s", other);
+    ck_assert_int_eq(stat(path, &st), 0);
+    ck_assert_uint_eq(st.st_uid, 65534);
+    RUN(&r, 0, "--owner", "nobody", "destroy", other);
+    run_free(&r);
+    RUN(&r, 0, "--owner", "nobody", "destroy", name);
+    run_free(&r);
 }
 END_TEST
 
@@ -507,12 +718,15 @@ int main(void)
     tcase_add_test(tc, check_exits_0_on_a_healthy_segment);
     tcase_add_test(tc, watch_prints_count_samples_with_the_running_totals);
     tcase_add_test(tc, ls_lists_our_segments_with_their_policy_and_use);
+    tcase_add_test(tc, info_and_ls_warn_at_90_percent_load_and_after_untracked_decisions);
     tcase_add_test(tc, destroy_removes_the_segment);
     tcase_add_test(tc, a_missing_segment_exits_66_with_a_message_for_every_command);
     tcase_add_test(tc, a_foreign_file_exits_65_and_is_left_alone);
     tcase_add_test(tc, damaged_segments_exit_65_are_listed_by_ls_and_destroy_removes_them);
     tcase_add_test(tc, a_segment_writable_by_others_exits_77_as_forbidden);
     tcase_add_test(tc, check_reports_each_problem_and_exits_1);
+    tcase_add_test(tc, root_refuses_another_users_segment_and_inspects_it_only_as_that_user);
+    tcase_add_test(tc, a_truncated_segment_is_named_as_such_by_info_and_ls);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }

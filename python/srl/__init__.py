@@ -1,0 +1,77 @@
+"""srl - a host-wide rate limiter for pre-forked servers (Python binding).
+
+One limiter shared by every worker process of the host: gunicorn's sync
+workers, uWSGI's processes, PHP-FPM and Apache can all count against the same
+segment /dev/shm/NAME, so N per window means N host-wide, not N per worker.
+
+    import srl
+    lim = srl.Limiter.shared("myapp", "gcra:100/1m")
+    d = lim.acquire(user_id)            # str (UTF-8) or bytes
+    if not d:
+        status = 429
+    extra = srl.headers(d)              # RateLimit-Policy, RateLimit, Retry-After
+
+The C extension srl._srl wraps include/srl.h; this file defines the error
+classes, one per SRL_E* code, all subclasses of srl.Error, which carries
+.code (negative int), .name ("SRL_EPOLICY") and .message.  Decisions,
+limiter kinds and the header values are exactly those of the C library.
+"""
+from . import _srl
+from ._srl import Decision, Limiter, headers, strerror, unlink, FLAG_UNTRACKED, FLAG_DEGRADED, KEY_MAX
+
+__all__ = ["Limiter", "Decision", "headers", "strerror", "unlink", "Error", "FLAG_UNTRACKED",
+           "FLAG_DEGRADED", "KEY_MAX"]
+
+
+class Error(Exception):
+    """An SRL_E* error: code (negative int), name ("SRL_EPOLICY"), message."""
+
+    decision = None  # acquire()'s on_full answer for TimeoutError, NotRecoverableError
+
+    def __init__(self, code, name, message):
+        super().__init__(code, name, message)
+        self.code = code
+        self.name = name
+        self.message = message
+
+    def __str__(self):
+        return "%s [%s]" % (self.message, self.name)
+
+
+# code name -> class name; each class is a subclass of Error and nothing else,
+# so `except srl.Error` catches every failure of the library and nothing more.
+_CLASSES = {
+    "SRL_EINVAL": "ArgumentError",
+    "SRL_EPOLICY": "PolicyError",
+    "SRL_ECOST": "CostError",
+    "SRL_EKEY": "InvalidKeyError",
+    "SRL_ENOMEM": "NoMemoryError",
+    "SRL_ENOBUFS": "BufferTooSmallError",
+    "SRL_ENOENT": "NotFoundError",
+    "SRL_EEXIST": "ExistsError",
+    "SRL_EMISMATCH": "MismatchError",
+    "SRL_EFOREIGN": "ForeignError",
+    "SRL_EVERSION": "VersionError",
+    "SRL_ECORRUPT": "CorruptError",
+    "SRL_ESTALE": "StaleError",
+    "SRL_EACCES": "AccessError",
+    "SRL_ENOSPC": "NoSpaceError",
+    "SRL_ETIMEDOUT": "TimeoutError",
+    "SRL_ENOTRECOVERABLE": "NotRecoverableError",
+    "SRL_ENOTSUP": "NotSupportedError",
+    "SRL_ESYS": "SysError",
+}
+
+_by_code = {}
+for _code_name, _cls_name in _CLASSES.items():
+    _code = getattr(_srl, _code_name)
+    _cls = type(_cls_name, (Error,), {
+        "__doc__": "%s: %s" % (_code_name, strerror(_code)),
+        "__module__": __name__,
+    })
+    globals()[_code_name] = _code
+    globals()[_cls_name] = _cls
+    __all__ += [_code_name, _cls_name]
+    _by_code[_code] = _cls
+del _code_name, _cls_name, _code, _cls
+_srl._register_errors(Error, _by_code)

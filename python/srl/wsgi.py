@@ -1,0 +1,61 @@
+"""srl.wsgi - a WSGI middleware that rate-limits requests with an srl limiter.
+
+    from srl.wsgi import RateLimit
+    application = RateLimit(application, srl.Limiter.shared("myapp", "100/1m"),
+                            key=lambda environ: environ.get("HTTP_X_API_KEY"))
+
+Each request is decided by limiter.acquire(key(environ), cost):
+  - allowed: the wrapped app answers, and RateLimit-Policy and RateLimit are
+    appended to its headers;
+  - denied: the app is not called; the answer is 429 Too Many Requests with
+    RateLimit-Policy, RateLimit and Retry-After (srl.headers());
+  - key(environ) returned None: the request is not limited (no headers).
+The default key is the client address (REMOTE_ADDR).  A lock that timed out
+(srl.TimeoutError, srl.NotRecoverableError) is answered from the limiter's
+on_full setting, as the C library does; every other srl.Error propagates (an
+empty or overlong key is the key function's bug, not the client's).
+
+With a shared limiter the count is host-wide: open it before the server forks
+(gunicorn --preload) or in each worker; both reach the same segment.
+"""
+import srl
+
+__all__ = ["RateLimit"]
+
+
+def _remote_addr(environ):
+    return environ.get("REMOTE_ADDR")
+
+
+class RateLimit:
+    """WSGI middleware: RateLimit(app, limiter, key=callable(environ) -> str|bytes|None)."""
+
+    def __init__(self, app, limiter, key=_remote_addr, cost=1, name=None):
+        self.app = app
+        self.limiter = limiter
+        self.key = key
+        self.cost = cost
+        self.name = name  # RateLimit-Policy token; None means "default"
+
+    def _decide(self, key):
+        try:
+            return self.limiter.acquire(key, self.cost)
+        except (srl.TimeoutError, srl.NotRecoverableError) as e:
+            return e.decision
+
+    def __call__(self, environ, start_response):
+        key = self.key(environ)
+        if key is None:
+            return self.app(environ, start_response)
+        d = self._decide(key)
+        extra = srl.headers(d, self.name)
+        if not d.allowed:
+            body = b"Too Many Requests\n"
+            start_response("429 Too Many Requests",
+                           [("Content-Type", "text/plain; charset=utf-8"),
+                            ("Content-Length", str(len(body)))] + extra)
+            return [body]
+
+        def start_with_headers(status, headers, exc_info=None):
+            return start_response(status, list(headers) + extra, exc_info)
+        return self.app(environ, start_with_headers)

@@ -1,0 +1,843 @@
+/*
+ * srlmodule.c - the CPython extension srl._srl: a thin binding of include/srl.h.
+ *
+ * What it holds:
+ *   - Limiter: one srl_limiter handle (shared, anonymous or local) plus a
+ *     copy of its policy (the segment's own when it was adopted), so that a
+ *     Decision can produce RateLimit-Policy without asking the limiter again.
+ *   - Decision: an immutable copy of one srl_decision and that policy.
+ *   - headers(): the RateLimit-Policy / RateLimit / Retry-After values, from
+ *     the C helpers (srl_format_*), never recomputed here.
+ *   - Errors: every negative SRL_E* code is raised as an instance of the
+ *     class srl/__init__.py registered for it (_register_errors), called as
+ *     cls(code, name, message); an unregistered code raises the base class.
+ *     SRL_ETIMEDOUT and SRL_ENOTRECOVERABLE from acquire() carry the degraded
+ *     decision srl_acquire filled from on_full as exc.decision.
+ *
+ * Invariants and lock rules:
+ *   - Every call into libsrl is made with the GIL held.  srl_acquire takes
+ *     well under a microsecond; releasing and retaking the GIL around it was
+ *     measured slower with 4 threads (docs/design.md, "Python binding"), and
+ *     holding it also makes close() safe: srl_close() must not race with
+ *     other calls on the same handle, and with the GIL held none can.
+ *     The price: a stuck bucket lock (owner alive but stopped) blocks every
+ *     thread of the process for up to lock_timeout_ms, not just the caller.
+ *   - A closed Limiter has lim == NULL; every method checks it first.
+ *   - Keys: bytes-like objects as their bytes, str as its UTF-8 encoding, so
+ *     b"k" and "k" are the same key.  Anything else is a TypeError.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+
+#include <errno.h>
+#include <string.h>
+
+#include "srl.h"
+
+/* ------------------------------------------------------------ errors */
+
+static PyObject *error_classes;  /* dict: int code -> class (from __init__.py) */
+static PyObject *error_base;     /* srl.Error */
+
+static const char *const code_names[] = {
+    "SRL_OK", "SRL_EINVAL", "SRL_EPOLICY", "SRL_ECOST", "SRL_EKEY", "SRL_ENOMEM",
+    "SRL_ENOBUFS", "SRL_ENOENT", "SRL_EEXIST", "SRL_EMISMATCH", "SRL_EFOREIGN",
+    "SRL_EVERSION", "SRL_ECORRUPT", "SRL_ESTALE", "SRL_EACCES", "SRL_ENOSPC",
+    "SRL_ETIMEDOUT", "SRL_ENOTRECOVERABLE", "SRL_ENOTSUP", "SRL_ESYS",
+};
+
+static const char *code_name(int code)
+{
+    if (code <= 0 && -code < (int)(sizeof code_names / sizeof code_names[0]))
+        return code_names[-code];
+    return "SRL_EUNKNOWN";
+}
+
+static PyObject *raise_srl_with(int code, const char *what, PyObject *decision);
+
+/* Raise the class registered for code with "what: strerror(code)". Returns NULL. */
+static PyObject *raise_srl(int code, const char *what)
+{
+    return raise_srl_with(code, what, NULL);
+}
+
+/* The same, with exc.decision set (the degraded answer of SRL_ETIMEDOUT and
+ * SRL_ENOTRECOVERABLE, which srl_acquire still fills from on_full). */
+static PyObject *raise_srl_with(int code, const char *what, PyObject *decision)
+{
+    int saved_errno = errno;
+    PyObject *cls = NULL, *key, *exc;
+    char msg[512];
+
+    if (code == SRL_ESYS)
+        snprintf(msg, sizeof msg, "%s: %s (%s)", what, srl_strerror(code), strerror(saved_errno));
+    else
+        snprintf(msg, sizeof msg, "%s: %s", what, srl_strerror(code));
+    if (error_classes != NULL) {
+        key = PyLong_FromLong(code);
+        if (key == NULL)
+            return NULL;
+        cls = PyDict_GetItemWithError(error_classes, key);
+        Py_DECREF(key);
+        if (cls == NULL && PyErr_Occurred())
+            return NULL;
+    }
+    if (cls == NULL)
+        cls = error_base;
+    if (cls == NULL) {
+        PyErr_Format(PyExc_RuntimeError, "%s [%s]", msg, code_name(code));
+        return NULL;
+    }
+    exc = PyObject_CallFunction(cls, "iss", code, code_name(code), msg);
+    if (exc == NULL)
+        return NULL;
+    if (decision != NULL && PyObject_SetAttrString(exc, "decision", decision) < 0) {
+        Py_DECREF(exc);
+        return NULL;
+    }
+    PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+    Py_DECREF(exc);
+    return NULL;
+}
+
+static PyObject *register_errors(PyObject *self, PyObject *args)
+{
+    PyObject *base, *classes;
+
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OO!:_register_errors", &base, &PyDict_Type, &classes))
+        return NULL;
+    if (!PyType_Check(base) || !PyType_IsSubtype((PyTypeObject *)base,
+                                                 (PyTypeObject *)PyExc_Exception)) {
+        PyErr_SetString(PyExc_TypeError, "_register_errors: base must be an Exception class");
+        return NULL;
+    }
+    Py_INCREF(base);
+    Py_INCREF(classes);
+    Py_XSETREF(error_base, base);
+    Py_XSETREF(error_classes, classes);
+    Py_RETURN_NONE;
+}
+
+/* ------------------------------------------------------------- keys */
+
+typedef struct key_view {
+    Py_buffer buf;
+    int has_buf;
+    const void *data;
+    size_t len;
+} key_view;
+
+static int key_get(PyObject *obj, key_view *k)
+{
+    k->has_buf = 0;
+    if (PyUnicode_Check(obj)) {
+        Py_ssize_t n;
+        const char *s = PyUnicode_AsUTF8AndSize(obj, &n);
+        if (s == NULL)
+            return -1;
+        k->data = s;
+        k->len = (size_t)n;
+        return 0;
+    }
+    if (PyObject_CheckBuffer(obj)) {
+        if (PyObject_GetBuffer(obj, &k->buf, PyBUF_SIMPLE) < 0)
+            return -1;
+        k->has_buf = 1;
+        k->data = k->buf.buf;
+        k->len = (size_t)k->buf.len;
+        return 0;
+    }
+    PyErr_Format(PyExc_TypeError, "key must be str or bytes, not %.100s", Py_TYPE(obj)->tp_name);
+    return -1;
+}
+
+static void key_release(key_view *k)
+{
+    if (k->has_buf)
+        PyBuffer_Release(&k->buf);
+}
+
+/* --------------------------------------------------------- Decision */
+
+typedef struct {
+    PyObject_HEAD
+    srl_decision d;
+    srl_policy policy;
+} DecisionObject;
+
+static PyTypeObject *Decision_type;
+
+static PyObject *decision_new(const srl_decision *d, const srl_policy *p)
+{
+    DecisionObject *o = PyObject_New(DecisionObject, Decision_type);
+    if (o == NULL)
+        return NULL;
+    o->d = *d;
+    o->policy = *p;
+    return (PyObject *)o;
+}
+
+static void Decision_dealloc(PyObject *self)
+{
+    PyTypeObject *tp = Py_TYPE(self);
+    PyObject_Free(self);
+    Py_DECREF(tp);
+}
+
+static PyObject *Decision_get_allowed(PyObject *self, void *c)
+{
+    (void)c;
+    return PyBool_FromLong(((DecisionObject *)self)->d.allowed);
+}
+
+static PyObject *Decision_get_retry_after(PyObject *self, void *c)
+{
+    char buf[32];
+    int n = srl_format_retry_after(&((DecisionObject *)self)->d, buf, sizeof buf);
+    (void)c;
+    if (n < 0)
+        return raise_srl(n, "srl_format_retry_after");
+    return PyLong_FromString(buf, NULL, 10);
+}
+
+/* The canonical text of p ("token_bucket:100/1m"). */
+static PyObject *policy_text(const srl_policy *p)
+{
+    char buf[SRL_POLICY_TEXT_MAX];
+    int n = srl_policy_format(p, buf, sizeof buf);
+    if (n < 0)
+        return raise_srl(n, "srl_policy_format");
+    return PyUnicode_FromStringAndSize(buf, n);
+}
+
+static PyObject *Decision_get_policy(PyObject *self, void *c)
+{
+    (void)c;
+    return policy_text(&((DecisionObject *)self)->policy);
+}
+
+static int Decision_bool(PyObject *self)
+{
+    return ((DecisionObject *)self)->d.allowed != 0;
+}
+
+static PyObject *Decision_repr(PyObject *self)
+{
+    const srl_decision *d = &((DecisionObject *)self)->d;
+    return PyUnicode_FromFormat(
+        "srl.Decision(allowed=%s, limit=%u, remaining=%u, retry_after_ns=%llu, "
+        "reset_after_ns=%llu, flags=%u)",
+        d->allowed ? "True" : "False", (unsigned)d->limit, (unsigned)d->remaining,
+        (unsigned long long)d->retry_after_ns, (unsigned long long)d->reset_after_ns,
+        d->flags);
+}
+
+static PyMemberDef Decision_members[] = {
+    {.name = "limit", .type = T_UINT, .offset = offsetof(DecisionObject, d.limit),
+     .flags = READONLY, .doc = "the policy's permits"},
+    {.name = "remaining", .type = T_UINT, .offset = offsetof(DecisionObject, d.remaining),
+     .flags = READONLY, .doc = "requests of cost 1 still allowed now"},
+    {.name = "retry_after_ns", .type = T_ULONGLONG,
+     .offset = offsetof(DecisionObject, d.retry_after_ns), .flags = READONLY,
+     .doc = "0 when allowed; else nanoseconds until this cost passes"},
+    {.name = "reset_after_ns", .type = T_ULONGLONG,
+     .offset = offsetof(DecisionObject, d.reset_after_ns), .flags = READONLY,
+     .doc = "nanoseconds until the key is at rest"},
+    {.name = "flags", .type = T_UINT, .offset = offsetof(DecisionObject, d.flags),
+     .flags = READONLY, .doc = "FLAG_UNTRACKED | FLAG_DEGRADED"},
+    {.name = NULL},
+};
+
+static PyGetSetDef Decision_getset[] = {
+    {.name = "allowed", .get = Decision_get_allowed, .doc = "True if the request was admitted"},
+    {.name = "retry_after", .get = Decision_get_retry_after,
+     .doc = "whole seconds to wait, rounded up (the Retry-After value); 0 when allowed"},
+    {.name = "policy", .get = Decision_get_policy, .doc = "canonical text of the policy"},
+    {.name = NULL},
+};
+
+static PyType_Slot Decision_slots[] = {
+    {Py_tp_dealloc, Decision_dealloc},
+    {Py_tp_repr, Decision_repr},
+    {Py_nb_bool, Decision_bool},
+    {Py_tp_members, Decision_members},
+    {Py_tp_getset, Decision_getset},
+    {Py_tp_doc, "One rate-limit decision (read-only); true when allowed."},
+    {0, NULL},
+};
+
+static PyType_Spec Decision_spec = {
+    .name = "srl.Decision",
+    .basicsize = sizeof(DecisionObject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .slots = Decision_slots,
+};
+
+/* ---------------------------------------------------------- Limiter */
+
+typedef struct {
+    PyObject_HEAD
+    srl_limiter *lim;
+    srl_policy policy;
+    srl_store_kind kind;
+} LimiterObject;
+
+static PyTypeObject *Limiter_type;
+
+/* "O&" converter: a non-negative int that fits 64 bits (PyArg's K and k
+ * formats wrap negatives and overflows silently: cost=2**64+1 would be 1). */
+static int to_u64(PyObject *obj, void *out)
+{
+    unsigned long long v;
+
+    if (!PyLong_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "an int is required, not %.100s", Py_TYPE(obj)->tp_name);
+        return 0;
+    }
+    v = PyLong_AsUnsignedLongLong(obj);
+    if (v == (unsigned long long)-1 && PyErr_Occurred())
+        return 0;
+    *(unsigned long long *)out = v;
+    return 1;
+}
+
+static int parse_on_full(const char *s, srl_on_full *out)
+{
+    if (strcmp(s, "allow") == 0) {
+        *out = SRL_ON_FULL_ALLOW;
+        return 0;
+    }
+    if (strcmp(s, "deny") == 0) {
+        *out = SRL_ON_FULL_DENY;
+        return 0;
+    }
+    PyErr_Format(PyExc_ValueError, "on_full must be 'allow' or 'deny', not '%s'", s);
+    return -1;
+}
+
+/* Fill cfg from the common keyword arguments; policy may be None (cfg keeps the default). */
+static int config_from(srl_config *cfg, PyObject *policy, unsigned long long capacity,
+                       unsigned long long key_display, const char *on_full,
+                       unsigned long long lock_timeout_ms, unsigned long long mode)
+{
+    srl_config_init(cfg);
+    if (policy != Py_None) {
+        const char *text;
+        int rc;
+        if (!PyUnicode_Check(policy)) {
+            PyErr_SetString(PyExc_TypeError, "policy must be a str such as \"100/1m\"");
+            return -1;
+        }
+        text = PyUnicode_AsUTF8(policy);
+        if (text == NULL)
+            return -1;
+        rc = srl_policy_parse(text, &cfg->policy);
+        if (rc < 0) {
+            char what[160];
+            snprintf(what, sizeof what,
+                     "policy '%.80s' (want [ALGO:]N/WINDOW, e.g. gcra:100/1m)", text);
+            raise_srl(rc, what);
+            return -1;
+        }
+    }
+    cfg->capacity = capacity;
+    if (key_display > SRL_KEY_DISPLAY_MAX) {
+        PyErr_Format(PyExc_ValueError, "key_display must be 0..%u", SRL_KEY_DISPLAY_MAX);
+        return -1;
+    }
+    cfg->key_display = (uint32_t)key_display;
+    if (lock_timeout_ms > UINT32_MAX || mode > 07777) {
+        PyErr_SetString(PyExc_ValueError, "lock_timeout_ms or mode out of range");
+        return -1;
+    }
+    cfg->lock_timeout_ms = (uint32_t)lock_timeout_ms;
+    cfg->mode = (uint32_t)mode;
+    return parse_on_full(on_full, &cfg->on_full);
+}
+
+static PyObject *limiter_wrap(PyTypeObject *cls, srl_limiter *lim)
+{
+    srl_info info;
+    LimiterObject *o;
+    int rc = srl_info_get(lim, &info);
+
+    if (rc < 0) {
+        srl_close(lim);
+        return raise_srl(rc, "srl_info_get");
+    }
+    o = (LimiterObject *)cls->tp_alloc(cls, 0);
+    if (o == NULL) {
+        srl_close(lim);
+        return NULL;
+    }
+    o->lim = lim;
+    o->policy = info.policy;
+    o->kind = info.kind;
+    return (PyObject *)o;
+}
+
+static PyObject *Limiter_shared(PyObject *cls, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"name", "policy", "capacity", "key_display", "on_full",
+                             "create", "exclusive", "lock_timeout_ms", "mode", NULL};
+    const char *name, *on_full = "allow";
+    PyObject *policy = Py_None;
+    unsigned long long capacity = 65536, key_display = 0, lock_timeout_ms = 1000, mode = 0600;
+    int create = 1, exclusive = 0, rc;
+    srl_config cfg;
+    srl_limiter *lim = NULL;
+    unsigned flags;
+    char what[300];
+
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|OO&O&spp$O&O&:shared", kwlist, &name,
+                                     &policy, to_u64, &capacity, to_u64, &key_display,
+                                     &on_full, &create, &exclusive, to_u64, &lock_timeout_ms,
+                                     to_u64, &mode))
+        return NULL;
+    if (create && policy == Py_None) {
+        PyErr_SetString(PyExc_TypeError,
+                        "shared(): a policy is needed to create a segment (or pass create=False)");
+        return NULL;
+    }
+    if (config_from(&cfg, policy, capacity, key_display, on_full, lock_timeout_ms, mode) < 0)
+        return NULL;
+    flags = (create ? SRL_CREATE : 0u) | (exclusive ? SRL_EXCL : 0u);
+    /* Without create and without a policy, cfg NULL: the segment's policy,
+     * geometry and on_full are adopted (and the default lock timeout used);
+     * with a policy, the segment must match it (SRL_EMISMATCH otherwise). */
+    rc = srl_open_shared(name, (policy == Py_None && !create) ? NULL : &cfg, flags, &lim);
+    if (rc < 0) {
+        snprintf(what, sizeof what, "srl_open_shared('%.200s')", name);
+        return raise_srl(rc, what);
+    }
+    return limiter_wrap((PyTypeObject *)cls, lim);
+}
+
+static PyObject *open_unnamed(PyObject *cls, PyObject *args, PyObject *kw, int local)
+{
+    static char *kwlist[] = {"policy", "capacity", "key_display", "on_full",
+                             "lock_timeout_ms", NULL};
+    const char *on_full = "allow";
+    PyObject *policy;
+    unsigned long long capacity = 65536, key_display = 0, lock_timeout_ms = 1000;
+    srl_config cfg;
+    srl_limiter *lim = NULL;
+    int rc;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kw, local ? "O|O&O&s$O&:local" : "O|O&O&s$O&:anonymous",
+                                     kwlist, &policy, to_u64, &capacity, to_u64, &key_display,
+                                     &on_full, to_u64, &lock_timeout_ms))
+        return NULL;
+    if (policy == Py_None) {
+        PyErr_SetString(PyExc_TypeError, "a policy is needed, e.g. \"100/1m\"");
+        return NULL;
+    }
+    if (config_from(&cfg, policy, capacity, key_display, on_full, lock_timeout_ms, 0600) < 0)
+        return NULL;
+    rc = local ? srl_open_local(&cfg, &lim) : srl_open_anonymous(&cfg, &lim);
+    if (rc < 0)
+        return raise_srl(rc, local ? "srl_open_local" : "srl_open_anonymous");
+    return limiter_wrap((PyTypeObject *)cls, lim);
+}
+
+static PyObject *Limiter_anonymous(PyObject *cls, PyObject *args, PyObject *kw)
+{
+    return open_unnamed(cls, args, kw, 0);
+}
+
+static PyObject *Limiter_local(PyObject *cls, PyObject *args, PyObject *kw)
+{
+    return open_unnamed(cls, args, kw, 1);
+}
+
+static int check_open(LimiterObject *self)
+{
+    if (self->lim == NULL) {
+        PyErr_SetString(PyExc_ValueError, "operation on a closed srl.Limiter");
+        return -1;
+    }
+    return 0;
+}
+
+static int parse_key_cost(PyObject *args, PyObject *kw, const char *fmt, key_view *k,
+                          unsigned long long *cost)
+{
+    static char *kwlist[] = {"key", "cost", NULL};
+    PyObject *key;
+
+    *cost = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, fmt, kwlist, &key, to_u64, cost))
+        return -1;
+    if (*cost > UINT32_MAX) {   /* above any policy's permits: what srl says of those */
+        raise_srl(SRL_ECOST, "cost above 2**32-1");
+        return -1;
+    }
+    return key_get(key, k);
+}
+
+static PyObject *Limiter_acquire(PyObject *op, PyObject *args, PyObject *kw)
+{
+    LimiterObject *self = (LimiterObject *)op;
+    key_view k;
+    unsigned long long cost;
+    srl_decision d;
+    int rc;
+
+    if (check_open(self) < 0 || parse_key_cost(args, kw, "O|O&:acquire", &k, &cost) < 0)
+        return NULL;
+    rc = srl_acquire(self->lim, k.data, k.len, (uint32_t)cost, &d);
+    key_release(&k);
+    if (rc == SRL_ETIMEDOUT || rc == SRL_ENOTRECOVERABLE) {
+        PyObject *dec = decision_new(&d, &self->policy);
+        if (dec == NULL)
+            return NULL;
+        raise_srl_with(rc, "srl_acquire", dec);
+        Py_DECREF(dec);
+        return NULL;
+    }
+    if (rc < 0)
+        return raise_srl(rc, "srl_acquire");
+    return decision_new(&d, &self->policy);
+}
+
+static PyObject *Limiter_peek(PyObject *op, PyObject *args, PyObject *kw)
+{
+    LimiterObject *self = (LimiterObject *)op;
+    key_view k;
+    unsigned long long cost;
+    srl_decision d;
+    int rc;
+
+    if (check_open(self) < 0 || parse_key_cost(args, kw, "O|O&:peek", &k, &cost) < 0)
+        return NULL;
+    rc = srl_peek(self->lim, k.data, k.len, (uint32_t)cost, &d);
+    key_release(&k);
+    if (rc == SRL_ENOENT)
+        Py_RETURN_NONE;
+    if (rc < 0)
+        return raise_srl(rc, "srl_peek");
+    return decision_new(&d, &self->policy);
+}
+
+static PyObject *Limiter_reset(PyObject *op, PyObject *key)
+{
+    LimiterObject *self = (LimiterObject *)op;
+    key_view k;
+    int rc;
+
+    if (check_open(self) < 0 || key_get(key, &k) < 0)
+        return NULL;
+    rc = srl_reset_key(self->lim, k.data, k.len);
+    key_release(&k);
+    if (rc == SRL_ENOENT)
+        Py_RETURN_FALSE;
+    if (rc < 0)
+        return raise_srl(rc, "srl_reset_key");
+    Py_RETURN_TRUE;
+}
+
+static PyObject *Limiter_evict_idle(PyObject *op, PyObject *unused)
+{
+    LimiterObject *self = (LimiterObject *)op;
+    int64_t n;
+
+    (void)unused;
+    if (check_open(self) < 0)
+        return NULL;
+    n = srl_evict_idle(self->lim);
+    if (n < 0)
+        return raise_srl((int)n, "srl_evict_idle");
+    return PyLong_FromLongLong(n);
+}
+
+static int dict_set_u64(PyObject *d, const char *name, uint64_t v)
+{
+    PyObject *o = PyLong_FromUnsignedLongLong(v);
+    int rc;
+    if (o == NULL)
+        return -1;
+    rc = PyDict_SetItemString(d, name, o);
+    Py_DECREF(o);
+    return rc;
+}
+
+static PyObject *Limiter_stats(PyObject *op, PyObject *unused)
+{
+    LimiterObject *self = (LimiterObject *)op;
+    srl_stats s;
+    PyObject *d;
+    int rc;
+
+    (void)unused;
+    if (check_open(self) < 0)
+        return NULL;
+    rc = srl_stats_get(self->lim, &s);
+    if (rc < 0)
+        return raise_srl(rc, "srl_stats_get");
+    d = PyDict_New();
+    if (d == NULL)
+        return NULL;
+    if (dict_set_u64(d, "capacity", s.capacity) < 0 || dict_set_u64(d, "used", s.used) < 0 ||
+        dict_set_u64(d, "allowed", s.allowed) < 0 || dict_set_u64(d, "denied", s.denied) < 0 ||
+        dict_set_u64(d, "full", s.full) < 0 || dict_set_u64(d, "recovered", s.recovered) < 0 ||
+        dict_set_u64(d, "reset_slots", s.reset_slots) < 0 ||
+        dict_set_u64(d, "evicted", s.evicted) < 0 || dict_set_u64(d, "timeouts", s.timeouts) < 0) {
+        Py_DECREF(d);
+        return NULL;
+    }
+    return d;
+}
+
+static PyObject *Limiter_close(PyObject *op, PyObject *unused)
+{
+    LimiterObject *self = (LimiterObject *)op;
+    (void)unused;
+    srl_close(self->lim);   /* NULL is a no-op: close() twice is harmless */
+    self->lim = NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *Limiter_enter(PyObject *op, PyObject *unused)
+{
+    (void)unused;
+    if (check_open((LimiterObject *)op) < 0)
+        return NULL;
+    Py_INCREF(op);
+    return op;
+}
+
+static PyObject *Limiter_exit(PyObject *op, PyObject *args)
+{
+    (void)args;
+    return Limiter_close(op, NULL);
+}
+
+static PyObject *Limiter_get_policy(PyObject *op, void *c)
+{
+    (void)c;
+    return policy_text(&((LimiterObject *)op)->policy);
+}
+
+static PyObject *Limiter_get_kind(PyObject *op, void *c)
+{
+    static const char *const kinds[] = {"shared", "anonymous", "local"};
+    unsigned k = (unsigned)((LimiterObject *)op)->kind;
+    (void)c;
+    return PyUnicode_FromString(k < 3 ? kinds[k] : "unknown");
+}
+
+static PyObject *Limiter_get_closed(PyObject *op, void *c)
+{
+    (void)c;
+    return PyBool_FromLong(((LimiterObject *)op)->lim == NULL);
+}
+
+static void Limiter_dealloc(PyObject *op)
+{
+    PyTypeObject *tp = Py_TYPE(op);
+    srl_close(((LimiterObject *)op)->lim);
+    tp->tp_free(op);
+    Py_DECREF(tp);
+}
+
+static PyObject *Limiter_new_refused(PyTypeObject *t, PyObject *a, PyObject *k)
+{
+    (void)t; (void)a; (void)k;
+    PyErr_SetString(PyExc_TypeError,
+                    "use srl.Limiter.shared(), .anonymous() or .local() to open a limiter");
+    return NULL;
+}
+
+static PyMethodDef Limiter_methods[] = {
+    {"shared", (PyCFunction)(void (*)(void))Limiter_shared,
+     METH_VARARGS | METH_KEYWORDS | METH_CLASS,
+     "shared(name, policy, capacity=65536, key_display=0, on_full='allow', create=True,\n"
+     "       exclusive=False, *, lock_timeout_ms=1000, mode=0o600)\n"
+     "Open (or create) the host-wide segment /dev/shm/NAME.  With create=False the\n"
+     "policy may be None: the segment's policy, capacity, key_display and on_full are\n"
+     "adopted (the other arguments are then ignored)."},
+    {"anonymous", (PyCFunction)(void (*)(void))Limiter_anonymous,
+     METH_VARARGS | METH_KEYWORDS | METH_CLASS,
+     "anonymous(policy, capacity=65536, key_display=0, on_full='allow', *, lock_timeout_ms=1000)\n"
+     "A table in an anonymous shared mapping: create it, then fork the workers."},
+    {"local", (PyCFunction)(void (*)(void))Limiter_local,
+     METH_VARARGS | METH_KEYWORDS | METH_CLASS,
+     "local(policy, capacity=65536, key_display=0, on_full='allow', *, lock_timeout_ms=1000)\n"
+     "An in-process store; create it after fork, in the process that uses it."},
+    {"acquire", (PyCFunction)(void (*)(void))Limiter_acquire, METH_VARARGS | METH_KEYWORDS,
+     "acquire(key, cost=1) -> Decision.  key: str (UTF-8) or bytes."},
+    {"peek", (PyCFunction)(void (*)(void))Limiter_peek, METH_VARARGS | METH_KEYWORDS,
+     "peek(key, cost=1) -> Decision, or None if the key is not tracked; changes nothing."},
+    {"reset", Limiter_reset, METH_O, "reset(key) -> True if the key was tracked (it starts fresh)."},
+    {"evict_idle", Limiter_evict_idle, METH_NOARGS,
+     "evict_idle() -> number of at-rest states dropped."},
+    {"stats", Limiter_stats, METH_NOARGS, "stats() -> dict of the srl_stats counters."},
+    {"close", Limiter_close, METH_NOARGS, "Close the handle (the segment stays)."},
+    {"__enter__", Limiter_enter, METH_NOARGS, NULL},
+    {"__exit__", Limiter_exit, METH_VARARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef Limiter_getset[] = {
+    {.name = "policy", .get = Limiter_get_policy, .doc = "canonical text of the policy"},
+    {.name = "kind", .get = Limiter_get_kind, .doc = "'shared', 'anonymous' or 'local'"},
+    {.name = "closed", .get = Limiter_get_closed, .doc = "True after close()"},
+    {.name = NULL},
+};
+
+static PyType_Slot Limiter_slots[] = {
+    {Py_tp_dealloc, Limiter_dealloc},
+    {Py_tp_new, Limiter_new_refused},
+    {Py_tp_methods, Limiter_methods},
+    {Py_tp_getset, Limiter_getset},
+    {Py_tp_doc, "A handle on one srl limiter (see include/srl.h)."},
+    {0, NULL},
+};
+
+static PyType_Spec Limiter_spec = {
+    .name = "srl.Limiter",
+    .basicsize = sizeof(LimiterObject),
+    .flags = Py_TPFLAGS_DEFAULT,
+    .slots = Limiter_slots,
+};
+
+/* ---------------------------------------------------------- headers */
+
+static PyObject *pair(const char *name, const char *value)
+{
+    return Py_BuildValue("(ss)", name, value);
+}
+
+static PyObject *headers(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"decision", "name", NULL};
+    PyObject *dobj, *list, *item;
+    const char *name = NULL;
+    char buf[256];
+    const DecisionObject *d;
+    int n;
+
+    (void)self;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!|z:headers", kwlist, Decision_type, &dobj,
+                                     &name))
+        return NULL;
+    d = (const DecisionObject *)dobj;
+    list = PyList_New(0);
+    if (list == NULL)
+        return NULL;
+    n = srl_format_ratelimit_policy(&d->policy, name, buf, sizeof buf);
+    if (n < 0)
+        goto srl_fail;
+    if ((item = pair("RateLimit-Policy", buf)) == NULL || PyList_Append(list, item) < 0)
+        goto py_fail;
+    Py_DECREF(item);
+    n = srl_format_ratelimit(&d->d, name, buf, sizeof buf);
+    if (n < 0)
+        goto srl_fail;
+    if ((item = pair("RateLimit", buf)) == NULL || PyList_Append(list, item) < 0)
+        goto py_fail;
+    Py_DECREF(item);
+    if (!d->d.allowed) {
+        n = srl_format_retry_after(&d->d, buf, sizeof buf);
+        if (n < 0)
+            goto srl_fail;
+        if ((item = pair("Retry-After", buf)) == NULL || PyList_Append(list, item) < 0)
+            goto py_fail;
+        Py_DECREF(item);
+    }
+    return list;
+srl_fail:
+    Py_DECREF(list);
+    if (n == SRL_EINVAL && name != NULL) {
+        char what[120];
+        snprintf(what, sizeof what, "headers(): name '%.60s' (want a token of [A-Za-z0-9_.-])",
+                 name);
+        return raise_srl(n, what);
+    }
+    return raise_srl(n, "headers()");
+py_fail:
+    Py_XDECREF(item);
+    Py_DECREF(list);
+    return NULL;
+}
+
+static PyObject *strerror_py(PyObject *self, PyObject *arg)
+{
+    long code = PyLong_AsLong(arg);
+    (void)self;
+    if (code == -1 && PyErr_Occurred())
+        return NULL;
+    return PyUnicode_FromString(srl_strerror((int)code));
+}
+
+static PyObject *unlink_py(PyObject *self, PyObject *arg)
+{
+    const char *name = PyUnicode_AsUTF8(arg);
+    char what[300];
+    int rc;
+
+    (void)self;
+    if (name == NULL)
+        return NULL;
+    rc = srl_unlink(name);
+    if (rc < 0) {
+        snprintf(what, sizeof what, "srl_unlink('%.200s')", name);
+        return raise_srl(rc, what);
+    }
+    Py_RETURN_NONE;
+}
+
+/* ----------------------------------------------------------- module */
+
+static PyMethodDef module_methods[] = {
+    {"headers", (PyCFunction)(void (*)(void))headers, METH_VARARGS | METH_KEYWORDS,
+     "headers(decision, name=None) -> [(field, value), ...]: RateLimit-Policy and RateLimit,\n"
+     "plus Retry-After when denied.  name: the policy's token (default \"default\")."},
+    {"unlink", unlink_py, METH_O,
+     "unlink(name): remove the segment's name; processes that have it open keep using it."},
+    {"strerror", strerror_py, METH_O, "strerror(code) -> srl_strerror(code)."},
+    {"_register_errors", register_errors, METH_VARARGS,
+     "_register_errors(base, {code: class}) (called once by srl/__init__.py)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef srl_module = {
+    .m_base = PyModuleDef_HEAD_INIT,
+    .m_name = "srl._srl",
+    .m_doc = "C binding of libsrl; use the package srl.",
+    .m_size = -1,
+    .m_methods = module_methods,
+};
+
+static int add_int(PyObject *m, const char *name, long v)
+{
+    return PyModule_AddIntConstant(m, name, v);
+}
+
+PyMODINIT_FUNC PyInit__srl(void)
+{
+    PyObject *m = PyModule_Create(&srl_module);
+    int i;
+
+    if (m == NULL)
+        return NULL;
+    Decision_type = (PyTypeObject *)PyType_FromSpec(&Decision_spec);
+    if (Decision_type == NULL || PyModule_AddObjectRef(m, "Decision", (PyObject *)Decision_type) < 0)
+        goto fail;
+    Limiter_type = (PyTypeObject *)PyType_FromSpec(&Limiter_spec);
+    if (Limiter_type == NULL || PyModule_AddObjectRef(m, "Limiter", (PyObject *)Limiter_type) < 0)
+        goto fail;
+    for (i = 1; i < (int)(sizeof code_names / sizeof code_names[0]); i++)
+        if (add_int(m, code_names[i], -i) < 0)
+            goto fail;
+    if (add_int(m, "FLAG_UNTRACKED", SRL_DECISION_UNTRACKED) < 0 ||
+        add_int(m, "FLAG_DEGRADED", SRL_DECISION_DEGRADED) < 0 ||
+        add_int(m, "KEY_MAX", SRL_KEY_MAX) < 0)
+        goto fail;
+    return m;
+fail:
+    Py_DECREF(m);
+    return NULL;
+}

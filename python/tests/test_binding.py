@@ -1,0 +1,251 @@
+"""test_binding.py - the srl Python binding (suite 'python'), run by meson test.
+
+Exact decisions on fixed policies with day-long windows (nothing refills
+during a test, so every remaining count, Retry-After and header is exact);
+every error class with its SRL_E* code; str and bytes naming the same key;
+an anonymous limiter shared with a forked child; the WSGI middleware called
+directly with environ dicts.  Nothing here is timed.
+"""
+import os
+import sys
+import unittest
+
+import srl
+import srl.wsgi
+
+TOKEN_S = 86400 // 5   # one token of 5/1d, in seconds
+
+
+def seg(tag):
+    return "srl-pytest-%d-%s" % (os.getpid(), tag)
+
+
+def unlink_quiet(name):
+    try:
+        srl.unlink(name)
+    except srl.NotFoundError:
+        pass
+
+
+class TestDecisions(unittest.TestCase):
+    def test_token_bucket_exact(self):
+        for lim in (srl.Limiter.local("token_bucket:5/1d"),
+                    srl.Limiter.anonymous("token_bucket:5/1d", capacity=64)):
+            with lim:
+                for want in (4, 3, 2, 1, 0):
+                    d = lim.acquire("user-1")
+                    self.assertTrue(d.allowed)
+                    self.assertTrue(d)
+                    self.assertEqual((d.limit, d.remaining, d.retry_after_ns, d.flags, d.retry_after),
+                                     (5, want, 0, 0, 0))
+                d = lim.acquire("user-1")
+                self.assertFalse(d.allowed)
+                self.assertFalse(d)
+                self.assertEqual((d.limit, d.remaining, d.retry_after), (5, 0, TOKEN_S))
+                self.assertGreater(d.retry_after_ns, (TOKEN_S - 1) * 10**9)
+                self.assertLessEqual(d.retry_after_ns, TOKEN_S * 10**9)
+                self.assertEqual(d.policy, "token_bucket:5/1d")
+                # A denial takes nothing; another key is untouched.
+                self.assertEqual(lim.peek("user-1").remaining, 0)
+                self.assertEqual(lim.acquire("user-2").remaining, 4)
+                st = lim.stats()
+                self.assertEqual((st["allowed"], st["denied"], st["used"], st["full"]), (6, 1, 2, 0))
+
+    def test_cost(self):
+        lim = srl.Limiter.local("5/1d")
+        self.assertEqual(lim.acquire("k", cost=3).remaining, 2)
+        d = lim.acquire("k", 3)
+        self.assertEqual((d.allowed, d.remaining, d.retry_after), (False, 2, TOKEN_S))
+        self.assertEqual(lim.acquire("k", 2).remaining, 0)
+
+    def test_sliding_log_exact(self):
+        lim = srl.Limiter.local("sliding_log:3/1d")
+        self.assertEqual([lim.acquire(b"k").remaining for _ in range(3)], [2, 1, 0])
+        d = lim.acquire(b"k")
+        self.assertEqual((d.allowed, d.retry_after), (False, 86400))
+
+    def test_peek_and_reset(self):
+        lim = srl.Limiter.local("5/1d")
+        self.assertIsNone(lim.peek("new"))
+        self.assertFalse(lim.reset("new"))
+        lim.acquire("k", cost=5)
+        self.assertEqual(lim.peek("k").allowed, False)
+        self.assertEqual(lim.peek("k").remaining, 0)   # peek took nothing either
+        self.assertTrue(lim.reset("k"))
+        self.assertIsNone(lim.peek("k"))
+        self.assertEqual(lim.acquire("k").remaining, 4)
+
+    def test_str_and_bytes_are_one_key(self):
+        lim = srl.Limiter.local("5/1d")
+        self.assertEqual(lim.acquire("clé").remaining, 4)
+        self.assertEqual(lim.acquire("clé".encode("utf-8")).remaining, 3)
+        self.assertEqual(lim.acquire(bytearray("clé", "utf-8")).remaining, 2)
+        self.assertEqual(lim.acquire(memoryview("clé".encode())).remaining, 1)
+        self.assertEqual(lim.acquire("clé".encode("latin-1")).remaining, 4)  # other bytes
+        self.assertEqual(lim.stats()["used"], 2)
+        with self.assertRaises(TypeError):
+            lim.acquire(42)
+
+    def test_headers_exact(self):
+        lim = srl.Limiter.local("5/1d")
+        d = lim.acquire("k")
+        self.assertEqual(srl.headers(d), [("RateLimit-Policy", '"default";q=5;w=86400'),
+                                          ("RateLimit", '"default";r=4;t=%d' % TOKEN_S)])
+        lim.acquire("k", cost=4)
+        d = lim.acquire("k")
+        self.assertEqual(srl.headers(d, "api"), [("RateLimit-Policy", '"api";q=5;w=86400'),
+                                                 ("RateLimit", '"api";r=0;t=%d' % TOKEN_S),
+                                                 ("Retry-After", str(TOKEN_S))])
+        with self.assertRaises(srl.ArgumentError) as cm:
+            srl.headers(d, "not a token")
+        self.assertEqual(cm.exception.code, srl.SRL_EINVAL)
+        with self.assertRaises(TypeError):
+            srl.headers("not a decision")
+
+    def test_fork_shares_anonymous(self):
+        lim = srl.Limiter.anonymous("5/1d", capacity=64)
+        lim.acquire("k")
+        pid = os.fork()
+        if pid == 0:
+            ok = [lim.acquire("k").remaining for _ in range(3)] == [3, 2, 1]
+            os._exit(0 if ok else 1)
+        _, status = os.waitpid(pid, 0)
+        self.assertEqual(os.waitstatus_to_exitcode(status), 0)
+        self.assertEqual(lim.acquire("k").remaining, 0)
+        self.assertFalse(lim.acquire("k").allowed)
+
+    def test_close_and_context(self):
+        lim = srl.Limiter.local("5/1d")
+        with lim as same:
+            self.assertIs(same, lim)
+            self.assertEqual(lim.kind, "local")
+        self.assertTrue(lim.closed)
+        lim.close()  # twice is harmless
+        for call in (lambda: lim.acquire("k"), lambda: lim.peek("k"), lambda: lim.stats(),
+                     lambda: lim.reset("k")):
+            with self.assertRaises(ValueError):
+                call()
+        with self.assertRaises(TypeError):
+            srl.Limiter()
+
+
+class TestShared(unittest.TestCase):
+    def setUp(self):
+        self.names = []
+
+    def tearDown(self):
+        for n in self.names:
+            unlink_quiet(n)
+
+    def name(self, tag):
+        n = seg(tag)
+        self.names.append(n)
+        return n
+
+    def test_two_handles_one_count(self):
+        n = self.name("two")
+        a = srl.Limiter.shared(n, "gcra:5/1d", capacity=128, key_display=16)
+        b = srl.Limiter.shared(n, None, create=False)   # adopts the segment's policy
+        self.assertEqual((a.kind, b.policy), ("shared", "gcra:5/1d"))
+        self.assertEqual([a.acquire("k").remaining, b.acquire(b"k").remaining,
+                          a.acquire("k").remaining], [4, 3, 2])
+        self.assertEqual(b.stats()["allowed"], 3)
+        a.close()
+        b.close()
+
+    def assertSrlError(self, cls, code, fn):
+        with self.assertRaises(cls) as cm:
+            fn()
+        e = cm.exception
+        self.assertIsInstance(e, srl.Error)
+        self.assertEqual(e.code, code)
+        self.assertEqual(e.name, [k for k in dir(srl) if k.startswith("SRL_E")
+                                  and getattr(srl, k) == code][0])
+        self.assertIn(e.name, str(e))
+        self.assertIn(srl.strerror(code), e.message)
+        return e
+
+    def test_error_codes(self):
+        n = self.name("err")
+        lim = srl.Limiter.shared(n, "5/1d", capacity=128)
+        self.assertSrlError(srl.PolicyError, -2, lambda: srl.Limiter.local("bogus"))
+        self.assertSrlError(srl.PolicyError, -2, lambda: srl.Limiter.local("0/1m"))
+        self.assertSrlError(srl.CostError, -3, lambda: lim.acquire("k", 0))
+        self.assertSrlError(srl.CostError, -3, lambda: lim.acquire("k", 6))
+        self.assertSrlError(srl.CostError, -3, lambda: lim.acquire("k", 2**32))
+        for bad in (-1, 2**64 + 1):   # never wrapped to a small cost
+            with self.assertRaises(OverflowError):
+                lim.acquire("k", bad)
+        with self.assertRaises(OverflowError):
+            srl.Limiter.local("5/1d", capacity=-1)
+        with self.assertRaises(TypeError):
+            lim.acquire("k", 1.0)
+        self.assertSrlError(srl.InvalidKeyError, -4, lambda: lim.acquire(""))
+        self.assertSrlError(srl.InvalidKeyError, -4, lambda: lim.acquire(b"x" * (srl.KEY_MAX + 1)))
+        self.assertEqual(lim.acquire(b"x" * srl.KEY_MAX).remaining, 4)
+        self.assertSrlError(srl.NotFoundError, -7,
+                            lambda: srl.Limiter.shared(self.name("none"), None, create=False))
+        self.assertSrlError(srl.ExistsError, -8,
+                            lambda: srl.Limiter.shared(n, "5/1d", capacity=128, exclusive=True))
+        self.assertSrlError(srl.MismatchError, -9, lambda: srl.Limiter.shared(n, "6/1d", capacity=128))
+        self.assertSrlError(srl.MismatchError, -9, lambda: srl.Limiter.shared(n, "5/1d", capacity=4096))
+        self.assertSrlError(srl.ArgumentError, -1, lambda: srl.Limiter.shared("bad/name", "5/1d"))
+        # Failed calls changed no count.
+        self.assertEqual(lim.stats()["allowed"], 1)
+        # Not an srl segment.
+        foreign = self.name("foreign")
+        with open("/dev/shm/" + foreign, "wb") as f:
+            f.write(b"not srl" * 1000)
+        self.assertSrlError(srl.ForeignError, -10, lambda: srl.Limiter.shared(foreign, "5/1d"))
+        # A segment widened to world-writable after creation is refused.
+        os.chmod("/dev/shm/" + n, 0o666)
+        self.assertSrlError(srl.AccessError, -14, lambda: srl.Limiter.shared(n, "5/1d", capacity=128))
+        lim.close()
+        with self.assertRaises(ValueError):
+            srl.Limiter.local("5/1d", on_full="maybe")
+
+    def test_error_classes(self):
+        seen = set()
+        for k in dir(srl):
+            if k.startswith("SRL_E"):
+                code = getattr(srl, k)
+                cls = srl._by_code[code]
+                self.assertTrue(issubclass(cls, srl.Error))
+                seen.add(cls)
+        self.assertEqual(len(seen), 19)
+        self.assertIs(srl._by_code[srl.SRL_ETIMEDOUT], srl.TimeoutError)
+        self.assertIs(srl._by_code[srl.SRL_EPOLICY], srl.PolicyError)
+
+
+class TestWsgi(unittest.TestCase):
+    def call(self, mw, environ):
+        got = {}
+
+        def start_response(status, headers, exc_info=None):
+            got["status"], got["headers"] = status, headers
+        body = b"".join(mw(environ, start_response))
+        return got["status"], dict(got["headers"]), body
+
+    def test_middleware(self):
+        def app(environ, start_response):
+            start_response("200 OK", [("Content-Type", "text/plain")])
+            return [b"pid"]
+        mw = srl.wsgi.RateLimit(app, srl.Limiter.local("2/1d"),
+                                key=lambda env: env.get("HTTP_X_KEY"), name="api")
+        s, h, b = self.call(mw, {"HTTP_X_KEY": "a"})
+        self.assertEqual((s, b, h["RateLimit"], h["RateLimit-Policy"], h["Content-Type"]),
+                         ("200 OK", b"pid", '"api";r=1;t=43200', '"api";q=2;w=86400', "text/plain"))
+        self.assertNotIn("Retry-After", h)
+        self.call(mw, {"HTTP_X_KEY": "a"})
+        s, h, b = self.call(mw, {"HTTP_X_KEY": "a"})
+        self.assertEqual((s, h["Retry-After"], h["RateLimit"], h["Content-Length"]),
+                         ("429 Too Many Requests", "43200", '"api";r=0;t=43200', str(len(b))))
+        # No key: not limited, no headers.
+        for _ in range(3):
+            s, h, b = self.call(mw, {})
+            self.assertEqual((s, b), ("200 OK", b"pid"))
+            self.assertNotIn("RateLimit", h)
+
+
+if __name__ == "__main__":
+    unittest.main(argv=[sys.argv[0], "-v"] + sys.argv[1:])

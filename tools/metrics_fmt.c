@@ -1,0 +1,203 @@
+/*
+ * metrics_fmt.c - srl segments as Prometheus text (see metrics_fmt.h).
+ *
+ * Every number comes from srl_info (the header, written once) and srl_stats
+ * (the per-bucket counters summed by srl_stats_get): exporting adds no
+ * counter to the decision path.
+ *
+ * srl_decisions_total splits every decision into exactly one result, so
+ * the results add up to all decisions:
+ *   allowed / denied  decided by the key's state
+ *   untracked         table full: decided by on_full (srl_stats.full); the
+ *                     library counts these in allowed or denied as well,
+ *                     by the segment's fixed on_full, so they are taken
+ *                     out of that one here
+ *   degraded          a lock wait timed out (srl_stats.timeouts): decided
+ *                     by on_full without a state.  Also counts timeouts of
+ *                     maintenance calls (rlctl, evict), so it is an upper
+ *                     bound on degraded decisions.
+ * The counters are summed bucket by bucket while workers run, so a
+ * difference can be momentarily negative: it is clamped at 0.
+ *
+ * Numbers are printed with integer arithmetic (no locale, no rounding
+ * surprises); ratios with 6 decimals, seconds with up to 9.
+ */
+#include "metrics_fmt.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+enum fam {
+    F_UP, F_INFO, F_DECISIONS, F_KEYS, F_CAPACITY, F_LOAD, F_RECOVERED, F_RESET, F_EVICTED,
+    F_TIMEOUTS, F_BYTES, F_PERMITS, F_WINDOW, F_CREATED, F_COUNT
+};
+
+static const struct family {
+    const char *name, *type, *help;
+} families[F_COUNT] = {
+    [F_UP] = {"srl_segment_up", "gauge",
+              "1 if the segment could be read; the status label says why not"},
+    [F_INFO] = {"srl_segment_info", "gauge",
+                "Always 1; the labels carry the segment's policy and on_full"},
+    [F_DECISIONS] = {"srl_decisions_total", "counter",
+                     "Decisions by result: allowed/denied by the key's state, untracked "
+                     "(table full) and degraded (lock timeout) by on_full"},
+    [F_KEYS] = {"srl_keys", "gauge", "Keys tracked now"},
+    [F_CAPACITY] = {"srl_capacity_keys", "gauge", "Slots in the table (most keys it can track)"},
+    [F_LOAD] = {"srl_table_load_ratio", "gauge",
+                "Keys tracked / capacity; at 0.9 or more make a bigger segment"},
+    [F_RECOVERED] = {"srl_recovered_total", "counter",
+                     "Buckets repaired after a lock owner died"},
+    [F_RESET] = {"srl_reset_slots_total", "counter",
+                 "Key states reset to fresh by repair (failed validation)"},
+    [F_EVICTED] = {"srl_evicted_total", "counter", "Key states at rest reclaimed"},
+    [F_TIMEOUTS] = {"srl_lock_timeouts_total", "counter", "Bucket lock waits that timed out"},
+    [F_BYTES] = {"srl_segment_bytes", "gauge", "Size of the shared-memory segment"},
+    [F_PERMITS] = {"srl_policy_permits", "gauge", "Requests a key may make per window"},
+    [F_WINDOW] = {"srl_policy_window_seconds", "gauge", "The policy's window"},
+    [F_CREATED] = {"srl_segment_created_timestamp_seconds", "gauge",
+                   "Wall-clock time the segment was created (a change: it was recreated)"},
+};
+
+struct out {
+    srl__metrics_put put;
+    void *ctx;
+};
+
+static void puts_(const struct out *o, const char *s)
+{
+    o->put(o->ctx, s, strlen(s));
+}
+
+/* A label value: backslash, double quote and newline escaped. */
+static void label(const struct out *o, const char *k, const char *v, int first)
+{
+    if (!first)
+        puts_(o, ",");
+    puts_(o, k);
+    puts_(o, "=\"");
+    for (const char *p = v; *p; p++) {
+        const char *esc = *p == '\\' ? "\\\\" : *p == '"' ? "\\\"" : *p == '\n' ? "\\n" : NULL;
+        if (esc != NULL)
+            puts_(o, esc);
+        else
+            o->put(o->ctx, p, 1);
+    }
+    puts_(o, "\"");
+}
+
+static void u64(const struct out *o, uint64_t v)
+{
+    char b[24];
+    snprintf(b, sizeof b, "%" PRIu64, v);
+    puts_(o, b);
+}
+
+/* num/den with `digits` decimals (truncated), trailing zeros kept off. */
+static void fixed(const struct out *o, uint64_t num, uint64_t den, unsigned digits)
+{
+    if (den == 0) {
+        puts_(o, "0");
+        return;
+    }
+    char b[48];
+    uint64_t whole = num / den, rem = num % den, frac = 0, scale = 1;
+    for (unsigned i = 0; i < digits; i++)
+        scale *= 10;
+    /* rem < den; den is a capacity (<= 2^32) or 1e9, so rem*scale fits. */
+    frac = (uint64_t)(((unsigned __int128)rem * scale) / den);
+    int n = snprintf(b, sizeof b, "%" PRIu64 ".%0*" PRIu64, whole, (int)digits, frac);
+    while (n > 0 && b[n - 1] == '0')
+        b[--n] = '\0';
+    if (n > 0 && b[n - 1] == '.')
+        b[--n] = '\0';
+    puts_(o, b);
+}
+
+static uint64_t minus(uint64_t a, uint64_t b)
+{
+    return a > b ? a - b : 0;
+}
+
+static void decisions(const struct out *o, const srl__metrics_seg *g)
+{
+    const srl_stats *s = &g->stats;
+    int deny = g->info.on_full == SRL_ON_FULL_DENY;
+    const struct { const char *result; uint64_t v; } r[] = {
+        {"allowed", deny ? s->allowed : minus(s->allowed, s->full)},
+        {"denied", deny ? minus(s->denied, s->full) : s->denied},
+        {"untracked", s->full},
+        {"degraded", s->timeouts},
+    };
+    for (size_t i = 0; i < sizeof r / sizeof r[0]; i++) {
+        puts_(o, families[F_DECISIONS].name);
+        puts_(o, "{");
+        label(o, "segment", g->name, 1);
+        label(o, "result", r[i].result, 0);
+        puts_(o, "} ");
+        u64(o, r[i].v);
+        puts_(o, "\n");
+    }
+}
+
+static void sample(const struct out *o, enum fam f, const srl__metrics_seg *g)
+{
+    const srl_info *in = &g->info;
+    const srl_stats *s = &g->stats;
+    if (f == F_DECISIONS) {
+        decisions(o, g);
+        return;
+    }
+    puts_(o, families[f].name);
+    puts_(o, "{");
+    label(o, "segment", g->name, 1);
+    if (f == F_UP)
+        label(o, "status", g->status, 0);
+    if (f == F_INFO) {
+        char pol[SRL_POLICY_TEXT_MAX];
+        const char *alg = srl_algorithm_name(in->policy.algorithm);
+        if (srl_policy_format(&in->policy, pol, sizeof pol) < 0)
+            snprintf(pol, sizeof pol, "?");
+        label(o, "policy", pol, 0);
+        label(o, "algorithm", alg != NULL ? alg : "?", 0);
+        label(o, "on_full", in->on_full == SRL_ON_FULL_DENY ? "deny" : "allow", 0);
+    }
+    puts_(o, "} ");
+    switch (f) {
+    case F_UP: u64(o, g->ok ? 1 : 0); break;
+    case F_INFO: u64(o, 1); break;
+    case F_KEYS: u64(o, s->used); break;
+    case F_CAPACITY: u64(o, in->capacity); break;
+    case F_LOAD: fixed(o, s->used, in->capacity, 6); break;
+    case F_RECOVERED: u64(o, s->recovered); break;
+    case F_RESET: u64(o, s->reset_slots); break;
+    case F_EVICTED: u64(o, s->evicted); break;
+    case F_TIMEOUTS: u64(o, s->timeouts); break;
+    case F_BYTES: u64(o, in->segment_bytes); break;
+    case F_PERMITS: u64(o, in->policy.permits); break;
+    case F_WINDOW: fixed(o, in->policy.window_ns, 1000000000ull, 9); break;
+    case F_CREATED: fixed(o, in->created_unix_ns, 1000000000ull, 9); break;
+    default: break;
+    }
+    puts_(o, "\n");
+}
+
+void srl__metrics_format(const srl__metrics_seg *segs, size_t n, srl__metrics_put put, void *ctx)
+{
+    const struct out o = {put, ctx};
+    for (int f = 0; f < F_COUNT; f++) {
+        puts_(&o, "# HELP ");
+        puts_(&o, families[f].name);
+        puts_(&o, " ");
+        puts_(&o, families[f].help);
+        puts_(&o, "\n# TYPE ");
+        puts_(&o, families[f].name);
+        puts_(&o, " ");
+        puts_(&o, families[f].type);
+        puts_(&o, "\n");
+        for (size_t i = 0; i < n; i++)
+            if (segs[i].ok || f == F_UP)
+                sample(&o, (enum fam)f, &segs[i]);
+    }
+}

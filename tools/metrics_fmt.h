@@ -1,0 +1,38 @@
+/*
+ * metrics_fmt.h - srl segments as Prometheus text (exposition format 0.0.4).
+ *
+ * One formatter, compiled into both rlctl (`rlctl metrics`) and mod_srl
+ * (`SetHandler srl-metrics`), so the two print byte-identical series.  It
+ * takes what the public API returns (srl_info + srl_stats per segment) and
+ * writes through a callback, so it does no I/O of its own and allocates
+ * nothing: rlctl passes fwrite, mod_srl ap_rwrite.
+ *
+ * Names use the srl__ prefix (internal to the srl project); nothing here is
+ * part of libsrl's API.
+ */
+#ifndef SRL_METRICS_FMT_H
+#define SRL_METRICS_FMT_H
+
+#include <stddef.h>
+
+#include "srl.h"
+
+/* Content-Type of the text this writes. */
+#define SRL__METRICS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
+
+typedef struct srl__metrics_seg {
+    const char *name;         /* segment name as shown (label value) */
+    const char *status;       /* "ok", or why it could not be read ("stale", ...) */
+    int ok;                   /* 1: info and stats below are valid */
+    srl_info info;
+    srl_stats stats;
+} srl__metrics_seg;
+
+typedef void (*srl__metrics_put)(void *ctx, const char *s, size_t n);
+
+/* Write every metric family (HELP, TYPE, one sample per segment) for
+ * segs[0..n) through put. */
+void srl__metrics_format(const srl__metrics_seg *segs, size_t n, srl__metrics_put put,
+                         void *ctx);
+
+#endif

@@ -1,0 +1,111 @@
+/*
+ * rlctl_owner.c - `rlctl --owner USER`: whose segments this run may map.
+ *
+ * srl maps only segments owned by the caller's effective uid, or by one uid
+ * the caller names (srl.h, docs/design.md "Trust").  Root gets no exemption
+ * from the library, because whoever owns a segment can make glibc write
+ * through the pointers kept in its mutexes in every process that locks
+ * them.  So root inspects a worker's segment by becoming that worker: with
+ * --owner, root's rlctl drops to the user's uid and gid (and no
+ * supplementary groups) for the whole command, before anything is opened,
+ * and checks the drop cannot be undone.  Nothing then runs as root that a
+ * segment could hurt.  A non-root caller cannot change uid: for it --owner
+ * names the one other uid it trusts (srl_config.owner_uid), which it may
+ * map only if that user gave it access (mode and group).
+ *
+ * Process-global state, set once from main before any command runs.
+ */
+#include "rlctl.h"
+
+#include <errno.h>
+#include <grp.h>
+#include <pwd.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static uint32_t trusted = SRL_OWNER_SELF;
+
+uint32_t rlctl_trusted_uid(void)
+{
+    return trusted;
+}
+
+/* USER is a login name or a numeric uid. */
+static int resolve(const char *user, uid_t *uid, gid_t *gid)
+{
+    struct passwd *pw = getpwnam(user);
+    if (pw == NULL) {
+        char *end;
+        errno = 0;
+        unsigned long v = strtoul(user, &end, 10);
+        if (*user == '\0' || *end != '\0' || errno != 0 || v >= SRL_OWNER_SELF)
+            return -1;
+        pw = getpwuid((uid_t)v);
+        *uid = (uid_t)v;
+        *gid = pw != NULL ? pw->pw_gid : (gid_t)v;
+        return 0;
+    }
+    *uid = pw->pw_uid;
+    *gid = pw->pw_gid;
+    return 0;
+}
+
+int rlctl_owner_apply(const char *user)
+{
+    uid_t uid;
+    gid_t gid;
+    if (resolve(user, &uid, &gid) != 0) {
+        fprintf(stderr, "rlctl: --owner %s: no such user (give a login name or a uid)\n", user);
+        return EX_USAGE;
+    }
+    if (geteuid() != 0) {
+        if (uid != geteuid())
+            trusted = (uint32_t)uid;
+        return 0;
+    }
+    if (uid == 0)
+        return 0;
+    if (setgroups(0, NULL) != 0 || setresgid(gid, gid, gid) != 0 ||
+        setresuid(uid, uid, uid) != 0) {
+        fprintf(stderr, "rlctl: --owner %s: cannot become uid %ld: %s\n", user, (long)uid,
+                strerror(errno));
+        return EX_OSERR;
+    }
+    /* Proof that root is gone for good, not just from the effective ids. */
+    if (setuid(0) == 0 || geteuid() != uid || getuid() != uid) {
+        fprintf(stderr, "rlctl: --owner %s: could not drop root for good\n", user);
+        return EX_OSERR;
+    }
+    return 0;
+}
+
+/* The remedy for SRL_EACCES on NAME, from the file's real owner and mode. */
+void rlctl_owner_remedy(const char *name)
+{
+    char path[300];
+    struct stat st;
+    snprintf(path, sizeof path, "/dev/shm/%s", name[0] == '/' ? name + 1 : name);
+    if (stat(path, &st) != 0) {
+        fputs(": run rlctl as the segment's owner", stderr);
+        return;
+    }
+    if (st.st_uid != geteuid() && (uint32_t)st.st_uid != trusted) {
+        struct passwd *pw = getpwuid(st.st_uid);
+        char who[64];
+        if (pw != NULL)
+            snprintf(who, sizeof who, "%s", pw->pw_name);
+        else
+            snprintf(who, sizeof who, "%ld", (long)st.st_uid);
+        fprintf(stderr,
+                ": it belongs to %s (uid %ld), and srl maps only its caller's own segments: "
+                "run 'rlctl --owner %s ...' (as root, rlctl then runs as %s before mapping it)",
+                who, (long)st.st_uid, who, who);
+        return;
+    }
+    fprintf(stderr,
+            ": its mode %04o lets group or others write it, which srl refuses: "
+            "'chmod 600 %s' if nobody else should",
+            (unsigned)(st.st_mode & 0777), path);
+}
