@@ -349,11 +349,14 @@ SRL_API int srl_unlink(const char *name);
  *   SRL_ETIMEDOUT        the key's bucket lock was held longer than
  *                        lock_timeout_ms (its owner is alive but stuck)
  *   SRL_ENOTRECOVERABLE  the bucket's lock is permanently unusable
- * On SRL_ETIMEDOUT and SRL_ENOTRECOVERABLE *d is still filled, from
- * on_full, with SRL_DECISION_DEGRADED set, so a caller that ignores the
- * error gets the configured fail-open or fail-closed answer.  On other
- * errors *d is untouched.  A full table is not an error: *d comes from
- * on_full with SRL_DECISION_UNTRACKED set.
+ *   SRL_ECORRUPT         the bucket's lock is not srl's mutex (its type
+ *                        word in the segment was overwritten): it is never
+ *                        taken, and srl_check names the bucket
+ * On SRL_ETIMEDOUT, SRL_ENOTRECOVERABLE and SRL_ECORRUPT *d is still
+ * filled, from on_full, with SRL_DECISION_DEGRADED set, so a caller that
+ * ignores the error gets the configured fail-open or fail-closed answer.
+ * On other errors *d is untouched.  A full table is not an error: *d comes
+ * from on_full with SRL_DECISION_UNTRACKED set.
  */
 SRL_API int srl_acquire(srl_limiter *lim, const void *key, size_t len,
                         uint32_t cost, srl_decision *d);

@@ -187,9 +187,11 @@ struct timespec srl__shm_deadline(const struct srl__shm *s);
 /* Lock bucket b by the deadline (computed on first need if it is
  * SRL__SHM_NO_DEADLINE; one deadline may serve several locks of one call);
  * repairs the bucket after a dead owner.
- * 0, SRL_ETIMEDOUT (counted) or SRL_ENOTRECOVERABLE. */
+ * 0, SRL_ETIMEDOUT (counted), SRL_ENOTRECOVERABLE, or SRL_ECORRUPT if the
+ * mutex's kind word is not srl's (then glibc is never called on it). */
 int srl__shm_lock(struct srl__shm *s, uint64_t b, struct timespec *deadline);
-/* Like srl__shm_lock without waiting: 0, or 1 if busy, or an SRL_E* code. */
+/* Like srl__shm_lock without waiting: 0, or 1 if busy, or an SRL_E* code
+ * (SRL_ECORRUPT for a mutex kind that is not srl's). */
 int srl__shm_trylock(struct srl__shm *s, uint64_t b);
 void srl__shm_unlock(struct srl__shm *s, uint64_t b);
 /* Repair after EOWNERDEAD (called with the lock held, before consistent). */
@@ -197,6 +199,12 @@ void srl__shm_repair_bucket(struct srl__shm *s, uint64_t b, uint64_t now);
 /* Undo record around an in-place state change (bucket lock held). */
 void srl__shm_undo_begin(struct srl__shm *s, uint64_t b, unsigned slot);
 void srl__shm_undo_end(struct srl__shm *s, uint64_t b);
+/* 0 if bucket b's mutex has the kind word srl__shm_mutex_init writes, else
+ * SRL_ECORRUPT (or SRL_ESYS if no local mutex could be made); the word found
+ * and the one expected go to *found and *want (either may be NULL).  Takes
+ * no lock: glibc aborts on some kinds, so this comes before any lock. */
+int srl__shm_mutex_kind_check(const struct srl__shm *s, uint64_t b, unsigned *found,
+                              unsigned *want);
 /* Initialise bucket b's mutex (creator only, before READY). */
 int srl__shm_mutex_init(pthread_mutex_t *mu);
 

@@ -17,10 +17,35 @@
  *   ETIMEDOUT            a live owner is stuck: count `timeouts` (atomic add,
  *                        we do not hold the lock), return SRL_ETIMEDOUT
  *   ENOTRECOVERABLE      someone unlocked without repairing: report, never spin
+ *   (SRL_ECORRUPT)       the mutex's kind word is not the one srl__shm_mutex_init
+ *                        writes: never handed to glibc (see below)
+ *
+ * Mutex kind: glibc takes a mutex's type (robust, PI, priority-protect,
+ * pshared) from its __kind word, i.e. from the segment, on every lock and
+ * unlock, and asserts on combinations it did not expect (robust+PI+shared
+ * 0xb0: pthread_mutex_timedlock.c; priority-protect 0xc0: tpp.c), which
+ * aborts the locker: every worker, and rlctl check.  So every lock and
+ * trylock first compares that word with the kind of a mutex initialised
+ * here with the same attributes, and refuses a bucket whose word differs.
+ * Cost: one 4-byte load and compare; glibc loads the very same word first
+ * thing in pthread_mutex_clocklock, in the mutex whose lock word we are
+ * about to write, so it brings in no cache line that the lock would not.
+ * What it cannot close: a writer that changes the word between our check
+ * and glibc's read (or while we hold the lock, before unlock) can still
+ * make glibc abort; that writer has write access to the segment, inside
+ * the trust boundary (docs/design.md, "Trust model").  A static bad word,
+ * from corruption or a planted segment, is always caught.
  *
  * Relocation marker: moving_slot = slot + 1 while a relocation copies that
  * slot to the key's other bucket.  Repair resolves a move cut short: the
  * copy wins if it was made visible (tagged), else the source stays.
+ *
+ * Repair nests at most one level: resolving a move trylocks the other
+ * bucket, whose owner may have died too, so that bucket is repaired inside
+ * this repair; that nested repair skips its own move (leaves both copies,
+ * srl_check reports the duplicate) and so takes no further lock.  Without
+ * this, a segment whose every lock says "owner died" and whose every
+ * marker points into the next bucket recursed once per bucket.
  *
  * Undo record: before changing a slot's state in place the holder copies it
  * to the bucket's undo area and then stores undo_slot = slot + 1 (release);
@@ -54,6 +79,53 @@ int srl__shm_mutex_init(pthread_mutex_t *mu)
     return 0;
 }
 
+#ifdef __GLIBC__
+/* The kind word of a mutex srl__shm_mutex_init made, computed once (every
+ * thread computes the same value, so a race only repeats the work). */
+static int own_kind(int *kind)
+{
+    static int cached = -1;
+    int k = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+    if (k < 0) {
+        pthread_mutex_t mu;
+        int rc = srl__shm_mutex_init(&mu);
+        if (rc != 0)
+            return rc;
+        k = mu.__data.__kind;
+        pthread_mutex_destroy(&mu);
+        __atomic_store_n(&cached, k, __ATOMIC_RELAXED);
+    }
+    *kind = k;
+    return 0;
+}
+#endif
+
+int srl__shm_mutex_kind_check(const struct srl__shm *s, uint64_t b, unsigned *found,
+                              unsigned *want)
+{
+#ifdef __GLIBC__
+    int k;
+    int rc = own_kind(&k);
+    if (rc != 0)
+        return rc;
+    int f = __atomic_load_n(&srl__shm_bucket(s, b)->mu.__data.__kind, __ATOMIC_RELAXED);
+    if (found != NULL)
+        *found = (unsigned)f;
+    if (want != NULL)
+        *want = (unsigned)k;
+    return f == k ? 0 : SRL_ECORRUPT;
+#else
+    /* Another C library keeps the type elsewhere: not checked. */
+    (void)s;
+    (void)b;
+    if (found != NULL)
+        *found = 0;
+    if (want != NULL)
+        *want = 0;
+    return 0;
+#endif
+}
+
 struct timespec srl__shm_deadline(const struct srl__shm *s)
 {
     struct timespec ts;
@@ -80,6 +152,8 @@ void srl__shm_undo_end(struct srl__shm *s, uint64_t b)
     __atomic_store_n(&srl__shm_bucket(s, b)->undo_slot, 0, __ATOMIC_RELEASE);
 }
 
+static int trylock_at(struct srl__shm *s, uint64_t b, bool nested);
+
 /* A relocation out of b (locked) was cut short: its source slot i and
  * maybe a complete, tagged copy in the key's other bucket both exist.  If
  * the copy is there the source is dropped; if not, the source stays (the
@@ -98,8 +172,10 @@ static void resolve_move(struct srl__shm *s, uint64_t b, unsigned i)
         return;
     /* Only tried, never waited for: the caller may already hold other
      * locks (the slow path's pair, a relocation's three), and a wait here
-     * could close a cycle or wait on a lock this thread owns. */
-    if (srl__shm_trylock(s, other) != 0)
+     * could close a cycle or wait on a lock this thread owns.  A dead
+     * owner of `other` is repaired nested, without resolving its own move,
+     * so the depth stays one whatever the segment says. */
+    if (trylock_at(s, other, true) != 0)
         return;
     struct srl__shm_bucket *ob = srl__shm_bucket(s, other);
     uint8_t tag = srl__shm_bucket(s, b)->tags[i];
@@ -112,14 +188,16 @@ static void resolve_move(struct srl__shm *s, uint64_t b, unsigned i)
     srl__shm_unlock(s, other);
 }
 
-void srl__shm_repair_bucket(struct srl__shm *s, uint64_t b, uint64_t now)
+/* nested: called from resolve_move of another bucket's repair; then a cut
+ * short move out of b is not resolved (that would lock a third bucket). */
+static void repair(struct srl__shm *s, uint64_t b, uint64_t now, bool nested)
 {
     struct srl__shm_bucket *bk = srl__shm_bucket(s, b);
-    /* Cleared before resolving, so a repair nested in resolve_move (the
-     * other bucket's owner died too) can never come back here for it. */
+    /* Cleared before resolving: once b is consistent no repair would come
+     * back for it, and a nested repair leaves both copies (check finds them). */
     unsigned moving = __atomic_load_n(&bk->moving_slot, __ATOMIC_ACQUIRE);
     __atomic_store_n(&bk->moving_slot, 0, __ATOMIC_RELEASE);
-    if (moving >= 1 && moving <= SRL__SHM_SLOTS && bk->tags[moving - 1] != 0)
+    if (!nested && moving >= 1 && moving <= SRL__SHM_SLOTS && bk->tags[moving - 1] != 0)
         resolve_move(s, b, moving - 1);
     unsigned undo = __atomic_load_n(&bk->undo_slot, __ATOMIC_ACQUIRE);
     if (undo >= 1 && undo <= SRL__SHM_SLOTS && bk->tags[undo - 1] != 0)
@@ -138,13 +216,18 @@ void srl__shm_repair_bucket(struct srl__shm *s, uint64_t b, uint64_t now)
     SRL__SHM_COUNT(bk->recovered, 1);
 }
 
+void srl__shm_repair_bucket(struct srl__shm *s, uint64_t b, uint64_t now)
+{
+    repair(s, b, now, false);
+}
+
 /* Common tail of lock and trylock for a nonzero pthread result. */
-static int after_lock(struct srl__shm *s, uint64_t b, int e)
+static int after_lock(struct srl__shm *s, uint64_t b, int e, bool nested)
 {
     struct srl__shm_bucket *bk = srl__shm_bucket(s, b);
     switch (e) {
     case EOWNERDEAD:
-        srl__shm_repair_bucket(s, b, srl__now(&s->lim));
+        repair(s, b, srl__now(&s->lim), nested);
         if (pthread_mutex_consistent(&bk->mu) != 0) {
             pthread_mutex_unlock(&bk->mu);
             return SRL_ENOTRECOVERABLE;
@@ -175,6 +258,9 @@ static int try_once(pthread_mutex_t *mu)
 int srl__shm_lock(struct srl__shm *s, uint64_t b, struct timespec *deadline)
 {
     pthread_mutex_t *mu = &srl__shm_bucket(s, b)->mu;
+    int rc = srl__shm_mutex_kind_check(s, b, NULL, NULL);
+    if (rc != 0)
+        return rc;
     /* Uncontended (the common case): no clock read for the deadline. */
     int e = try_once(mu);
     if (e == ETIMEDOUT) {
@@ -182,17 +268,26 @@ int srl__shm_lock(struct srl__shm *s, uint64_t b, struct timespec *deadline)
             *deadline = srl__shm_deadline(s);
         e = pthread_mutex_clocklock(mu, CLOCK_MONOTONIC, deadline);
     }
-    return e == 0 ? 0 : after_lock(s, b, e);
+    return e == 0 ? 0 : after_lock(s, b, e, false);
 }
 
-int srl__shm_trylock(struct srl__shm *s, uint64_t b)
+/* nested: inside another bucket's repair (see repair). */
+static int trylock_at(struct srl__shm *s, uint64_t b, bool nested)
 {
+    int rc = srl__shm_mutex_kind_check(s, b, NULL, NULL);
+    if (rc != 0)
+        return rc;
     int e = try_once(&srl__shm_bucket(s, b)->mu);
     if (e == 0)
         return 0;
     if (e == ETIMEDOUT)
         return 1;       /* busy: not a timed-out wait, not counted */
-    return after_lock(s, b, e);
+    return after_lock(s, b, e, nested);
+}
+
+int srl__shm_trylock(struct srl__shm *s, uint64_t b)
+{
+    return trylock_at(s, b, false);
 }
 
 void srl__shm_unlock(struct srl__shm *s, uint64_t b)

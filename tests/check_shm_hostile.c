@@ -44,10 +44,12 @@
  *     keep the tag and the bucket, a state changed to another valid state,
  *     the per-bucket and per-key counters (statistics), the undo area while
  *     undo_slot is 0, the display bytes.
- *   Bucket mutexes (their lock state; see the test for the type word):
- *   random bytes give 0, SRL_ETIMEDOUT
+ *   Bucket mutexes (their lock state): random bytes give 0, SRL_ETIMEDOUT
  *   (bounded), SRL_ENOTRECOVERABLE or SRL_ESYS with a DEGRADED decision,
  *   never a crash or a hang, and srl_check reports the lock it cannot take.
+ *   Their type word (glibc's __kind): any value but srl's own is
+ *   SRL_ECORRUPT with a DEGRADED decision before glibc sees it, and
+ *   srl_check reports it without locking the bucket.
  *
  * Concurrency: single process per test (forked children only for other
  * uids); the suite is in the 'shared' meson suite (not run in parallel).
@@ -888,18 +890,6 @@ static uint16_t *key_len_at(const struct victim *v, uint64_t b, unsigned i)
     return (uint16_t *)(slot_at(v, b, i) + v->s->counters_off + 8);
 }
 
-struct lines {
-    int n;
-    char last[256];
-};
-
-static void collect(void *ctx, const char *line)
-{
-    struct lines *l = ctx;
-    l->n++;
-    snprintf(l->last, sizeof l->last, "%s", line);
-}
-
 static int entry_ok(const srl_entry *e, void *ctx)
 {
     const struct victim *v = ctx;
@@ -1057,14 +1047,14 @@ START_TEST(srl_check_reports_each_documented_kind_of_table_damage_exactly_once)
     unsigned char *slot = slot_at(&v, b, i);
     uint8_t tag = BK(&v, b, tags)[i];
     uint16_t len = *key_len_at(&v, b, i);
-    struct lines l;
+    struct check_lines l;
     struct { uint64_t last, frac; uint32_t tokens, pad; } st, st0;
     memcpy(&st0, slot + SRL__SLOT_STATE, sizeof st0);
 
 #define EXPECT_PROBLEMS(want, what)                                                          \
     do {                                                                                     \
         memset(&l, 0, sizeof l);                                                             \
-        int64_t got = srl_check(v.lim, collect, &l);                                         \
+        int64_t got = srl_check(v.lim, check_lines_collect, &l);                             \
         ck_assert_msg(got == (want) && l.n == (want),                                        \
                       "%s: check found %lld (%d lines), want %d", what, (long long)got, l.n, \
                       (want));                                                               \
@@ -1215,9 +1205,8 @@ END_TEST
  * what a process that holds, held or scribbled on the lock leaves) in a
  * one-bucket table, each in its own process (a garbage mutex may stay on
  * that thread's robust list).  The mutex TYPE (__kind and after) is left
- * alone: garbage there with the priority-protect bit makes glibc itself
- * abort (tpp.c: __pthread_tpp_change_priority assertion), which the store
- * cannot catch without checking the kind before locking (see the report).
+ * alone here: a foreign kind word is refused before locking, see
+ * a_bucket_mutex_of_a_foreign_kind_is_ecorrupt_and_reported_never_an_abort.
  * Every call
  * returns: 0, SRL_ETIMEDOUT (a garbage owner never unlocks; bounded by
  * lock_timeout_ms), SRL_ENOTRECOVERABLE, or SRL_ESYS (glibc's EINVAL for a
@@ -1287,6 +1276,128 @@ START_TEST(random_bytes_over_a_bucket_mutex_give_a_bounded_error_never_a_crash_o
     /* Both kinds happened: some garbage is harmless, some breaks the lock. */
     ck_assert_int_gt(seen_ok, 0);
     ck_assert_int_gt(seen_err, 0);
+}
+END_TEST
+
+/*
+ * Issue 10 item 2: the mutex TYPE word (glibc's __kind) of one bucket set to
+ * a kind glibc asserts on: 0xb0 (robust + priority-inheritance + shared:
+ * pthread_mutex_timedlock.c) and 0xc0 (priority-protect + shared: tpp.c).
+ * Before the kind check every locker of that bucket aborted.  Now every
+ * call that needs that bucket gets SRL_ECORRUPT (a decision with the
+ * DEGRADED flag from on_full), other buckets work as before, srl_check
+ * names the bucket and both words without locking it, and writing the
+ * right word back heals it.  Loop index: 0 is 0xb0, 1 is 0xc0.
+ */
+START_TEST(a_bucket_mutex_of_a_foreign_kind_is_ecorrupt_and_reported_never_an_abort)
+{
+    const int bad = _i == 0 ? 0xb0 : 0xc0;
+    guard(60);
+    struct victim v;
+    victim_open(&v, SRL_TOKEN_BUCKET, 100, 64, 8, 20);
+    pthread_mutex_t own;
+    ck_assert_int_eq(srl__shm_mutex_init(&own), 0);
+    const int good = own.__data.__kind;
+    pthread_mutex_destroy(&own);
+    ck_assert_int_ne(good, bad);
+
+    /* key-0's bucket gets the bad kind; some key living elsewhere stays. */
+    struct srl__shm_key k;
+    srl__shm_hash(v.s, "key-0", 5, &k);
+    uint64_t b = srl__shm_find_locked(v.s, k.b1, &k) >= 0 ? k.b1 : k.b2;
+    ck_assert_int_ge(srl__shm_find_locked(v.s, b, &k), 0);
+    char other[32] = "";
+    size_t olen = 0;
+    for (int n = 1; n < 20 && olen == 0; n++) {
+        char key[32];
+        size_t len = (size_t)snprintf(key, sizeof key, "key-%d", n);
+        srl__shm_hash(v.s, key, len, &k);
+        if (k.b1 != b && k.b2 != b) {
+            memcpy(other, key, len + 1);
+            olen = len;
+        }
+    }
+    ck_assert_uint_gt(olen, 0);
+    int *kind = (int *)(bucket_at(&v, b) + offsetof(pthread_mutex_t, __data.__kind));
+    ck_assert_int_eq(*kind, good);
+    *kind = bad;
+
+    srl_decision d;
+    memset(&d, 0, sizeof d);
+    ck_assert_int_eq(srl_acquire(v.lim, "key-0", 5, 1, &d), SRL_ECORRUPT);
+    ck_assert_uint_eq(d.flags, SRL_DECISION_DEGRADED);
+    ck_assert_int_eq(d.allowed, 1);                 /* on_full: allow (default) */
+    memset(&d, 0, sizeof d);
+    ck_assert_int_eq(srl_peek(v.lim, "key-0", 5, 1, &d), SRL_ECORRUPT);
+    ck_assert_uint_eq(d.flags, SRL_DECISION_DEGRADED);
+    ck_assert_int_eq(srl_reset_key(v.lim, "key-0", 5), SRL_ECORRUPT);
+    ck_assert_int_eq(srl_foreach(v.lim, entry_ok, &v), SRL_ECORRUPT);
+    ck_assert_int_eq(srl_evict_idle(v.lim), 0);     /* skips it, sweeps the rest */
+    /* The other buckets are unaffected. */
+    ck_assert_int_eq(srl_acquire(v.lim, other, olen, 1, &d), 0);
+    ck_assert_uint_eq(d.flags, 0);
+    ck_assert_int_eq(d.allowed, 1);
+
+    struct check_lines l;
+    memset(&l, 0, sizeof l);
+    ck_assert_int_eq(srl_check(v.lim, check_lines_collect, &l), 1);
+    ck_assert_int_eq(l.n, 1);
+    char want[128];
+    snprintf(want, sizeof want, "bucket %llu: mutex kind 0x%x is not srl's (expected 0x%x)",
+             (unsigned long long)b, (unsigned)bad, (unsigned)good);
+    ck_assert_str_eq(l.last, want);
+    ck_assert_int_eq(*kind, bad);                   /* check wrote nothing */
+
+    *kind = good;
+    ck_assert_int_eq(srl_check(v.lim, NULL, NULL), 0);
+    ck_assert_int_eq(srl_acquire(v.lim, "key-0", 5, 1, &d), 0);
+    ck_assert_uint_eq(d.flags, 0);
+    ck_assert_int_eq(d.remaining, 98);              /* its state was kept: 2 of 100 used */
+    victim_close(&v);
+}
+END_TEST
+
+/* The same kinds planted in the file before anyone opened it, in every
+ * bucket: opening works (nothing locks at open), every request is
+ * SRL_ECORRUPT with DEGRADED, srl_check reports each bucket once. */
+START_TEST(a_segment_planted_with_foreign_mutex_kinds_degrades_every_request_and_is_reported)
+{
+    const int bad = _i == 0 ? 0xb0 : 0xc0;
+    guard(60);
+    srl_config cfg = config(SRL_TOKEN_BUCKET, 100, 64, 0);
+    cfg.on_full = SRL_ON_FULL_DENY;
+    const char *name = make_segment("table", &cfg);
+    srl_limiter *lim;
+    ck_assert_int_eq(srl_open_shared(name, &cfg, 0, &lim), 0);
+    const struct srl__shm *s = lim->impl;
+    const uint64_t buckets = s->buckets;
+    ck_assert_uint_eq(buckets, 4);
+    for (uint64_t b = 0; b < buckets; b++)
+        poke32(name, SRL__SHM_HEADER_BYTES + b * s->bucket_bytes +
+                         offsetof(pthread_mutex_t, __data.__kind),
+               (uint32_t)bad);
+    srl_close(lim);
+    ck_assert_int_eq(srl_open_shared(name, &cfg, 0, &lim), 0);
+    for (int n = 0; n < 10; n++) {
+        char key[32];
+        size_t len = (size_t)snprintf(key, sizeof key, "k%d", n);
+        srl_decision d;
+        memset(&d, 0, sizeof d);
+        ck_assert_int_eq(srl_acquire(lim, key, len, 1, &d), SRL_ECORRUPT);
+        ck_assert_uint_eq(d.flags, SRL_DECISION_DEGRADED);
+        ck_assert_int_eq(d.allowed, 0);             /* on_full: deny */
+    }
+    struct check_lines l;
+    memset(&l, 0, sizeof l);
+    ck_assert_int_eq(srl_check(lim, check_lines_collect, &l), (int64_t)buckets);
+    ck_assert_int_eq(l.n, (int)buckets);
+    ck_assert_ptr_nonnull(strstr(l.last, "bucket 3: mutex kind 0x"));
+    ck_assert_ptr_nonnull(strstr(l.last, "is not srl's (expected 0x"));
+    srl_stats st;
+    ck_assert_int_eq(srl_stats_get(lim, &st), 0);
+    ck_assert_uint_eq(st.used, 0);
+    srl_close(lim);
+    ck_assert_int_eq(srl_unlink(name), 0);
 }
 END_TEST
 
@@ -1437,6 +1548,8 @@ static Suite *suite(void)
     tcase_add_test(tc, srl_check_reports_each_documented_kind_of_table_damage_exactly_once);
     tcase_add_test(tc, a_sliding_log_count_beyond_permits_does_not_stall_its_bucket);
     tcase_add_test(tc, random_bytes_over_a_bucket_mutex_give_a_bounded_error_never_a_crash_or_a_hang);
+    tcase_add_loop_test(tc, a_bucket_mutex_of_a_foreign_kind_is_ecorrupt_and_reported_never_an_abort, 0, 2);
+    tcase_add_loop_test(tc, a_segment_planted_with_foreign_mutex_kinds_degrades_every_request_and_is_reported, 0, 2);
     tcase_add_test(tc, a_header_rewritten_under_a_live_handle_is_reported_and_never_followed);
     tcase_add_test(tc, the_policy_parser_survives_100000_random_texts_and_round_trips_what_it_accepts);
     suite_add_tcase(s, tc);

@@ -7,6 +7,9 @@
  * /dev/shm/srl-test-<pid>-<n>-<tag> for the suite's own tags whose <pid>
  * (the test process that created it, see unique_name) no longer exists, so
  * a concurrently running suite's segments are never touched.
+ *
+ * struct check_lines / check_lines_collect: an srl_report_fn that counts
+ * srl_check's problem lines and keeps the last one.
  */
 #ifndef SRL_SHM_TESTUTIL_H
 #define SRL_SHM_TESTUTIL_H
@@ -43,6 +46,18 @@ static inline void shm_sweep_leftovers(const char *const *tags, size_t ntags)
             fprintf(stderr, "removed %s, left by a failed test\n", name);
     }
     closedir(dir);
+}
+
+struct check_lines {
+    int n;
+    char last[256];
+};
+
+static inline void check_lines_collect(void *ctx, const char *line)
+{
+    struct check_lines *l = ctx;
+    l->n++;
+    snprintf(l->last, sizeof l->last, "%s", line);
 }
 
 #endif
