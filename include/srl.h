@@ -149,6 +149,27 @@ typedef struct srl_policy {
  */
 SRL_API int srl_policy_parse(const char *text, srl_policy *out);
 
+/*
+ * Why a policy text was refused: the bad part is text[offset ..
+ * offset+length) (length 0: something is missing at offset), and message
+ * says what is wrong and how to fix it, NUL-terminated English without the
+ * text's control bytes, e.g. "unknown algorithm 'tokenbucket' (did you mean
+ * token_bucket?)" or "unknown unit 'min' (units: ns us ms s m h d)".
+ */
+#define SRL_POLICY_ERROR_MAX 128
+typedef struct srl_policy_error {
+    uint32_t offset;          /* byte offset of the bad part in the text */
+    uint32_t length;          /* its length in bytes */
+    char message[SRL_POLICY_ERROR_MAX];
+    uint64_t reserved[4];     /* room to grow; zeroed */
+} srl_policy_error;
+
+/*
+ * srl_policy_parse, and on failure fills *err (if err is not NULL) with
+ * where and why.  On success err is zeroed (message "").  Same returns.
+ */
+SRL_API int srl_policy_parse_ex(const char *text, srl_policy *out, srl_policy_error *err);
+
 /* 0 if p is valid, else SRL_EPOLICY (or SRL_EINVAL for NULL). */
 SRL_API int srl_policy_validate(const srl_policy *p);
 
