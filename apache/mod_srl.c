@@ -181,11 +181,11 @@ static const char *cmd_limiter(cmd_parms *cmd, void *dconf, int argc, char *cons
         return apr_psprintf(cmd->pool, "SrlLimiter: bad name '%s': use 1..%u of "
                             "[A-Za-z0-9._-], not all dots, optionally after a '/'", argv[0],
                             SRL_NAME_MAX);
-    int rc = srl_policy_parse(argv[1], &l->policy);
+    srl_policy_error pe;
+    int rc = srl_policy_parse_ex(argv[1], &l->policy, &pe);
     if (rc != 0)
-        return apr_psprintf(cmd->pool, "SrlLimiter %s: bad policy '%s' (%s); e.g. "
-                            "token_bucket:100/1m, gcra:10/1s, sliding_log:5/15m",
-                            argv[0], argv[1], srl_strerror(rc));
+        return apr_psprintf(cmd->pool, "SrlLimiter %s: bad policy '%s' at byte %u: %s",
+                            argv[0], argv[1], (unsigned)pe.offset, pe.message);
     char *end = NULL;
     apr_int64_t cap = apr_strtoi64(argv[2], &end, 10);
     if (end == argv[2] || *end != '\0' || cap < 1 || (uint64_t)cap > SRL_CAPACITY_MAX)

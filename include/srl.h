@@ -151,6 +151,27 @@ typedef struct srl_policy {
  */
 SRL_API int srl_policy_parse(const char *text, srl_policy *out);
 
+/*
+ * Why a policy text was refused: the bad part is text[offset ..
+ * offset+length) (length 0: something is missing at offset), and message
+ * says what is wrong and how to fix it, NUL-terminated English without the
+ * text's control bytes, e.g. "unknown algorithm 'tokenbucket' (did you mean
+ * token_bucket?)" or "unknown unit 'min' (units: ns us ms s m h d)".
+ */
+#define SRL_POLICY_ERROR_MAX 128
+typedef struct srl_policy_error {
+    uint32_t offset;          /* byte offset of the bad part in the text */
+    uint32_t length;          /* its length in bytes */
+    char message[SRL_POLICY_ERROR_MAX];
+    uint64_t reserved[4];     /* room to grow; zeroed */
+} srl_policy_error;
+
+/*
+ * srl_policy_parse, and on failure fills *err (if err is not NULL) with
+ * where and why.  On success err is zeroed (message "").  Same returns.
+ */
+SRL_API int srl_policy_parse_ex(const char *text, srl_policy *out, srl_policy_error *err);
+
 /* 0 if p is valid, else SRL_EPOLICY (or SRL_EINVAL for NULL). */
 SRL_API int srl_policy_validate(const srl_policy *p);
 
@@ -218,6 +239,21 @@ SRL_API int srl_state_acquire(const srl_policy *p, void *state, uint64_t now,
 /* The decision srl_state_acquire would give, without changing state. */
 SRL_API int srl_state_peek(const srl_policy *p, const void *state, uint64_t now,
                            uint32_t cost, srl_decision *d);
+
+/*
+ * Give back cost permits that an admitted request took, at time now.  Exact
+ * per algorithm and never above a fresh state:
+ *   token_bucket     cost tokens are added, up to the capacity;
+ *   gcra             the TAT moves back by cost emission intervals, not
+ *                    before now;
+ *   sliding_log      the newest cost entries still in the window are dropped;
+ *   sliding_counter  the current window's count drops by cost (not below 0).
+ * So a refund right after an admission of cost c restores the state (and
+ * every later decision) as if that admission had asked for c - cost.  A
+ * refund on a state at rest changes nothing.  Returns 0, or SRL_ECOST (cost
+ * 0 or above permits), SRL_EPOLICY, SRL_EINVAL; on error state is unchanged.
+ */
+SRL_API int srl_state_refund(const srl_policy *p, void *state, uint64_t now, uint32_t cost);
 
 /*
  * 1 if state at time now is indistinguishable from a fresh state (dropping
@@ -365,6 +401,18 @@ SRL_API int srl_acquire(srl_limiter *lim, const void *key, size_t len,
  * SRL_ENOENT if the key is not tracked (a new key would be allowed). */
 SRL_API int srl_peek(srl_limiter *lim, const void *key, size_t len,
                      uint32_t cost, srl_decision *d);
+
+/*
+ * Give back cost permits an admitted request of this key took (the request
+ * turned out free: "count only failed logins"), under the key's lock, as
+ * srl_state_refund describes.  Returns 0, or SRL_ENOENT (the key is not
+ * tracked: nothing to give back), SRL_EKEY, SRL_ECOST (cost 0 or above
+ * permits), SRL_EINVAL, SRL_ETIMEDOUT or SRL_ENOTRECOVERABLE (the bucket's
+ * lock; nothing was given back).  A refund is not counted in srl_stats and
+ * may give back more than the key's requests took if the caller refunds
+ * more than it acquired (it still never lifts a state above a fresh one).
+ */
+SRL_API int srl_refund(srl_limiter *lim, const void *key, size_t len, uint32_t cost);
 
 /* Forget one key (it starts fresh).  SRL_ENOENT if it was not tracked. */
 SRL_API int srl_reset_key(srl_limiter *lim, const void *key, size_t len);

@@ -101,7 +101,12 @@ final class Srl
 
         $cfg = $ffi->new('srl_config');
         $ffi->srl_config_init(FFI::addr($cfg));
-        self::check($ffi, $ffi->srl_policy_parse($policy, FFI::addr($cfg->policy)), "policy '$policy'");
+        $perr = $ffi->new('srl_policy_error');
+        $rc = $ffi->srl_policy_parse_ex($policy, FFI::addr($cfg->policy), FFI::addr($perr));
+        if ($rc < 0) {
+            /* the library's message names the bad part and the fix */
+            throw new SrlException("srl: policy '$policy': " . FFI::string($perr->message), $rc);
+        }
         if ($capacity < 1) {
             throw new InvalidArgumentException("capacity must be at least 1, got $capacity");
         }
@@ -181,6 +186,23 @@ final class Srl
         }
         self::check($this->ffi, $rc, 'peek');
         return $this->toArray($d);
+    }
+
+    /*
+     * Give back `cost` permits an allowed acquire() of `key` took (the
+     * request turned out free, e.g. a login that succeeded when only failed
+     * ones count).  Never lifts the key above a fresh one.  False if the key
+     * is not tracked (nothing to give back); cost 0 or above the permits
+     * throws (SRL_ECOST).
+     */
+    public function refund(string $key, int $cost = 1): bool
+    {
+        $rc = $this->ffi->srl_refund($this->handle(), $key, strlen($key), self::u32($cost, 'cost'));
+        if ($rc === -7) { /* SRL_ENOENT */
+            return false;
+        }
+        self::check($this->ffi, $rc, 'refund');
+        return true;
     }
 
     /* Forget one key; false if it was not tracked. */

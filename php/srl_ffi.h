@@ -79,7 +79,15 @@ typedef struct srl_stats {
 
 const char *srl_strerror(int code);
 
+typedef struct srl_policy_error {
+    uint32_t offset;
+    uint32_t length;
+    char message[128];
+    uint64_t reserved[4];
+} srl_policy_error;
+
 int srl_policy_parse(const char *text, srl_policy *out);
+int srl_policy_parse_ex(const char *text, srl_policy *out, srl_policy_error *err);
 int srl_policy_format(const srl_policy *p, char *buf, size_t len);
 
 void srl_config_init(srl_config *cfg);
@@ -93,6 +101,7 @@ int srl_acquire(srl_limiter *lim, const char *key, size_t len, uint32_t cost,
 int srl_peek(srl_limiter *lim, const char *key, size_t len, uint32_t cost,
              srl_decision *d);
 int srl_reset_key(srl_limiter *lim, const char *key, size_t len);
+int srl_refund(srl_limiter *lim, const char *key, size_t len, uint32_t cost);
 int srl_stats_get(srl_limiter *lim, srl_stats *out);
 
 int srl_format_retry_after(const srl_decision *d, char *buf, size_t len);

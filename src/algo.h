@@ -14,6 +14,9 @@
  *     never move backwards.
  *   - at_rest(): the state is indistinguishable from init(now).
  *   - valid(): every invariant holds (used by crash repair).
+ *   - refund(): gives back cost permits at now, exactly (the state an
+ *     admission of cost fewer would have left) and never past a fresh
+ *     state; on a state at rest it writes nothing.
  *   - last_ns(): time of the last admitted request (for "rlctl list --sort
  *     recent"); 0 if none is known.
  */
@@ -29,6 +32,7 @@ struct srl__algo {
     void (*init)(const srl_policy *p, void *state, uint64_t now);
     void (*decide)(const srl_policy *p, void *state, uint64_t now, uint32_t cost,
                    int commit, srl_decision *d);
+    void (*refund)(const srl_policy *p, void *state, uint64_t now, uint32_t cost);
     bool (*at_rest)(const srl_policy *p, const void *state, uint64_t now);
     bool (*valid)(const srl_policy *p, const void *state, uint64_t now);
     uint64_t (*last_ns)(const srl_policy *p, const void *state);

@@ -92,6 +92,17 @@ static void gcra_decide(const srl_policy *p, void *state, uint64_t now, uint32_t
     }
 }
 
+/* Move the TAT back by cost*T, but not before now: a TAT at or before now
+ * already means a full burst, and a refund never gives more. */
+static void gcra_refund(const srl_policy *p, void *state, uint64_t now, uint32_t cost)
+{
+    struct gcra_state *s = state;
+    if (s->tat <= now)
+        return;
+    srl__u128 back = (srl__u128)cost * gcra_T(p);
+    s->tat = back >= s->tat - now ? now : s->tat - (uint64_t)back;
+}
+
 static bool gcra_at_rest(const srl_policy *p, const void *state, uint64_t now)
 {
     (void)p;
@@ -117,6 +128,7 @@ const struct srl__algo srl__algo_gcra = {
     .size = gcra_size,
     .init = gcra_init,
     .decide = gcra_decide,
+    .refund = gcra_refund,
     .at_rest = gcra_at_rest,
     .valid = gcra_valid,
     .last_ns = gcra_last_ns,

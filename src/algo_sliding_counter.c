@@ -133,6 +133,21 @@ static void sc_decide(const srl_policy *p, void *state, uint64_t now, uint32_t c
     }
 }
 
+/* Take cost back from the current window's count (not below 0).  Permits
+ * taken in a window that has since become the previous one stay counted:
+ * the estimate weighs them as already spread out, and the refund belongs to
+ * the window the caller is in.  Nothing is written when curr is 0. */
+static void sc_refund(const srl_policy *p, void *state, uint64_t now, uint32_t cost)
+{
+    struct sc_state *s = state;
+    uint64_t t = now > s->window_start ? now : s->window_start;
+    struct sc_state r = sc_roll(p, s, t);
+    if (r.curr == 0)
+        return;
+    r.curr = cost < r.curr ? r.curr - cost : 0;
+    *s = r;
+}
+
 static bool sc_at_rest(const srl_policy *p, const void *state, uint64_t now)
 {
     const struct sc_state *s = state;
@@ -161,6 +176,7 @@ const struct srl__algo srl__algo_sliding_counter = {
     .size = sc_size,
     .init = sc_init,
     .decide = sc_decide,
+    .refund = sc_refund,
     .at_rest = sc_at_rest,
     .valid = sc_valid,
     .last_ns = sc_last_ns,

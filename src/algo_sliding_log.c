@@ -106,6 +106,22 @@ static void sl_decide(const srl_policy *p, void *state, uint64_t now, uint32_t c
     }
 }
 
+/* Drop the newest cost entries still inside the window (fewer if fewer are
+ * live) and zero their slots, so the log is byte for byte the one an
+ * admission of cost fewer would have left.  Expired entries stay for the
+ * next admission to drop, as they would have. */
+static void sl_refund(const srl_policy *p, void *state, uint64_t now, uint32_t cost)
+{
+    struct sl_state *s = state;
+    uint32_t n = sl_count(p, s);
+    uint32_t live = n - sl_expired(p, s, now);
+    uint32_t drop = cost < live ? cost : live;
+    for (uint32_t i = 0; i < drop; i++)
+        s->ts[((uint64_t)s->head + n - 1 - i) % p->permits] = 0;
+    if (drop > 0)
+        s->count = n - drop;
+}
+
 static bool sl_at_rest(const srl_policy *p, const void *state, uint64_t now)
 {
     const struct sl_state *s = state;
@@ -137,6 +153,7 @@ const struct srl__algo srl__algo_sliding_log = {
     .size = sl_size,
     .init = sl_init,
     .decide = sl_decide,
+    .refund = sl_refund,
     .at_rest = sl_at_rest,
     .valid = sl_valid,
     .last_ns = sl_last_ns,

@@ -112,6 +112,27 @@ static void tb_decide(const srl_policy *p, void *state, uint64_t now, uint32_t c
     }
 }
 
+/* Refill to now, then add cost tokens up to the capacity.  A bucket that is
+ * already full at now is left as it is (the refund had nothing to give). */
+static void tb_refund(const srl_policy *p, void *state, uint64_t now, uint32_t cost)
+{
+    struct tb_state *s = state;
+    uint32_t tokens;
+    uint64_t frac;
+    tb_refill(p, s, now, &tokens, &frac);
+    if (tokens >= p->permits)
+        return;
+    if (cost >= p->permits - tokens) {
+        tokens = p->permits;
+        frac = 0;   /* a full bucket holds no partial token */
+    } else {
+        tokens += cost;
+    }
+    s->tokens = tokens;
+    s->frac = frac;
+    s->last_ns = now > s->last_ns ? now : s->last_ns;
+}
+
 static bool tb_at_rest(const srl_policy *p, const void *state, uint64_t now)
 {
     const struct tb_state *s = state;
@@ -147,6 +168,7 @@ const struct srl__algo srl__algo_token_bucket = {
     .size = tb_size,
     .init = tb_init,
     .decide = tb_decide,
+    .refund = tb_refund,
     .at_rest = tb_at_rest,
     .valid = tb_valid,
     .last_ns = tb_last_ns,

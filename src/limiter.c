@@ -141,6 +141,18 @@ int srl_peek(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
     return rc != 0 ? rc : lim->ops->peek(lim, key, len, cost, d);
 }
 
+int srl_refund(srl_limiter *lim, const void *key, size_t len, uint32_t cost)
+{
+    if (lim == NULL)
+        return SRL_EINVAL;
+    int rc = check_key(key, len);
+    if (rc != 0)
+        return rc;
+    if (cost == 0 || cost > lim->policy.permits)
+        return SRL_ECOST;
+    return lim->ops->refund(lim, key, len, cost);
+}
+
 int srl_reset_key(srl_limiter *lim, const void *key, size_t len)
 {
     if (lim == NULL)

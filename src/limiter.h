@@ -21,6 +21,7 @@ struct srl__store_ops {
                    srl_decision *d);
     int (*peek)(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
                 srl_decision *d);
+    int (*refund)(srl_limiter *lim, const void *key, size_t len, uint32_t cost);
     int (*reset_key)(srl_limiter *lim, const void *key, size_t len);
     int64_t (*evict_idle)(srl_limiter *lim);
     int (*stats)(srl_limiter *lim, srl_stats *out);

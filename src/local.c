@@ -549,22 +549,46 @@ static int lock_live(struct local *l, unsigned long hash, const struct lkey *k,
     }
 }
 
-static int local_peek(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
-                      srl_decision *d)
+/* Enter a read-side section and lock key's live node: 0 with *n locked,
+ * or an error with nothing held.  unlock_key() leaves both. */
+static int lock_key(struct local *l, const void *key, size_t len, struct lnode **n)
 {
-    struct local *l = local_of(lim);
     const struct lkey k = {key, len, l->state_bytes};
     rcu_read_lock();
-    struct lnode *n = NULL;
-    int rc = lock_live(l, key_hash(l, key, len), &k, &n);
-    if (rc != 0) {
+    int rc = lock_live(l, key_hash(l, key, len), &k, n);
+    if (rc != 0)
         rcu_read_unlock();
-        return rc;
-    }
-    lim->algo->decide(&lim->policy, node_state(n), srl__now(lim), cost, 0, d);
+    return rc;
+}
+
+static void unlock_key(struct lnode *n)
+{
     pthread_mutex_unlock(&n->lock);
     node_done(n);
     rcu_read_unlock();
+}
+
+static int local_peek(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
+                      srl_decision *d)
+{
+    struct lnode *n = NULL;
+    int rc = lock_key(local_of(lim), key, len, &n);
+    if (rc != 0)
+        return rc;
+    lim->algo->decide(&lim->policy, node_state(n), srl__now(lim), cost, 0, d);
+    unlock_key(n);
+    return 0;
+}
+
+/* Under the node's lock, as an admission. */
+static int local_refund(srl_limiter *lim, const void *key, size_t len, uint32_t cost)
+{
+    struct lnode *n = NULL;
+    int rc = lock_key(local_of(lim), key, len, &n);
+    if (rc != 0)
+        return rc;
+    lim->algo->refund(&lim->policy, node_state(n), srl__now(lim), cost);
+    unlock_key(n);
     return 0;
 }
 
@@ -754,6 +778,7 @@ static void local_close(srl_limiter *lim)
 static const struct srl__store_ops local_ops = {
     .acquire = local_acquire,
     .peek = local_peek,
+    .refund = local_refund,
     .reset_key = local_reset_key,
     .evict_idle = local_evict_idle,
     .stats = local_stats,

@@ -9,12 +9,16 @@
  *     count   = 1*DIGIT            > 0 (default 1)
  *     unit    = "ns" | "us" | "ms" | "s" | "m" | "h" | "d"
  * Every overflow (of permits, of count, of count * unit) is SRL_EPOLICY,
- * as is any result srl_policy_validate() refuses.  The formatter writes the
+ * as is any result srl_policy_validate() refuses.  srl_policy_parse_ex()
+ * says which part is bad: each check of the grammar above fails with its
+ * own message and the span it refers to, in the order the text is read, so
+ * the first bad part is the one reported.  The formatter writes the
  * canonical form "algo:N/<count><unit>" with the largest unit that divides
  * the window exactly, so parse(format(p)) == p for every valid p.
  *
  * Pure functions over their arguments: no state, safe from any thread.
  */
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -74,69 +78,233 @@ static const struct {
 
 #define N_UNITS (sizeof units / sizeof units[0])
 
-/* Reads 1*DIGIT at *s into *v (<= max); advances *s.  0 or SRL_EPOLICY. */
+/* Unit names for messages, smallest first. */
+#define UNITS_LIST "ns us ms s m h d"
+#define ALGOS_LIST "token_bucket sliding_log sliding_counter gcra"
+/* Longest part of the text quoted into a message; longer parts end in "...". */
+#define QUOTE_MAX 32u
+
+/*
+ * Where and why a parse failed.  fail() records the span [at, at+len) of
+ * the text and formats the message; the bad part itself is quoted by
+ * quote(), which escapes every byte outside printable ASCII as \xNN so a
+ * message never carries control characters to a terminal or a log.
+ */
+struct perr {
+    srl_policy_error *e;
+    const char *text;
+};
+
+static void quote(char *buf, size_t len, const char *s, size_t n)
+{
+    size_t o = 0;
+    size_t lim = n > QUOTE_MAX ? QUOTE_MAX : n;
+    for (size_t i = 0; i < lim && o + 5 < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 0x20 && c < 0x7f && c != '\'' && c != '\\')
+            buf[o++] = (char)c;
+        else
+            o += (size_t)snprintf(buf + o, len - o, "\\x%02x", c);
+    }
+    if (n > lim && o + 4 < len) {
+        memcpy(buf + o, "...", 3);
+        o += 3;
+    }
+    buf[o] = '\0';
+}
+
+__attribute__((format(printf, 4, 5)))
+static int fail(struct perr *pe, const char *at, size_t len, const char *fmt, ...)
+{
+    if (pe->e != NULL) {
+        pe->e->offset = (uint32_t)(at - pe->text);
+        pe->e->length = (uint32_t)len;
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(pe->e->message, sizeof pe->e->message, fmt, ap);
+        va_end(ap);
+    }
+    return SRL_EPOLICY;
+}
+
+/* Levenshtein distance of a[0..n) (case-folded) and b, for n <= 64. */
+static unsigned edit_distance(const char *a, size_t n, const char *b)
+{
+    size_t m = strlen(b);
+    unsigned row[65];
+    for (size_t j = 0; j <= m; j++)
+        row[j] = (unsigned)j;
+    for (size_t i = 1; i <= n; i++) {
+        unsigned diag = row[0];
+        row[0] = (unsigned)i;
+        for (size_t j = 1; j <= m; j++) {
+            unsigned up = row[j];
+            char ca = a[i - 1];
+            if (ca >= 'A' && ca <= 'Z')
+                ca = (char)(ca - 'A' + 'a');
+            unsigned best = diag + (ca == b[j - 1] ? 0u : 1u);
+            if (row[j] + 1 < best)
+                best = row[j] + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[m];
+}
+
+/* The algorithm name closest to s[0..n), if it is close enough to be a
+ * likely typo (at most a third of the name's letters wrong), else NULL. */
+static const char *suggest(const char *s, size_t n)
+{
+    if (n == 0 || n > 64)
+        return NULL;
+    const char *best = NULL;
+    unsigned best_d = UINT32_MAX;
+    for (unsigned a = 0; a < N_ALGOS; a++) {
+        unsigned d = edit_distance(s, n, algos[a]->name);
+        unsigned lim = (unsigned)strlen(algos[a]->name) / 3;
+        if (d <= (lim ? lim : 1) && d < best_d) {
+            best = algos[a]->name;
+            best_d = d;
+        }
+    }
+    return best;
+}
+
+/* Reads 1*DIGIT at *s into *v; advances *s past every digit.  Returns 0,
+ * or 1 if the value is above max (or overflows 64 bits). */
 static int parse_uint(const char **s, uint64_t max, uint64_t *v)
 {
     const char *c = *s;
     uint64_t x = 0;
-    if (*c < '0' || *c > '9')
-        return SRL_EPOLICY;
+    int over = 0;
     for (; *c >= '0' && *c <= '9'; c++) {
         if (__builtin_mul_overflow(x, 10, &x) || __builtin_add_overflow(x, (uint64_t)(*c - '0'), &x))
-            return SRL_EPOLICY;
+            over = 1;
         if (x > max)
-            return SRL_EPOLICY;
+            over = 1;
     }
     *s = c;
     *v = x;
+    return over;
+}
+
+static int is_word(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' ||
+           (c >= '0' && c <= '9');
+}
+
+int srl_policy_parse_ex(const char *text, srl_policy *out, srl_policy_error *err)
+{
+    if (err != NULL)
+        memset(err, 0, sizeof *err);
+    if (text == NULL || out == NULL) {
+        if (err != NULL)
+            snprintf(err->message, sizeof err->message, "no policy text given");
+        return SRL_EINVAL;
+    }
+    struct perr pe = {err, text};
+    char q[4 * QUOTE_MAX + 8];
+    srl_policy p = {.algorithm = SRL_TOKEN_BUCKET};
+    const char *s = text;
+
+    if (*s == '\0')
+        return fail(&pe, s, 0, "empty policy: expected ALGO:N/WINDOW, e.g. token_bucket:100/1m");
+
+    /* An algorithm name starts with anything but a digit. */
+    if (*s == ':')
+        return fail(&pe, s, 0, "missing algorithm before ':' (algorithms: " ALGOS_LIST ")");
+    if (is_word(*s) && !(*s >= '0' && *s <= '9')) {
+        const char *w = s;
+        while (is_word(*s))
+            s++;
+        size_t n = (size_t)(s - w);
+        int found = -1;
+        for (unsigned a = 0; a < N_ALGOS; a++)
+            if (strlen(algos[a]->name) == n && memcmp(algos[a]->name, w, n) == 0)
+                found = (int)a;
+        if (found < 0) {
+            quote(q, sizeof q, w, n);
+            const char *hint = suggest(w, n);
+            if (hint != NULL)
+                return fail(&pe, w, n, "unknown algorithm '%s' (did you mean %s?)", q, hint);
+            return fail(&pe, w, n, "unknown algorithm '%s' (algorithms: " ALGOS_LIST ")", q);
+        }
+        if (*s != ':')
+            return fail(&pe, s, *s ? 1 : 0,
+                        "expected ':' after the algorithm, e.g. token_bucket:100/1m");
+        p.algorithm = (srl_algorithm)found;
+        s++;
+    }
+
+    const char *np = s;
+    uint64_t permits, count = 1;
+    if (*s < '0' || *s > '9')
+        return fail(&pe, s, *s ? 1 : 0, "expected N, a number 1..%u, e.g. 100/1m",
+                    (unsigned)SRL_PERMITS_MAX);
+    int over = parse_uint(&s, SRL_PERMITS_MAX, &permits);
+    size_t nlen = (size_t)(s - np);
+    quote(q, sizeof q, np, nlen);
+    if (over)
+        return fail(&pe, np, nlen, "N %s above %u", q, (unsigned)SRL_PERMITS_MAX);
+    if (permits == 0)
+        return fail(&pe, np, nlen, "N must be 1 or more");
+    if (p.algorithm == SRL_SLIDING_LOG && permits > SRL_SLIDING_LOG_PERMITS_MAX)
+        return fail(&pe, np, nlen, "sliding_log N %s above %u (its state is 8 bytes per permit)",
+                    q, SRL_SLIDING_LOG_PERMITS_MAX);
+    if (*s != '/')
+        return fail(&pe, s, *s ? 1 : 0, "expected '/' after N, e.g. 100/1m");
+    s++;
+
+    const char *wp = s;   /* the window: [count] unit */
+    int count_over = 0;
+    if (*s >= '0' && *s <= '9') {
+        count_over = parse_uint(&s, UINT64_MAX, &count);
+        if (!count_over && count == 0)
+            return fail(&pe, wp, (size_t)(s - wp), "window must be 1ns or more");
+    }
+    const char *up = s;
+    while ((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z'))
+        s++;
+    size_t ulen = (size_t)(s - up);
+    if (ulen == 0) {
+        if (up == wp)
+            return fail(&pe, up, *up ? 1 : 0, "expected a window after '/', e.g. 1m or 500ms");
+        return fail(&pe, up, *up ? 1 : 0, "missing unit after the count (units: " UNITS_LIST ")");
+    }
+    uint64_t unit = 0;
+    for (unsigned u = 0; u < N_UNITS; u++)
+        if (strlen(units[u].name) == ulen && memcmp(up, units[u].name, ulen) == 0)
+            unit = units[u].ns;
+    if (unit == 0) {
+        quote(q, sizeof q, up, ulen);
+        return fail(&pe, up, ulen, "unknown unit '%s' (units: " UNITS_LIST ")", q);
+    }
+    size_t wlen = (size_t)(s - wp);
+    if (count_over || __builtin_mul_overflow(count, unit, &p.window_ns) ||
+        p.window_ns > SRL_WINDOW_MAX_NS) {
+        quote(q, sizeof q, wp, wlen);
+        return fail(&pe, wp, wlen, "window %s above 3660d", q);
+    }
+    if (*s != '\0') {
+        size_t tlen = strlen(s);
+        quote(q, sizeof q, s, tlen);
+        return fail(&pe, s, tlen, "trailing text '%s' after the policy", q);
+    }
+    p.permits = (uint32_t)permits;
+
+    if (srl_policy_validate(&p) != 0)   /* every limit is checked above; kept as a guard */
+        return fail(&pe, text, strlen(text), "invalid policy");
+    *out = p;
     return 0;
 }
 
 int srl_policy_parse(const char *text, srl_policy *out)
 {
-    if (text == NULL || out == NULL)
-        return SRL_EINVAL;
-    srl_policy p = {.algorithm = SRL_TOKEN_BUCKET};
-    const char *s = text;
-
-    const char *colon = strchr(s, ':');
-    if (colon != NULL) {
-        size_t n = (size_t)(colon - s);
-        const struct srl__algo *found = NULL;
-        for (unsigned a = 0; a < N_ALGOS; a++) {
-            if (strlen(algos[a]->name) == n && memcmp(algos[a]->name, s, n) == 0) {
-                found = algos[a];
-                p.algorithm = (srl_algorithm)a;
-            }
-        }
-        if (found == NULL)
-            return SRL_EPOLICY;
-        s = colon + 1;
-    }
-
-    uint64_t permits, count = 1;
-    if (parse_uint(&s, SRL_PERMITS_MAX, &permits) != 0)
-        return SRL_EPOLICY;
-    if (*s++ != '/')
-        return SRL_EPOLICY;
-    if (*s >= '0' && *s <= '9') {
-        if (parse_uint(&s, UINT64_MAX, &count) != 0 || count == 0)
-            return SRL_EPOLICY;
-    }
-    uint64_t unit = 0;
-    for (unsigned u = 0; u < N_UNITS; u++)
-        if (strcmp(s, units[u].name) == 0)
-            unit = units[u].ns;
-    if (unit == 0)
-        return SRL_EPOLICY;
-    if (__builtin_mul_overflow(count, unit, &p.window_ns))
-        return SRL_EPOLICY;
-    p.permits = (uint32_t)permits;
-
-    if (srl_policy_validate(&p) != 0)
-        return SRL_EPOLICY;
-    *out = p;
-    return 0;
+    return srl_policy_parse_ex(text, out, NULL);
 }
 
 int srl_policy_format(const srl_policy *p, char *buf, size_t len)

@@ -52,6 +52,7 @@ enum {
     SRL__SHM_TEST_NO_READY = 0x1u,      /* creator stops before publishing READY */
     SRL__SHM_TEST_NOLOCK_DECIDE = 0x2u, /* broken: decide an existing key without its lock */
     SRL__SHM_TEST_GET_THEN_PUT = 0x4u,  /* broken: search, unlock, then insert (no both-locks) */
+    SRL__SHM_TEST_NOLOCK_REFUND = 0x8u, /* broken: refund an existing key without its lock */
 };
 
 /* The segment header.  Written once by the creator before READY; read-only
@@ -291,6 +292,7 @@ int srl__shm_acquire(srl_limiter *lim, const void *key, size_t len, uint32_t cos
 int srl__shm_peek(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
                   srl_decision *d);
 int srl__shm_reset_key(srl_limiter *lim, const void *key, size_t len);
+int srl__shm_refund(srl_limiter *lim, const void *key, size_t len, uint32_t cost);
 int64_t srl__shm_evict_idle(srl_limiter *lim);
 int64_t srl__shm_foreach(srl_limiter *lim, srl_foreach_fn fn, void *ctx);
 int64_t srl__shm_check(srl_limiter *lim, srl_report_fn fn, void *ctx);

@@ -528,6 +528,43 @@ int srl__shm_peek(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
     return 0;
 }
 
+/* The state is written in place under the bucket lock and the undo record,
+ * as an admission is: a worker killed mid-refund leaves the state as it was
+ * before the refund for the next locker to restore. */
+int srl__shm_refund(srl_limiter *lim, const void *key, size_t len, uint32_t cost)
+{
+    struct srl__shm *s = lim->impl;
+    struct srl__shm_key k;
+    uint64_t b;
+    int i;
+    if (s->test_flags & SRL__SHM_TEST_NOLOCK_REFUND) {
+        /* Broken on purpose, as decide_slot_unlocked: copy, yield, write back. */
+        srl__shm_hash(s, key, len, &k);
+        uint64_t cand[2] = {k.b1, k.b2};
+        for (int c = 0; c < 2; c++) {
+            i = srl__shm_find_locked(s, cand[c], &k);
+            if (i >= 0) {
+                unsigned char copy[s->state_bytes] __attribute__((aligned(8)));
+                memcpy(copy, srl__shm_slot_state(s, cand[c], (unsigned)i), s->state_bytes);
+                sched_yield();
+                lim->algo->refund(&lim->policy, copy, srl__now(lim), cost);
+                memcpy(srl__shm_slot_state(s, cand[c], (unsigned)i), copy, s->state_bytes);
+                return 0;
+            }
+        }
+    }
+    int rc = locate(s, key, len, &k, &b, &i);
+    if (rc != 0)
+        return rc;
+    if (i < 0)
+        return SRL_ENOENT;
+    srl__shm_undo_begin(s, b, (unsigned)i);
+    lim->algo->refund(&lim->policy, srl__shm_slot_state(s, b, (unsigned)i), srl__now(lim), cost);
+    srl__shm_undo_end(s, b);
+    srl__shm_unlock(s, b);
+    return 0;
+}
+
 int srl__shm_reset_key(srl_limiter *lim, const void *key, size_t len)
 {
     struct srl__shm *s = lim->impl;

@@ -65,6 +65,20 @@ int srl_state_peek(const srl_policy *p, const void *state, uint64_t now, uint32_
     return decide(p, state, now, cost, 0, d);
 }
 
+int srl_state_refund(const srl_policy *p, void *state, uint64_t now, uint32_t cost)
+{
+    int rc;
+    const struct srl__algo *a = checked(p, &rc);
+    if (a == NULL)
+        return rc;
+    if (state == NULL)
+        return SRL_EINVAL;
+    if (cost == 0 || cost > p->permits)
+        return SRL_ECOST;
+    a->refund(p, state, now, cost);
+    return 0;
+}
+
 int srl_state_at_rest(const srl_policy *p, const void *state, uint64_t now)
 {
     int rc;

@@ -4,6 +4,8 @@
  * Every malformed or invalid text is SRL_EPOLICY with the output untouched
  * (a table-driven loop test); every valid policy survives format -> parse
  * unchanged; the formatter picks the largest unit that divides the window.
+ * srl_policy_parse_ex names the bad part of each refused text: offset,
+ * length and the exact message (a table).
  */
 #include <check.h>
 #include <stdlib.h>
@@ -106,6 +108,120 @@ START_TEST(policy_parse_rejects_malformed_text_with_epolicy_and_leaves_out_untou
     before = p;
     ck_assert_msg(srl_policy_parse(bad[_i], &p) == SRL_EPOLICY, "accepted \"%s\"", bad[_i]);
     ck_assert_mem_eq(&p, &before, sizeof p);
+}
+END_TEST
+
+/* Each refusal names its part: where (offset, length) and why (message). */
+static const struct {
+    const char *text;
+    uint32_t offset, length;
+    const char *message;
+} why[] = {
+    {"", 0, 0, "empty policy: expected ALGO:N/WINDOW, e.g. token_bucket:100/1m"},
+    {"tokenbucket:10/1s", 0, 11, "unknown algorithm 'tokenbucket' (did you mean token_bucket?)"},
+    {"sliding_counte:10/1s", 0, 14, "unknown algorithm 'sliding_counte' (did you mean sliding_counter?)"},
+    {"slidinglog:10/1s", 0, 10, "unknown algorithm 'slidinglog' (did you mean sliding_log?)"},
+    {"Gcra:5/1s", 0, 4, "unknown algorithm 'Gcra' (did you mean gcra?)"},
+    {"abc:5/1s", 0, 3,
+     "unknown algorithm 'abc' (algorithms: token_bucket sliding_log sliding_counter gcra)"},
+    {":5/1s", 0, 0, "missing algorithm before ':' (algorithms: token_bucket sliding_log "
+                    "sliding_counter gcra)"},
+    {"gcra;5/1s", 4, 1, "expected ':' after the algorithm, e.g. token_bucket:100/1m"},
+    {"token_bucket:/1s", 13, 1, "expected N, a number 1..4294967295, e.g. 100/1m"},
+    {"-5/1s", 0, 1, "expected N, a number 1..4294967295, e.g. 100/1m"},
+    {"4294967296/1s", 0, 10, "N 4294967296 above 4294967295"},
+    {"gcra:99999999999999999999/1s", 5, 20, "N 99999999999999999999 above 4294967295"},
+    {"0/1s", 0, 1, "N must be 1 or more"},
+    {"sliding_log:000/1s", 12, 3, "N must be 1 or more"},
+    {"sliding_log:4097/1s", 12, 4, "sliding_log N 4097 above 4096 (its state is 8 bytes per permit)"},
+    {"5", 1, 0, "expected '/' after N, e.g. 100/1m"},
+    {"1.5/1s", 1, 1, "expected '/' after N, e.g. 100/1m"},
+    {"5/", 2, 0, "expected a window after '/', e.g. 1m or 500ms"},
+    {"5/ 1s", 2, 1, "expected a window after '/', e.g. 1m or 500ms"},
+    {"5/0s", 2, 1, "window must be 1ns or more"},
+    {"5/1", 3, 0, "missing unit after the count (units: ns us ms s m h d)"},
+    {"5/1.5s", 3, 1, "missing unit after the count (units: ns us ms s m h d)"},
+    {"10/1min", 4, 3, "unknown unit 'min' (units: ns us ms s m h d)"},
+    {"10/S", 3, 1, "unknown unit 'S' (units: ns us ms s m h d)"},
+    {"5/3661d", 2, 5, "window 3661d above 3660d"},
+    {"5/316224000000000001ns", 2, 20, "window 316224000000000001ns above 3660d"},
+    {"5/213503982334601d", 2, 16, "window 213503982334601d above 3660d"},
+    {"5/99999999999999999999999999999999999ns", 2, 37,
+     "window 99999999999999999999999999999999... above 3660d"},
+    {"5/1s ", 4, 1, "trailing text ' ' after the policy"},
+    {"token_bucket:5/1s:x", 17, 2, "trailing text ':x' after the policy"},
+    {"5/1s\n", 4, 1, "trailing text '\\x0a' after the policy"},
+    {"5/1s1", 4, 1, "trailing text '1' after the policy"},
+};
+
+START_TEST(policy_parse_ex_names_the_bad_part_and_why)
+{
+    srl_policy p, before;
+    srl_policy_error e;
+    memset(&p, 0xab, sizeof p);
+    before = p;
+    memset(&e, 0xcd, sizeof e);
+    ck_assert_int_eq(srl_policy_parse_ex(why[_i].text, &p, &e), SRL_EPOLICY);
+    ck_assert_str_eq(e.message, why[_i].message);
+    ck_assert_msg(e.offset == why[_i].offset && e.length == why[_i].length,
+                  "\"%s\": span %u+%u, want %u+%u", why[_i].text, e.offset, e.length,
+                  why[_i].offset, why[_i].length);
+    ck_assert_mem_eq(&p, &before, sizeof p);
+    for (unsigned k = 0; k < 4; k++)
+        ck_assert_uint_eq(e.reserved[k], 0);
+    /* the plain call refuses it the same way */
+    ck_assert_int_eq(srl_policy_parse(why[_i].text, &p), SRL_EPOLICY);
+}
+END_TEST
+
+/* Every malformed text of the table above gets a message of its own, never
+ * the empty string, and a span inside the text. */
+START_TEST(policy_parse_ex_explains_every_malformed_text)
+{
+    srl_policy p;
+    srl_policy_error e;
+    ck_assert_int_eq(srl_policy_parse_ex(bad[_i], &p, &e), SRL_EPOLICY);
+    ck_assert_msg(e.message[0] != '\0', "no message for \"%s\"", bad[_i]);
+    ck_assert_uint_le((uint64_t)e.offset + e.length, strlen(bad[_i]));
+    for (const char *c = e.message; *c; c++)
+        ck_assert_msg(*c >= 0x20 && *c < 0x7f, "control byte in message for \"%s\"", bad[_i]);
+}
+END_TEST
+
+START_TEST(policy_parse_ex_clears_the_error_on_success_and_quotes_long_parts_safely)
+{
+    srl_policy p;
+    srl_policy_error e;
+    memset(&e, 0xcd, sizeof e);
+    ck_assert_int_eq(srl_policy_parse_ex("gcra:10/1s", &p, &e), 0);
+    ck_assert_str_eq(e.message, "");
+    ck_assert_uint_eq(e.offset, 0);
+    ck_assert_uint_eq(e.length, 0);
+    ck_assert_int_eq(srl_policy_parse_ex("gcra:10/1s", &p, NULL), 0);
+    ck_assert_int_eq(srl_policy_parse_ex("gcra:0/1s", &p, NULL), SRL_EPOLICY);
+    ck_assert_int_eq(srl_policy_parse_ex(NULL, &p, &e), SRL_EINVAL);
+    ck_assert_str_eq(e.message, "no policy text given");
+    ck_assert_int_eq(srl_policy_parse_ex("5/1s", NULL, &e), SRL_EINVAL);
+    /* a part of 4000 bytes of 0xff: quoted short, escaped, NUL-terminated */
+    char *text = malloc(4008);
+    ck_assert_ptr_nonnull(text);
+    memcpy(text, "5/1s", 4);
+    memset(text + 4, 0xff, 4000);
+    text[4004] = '\0';
+    ck_assert_int_eq(srl_policy_parse_ex(text, &p, &e), SRL_EPOLICY);
+    ck_assert_uint_eq(e.offset, 4);
+    ck_assert_uint_eq(e.length, 4000);
+    ck_assert_uint_lt(strlen(e.message), sizeof e.message);
+    ck_assert_ptr_nonnull(strstr(e.message, "trailing text '\\xff\\xff"));
+    free(text);
+    /* an algorithm-like word longer than the suggester looks at */
+    char word[200];
+    memset(word, 'a', sizeof word);
+    memcpy(word + 150, ":5/1s", 6);
+    ck_assert_int_eq(srl_policy_parse_ex(word, &p, &e), SRL_EPOLICY);
+    ck_assert_uint_eq(e.length, 150);
+    ck_assert_str_eq(e.message, "unknown algorithm 'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa...' "
+                                "(algorithms: token_bucket sliding_log sliding_counter gcra)");
 }
 END_TEST
 
@@ -250,6 +366,11 @@ static Suite *suite(void)
                         sizeof good / sizeof good[0]);
     tcase_add_loop_test(tc, policy_parse_rejects_malformed_text_with_epolicy_and_leaves_out_untouched,
                         0, sizeof bad / sizeof bad[0]);
+    tcase_add_loop_test(tc, policy_parse_ex_names_the_bad_part_and_why, 0,
+                        sizeof why / sizeof why[0]);
+    tcase_add_loop_test(tc, policy_parse_ex_explains_every_malformed_text, 0,
+                        sizeof bad / sizeof bad[0]);
+    tcase_add_test(tc, policy_parse_ex_clears_the_error_on_success_and_quotes_long_parts_safely);
     tcase_add_test(tc, policy_parse_with_null_arguments_is_einval);
     tcase_add_test(tc, policy_validate_enforces_every_limit);
     tcase_add_test(tc, policy_format_writes_the_canonical_text_with_the_largest_exact_unit);

@@ -48,8 +48,7 @@
 #define ROUNDS 5000
 
 struct area {
-    uint32_t arrived;               /* spin barrier: arrivals this generation */
-    uint32_t generation;
+    struct spin_barrier barrier;
     uint32_t admitted[ROUNDS];      /* per trial or per round */
     uint32_t errors;
     uint32_t untracked;
@@ -72,15 +71,7 @@ static void area_free(struct area *a)
 /* All WORKERS wait here; the last to arrive releases the others. */
 static void barrier_wait(struct area *a)
 {
-    uint32_t gen = __atomic_load_n(&a->generation, __ATOMIC_ACQUIRE);
-    if (__atomic_add_fetch(&a->arrived, 1, __ATOMIC_ACQ_REL) == WORKERS) {
-        __atomic_store_n(&a->arrived, 0, __ATOMIC_RELAXED);
-        __atomic_store_n(&a->generation, gen + 1, __ATOMIC_RELEASE);
-        return;
-    }
-    for (unsigned spins = 0; __atomic_load_n(&a->generation, __ATOMIC_ACQUIRE) == gen; spins++)
-        if (spins % 64 == 63)
-            sched_yield();
+    spin_barrier_wait(&a->barrier, WORKERS);
 }
 
 static srl_config race_config(srl_algorithm algo, uint32_t permits, uint64_t capacity,

@@ -15,6 +15,8 @@
 #define SRL_SHM_TESTUTIL_H
 
 #include <dirent.h>
+#include <sched.h>
+#include <stdint.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -58,6 +60,30 @@ static inline void check_lines_collect(void *ctx, const char *line)
     struct check_lines *l = ctx;
     l->n++;
     snprintf(l->last, sizeof l->last, "%s", line);
+}
+
+/*
+ * A spinning barrier for n forked workers, kept in a MAP_SHARED page.
+ * Spinning (yielding between polls) rather than a futex barrier: a futex
+ * wakes its sleepers tens of microseconds apart, so released workers would
+ * rarely overlap and a race test would prove nothing (see check_shm_race.c).
+ */
+struct spin_barrier {
+    uint32_t arrived;               /* arrivals this generation */
+    uint32_t generation;
+};
+
+static inline void spin_barrier_wait(struct spin_barrier *b, uint32_t n)
+{
+    uint32_t gen = __atomic_load_n(&b->generation, __ATOMIC_ACQUIRE);
+    if (__atomic_add_fetch(&b->arrived, 1, __ATOMIC_ACQ_REL) == n) {
+        __atomic_store_n(&b->arrived, 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&b->generation, gen + 1, __ATOMIC_RELEASE);
+        return;
+    }
+    for (unsigned spins = 0; __atomic_load_n(&b->generation, __ATOMIC_ACQUIRE) == gen; spins++)
+        if (spins % 64 == 63)
+            sched_yield();
 }
 
 #endif

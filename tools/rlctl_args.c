@@ -300,10 +300,18 @@ static int take_option(rlctl_opts *o, int opt, const char *arg)
     case 'a': o->all = 1; return 0;
     case 'f': o->force = 1; return 0;
     case OPT_POLICY:
-        if (srl_policy_parse(arg, &o->policy) != 0)
-            return bad_value(cmd, "--policy", arg,
-                             "ALGO:N/WINDOW, e.g. token_bucket:100/1m or gcra:10/1s");
+    {
+        srl_policy_error pe;
+        if (srl_policy_parse_ex(arg, &o->policy, &pe) != 0) {
+            /* the library's message names the bad part and the fix */
+            char *f;
+            int rc = usage_error(cmd, "--policy: invalid value '%s': %s", shown(arg, &f),
+                                 pe.message);
+            free(f);
+            return rc;
+        }
         return 0;
+    }
     case OPT_CAPACITY:
         if (parse_count(arg, SRL_CAPACITY_MAX, &v) != 0 || v == 0)
             return bad_value(cmd, "--capacity", arg,

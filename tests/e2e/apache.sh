@@ -120,6 +120,12 @@ sed "s|^SrlLimit $name\$|SrlLimit /no-such-limiter|" "$e2e_tmp/check.conf" >"$e2
 out=$(/usr/sbin/apache2 -d "$e2e_tmp" -f "$e2e_tmp/bad.conf" -t 2>&1); rc=$?
 check_eq "SrlLimit of an undeclared limiter is refused (exit status)" 1 "$rc"
 check_eq "the refusal names the problem" 1 "$(grep -c 'SrlLimit /no-such-limiter: no such limiter' <<<"$out")"
+sed "s|^SrlLimiter $name token_bucket:$LIMIT/1d |SrlLimiter $name tokenbucket:$LIMIT/1d |" \
+  "$e2e_tmp/check.conf" >"$e2e_tmp/badpolicy.conf"
+out=$(/usr/sbin/apache2 -d "$e2e_tmp" -f "$e2e_tmp/badpolicy.conf" -t 2>&1); rc=$?
+check_eq "SrlLimiter with a misspelt algorithm is refused (exit status)" 1 "$rc"
+check_eq "the refusal names the bad part and the fix" 1 \
+  "$(grep -cF "SrlLimiter $name: bad policy 'tokenbucket:$LIMIT/1d' at byte 0: unknown algorithm 'tokenbucket' (did you mean token_bucket?)" <<<"$out")"
 
 apache_start "$mpm" "$body"
 policy="\"$token\";q=$LIMIT;w=86400"

@@ -57,6 +57,12 @@ int main(void)
     FIELD(srl_stats, evicted);
     FIELD(srl_stats, timeouts);
 
+    STRUCT(srl_policy_error);
+    FIELD(srl_policy_error, offset);
+    FIELD(srl_policy_error, length);
+    FIELD(srl_policy_error, message);
+    FIELD(srl_policy_error, reserved);
+
     printf("srl_algorithm %zu\n", sizeof(srl_algorithm));
     printf("srl_on_full %zu\n", sizeof(srl_on_full));
     return 0;

@@ -146,8 +146,40 @@ check_eq "4: ... before anything was created" absent \
   "$([ -e "/dev/shm/$srl_token-typo" ] && echo present || echo absent)"
 check_eq "4: a missing segment without Srl::CREATE: SRL_ENOENT" -7 \
   "$(php_err '$s = new Srl(getenv("SRL_NAME") . "-none", "token_bucket:20/1d", 1024, ["flags" => 0])')"
+check_eq "4: a bad policy's message names the bad part" \
+  "srl: policy 'token_bucket:20/1parsec': unknown unit 'parsec' (units: ns us ms s m h d)" \
+  "$(SRL_NAME="$srl_name" LD_LIBRARY_PATH="$SRL_LIBDIR" as_worker php -n -d extension=ffi -d ffi.enable=1 -r '
+    require getenv("SRL_PHP_DIR") . "/Srl.php";
+    try { new Srl(getenv("SRL_NAME"), "token_bucket:20/1parsec", 1024); } catch (SrlException $e) { echo $e->getMessage(), "\n"; }')"
 check_eq "4: after the errors: rlctl info: allowed" 40 "$(rlctl_count "$srl_name" allowed)"
 check_eq "4: after the errors: rlctl info: keys tracked" 2 "$(rlctl_count "$srl_name" used)"
+
+# --- 5: refund() gives back exactly what it names, on its own segment
+# (3 per day: 3 admitted, refund 1, exactly one more; untracked key: false)
+refund_name="$srl_name-refund"
+out=$(SRL_NAME="$refund_name" LD_LIBRARY_PATH="$SRL_LIBDIR" as_worker php -n -d extension=ffi -d ffi.enable=1 -r '
+  require getenv("SRL_PHP_DIR") . "/Srl.php";
+  $s = new Srl(getenv("SRL_NAME"), "token_bucket:3/1d", 64);
+  $a = [];
+  for ($i = 0; $i < 4; $i++) { $a[] = $s->acquire("login")["allowed"] ? 1 : 0; }
+  echo implode(" ", $a), "\n";
+  var_export($s->refund("login")); echo "\n";
+  $b = [];
+  for ($i = 0; $i < 3; $i++) { $b[] = $s->acquire("login")["allowed"] ? 1 : 0; }
+  echo implode(" ", $b), "\n";
+  var_export($s->refund("nobody")); echo "\n";
+  try { $s->refund("login", 0); echo "no exception\n"; } catch (SrlException $e) { echo $e->getCode(), "\n"; }
+  try { $s->refund("login", 4); echo "no exception\n"; } catch (SrlException $e) { echo $e->getCode(), "\n"; }
+  $s->close();
+  Srl::unlink(getenv("SRL_NAME"));')
+check_eq "5: 3 of 4 admitted before the refund" "1 1 1 0" "$(sed -n 1p <<<"$out")"
+check_eq "5: refund of a tracked key: true" true "$(sed -n 2p <<<"$out")"
+check_eq "5: exactly one more admitted after refund(1)" "1 0 0" "$(sed -n 3p <<<"$out")"
+check_eq "5: refund of an untracked key: false" false "$(sed -n 4p <<<"$out")"
+check_eq "5: refund cost 0: SRL_ECOST" -3 "$(sed -n 5p <<<"$out")"
+check_eq "5: refund above the permits: SRL_ECOST" -3 "$(sed -n 6p <<<"$out")"
+check_eq "5: the refund segment is gone" absent \
+  "$([ -e "/dev/shm/${refund_name#/}" ] && echo present || echo absent)"
 
 stop_pid "$fpm_pid" QUIT
 check_eq "php-fpm stopped by its pid" gone "$(kill -0 "$fpm_pid" 2>/dev/null && echo running || echo gone)"

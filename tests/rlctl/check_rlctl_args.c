@@ -43,8 +43,16 @@ START_TEST(bad_arguments_exit_64_with_the_reason_and_a_usage_line)
          "[A-Za-z0-9._-]",
          "usage: rlctl info NAME [--json]"},
         {{"create", N, "--policy", "bogus", "--capacity", "10"},
-         "rlctl: create: --policy: invalid value 'bogus': expected ALGO:N/WINDOW, e.g. "
-         "token_bucket:100/1m or gcra:10/1s",
+         "rlctl: create: --policy: invalid value 'bogus': unknown algorithm 'bogus' "
+         "(algorithms: token_bucket sliding_log sliding_counter gcra)",
+         NULL},
+        {{"create", N, "--policy", "tokenbucket:10/1s", "--capacity", "10"},
+         "rlctl: create: --policy: invalid value 'tokenbucket:10/1s': unknown algorithm "
+         "'tokenbucket' (did you mean token_bucket?)",
+         NULL},
+        {{"create", N, "--policy", "10/1min", "--capacity", "10"},
+         "rlctl: create: --policy: invalid value '10/1min': unknown unit 'min' "
+         "(units: ns us ms s m h d)",
          NULL},
         {{"create", N, "--policy", "5/1h"}, "rlctl: create: --capacity is required", NULL},
         {{"create", N, "--capacity", "10"}, "rlctl: create: --policy is required", NULL},
