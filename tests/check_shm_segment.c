@@ -383,6 +383,21 @@ START_TEST(a_live_creator_that_never_finishes_times_out)
 }
 END_TEST
 
+/* 1 if process pid has path mapped (per /proc/pid/maps). */
+static int maps_path(pid_t pid, const char *path)
+{
+    char fn[64], line[1024];
+    snprintf(fn, sizeof fn, "/proc/%d/maps", (int)pid);
+    FILE *f = fopen(fn, "r");
+    if (f == NULL)
+        return 0;
+    int found = 0;
+    while (!found && fgets(line, sizeof line, f) != NULL)
+        found = strstr(line, path) != NULL;
+    fclose(f);
+    return found;
+}
+
 START_TEST(a_waiter_whose_creator_fails_starts_over_and_creates_it_itself)
 {
     srl_config cfg = config(10, 100);
@@ -406,8 +421,14 @@ START_TEST(a_waiter_whose_creator_fails_starts_over_and_creates_it_itself)
         }
         _exit(write(fds[1], res, sizeof res) == (ssize_t)sizeof res ? 0 : 1);
     }
-    struct timespec nap = {0, 100 * 1000 * 1000};
-    nanosleep(&nap, NULL);
+    /* Arranged, not slept for: the child is waiting once it has mapped the
+     * unfinished header (wait_ready maps it, then polls its state). */
+    uint64_t t0 = srl_monotonic_ns(NULL);
+    while (!maps_path(pid, path_of(name))) {
+        ck_assert_msg(srl_monotonic_ns(NULL) - t0 < 30ull * 1000000000ull,
+                      "the waiter never mapped %s", path_of(name));
+        sched_yield();
+    }
     /* What a failing creator does: mark FAILED, unlink. */
     int fd = open(path_of(name), O_RDWR);
     ck_assert_int_ge(fd, 0);

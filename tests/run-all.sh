@@ -6,6 +6,8 @@
 #                     and install (apache2 and php cannot load an ASan-built
 #                     module; a plain cc cannot link an ASan-built libsrl)
 #   build-test-tsan   ThreadSanitizer: the in-process store (suite local)
+#   build-fuzz        clang libFuzzer targets, 30 s each (tests/fuzz/run.sh),
+#                     when clang's fuzzer runtime is installed
 # Ends with one line "tests: N passed, N failed" over all three runs.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -60,6 +62,20 @@ run build-test-asan -Dwerror=true -Db_sanitize=address,undefined -Db_lundef=fals
     --no-suite e2e --no-suite install --timeout-multiplier 3
 run build-test-tsan -Dwerror=true -Db_sanitize=thread -Db_lundef=false -- \
     --suite local --timeout-multiplier 4
+
+# libFuzzer targets (tests/fuzz), 30 s each, one pass/fail per target;
+# skipped (not counted) when clang's fuzzer runtime is not installed.
+echo "=== tests/fuzz/run.sh 30"
+mkdir -p build-fuzz
+tests/fuzz/run.sh 30 >build-fuzz/run.log 2>&1
+frc=$?
+cat build-fuzz/run.log
+if [ $frc -ne 77 ]; then
+  fp=$(grep -c '^fuzz [a-z_]*: pass' build-fuzz/run.log)
+  ff=$(grep -c '^fuzz [a-z_]*: fail' build-fuzz/run.log)
+  [ $frc -eq 0 ] && [ $((fp + ff)) -gt 0 ] || { status=1; [ $ff -gt 0 ] || ff=1; }
+  passed=$((passed + fp)); failed=$((failed + ff))
+fi
 
 echo "tests: $passed passed, $failed failed"
 exit $status

@@ -399,7 +399,7 @@ int rlctl_parse(int argc, char **argv, rlctl_opts *o)
      * would, and is skipped. */
     int sub_argc = argc - 1;
     char **sub_argv = argv + 1;
-    optind = 1;
+    optind = 0;   /* GNU: 0 also drops a cluster left half-read by an earlier parse */
     opterr = 0;
     int opt;
     while ((opt = getopt_long(sub_argc, sub_argv, ":i:n:afh", long_opts, NULL)) != -1) {

@@ -154,7 +154,9 @@ check_eq "B: admitted of 30 concurrent requests" $LIMIT "$(count_status 200 "$b"
 check_eq "B: refused with 429" $((2 * LIMIT)) "$(count_status 429 "$b")"
 check_eq "B: every 429 has a Retry-After" $((2 * LIMIT)) \
   "$(awk -F'\t' '$1 == 429 && $2 ~ /^[0-9]+$/' <<<"$b" | wc -l)"
-sleep 0.5   # the access log is written after the response
+# The access log is written after the response: wait (bounded) for the lines.
+logged() { [ "$(awk -v f="$1" -v v="$2" '$f == v' "$e2e_tmp/access.log" | wc -l)" -ge "$3" ]; }
+wait_until 20 logged 4 key=hold-B $((3 * LIMIT)) || fail "B: the access log lacks the 30 requests"
 pids=$(awk '$2 == 200 && $4 == "key=hold-B" {print $1}' "$e2e_tmp/access.log" | sort -u | wc -l)
 check_gt "B: distinct children (%P) among the admitted" 1 "$pids"
 check_eq "B: access log agrees on the admitted" $LIMIT \
@@ -178,7 +180,7 @@ check_range "D: Retry-After for 2 tokens" $((2 * TOKEN_S - elapsed)) $((2 * TOKE
 e=$(http seq $((LIMIT + 3)) /dry "X-Env-Key: dry-E")
 check_eq "E: dry run answers all with 200" $((LIMIT + 3)) "$(count_status 200 "$e")"
 check_eq "E: dry run sends no RateLimit header" $((LIMIT + 3)) "$(cut -f3 <<<"$e" | grep -cx -- -)"
-sleep 0.5
+wait_until 20 logged 5 env=dry-E $((LIMIT + 3)) || fail "E: the access log lacks the requests"
 check_eq "E: SRL_LIMITED=1 logged for the requests over the limit" 3 \
   "$(grep -c 'env=dry-E limited=1$' "$e2e_tmp/access.log")"
 check_eq "E: SRL_LIMITED unset for the others" $LIMIT \
@@ -216,7 +218,8 @@ for lim in fd fa; do
 done
 
 # --- G: graceful restart keeps the states
-sleep 0.5
+full_logged() { [ "$(awk '$4 ~ /^key=full-/' "$e2e_tmp/access.log" | wc -l)" -ge 80 ]; }
+wait_until 20 full_logged || fail "G: the access log lacks J's 80 requests"
 awk '{print $1}' "$e2e_tmp/access.log" | sort -u >"$e2e_tmp/pids.before"
 # What `apachectl -k graceful` runs: a second apache2 that reads the
 # configuration (pre-config pass only) and sends SIGUSR1 to the PidFile's pid.
@@ -231,7 +234,7 @@ g=$(http seq 2 /hdr "X-Key: after-G")
 check_eq "G: a new key after the restart: statuses" "200 200" "$(cut -f1 <<<"$g" | tr '\n' ' ' | sed 's/ $//')"
 check_eq "G: a new key after the restart: remaining" "9 8" \
   "$(cut -f3 <<<"$g" | sed 's/.*;r=\([0-9]*\);.*/\1/' | tr '\n' ' ' | sed 's/ $//')"
-sleep 0.5
+wait_until 20 logged 4 key=after-G 2 || fail "G: the access log lacks after-G"
 check_eq "G: the new key was served by new-generation children only" 0 \
   "$(awk '$4 == "key=after-G" {print $1}' "$e2e_tmp/access.log" | grep -cxFf "$e2e_tmp/pids.before")"
 check_eq "G: the parent survived the restart" "$apache_pid" "$(cat "$e2e_tmp/run/httpd.pid")"

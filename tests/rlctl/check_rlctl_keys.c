@@ -5,8 +5,9 @@
  *
  * Segments are created with the real monotonic clock (rlctl has no fake
  * ticker), so policies have long windows (5/1h) where results must be
- * exact; the evict test, which needs keys at rest, uses a 1/4s window and
- * sleeps past it (it asserts which keys are at rest, never a duration).
+ * exact; the evict test, which needs keys at rest, uses 60/60s, polls
+ * (bounded) until the keys that took one permit are seen at rest, while the
+ * keys that took all 60 stay away from rest for a minute.
  * Segment names share a prefix per test case; the unchecked teardown
  * unlinks whatever a failed test left behind.
  */
@@ -16,6 +17,7 @@
 #include <unistd.h>
 
 #include "rlctl_assert.h"
+#include "srl.h"
 
 /* ------------------------------------------------------ try, get, reset */
 
@@ -438,17 +440,33 @@ START_TEST(evict_dry_run_counts_the_keys_at_rest_then_evict_removes_exactly_them
 {
     char name[160];
     seg_name(name, sizeof name, "evict");
-    seg_create(name, "token_bucket:1/4s", "64", "8");
+    /* 60 permits a minute: A, B, C take 1 each and are back at rest a
+     * second later; D and E take all 60 and stay away from rest for a
+     * minute, far beyond the rest of this test. */
+    seg_create(name, "token_bucket:60/60s", "64", "8");
     run_result r;
     const char *old[] = {"A", "B", "C"}, *fresh[] = {"D", "E"};
     for (int i = 0; i < 3; i++) {
         RUN(&r, 0, "try", name, old[i]);
         run_free(&r);
     }
-    /* One permit per 4 s: A, B, C are back at rest 4 s after their request. */
-    usleep(4500 * 1000);
     for (int i = 0; i < 2; i++) {
-        RUN(&r, 0, "try", name, fresh[i]);
+        RUN(&r, 0, "try", name, fresh[i], "--cost", "60");
+        run_free(&r);
+    }
+    /* Wait until A, B, C are observed at rest (not a guessed sleep); 30 s
+     * without that is a failure. */
+    uint64_t t0 = srl_monotonic_ns(NULL);
+    for (int rest = 0; rest < 3;) {
+        ck_assert_msg(srl_monotonic_ns(NULL) - t0 < 30ull * 1000000000ull,
+                      "A, B, C not at rest after 30 s");
+        usleep(100 * 1000);
+        RUN(&r, 0, "list", name, "--json");
+        json_value *l = parse_out(&r);
+        rest = 0;
+        for (int i = 0; i < 3; i++)
+            rest += json_get_bool(find_key(l, old[i]), "at_rest");
+        json_free(l);
         run_free(&r);
     }
     RUN(&r, 0, "evict", name, "--dry-run", "--json");

@@ -3,6 +3,11 @@
  * --dry-run and check run again and again while worker processes acquire
  * the same keys on the same segment.
  *
+ * The workers run until the test stops them, and the test stops them only
+ * once OVERLAPS rounds of rlctl commands each saw every worker complete a
+ * round of acquires while they ran (no fixed run time: on a loaded machine
+ * an ASan rlctl round can take longer than any fixed budget).
+ *
  * Policy token_bucket:5/1h: over the test no permit comes back, so every
  * key admits exactly 5 requests in total, whoever asks and whatever rlctl
  * does meanwhile.  Each trial asserts, exactly:
@@ -21,16 +26,20 @@
  * loses live states (and not merely that something, anything, failed).
  */
 #include <check.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "rlctl_assert.h"
+#include "srl.h"
 
 #define NKEYS 96
 #define NWORKERS 6
 #define TRIALS 3
 #define LIMIT 5
+#define OVERLAPS 3     /* rlctl rounds that must overlap every worker */
+#define DEADLINE_S 60  /* per trial: not reaching them by then fails */
 
 struct keyset {
     unsigned char bytes[NKEYS][8];
@@ -134,24 +143,48 @@ static void one_trial(int trial, int expect_broken)
 
     child w[NWORKERS];
     for (int i = 0; i < NWORKERS; i++)
-        worker_start(&w[i], name, "1.0", "20", k->hexp, NKEYS);
+        worker_start(&w[i], name, "20", k->hexp, NKEYS);
 
-    /* rlctl rounds while any worker runs; count the rounds that began
-     * and ended with every worker still running. */
-    int alive = NWORKERS, overlapped = 0;
+    /* The overlap is arranged, not hoped for: the workers run until told to
+     * stop, and a round of rlctl commands counts only if every worker
+     * finished at least one full round of acquires while it ran (a byte on
+     * its progress pipe between the round's start and end).  Rounds go on
+     * until OVERLAPS of them did; DEADLINE_S without that is a failure. */
+    uint64_t t0 = srl_monotonic_ns(NULL);
     run_result wr[NWORKERS];
-    int done[NWORKERS] = {0};
-    while (alive > 0) {
-        int all_before = alive == NWORKERS;
+    int overlapped = 0, rounds = 0;
+    while (overlapped < OVERLAPS) {
+        ck_assert_msg(srl_monotonic_ns(NULL) - t0 < DEADLINE_S * 1000000000ull,
+                      "trial %d: %d of %d rlctl rounds overlapped all %d workers in %d s",
+                      trial, overlapped, rounds, NWORKERS, DEADLINE_S);
+        for (int i = 0; i < NWORKERS; i++) {
+            ck_assert_msg(!child_poll(&w[i], &wr[i]), "worker %d exited unasked: %d: %s", i,
+                          wr[i].status, wr[i].err);
+            child_progress(&w[i]);
+        }
         rlctl_round(name, k);
+        rounds++;
+        int all = 1;
         for (int i = 0; i < NWORKERS; i++)
-            if (!done[i] && child_poll(&w[i], &wr[i])) {
-                done[i] = 1;
-                alive--;
-            }
-        overlapped += all_before && alive == NWORKERS;
+            all &= child_progress(&w[i]) > 0;
+        overlapped += all;
     }
-    ck_assert_msg(overlapped >= 1, "no rlctl round overlapped the workers");
+    /* Two more full rounds of every worker after the last rlctl command, so
+     * every key a (broken) evict dropped is asked for again. */
+    for (int i = 0; i < NWORKERS; i++) {
+        unsigned got = 0;
+        while (got < 2) {
+            ck_assert_msg(srl_monotonic_ns(NULL) - t0 < DEADLINE_S * 1000000000ull,
+                          "trial %d: worker %d made no progress after the rounds", trial, i);
+            struct pollfd pfd = {.fd = w[i].progress, .events = POLLIN};
+            ck_assert_int_ge(poll(&pfd, 1, 100), 0);
+            got += child_progress(&w[i]);
+        }
+    }
+    for (int i = 0; i < NWORKERS; i++)
+        child_stop(&w[i]);
+    for (int i = 0; i < NWORKERS; i++)
+        child_wait(&w[i], &wr[i]);
 
     unsigned long long allowed[NKEYS] = {0}, denied[NKEYS] = {0}, total_denied = 0;
     for (int i = 0; i < NWORKERS; i++) {

@@ -2,6 +2,8 @@
 #include "rlctl_run.h"
 
 #include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,7 +37,8 @@ static char *slurp(FILE *f, size_t *len)
     return s;
 }
 
-static int spawn(child *c, const char *path, const char *const *args)
+/* progress: -1, or the write end of a pipe the child gets as fd 3. */
+static int spawn_fd3(child *c, const char *path, const char *const *args, int progress)
 {
     size_t n = 0;
     while (args[n] != NULL)
@@ -55,11 +58,19 @@ static int spawn(child *c, const char *path, const char *const *args)
     if (c->pid == 0) {
         dup2(fileno(c->out), 1);
         dup2(fileno(c->err), 2);
+        if (progress >= 0 && dup2(progress, 3) != 3)
+            _exit(127);
         execv(path, argv);
         _exit(127);
     }
     free(argv);
     return 0;
+}
+
+static int spawn(child *c, const char *path, const char *const *args)
+{
+    c->progress = -1;
+    return spawn_fd3(c, path, args, -1);
 }
 
 static void collect(child *c, int wstatus, run_result *r)
@@ -70,6 +81,9 @@ static void collect(child *c, int wstatus, run_result *r)
     fclose(c->out);
     fclose(c->err);
     c->out = c->err = NULL;
+    if (c->progress >= 0)
+        close(c->progress);
+    c->progress = -1;
     c->pid = 0;
 }
 
@@ -122,20 +136,43 @@ void run_free(run_result *r)
     r->out = r->err = NULL;
 }
 
-int worker_start(child *c, const char *name, const char *seconds, const char *min_rounds,
-                 char *const *hexkeys, size_t nkeys)
+int worker_start(child *c, const char *name, const char *min_rounds, char *const *hexkeys,
+                 size_t nkeys)
 {
     const char **args = calloc(nkeys + 4, sizeof *args);
     if (args == NULL)
         abort();
     args[0] = name;
-    args[1] = seconds;
+    args[1] = "until-stopped";
     args[2] = min_rounds;
     for (size_t i = 0; i < nkeys; i++)
         args[3 + i] = hexkeys[i];
-    spawn(c, binary("RLCTL_WORKER"), args);
+    /* Both ends non-blocking and close-on-exec (dup2 onto fd 3 clears it
+     * in this worker only), so no other child holds the write end. */
+    int fds[2];
+    if (pipe2(fds, O_NONBLOCK | O_CLOEXEC) != 0)
+        abort();
+    spawn_fd3(c, binary("RLCTL_WORKER"), args, fds[1]);
+    close(fds[1]);
+    c->progress = fds[0];
     free(args);
     return 0;
+}
+
+unsigned child_progress(child *c)
+{
+    unsigned n = 0;
+    char buf[256];
+    ssize_t got;
+    while (c->progress >= 0 && (got = read(c->progress, buf, sizeof buf)) > 0)
+        n += (unsigned)got;
+    return n;
+}
+
+void child_stop(child *c)
+{
+    if (c->pid > 0 && kill(c->pid, SIGTERM) != 0)
+        abort();
 }
 
 /* Test-only state: the current test case's name prefix. */

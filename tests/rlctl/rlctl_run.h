@@ -30,11 +30,17 @@ void run_free(run_result *r);
 typedef struct child {
     pid_t pid;
     FILE *out, *err;
+    int progress;     /* read end of a worker's progress pipe, or -1 */
 } child;
 
-/* Start $RLCTL_WORKER NAME SECONDS MIN_ROUNDS HEXKEY... */
-int worker_start(child *c, const char *name, const char *seconds, const char *min_rounds,
-                 char *const *hexkeys, size_t nkeys);
+/* Start $RLCTL_WORKER NAME until-stopped MIN_ROUNDS HEXKEY...: it runs
+ * until child_stop(), writing one byte to its progress pipe per round. */
+int worker_start(child *c, const char *name, const char *min_rounds, char *const *hexkeys,
+                 size_t nkeys);
+/* The rounds a worker finished since the last call (never blocks). */
+unsigned child_progress(child *c);
+/* SIGTERM: the worker finishes its round (and MIN_ROUNDS), reports, exits. */
+void child_stop(child *c);
 /* 1 if it has exited (then *r is filled), 0 if still running. */
 int child_poll(child *c, run_result *r);
 void child_wait(child *c, run_result *r);

@@ -1,0 +1,56 @@
+/*
+ * make_seed.c - writes valid small segments for the segment fuzzer's seed
+ * corpus: make_seed DIR creates, fills a few keys in, and copies out
+ * segments of each algorithm (capacity 8, key_display 8), then unlinks
+ * them.  Run by run.sh only when DIR has no seed yet; the committed seeds
+ * in corpus/segment/ came from it.
+ */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "srl.h"
+
+int main(int argc, char **argv)
+{
+    if (argc != 2)
+        return 64;
+    static const char *policies[] = {"token_bucket:3/1h", "sliding_log:3/1h",
+                                     "sliding_counter:3/1h", "gcra:3/1h"};
+    for (int i = 0; i < 4; i++) {
+        char name[64], src[96], dst[4096];
+        snprintf(name, sizeof name, "/srl-fuzz-seed-%d-%d", (int)getpid(), i);
+        srl_config cfg;
+        srl_config_init(&cfg);
+        if (srl_policy_parse(policies[i], &cfg.policy) != 0)
+            return 1;
+        cfg.capacity = 8;
+        cfg.key_display = 8;
+        srl_limiter *lim;
+        if (srl_open_shared(name, &cfg, SRL_CREATE | SRL_EXCL, &lim) != 0)
+            return 1;
+        static const char *keys[] = {"a", "b", "key-1"};
+        for (int k = 0; k < 3; k++) {
+            srl_decision d;
+            for (int n = 0; n <= k; n++)
+                srl_acquire(lim, keys[k], strlen(keys[k]), 1, &d);
+        }
+        srl_close(lim);
+        snprintf(src, sizeof src, "/dev/shm%s", name);
+        snprintf(dst, sizeof dst, "%s/seed-%d", argv[1], i);
+        FILE *in = fopen(src, "rb"), *out = fopen(dst, "wb");
+        if (in == NULL || out == NULL)
+            return 1;
+        char buf[65536];
+        size_t n;
+        while ((n = fread(buf, 1, sizeof buf, in)) > 0)
+            fwrite(buf, 1, n, out);
+        fclose(in);
+        if (fclose(out) != 0)
+            return 1;
+        srl_unlink(name);
+    }
+    return 0;
+}
