@@ -385,6 +385,7 @@ SRL_API int srl_unlink(const char *name);
  *   SRL_ETIMEDOUT        the key's bucket lock was held longer than
  *                        lock_timeout_ms (its owner is alive but stuck)
  *   SRL_ENOTRECOVERABLE  the bucket's lock is permanently unusable
+ *   SRL_ENOMEM           local limiter only: no memory for a new key's state
  *   SRL_ECORRUPT         the bucket's lock is not srl's mutex (its type
  *                        word in the segment was overwritten): it is never
  *                        taken, and srl_check names the bucket
