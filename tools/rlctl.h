@@ -15,6 +15,7 @@
  *   rlctl_json.c    a small JSON writer (commas, nesting, string escaping)
  *   rlctl_fmt.c     human formats: durations, byte sizes, aligned tables
  *   rlctl_open.c    opening segments; srl error -> message and exit code
+ *   rlctl_errors.c  each srl error code's exit status and remedy
  *   rlctl_seg.c     commands on whole segments: create destroy check
  *   rlctl_info.c    info: one segment's header, geometry and counters
  *   rlctl_ls.c      ls: the srl segments under /dev/shm
@@ -162,8 +163,18 @@ void rlctl_table_add(rlctl_table *t, const char *const *row);
 int rlctl_table_print(rlctl_table *t, FILE *f); /* 0 or EX_OSERR (ENOMEM) */
 void rlctl_table_free(rlctl_table *t);
 
-/* rlctl_open.c */
+/* rlctl_errors.c: what rlctl does about each srl result code. */
+typedef struct rlctl_err {
+    int status;                 /* exit status (sysexits.h) */
+    const char *remedy;         /* what the operator can do; NULL: nothing to add */
+    int known;                  /* 1 for every code of SRL_ERRNO_MAP */
+} rlctl_err;
+/* The entry for rc; NULL for a code srl.h does not define. */
+const rlctl_err *rlctl_err_lookup(int rc);
+/* Its exit status; EX_SOFTWARE for an unknown code. */
 int rlctl_exit_code(int rc);
+
+/* rlctl_open.c */
 /* Print "rlctl: NAME: <what>: <remedy>" and return the exit code for rc. */
 int rlctl_fail(const char *name, int rc);
 /* Open an existing segment (its own policy and geometry).  Returns 0 or an

@@ -16,6 +16,7 @@
  *     EX_TEMPFAIL 75  a lock or the segment's creator did not answer in time
  *     EX_NOPERM   77  permission denied (owner or mode refused)
  *     EX_SOFTWARE 70  anything else (a bug in rlctl or srl)
+ * The status and remedy of each code are in rlctl_errors.c.
  *
  * Segments are opened without SRL_CREATE and with cfg NULL, so rlctl adopts
  * each segment's own policy and geometry and can never create one by
@@ -26,55 +27,6 @@
 #include <errno.h>
 #include <string.h>
 
-int rlctl_exit_code(int rc)
-{
-    switch (rc) {
-    case SRL_OK: return EX_OK;
-    case SRL_EINVAL:
-    case SRL_EPOLICY:
-    case SRL_ECOST:
-    case SRL_EKEY: return EX_USAGE;
-    case SRL_ENOENT: return EX_NOINPUT;
-    case SRL_EFOREIGN:
-    case SRL_EVERSION:
-    case SRL_ECORRUPT:
-    case SRL_ESTALE:
-    case SRL_EMISMATCH:
-    case SRL_ENOTRECOVERABLE: return EX_DATAERR;
-    case SRL_EACCES: return EX_NOPERM;
-    case SRL_EEXIST:
-    case SRL_ENOSPC: return EX_CANTCREAT;
-    case SRL_ETIMEDOUT: return EX_TEMPFAIL;
-    case SRL_ENOMEM:
-    case SRL_ESYS: return EX_OSERR;
-    default: return EX_SOFTWARE;
-    }
-}
-
-static const char *remedy(int rc)
-{
-    switch (rc) {
-    case SRL_ENOENT: return "check the name; 'rlctl ls' lists the segments on this host";
-    case SRL_EFOREIGN: return "it belongs to another program: leave it alone";
-    case SRL_EVERSION:
-        return "use the rlctl of the srl version that created it, or destroy and recreate it";
-    case SRL_ECORRUPT: return "destroy it ('rlctl destroy') and let the workers recreate it";
-    case SRL_ESTALE: return "no worker can use it until it is removed";
-    case SRL_EACCES:
-        return "run rlctl as the segment's owner, and make sure its mode lets nobody else write it";
-    case SRL_ETIMEDOUT:
-        return "a process may be stopped while holding a lock: retry, and look for stopped workers";
-    case SRL_ENOTRECOVERABLE: return "destroy the segment and let the workers recreate it";
-    case SRL_EEXIST: return "use it as it is, or remove it first with 'rlctl destroy'";
-    case SRL_ENOSPC: return "free space in /dev/shm (df /dev/shm, rlctl ls) or lower --capacity";
-    case SRL_EMISMATCH: return "open it with its own policy and capacity (rlctl info)";
-    case SRL_ECOST: return "give a --cost between 1 and the policy's permits";
-    case SRL_ENOMEM: return "free some memory and retry";
-    case SRL_ENOTSUP: return "this limiter does not support the operation";
-    default: return NULL;
-    }
-}
-
 int rlctl_fail(const char *name, int rc)
 {
     int saved_errno = errno;
@@ -82,9 +34,9 @@ int rlctl_fail(const char *name, int rc)
     fprintf(stderr, "rlctl: %s: %s", name != NULL ? name : "-", what);
     if (rc == SRL_ESYS)
         fprintf(stderr, ": %s", strerror(saved_errno));
-    const char *r = remedy(rc);
-    if (r != NULL)
-        fprintf(stderr, ": %s", r);
+    const rlctl_err *e = rlctl_err_lookup(rc);
+    if (e != NULL && e->remedy != NULL)
+        fprintf(stderr, ": %s", e->remedy);
     fputc('\n', stderr);
     return rlctl_exit_code(rc);
 }
