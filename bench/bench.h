@@ -119,7 +119,7 @@ void bench_floor_free(bench_floor *f);
 uint64_t bench_floor_op(bench_floor *f, const unsigned char *key, size_t len);
 
 /* A single robust process-shared mutex in its own MAP_SHARED page: the
- * seed's "Bad" rung, held around every srl_acquire. */
+ * simplest correct design, held around every srl_acquire. */
 typedef struct bench_global_lock {
     pthread_mutex_t *m;
 } bench_global_lock;

@@ -433,7 +433,7 @@ static void print_per_decision(const struct report *R)
     if (untracked)
         printf("WARNING: %d cells had untracked (table full) decisions.\n\n", untracked);
 
-    printf("### The global lock (seed's \"Bad\" rung), one process\n\n");
+    printf("### The global lock (the simplest correct design), one process\n\n");
     printf("token_bucket on the shared store, every srl_acquire inside one extra global "
            "robust mutex.\n\n");
     printf("| keys | dist | shared | shared + global lock | ratio |\n");

@@ -1,7 +1,7 @@
 /*
  * check_algo_sliding_log.c - the sliding window log, through the pure core.
  *
- * The seed's 3/s trace exactly (half-open window: an entry one window old
+ * A fixed 3/s trace, decision by decision (half-open window: an entry one window old
  * is out), then boundary tables: cost > 1 and which entry sets the wait,
  * cost == permits, errors and denials that change nothing, years idle, a
  * ticker going backwards, the largest log and window, ring wrap-around,
@@ -35,7 +35,7 @@ static struct sl_state *new_state(const srl_policy *p, uint64_t now)
 
 static const srl_policy three_per_s = {SRL_SLIDING_LOG, 3, 1 * SEC};
 
-START_TEST(sliding_log_reproduces_the_seed_trace_at_three_per_second)
+START_TEST(sliding_log_follows_the_trace_at_three_per_second)
 {
     struct sl_state *s = new_state(&three_per_s, 0);
     ck_allowed(acq(&three_per_s, s, 0, 1), 2);
@@ -297,7 +297,7 @@ static Suite *suite(void)
 {
     Suite *s = suite_create("algo_sliding_log");
     TCase *tc = tcase_create("core");
-    tcase_add_test(tc, sliding_log_reproduces_the_seed_trace_at_three_per_second);
+    tcase_add_test(tc, sliding_log_follows_the_trace_at_three_per_second);
     tcase_add_test(tc, sliding_log_window_is_half_open_at_the_nanosecond);
     tcase_add_test(tc, sliding_log_reports_exact_remaining_and_reset_after);
     tcase_add_test(tc, sliding_log_cost_above_one_waits_for_the_entry_that_makes_room);

@@ -1,7 +1,7 @@
 /*
  * check_algo_token_bucket.c - the token bucket, through the public pure core.
  *
- * The seed's 5/s trace exactly (including when bob and alice come to rest),
+ * A fixed 5/s trace of two keys, alice and bob, decision by decision (including when bob and alice come to rest),
  * then boundary tables: cost > 1, cost == permits, errors that change
  * nothing, denials that change nothing, years of idleness, a ticker going
  * backwards, the largest permits and window, exact waits, at-rest and
@@ -26,7 +26,7 @@ struct tb_state {
 
 static const srl_policy five_per_s = {SRL_TOKEN_BUCKET, 5, 1 * SEC};
 
-START_TEST(token_bucket_reproduces_the_seed_trace_at_five_per_second)
+START_TEST(token_bucket_follows_the_two_key_trace_at_five_per_second)
 {
     struct tb_state alice, bob;
     ck_assert_uint_eq(srl_state_size(&five_per_s), sizeof alice);
@@ -303,7 +303,7 @@ static Suite *suite(void)
 {
     Suite *s = suite_create("algo_token_bucket");
     TCase *tc = tcase_create("core");
-    tcase_add_test(tc, token_bucket_reproduces_the_seed_trace_at_five_per_second);
+    tcase_add_test(tc, token_bucket_follows_the_two_key_trace_at_five_per_second);
     tcase_add_test(tc, token_bucket_reports_exact_reset_after_and_remaining);
     tcase_add_test(tc, token_bucket_cost_above_one_takes_that_many_tokens);
     tcase_add_test(tc, token_bucket_cost_equal_to_permits_passes_only_when_full);
