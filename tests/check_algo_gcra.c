@@ -101,8 +101,8 @@ START_TEST(gcra_cost_above_one_and_equal_to_permits)
     srl_state_init(&p, &s, 0);
     ck_allowed(acq(&p, &s, 0, 4), 6);
     before = s;
-    ck_denied(acq(&p, &s, 0, 7), 100 * MS);
-    ck_denied(acq(&p, &s, 0, 10), 400 * MS);
+    ck_denied_leaving(acq(&p, &s, 0, 7), 6, 100 * MS);
+    ck_denied_leaving(acq(&p, &s, 0, 10), 6, 400 * MS);
     ck_assert_uint_eq(s, before);
     ck_allowed(acq(&p, &s, 0, 6), 0);
     ck_denied(acq(&p, &s, 0, 10), 1 * SEC);

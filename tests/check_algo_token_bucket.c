@@ -83,7 +83,7 @@ START_TEST(token_bucket_cost_above_one_takes_that_many_tokens)
     ck_allowed(acq(&p, &s, 0, 4), 6);
     before = s;
     srl_decision d = acq(&p, &s, 0, 7);
-    ck_denied(d, 100 * MS);            /* one token short, 10 per second */
+    ck_denied_leaving(d, 6, 100 * MS);            /* one token short, 10 per second */
     ck_assert_uint_eq(d.remaining, 6);
     ck_assert_mem_eq(&s, &before, sizeof s);
     ck_allowed(acq(&p, &s, 0, 6), 0);
@@ -98,7 +98,7 @@ START_TEST(token_bucket_cost_equal_to_permits_passes_only_when_full)
     srl_state_init(&p, &s, 0);
     ck_allowed(acq(&p, &s, 0, 8), 0);
     ck_denied(acq(&p, &s, 1, 8), 8 * SEC - 1);
-    ck_denied(acq(&p, &s, 8 * SEC - 1, 8), 1);
+    ck_denied_leaving(acq(&p, &s, 8 * SEC - 1, 8), 7, 1);
     ck_allowed(acq(&p, &s, 8 * SEC, 8), 0);
 }
 END_TEST
