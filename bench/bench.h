@@ -7,6 +7,8 @@
  *                Zipf), from a fixed seed so every run asks the same keys
  *   baselines.c  the floor (keyed hash + one slot touch + one robust mutex),
  *                the global-lock wrapper, and the cost of each component
+ *   setup.c      store names, policies, capacities, the store opener, the
+ *                coarse ticker (used by the files below; calls none of them)
  *   acquire.c    per-decision cost of srl_acquire on both stores
  *   scaling.c    forked processes on distinct keys and on one hot key
  *   memory.c     segment bytes per slot and per key; the 10M-key segment
@@ -145,7 +147,7 @@ typedef struct bench_components {
 
 void bench_components_measure(const bench_opts *o, bench_components *c);
 
-/* ------------------------------------------------------------ acquire.c */
+/* -------------------------------------------------------------- setup.c */
 
 typedef enum bench_store {
     BENCH_SHARED = 0,         /* srl_open_shared on /dev/shm */

@@ -9,12 +9,13 @@
  * stops them.
  *
  * Files:
- *   rlctl.c         main: command table, dispatch, usage
+ *   rlctl.c         main: --help, --version, dispatch
+ *   rlctl_commands.c  the command table and the usage text made from it
  *   rlctl_args.c    argument parsing (options, numbers, keys, names)
  *   rlctl_escape.c  key escaping for terminals and JSON
  *   rlctl_json.c    a small JSON writer (commas, nesting, string escaping)
  *   rlctl_fmt.c     human formats: durations, byte sizes, aligned tables
- *   rlctl_open.c    opening segments; srl error -> message and exit code
+ *   rlctl_open.c    opening segments, valid names; srl error -> message
  *   rlctl_errors.c  each srl error code's exit status and remedy
  *   rlctl_seg.c     commands on whole segments: create destroy check
  *   rlctl_info.c    info: one segment's header, geometry and counters
@@ -98,7 +99,7 @@ struct rlctl_cmd {
     const char *synopsis;     /* after "rlctl " */
 };
 
-/* rlctl.c */
+/* rlctl_commands.c */
 const struct rlctl_cmd *rlctl_commands(size_t *n);
 void rlctl_usage(FILE *f, const struct rlctl_cmd *only);
 
@@ -110,7 +111,6 @@ int rlctl_parse_u64(const char *s, uint64_t max, uint64_t *out);
 int rlctl_parse_seconds(const char *s, uint64_t *ns);
 /* rlctl_parse's result when --help was asked for and printed. */
 #define RLCTL_HELP_SHOWN (-1)
-int rlctl_name_valid(const char *name);
 
 /* rlctl_escape.c: key bytes as printable ASCII; see the file for the rules.
  * rlctl_escape returns a malloc'd NUL-terminated string or NULL (ENOMEM). */
@@ -175,6 +175,8 @@ const rlctl_err *rlctl_err_lookup(int rc);
 int rlctl_exit_code(int rc);
 
 /* rlctl_open.c */
+/* 1 if name follows srl's segment-name rule (see the definition). */
+int rlctl_name_valid(const char *name);
 /* Print "rlctl: NAME: <what>: <remedy>" and return the exit code for rc. */
 int rlctl_fail(const char *name, int rc);
 /* Open an existing segment (its own policy and geometry).  Returns 0 or an

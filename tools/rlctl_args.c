@@ -125,23 +125,6 @@ int rlctl_parse_seconds(const char *s, uint64_t *ns)
     return 0;
 }
 
-/* srl's rule: "/" optional, then 1..200 of [A-Za-z0-9._-]; "." and ".."
- * (all dots) are refused as well, since they name directories. */
-int rlctl_name_valid(const char *name)
-{
-    const char *p = name[0] == '/' ? name + 1 : name;
-    size_t n = strlen(p);
-    if (n == 0 || n > 200 || strspn(p, ".") == n)
-        return 0;
-    for (; *p; p++) {
-        char c = *p;
-        if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-              c == '.' || c == '_' || c == '-'))
-            return 0;
-    }
-    return 1;
-}
-
 static int hexval(char c)
 {
     if (c >= '0' && c <= '9')

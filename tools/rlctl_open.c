@@ -1,5 +1,6 @@
 /*
- * rlctl_open.c - opening a segment, and what rlctl says when srl fails.
+ * rlctl_open.c - opening a segment, which names are valid, and what rlctl
+ * says when srl fails.
  *
  * Every failure is one line on stderr,
  *     rlctl: NAME: <what is wrong (srl_strerror)>: <what to do about it>
@@ -39,6 +40,23 @@ int rlctl_fail(const char *name, int rc)
         fprintf(stderr, ": %s", e->remedy);
     fputc('\n', stderr);
     return rlctl_exit_code(rc);
+}
+
+/* srl's rule: "/" optional, then 1..200 of [A-Za-z0-9._-]; "." and ".."
+ * (all dots) are refused as well, since they name directories. */
+int rlctl_name_valid(const char *name)
+{
+    const char *p = name[0] == '/' ? name + 1 : name;
+    size_t n = strlen(p);
+    if (n == 0 || n > 200 || strspn(p, ".") == n)
+        return 0;
+    for (; *p; p++) {
+        char c = *p;
+        if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '_' || c == '-'))
+            return 0;
+    }
+    return 1;
 }
 
 int rlctl_open(const rlctl_opts *o, srl_limiter **out)
