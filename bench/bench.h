@@ -2,7 +2,8 @@
  * bench.h - declarations shared by the files of srl-bench (not installed).
  *
  * The benchmark is one program, split by what each file holds:
- *   main.c       command line, the order of the sections, the report
+ *   main.c       command line, the order of the sections (fills a report)
+ *   report.c     the report's tables and the targets (report.h)
  *   keys.c       key bytes and pre-generated request sequences (uniform and
  *                Zipf), from a fixed seed so every run asks the same keys
  *   baselines.c  the floor (keyed hash + one slot touch + one robust mutex),

@@ -30,11 +30,13 @@
     EX_DATAERR, "destroy it ('rlctl destroy') and let the workers recreate it"
 #define RLCTL_ERR_ESTALE EX_DATAERR, "no worker can use it until it is removed"
 #define RLCTL_ERR_EACCES \
-    EX_NOPERM, "run rlctl as the segment's owner, and make sure its mode lets nobody else write it"
+    EX_NOPERM,                                                                             \
+        "run rlctl as the segment's owner, and make sure its mode lets nobody else write it"
 #define RLCTL_ERR_ENOSPC \
     EX_CANTCREAT, "free space in /dev/shm (df /dev/shm, rlctl ls) or lower --capacity"
 #define RLCTL_ERR_ETIMEDOUT \
-    EX_TEMPFAIL, "a process may be stopped while holding a lock: retry, and look for stopped workers"
+    EX_TEMPFAIL,                                                                           \
+        "a process may be stopped while holding a lock: retry, and look for stopped workers"
 #define RLCTL_ERR_ENOTRECOVERABLE \
     EX_DATAERR, "destroy the segment and let the workers recreate it"
 #define RLCTL_ERR_ENOTSUP EX_SOFTWARE, "this limiter does not support the operation"
