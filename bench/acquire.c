@@ -12,7 +12,8 @@
  *   3. main.c times it with the floor and the other stores of its group
  *      (bench_time_interleaved), counting allowed and untracked decisions.
  *
- * Policies: "allow" ones never deny during a run (1e9 permits per hour);
+ * The policies, capacities and store openers are in setup.c.  Policies:
+ * "allow" ones never deny during a run (1e9 permits per hour);
  * sliding_log cannot have a huge limit (its state is 8 B per permit), so it
  * gets 8 permits per 10 us, which admits most requests of a uniform run and
  * denies the hottest Zipf keys; its allowed fraction is printed next to its
@@ -32,54 +33,6 @@
 #include <unistd.h>
 
 #include <sodium.h>
-
-const char *bench_store_name(bench_store s)
-{
-    switch (s) {
-    case BENCH_SHARED: return "shared";
-    case BENCH_LOCAL: return "local";
-    case BENCH_SHARED_GLOBAL: return "shared+global lock";
-    }
-    return "?";
-}
-
-srl_policy bench_policy_allow(srl_algorithm a)
-{
-    if (a == SRL_SLIDING_LOG)
-        return (srl_policy){a, 8, 10000ull};
-    return (srl_policy){a, 1000000000u, 3600ull * 1000000000ull};
-}
-
-srl_policy bench_policy_deny(srl_algorithm a)
-{
-    return (srl_policy){a, 1, 3600ull * 1000000000ull};
-}
-
-uint64_t bench_capacity_for(uint64_t nkeys)
-{
-    return nkeys + nkeys / 4 + 64;
-}
-
-int bench_open(bench_store s, const srl_config *cfg, srl_limiter **out)
-{
-    if (s == BENCH_LOCAL)
-        return srl_open_local(cfg, out);
-    char name[64];
-    snprintf(name, sizeof name, "/srl-bench-%d-%08x%08x", (int)getpid(),
-             randombytes_random(), randombytes_random());
-    int rc = srl_open_shared(name, cfg, SRL_CREATE | SRL_EXCL, out);
-    if (rc == 0)
-        srl_unlink(name);
-    return rc;
-}
-
-uint64_t bench_coarse_ns(void *ignored)
-{
-    (void)ignored;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static uint64_t batch_acquire(void *ctx, uint64_t start, uint64_t count)
 {

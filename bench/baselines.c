@@ -11,7 +11,7 @@
  * The table is an anonymous MAP_SHARED mapping: shmem pages, like a
  * /dev/shm segment's, so TLB and page costs match.
  *
- * The global lock.  The seed's "Bad" rung: one robust process-shared mutex
+ * The global lock.  The simplest correct design: one robust process-shared mutex
  * (in its own MAP_SHARED page, so forked workers share it) held around
  * every srl_acquire.  It costs one extra lock per decision in one process;
  * in several it serialises every decision of the host.

@@ -2,11 +2,14 @@
  * bench.h - declarations shared by the files of srl-bench (not installed).
  *
  * The benchmark is one program, split by what each file holds:
- *   main.c       command line, the order of the sections, the report
+ *   main.c       command line, the order of the sections (fills a report)
+ *   report.c     the report's tables and the targets (report.h)
  *   keys.c       key bytes and pre-generated request sequences (uniform and
  *                Zipf), from a fixed seed so every run asks the same keys
  *   baselines.c  the floor (keyed hash + one slot touch + one robust mutex),
  *                the global-lock wrapper, and the cost of each component
+ *   setup.c      store names, policies, capacities, the store opener, the
+ *                coarse ticker (used by the files below; calls none of them)
  *   acquire.c    per-decision cost of srl_acquire on both stores
  *   scaling.c    forked processes on distinct keys and on one hot key
  *   memory.c     segment bytes per slot and per key; the 10M-key segment
@@ -119,7 +122,7 @@ void bench_floor_free(bench_floor *f);
 uint64_t bench_floor_op(bench_floor *f, const unsigned char *key, size_t len);
 
 /* A single robust process-shared mutex in its own MAP_SHARED page: the
- * seed's "Bad" rung, held around every srl_acquire. */
+ * simplest correct design, held around every srl_acquire. */
 typedef struct bench_global_lock {
     pthread_mutex_t *m;
 } bench_global_lock;
@@ -145,7 +148,7 @@ typedef struct bench_components {
 
 void bench_components_measure(const bench_opts *o, bench_components *c);
 
-/* ------------------------------------------------------------ acquire.c */
+/* -------------------------------------------------------------- setup.c */
 
 typedef enum bench_store {
     BENCH_SHARED = 0,         /* srl_open_shared on /dev/shm */

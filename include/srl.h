@@ -95,31 +95,45 @@ extern "C" {
 
 /* ---------------------------------------------------------------- errors */
 
-enum {
-    SRL_OK = 0,
-    SRL_EINVAL = -1,          /* an argument is invalid (NULL, bad flag, ...) */
-    SRL_EPOLICY = -2,         /* the policy is invalid or cannot be parsed */
-    SRL_ECOST = -3,           /* cost is 0 or larger than the policy's permits */
-    SRL_EKEY = -4,            /* key is empty or longer than SRL_KEY_MAX */
-    SRL_ENOMEM = -5,          /* out of memory */
-    SRL_ENOBUFS = -6,         /* the output buffer is too small */
-    SRL_ENOENT = -7,          /* no such segment, or the key is not tracked */
-    SRL_EEXIST = -8,          /* the segment exists and SRL_EXCL was given */
-    SRL_EMISMATCH = -9,       /* the segment has another policy or geometry */
-    SRL_EFOREIGN = -10,       /* the object at that name is not an srl segment */
-    SRL_EVERSION = -11,       /* srl segment of another layout version or ABI */
-    SRL_ECORRUPT = -12,       /* the segment's header or table is inconsistent */
-    SRL_ESTALE = -13,         /* its creator died before finishing it: unlink it */
-    SRL_EACCES = -14,         /* permission denied, or owner/mode refused */
-    SRL_ENOSPC = -15,         /* no space left on the shared-memory filesystem */
-    SRL_ETIMEDOUT = -16,      /* a lock or the segment's creator did not answer */
-    SRL_ENOTRECOVERABLE = -17,/* a bucket's lock can no longer be used */
-    SRL_ENOTSUP = -18,        /* not supported by this kind of limiter */
-    SRL_ESYS = -19            /* another operating-system error; see errno */
-};
+/*
+ * SRL_ERRNO_MAP(XX) is the one list of result codes: XX(name, code, message)
+ * for each, in numeric order.  It generates the enum below, srl_strerror()
+ * and srl_err_name(); bindings and tools iterate it rather than repeat it.
+ * The values are part of the ABI: a new code takes the next free negative
+ * number, and no code is ever renumbered.
+ */
+#define SRL_ERRNO_MAP(XX) \
+    XX(OK, 0, "success") \
+    XX(EINVAL, -1, "invalid argument")  /* an argument is invalid (NULL, bad flag, ...) */ \
+    XX(EPOLICY, -2, "invalid rate-limit policy") \
+    XX(ECOST, -3, "cost is zero or exceeds the policy's permits") \
+    XX(EKEY, -4, "key is empty or longer than SRL_KEY_MAX bytes") \
+    XX(ENOMEM, -5, "out of memory") \
+    XX(ENOBUFS, -6, "output buffer too small") \
+    XX(ENOENT, -7, "no such segment or key")  /* no such segment, or the key is not tracked */ \
+    XX(EEXIST, -8, "segment already exists")  /* the segment exists and SRL_EXCL was given */ \
+    XX(EMISMATCH, -9, "segment exists with a different policy or geometry") \
+    XX(EFOREIGN, -10, "not an srl segment") \
+    XX(EVERSION, -11, "srl segment of an incompatible layout version or ABI") \
+    XX(ECORRUPT, -12, "segment is corrupt (header or table inconsistent)") \
+    XX(ESTALE, -13, "segment is stale: its creator died before it was ready; unlink it (rlctl destroy)") \
+    XX(EACCES, -14, "permission denied (segment owner or mode refused)") \
+    XX(ENOSPC, -15, "no space left on the shared-memory filesystem") \
+    XX(ETIMEDOUT, -16, "timed out waiting for a lock or for the segment's creator")  /* a lock or the segment's creator did not answer */ \
+    XX(ENOTRECOVERABLE, -17, "a bucket lock is not recoverable") \
+    XX(ENOTSUP, -18, "operation not supported by this limiter") \
+    XX(ESYS, -19, "system error (see errno)")  /* another operating-system error; see errno */
+
+#define SRL__ERRNO_ENUM(name, code, msg) SRL_##name = (code),
+enum { SRL_ERRNO_MAP(SRL__ERRNO_ENUM) };
+#undef SRL__ERRNO_ENUM
 
 /* A static English description of code; never NULL, even for unknown codes. */
 SRL_API const char *srl_strerror(int code);
+
+/* The code's name as spelled in this header ("SRL_EINVAL" for SRL_EINVAL,
+ * "SRL_OK" for 0), static; NULL for a code that is not in SRL_ERRNO_MAP. */
+SRL_API const char *srl_err_name(int code);
 
 /* ---------------------------------------------------------------- policy */
 

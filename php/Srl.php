@@ -34,13 +34,37 @@ final class SrlException extends RuntimeException
 {
 }
 
+/* SrlException codes: srl.h's SRL_ERRNO_MAP, SrlError::NAME for SRL_NAME.
+ * tests/e2e/ffi_layout.sh checks this list against the C table. */
+final class SrlError
+{
+    public const OK = 0;
+    public const EINVAL = -1;
+    public const EPOLICY = -2;
+    public const ECOST = -3;
+    public const EKEY = -4;
+    public const ENOMEM = -5;
+    public const ENOBUFS = -6;
+    public const ENOENT = -7;
+    public const EEXIST = -8;
+    public const EMISMATCH = -9;
+    public const EFOREIGN = -10;
+    public const EVERSION = -11;
+    public const ECORRUPT = -12;
+    public const ESTALE = -13;
+    public const EACCES = -14;
+    public const ENOSPC = -15;
+    public const ETIMEDOUT = -16;
+    public const ENOTRECOVERABLE = -17;
+    public const ENOTSUP = -18;
+    public const ESYS = -19;
+}
+
 final class Srl
 {
     public const CREATE = 0x1;
     public const EXCL = 0x2;
 
-    private const ETIMEDOUT = -16;
-    private const ENOTRECOVERABLE = -17;
     private const DECISION_UNTRACKED = 0x1;
     private const DECISION_DEGRADED = 0x2;
 
@@ -168,7 +192,7 @@ final class Srl
         $d = $this->ffi->new('srl_decision');
         $rc = $this->ffi->srl_acquire($lim, $key, strlen($key), self::u32($cost, 'cost'),
                                       FFI::addr($d));
-        if ($rc !== 0 && $rc !== self::ETIMEDOUT && $rc !== self::ENOTRECOVERABLE) {
+        if ($rc !== 0 && $rc !== SrlError::ETIMEDOUT && $rc !== SrlError::ENOTRECOVERABLE) {
             self::check($this->ffi, $rc, 'acquire');
         }
         $this->last = $d;
@@ -181,7 +205,7 @@ final class Srl
         $d = $this->ffi->new('srl_decision');
         $rc = $this->ffi->srl_peek($this->handle(), $key, strlen($key), self::u32($cost, 'cost'),
                                    FFI::addr($d));
-        if ($rc === -7) { /* SRL_ENOENT */
+        if ($rc === SrlError::ENOENT) {
             return null;
         }
         self::check($this->ffi, $rc, 'peek');
@@ -209,7 +233,7 @@ final class Srl
     public function reset(string $key): bool
     {
         $rc = $this->ffi->srl_reset_key($this->handle(), $key, strlen($key));
-        if ($rc === -7) {
+        if ($rc === SrlError::ENOENT) {
             return false;
         }
         self::check($this->ffi, $rc, 'reset');

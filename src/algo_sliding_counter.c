@@ -1,5 +1,5 @@
 /*
- * algo_sliding_counter.c - the sliding window counter (estimate, as the seed).
+ * algo_sliding_counter.c - the sliding window counter (a weighted estimate).
  *
  * Two fixed-window counts, the previous window's and the current one's, with
  * windows aligned to multiples of W.  The count in the sliding window ending
@@ -8,8 +8,8 @@
  * assuming the previous window's requests were spread evenly.  Everything is
  * kept multiplied by W, so the estimate is exact in integers:
  *     estimate * W = prev * (W - e) + curr * W   (< 2^92, in 128 bits).
- * A request of cost c passes iff estimate + (c - 1) < permits (the seed's
- * "estimate < limit" for c = 1).
+ * A request of cost c passes iff estimate + (c - 1) < permits (for c = 1:
+ * estimate < permits).
  *
  * State (16 bytes, 8-byte aligned, pointer-free):
  *   window_start  start of the current window, a multiple of W, <= now when

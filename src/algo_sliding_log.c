@@ -4,7 +4,8 @@
  * Remembers the time of every admitted permit still inside the window and
  * admits a request of cost c iff live + c <= permits.  An entry t is inside
  * the window at `now` iff t + W > now: the window is half-open, so an entry
- * exactly one window old is out (the seed's 1000 ms step).
+ * exactly one window old is out (with a 1 s window, a permit taken at 0 is
+ * free again at exactly 1000 ms).
  *
  * State (8 + 8 * permits bytes, 8-byte aligned, pointer-free): a ring
  *   count    entries stored, 0..permits (expired ones may linger until the

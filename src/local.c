@@ -439,8 +439,8 @@ static int find_or_insert(struct local *l, unsigned long hash, const struct lkey
 
 /* Broken on purpose (SRL__LOCAL_BROKEN_NO_LOCK): decide on a copy of the
  * state read and written back word by word with relaxed atomics, without
- * the node's lock: concurrent acquirers lose each other's updates, exactly
- * like the seed's UnsafeTokenBucket, while staying defined C (and clean
+ * the node's lock: concurrent acquirers lose each other's updates (two
+ * read the same level, both admit, one write wins), while staying defined C (and clean
  * for ThreadSanitizer, which tests the real path).  States larger than
  * NO_LOCK_MAX_WORDS words are decided under the lock as usual. */
 static bool acquire_unlocked_broken(struct local *l, struct lnode *n, uint32_t cost,

@@ -4,7 +4,8 @@
  * acq()/peek() call the public srl_state_* layer and require success; the
  * decision is prefilled with garbage so a field the algorithm forgets to
  * write shows up.  decision_eq compares field by field, because
- * srl_decision has padding that memcmp would compare.
+ * srl_decision has padding that memcmp would compare.  ck_allowed and
+ * ck_denied come from decision_assert.h (strict: remaining, wait, flags).
  */
 #ifndef SRL_ALGOTEST_H
 #define SRL_ALGOTEST_H
@@ -12,6 +13,7 @@
 #include <check.h>
 #include <string.h>
 
+#include "decision_assert.h"
 #include "srl.h"
 
 static inline int decision_eq(const srl_decision *a, const srl_decision *b)
@@ -36,21 +38,5 @@ static inline srl_decision peek(const srl_policy *p, const void *s, uint64_t now
     ck_assert_int_eq(srl_state_peek(p, s, now, cost, &d), 0);
     return d;
 }
-
-/* Each macro evaluates its decision argument once (it may be a call). */
-#define ck_allowed(d, rem)                          \
-    do {                                            \
-        srl_decision d_ = (d);                      \
-        ck_assert_int_eq(d_.allowed, 1);            \
-        ck_assert_uint_eq(d_.remaining, (rem));     \
-        ck_assert_uint_eq(d_.retry_after_ns, 0);    \
-    } while (0)
-
-#define ck_denied(d, retry)                             \
-    do {                                                \
-        srl_decision d_ = (d);                          \
-        ck_assert_int_eq(d_.allowed, 0);                \
-        ck_assert_uint_eq(d_.retry_after_ns, (retry));  \
-    } while (0)
 
 #endif

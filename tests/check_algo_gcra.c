@@ -2,7 +2,8 @@
  * check_algo_gcra.c - GCRA, through the pure core.
  *
  * Where the emission interval T = W / permits is exact, GCRA must decide
- * exactly like the token bucket: the seed's 5/s trace (values spelled out),
+ * exactly like the token bucket: the token bucket's 5/s
+ * two-key trace (values spelled out),
  * and long random traces compared field by field.  Then boundary tables:
  * a T that rounds up (burst still exactly permits), cost > 1, cost ==
  * permits, errors and denials that change nothing, years idle, a ticker
@@ -19,7 +20,7 @@
 
 static const srl_policy five_per_s = {SRL_GCRA, 5, 1 * SEC};
 
-START_TEST(gcra_reproduces_the_seed_token_bucket_trace_at_five_per_second)
+START_TEST(gcra_follows_the_token_bucket_trace_at_five_per_second)
 {
     uint64_t alice, bob;
     ck_assert_uint_eq(srl_state_size(&five_per_s), 8);
@@ -100,8 +101,8 @@ START_TEST(gcra_cost_above_one_and_equal_to_permits)
     srl_state_init(&p, &s, 0);
     ck_allowed(acq(&p, &s, 0, 4), 6);
     before = s;
-    ck_denied(acq(&p, &s, 0, 7), 100 * MS);
-    ck_denied(acq(&p, &s, 0, 10), 400 * MS);
+    ck_denied_leaving(acq(&p, &s, 0, 7), 6, 100 * MS);
+    ck_denied_leaving(acq(&p, &s, 0, 10), 6, 400 * MS);
     ck_assert_uint_eq(s, before);
     ck_allowed(acq(&p, &s, 0, 6), 0);
     ck_denied(acq(&p, &s, 0, 10), 1 * SEC);
@@ -231,7 +232,7 @@ static Suite *suite(void)
 {
     Suite *s = suite_create("algo_gcra");
     TCase *tc = tcase_create("core");
-    tcase_add_test(tc, gcra_reproduces_the_seed_token_bucket_trace_at_five_per_second);
+    tcase_add_test(tc, gcra_follows_the_token_bucket_trace_at_five_per_second);
     tcase_add_test(tc, gcra_decides_exactly_like_the_token_bucket_when_the_interval_is_exact);
     tcase_add_test(tc, gcra_rounds_the_interval_up_and_keeps_the_burst_exact);
     tcase_add_test(tc, gcra_cost_above_one_and_equal_to_permits);

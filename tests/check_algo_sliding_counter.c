@@ -1,7 +1,7 @@
 /*
  * check_algo_sliding_counter.c - the sliding window counter, through the pure core.
  *
- * The seed's 10/min trace exactly, including the edge: denied at 69 s with
+ * A fixed 10/min trace, decision by decision, including the edge: denied at 69 s with
  * a wait of exactly 6 s + 1 ns (at exactly 75 s the estimate is 10, not
  * below), allowed at 75.001 s.  Then boundary tables: waits that reach into
  * the next window, cost > 1, cost == permits, errors and denials that
@@ -26,7 +26,7 @@ struct sc_state {
 
 static const srl_policy ten_per_min = {SRL_SLIDING_COUNTER, 10, 60 * SEC};
 
-START_TEST(sliding_counter_reproduces_the_seed_trace_at_ten_per_minute)
+START_TEST(sliding_counter_follows_the_trace_at_ten_per_minute)
 {
     struct sc_state s;
     ck_assert_uint_eq(srl_state_size(&ten_per_min), sizeof s);
@@ -300,7 +300,7 @@ static Suite *suite(void)
 {
     Suite *s = suite_create("algo_sliding_counter");
     TCase *tc = tcase_create("core");
-    tcase_add_test(tc, sliding_counter_reproduces_the_seed_trace_at_ten_per_minute);
+    tcase_add_test(tc, sliding_counter_follows_the_trace_at_ten_per_minute);
     tcase_add_test(tc, sliding_counter_reports_exact_remaining_and_reset_after);
     tcase_add_test(tc, sliding_counter_full_current_window_waits_into_the_next_one);
     tcase_add_test(tc, sliding_counter_cost_equal_to_permits_and_two_windows_later_everything_is_gone);

@@ -1,7 +1,7 @@
 /*
  * check_algo_sliding_log.c - the sliding window log, through the pure core.
  *
- * The seed's 3/s trace exactly (half-open window: an entry one window old
+ * A fixed 3/s trace, decision by decision (half-open window: an entry one window old
  * is out), then boundary tables: cost > 1 and which entry sets the wait,
  * cost == permits, errors and denials that change nothing, years idle, a
  * ticker going backwards, the largest log and window, ring wrap-around,
@@ -35,7 +35,7 @@ static struct sl_state *new_state(const srl_policy *p, uint64_t now)
 
 static const srl_policy three_per_s = {SRL_SLIDING_LOG, 3, 1 * SEC};
 
-START_TEST(sliding_log_reproduces_the_seed_trace_at_three_per_second)
+START_TEST(sliding_log_follows_the_trace_at_three_per_second)
 {
     struct sl_state *s = new_state(&three_per_s, 0);
     ck_allowed(acq(&three_per_s, s, 0, 1), 2);
@@ -68,7 +68,7 @@ START_TEST(sliding_log_reports_exact_remaining_and_reset_after)
     d = peek(&three_per_s, s, 900 * MS, 1);
     ck_allowed(d, 0);
     d = peek(&three_per_s, s, 900 * MS, 2);
-    ck_denied(d, 200 * MS);                    /* the 100 ms entry must leave */
+    ck_denied_leaving(d, 1, 200 * MS);                    /* the 100 ms entry must leave */
     ck_assert_uint_eq(d.remaining, 1);
     ck_assert_uint_eq(d.reset_after_ns, 800 * MS); /* the 700 ms entry leaves at 1700 ms */
     free(s);
@@ -103,7 +103,7 @@ START_TEST(sliding_log_cost_equal_to_permits_needs_an_empty_window)
     ck_allowed(acq(&p, s, 0, 4), 0);
     ck_denied(acq(&p, s, 10, 4), SEC - 10);
     ck_allowed(acq(&p, s, SEC, 1), 3);
-    ck_denied(acq(&p, s, SEC + 1, 4), SEC - 1);
+    ck_denied_leaving(acq(&p, s, SEC + 1, 4), 3, SEC - 1);
     ck_allowed(acq(&p, s, 2 * SEC, 4), 0);
     free(s);
 }
@@ -162,7 +162,7 @@ START_TEST(sliding_log_clock_going_backwards_keeps_the_log_sorted_and_frees_noth
     struct sl_state *s = new_state(&three_per_s, 0);
     acq(&three_per_s, s, 10 * SEC, 2);
     /* 5 s "earlier": the entries still count, their wait is from 10 s */
-    ck_denied(peek(&three_per_s, s, 5 * SEC, 2), 6 * SEC);
+    ck_denied_leaving(peek(&three_per_s, s, 5 * SEC, 2), 1, 6 * SEC);
     srl_decision d = acq(&three_per_s, s, 5 * SEC, 1);
     ck_allowed(d, 0);
     ck_assert_uint_eq(d.reset_after_ns, 6 * SEC);   /* stamped 10 s, not 5 s */
@@ -191,7 +191,7 @@ START_TEST(sliding_log_largest_log_and_window_do_not_overflow)
     ck_denied(peek(&p, s, SRL_WINDOW_MAX_NS - 1, 1), 1);
     /* at W the first chunk (stamped 0) has left: 1000 fit, 0 spare beyond them */
     ck_allowed(peek(&p, s, SRL_WINDOW_MAX_NS, 1000), 0);
-    ck_denied(peek(&p, s, SRL_WINDOW_MAX_NS, 1001), 1000);
+    ck_denied_leaving(peek(&p, s, SRL_WINDOW_MAX_NS, 1001), 1000, 1000);
     ck_allowed(acq(&p, s, SRL_WINDOW_MAX_NS + 5000, SRL_SLIDING_LOG_PERMITS_MAX), 0);
     free(s);
 }
@@ -297,7 +297,7 @@ static Suite *suite(void)
 {
     Suite *s = suite_create("algo_sliding_log");
     TCase *tc = tcase_create("core");
-    tcase_add_test(tc, sliding_log_reproduces_the_seed_trace_at_three_per_second);
+    tcase_add_test(tc, sliding_log_follows_the_trace_at_three_per_second);
     tcase_add_test(tc, sliding_log_window_is_half_open_at_the_nanosecond);
     tcase_add_test(tc, sliding_log_reports_exact_remaining_and_reset_after);
     tcase_add_test(tc, sliding_log_cost_above_one_waits_for_the_entry_that_makes_room);

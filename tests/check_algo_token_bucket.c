@@ -1,7 +1,7 @@
 /*
  * check_algo_token_bucket.c - the token bucket, through the public pure core.
  *
- * The seed's 5/s trace exactly (including when bob and alice come to rest),
+ * A fixed 5/s trace of two keys, alice and bob, decision by decision (including when bob and alice come to rest),
  * then boundary tables: cost > 1, cost == permits, errors that change
  * nothing, denials that change nothing, years of idleness, a ticker going
  * backwards, the largest permits and window, exact waits, at-rest and
@@ -26,7 +26,7 @@ struct tb_state {
 
 static const srl_policy five_per_s = {SRL_TOKEN_BUCKET, 5, 1 * SEC};
 
-START_TEST(token_bucket_reproduces_the_seed_trace_at_five_per_second)
+START_TEST(token_bucket_follows_the_two_key_trace_at_five_per_second)
 {
     struct tb_state alice, bob;
     ck_assert_uint_eq(srl_state_size(&five_per_s), sizeof alice);
@@ -83,7 +83,7 @@ START_TEST(token_bucket_cost_above_one_takes_that_many_tokens)
     ck_allowed(acq(&p, &s, 0, 4), 6);
     before = s;
     srl_decision d = acq(&p, &s, 0, 7);
-    ck_denied(d, 100 * MS);            /* one token short, 10 per second */
+    ck_denied_leaving(d, 6, 100 * MS);            /* one token short, 10 per second */
     ck_assert_uint_eq(d.remaining, 6);
     ck_assert_mem_eq(&s, &before, sizeof s);
     ck_allowed(acq(&p, &s, 0, 6), 0);
@@ -98,7 +98,7 @@ START_TEST(token_bucket_cost_equal_to_permits_passes_only_when_full)
     srl_state_init(&p, &s, 0);
     ck_allowed(acq(&p, &s, 0, 8), 0);
     ck_denied(acq(&p, &s, 1, 8), 8 * SEC - 1);
-    ck_denied(acq(&p, &s, 8 * SEC - 1, 8), 1);
+    ck_denied_leaving(acq(&p, &s, 8 * SEC - 1, 8), 7, 1);
     ck_allowed(acq(&p, &s, 8 * SEC, 8), 0);
 }
 END_TEST
@@ -303,7 +303,7 @@ static Suite *suite(void)
 {
     Suite *s = suite_create("algo_token_bucket");
     TCase *tc = tcase_create("core");
-    tcase_add_test(tc, token_bucket_reproduces_the_seed_trace_at_five_per_second);
+    tcase_add_test(tc, token_bucket_follows_the_two_key_trace_at_five_per_second);
     tcase_add_test(tc, token_bucket_reports_exact_reset_after_and_remaining);
     tcase_add_test(tc, token_bucket_cost_above_one_takes_that_many_tokens);
     tcase_add_test(tc, token_bucket_cost_equal_to_permits_passes_only_when_full);

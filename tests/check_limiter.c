@@ -5,6 +5,7 @@
  * (a loop test over `kinds`), so a store that forgets a check is caught.
  */
 #include <check.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -137,6 +138,46 @@ START_TEST(every_error_code_has_its_own_message)
 }
 END_TEST
 
+/* The ABI: each code keeps the number it shipped with, and srl_err_name
+ * spells it as srl.h does.  Written out by hand, not from SRL_ERRNO_MAP, so a
+ * renumbered or renamed entry in the map fails here. */
+START_TEST(every_error_code_keeps_its_number_and_is_named_as_in_srl_h)
+{
+    static const struct { int code; const char *name; } abi[] = {
+        {0, "SRL_OK"}, {-1, "SRL_EINVAL"}, {-2, "SRL_EPOLICY"}, {-3, "SRL_ECOST"},
+        {-4, "SRL_EKEY"}, {-5, "SRL_ENOMEM"}, {-6, "SRL_ENOBUFS"}, {-7, "SRL_ENOENT"},
+        {-8, "SRL_EEXIST"}, {-9, "SRL_EMISMATCH"}, {-10, "SRL_EFOREIGN"},
+        {-11, "SRL_EVERSION"}, {-12, "SRL_ECORRUPT"}, {-13, "SRL_ESTALE"},
+        {-14, "SRL_EACCES"}, {-15, "SRL_ENOSPC"}, {-16, "SRL_ETIMEDOUT"},
+        {-17, "SRL_ENOTRECOVERABLE"}, {-18, "SRL_ENOTSUP"}, {-19, "SRL_ESYS"},
+    };
+    size_t n = sizeof abi / sizeof abi[0];
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_ptr_nonnull(srl_err_name(abi[i].code));
+        ck_assert_str_eq(srl_err_name(abi[i].code), abi[i].name);
+    }
+    /* The map holds exactly these codes, with these names and messages. */
+    size_t in_map = 0;
+#define COUNT_AND_CHECK(name, value, msg)                       \
+    in_map++;                                                   \
+    ck_assert_int_eq(SRL_##name, value);                        \
+    ck_assert_int_eq(value, abi[-(value)].code);                \
+    ck_assert_str_eq(srl_err_name(value), "SRL_" #name);        \
+    ck_assert_str_eq(srl_strerror(value), msg);
+    SRL_ERRNO_MAP(COUNT_AND_CHECK)
+#undef COUNT_AND_CHECK
+    ck_assert_uint_eq(in_map, n);
+    ck_assert_int_eq(SRL_ESYS, -19);
+    ck_assert_int_eq(SRL_ENOMEM, -5);
+    /* Unknown codes: NULL, never a made-up name. */
+    ck_assert_ptr_null(srl_err_name(1));
+    ck_assert_ptr_null(srl_err_name(-20));
+    ck_assert_ptr_null(srl_err_name(-1000));
+    ck_assert_ptr_null(srl_err_name(INT_MIN));
+    ck_assert_ptr_null(srl_err_name(INT_MAX));
+}
+END_TEST
+
 START_TEST(check_is_not_supported_on_a_local_limiter_and_healthy_on_a_new_segment)
 {
     fake_clock *clk = fake_clock_shared(0);
@@ -161,6 +202,7 @@ int main(void)
     tcase_add_loop_test(tc, reset_and_peek_of_an_untracked_key_are_enoent, 0, 2);
     tcase_add_loop_test(tc, invalid_configs_are_refused_before_anything_is_made, 0, 2);
     tcase_add_test(tc, every_error_code_has_its_own_message);
+    tcase_add_test(tc, every_error_code_keeps_its_number_and_is_named_as_in_srl_h);
     tcase_add_loop_test(tc, check_is_not_supported_on_a_local_limiter_and_healthy_on_a_new_segment, 0, 2);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

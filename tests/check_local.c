@@ -1,11 +1,9 @@
 /*
  * check_local.c - the in-process store (srl_open_local), single-threaded.
  *
- * The seed's Verification traces through the whole limiter (token bucket
- * 5/s with evict_idle, sliding log 3/s, sliding counter 10/min with its
- * 75.001 s edge), driven by a fake ticker; then what the store itself adds:
- * capacity and on_full, reclaiming at-rest states when full, reset_key,
- * peek, stats, foreach, info, check, argument errors, exact key matching,
+ * What this store adds, driven by a fake ticker (the fixed traces through
+ * the limiter, run on every store, are in check_trace.c): capacity and
+ * on_full, reclaiming at-rest states when full, reset_key, peek, stats, foreach, info, check, argument errors, exact key matching,
  * freeing every state at close, and closing a limiter inherited by fork.
  * Race tests are in check_local_race.c.
  */
@@ -18,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "decision_assert.h"
 #include "srl.h"
 #include "testutil.h"
 
@@ -45,108 +44,12 @@ static srl_decision acq(srl_limiter *lim, const char *key)
     return d;
 }
 
-#define ck_allowed(d, rem)                                   \
-    do {                                                     \
-        srl_decision d_ = (d);                               \
-        ck_assert_int_eq(d_.allowed, 1);                     \
-        ck_assert_uint_eq(d_.remaining, (rem));              \
-        ck_assert_uint_eq(d_.retry_after_ns, 0);             \
-        ck_assert_uint_eq(d_.flags, 0);                      \
-    } while (0)
-
-#define ck_denied(d, retry)                                  \
-    do {                                                     \
-        srl_decision d_ = (d);                               \
-        ck_assert_int_eq(d_.allowed, 0);                     \
-        ck_assert_uint_eq(d_.remaining, 0);                  \
-        ck_assert_uint_eq(d_.retry_after_ns, (retry));       \
-        ck_assert_uint_eq(d_.flags, 0);                      \
-    } while (0)
-
 static uint64_t used(srl_limiter *lim)
 {
     srl_stats st;
     ck_assert_int_eq(srl_stats_get(lim, &st), 0);
     return st.used;
 }
-
-/* ------------------------------------------------------- seed traces */
-
-START_TEST(token_bucket_trace_of_the_seed_with_evict_idle)
-{
-    fake_clock *c = fake_clock_shared(0);
-    srl_limiter *lim = open_local(SRL_TOKEN_BUCKET, 5, SEC, 100, SRL_ON_FULL_ALLOW, c);
-    for (uint32_t i = 0; i < 5; i++)
-        ck_allowed(acq(lim, "alice"), 4 - i);          /* #1..#5 */
-    ck_denied(acq(lim, "alice"), 200 * MS);            /* #6 */
-    c->now = 100 * MS;
-    ck_denied(acq(lim, "alice"), 100 * MS);            /* #7: half a token */
-    c->now = 300 * MS;
-    ck_allowed(acq(lim, "alice"), 0);                  /* #8: 1.5 tokens */
-    ck_denied(acq(lim, "alice"), 100 * MS);            /* #9 */
-    ck_allowed(acq(lim, "bob"), 4);                    /* bob #1: new, full */
-    c->now = 1300 * MS;
-    ck_allowed(acq(lim, "alice"), 4);                  /* #10: capped at 5 */
-    ck_assert_int_eq(srl_evict_idle(lim), 1);          /* bob: 4 + 5 earned */
-    ck_assert_uint_eq(used(lim), 1);
-    srl_decision d;
-    ck_assert_int_eq(srl_peek(lim, "bob", 3, 1, &d), SRL_ENOENT);
-    ck_assert_int_eq(srl_peek(lim, "alice", 5, 1, &d), 0);
-    c->now = 1500 * MS;
-    ck_assert_int_eq(srl_evict_idle(lim), 1);          /* alice: 4 + 1 = 5 */
-    ck_assert_uint_eq(used(lim), 0);
-    srl_stats st;
-    ck_assert_int_eq(srl_stats_get(lim, &st), 0);
-    ck_assert_uint_eq(st.allowed, 8);                  /* alice 7, bob 1 */
-    ck_assert_uint_eq(st.denied, 3);
-    ck_assert_uint_eq(st.evicted, 2);
-    ck_assert_uint_eq(st.full, 0);
-    /* Eviction changed nothing: alice comes back full. */
-    ck_allowed(acq(lim, "alice"), 4);
-    srl_close(lim);
-}
-END_TEST
-
-START_TEST(sliding_log_trace_of_the_seed)
-{
-    fake_clock *c = fake_clock_shared(0);
-    srl_limiter *lim = open_local(SRL_SLIDING_LOG, 3, SEC, 100, SRL_ON_FULL_ALLOW, c);
-    ck_allowed(acq(lim, "alice"), 2);
-    c->now = 400 * MS;
-    ck_allowed(acq(lim, "alice"), 1);
-    c->now = 800 * MS;
-    ck_allowed(acq(lim, "alice"), 0);
-    c->now = 900 * MS;
-    ck_denied(acq(lim, "alice"), 100 * MS);  /* until the 0 ms entry leaves */
-    c->now = 1000 * MS;
-    ck_allowed(acq(lim, "alice"), 0);        /* half-open: 0 ms is out */
-    c->now = 1050 * MS;
-    ck_denied(acq(lim, "alice"), 350 * MS);  /* oldest live entry: 400 ms */
-    srl_close(lim);
-}
-END_TEST
-
-START_TEST(sliding_counter_trace_of_the_seed_turns_allowed_at_75_001_s)
-{
-    fake_clock *c = fake_clock_shared(50 * SEC);
-    srl_limiter *lim = open_local(SRL_SLIDING_COUNTER, 10, 60 * SEC, 100, SRL_ON_FULL_ALLOW, c);
-    for (uint32_t i = 0; i < 8; i++)
-        ck_allowed(acq(lim, "alice"), 9 - i);  /* window [0 s, 60 s) */
-    c->now = 69 * SEC;
-    ck_allowed(acq(lim, "alice"), 3);        /* estimate 6.8 before */
-    ck_allowed(acq(lim, "alice"), 2);        /* 7.8 */
-    ck_allowed(acq(lim, "alice"), 1);        /* 8.8 */
-    ck_allowed(acq(lim, "alice"), 0);        /* 9.8 */
-    /* 10.8: denied until the weight falls below 0.75, i.e. the first
-     * nanosecond after 75 s (at 75 s exactly the estimate is 10). */
-    ck_denied(acq(lim, "alice"), 6 * SEC + 1);
-    c->now = 75 * SEC;
-    ck_denied(acq(lim, "alice"), 1);
-    c->now = 75 * SEC + 1 * MS;
-    ck_allowed(acq(lim, "alice"), 0);        /* a hair under 10 */
-    srl_close(lim);
-}
-END_TEST
 
 /* ------------------------------------------------- capacity, on_full */
 
@@ -531,9 +434,6 @@ static Suite *local_suite(void)
 {
     Suite *s = suite_create("local");
     TCase *tc = tcase_create("local");
-    tcase_add_test(tc, token_bucket_trace_of_the_seed_with_evict_idle);
-    tcase_add_test(tc, sliding_log_trace_of_the_seed);
-    tcase_add_test(tc, sliding_counter_trace_of_the_seed_turns_allowed_at_75_001_s);
     tcase_add_test(tc, a_full_table_allows_an_untracked_key_and_counts_it);
     tcase_add_test(tc, a_full_table_denies_an_untracked_key_when_on_full_is_deny);
     tcase_add_test(tc, an_insert_into_a_full_table_reclaims_states_at_rest);

@@ -1,10 +1,10 @@
 /*
  * check_local_race.c - the in-process store under real thread races.
  *
- * The seed's two race tests, plus the eviction race it leaves open:
- *   - bucketRace: 16 threads x 2,000 tries on one key of 1,000 permits with
+ * One key raced, a new key raced, and the eviction race of an idle sweep:
+ *   - one key: 16 threads x 2,000 tries on one key of 1,000 permits with
  *     frozen time, 20 trials: exactly 1,000 admitted in every trial.
- *   - registryRace: 5,000 rounds; each round 8 threads send a brand-new
+ *   - a new key: 5,000 rounds; each round 8 threads send a brand-new
  *     key's first request together (pthread barrier); permits 1: never 2.
  *   - evict-while-acquiring: threads acquire one key while another thread
  *     runs srl_evict_idle in a loop, with frozen time (exactly N admitted)
@@ -60,7 +60,7 @@ static uint64_t wall_ns(void)
     return srl_monotonic_ns(NULL);
 }
 
-/* ============================================================ bucketRace */
+/* ============================================================ one key raced */
 
 enum { BR_THREADS = 16, BR_TRIES = 2000, BR_PERMITS = 1000, BR_TRIALS = 20 };
 
@@ -137,7 +137,7 @@ START_TEST(bucket_race_catches_a_state_decided_without_its_lock)
 }
 END_TEST
 
-/* ========================================================== registryRace */
+/* ========================================================== a new key raced */
 
 enum { RR_THREADS = 8, RR_ROUNDS = 5000 };
 

@@ -212,7 +212,7 @@ START_TEST(refund_boundaries_by_algorithm)
     ck_assert_int_eq(srl_state_refund(&sl, &s, 1200 * MS, 1), 0);
     d = peek(&sl, &s, 1200 * MS, 1);
     ck_assert_uint_eq(d.remaining, 1);          /* 0.5 s live: 3 - 1 - 1 */
-    ck_denied(peek(&sl, &s, 1200 * MS, 3), 300 * MS);   /* until 0.5 s leaves */
+    ck_denied_leaving(peek(&sl, &s, 1200 * MS, 3), 2, 300 * MS); /* until 0.5 s leaves */
     ck_assert_int_eq(srl_state_refund(&sl, &s, 1200 * MS, 3), 0);
     ck_assert_int_eq(srl_state_at_rest(&sl, &s, 1200 * MS), 1);
     /* sliding counter 4/1s: 3 in window [0,1s), 1 in [1s,2s); at 1.5 s a

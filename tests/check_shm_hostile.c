@@ -126,24 +126,6 @@ static const char *make_segment(const char *tag, const srl_config *cfg)
     return name;
 }
 
-static void poke(const char *name, size_t off, const void *bytes, size_t n)
-{
-    int fd = open(path_of(name), O_RDWR);
-    ck_assert_int_ge(fd, 0);
-    ck_assert_int_eq(pwrite(fd, bytes, n, (off_t)off), (ssize_t)n);
-    close(fd);
-}
-
-static void poke32(const char *name, size_t off, uint32_t v)
-{
-    poke(name, off, &v, sizeof v);
-}
-
-static void poke64(const char *name, size_t off, uint64_t v)
-{
-    poke(name, off, &v, sizeof v);
-}
-
 /* The whole file, malloc'd; *len its size. */
 static unsigned char *slurp(const char *name, size_t *len)
 {
@@ -173,7 +155,7 @@ static void reseal(const char *name)
 {
     struct srl__shm_header h;
     read_header(name, &h);
-    poke64(name, offsetof(struct srl__shm_header, header_sum), srl__shm_header_sum(&h));
+    shm_poke64(name, offsetof(struct srl__shm_header, header_sum), srl__shm_header_sum(&h));
 }
 
 /* Open, and on success use the handle: a probe key is decided, srl_check
@@ -298,7 +280,7 @@ START_TEST(every_header_byte_set_to_a_bad_value_is_refused_with_its_code_or_prov
             /* Only a state of INIT waits (2 s per open); try it for one value. */
             struct srl__shm_header h = orig;
             ((unsigned char *)&h)[off] = bad;
-            poke(name, off, &bad, 1);
+            shm_poke(name, off, &bad, 1);
             /* Any edit of a checksummed byte is caught by the checksum... */
             if (!IN(off, magic) && !IN(off, version) && !IN(off, abi) && !IN(off, state)) {
                 assert_refused(name, NULL, 0, SRL_ECORRUPT, off, bad);
@@ -329,13 +311,13 @@ START_TEST(every_header_byte_set_to_a_bad_value_is_refused_with_its_code_or_prov
                     ck_assert_int_eq(open_and_use(name, &cfg, SRL_CREATE, &info), 0);
                 }
             }
-            poke(name, 0, ob, sizeof orig);
+            shm_poke(name, 0, ob, sizeof orig);
         }
     }
     /* The rest of the header page is padding: ignored, whatever it holds. */
     unsigned char pad[SRL__SHM_HEADER_BYTES - sizeof orig];
     memset(pad, 0xa5, sizeof pad);
-    poke(name, sizeof orig, pad, sizeof pad);
+    shm_poke(name, sizeof orig, pad, sizeof pad);
     srl_info info;
     ck_assert_int_eq(open_and_use(name, NULL, 0, &info), 0);
     ck_assert_int_eq(open_and_use(name, &cfg, 0, &info), 0);
@@ -353,69 +335,69 @@ START_TEST(header_fields_that_lie_together_are_corrupt_unless_the_file_really_ho
     srl_info info;
 
     /* The largest table, consistent in itself, in a 8 KiB file. */
-    poke64(name, F(buckets), 1ull << 28);
-    poke64(name, F(capacity), 1ull << 32);
-    poke64(name, F(total_bytes), 4096 + (1ull << 28) * orig.bucket_bytes);
+    shm_poke64(name, F(buckets), 1ull << 28);
+    shm_poke64(name, F(capacity), 1ull << 32);
+    shm_poke64(name, F(total_bytes), 4096 + (1ull << 28) * orig.bucket_bytes);
     reseal(name);
     assert_refused(name, NULL, 0, SRL_ECORRUPT, F(capacity), 0);
     /* Beyond SRL_CAPACITY_MAX, consistent: refused before any size is computed. */
-    poke64(name, F(buckets), 1ull << 40);
-    poke64(name, F(capacity), 1ull << 44);
-    poke64(name, F(total_bytes), 4096 + (1ull << 40) * orig.bucket_bytes);
+    shm_poke64(name, F(buckets), 1ull << 40);
+    shm_poke64(name, F(capacity), 1ull << 44);
+    shm_poke64(name, F(total_bytes), 4096 + (1ull << 40) * orig.bucket_bytes);
     reseal(name);
     assert_refused(name, NULL, 0, SRL_ECORRUPT, F(capacity), 0);
     /* A total that wraps 64 bits. */
-    poke64(name, F(buckets), UINT64_MAX / 16);
-    poke64(name, F(capacity), UINT64_MAX / 16 * 16);
-    poke64(name, F(total_bytes), UINT64_MAX);
+    shm_poke64(name, F(buckets), UINT64_MAX / 16);
+    shm_poke64(name, F(capacity), UINT64_MAX / 16 * 16);
+    shm_poke64(name, F(total_bytes), UINT64_MAX);
     reseal(name);
     assert_refused(name, NULL, 0, SRL_ECORRUPT, F(capacity), 0);
     /* A smaller table than the file holds is a consistent segment: opened
      * with that capacity (the extra bytes are never touched). */
-    poke64(name, F(buckets), 2);
-    poke64(name, F(capacity), 32);
-    poke64(name, F(total_bytes), 4096 + 2ull * orig.bucket_bytes);
+    shm_poke64(name, F(buckets), 2);
+    shm_poke64(name, F(capacity), 32);
+    shm_poke64(name, F(total_bytes), 4096 + 2ull * orig.bucket_bytes);
     reseal(name);
     ck_assert_int_eq(open_and_use(name, NULL, 0, &info), 0);
     ck_assert_uint_eq(info.capacity, 32);
     assert_refused(name, &cfg, 0, SRL_EMISMATCH, F(capacity), 0);
-    poke(name, 0, &orig, sizeof orig);
+    shm_poke(name, 0, &orig, sizeof orig);
 
     /* The largest display, with slot and bucket sizes that agree with it. */
     srl_config wide = config(SRL_TOKEN_BUCKET, 100, 64, 255);
     size_t slot = geometry_of(&wide).slot_bytes;
     size_t bucket = geometry_of(&wide).bucket_bytes;
-    poke32(name, F(key_display), 255);
-    poke32(name, F(slot_bytes), (uint32_t)slot);
-    poke32(name, F(bucket_bytes), (uint32_t)bucket);
-    poke64(name, F(total_bytes), 4096 + orig.buckets * bucket);
+    shm_poke32(name, F(key_display), 255);
+    shm_poke32(name, F(slot_bytes), (uint32_t)slot);
+    shm_poke32(name, F(bucket_bytes), (uint32_t)bucket);
+    shm_poke64(name, F(total_bytes), 4096 + orig.buckets * bucket);
     reseal(name);
     assert_refused(name, NULL, 0, SRL_ECORRUPT, F(key_display), 255);
-    poke(name, 0, &orig, sizeof orig);
+    shm_poke(name, 0, &orig, sizeof orig);
 
     /* A sliding log of 4096 permits (32 KiB states), consistent, file too small. */
-    poke32(name, F(algorithm), SRL_SLIDING_LOG);
-    poke32(name, F(permits), 4096);
-    poke32(name, F(state_bytes), 8 + 8 * 4096);
+    shm_poke32(name, F(algorithm), SRL_SLIDING_LOG);
+    shm_poke32(name, F(permits), 4096);
+    shm_poke32(name, F(state_bytes), 8 + 8 * 4096);
     srl_config log = config(SRL_SLIDING_LOG, 4096, 64, 0);
     ck_assert_uint_eq(geometry_of(&log).state_bytes, 8 + 8 * 4096);
     slot = geometry_of(&log).slot_bytes;
     bucket = geometry_of(&log).bucket_bytes;
-    poke32(name, F(slot_bytes), (uint32_t)slot);
-    poke32(name, F(bucket_bytes), (uint32_t)bucket);
-    poke64(name, F(total_bytes), 4096 + orig.buckets * bucket);
+    shm_poke32(name, F(slot_bytes), (uint32_t)slot);
+    shm_poke32(name, F(bucket_bytes), (uint32_t)bucket);
+    shm_poke64(name, F(total_bytes), 4096 + orig.buckets * bucket);
     reseal(name);
     assert_refused(name, NULL, 0, SRL_ECORRUPT, F(algorithm), SRL_SLIDING_LOG);
-    poke(name, 0, &orig, sizeof orig);
+    shm_poke(name, 0, &orig, sizeof orig);
 
     /* table_offset that lies, alone and with total_bytes moved to match. */
-    poke64(name, F(table_offset), 0);
+    shm_poke64(name, F(table_offset), 0);
     assert_refused(name, NULL, 0, SRL_ECORRUPT, F(table_offset), 0);
-    poke64(name, F(table_offset), 8192);
-    poke64(name, F(total_bytes), orig.total_bytes + 4096);
+    shm_poke64(name, F(table_offset), 8192);
+    shm_poke64(name, F(total_bytes), orig.total_bytes + 4096);
     reseal(name);
     assert_refused(name, NULL, 0, SRL_ECORRUPT, F(table_offset), 8192);
-    poke(name, 0, &orig, sizeof orig);
+    shm_poke(name, 0, &orig, sizeof orig);
 
     /* Random words over everything after the ABI word, 2,000 times (magic,
      * version, state and ABI kept, so each header reaches validation): a
@@ -431,11 +413,11 @@ START_TEST(header_fields_that_lie_together_are_corrupt_unless_the_file_really_ho
             unsigned kind = (unsigned)rnd_below(&seed, 3);
             hb[off] = kind == 0 ? 0 : kind == 1 ? 0xff : (unsigned char)rnd_next(&seed);
         }
-        poke(name, 0, &h, sizeof h);
+        shm_poke(name, 0, &h, sizeof h);
         int rc = open_and_use(name, NULL, 0, &info);
         ck_assert_msg(rc == 0 || rc == SRL_ECORRUPT, "trial %d: rc %d", trial, rc);
         accepted += rc == 0;
-        poke(name, 0, &orig, sizeof orig);
+        shm_poke(name, 0, &orig, sizeof orig);
     }
     /* Both outcomes happened: the trials reached past the first check. */
     ck_assert_int_gt(accepted, 0);
@@ -499,12 +481,12 @@ START_TEST(an_unfinished_truncated_segment_is_stale_or_timed_out_by_its_creators
     guard(60);
     srl_config cfg = config(SRL_TOKEN_BUCKET, 100, 64, 0);
     const char *name = make_segment("unfin", &cfg);
-    poke32(name, F(state), SRL__SHM_INIT);
+    shm_poke32(name, F(state), SRL__SHM_INIT);
     ck_assert_int_eq(truncate(path_of(name), SRL__SHM_HEADER_BYTES), 0);
-    poke32(name, F(creator_pid), (uint32_t)dead_pid());
+    shm_poke32(name, F(creator_pid), (uint32_t)dead_pid());
     assert_refused(name, NULL, 0, SRL_ESTALE, F(state), SRL__SHM_INIT);
     assert_refused(name, &cfg, SRL_CREATE, SRL_ESTALE, F(state), SRL__SHM_INIT);
-    poke32(name, F(creator_pid), (uint32_t)getpid());      /* alive */
+    shm_poke32(name, F(creator_pid), (uint32_t)getpid());      /* alive */
     assert_refused(name, &cfg, 0, SRL_ETIMEDOUT, F(state), SRL__SHM_INIT);
     ck_assert_int_eq(srl_unlink(name), 0);
 }
@@ -523,12 +505,12 @@ START_TEST(a_creator_is_dead_when_its_pid_was_reused_and_unknown_in_another_pid_
     ck_assert_int_eq(h.creator_pid, getpid());
     ck_assert_uint_ne(h.creator_start, 0);
     ck_assert_uint_ne(h.creator_pidns, 0);
-    poke32(name, F(state), SRL__SHM_INIT);
-    poke64(name, F(creator_start), h.creator_start + 1);   /* same pid, another process */
+    shm_poke32(name, F(state), SRL__SHM_INIT);
+    shm_poke64(name, F(creator_start), h.creator_start + 1);   /* same pid, another process */
     assert_refused(name, NULL, 0, SRL_ESTALE, F(creator_start), 0);
-    poke64(name, F(creator_start), h.creator_start);
-    poke64(name, F(creator_pidns), h.creator_pidns + 1);   /* its pid means nothing here */
-    poke32(name, F(creator_pid), (uint32_t)dead_pid());
+    shm_poke64(name, F(creator_start), h.creator_start);
+    shm_poke64(name, F(creator_pidns), h.creator_pidns + 1);   /* its pid means nothing here */
+    shm_poke32(name, F(creator_pid), (uint32_t)dead_pid());
     assert_refused(name, NULL, 0, SRL_ETIMEDOUT, F(creator_pidns), 0);
     ck_assert_int_eq(srl_unlink(name), 0);
 }
@@ -541,7 +523,7 @@ START_TEST(a_strangers_unfinished_segment_is_eacces_before_any_wait)
     guard(30);
     srl_config cfg = config(SRL_TOKEN_BUCKET, 100, 64, 0);
     const char *name = make_segment("strange", &cfg);
-    poke32(name, F(state), SRL__SHM_INIT);                 /* our live pid: would wait */
+    shm_poke32(name, F(state), SRL__SHM_INIT);                 /* our live pid: would wait */
     ck_assert_int_eq(chown(path_of(name), 65534, 65534), 0);
     assert_refused(name, NULL, 0, SRL_EACCES, F(state), SRL__SHM_INIT);
     assert_refused(name, &cfg, SRL_CREATE, SRL_EACCES, F(state), SRL__SHM_INIT);
@@ -798,11 +780,11 @@ START_TEST(a_world_writable_segment_is_eacces_unless_the_opener_asked_for_that_m
     /* The allowance is the caller's, never the header's: a header that
      * claims 0666 (resealed, so only the mode rule can decide) widens
      * nothing for an opener without a config. */
-    poke32(name, F(mode), 0666);
+    shm_poke32(name, F(mode), 0666);
     reseal(name);
     assert_refused(name, NULL, 0, SRL_EACCES, F(mode), 0666);
     assert_refused(name, &cfg, 0, SRL_EACCES, F(mode), 0666);
-    poke32(name, F(mode), 0600);
+    shm_poke32(name, F(mode), 0600);
     reseal(name);
     /* Read permission for others grants no write: accepted at 0600. */
     ck_assert_int_eq(chmod(path_of(name), 0644), 0);
@@ -1373,7 +1355,7 @@ START_TEST(a_segment_planted_with_foreign_mutex_kinds_degrades_every_request_and
     const uint64_t buckets = s->buckets;
     ck_assert_uint_eq(buckets, 4);
     for (uint64_t b = 0; b < buckets; b++)
-        poke32(name, SRL__SHM_HEADER_BYTES + b * s->bucket_bytes +
+        shm_poke32(name, SRL__SHM_HEADER_BYTES + b * s->bucket_bytes +
                          offsetof(pthread_mutex_t, __data.__kind),
                (uint32_t)bad);
     srl_close(lim);

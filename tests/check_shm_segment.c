@@ -67,24 +67,6 @@ static const char *make_segment(const srl_config *cfg)
     return name;
 }
 
-static void poke(const char *name, size_t off, const void *bytes, size_t n)
-{
-    int fd = open(path_of(name), O_RDWR);
-    ck_assert_int_ge(fd, 0);
-    ck_assert_int_eq(pwrite(fd, bytes, n, (off_t)off), (ssize_t)n);
-    close(fd);
-}
-
-static void poke32(const char *name, size_t off, uint32_t v)
-{
-    poke(name, off, &v, sizeof v);
-}
-
-static void poke64(const char *name, size_t off, uint64_t v)
-{
-    poke(name, off, &v, sizeof v);
-}
-
 static int open_rc(const char *name, const srl_config *cfg, unsigned flags)
 {
     srl_limiter *lim = (srl_limiter *)0x1;
@@ -170,7 +152,7 @@ START_TEST(a_segment_with_another_magic_is_foreign)
 {
     srl_config cfg = config(10, 100);
     const char *name = make_segment(&cfg);
-    poke(name, 0, "NOTSRL!!", 8);
+    shm_poke(name, 0, "NOTSRL!!", 8);
     ck_assert_int_eq(open_rc(name, &cfg, SRL_CREATE), SRL_EFOREIGN);
     ck_assert_int_eq(open_rc(name, NULL, 0), SRL_EFOREIGN);
     ck_assert_int_eq(srl_unlink(name), 0);
@@ -181,11 +163,11 @@ START_TEST(a_segment_of_another_layout_version_or_abi_is_refused)
 {
     srl_config cfg = config(10, 100);
     const char *name = make_segment(&cfg);
-    poke32(name, offsetof(struct srl__shm_header, version), SRL__SHM_VERSION + 1);
+    shm_poke32(name, offsetof(struct srl__shm_header, version), SRL__SHM_VERSION + 1);
     ck_assert_int_eq(open_rc(name, &cfg, 0), SRL_EVERSION);
-    poke32(name, offsetof(struct srl__shm_header, version), SRL__SHM_VERSION);
+    shm_poke32(name, offsetof(struct srl__shm_header, version), SRL__SHM_VERSION);
     ck_assert_int_eq(open_rc(name, &cfg, 0), 0);
-    poke64(name, offsetof(struct srl__shm_header, abi), srl__shm_abi_word() ^ 0x10000);
+    shm_poke64(name, offsetof(struct srl__shm_header, abi), srl__shm_abi_word() ^ 0x10000);
     ck_assert_int_eq(open_rc(name, &cfg, 0), SRL_EVERSION);
     ck_assert_int_eq(srl_unlink(name), 0);
 }
@@ -211,22 +193,22 @@ START_TEST(a_header_whose_geometry_disagrees_with_its_policy_is_corrupt)
     srl_config cfg = config(10, 1000);
     const char *name = make_segment(&cfg);
     /* More buckets than the file holds. */
-    poke64(name, offsetof(struct srl__shm_header, buckets), 1u << 20);
+    shm_poke64(name, offsetof(struct srl__shm_header, buckets), 1u << 20);
     ck_assert_int_eq(open_rc(name, NULL, 0), SRL_ECORRUPT);
     ck_assert_int_eq(srl_unlink(name), 0);
 
     name = make_segment(&cfg);
-    poke32(name, offsetof(struct srl__shm_header, slot_bytes), 8);
+    shm_poke32(name, offsetof(struct srl__shm_header, slot_bytes), 8);
     ck_assert_int_eq(open_rc(name, NULL, 0), SRL_ECORRUPT);
     ck_assert_int_eq(srl_unlink(name), 0);
 
     name = make_segment(&cfg);
-    poke32(name, offsetof(struct srl__shm_header, permits), 0);   /* invalid policy */
+    shm_poke32(name, offsetof(struct srl__shm_header, permits), 0);   /* invalid policy */
     ck_assert_int_eq(open_rc(name, NULL, 0), SRL_ECORRUPT);
     ck_assert_int_eq(srl_unlink(name), 0);
 
     name = make_segment(&cfg);
-    poke32(name, offsetof(struct srl__shm_header, state), 77);
+    shm_poke32(name, offsetof(struct srl__shm_header, state), 77);
     ck_assert_int_eq(open_rc(name, NULL, 0), SRL_ECORRUPT);
     ck_assert_int_eq(srl_unlink(name), 0);
 }
@@ -451,7 +433,7 @@ START_TEST(a_failed_segment_left_at_the_name_is_stale)
 {
     srl_config cfg = config(10, 100);
     const char *name = make_segment(&cfg);
-    poke32(name, offsetof(struct srl__shm_header, state), SRL__SHM_FAILED);
+    shm_poke32(name, offsetof(struct srl__shm_header, state), SRL__SHM_FAILED);
     ck_assert_int_eq(open_rc(name, &cfg, SRL_CREATE), SRL_ESTALE);
     ck_assert_int_eq(open_rc(name, NULL, 0), SRL_ESTALE);
     ck_assert_int_eq(srl_unlink(name), 0);

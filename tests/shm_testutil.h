@@ -1,5 +1,9 @@
 /*
- * shm_testutil.h - cleanup shared by the check_shm_* suites.
+ * shm_testutil.h - segment helpers shared by the suites (shm_testutil.c).
+ *
+ * shm_poke*: write bytes at an offset of the segment named name (as given
+ * to srl_open_shared), through its file, to damage it on purpose; fails
+ * the test if the segment cannot be opened or written.
  *
  * Check's fork mode ends a failing test with _exit, so a test that fails
  * between creating a segment and unlinking it leaves the segment behind.
@@ -14,41 +18,15 @@
 #ifndef SRL_SHM_TESTUTIL_H
 #define SRL_SHM_TESTUTIL_H
 
-#include <dirent.h>
 #include <sched.h>
+#include <stddef.h>
 #include <stdint.h>
-#include <errno.h>
-#include <signal.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/mman.h>
 
-static inline void shm_sweep_leftovers(const char *const *tags, size_t ntags)
-{
-    DIR *dir = opendir("/dev/shm");
-    if (dir == NULL)
-        return;
-    struct dirent *e;
-    while ((e = readdir(dir)) != NULL) {
-        long pid;
-        unsigned n;
-        int used = 0;
-        if (sscanf(e->d_name, "srl-test-%ld-%u-%n", &pid, &n, &used) != 2 || used == 0)
-            continue;
-        const char *tag = e->d_name + used;
-        int mine = 0;
-        for (size_t i = 0; i < ntags && !mine; i++)
-            mine = strcmp(tag, tags[i]) == 0;
-        if (!mine || pid <= 0 || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
-            continue;
-        char name[300];
-        snprintf(name, sizeof name, "/%s", e->d_name);
-        if (shm_unlink(name) == 0)
-            fprintf(stderr, "removed %s, left by a failed test\n", name);
-    }
-    closedir(dir);
-}
+void shm_poke(const char *name, size_t off, const void *bytes, size_t n);
+void shm_poke32(const char *name, size_t off, uint32_t v);
+void shm_poke64(const char *name, size_t off, uint64_t v);
+void shm_sweep_leftovers(const char *const *tags, size_t ntags);
 
 struct check_lines {
     int n;

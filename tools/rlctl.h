@@ -9,12 +9,14 @@
  * stops them.
  *
  * Files:
- *   rlctl.c         main: command table, dispatch, usage
+ *   rlctl.c         main: --help, --version, dispatch
+ *   rlctl_commands.c  the command table and the usage text made from it
  *   rlctl_args.c    argument parsing (options, numbers, keys, names)
  *   rlctl_escape.c  key escaping for terminals and JSON
  *   rlctl_json.c    a small JSON writer (commas, nesting, string escaping)
  *   rlctl_fmt.c     human formats: durations, byte sizes, aligned tables
- *   rlctl_open.c    opening segments; srl error -> message and exit code
+ *   rlctl_open.c    opening segments, valid names; srl error -> message
+ *   rlctl_errors.c  each srl error code's exit status and remedy
  *   rlctl_seg.c     commands on whole segments: create destroy check
  *   rlctl_info.c    info: one segment's header, geometry and counters
  *   rlctl_health.c  the warnings info and ls show (load, untracked, ...)
@@ -108,7 +110,7 @@ struct rlctl_cmd {
     const char *help;         /* what it does, for --help (lines of < 80 columns) */
 };
 
-/* rlctl.c */
+/* rlctl_commands.c */
 const struct rlctl_cmd *rlctl_commands(size_t *n);
 void rlctl_usage(FILE *f, const struct rlctl_cmd *only);
 /* The command named name, or NULL. */
@@ -124,7 +126,6 @@ int rlctl_parse_u64(const char *s, uint64_t max, uint64_t *out);
 int rlctl_parse_seconds(const char *s, uint64_t *ns);
 /* rlctl_parse's result when --help was asked for and printed. */
 #define RLCTL_HELP_SHOWN (-1)
-int rlctl_name_valid(const char *name);
 
 /* rlctl_owner.c: --owner USER (root drops to USER; others trust its uid). */
 int rlctl_owner_apply(const char *user);
@@ -192,8 +193,20 @@ void rlctl_table_add(rlctl_table *t, const char *const *row);
 int rlctl_table_print(rlctl_table *t, FILE *f); /* 0 or EX_OSERR (ENOMEM) */
 void rlctl_table_free(rlctl_table *t);
 
-/* rlctl_open.c */
+/* rlctl_errors.c: what rlctl does about each srl result code. */
+typedef struct rlctl_err {
+    int status;                 /* exit status (sysexits.h) */
+    const char *remedy;         /* what the operator can do; NULL: nothing to add */
+    int known;                  /* 1 for every code of SRL_ERRNO_MAP */
+} rlctl_err;
+/* The entry for rc; NULL for a code srl.h does not define. */
+const rlctl_err *rlctl_err_lookup(int rc);
+/* Its exit status; EX_SOFTWARE for an unknown code. */
 int rlctl_exit_code(int rc);
+
+/* rlctl_open.c */
+/* 1 if name follows srl's segment-name rule (see the definition). */
+int rlctl_name_valid(const char *name);
 /* Print "rlctl: NAME: <what>: <remedy>" and return the exit code for rc. */
 int rlctl_fail(const char *name, int rc);
 /* rlctl_fail for a command: with --json also {"error", "code", "remedy",

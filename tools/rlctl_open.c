@@ -1,5 +1,6 @@
 /*
- * rlctl_open.c - opening a segment, and what rlctl says when srl fails.
+ * rlctl_open.c - opening a segment, which names are valid, and what rlctl
+ * says when srl fails.
  *
  * Every failure is one line on stderr,
  *     rlctl: NAME: <what is wrong (srl_strerror)>: <what to do about it>
@@ -16,6 +17,7 @@
  *     EX_TEMPFAIL 75  a lock or the segment's creator did not answer in time
  *     EX_NOPERM   77  permission denied (owner or mode refused)
  *     EX_SOFTWARE 70  anything else (a bug in rlctl or srl)
+ * The status and remedy of each code are in rlctl_errors.c.
  *
  * Segments are opened with SRL_ADOPT (never SRL_CREATE), so rlctl adopts
  * each segment's own policy and geometry and can never create one by
@@ -29,53 +31,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-int rlctl_exit_code(int rc)
-{
-    switch (rc) {
-    case SRL_OK: return EX_OK;
-    case SRL_EINVAL:
-    case SRL_EPOLICY:
-    case SRL_ECOST:
-    case SRL_EKEY: return EX_USAGE;
-    case SRL_ENOENT: return EX_NOINPUT;
-    case SRL_EFOREIGN:
-    case SRL_EVERSION:
-    case SRL_ECORRUPT:
-    case SRL_ESTALE:
-    case SRL_EMISMATCH:
-    case SRL_ENOTRECOVERABLE: return EX_DATAERR;
-    case SRL_EACCES: return EX_NOPERM;
-    case SRL_EEXIST:
-    case SRL_ENOSPC: return EX_CANTCREAT;
-    case SRL_ETIMEDOUT: return EX_TEMPFAIL;
-    case SRL_ENOMEM:
-    case SRL_ESYS: return EX_OSERR;
-    default: return EX_SOFTWARE;
-    }
-}
-
-static const char *remedy(int rc)
-{
-    switch (rc) {
-    case SRL_ENOENT: return "check the name; 'rlctl ls' lists the segments on this host";
-    case SRL_EFOREIGN: return "it belongs to another program: leave it alone";
-    case SRL_EVERSION:
-        return "use the rlctl of the srl version that created it, or destroy and recreate it";
-    case SRL_ECORRUPT: return "destroy it ('rlctl destroy') and let the workers recreate it";
-    case SRL_ESTALE: return "no worker can use it until it is removed";
-    case SRL_ETIMEDOUT:
-        return "a process may be stopped while holding a lock: retry, and look for stopped workers";
-    case SRL_ENOTRECOVERABLE: return "destroy the segment and let the workers recreate it";
-    case SRL_EEXIST: return "use it as it is, or remove it first with 'rlctl destroy'";
-    case SRL_ENOSPC: return "free space in /dev/shm (df /dev/shm, rlctl ls) or lower --capacity";
-    case SRL_EMISMATCH: return "open it with its own policy and capacity (rlctl info)";
-    case SRL_ECOST: return "give a --cost between 1 and the policy's permits";
-    case SRL_ENOMEM: return "free some memory and retry";
-    case SRL_ENOTSUP: return "this limiter does not support the operation";
-    default: return NULL;
-    }
-}
 
 /* 1 if NAME's file is shorter than its header's total (a truncation), with
  * both sizes.  The header's total is read as plain bytes, for the message
@@ -115,11 +70,12 @@ int rlctl_fail(const char *name, int rc)
     fprintf(stderr, "rlctl: %s: %s", name != NULL ? name : "-", what);
     if (rc == SRL_ESYS)
         fprintf(stderr, ": %s", strerror(saved_errno));
-    const char *r = remedy(rc);
+    const rlctl_err *e = rlctl_err_lookup(rc);
     if (rc == SRL_EACCES && name != NULL)
         rlctl_owner_remedy(name);
-    else if (!(rc == SRL_ECORRUPT && name != NULL && say_truncated(name)) && r != NULL)
-        fprintf(stderr, ": %s", r);
+    else if (!(rc == SRL_ECORRUPT && name != NULL && say_truncated(name)) && e != NULL &&
+             e->remedy != NULL)
+        fprintf(stderr, ": %s", e->remedy);
     fputc('\n', stderr);
     return rlctl_exit_code(rc);
 }
@@ -130,7 +86,8 @@ int rlctl_fail_cmd(const rlctl_opts *o, int rc)
     if (o->json) {
         /* With --json the failure is JSON on stdout as well, so a script
          * reading stdout sees an object, not nothing. */
-        const char *r = remedy(rc);
+        const rlctl_err *e = rlctl_err_lookup(rc);
+        const char *r = e != NULL ? e->remedy : NULL;
         rlctl_json j;
         rlctl_json_init(&j, stdout);
         rlctl_json_begin_obj(&j, NULL);

@@ -8,6 +8,8 @@
  * ffi_layout.php prints the same from FFI's parse of srl_ffi.h, and
  * ffi_layout.sh requires the two outputs to be identical.  A field added to
  * srl.h but not to srl_ffi.h changes a size here, so it is caught too.
+ * Then every code of SRL_ERRNO_MAP as php/Srl.php must spell it:
+ *     SrlError::EINVAL -1
  */
 #include <stddef.h>
 #include <stdio.h>
@@ -65,5 +67,9 @@ int main(void)
 
     printf("srl_algorithm %zu\n", sizeof(srl_algorithm));
     printf("srl_on_full %zu\n", sizeof(srl_on_full));
+
+#define PHP_CONST(name, code, msg) printf("SrlError::%s %d\n", #name, code);
+    SRL_ERRNO_MAP(PHP_CONST)
+#undef PHP_CONST
     return 0;
 }

@@ -2,6 +2,8 @@
 /*
  * ffi_layout.php - FFI's view of php/srl_ffi.h, in ffi_layout.c's format.
  * Usage: php -d ffi.enable=1 ffi_layout.php PHP_DIR
+ * Ends with Srl.php's error-code constants (every constant of class
+ * SrlError), which ffi_layout.sh compares with srl.h's SRL_ERRNO_MAP.
  */
 declare(strict_types=1);
 
@@ -16,4 +18,9 @@ foreach (['srl_policy', 'srl_decision', 'srl_ticker', 'srl_config', 'srl_stats',
 }
 foreach (['srl_algorithm', 'srl_on_full'] as $t) {
     printf("%s %d\n", $t, FFI::sizeof($ffi->type($t)));
+}
+
+require $argv[1] . '/Srl.php';
+foreach ((new ReflectionClass('SrlError'))->getConstants() as $n => $v) {
+    printf("SrlError::%s %d\n", $n, $v);
 }

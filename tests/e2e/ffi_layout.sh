@@ -4,7 +4,9 @@
 # Compares, line by line, every struct size and field offset printed by
 # ffi_layout (compiled against include/srl.h) with those FFI computes from
 # srl_ffi.h (ffi_layout.php); also checks that FFI binds every function the
-# header declares to the built libsrl.so.0 (FFI::load fails otherwise).
+# header declares to the built libsrl.so.0 (FFI::load fails otherwise), and
+# that php/Srl.php's error constants are exactly srl.h's SRL_ERRNO_MAP (the
+# line count catches a constant PHP has and C does not).
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"
 need "$SRL_LAYOUT" "$SRL_LIBDIR/libsrl.so.0" "$SRL_PHP_DIR/srl_ffi.h"

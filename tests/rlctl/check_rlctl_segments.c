@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "rlctl_assert.h"
+#include "shm_testutil.h"
 #include "shm.h" /* internal: to damage headers and leave a stale segment */
 
 /* "label:" padded to 16 columns, then the value: one line of `info`. */
@@ -475,15 +476,6 @@ START_TEST(a_foreign_file_exits_65_and_is_left_alone)
 }
 END_TEST
 
-/* Write `len` bytes at `off` of the segment file (to damage a header). */
-static void poke(const char *name, off_t off, const void *bytes, size_t len)
-{
-    int fd = shm_open(name, O_RDWR, 0);
-    ck_assert_int_ge(fd, 0);
-    ck_assert_int_eq(pwrite(fd, bytes, len, off), (ssize_t)len);
-    close(fd);
-}
-
 /* `ls --json` status of name, or NULL if not listed (copied to buf). */
 static const char *ls_status(const char *name, int all, char *buf, size_t len)
 {
@@ -514,8 +506,8 @@ START_TEST(damaged_segments_exit_65_are_listed_by_ls_and_destroy_removes_them)
     seg_create(ver, "token_bucket:5/1h", "64", "0");
     seg_create(cor, "token_bucket:5/1h", "64", "0");
     uint32_t bad_version = SRL__SHM_VERSION + 7, bad_state = 7;
-    poke(ver, offsetof(struct srl__shm_header, version), &bad_version, sizeof bad_version);
-    poke(cor, offsetof(struct srl__shm_header, state), &bad_state, sizeof bad_state);
+    shm_poke(ver, offsetof(struct srl__shm_header, version), &bad_version, sizeof bad_version);
+    shm_poke(cor, offsetof(struct srl__shm_header, state), &bad_state, sizeof bad_state);
     /* Stale: a creator that dies before publishing READY. */
     pid_t pid = fork();
     ck_assert_int_ge(pid, 0);
@@ -582,7 +574,7 @@ START_TEST(check_reports_each_problem_and_exits_1)
         }
     ck_assert_int_ge(slot, 0);
     uint8_t bad = tags[slot] == 0xff ? 0x01 : (uint8_t)(tags[slot] + 1);
-    poke(name, at + slot, &bad, 1);
+    shm_poke(name, at + slot, &bad, 1);
 
     RUN(&r, 1, "check", name);
     snprintf(want, sizeof want,

@@ -1,0 +1,98 @@
+/*
+ * rlctl_commands.c - the command table and the usage text made from it.
+ *
+ * Each command is one row: its name, the function that runs it, the options
+ * it accepts and the positionals it needs.  rlctl_parse() (rlctl_args.c)
+ * checks the command line against the row, so a command function only ever
+ * sees arguments that are complete and in range.  The usage lines printed on
+ * a bad command line come from the same rows, so they cannot drift from
+ * what is parsed.  This file calls no parser: rlctl.c and rlctl_args.c call
+ * it, never the other way round.
+ */
+#include "rlctl.h"
+
+#include <string.h>
+
+#define JSON_O RLCTL_O_JSON
+#define KEY_O (RLCTL_O_HEX | RLCTL_O_JSON)
+
+static const struct rlctl_cmd commands[] = {
+    {"create", rlctl_cmd_create,
+     RLCTL_O_POLICY | RLCTL_O_CAPACITY | RLCTL_O_KEY_DISPLAY | RLCTL_O_MODE |
+         RLCTL_O_ON_FULL | JSON_O,
+     1, 0,
+     "create NAME --policy P --capacity N [--key-display B] [--mode M] "
+     "[--on-full allow|deny] [--json]",
+     "Create a segment.  --capacity takes a number of keys (10k, 1M: 1000s);\n"
+     "--key-display B keeps the first B bytes of each key for list (B more\n"
+     "bytes per slot; 0 shows fingerprints); --on-full says what a new key gets\n"
+     "when every slot is taken; --mode is octal (default 0600)."},
+    {"destroy", rlctl_cmd_destroy, RLCTL_O_FORCE | JSON_O, 1, 0,
+     "destroy NAME [--force] [--json]",
+     "Remove a segment's name; processes that have it open keep using it.\n"
+     "--force removes it even if it is not an srl segment."},
+    {"ls", rlctl_cmd_ls, RLCTL_O_ALL | JSON_O, 0, 0, "ls [--all] [--json]",
+     "List the srl segments of this host with their status (ok, or what needs\n"
+     "attention), policy, capacity, use and size.  --all: also foreign and\n"
+     "forbidden objects."},
+    {"info", rlctl_cmd_info, JSON_O, 1, 0, "info NAME [--json]",
+     "A segment's policy, geometry, owner, counters and warnings."},
+    {"list", rlctl_cmd_list, RLCTL_O_SORT | RLCTL_O_TOP | JSON_O, 1, 0,
+     "list NAME [--sort denied|allowed|recent] [--top N] [--json]",
+     "The tracked keys with their counts and state; --sort and --top keep the\n"
+     "biggest N."},
+    {"get", rlctl_cmd_get, KEY_O | RLCTL_O_COST, 1, 1,
+     "get NAME [--hex] KEY [--cost N] [--json]",
+     "The decision a request for KEY would get now, changing nothing.\n"
+     "Exit 0 tracked, 1 not tracked."},
+    {"try", rlctl_cmd_try, KEY_O | RLCTL_O_COST, 1, 1,
+     "try NAME [--hex] KEY [--cost N] [--json]",
+     "Make one request for KEY, as a worker would.  Exit 0 allowed, 1 denied."},
+    {"reset", rlctl_cmd_reset, KEY_O, 1, 1, "reset NAME [--hex] KEY [--json]",
+     "Forget KEY: its next request starts fresh.  Exit 1 if it was not tracked."},
+    {"evict", rlctl_cmd_evict, RLCTL_O_DRY_RUN | JSON_O, 1, 0,
+     "evict NAME [--dry-run] [--json]",
+     "Drop every key at rest (dropping it changes no decision)."},
+    {"check", rlctl_cmd_check, JSON_O, 1, 0, "check NAME [--json]",
+     "Verify every invariant of the table.  Exit 1 if problems were found."},
+    {"watch", rlctl_cmd_watch, RLCTL_O_INTERVAL | RLCTL_O_COUNT | JSON_O, 1, 0,
+     "watch NAME [-i SECONDS] [-n COUNT] [--json]",
+     "Live per-second rates every SECONDS (default 1), COUNT times or until\n"
+     "interrupted."},
+    {"metrics", rlctl_cmd_metrics, RLCTL_O_ALL | RLCTL_O_OUTPUT, RLCTL_NAMES, 0,
+     "metrics [NAME...] [--all] [--output FILE]",
+     "Prometheus text for the NAMEs (default: every segment); --output FILE\n"
+     "replaces FILE atomically, for node_exporter's textfile collector."},
+};
+
+const struct rlctl_cmd *rlctl_commands(size_t *n)
+{
+    *n = sizeof commands / sizeof commands[0];
+    return commands;
+}
+
+void rlctl_help(const struct rlctl_cmd *c)
+{
+    printf("usage: rlctl %s\n\n%s\n\nSee rlctl(1) for the output, the JSON fields and the exit "
+           "statuses.\n",
+           c->synopsis, c->help);
+}
+
+const struct rlctl_cmd *rlctl_command(const char *name)
+{
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (strcmp(commands[i].name, name) == 0)
+            return &commands[i];
+    return NULL;
+}
+
+void rlctl_usage(FILE *f, const struct rlctl_cmd *only)
+{
+    if (only != NULL) {
+        fprintf(f, "usage: rlctl %s\n", only->synopsis);
+        return;
+    }
+    fputs("usage: rlctl [--owner USER] COMMAND [ARGS]   (see rlctl(1))\n", f);
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "       rlctl %s\n", commands[i].synopsis);
+}
