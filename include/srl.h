@@ -366,11 +366,16 @@ SRL_API int srl_open_local(const srl_config *cfg, srl_limiter **out);
  * rest.  Decisions are made by a server-side Lua script (EVALSHA) on the
  * server's TIME, so hosts with skewed clocks agree; cfg->ticker is not used.
  *
- * Only SRL_GCRA is supported (other algorithms: SRL_ENOTSUP), with
- * permits * ceil(window / permits) < 2^51 ns (~26 days; else SRL_ENOTSUP).
+ * All four algorithms, each as a script deciding exactly as the in-process
+ * store (srl_refund too).  Lua's numbers are doubles, so the policy must
+ * keep every value below 2^51 ns, else SRL_ENOTSUP: GCRA permits *
+ * ceil(window / permits); token bucket window * (permits + 1); sliding
+ * counter 4 * permits * window; sliding log the window (60 s windows
+ * allow ~37000 permits for the token bucket, ~9000 for the counter).
  * Decisions equal the in-process ones exactly for 2^52 ns (~52 days) after
  * P:cfg was first created; past that, delete the prefix's keys.  Another
- * policy stored under the prefix: SRL_EMISMATCH.
+ * policy (algorithm, permits or window) stored under the prefix:
+ * SRL_EMISMATCH.
  *
  * Connect and each command wait at most cfg->lock_timeout_ms.  A server
  * that is slow or down makes srl_acquire/srl_peek return SRL_ETIMEDOUT or

@@ -8,21 +8,23 @@
  *     P:cfg        hash: policy (srl_policy_format text), esec, eusec (the
  *                  server's TIME at creation: the epoch of the store's clock)
  *     P:stats      hash: allowed, denied (HINCRBY in the script)
- *     P:k:<key>    string: the GCRA tat, decimal ns since the epoch; set with
- *                  PX so it expires exactly when the state comes to rest
- *   Only GCRA is supported: its state is one integer, exact in Lua's doubles.
+ *     P:k:<key>    the key's state (GCRA tat; token bucket "last frac
+ *                  tokens"; sliding counter "window_start prev curr";
+ *                  sliding log: a list of times), written with PX/PEXPIRE
+ *                  so it expires exactly when the state comes to rest
+ *   One Lua script per algorithm, a transcription of algo_*.c.
  *
  * INVARIANTS
  *   - Time is the server's TIME (so skewed hosts agree), in ns since the
  *     epoch in P:cfg, computed as ((sec-esec)*1e6 + (usec-eusec))*1000 so
- *     no intermediate exceeds the result.  Every value the script handles
- *     (now, tat, need, tau) is an integer below 2^53, hence exact, as long as
- *     now + 2*tau < 2^53 ns: tau is limited to 2^51 ns (~26 days) at open,
- *     and the store is exact for 2^52 ns (~52 days) after P:cfg was created.
- *     Past that, delete P:cfg and P:k:* (the limits start fresh).
- *   - The script decides exactly as algo_gcra.c (same T, tau, remaining,
- *     retry_after, reset_after); integer division is floor(a/b) corrected
- *     by one step, since a/b in doubles may round up to the next integer.
+ *     no intermediate exceeds the result.  Every value a script handles is
+ *     an integer below 2^53, hence exact: exact_in_lua() bounds each
+ *     algorithm's largest product below 2^51 at open, and the store is
+ *     exact for 2^52 ns (~52 days) after P:cfg was created.  Past that,
+ *     delete P:cfg and P:k:* (the limits start fresh).
+ *   - The scripts decide exactly as algo_*.c (same remaining, retry_after,
+ *     reset_after, refund); integer division is floor(a/b) corrected by one
+ *     step, since a/b in doubles may round up to the next integer.
  *   - A denied request writes nothing but the denied counter.
  *
  * CONCURRENCY AND FAULTS
@@ -48,41 +50,186 @@
 #define PREFIX_MAX 128
 #define TAU_MAX (1ull << 51)
 
-static const char acquire_lua[] =
-    "if redis.replicate_commands then redis.replicate_commands() end\n"
-    "local c = redis.call('HMGET', KEYS[2], 'esec', 'eusec')\n"
-    "if not c[1] or not c[2] then return redis.error_reply('SRLNOCFG the prefix has no config hash') end\n"
-    "local now\n"
-    "if ARGV[5] ~= '' then now = tonumber(ARGV[5]) else\n"
-    "  local t = redis.call('TIME')\n"
-    "  now = ((tonumber(t[1]) - tonumber(c[1])) * 1000000 + (tonumber(t[2]) - tonumber(c[2]))) * 1000\n"
-    "end\n"
-    "if now < 0 then now = 0 end\n"
-    "local cost, T, tau = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])\n"
+/* Every script: KEYS = state, P:cfg, P:stats; ARGV = mode ('a' acquire,
+ * 'p' peek), cost, permits, window_ns, injected now ('' = the server's
+ * TIME; non-empty only for a limiter opened with a ticker in test mode).
+ * Mode 'r' refunds cost (as the algorithm's refund) and returns {-2}.
+ * Each returns {-1} (peek or refund of a key with no state) or {allowed,
+ * remaining, retry_after, reset_after}, as the algorithm of the same name in
+ * algo_*.c.  A state that comes to rest is deleted (or expires then): a
+ * missing key is a fresh one. */
+#define LUA_PROLOGUE \
+    "if redis.replicate_commands then redis.replicate_commands() end\n" \
+    "local c = redis.call('HMGET', KEYS[2], 'esec', 'eusec')\n" \
+    "if not c[1] or not c[2] then return redis.error_reply('SRLNOCFG the prefix has no config hash') end\n" \
+    "local now\n" \
+    "if ARGV[5] ~= '' then now = tonumber(ARGV[5]) else\n" \
+    "  local t = redis.call('TIME')\n" \
+    "  now = ((tonumber(t[1]) - tonumber(c[1])) * 1000000 + (tonumber(t[2]) - tonumber(c[2]))) * 1000\n" \
+    "end\n" \
+    "if now < 0 then now = 0 end\n" \
+    "local cost, P, W = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])\n" \
+    "local commit = ARGV[1] == 'a'\n" \
+    "local function div(a, b)\n" \
+    "  local q = math.floor(a / b)\n" \
+    "  if q * b > a then q = q - 1 elseif (q + 1) * b <= a then q = q + 1 end\n" \
+    "  return q\n" \
+    "end\n" \
+    "local function cdiv(a, b) local q = div(a, b) if q * b < a then q = q + 1 end return q end\n" \
+    "local function fmt(x) return string.format('%.0f', x) end\n" \
+    "local function px(ns) local m = cdiv(ns, 1000000) if m < 1 then m = 1 end return fmt(m) end\n" \
+    "local function count(ok) if commit then redis.call('HINCRBY', KEYS[3], ok and 'allowed' or 'denied', 1) end end\n" \
+    "local function put(val, rest) if rest > 0 then redis.call('SET', KEYS[1], val, 'PX', px(rest)) else redis.call('DEL', KEYS[1]) end end\n"
+
+/* GCRA: P:k:<key> = the tat. */
+static const char gcra_lua[] = LUA_PROLOGUE
+    "local T = cdiv(W, P)\n"
+    "local tau = P * T\n"
     "local v = redis.call('GET', KEYS[1])\n"
-    "local commit = ARGV[1] == 'a'\n"
     "if not commit and not v then return {-1} end\n"
     "local tat = tonumber(v or '0')\n"
+    "if ARGV[1] == 'r' then\n"
+    "  if tat <= now then return {-2} end\n"
+    "  local back = cost * T\n"
+    "  if back >= tat - now then tat = now else tat = tat - back end\n"
+    "  put(fmt(tat), tat - now)\n"
+    "  return {-2}\n"
+    "end\n"
     "local base = tat > now and tat or now\n"
     "local used = base - now\n"
     "local need = base + cost * T - now\n"
-    "local function div(a, b)\n"
-    "  local q = math.floor(a / b)\n"
-    "  if q * b > a then q = q - 1 elseif (q + 1) * b <= a then q = q + 1 end\n"
-    "  return q\n"
-    "end\n"
     "if need <= tau then\n"
-    "  if commit then\n"
-    "    redis.call('SET', KEYS[1], string.format('%.0f', base + cost * T), 'PX',\n"
-    "               string.format('%.0f', math.ceil(need / 1000000)))\n"
-    "    redis.call('HINCRBY', KEYS[3], 'allowed', 1)\n"
-    "  end\n"
+    "  if commit then put(fmt(base + cost * T), need) end\n"
+    "  count(true)\n"
     "  return {1, div(tau - need, T), 0, need}\n"
     "end\n"
-    "if commit then redis.call('HINCRBY', KEYS[3], 'denied', 1) end\n"
+    "count(false)\n"
     "local rem = 0\n"
     "if used < tau then rem = div(tau - used, T) end\n"
     "return {0, rem, need - tau, used}\n";
+
+/* Token bucket: P:k:<key> = "last_ns frac tokens".  Refill is capped at one
+ * window of elapsed time (that already fills any bucket), so units stay
+ * below W * (permits + 1) < 2^53 (checked at open). */
+static const char tb_lua[] = LUA_PROLOGUE
+    "local v = redis.call('GET', KEYS[1])\n"
+    "if not commit and not v then return {-1} end\n"
+    "local last, frac, tokens = now, 0, P\n"
+    "if v then local a, b, d = string.match(v, '^(%d+) (%d+) (%d+)$')\n"
+    "  if not a then return redis.error_reply('SRLBAD state') end\n"
+    "  last, frac, tokens = tonumber(a), tonumber(b), tonumber(d) end\n"
+    "local el = now > last and now - last or 0\n"
+    "if tokens >= P or el >= W then tokens, frac = P, 0 else\n"
+    "  local units = frac + el * P\n"
+    "  local add = div(units, W)\n"
+    "  if add >= P - tokens then tokens, frac = P, 0 else tokens, frac = tokens + add, units - add * W end\n"
+    "end\n"
+    "local function wait(want) if tokens >= want then return 0 end return cdiv((want - tokens) * W - frac, P) end\n"
+    "local behind = last > now and last - now or 0\n"
+    "if ARGV[1] == 'r' then\n"
+    "  if tokens >= P then return {-2} end\n"
+    "  if cost >= P - tokens then tokens, frac = P, 0 else tokens = tokens + cost end\n"
+    "  local nl = now > last and now or last\n"
+    "  put(fmt(nl) .. ' ' .. fmt(frac) .. ' ' .. fmt(tokens), behind + wait(P))\n"
+    "  return {-2}\n"
+    "end\n"
+    "if tokens >= cost then\n"
+    "  tokens = tokens - cost\n"
+    "  local reset = behind + wait(P)\n"
+    "  if commit then\n"
+    "    local nl = now > last and now or last\n"
+    "    redis.call('SET', KEYS[1], fmt(nl) .. ' ' .. fmt(frac) .. ' ' .. fmt(tokens), 'PX', px(reset))\n"
+    "  end\n"
+    "  count(true)\n"
+    "  return {1, tokens, 0, reset}\n"
+    "end\n"
+    "count(false)\n"
+    "return {0, tokens, behind + wait(cost), behind + wait(P)}\n";
+
+/* Sliding log: P:k:<key> = a list of admission times, oldest first. */
+static const char sl_lua[] = LUA_PROLOGUE
+    "local n = redis.call('LLEN', KEYS[1])\n"
+    "if not commit and n == 0 then return {-1} end\n"
+    "local ts = redis.call('LRANGE', KEYS[1], 0, -1)\n"
+    "for i = 1, #ts do ts[i] = tonumber(ts[i]) end\n"
+    "local ex = 0\n"
+    "while ex < n and ts[ex + 1] + W <= now do ex = ex + 1 end\n"
+    "local live = n - ex\n"
+    "if ARGV[1] == 'r' then\n"
+    "  local drop = cost < live and cost or live\n"
+    "  for i = 1, drop do redis.call('RPOP', KEYS[1]) end\n"
+    "  if live - drop == 0 then redis.call('DEL', KEYS[1])\n"
+    "  elseif drop > 0 then redis.call('PEXPIRE', KEYS[1], px(ts[n - drop] + W - now)) end\n"
+    "  return {-2}\n"
+    "end\n"
+    "if live + cost <= P then\n"
+    "  local newest = live > 0 and ts[n] or 0\n"
+    "  local stamp = newest > now and newest or now\n"
+    "  if commit then\n"
+    "    if ex > 0 then redis.call('LTRIM', KEYS[1], ex, -1) end\n"
+    "    local s = fmt(stamp)\n"
+    "    for i = 1, cost do redis.call('RPUSH', KEYS[1], s) end\n"
+    "    redis.call('PEXPIRE', KEYS[1], px(stamp + W - now))\n"
+    "  end\n"
+    "  count(true)\n"
+    "  return {1, P - live - cost, 0, stamp + W - now}\n"
+    "end\n"
+    "count(false)\n"
+    "local k = live + cost - P - 1\n"
+    "return {0, P - live, ts[ex + k + 1] + W - now, ts[n] + W - now}\n";
+
+/* Sliding counter: P:k:<key> = "window_start prev curr"; every product is
+ * below 4 * permits * W < 2^53 (checked at open). */
+static const char sc_lua[] = LUA_PROLOGUE
+    "local v = redis.call('GET', KEYS[1])\n"
+    "if not commit and not v then return {-1} end\n"
+    "local ws, prev, curr = now - now % W, 0, 0\n"
+    "if v then local a, b, d = string.match(v, '^(%d+) (%d+) (%d+)$')\n"
+    "  if not a then return redis.error_reply('SRLBAD state') end\n"
+    "  ws, prev, curr = tonumber(a), tonumber(b), tonumber(d) end\n"
+    "local t = now > ws and now or ws\n"
+    "local behind = t - now\n"
+    "local k = div(t - ws, W)\n"
+    "if k == 1 then prev, curr, ws = curr, 0, ws + W elseif k >= 2 then prev, curr, ws = 0, 0, t - t % W end\n"
+    "local e = t - ws\n"
+    "if ARGV[1] == 'r' then\n"
+    "  if curr == 0 then return {-2} end\n"
+    "  curr = cost < curr and curr - cost or 0\n"
+    "  local rest = curr > 0 and 2 * W - e or (prev > 0 and W - e or 0)\n"
+    "  put(fmt(ws) .. ' ' .. fmt(prev) .. ' ' .. fmt(curr), behind + rest)\n"
+    "  return {-2}\n"
+    "end\n"
+    "local est = prev * (W - e) + curr * W\n"
+    "local limit = P * W\n"
+    "local after = est + cost * W\n"
+    "local function solve(pv, A) local m = div(A - 1, pv) if m >= W then return 0 end return W - m end\n"
+    "if after - W < limit then\n"
+    "  local rem = after >= limit and 0 or cdiv(limit - after, W)\n"
+    "  local reset = behind + 2 * W - e\n"
+    "  if commit then redis.call('SET', KEYS[1], fmt(ws) .. ' ' .. fmt(prev) .. ' ' .. fmt(curr + cost), 'PX', px(reset)) end\n"
+    "  count(true)\n"
+    "  return {1, rem, 0, reset}\n"
+    "end\n"
+    "count(false)\n"
+    "local rem = est >= limit and 0 or cdiv(limit - est, W)\n"
+    "local wait = nil\n"
+    "if curr + cost - 1 < P and prev > 0 then\n"
+    "  local x = solve(prev, (P - curr - cost + 1) * W)\n"
+    "  if x < W then wait = x - e end\n"
+    "end\n"
+    "if not wait then\n"
+    "  wait = W - e\n"
+    "  if curr > 0 then wait = wait + solve(curr, (P - cost + 1) * W) end\n"
+    "end\n"
+    "local rest = curr > 0 and 2 * W - e or (prev > 0 and W - e or 0)\n"
+    "return {0, rem, behind + wait, rest > 0 and behind + rest or 0}\n";
+
+static const char *const algo_lua[] = {
+    [SRL_TOKEN_BUCKET] = tb_lua,
+    [SRL_SLIDING_LOG] = sl_lua,
+    [SRL_SLIDING_COUNTER] = sc_lua,
+    [SRL_GCRA] = gcra_lua,
+};
 
 /* Creates P:cfg or checks it: 1 same policy, 0 another policy. */
 static const char open_lua[] =
@@ -98,12 +245,11 @@ struct rstore {
     pthread_mutex_t mu;
     redisContext *c;          /* NULL: not connected */
     pid_t pid;                /* process that made c */
-    char sha[48];             /* of acquire_lua, "" until loaded once */
+    char sha[48];             /* of the algorithm's script, "" until loaded once */
     char unix_path[256];      /* "" for TCP */
     char host[256];
     int port;
     char prefix[PREFIX_MAX + 1];
-    uint64_t T, tau;
     uint64_t capacity;
     uint64_t timeouts;        /* under mu */
     int fixed_time;           /* test hook: pass srl__now() instead of TIME */
@@ -198,8 +344,9 @@ static redisReply *command(struct rstore *r, int argc, const char **argv, const 
 /* Under mu: SCRIPT LOAD the acquire script; 0 or an SRL_E* code. */
 static int load_script(struct rstore *r)
 {
-    const char *argv[] = {"SCRIPT", "LOAD", acquire_lua};
-    size_t lens[] = {6, 4, sizeof acquire_lua - 1};
+    const char *lua = algo_lua[r->lim.policy.algorithm];
+    const char *argv[] = {"SCRIPT", "LOAD", lua};
+    size_t lens[] = {6, 4, strlen(lua)};
     int rc;
     redisReply *rep = command(r, 3, argv, lens, &rc);
     if (rep == NULL)
@@ -241,19 +388,20 @@ static size_t key_name(const struct rstore *r, const char *what, const void *key
     return n + len;
 }
 
-/* One decision.  commit: acquire, else peek. */
-static int decide(srl_limiter *lim, const void *key, size_t len, uint32_t cost, int commit,
+/* One run of the script.  mode: 'a' acquire, 'p' peek (fill *d), 'r'
+ * refund (d is NULL). */
+static int decide(srl_limiter *lim, const void *key, size_t len, uint32_t cost, char mode,
                   srl_decision *d)
 {
     struct rstore *r = rs_of(lim);
     char kbuf[PREFIX_MAX + 8 + SRL_KEY_MAX], cfg[PREFIX_MAX + 8], st[PREFIX_MAX + 8];
-    char a_cost[24], a_T[24], a_tau[24], a_now[24] = "";
+    char a_cost[24], a_P[24], a_W[24], a_now[24] = "", a_mode[2] = {mode, '\0'};
     size_t klen = key_name(r, "k:", key, len, kbuf);
     snprintf(cfg, sizeof cfg, "%s:cfg", r->prefix);
     snprintf(st, sizeof st, "%s:stats", r->prefix);
     snprintf(a_cost, sizeof a_cost, "%u", cost);
-    snprintf(a_T, sizeof a_T, "%llu", (unsigned long long)r->T);
-    snprintf(a_tau, sizeof a_tau, "%llu", (unsigned long long)r->tau);
+    snprintf(a_P, sizeof a_P, "%u", lim->policy.permits);
+    snprintf(a_W, sizeof a_W, "%llu", (unsigned long long)lim->policy.window_ns);
 
     pthread_mutex_lock(&r->mu);
     int rc = r->sha[0] == '\0' ? load_script(r) : 0;
@@ -262,7 +410,7 @@ static int decide(srl_limiter *lim, const void *key, size_t len, uint32_t cost, 
         if (r->fixed_time)
             snprintf(a_now, sizeof a_now, "%llu", (unsigned long long)srl__now(lim));
         const char *argv[] = {"EVALSHA", r->sha, "3", kbuf, cfg, st,
-                              commit ? "a" : "p", a_cost, a_T, a_tau, a_now};
+                              a_mode, a_cost, a_P, a_W, a_now};
         size_t lens[11];
         for (int i = 0; i < 11; i++)
             lens[i] = strlen(argv[i]);
@@ -291,14 +439,18 @@ static int decide(srl_limiter *lim, const void *key, size_t len, uint32_t cost, 
     pthread_mutex_unlock(&r->mu);
 
     if (rc != 0) {
-        srl__decide_on_full(lim, SRL_DECISION_DEGRADED, d);
+        if (d != NULL)
+            srl__decide_on_full(lim, SRL_DECISION_DEGRADED, d);
         return rc;
     }
     rc = SRL_ECORRUPT;  /* a reply this script never gives: P:cfg or a state was altered */
     if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 1 &&
         rep->element[0]->type == REDIS_REPLY_INTEGER && rep->element[0]->integer == -1) {
         rc = SRL_ENOENT;
-    } else if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 4) {
+    } else if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 1 && d == NULL &&
+               rep->element[0]->type == REDIS_REPLY_INTEGER && rep->element[0]->integer == -2) {
+        rc = 0;   /* refunded */
+    } else if (d != NULL && rep->type == REDIS_REPLY_ARRAY && rep->elements == 4) {
         long long v[4];
         int ok = 1;
         for (int i = 0; i < 4; i++) {
@@ -319,13 +471,18 @@ static int decide(srl_limiter *lim, const void *key, size_t len, uint32_t cost, 
 static int rs_acquire(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
                       srl_decision *d)
 {
-    return decide(lim, key, len, cost, 1, d);
+    return decide(lim, key, len, cost, 'a', d);
 }
 
 static int rs_peek(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
                    srl_decision *d)
 {
-    return decide(lim, key, len, cost, 0, d);
+    return decide(lim, key, len, cost, 'p', d);
+}
+
+static int rs_refund(srl_limiter *lim, const void *key, size_t len, uint32_t cost)
+{
+    return decide(lim, key, len, cost, 'r', NULL);
 }
 
 static int rs_reset_key(srl_limiter *lim, const void *key, size_t len)
@@ -414,6 +571,7 @@ static void rs_close(srl_limiter *lim)
 static const struct srl__store_ops redis_ops = {
     .acquire = rs_acquire,
     .peek = rs_peek,
+    .refund = rs_refund,
     .reset_key = rs_reset_key,
     .evict_idle = rs_notsup,
     .stats = rs_stats,
@@ -461,6 +619,27 @@ static int parse_uri(struct rstore *r, const char *uri)
     return SRL_EINVAL;
 }
 
+/* Lua numbers are doubles: every value a script computes must stay an
+ * integer below 2^53.  Times are below 2^52 ns (see INVARIANTS); per
+ * algorithm the largest product is bounded here. */
+static int exact_in_lua(const srl_policy *p)
+{
+    srl__u128 W = p->window_ns, P = p->permits;
+    switch (p->algorithm) {
+    case SRL_GCRA: {
+        uint64_t T = p->window_ns / p->permits + (p->window_ns % p->permits != 0);
+        return P * T < TAU_MAX;   /* keeps now + 2*tau < 2^53 for 2^52 ns */
+    }
+    case SRL_TOKEN_BUCKET:
+        return W * (P + 1) < TAU_MAX && W < TAU_MAX;
+    case SRL_SLIDING_COUNTER:
+        return 4 * P * W < TAU_MAX;
+    case SRL_SLIDING_LOG:
+        return W < TAU_MAX;
+    }
+    return 0;
+}
+
 int srl_open_redis(const char *uri, const srl_config *cfg, srl_limiter **out)
 {
     srl_config unused;
@@ -469,12 +648,7 @@ int srl_open_redis(const char *uri, const srl_config *cfg, srl_limiter **out)
         return rc;
     if (uri == NULL)
         return SRL_EINVAL;
-    if (cfg->policy.algorithm != SRL_GCRA)
-        return SRL_ENOTSUP;
-    const srl_policy *p = &cfg->policy;
-    uint64_t T = p->window_ns / p->permits + (p->window_ns % p->permits != 0);
-    srl__u128 tau = (srl__u128)p->permits * T;
-    if (tau >= TAU_MAX)  /* keeps now + 2*tau < 2^53 for 2^52 ns */
+    if (!exact_in_lua(&cfg->policy))
         return SRL_ENOTSUP;
 
     struct rstore *r = calloc(1, sizeof *r);
@@ -487,8 +661,6 @@ int srl_open_redis(const char *uri, const srl_config *cfg, srl_limiter **out)
     }
     srl__limiter_init(&r->lim, &redis_ops, cfg);
     r->lim.impl = r;
-    r->T = T;
-    r->tau = (uint64_t)tau;
     r->capacity = cfg->capacity;
     r->pid = getpid();
     struct timespec ts;
