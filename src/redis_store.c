@@ -31,11 +31,14 @@
  *   One connection per limiter, guarded by a mutex (threads take turns; a
  *   command is one round trip).  It is made lazily, re-made after fork (pid
  *   check) and after any I/O error.  Connect and command waits are bounded
- *   by lock_timeout_ms; a failure returns SRL_ETIMEDOUT (the wait expired)
- *   or SRL_ESYS (refused, reset, ...) with *d from on_full flagged
- *   SRL_DECISION_DEGRADED.  The next call tries to reconnect once.
+ *   by the uri's timeout_ms (else lock_timeout_ms); a failure returns
+ *   SRL_ETIMEDOUT (the wait expired) or SRL_ESYS (refused, reset, ...) with
+ *   *d from on_full flagged SRL_DECISION_DEGRADED.  A new connection runs
+ *   AUTH and SELECT from the uri.  The next call reconnects; a failed
+ *   connect backs off (10 ms doubling to 1 s: calls fail at once meanwhile).
  */
 #include "limiter.h"
+#include "redis_uri.h"
 
 #include <errno.h>
 #include <hiredis/hiredis.h>
@@ -47,7 +50,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-#define PREFIX_MAX 128
+#define PREFIX_MAX SRL__REDIS_PREFIX_MAX
 #define TAU_MAX (1ull << 51)
 
 /* Every script: KEYS = state, P:cfg, P:stats; ARGV = mode ('a' acquire,
@@ -246,12 +249,12 @@ struct rstore {
     redisContext *c;          /* NULL: not connected */
     pid_t pid;                /* process that made c */
     char sha[48];             /* of the algorithm's script, "" until loaded once */
-    char unix_path[256];      /* "" for TCP */
-    char host[256];
-    int port;
-    char prefix[PREFIX_MAX + 1];
+    struct srl__redis_uri u;  /* where, who, db, timeout, prefix */
     uint64_t capacity;
     uint64_t timeouts;        /* under mu */
+    uint32_t failures;        /* connects failed in a row (backoff), under mu */
+    uint64_t retry_at_ns;     /* CLOCK_MONOTONIC: no connect before, under mu */
+    int last_rc;              /* the last failed connect's code, under mu */
     int fixed_time;           /* test hook: pass srl__now() instead of TIME */
     int broken_no_pid_check;  /* test hook: share the parent's socket after fork */
     uint64_t created_unix_ns;
@@ -278,28 +281,123 @@ static void drop(struct rstore *r)
     r->c = NULL;
 }
 
-/* Under mu: make sure r->c is a live connection of this process. */
+/* One command on c, with SIGPIPE kept from the caller; *e: errno after it.
+ * hiredis write()s: a server gone away must not kill the caller with
+ * SIGPIPE.  Block it in this thread for the call and swallow only a SIGPIPE
+ * this write raised (one already pending stays pending). */
+static redisReply *raw(redisContext *c, int argc, const char **argv, const size_t *lens, int *e)
+{
+    sigset_t pipe_set, old;
+    sigemptyset(&pipe_set);
+    sigaddset(&pipe_set, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+    sigset_t pending;
+    sigpending(&pending);
+    int was_pending = sigismember(&pending, SIGPIPE);
+    errno = 0;
+    redisReply *rep = redisCommandArgv(c, argc, argv, lens);
+    *e = errno;
+    if (!was_pending) {
+        sigpending(&pending);
+        if (sigismember(&pending, SIGPIPE)) {
+            struct timespec zero = {0, 0};
+            while (sigtimedwait(&pipe_set, NULL, &zero) < 0 && errno == EINTR) {
+            }
+        }
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return rep;
+}
+
+/* The code for an error reply: the server wants (other) credentials, or
+ * something this store does not expect. */
+static int reply_error(const redisReply *rep)
+{
+    if (strncmp(rep->str, "NOAUTH", 6) == 0 || strncmp(rep->str, "WRONGPASS", 9) == 0 ||
+        strncmp(rep->str, "NOPERM", 6) == 0 || strstr(rep->str, "invalid password") != NULL ||
+        strstr(rep->str, "invalid username-password") != NULL)
+        return SRL_EACCES;
+    return SRL_ESYS;
+}
+
+/* AUTH and SELECT on a new connection, as the uri says. */
+static int handshake(struct rstore *r, redisContext *c)
+{
+    char db[16];
+    snprintf(db, sizeof db, "%d", r->u.db);
+    const char *auth_user[] = {"AUTH", r->u.user, r->u.password};
+    const char *auth[] = {"AUTH", r->u.password};
+    const char *sel[] = {"SELECT", db};
+    int has_user = r->u.user[0] != '\0';
+    for (int step = 0; step < 2; step++) {
+        if (step == 0 && r->u.password[0] == '\0')
+            continue;
+        if (step == 1 && r->u.db == 0)
+            continue;
+        const char **argv = step == 1 ? sel : has_user ? auth_user : auth;
+        int argc = step == 0 ? 2 + has_user : 2;
+        size_t lens[3];
+        for (int i = 0; i < argc; i++)
+            lens[i] = strlen(argv[i]);
+        int e;
+        redisReply *rep = raw(c, argc, argv, lens, &e);
+        if (rep == NULL)
+            return io_error(c, e);
+        int rc = 0;
+        if (rep->type == REDIS_REPLY_ERROR)
+            rc = step == 0 ? SRL_EACCES : reply_error(rep) == SRL_EACCES ? SRL_EACCES : SRL_EINVAL;
+        freeReplyObject(rep);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Under mu: make sure r->c is a live connection of this process.  After a
+ * failed connect the next attempts wait: 10 ms, doubling up to 1 s; calls
+ * in between fail at once with the last connect's code, so a server that is
+ * down costs one bounded wait per backoff step, not one per request. */
 static int ensure(struct rstore *r)
 {
     if (r->c != NULL && r->pid != getpid() && !r->broken_no_pid_check)
         drop(r);   /* the parent's socket: never share a stream with it */
     if (r->c != NULL)
         return 0;
-    uint32_t ms = r->lim.lock_timeout_ms;
+    if (r->failures > 0 && mono_ns() < r->retry_at_ns)
+        return r->last_rc;
+    uint32_t ms = r->u.timeout_ms ? r->u.timeout_ms : r->lim.lock_timeout_ms;
     struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
     errno = 0;
-    redisContext *c = r->unix_path[0] != '\0' ? redisConnectUnixWithTimeout(r->unix_path, tv)
-                                              : redisConnectWithTimeout(r->host, r->port, tv);
+    redisContext *c = r->u.unix_path[0] != '\0'
+                          ? redisConnectUnixWithTimeout(r->u.unix_path, tv)
+                          : redisConnectWithTimeout(r->u.host, r->u.port, tv);
     int e = errno;
     if (c == NULL)
         return SRL_ENOMEM;
+    int rc = 0;
     if (c->err != 0 || redisSetTimeout(c, tv) != REDIS_OK) {
-        int rc = io_error(c, e ? e : errno);
+        rc = io_error(c, e ? e : errno);
         if (rc == SRL_ESYS && c->err == REDIS_ERR_IO && e == ETIMEDOUT)
             rc = SRL_ETIMEDOUT;
+    } else {
+        rc = handshake(r, c);
+    }
+    if (rc != 0) {
         redisFree(c);
+        uint64_t wait_ms = r->failures < 7 ? 10ull << r->failures : 1000;
+        r->failures++;
+        r->retry_at_ns = mono_ns() + wait_ms * 1000000ull;
+        r->last_rc = rc;
         return rc;
     }
+    r->failures = 0;
     r->c = c;
     r->pid = getpid();
     return 0;
@@ -312,28 +410,8 @@ static redisReply *command(struct rstore *r, int argc, const char **argv, const 
     *rc = ensure(r);
     if (*rc != 0)
         return NULL;
-    /* hiredis write()s: a server gone away must not kill the caller with
-     * SIGPIPE.  Block it in this thread for the call and swallow only a
-     * SIGPIPE this write raised (one already pending stays pending). */
-    sigset_t pipe_set, old;
-    sigemptyset(&pipe_set);
-    sigaddset(&pipe_set, SIGPIPE);
-    pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
-    sigset_t pending;
-    sigpending(&pending);
-    int was_pending = sigismember(&pending, SIGPIPE);
-    errno = 0;
-    redisReply *rep = redisCommandArgv(r->c, argc, argv, lens);
-    int e = errno;
-    if (!was_pending) {
-        sigpending(&pending);
-        if (sigismember(&pending, SIGPIPE)) {
-            struct timespec zero = {0, 0};
-            while (sigtimedwait(&pipe_set, NULL, &zero) < 0 && errno == EINTR) {
-            }
-        }
-    }
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    int e;
+    redisReply *rep = raw(r->c, argc, argv, lens, &e);
     if (rep == NULL) {
         *rc = io_error(r->c, e);
         drop(r);
@@ -351,7 +429,7 @@ static int load_script(struct rstore *r)
     redisReply *rep = command(r, 3, argv, lens, &rc);
     if (rep == NULL)
         return rc;
-    rc = SRL_ESYS;
+    rc = rep->type == REDIS_REPLY_ERROR ? reply_error(rep) : SRL_ESYS;
     if (rep->type == REDIS_REPLY_STRING && rep->len < sizeof r->sha) {
         memcpy(r->sha, rep->str, rep->len);
         r->sha[rep->len] = '\0';
@@ -369,13 +447,16 @@ static int open_cfg(struct rstore *r)
     int rc = srl_policy_format(&r->lim.policy, ptext, sizeof ptext);
     if (rc < 0)
         return rc;
-    snprintf(cfgkey, sizeof cfgkey, "%s:cfg", r->prefix);
+    snprintf(cfgkey, sizeof cfgkey, "%s:cfg", r->u.prefix);
     const char *argv[] = {"EVAL", open_lua, "1", cfgkey, ptext};
     size_t lens[] = {4, sizeof open_lua - 1, 1, strlen(cfgkey), strlen(ptext)};
     redisReply *rep = command(r, 5, argv, lens, &rc);
     if (rep == NULL)
         return rc;
-    rc = rep->type != REDIS_REPLY_INTEGER ? SRL_ESYS : rep->integer == 1 ? 0 : SRL_EMISMATCH;
+    rc = rep->type == REDIS_REPLY_ERROR     ? reply_error(rep)
+         : rep->type != REDIS_REPLY_INTEGER ? SRL_ESYS
+         : rep->integer == 1                ? 0
+                                            : SRL_EMISMATCH;
     freeReplyObject(rep);
     return rc;
 }
@@ -383,7 +464,7 @@ static int open_cfg(struct rstore *r)
 static size_t key_name(const struct rstore *r, const char *what, const void *key, size_t len,
                        char *buf)
 {
-    size_t n = (size_t)snprintf(buf, PREFIX_MAX + 8, "%s:%s", r->prefix, what);
+    size_t n = (size_t)snprintf(buf, PREFIX_MAX + 8, "%s:%s", r->u.prefix, what);
     memcpy(buf + n, key, len);
     return n + len;
 }
@@ -397,8 +478,8 @@ static int decide(srl_limiter *lim, const void *key, size_t len, uint32_t cost, 
     char kbuf[PREFIX_MAX + 8 + SRL_KEY_MAX], cfg[PREFIX_MAX + 8], st[PREFIX_MAX + 8];
     char a_cost[24], a_P[24], a_W[24], a_now[24] = "", a_mode[2] = {mode, '\0'};
     size_t klen = key_name(r, "k:", key, len, kbuf);
-    snprintf(cfg, sizeof cfg, "%s:cfg", r->prefix);
-    snprintf(st, sizeof st, "%s:stats", r->prefix);
+    snprintf(cfg, sizeof cfg, "%s:cfg", r->u.prefix);
+    snprintf(st, sizeof st, "%s:stats", r->u.prefix);
     snprintf(a_cost, sizeof a_cost, "%u", cost);
     snprintf(a_P, sizeof a_P, "%u", lim->policy.permits);
     snprintf(a_W, sizeof a_W, "%llu", (unsigned long long)lim->policy.window_ns);
@@ -444,7 +525,11 @@ static int decide(srl_limiter *lim, const void *key, size_t len, uint32_t cost, 
         return rc;
     }
     rc = SRL_ECORRUPT;  /* a reply this script never gives: P:cfg or a state was altered */
-    if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 1 &&
+    if (rep->type == REDIS_REPLY_ERROR && reply_error(rep) == SRL_EACCES) {
+        rc = SRL_EACCES;   /* the server now wants a password: decide as degraded */
+        if (d != NULL)
+            srl__decide_on_full(lim, SRL_DECISION_DEGRADED, d);
+    } else if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 1 &&
         rep->element[0]->type == REDIS_REPLY_INTEGER && rep->element[0]->integer == -1) {
         rc = SRL_ENOENT;
     } else if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 1 && d == NULL &&
@@ -507,7 +592,7 @@ static int rs_stats(srl_limiter *lim, srl_stats *out)
 {
     struct rstore *r = rs_of(lim);
     char st[PREFIX_MAX + 8];
-    snprintf(st, sizeof st, "%s:stats", r->prefix);
+    snprintf(st, sizeof st, "%s:stats", r->u.prefix);
     const char *argv[] = {"HMGET", st, "allowed", "denied"};
     size_t lens[] = {5, strlen(st), 7, 6};
     int rc;
@@ -541,7 +626,7 @@ static int rs_info(srl_limiter *lim, srl_info *out)
     out->capacity = r->capacity;
     out->creator_pid = (int32_t)r->pid;
     out->created_unix_ns = r->created_unix_ns;
-    snprintf(out->name, sizeof out->name, "%s", r->prefix);
+    snprintf(out->name, sizeof out->name, "%s", r->u.prefix);
     return 0;
 }
 
@@ -581,44 +666,6 @@ static const struct srl__store_ops redis_ops = {
     .close = rs_close,
 };
 
-/* unix:///path[?prefix=P] or redis://host:port[?prefix=P]. */
-static int parse_uri(struct rstore *r, const char *uri)
-{
-    const char *q = strchr(uri, '?');
-    size_t body = q != NULL ? (size_t)(q - uri) : strlen(uri);
-    snprintf(r->prefix, sizeof r->prefix, "srl");
-    if (q != NULL) {
-        if (strncmp(q, "?prefix=", 8) != 0)
-            return SRL_EINVAL;
-        size_t n = strlen(q + 8);
-        if (n == 0 || n > PREFIX_MAX || strpbrk(q + 8, "&?") != NULL)
-            return SRL_EINVAL;
-        memcpy(r->prefix, q + 8, n + 1);
-    }
-    if (strncmp(uri, "unix://", 7) == 0) {
-        size_t n = body - 7;
-        if (n == 0 || n >= sizeof r->unix_path || uri[7] != '/')
-            return SRL_EINVAL;
-        memcpy(r->unix_path, uri + 7, n);
-        r->unix_path[n] = '\0';
-        return 0;
-    }
-    if (strncmp(uri, "redis://", 8) == 0) {
-        const char *h = uri + 8, *colon = memchr(h, ':', body - 8);
-        if (colon == NULL || colon == h || (size_t)(colon - h) >= sizeof r->host)
-            return SRL_EINVAL;
-        memcpy(r->host, h, (size_t)(colon - h));
-        r->host[colon - h] = '\0';
-        char *end;
-        long port = strtol(colon + 1, &end, 10);
-        if (end != uri + body || end == colon + 1 || port < 1 || port > 65535)
-            return SRL_EINVAL;
-        r->port = (int)port;
-        return 0;
-    }
-    return SRL_EINVAL;
-}
-
 /* Lua numbers are doubles: every value a script computes must stay an
  * integer below 2^53.  Times are below 2^52 ns (see INVARIANTS); per
  * algorithm the largest product is bounded here. */
@@ -654,7 +701,7 @@ int srl_open_redis(const char *uri, const srl_config *cfg, srl_limiter **out)
     struct rstore *r = calloc(1, sizeof *r);
     if (r == NULL)
         return SRL_ENOMEM;
-    rc = parse_uri(r, uri);
+    rc = srl__redis_uri_parse(uri, &r->u, NULL, 0);
     if (rc != 0) {
         free(r);
         return rc;

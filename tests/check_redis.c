@@ -37,6 +37,7 @@ int srl__redis_broken_no_pid_check(srl_limiter *lim, int on);
 static char dir[64];
 static char sock[96];
 static char uri[160];
+static const char *srv_extra[5];   /* more redis-server arguments, NULL-ended */
 
 static int sock_ready(void)
 {
@@ -58,8 +59,11 @@ static pid_t server_start(void)
         int null = open("/dev/null", O_WRONLY);
         dup2(null, 1);
         dup2(null, 2);
-        execlp("redis-server", "redis-server", "--port", "0", "--unixsocket", sock,
-               "--save", "", "--appendonly", "no", "--dir", dir, (char *)NULL);
+        const char *argv[16] = {"redis-server", "--port", "0", "--unixsocket", sock,
+                                "--save", "", "--appendonly", "no", "--dir", dir};
+        for (int i = 0; i < 4 && srv_extra[i] != NULL; i++)
+            argv[11 + i] = srv_extra[i];
+        execvp("redis-server", (char *const *)argv);
         _exit(127);
     }
     /* Readiness poll, bounded by the test's timeout, not a timing assumption. */
@@ -241,7 +245,7 @@ START_TEST(policy_per_prefix)
     srl_config big = gcra_cfg(1, 30ull * 86400 * SEC);   /* tau >= 2^51 ns */
     ck_assert_int_eq(srl_open_redis(uri, &big, &l2), SRL_ENOTSUP);
     ck_assert_int_eq(srl_open_redis("http://x", &a, &l2), SRL_EINVAL);
-    ck_assert_int_eq(srl_open_redis("redis://host", &a, &l2), SRL_EINVAL);
+    ck_assert_int_eq(srl_open_redis("redis://", &a, &l2), SRL_EINVAL);
     ck_assert_int_eq(srl_open_redis("redis://h:99999", &a, &l2), SRL_EINVAL);
     ck_assert_int_eq(srl_open_redis(NULL, &a, &l2), SRL_EINVAL);
     srl_close(l1);
@@ -434,11 +438,81 @@ START_TEST(killed_server_reconnects)
     ck_assert_uint_eq(d.flags, SRL_DECISION_DEGRADED);
 
     srv = server_start();   /* same socket, empty: config and script are gone */
-    ck_assert_int_eq(srl_acquire(lim, "k", 1, 1, &d), 0);
+    /* The store may still be in its reconnect backoff (10 ms doubling):
+     * calls fail fast with the last connect's code until it retries. */
+    int rc;
+    while ((rc = srl_acquire(lim, "k", 1, 1, &d)) == SRL_ESYS) {
+        ck_assert_uint_eq(d.flags, SRL_DECISION_DEGRADED);
+        usleep(2000);
+    }
+    ck_assert_int_eq(rc, 0);
     ck_assert_uint_eq(d.flags, 0);
     ck_assert_uint_eq(d.remaining, 99);        /* a fresh state on a fresh server */
     ck_assert_int_eq(srl_acquire(lim, "k", 1, 1, &d), 0);
     ck_assert_uint_eq(d.remaining, 98);
+    srl_close(lim);
+    teardown_server(srv);
+}
+END_TEST
+
+/* A server with --requirepass (and an ACL user): the uri's credentials are
+ * sent on every connect; wrong or missing ones are SRL_EACCES at open. */
+START_TEST(auth_and_db)
+{
+    srv_extra[0] = "--requirepass";
+    srv_extra[1] = "s3cr@t";
+    pid_t srv = setup_server();
+    srv_extra[0] = NULL;
+    srl_config cfg = gcra_cfg(3, 60 * SEC);
+    srl_limiter *lim = NULL;
+    char u[300];
+
+    ck_assert_int_eq(srl_open_redis(uri, &cfg, &lim), SRL_EACCES);   /* NOAUTH */
+    ck_assert_ptr_null(lim);
+    snprintf(u, sizeof u, "unix://:wrong@%s", sock);
+    ck_assert_int_eq(srl_open_redis(u, &cfg, &lim), SRL_EACCES);     /* WRONGPASS */
+    ck_assert_ptr_null(lim);
+    snprintf(u, sizeof u, "unix://nobody:s3cr%%40t@%s", sock);
+    ck_assert_int_eq(srl_open_redis(u, &cfg, &lim), SRL_EACCES);     /* no such user */
+
+    /* Right password, db 5: the keys live in db 5 only. */
+    snprintf(u, sizeof u, "unix://:s3cr%%40t@%s?db=5", sock);
+    ck_assert_int_eq(srl_open_redis(u, &cfg, &lim), 0);
+    srl_decision d;
+    ck_assert_int_eq(srl_acquire(lim, "k", 1, 1, &d), 0);
+    ck_assert_uint_eq(d.remaining, 2);
+    redisContext *c = redisConnectUnix(sock);
+    ck_assert(c != NULL && c->err == 0);
+    redisReply *r = redisCommand(c, "AUTH s3cr@t");
+    ck_assert_int_eq(r->type, REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+    r = redisCommand(c, "EXISTS srl:k:k");
+    ck_assert_int_eq(r->integer, 0);      /* not in db 0 */
+    freeReplyObject(r);
+    r = redisCommand(c, "SELECT 5");
+    freeReplyObject(r);
+    r = redisCommand(c, "EXISTS srl:k:k");
+    ck_assert_int_eq(r->integer, 1);
+    freeReplyObject(r);
+    /* An ACL user with a password of its own, by userinfo and by option. */
+    r = redisCommand(c, "ACL SETUSER app on >apppw ~* +@all");
+    ck_assert_int_eq(r->type, REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+    redisFree(c);
+    srl_limiter *l2 = NULL;
+    snprintf(u, sizeof u, "unix://app:apppw@%s?db=5", sock);
+    ck_assert_int_eq(srl_open_redis(u, &cfg, &l2), 0);
+    srl_close(l2);
+    snprintf(u, sizeof u, "unix://%s?db=5&user=app&password=apppw", sock);
+    ck_assert_int_eq(srl_open_redis(u, &cfg, &l2), 0);
+    ck_assert_int_eq(srl_acquire(l2, "k", 1, 1, &d), 0);
+    ck_assert_uint_eq(d.remaining, 1);     /* the same state as lim's */
+    srl_close(l2);
+    snprintf(u, sizeof u, "unix://app:wrong@%s?db=5", sock);
+    ck_assert_int_eq(srl_open_redis(u, &cfg, &l2), SRL_EACCES);
+    /* A db the server does not have. */
+    snprintf(u, sizeof u, "unix://:s3cr%%40t@%s?db=99", sock);
+    ck_assert_int_eq(srl_open_redis(u, &cfg, &l2), SRL_EINVAL);
     srl_close(lim);
     teardown_server(srv);
 }
@@ -456,6 +530,7 @@ int main(void)
     tcase_add_test(tc, threads_exact_count);
     tcase_add_test(tc, stopped_server_degrades);
     tcase_add_test(tc, killed_server_reconnects);
+    tcase_add_test(tc, auth_and_db);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
