@@ -518,6 +518,61 @@ START_TEST(auth_and_db)
 }
 END_TEST
 
+/* A fake server: answers open's two commands as Redis would, then sends
+ * half of the decision's reply and closes the socket.  The store must
+ * return SRL_ESYS with a degraded decision, not hang or crash. */
+START_TEST(closed_mid_reply)
+{
+    snprintf(dir, sizeof dir, "/tmp/srl-redis-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(sock, sizeof sock, "%s/fake.sock", dir);
+    snprintf(uri, sizeof uri, "unix://%s", sock);
+    int lfd = socket(AF_UNIX, SOCK_STREAM, 0);
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    snprintf(a.sun_path, sizeof a.sun_path, "%s", sock);
+    ck_assert_int_eq(bind(lfd, (struct sockaddr *)&a, sizeof a), 0);
+    ck_assert_int_eq(listen(lfd, 1), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        int fd = accept(lfd, NULL, NULL);
+        static const char *const replies[] = {
+            ":1\r\n",                                                  /* EVAL open_lua */
+            "$40\r\n0123456789012345678901234567890123456789\r\n",    /* SCRIPT LOAD */
+            "*4\r\n:1\r\n:9",                                          /* EVALSHA, cut */
+        };
+        char buf[65536];
+        for (int i = 0; i < 3; i++) {
+            /* One command per read: the client waits for each reply. */
+            if (read(fd, buf, sizeof buf) <= 0)
+                _exit(1);
+            if (write(fd, replies[i], strlen(replies[i])) < 0)
+                _exit(1);
+        }
+        close(fd);
+        _exit(0);
+    }
+    close(lfd);
+    srl_config cfg = gcra_cfg(10, 60 * SEC);
+    cfg.lock_timeout_ms = 5000;   /* a hang would be 5 s, then ETIMEDOUT: not this */
+    srl_limiter *lim = NULL;
+    ck_assert_int_eq(srl_open_redis(uri, &cfg, &lim), 0);
+    srl_decision d;
+    ck_assert_int_eq(srl_acquire(lim, "k", 1, 1, &d), SRL_ESYS);
+    ck_assert_uint_eq(d.flags, SRL_DECISION_DEGRADED);
+    ck_assert_int_eq(d.allowed, 1);   /* on_full: allow */
+    int st;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    /* Nobody listens now: still an error, never a hang. */
+    ck_assert_int_eq(srl_acquire(lim, "k", 1, 1, &d), SRL_ESYS);
+    ck_assert_uint_eq(d.flags, SRL_DECISION_DEGRADED);
+    srl_close(lim);
+    unlink(sock);
+    rmdir(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("redis");
@@ -531,6 +586,7 @@ int main(void)
     tcase_add_test(tc, stopped_server_degrades);
     tcase_add_test(tc, killed_server_reconnects);
     tcase_add_test(tc, auth_and_db);
+    tcase_add_test(tc, closed_mid_reply);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
