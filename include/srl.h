@@ -386,24 +386,37 @@ SRL_API int srl_open_anonymous(const srl_config *cfg, srl_limiter **out);
 SRL_API int srl_open_local(const srl_config *cfg, srl_limiter **out);
 
 /*
- * A store in a Redis server, shared by every host that opens the same uri
- * and prefix.  uri: "unix:///path/to/redis.sock" or "redis://host:port",
- * optionally followed by "?prefix=P" (1..128 bytes, default "srl"); the
+ * A store in a Redis server, shared by every host that opens the same
+ * server and prefix.  uri:
+ *     redis://[user:password@]host[:port][/db][?options]   (port 6379)
+ *     unix://[user:password@]/path/to/redis.sock[?options]
+ * options, joined by '&': db=N (SELECT), timeout_ms=N (every network wait,
+ * default cfg->lock_timeout_ms), prefix=P (1..128 bytes, default "srl"),
+ * user=U and password=W (AUTH; or in the userinfo, ":password@" without a
+ * user).  User, password and prefix may use %XX escapes.  A bad uri is
+ * SRL_EINVAL (srl_redis_uri_check says why); a server that refuses the
+ * AUTH, or wants one the uri does not give, SRL_EACCES at open.  The
  * keys used are P:cfg (the policy and the clock's epoch), P:stats and
  * P:k:<key>, each key's entry expiring (PEXPIRE) when its state comes to
  * rest.  Decisions are made by a server-side Lua script (EVALSHA) on the
  * server's TIME, so hosts with skewed clocks agree; cfg->ticker is not used.
  *
- * Only SRL_GCRA is supported (other algorithms: SRL_ENOTSUP), with
- * permits * ceil(window / permits) < 2^51 ns (~26 days; else SRL_ENOTSUP).
+ * All four algorithms, each as a script deciding exactly as the in-process
+ * store (srl_refund too).  Lua's numbers are doubles, so the policy must
+ * keep every value below 2^51 ns, else SRL_ENOTSUP: GCRA permits *
+ * ceil(window / permits); token bucket window * (permits + 1); sliding
+ * counter 4 * permits * window; sliding log the window (60 s windows
+ * allow ~37000 permits for the token bucket, ~9000 for the counter).
  * Decisions equal the in-process ones exactly for 2^52 ns (~52 days) after
  * P:cfg was first created; past that, delete the prefix's keys.  Another
- * policy stored under the prefix: SRL_EMISMATCH.
+ * policy (algorithm, permits or window) stored under the prefix:
+ * SRL_EMISMATCH.
  *
- * Connect and each command wait at most cfg->lock_timeout_ms.  A server
+ * Connect and each command wait at most timeout_ms.  A server
  * that is slow or down makes srl_acquire/srl_peek return SRL_ETIMEDOUT or
  * SRL_ESYS with *d from on_full flagged SRL_DECISION_DEGRADED; the next call
- * reconnects.  One connection per limiter, shared by threads under a mutex,
+ * reconnects, and after a failed connect retries back off (10 ms doubling
+ * to 1 s; calls in between fail at once with the same code).  One connection per limiter, shared by threads under a mutex,
  * re-made in a forked child.  srl_stats_get: allowed and denied from P:stats
  * (all hosts), timeouts of this handle, used 0 (not counted).
  * srl_foreach, srl_evict_idle and srl_check: SRL_ENOTSUP (Redis expires
@@ -411,6 +424,12 @@ SRL_API int srl_open_local(const srl_config *cfg, srl_limiter **out);
  * without it srl_open_redis returns SRL_ENOTSUP.
  */
 SRL_API int srl_open_redis(const char *uri, const srl_config *cfg, srl_limiter **out);
+
+/* 0 if uri is one srl_open_redis accepts, else SRL_EINVAL with why[]
+ * (NUL-terminated, truncated to whylen; may be NULL) naming the bad part,
+ * e.g. "redis uri: port must be 1..65535, not '99999'".  Parses only: no
+ * connection.  Available in every build, with or without hiredis. */
+SRL_API int srl_redis_uri_check(const char *uri, char *why, size_t whylen);
 
 /* Unmap and free the handle; the segment itself stays.  NULL is a no-op. */
 SRL_API void srl_close(srl_limiter *lim);

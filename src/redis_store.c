@@ -8,32 +8,37 @@
  *     P:cfg        hash: policy (srl_policy_format text), esec, eusec (the
  *                  server's TIME at creation: the epoch of the store's clock)
  *     P:stats      hash: allowed, denied (HINCRBY in the script)
- *     P:k:<key>    string: the GCRA tat, decimal ns since the epoch; set with
- *                  PX so it expires exactly when the state comes to rest
- *   Only GCRA is supported: its state is one integer, exact in Lua's doubles.
+ *     P:k:<key>    the key's state (GCRA tat; token bucket "last frac
+ *                  tokens"; sliding counter "window_start prev curr";
+ *                  sliding log: a list of times), written with PX/PEXPIRE
+ *                  so it expires exactly when the state comes to rest
+ *   One Lua script per algorithm, a transcription of algo_*.c.
  *
  * INVARIANTS
  *   - Time is the server's TIME (so skewed hosts agree), in ns since the
  *     epoch in P:cfg, computed as ((sec-esec)*1e6 + (usec-eusec))*1000 so
- *     no intermediate exceeds the result.  Every value the script handles
- *     (now, tat, need, tau) is an integer below 2^53, hence exact, as long as
- *     now + 2*tau < 2^53 ns: tau is limited to 2^51 ns (~26 days) at open,
- *     and the store is exact for 2^52 ns (~52 days) after P:cfg was created.
- *     Past that, delete P:cfg and P:k:* (the limits start fresh).
- *   - The script decides exactly as algo_gcra.c (same T, tau, remaining,
- *     retry_after, reset_after); integer division is floor(a/b) corrected
- *     by one step, since a/b in doubles may round up to the next integer.
+ *     no intermediate exceeds the result.  Every value a script handles is
+ *     an integer below 2^53, hence exact: exact_in_lua() bounds each
+ *     algorithm's largest product below 2^51 at open, and the store is
+ *     exact for 2^52 ns (~52 days) after P:cfg was created.  Past that,
+ *     delete P:cfg and P:k:* (the limits start fresh).
+ *   - The scripts decide exactly as algo_*.c (same remaining, retry_after,
+ *     reset_after, refund); integer division is floor(a/b) corrected by one
+ *     step, since a/b in doubles may round up to the next integer.
  *   - A denied request writes nothing but the denied counter.
  *
  * CONCURRENCY AND FAULTS
  *   One connection per limiter, guarded by a mutex (threads take turns; a
  *   command is one round trip).  It is made lazily, re-made after fork (pid
  *   check) and after any I/O error.  Connect and command waits are bounded
- *   by lock_timeout_ms; a failure returns SRL_ETIMEDOUT (the wait expired)
- *   or SRL_ESYS (refused, reset, ...) with *d from on_full flagged
- *   SRL_DECISION_DEGRADED.  The next call tries to reconnect once.
+ *   by the uri's timeout_ms (else lock_timeout_ms); a failure returns
+ *   SRL_ETIMEDOUT (the wait expired) or SRL_ESYS (refused, reset, ...) with
+ *   *d from on_full flagged SRL_DECISION_DEGRADED.  A new connection runs
+ *   AUTH and SELECT from the uri.  The next call reconnects; a failed
+ *   connect backs off (10 ms doubling to 1 s: calls fail at once meanwhile).
  */
 #include "limiter.h"
+#include "redis_uri.h"
 
 #include <errno.h>
 #include <hiredis/hiredis.h>
@@ -45,44 +50,189 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-#define PREFIX_MAX 128
+#define PREFIX_MAX SRL__REDIS_PREFIX_MAX
 #define TAU_MAX (1ull << 51)
 
-static const char acquire_lua[] =
-    "if redis.replicate_commands then redis.replicate_commands() end\n"
-    "local c = redis.call('HMGET', KEYS[2], 'esec', 'eusec')\n"
-    "if not c[1] or not c[2] then return redis.error_reply('SRLNOCFG the prefix has no config hash') end\n"
-    "local now\n"
-    "if ARGV[5] ~= '' then now = tonumber(ARGV[5]) else\n"
-    "  local t = redis.call('TIME')\n"
-    "  now = ((tonumber(t[1]) - tonumber(c[1])) * 1000000 + (tonumber(t[2]) - tonumber(c[2]))) * 1000\n"
-    "end\n"
-    "if now < 0 then now = 0 end\n"
-    "local cost, T, tau = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])\n"
+/* Every script: KEYS = state, P:cfg, P:stats; ARGV = mode ('a' acquire,
+ * 'p' peek), cost, permits, window_ns, injected now ('' = the server's
+ * TIME; non-empty only for a limiter opened with a ticker in test mode).
+ * Mode 'r' refunds cost (as the algorithm's refund) and returns {-2}.
+ * Each returns {-1} (peek or refund of a key with no state) or {allowed,
+ * remaining, retry_after, reset_after}, as the algorithm of the same name in
+ * algo_*.c.  A state that comes to rest is deleted (or expires then): a
+ * missing key is a fresh one. */
+#define LUA_PROLOGUE \
+    "if redis.replicate_commands then redis.replicate_commands() end\n" \
+    "local c = redis.call('HMGET', KEYS[2], 'esec', 'eusec')\n" \
+    "if not c[1] or not c[2] then return redis.error_reply('SRLNOCFG the prefix has no config hash') end\n" \
+    "local now\n" \
+    "if ARGV[5] ~= '' then now = tonumber(ARGV[5]) else\n" \
+    "  local t = redis.call('TIME')\n" \
+    "  now = ((tonumber(t[1]) - tonumber(c[1])) * 1000000 + (tonumber(t[2]) - tonumber(c[2]))) * 1000\n" \
+    "end\n" \
+    "if now < 0 then now = 0 end\n" \
+    "local cost, P, W = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])\n" \
+    "local commit = ARGV[1] == 'a'\n" \
+    "local function div(a, b)\n" \
+    "  local q = math.floor(a / b)\n" \
+    "  if q * b > a then q = q - 1 elseif (q + 1) * b <= a then q = q + 1 end\n" \
+    "  return q\n" \
+    "end\n" \
+    "local function cdiv(a, b) local q = div(a, b) if q * b < a then q = q + 1 end return q end\n" \
+    "local function fmt(x) return string.format('%.0f', x) end\n" \
+    "local function px(ns) local m = cdiv(ns, 1000000) if m < 1 then m = 1 end return fmt(m) end\n" \
+    "local function count(ok) if commit then redis.call('HINCRBY', KEYS[3], ok and 'allowed' or 'denied', 1) end end\n" \
+    "local function put(val, rest) if rest > 0 then redis.call('SET', KEYS[1], val, 'PX', px(rest)) else redis.call('DEL', KEYS[1]) end end\n"
+
+/* GCRA: P:k:<key> = the tat. */
+static const char gcra_lua[] = LUA_PROLOGUE
+    "local T = cdiv(W, P)\n"
+    "local tau = P * T\n"
     "local v = redis.call('GET', KEYS[1])\n"
-    "local commit = ARGV[1] == 'a'\n"
     "if not commit and not v then return {-1} end\n"
     "local tat = tonumber(v or '0')\n"
+    "if ARGV[1] == 'r' then\n"
+    "  if tat <= now then return {-2} end\n"
+    "  local back = cost * T\n"
+    "  if back >= tat - now then tat = now else tat = tat - back end\n"
+    "  put(fmt(tat), tat - now)\n"
+    "  return {-2}\n"
+    "end\n"
     "local base = tat > now and tat or now\n"
     "local used = base - now\n"
     "local need = base + cost * T - now\n"
-    "local function div(a, b)\n"
-    "  local q = math.floor(a / b)\n"
-    "  if q * b > a then q = q - 1 elseif (q + 1) * b <= a then q = q + 1 end\n"
-    "  return q\n"
-    "end\n"
     "if need <= tau then\n"
-    "  if commit then\n"
-    "    redis.call('SET', KEYS[1], string.format('%.0f', base + cost * T), 'PX',\n"
-    "               string.format('%.0f', math.ceil(need / 1000000)))\n"
-    "    redis.call('HINCRBY', KEYS[3], 'allowed', 1)\n"
-    "  end\n"
+    "  if commit then put(fmt(base + cost * T), need) end\n"
+    "  count(true)\n"
     "  return {1, div(tau - need, T), 0, need}\n"
     "end\n"
-    "if commit then redis.call('HINCRBY', KEYS[3], 'denied', 1) end\n"
+    "count(false)\n"
     "local rem = 0\n"
     "if used < tau then rem = div(tau - used, T) end\n"
     "return {0, rem, need - tau, used}\n";
+
+/* Token bucket: P:k:<key> = "last_ns frac tokens".  Refill is capped at one
+ * window of elapsed time (that already fills any bucket), so units stay
+ * below W * (permits + 1) < 2^53 (checked at open). */
+static const char tb_lua[] = LUA_PROLOGUE
+    "local v = redis.call('GET', KEYS[1])\n"
+    "if not commit and not v then return {-1} end\n"
+    "local last, frac, tokens = now, 0, P\n"
+    "if v then local a, b, d = string.match(v, '^(%d+) (%d+) (%d+)$')\n"
+    "  if not a then return redis.error_reply('SRLBAD state') end\n"
+    "  last, frac, tokens = tonumber(a), tonumber(b), tonumber(d) end\n"
+    "local el = now > last and now - last or 0\n"
+    "if tokens >= P or el >= W then tokens, frac = P, 0 else\n"
+    "  local units = frac + el * P\n"
+    "  local add = div(units, W)\n"
+    "  if add >= P - tokens then tokens, frac = P, 0 else tokens, frac = tokens + add, units - add * W end\n"
+    "end\n"
+    "local function wait(want) if tokens >= want then return 0 end return cdiv((want - tokens) * W - frac, P) end\n"
+    "local behind = last > now and last - now or 0\n"
+    "if ARGV[1] == 'r' then\n"
+    "  if tokens >= P then return {-2} end\n"
+    "  if cost >= P - tokens then tokens, frac = P, 0 else tokens = tokens + cost end\n"
+    "  local nl = now > last and now or last\n"
+    "  put(fmt(nl) .. ' ' .. fmt(frac) .. ' ' .. fmt(tokens), behind + wait(P))\n"
+    "  return {-2}\n"
+    "end\n"
+    "if tokens >= cost then\n"
+    "  tokens = tokens - cost\n"
+    "  local reset = behind + wait(P)\n"
+    "  if commit then\n"
+    "    local nl = now > last and now or last\n"
+    "    redis.call('SET', KEYS[1], fmt(nl) .. ' ' .. fmt(frac) .. ' ' .. fmt(tokens), 'PX', px(reset))\n"
+    "  end\n"
+    "  count(true)\n"
+    "  return {1, tokens, 0, reset}\n"
+    "end\n"
+    "count(false)\n"
+    "return {0, tokens, behind + wait(cost), behind + wait(P)}\n";
+
+/* Sliding log: P:k:<key> = a list of admission times, oldest first. */
+static const char sl_lua[] = LUA_PROLOGUE
+    "local n = redis.call('LLEN', KEYS[1])\n"
+    "if not commit and n == 0 then return {-1} end\n"
+    "local ts = redis.call('LRANGE', KEYS[1], 0, -1)\n"
+    "for i = 1, #ts do ts[i] = tonumber(ts[i]) end\n"
+    "local ex = 0\n"
+    "while ex < n and ts[ex + 1] + W <= now do ex = ex + 1 end\n"
+    "local live = n - ex\n"
+    "if ARGV[1] == 'r' then\n"
+    "  local drop = cost < live and cost or live\n"
+    "  for i = 1, drop do redis.call('RPOP', KEYS[1]) end\n"
+    "  if live - drop == 0 then redis.call('DEL', KEYS[1])\n"
+    "  elseif drop > 0 then redis.call('PEXPIRE', KEYS[1], px(ts[n - drop] + W - now)) end\n"
+    "  return {-2}\n"
+    "end\n"
+    "if live + cost <= P then\n"
+    "  local newest = live > 0 and ts[n] or 0\n"
+    "  local stamp = newest > now and newest or now\n"
+    "  if commit then\n"
+    "    if ex > 0 then redis.call('LTRIM', KEYS[1], ex, -1) end\n"
+    "    local s = fmt(stamp)\n"
+    "    for i = 1, cost do redis.call('RPUSH', KEYS[1], s) end\n"
+    "    redis.call('PEXPIRE', KEYS[1], px(stamp + W - now))\n"
+    "  end\n"
+    "  count(true)\n"
+    "  return {1, P - live - cost, 0, stamp + W - now}\n"
+    "end\n"
+    "count(false)\n"
+    "local k = live + cost - P - 1\n"
+    "return {0, P - live, ts[ex + k + 1] + W - now, ts[n] + W - now}\n";
+
+/* Sliding counter: P:k:<key> = "window_start prev curr"; every product is
+ * below 4 * permits * W < 2^53 (checked at open). */
+static const char sc_lua[] = LUA_PROLOGUE
+    "local v = redis.call('GET', KEYS[1])\n"
+    "if not commit and not v then return {-1} end\n"
+    "local ws, prev, curr = now - now % W, 0, 0\n"
+    "if v then local a, b, d = string.match(v, '^(%d+) (%d+) (%d+)$')\n"
+    "  if not a then return redis.error_reply('SRLBAD state') end\n"
+    "  ws, prev, curr = tonumber(a), tonumber(b), tonumber(d) end\n"
+    "local t = now > ws and now or ws\n"
+    "local behind = t - now\n"
+    "local k = div(t - ws, W)\n"
+    "if k == 1 then prev, curr, ws = curr, 0, ws + W elseif k >= 2 then prev, curr, ws = 0, 0, t - t % W end\n"
+    "local e = t - ws\n"
+    "if ARGV[1] == 'r' then\n"
+    "  if curr == 0 then return {-2} end\n"
+    "  curr = cost < curr and curr - cost or 0\n"
+    "  local rest = curr > 0 and 2 * W - e or (prev > 0 and W - e or 0)\n"
+    "  put(fmt(ws) .. ' ' .. fmt(prev) .. ' ' .. fmt(curr), behind + rest)\n"
+    "  return {-2}\n"
+    "end\n"
+    "local est = prev * (W - e) + curr * W\n"
+    "local limit = P * W\n"
+    "local after = est + cost * W\n"
+    "local function solve(pv, A) local m = div(A - 1, pv) if m >= W then return 0 end return W - m end\n"
+    "if after - W < limit then\n"
+    "  local rem = after >= limit and 0 or cdiv(limit - after, W)\n"
+    "  local reset = behind + 2 * W - e\n"
+    "  if commit then redis.call('SET', KEYS[1], fmt(ws) .. ' ' .. fmt(prev) .. ' ' .. fmt(curr + cost), 'PX', px(reset)) end\n"
+    "  count(true)\n"
+    "  return {1, rem, 0, reset}\n"
+    "end\n"
+    "count(false)\n"
+    "local rem = est >= limit and 0 or cdiv(limit - est, W)\n"
+    "local wait = nil\n"
+    "if curr + cost - 1 < P and prev > 0 then\n"
+    "  local x = solve(prev, (P - curr - cost + 1) * W)\n"
+    "  if x < W then wait = x - e end\n"
+    "end\n"
+    "if not wait then\n"
+    "  wait = W - e\n"
+    "  if curr > 0 then wait = wait + solve(curr, (P - cost + 1) * W) end\n"
+    "end\n"
+    "local rest = curr > 0 and 2 * W - e or (prev > 0 and W - e or 0)\n"
+    "return {0, rem, behind + wait, rest > 0 and behind + rest or 0}\n";
+
+static const char *const algo_lua[] = {
+    [SRL_TOKEN_BUCKET] = tb_lua,
+    [SRL_SLIDING_LOG] = sl_lua,
+    [SRL_SLIDING_COUNTER] = sc_lua,
+    [SRL_GCRA] = gcra_lua,
+};
 
 /* Creates P:cfg or checks it: 1 same policy, 0 another policy. */
 static const char open_lua[] =
@@ -98,14 +248,13 @@ struct rstore {
     pthread_mutex_t mu;
     redisContext *c;          /* NULL: not connected */
     pid_t pid;                /* process that made c */
-    char sha[48];             /* of acquire_lua, "" until loaded once */
-    char unix_path[256];      /* "" for TCP */
-    char host[256];
-    int port;
-    char prefix[PREFIX_MAX + 1];
-    uint64_t T, tau;
+    char sha[48];             /* of the algorithm's script, "" until loaded once */
+    struct srl__redis_uri u;  /* where, who, db, timeout, prefix */
     uint64_t capacity;
     uint64_t timeouts;        /* under mu */
+    uint32_t failures;        /* connects failed in a row (backoff), under mu */
+    uint64_t retry_at_ns;     /* CLOCK_MONOTONIC: no connect before, under mu */
+    int last_rc;              /* the last failed connect's code, under mu */
     int fixed_time;           /* test hook: pass srl__now() instead of TIME */
     int broken_no_pid_check;  /* test hook: share the parent's socket after fork */
     uint64_t created_unix_ns;
@@ -132,28 +281,123 @@ static void drop(struct rstore *r)
     r->c = NULL;
 }
 
-/* Under mu: make sure r->c is a live connection of this process. */
+/* One command on c, with SIGPIPE kept from the caller; *e: errno after it.
+ * hiredis write()s: a server gone away must not kill the caller with
+ * SIGPIPE.  Block it in this thread for the call and swallow only a SIGPIPE
+ * this write raised (one already pending stays pending). */
+static redisReply *raw(redisContext *c, int argc, const char **argv, const size_t *lens, int *e)
+{
+    sigset_t pipe_set, old;
+    sigemptyset(&pipe_set);
+    sigaddset(&pipe_set, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+    sigset_t pending;
+    sigpending(&pending);
+    int was_pending = sigismember(&pending, SIGPIPE);
+    errno = 0;
+    redisReply *rep = redisCommandArgv(c, argc, argv, lens);
+    *e = errno;
+    if (!was_pending) {
+        sigpending(&pending);
+        if (sigismember(&pending, SIGPIPE)) {
+            struct timespec zero = {0, 0};
+            while (sigtimedwait(&pipe_set, NULL, &zero) < 0 && errno == EINTR) {
+            }
+        }
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return rep;
+}
+
+/* The code for an error reply: the server wants (other) credentials, or
+ * something this store does not expect. */
+static int reply_error(const redisReply *rep)
+{
+    if (strncmp(rep->str, "NOAUTH", 6) == 0 || strncmp(rep->str, "WRONGPASS", 9) == 0 ||
+        strncmp(rep->str, "NOPERM", 6) == 0 || strstr(rep->str, "invalid password") != NULL ||
+        strstr(rep->str, "invalid username-password") != NULL)
+        return SRL_EACCES;
+    return SRL_ESYS;
+}
+
+/* AUTH and SELECT on a new connection, as the uri says. */
+static int handshake(struct rstore *r, redisContext *c)
+{
+    char db[16];
+    snprintf(db, sizeof db, "%d", r->u.db);
+    const char *auth_user[] = {"AUTH", r->u.user, r->u.password};
+    const char *auth[] = {"AUTH", r->u.password};
+    const char *sel[] = {"SELECT", db};
+    int has_user = r->u.user[0] != '\0';
+    for (int step = 0; step < 2; step++) {
+        if (step == 0 && r->u.password[0] == '\0')
+            continue;
+        if (step == 1 && r->u.db == 0)
+            continue;
+        const char **argv = step == 1 ? sel : has_user ? auth_user : auth;
+        int argc = step == 0 ? 2 + has_user : 2;
+        size_t lens[3];
+        for (int i = 0; i < argc; i++)
+            lens[i] = strlen(argv[i]);
+        int e;
+        redisReply *rep = raw(c, argc, argv, lens, &e);
+        if (rep == NULL)
+            return io_error(c, e);
+        int rc = 0;
+        if (rep->type == REDIS_REPLY_ERROR)
+            rc = step == 0 ? SRL_EACCES : reply_error(rep) == SRL_EACCES ? SRL_EACCES : SRL_EINVAL;
+        freeReplyObject(rep);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Under mu: make sure r->c is a live connection of this process.  After a
+ * failed connect the next attempts wait: 10 ms, doubling up to 1 s; calls
+ * in between fail at once with the last connect's code, so a server that is
+ * down costs one bounded wait per backoff step, not one per request. */
 static int ensure(struct rstore *r)
 {
     if (r->c != NULL && r->pid != getpid() && !r->broken_no_pid_check)
         drop(r);   /* the parent's socket: never share a stream with it */
     if (r->c != NULL)
         return 0;
-    uint32_t ms = r->lim.lock_timeout_ms;
+    if (r->failures > 0 && mono_ns() < r->retry_at_ns)
+        return r->last_rc;
+    uint32_t ms = r->u.timeout_ms ? r->u.timeout_ms : r->lim.lock_timeout_ms;
     struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
     errno = 0;
-    redisContext *c = r->unix_path[0] != '\0' ? redisConnectUnixWithTimeout(r->unix_path, tv)
-                                              : redisConnectWithTimeout(r->host, r->port, tv);
+    redisContext *c = r->u.unix_path[0] != '\0'
+                          ? redisConnectUnixWithTimeout(r->u.unix_path, tv)
+                          : redisConnectWithTimeout(r->u.host, r->u.port, tv);
     int e = errno;
     if (c == NULL)
         return SRL_ENOMEM;
+    int rc = 0;
     if (c->err != 0 || redisSetTimeout(c, tv) != REDIS_OK) {
-        int rc = io_error(c, e ? e : errno);
+        rc = io_error(c, e ? e : errno);
         if (rc == SRL_ESYS && c->err == REDIS_ERR_IO && e == ETIMEDOUT)
             rc = SRL_ETIMEDOUT;
+    } else {
+        rc = handshake(r, c);
+    }
+    if (rc != 0) {
         redisFree(c);
+        uint64_t wait_ms = r->failures < 7 ? 10ull << r->failures : 1000;
+        r->failures++;
+        r->retry_at_ns = mono_ns() + wait_ms * 1000000ull;
+        r->last_rc = rc;
         return rc;
     }
+    r->failures = 0;
     r->c = c;
     r->pid = getpid();
     return 0;
@@ -166,28 +410,8 @@ static redisReply *command(struct rstore *r, int argc, const char **argv, const 
     *rc = ensure(r);
     if (*rc != 0)
         return NULL;
-    /* hiredis write()s: a server gone away must not kill the caller with
-     * SIGPIPE.  Block it in this thread for the call and swallow only a
-     * SIGPIPE this write raised (one already pending stays pending). */
-    sigset_t pipe_set, old;
-    sigemptyset(&pipe_set);
-    sigaddset(&pipe_set, SIGPIPE);
-    pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
-    sigset_t pending;
-    sigpending(&pending);
-    int was_pending = sigismember(&pending, SIGPIPE);
-    errno = 0;
-    redisReply *rep = redisCommandArgv(r->c, argc, argv, lens);
-    int e = errno;
-    if (!was_pending) {
-        sigpending(&pending);
-        if (sigismember(&pending, SIGPIPE)) {
-            struct timespec zero = {0, 0};
-            while (sigtimedwait(&pipe_set, NULL, &zero) < 0 && errno == EINTR) {
-            }
-        }
-    }
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    int e;
+    redisReply *rep = raw(r->c, argc, argv, lens, &e);
     if (rep == NULL) {
         *rc = io_error(r->c, e);
         drop(r);
@@ -198,13 +422,14 @@ static redisReply *command(struct rstore *r, int argc, const char **argv, const 
 /* Under mu: SCRIPT LOAD the acquire script; 0 or an SRL_E* code. */
 static int load_script(struct rstore *r)
 {
-    const char *argv[] = {"SCRIPT", "LOAD", acquire_lua};
-    size_t lens[] = {6, 4, sizeof acquire_lua - 1};
+    const char *lua = algo_lua[r->lim.policy.algorithm];
+    const char *argv[] = {"SCRIPT", "LOAD", lua};
+    size_t lens[] = {6, 4, strlen(lua)};
     int rc;
     redisReply *rep = command(r, 3, argv, lens, &rc);
     if (rep == NULL)
         return rc;
-    rc = SRL_ESYS;
+    rc = rep->type == REDIS_REPLY_ERROR ? reply_error(rep) : SRL_ESYS;
     if (rep->type == REDIS_REPLY_STRING && rep->len < sizeof r->sha) {
         memcpy(r->sha, rep->str, rep->len);
         r->sha[rep->len] = '\0';
@@ -222,13 +447,16 @@ static int open_cfg(struct rstore *r)
     int rc = srl_policy_format(&r->lim.policy, ptext, sizeof ptext);
     if (rc < 0)
         return rc;
-    snprintf(cfgkey, sizeof cfgkey, "%s:cfg", r->prefix);
+    snprintf(cfgkey, sizeof cfgkey, "%s:cfg", r->u.prefix);
     const char *argv[] = {"EVAL", open_lua, "1", cfgkey, ptext};
     size_t lens[] = {4, sizeof open_lua - 1, 1, strlen(cfgkey), strlen(ptext)};
     redisReply *rep = command(r, 5, argv, lens, &rc);
     if (rep == NULL)
         return rc;
-    rc = rep->type != REDIS_REPLY_INTEGER ? SRL_ESYS : rep->integer == 1 ? 0 : SRL_EMISMATCH;
+    rc = rep->type == REDIS_REPLY_ERROR     ? reply_error(rep)
+         : rep->type != REDIS_REPLY_INTEGER ? SRL_ESYS
+         : rep->integer == 1                ? 0
+                                            : SRL_EMISMATCH;
     freeReplyObject(rep);
     return rc;
 }
@@ -236,24 +464,25 @@ static int open_cfg(struct rstore *r)
 static size_t key_name(const struct rstore *r, const char *what, const void *key, size_t len,
                        char *buf)
 {
-    size_t n = (size_t)snprintf(buf, PREFIX_MAX + 8, "%s:%s", r->prefix, what);
+    size_t n = (size_t)snprintf(buf, PREFIX_MAX + 8, "%s:%s", r->u.prefix, what);
     memcpy(buf + n, key, len);
     return n + len;
 }
 
-/* One decision.  commit: acquire, else peek. */
-static int decide(srl_limiter *lim, const void *key, size_t len, uint32_t cost, int commit,
+/* One run of the script.  mode: 'a' acquire, 'p' peek (fill *d), 'r'
+ * refund (d is NULL). */
+static int decide(srl_limiter *lim, const void *key, size_t len, uint32_t cost, char mode,
                   srl_decision *d)
 {
     struct rstore *r = rs_of(lim);
     char kbuf[PREFIX_MAX + 8 + SRL_KEY_MAX], cfg[PREFIX_MAX + 8], st[PREFIX_MAX + 8];
-    char a_cost[24], a_T[24], a_tau[24], a_now[24] = "";
+    char a_cost[24], a_P[24], a_W[24], a_now[24] = "", a_mode[2] = {mode, '\0'};
     size_t klen = key_name(r, "k:", key, len, kbuf);
-    snprintf(cfg, sizeof cfg, "%s:cfg", r->prefix);
-    snprintf(st, sizeof st, "%s:stats", r->prefix);
+    snprintf(cfg, sizeof cfg, "%s:cfg", r->u.prefix);
+    snprintf(st, sizeof st, "%s:stats", r->u.prefix);
     snprintf(a_cost, sizeof a_cost, "%u", cost);
-    snprintf(a_T, sizeof a_T, "%llu", (unsigned long long)r->T);
-    snprintf(a_tau, sizeof a_tau, "%llu", (unsigned long long)r->tau);
+    snprintf(a_P, sizeof a_P, "%u", lim->policy.permits);
+    snprintf(a_W, sizeof a_W, "%llu", (unsigned long long)lim->policy.window_ns);
 
     pthread_mutex_lock(&r->mu);
     int rc = r->sha[0] == '\0' ? load_script(r) : 0;
@@ -262,7 +491,7 @@ static int decide(srl_limiter *lim, const void *key, size_t len, uint32_t cost, 
         if (r->fixed_time)
             snprintf(a_now, sizeof a_now, "%llu", (unsigned long long)srl__now(lim));
         const char *argv[] = {"EVALSHA", r->sha, "3", kbuf, cfg, st,
-                              commit ? "a" : "p", a_cost, a_T, a_tau, a_now};
+                              a_mode, a_cost, a_P, a_W, a_now};
         size_t lens[11];
         for (int i = 0; i < 11; i++)
             lens[i] = strlen(argv[i]);
@@ -291,14 +520,22 @@ static int decide(srl_limiter *lim, const void *key, size_t len, uint32_t cost, 
     pthread_mutex_unlock(&r->mu);
 
     if (rc != 0) {
-        srl__decide_on_full(lim, SRL_DECISION_DEGRADED, d);
+        if (d != NULL)
+            srl__decide_on_full(lim, SRL_DECISION_DEGRADED, d);
         return rc;
     }
     rc = SRL_ECORRUPT;  /* a reply this script never gives: P:cfg or a state was altered */
-    if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 1 &&
+    if (rep->type == REDIS_REPLY_ERROR && reply_error(rep) == SRL_EACCES) {
+        rc = SRL_EACCES;   /* the server now wants a password: decide as degraded */
+        if (d != NULL)
+            srl__decide_on_full(lim, SRL_DECISION_DEGRADED, d);
+    } else if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 1 &&
         rep->element[0]->type == REDIS_REPLY_INTEGER && rep->element[0]->integer == -1) {
         rc = SRL_ENOENT;
-    } else if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 4) {
+    } else if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 1 && d == NULL &&
+               rep->element[0]->type == REDIS_REPLY_INTEGER && rep->element[0]->integer == -2) {
+        rc = 0;   /* refunded */
+    } else if (d != NULL && rep->type == REDIS_REPLY_ARRAY && rep->elements == 4) {
         long long v[4];
         int ok = 1;
         for (int i = 0; i < 4; i++) {
@@ -319,13 +556,18 @@ static int decide(srl_limiter *lim, const void *key, size_t len, uint32_t cost, 
 static int rs_acquire(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
                       srl_decision *d)
 {
-    return decide(lim, key, len, cost, 1, d);
+    return decide(lim, key, len, cost, 'a', d);
 }
 
 static int rs_peek(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
                    srl_decision *d)
 {
-    return decide(lim, key, len, cost, 0, d);
+    return decide(lim, key, len, cost, 'p', d);
+}
+
+static int rs_refund(srl_limiter *lim, const void *key, size_t len, uint32_t cost)
+{
+    return decide(lim, key, len, cost, 'r', NULL);
 }
 
 static int rs_reset_key(srl_limiter *lim, const void *key, size_t len)
@@ -350,7 +592,7 @@ static int rs_stats(srl_limiter *lim, srl_stats *out)
 {
     struct rstore *r = rs_of(lim);
     char st[PREFIX_MAX + 8];
-    snprintf(st, sizeof st, "%s:stats", r->prefix);
+    snprintf(st, sizeof st, "%s:stats", r->u.prefix);
     const char *argv[] = {"HMGET", st, "allowed", "denied"};
     size_t lens[] = {5, strlen(st), 7, 6};
     int rc;
@@ -384,7 +626,7 @@ static int rs_info(srl_limiter *lim, srl_info *out)
     out->capacity = r->capacity;
     out->creator_pid = (int32_t)r->pid;
     out->created_unix_ns = r->created_unix_ns;
-    snprintf(out->name, sizeof out->name, "%s", r->prefix);
+    snprintf(out->name, sizeof out->name, "%s", r->u.prefix);
     return 0;
 }
 
@@ -414,6 +656,7 @@ static void rs_close(srl_limiter *lim)
 static const struct srl__store_ops redis_ops = {
     .acquire = rs_acquire,
     .peek = rs_peek,
+    .refund = rs_refund,
     .reset_key = rs_reset_key,
     .evict_idle = rs_notsup,
     .stats = rs_stats,
@@ -423,42 +666,25 @@ static const struct srl__store_ops redis_ops = {
     .close = rs_close,
 };
 
-/* unix:///path[?prefix=P] or redis://host:port[?prefix=P]. */
-static int parse_uri(struct rstore *r, const char *uri)
+/* Lua numbers are doubles: every value a script computes must stay an
+ * integer below 2^53.  Times are below 2^52 ns (see INVARIANTS); per
+ * algorithm the largest product is bounded here. */
+static int exact_in_lua(const srl_policy *p)
 {
-    const char *q = strchr(uri, '?');
-    size_t body = q != NULL ? (size_t)(q - uri) : strlen(uri);
-    snprintf(r->prefix, sizeof r->prefix, "srl");
-    if (q != NULL) {
-        if (strncmp(q, "?prefix=", 8) != 0)
-            return SRL_EINVAL;
-        size_t n = strlen(q + 8);
-        if (n == 0 || n > PREFIX_MAX || strpbrk(q + 8, "&?") != NULL)
-            return SRL_EINVAL;
-        memcpy(r->prefix, q + 8, n + 1);
+    srl__u128 W = p->window_ns, P = p->permits;
+    switch (p->algorithm) {
+    case SRL_GCRA: {
+        uint64_t T = p->window_ns / p->permits + (p->window_ns % p->permits != 0);
+        return P * T < TAU_MAX;   /* keeps now + 2*tau < 2^53 for 2^52 ns */
     }
-    if (strncmp(uri, "unix://", 7) == 0) {
-        size_t n = body - 7;
-        if (n == 0 || n >= sizeof r->unix_path || uri[7] != '/')
-            return SRL_EINVAL;
-        memcpy(r->unix_path, uri + 7, n);
-        r->unix_path[n] = '\0';
-        return 0;
+    case SRL_TOKEN_BUCKET:
+        return W * (P + 1) < TAU_MAX && W < TAU_MAX;
+    case SRL_SLIDING_COUNTER:
+        return 4 * P * W < TAU_MAX;
+    case SRL_SLIDING_LOG:
+        return W < TAU_MAX;
     }
-    if (strncmp(uri, "redis://", 8) == 0) {
-        const char *h = uri + 8, *colon = memchr(h, ':', body - 8);
-        if (colon == NULL || colon == h || (size_t)(colon - h) >= sizeof r->host)
-            return SRL_EINVAL;
-        memcpy(r->host, h, (size_t)(colon - h));
-        r->host[colon - h] = '\0';
-        char *end;
-        long port = strtol(colon + 1, &end, 10);
-        if (end != uri + body || end == colon + 1 || port < 1 || port > 65535)
-            return SRL_EINVAL;
-        r->port = (int)port;
-        return 0;
-    }
-    return SRL_EINVAL;
+    return 0;
 }
 
 int srl_open_redis(const char *uri, const srl_config *cfg, srl_limiter **out)
@@ -469,26 +695,19 @@ int srl_open_redis(const char *uri, const srl_config *cfg, srl_limiter **out)
         return rc;
     if (uri == NULL)
         return SRL_EINVAL;
-    if (cfg->policy.algorithm != SRL_GCRA)
-        return SRL_ENOTSUP;
-    const srl_policy *p = &cfg->policy;
-    uint64_t T = p->window_ns / p->permits + (p->window_ns % p->permits != 0);
-    srl__u128 tau = (srl__u128)p->permits * T;
-    if (tau >= TAU_MAX)  /* keeps now + 2*tau < 2^53 for 2^52 ns */
+    if (!exact_in_lua(&cfg->policy))
         return SRL_ENOTSUP;
 
     struct rstore *r = calloc(1, sizeof *r);
     if (r == NULL)
         return SRL_ENOMEM;
-    rc = parse_uri(r, uri);
+    rc = srl__redis_uri_parse(uri, &r->u, NULL, 0);
     if (rc != 0) {
         free(r);
         return rc;
     }
     srl__limiter_init(&r->lim, &redis_ops, cfg);
     r->lim.impl = r;
-    r->T = T;
-    r->tau = (uint64_t)tau;
     r->capacity = cfg->capacity;
     r->pid = getpid();
     struct timespec ts;

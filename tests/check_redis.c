@@ -37,6 +37,7 @@ int srl__redis_broken_no_pid_check(srl_limiter *lim, int on);
 static char dir[64];
 static char sock[96];
 static char uri[160];
+static const char *srv_extra[5];   /* more redis-server arguments, NULL-ended */
 
 static int sock_ready(void)
 {
@@ -58,8 +59,11 @@ static pid_t server_start(void)
         int null = open("/dev/null", O_WRONLY);
         dup2(null, 1);
         dup2(null, 2);
-        execlp("redis-server", "redis-server", "--port", "0", "--unixsocket", sock,
-               "--save", "", "--appendonly", "no", "--dir", dir, (char *)NULL);
+        const char *argv[16] = {"redis-server", "--port", "0", "--unixsocket", sock,
+                                "--save", "", "--appendonly", "no", "--dir", dir};
+        for (int i = 0; i < 4 && srv_extra[i] != NULL; i++)
+            argv[11 + i] = srv_extra[i];
+        execvp("redis-server", (char *const *)argv);
         _exit(127);
     }
     /* Readiness poll, bounded by the test's timeout, not a timing assumption. */
@@ -126,12 +130,14 @@ static void same(const srl_decision *a, const srl_decision *b, int step)
                   (unsigned long long)b->retry_after_ns, (unsigned long long)b->reset_after_ns);
 }
 
+/* _i: the algorithm (loop test over all four). */
 START_TEST(trace_matches_core)
 {
     pid_t srv = setup_server();
     fake_clock clk = {.now = 0};
     /* 7 per minute: T = ceil(60 s / 7), not a whole number of ms. */
     srl_config cfg = gcra_cfg(7, 60 * SEC);
+    cfg.policy.algorithm = (srl_algorithm)_i;
     cfg.ticker = fake_ticker(&clk);
     srl_limiter *lim = NULL;
     ck_assert_int_eq(srl_open_redis(uri, &cfg, &lim), 0);
@@ -141,19 +147,35 @@ START_TEST(trace_matches_core)
     ck_assert_int_eq(srl_peek(lim, "k", 1, 1, &d), SRL_ENOENT);
     ck_assert_int_eq(srl_reset_key(lim, "k", 1), SRL_ENOENT);
 
-    uint64_t state[8];
+    uint64_t state[16];
+    ck_assert_uint_le(srl_state_size(&cfg.policy), sizeof state);
     ck_assert_int_eq(srl_state_init(&cfg.policy, state, 0), 0);
     uint64_t seed = 12345;
-    unsigned allowed = 0, denied = 0;
+    unsigned allowed = 0, denied = 0, refunds = 0, missing = 0;
     for (int i = 0; i < 300; i++) {
         seed = seed * 6364136223846793005ull + 1442695040888963407ull;
         /* Mostly bursts, sometimes long gaps; odd ns values. */
         uint64_t step = (seed >> 60) % 4 == 0 ? (seed >> 8) % (40 * SEC) : (seed >> 8) % (4 * SEC);
+        /* Often land exactly where the last denial said to retry: the
+         * boundaries (an entry exactly one window old, a refill that just
+         * completes) are where an off-by-one shows. */
+        if (i > 0 && !d.allowed && (seed >> 40) % 2 == 0)
+            step = d.retry_after_ns;
         clk.now += step;
         uint32_t cost = 1 + (uint32_t)((seed >> 50) % 3);
         if (i > 0) {
-            ck_assert_int_eq(srl_peek(lim, "k", 1, cost, &d), 0);
             ck_assert_int_eq(srl_state_peek(&cfg.policy, state, clk.now, cost, &e), 0);
+            int prc = srl_peek(lim, "k", 1, cost, &d);
+            if (prc == SRL_ENOENT) {
+                /* Deleted at rest (after a refund): the core's state must
+                 * then decide as a fresh one. */
+                uint64_t fresh[16];
+                ck_assert_int_eq(srl_state_init(&cfg.policy, fresh, clk.now), 0);
+                ck_assert_int_eq(srl_state_peek(&cfg.policy, fresh, clk.now, cost, &d), 0);
+                missing++;
+            } else {
+                ck_assert_int_eq(prc, 0);
+            }
             same(&d, &e, i);
         }
         ck_assert_int_eq(srl_acquire(lim, "k", 1, cost, &d), 0);
@@ -161,14 +183,23 @@ START_TEST(trace_matches_core)
         same(&d, &e, i);
         allowed += d.allowed;
         denied += !d.allowed;
+        /* Sometimes the request turns out free: refund 1..permits. */
+        if (d.allowed && (seed >> 30) % 5 == 0) {
+            uint32_t back = 1 + (uint32_t)((seed >> 20) % cfg.policy.permits);
+            ck_assert_int_eq(srl_refund(lim, "k", 1, back), 0);
+            ck_assert_int_eq(srl_state_refund(&cfg.policy, state, clk.now, back), 0);
+            refunds++;
+        }
     }
     ck_assert_uint_gt(allowed, 20);
     ck_assert_uint_gt(denied, 20);
+    ck_assert_uint_gt(refunds, 10);
+    ck_assert_uint_gt(missing, 0);   /* some refund brought the state to rest */
 
     /* The key's entry expires, at the latest when its state is at rest. */
     long long t = pttl("srl:k:k");
     ck_assert_int_gt(t, 0);
-    ck_assert_int_le(t, (long long)(60 * SEC / MS) + 1);
+    ck_assert_int_le(t, (long long)(2 * 60 * SEC / MS) + 1);
 
     srl_stats st;
     ck_assert_int_eq(srl_stats_get(lim, &st), 0);
@@ -204,11 +235,17 @@ START_TEST(policy_per_prefix)
 
     srl_config tb = a;
     tb.policy.algorithm = SRL_TOKEN_BUCKET;
-    ck_assert_int_eq(srl_open_redis(uri, &tb, &l2), SRL_ENOTSUP);
+    /* Another algorithm under the same prefix is another policy. */
+    ck_assert_int_eq(srl_open_redis(uri, &tb, &l2), SRL_EMISMATCH);
+    /* Token bucket: W * (permits + 1) must stay below 2^51 (exact in Lua). */
+    srl_config tbbig = gcra_cfg(100000, 86400 * SEC);
+    tbbig.policy.algorithm = SRL_TOKEN_BUCKET;
+    snprintf(other, sizeof other, "%s?prefix=tbbig", uri);
+    ck_assert_int_eq(srl_open_redis(other, &tbbig, &l2), SRL_ENOTSUP);
     srl_config big = gcra_cfg(1, 30ull * 86400 * SEC);   /* tau >= 2^51 ns */
     ck_assert_int_eq(srl_open_redis(uri, &big, &l2), SRL_ENOTSUP);
     ck_assert_int_eq(srl_open_redis("http://x", &a, &l2), SRL_EINVAL);
-    ck_assert_int_eq(srl_open_redis("redis://host", &a, &l2), SRL_EINVAL);
+    ck_assert_int_eq(srl_open_redis("redis://", &a, &l2), SRL_EINVAL);
     ck_assert_int_eq(srl_open_redis("redis://h:99999", &a, &l2), SRL_EINVAL);
     ck_assert_int_eq(srl_open_redis(NULL, &a, &l2), SRL_EINVAL);
     srl_close(l1);
@@ -401,7 +438,14 @@ START_TEST(killed_server_reconnects)
     ck_assert_uint_eq(d.flags, SRL_DECISION_DEGRADED);
 
     srv = server_start();   /* same socket, empty: config and script are gone */
-    ck_assert_int_eq(srl_acquire(lim, "k", 1, 1, &d), 0);
+    /* The store may still be in its reconnect backoff (10 ms doubling):
+     * calls fail fast with the last connect's code until it retries. */
+    int rc;
+    while ((rc = srl_acquire(lim, "k", 1, 1, &d)) == SRL_ESYS) {
+        ck_assert_uint_eq(d.flags, SRL_DECISION_DEGRADED);
+        usleep(2000);
+    }
+    ck_assert_int_eq(rc, 0);
     ck_assert_uint_eq(d.flags, 0);
     ck_assert_uint_eq(d.remaining, 99);        /* a fresh state on a fresh server */
     ck_assert_int_eq(srl_acquire(lim, "k", 1, 1, &d), 0);
@@ -411,18 +455,138 @@ START_TEST(killed_server_reconnects)
 }
 END_TEST
 
+/* A server with --requirepass (and an ACL user): the uri's credentials are
+ * sent on every connect; wrong or missing ones are SRL_EACCES at open. */
+START_TEST(auth_and_db)
+{
+    srv_extra[0] = "--requirepass";
+    srv_extra[1] = "s3cr@t";
+    pid_t srv = setup_server();
+    srv_extra[0] = NULL;
+    srl_config cfg = gcra_cfg(3, 60 * SEC);
+    srl_limiter *lim = NULL;
+    char u[300];
+
+    ck_assert_int_eq(srl_open_redis(uri, &cfg, &lim), SRL_EACCES);   /* NOAUTH */
+    ck_assert_ptr_null(lim);
+    snprintf(u, sizeof u, "unix://:wrong@%s", sock);
+    ck_assert_int_eq(srl_open_redis(u, &cfg, &lim), SRL_EACCES);     /* WRONGPASS */
+    ck_assert_ptr_null(lim);
+    snprintf(u, sizeof u, "unix://nobody:s3cr%%40t@%s", sock);
+    ck_assert_int_eq(srl_open_redis(u, &cfg, &lim), SRL_EACCES);     /* no such user */
+
+    /* Right password, db 5: the keys live in db 5 only. */
+    snprintf(u, sizeof u, "unix://:s3cr%%40t@%s?db=5", sock);
+    ck_assert_int_eq(srl_open_redis(u, &cfg, &lim), 0);
+    srl_decision d;
+    ck_assert_int_eq(srl_acquire(lim, "k", 1, 1, &d), 0);
+    ck_assert_uint_eq(d.remaining, 2);
+    redisContext *c = redisConnectUnix(sock);
+    ck_assert(c != NULL && c->err == 0);
+    redisReply *r = redisCommand(c, "AUTH s3cr@t");
+    ck_assert_int_eq(r->type, REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+    r = redisCommand(c, "EXISTS srl:k:k");
+    ck_assert_int_eq(r->integer, 0);      /* not in db 0 */
+    freeReplyObject(r);
+    r = redisCommand(c, "SELECT 5");
+    freeReplyObject(r);
+    r = redisCommand(c, "EXISTS srl:k:k");
+    ck_assert_int_eq(r->integer, 1);
+    freeReplyObject(r);
+    /* An ACL user with a password of its own, by userinfo and by option. */
+    r = redisCommand(c, "ACL SETUSER app on >apppw ~* +@all");
+    ck_assert_int_eq(r->type, REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+    redisFree(c);
+    srl_limiter *l2 = NULL;
+    snprintf(u, sizeof u, "unix://app:apppw@%s?db=5", sock);
+    ck_assert_int_eq(srl_open_redis(u, &cfg, &l2), 0);
+    srl_close(l2);
+    snprintf(u, sizeof u, "unix://%s?db=5&user=app&password=apppw", sock);
+    ck_assert_int_eq(srl_open_redis(u, &cfg, &l2), 0);
+    ck_assert_int_eq(srl_acquire(l2, "k", 1, 1, &d), 0);
+    ck_assert_uint_eq(d.remaining, 1);     /* the same state as lim's */
+    srl_close(l2);
+    snprintf(u, sizeof u, "unix://app:wrong@%s?db=5", sock);
+    ck_assert_int_eq(srl_open_redis(u, &cfg, &l2), SRL_EACCES);
+    /* A db the server does not have. */
+    snprintf(u, sizeof u, "unix://:s3cr%%40t@%s?db=99", sock);
+    ck_assert_int_eq(srl_open_redis(u, &cfg, &l2), SRL_EINVAL);
+    srl_close(lim);
+    teardown_server(srv);
+}
+END_TEST
+
+/* A fake server: answers open's two commands as Redis would, then sends
+ * half of the decision's reply and closes the socket.  The store must
+ * return SRL_ESYS with a degraded decision, not hang or crash. */
+START_TEST(closed_mid_reply)
+{
+    snprintf(dir, sizeof dir, "/tmp/srl-redis-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(sock, sizeof sock, "%s/fake.sock", dir);
+    snprintf(uri, sizeof uri, "unix://%s", sock);
+    int lfd = socket(AF_UNIX, SOCK_STREAM, 0);
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    snprintf(a.sun_path, sizeof a.sun_path, "%s", sock);
+    ck_assert_int_eq(bind(lfd, (struct sockaddr *)&a, sizeof a), 0);
+    ck_assert_int_eq(listen(lfd, 1), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        int fd = accept(lfd, NULL, NULL);
+        static const char *const replies[] = {
+            ":1\r\n",                                                  /* EVAL open_lua */
+            "$40\r\n0123456789012345678901234567890123456789\r\n",    /* SCRIPT LOAD */
+            "*4\r\n:1\r\n:9",                                          /* EVALSHA, cut */
+        };
+        char buf[65536];
+        for (int i = 0; i < 3; i++) {
+            /* One command per read: the client waits for each reply. */
+            if (read(fd, buf, sizeof buf) <= 0)
+                _exit(1);
+            if (write(fd, replies[i], strlen(replies[i])) < 0)
+                _exit(1);
+        }
+        close(fd);
+        _exit(0);
+    }
+    close(lfd);
+    srl_config cfg = gcra_cfg(10, 60 * SEC);
+    cfg.lock_timeout_ms = 5000;   /* a hang would be 5 s, then ETIMEDOUT: not this */
+    srl_limiter *lim = NULL;
+    ck_assert_int_eq(srl_open_redis(uri, &cfg, &lim), 0);
+    srl_decision d;
+    ck_assert_int_eq(srl_acquire(lim, "k", 1, 1, &d), SRL_ESYS);
+    ck_assert_uint_eq(d.flags, SRL_DECISION_DEGRADED);
+    ck_assert_int_eq(d.allowed, 1);   /* on_full: allow */
+    int st;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    /* Nobody listens now: still an error, never a hang. */
+    ck_assert_int_eq(srl_acquire(lim, "k", 1, 1, &d), SRL_ESYS);
+    ck_assert_uint_eq(d.flags, SRL_DECISION_DEGRADED);
+    srl_close(lim);
+    unlink(sock);
+    rmdir(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("redis");
     TCase *tc = tcase_create("redis");
     tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, trace_matches_core);
+    tcase_add_loop_test(tc, trace_matches_core, SRL_TOKEN_BUCKET, SRL_GCRA + 1);
     tcase_add_test(tc, policy_per_prefix);
     tcase_add_test(tc, forked_exact_count);
     tcase_add_test(tc, forked_broken_variant_caught);
     tcase_add_test(tc, threads_exact_count);
     tcase_add_test(tc, stopped_server_degrades);
     tcase_add_test(tc, killed_server_reconnects);
+    tcase_add_test(tc, auth_and_db);
+    tcase_add_test(tc, closed_mid_reply);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -1,0 +1,252 @@
+/*
+ * redis_uri.c - parsing the uri of a Redis store (srl_open_redis).
+ *
+ *   redis://[user:password@]host[:port][/db][?options]
+ *   unix://[user:password@]/path/to/redis.sock[?options]
+ *   options: k=v joined by '&': db=N, timeout_ms=N, prefix=P, user=U,
+ *            password=W (the last two for unix uris without userinfo)
+ *
+ * INVARIANTS
+ *   - Pure: no I/O, no allocation; *u is filled only on success, and every
+ *     failure is SRL_EINVAL with a message naming the bad part and the
+ *     expected form (the uri often comes from a config file, so the message
+ *     is what the operator reads).  A password is never copied into why[].
+ *   - user, password and prefix are %XX-decoded (a password may hold any
+ *     byte but NUL); '@' splits at its last occurrence in a redis:// uri, so
+ *     an unencoded '@' or '/' in the password still works; '?' must be %3F.
+ *   - The host keeps no brackets ("[::1]" -> "::1") and is never resolved
+ *     here: resolution and connection happen in redis_store.c.
+ */
+#include "redis_uri.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "srl.h"
+
+static int fail(char *why, size_t whylen, const char *fmt, ...)
+{
+    if (why != NULL && whylen > 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(why, whylen, fmt, ap);
+        va_end(ap);
+    }
+    return SRL_EINVAL;
+}
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* %XX-decode s[0..n) into out[cap]; 0, or -1 (bad escape, NUL, too long). */
+static int decode(const char *s, size_t n, char *out, size_t cap)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        int c = (unsigned char)s[i];
+        if (c == '%') {
+            if (i + 2 >= n || hexval(s[i + 1]) < 0 || hexval(s[i + 2]) < 0)
+                return -1;
+            c = hexval(s[i + 1]) * 16 + hexval(s[i + 2]);
+            i += 2;
+        }
+        if (c == 0 || o + 1 >= cap)
+            return -1;
+        out[o++] = (char)c;
+    }
+    out[o] = '\0';
+    return 0;
+}
+
+/* A decimal in [lo, hi] spelling all of s[0..n); -1 if not. */
+static long long number(const char *s, size_t n, long long lo, long long hi)
+{
+    if (n == 0 || n > 10)
+        return -1;
+    long long v = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return -1;
+        v = v * 10 + (s[i] - '0');
+    }
+    return v < lo || v > hi ? -1 : v;
+}
+
+/* "user:password" (either may be empty, the ':' may not be missing). */
+static int userinfo(const char *s, size_t n, struct srl__redis_uri *u, char *why, size_t wl)
+{
+    const char *colon = memchr(s, ':', n);
+    if (colon == NULL)
+        return fail(why, wl, "redis uri: credentials must be 'user:password@' or ':password@'");
+    size_t ul = (size_t)(colon - s);
+    if (decode(s, ul, u->user, sizeof u->user) != 0)
+        return fail(why, wl, "redis uri: bad user (a %%XX escape, or longer than %zu bytes)",
+                    sizeof u->user - 1);
+    if (decode(colon + 1, n - ul - 1, u->password, sizeof u->password) != 0)
+        return fail(why, wl, "redis uri: bad password (a %%XX escape, or longer than %zu bytes)",
+                    sizeof u->password - 1);
+    return 0;
+}
+
+static int options(const char *q, struct srl__redis_uri *u, char *why, size_t wl)
+{
+    while (*q != '\0') {
+        const char *end = strchr(q, '&');
+        size_t n = end != NULL ? (size_t)(end - q) : strlen(q);
+        const char *eq = memchr(q, '=', n);
+        if (eq == NULL)
+            return fail(why, wl, "redis uri: option '%.*s' needs a value (name=value)", (int)n, q);
+        size_t kl = (size_t)(eq - q), vl = n - kl - 1;
+        const char *v = eq + 1;
+        long long x;
+        if (kl == 2 && memcmp(q, "db", 2) == 0) {
+            if ((x = number(v, vl, 0, 1000000)) < 0)
+                return fail(why, wl, "redis uri: db must be a number 0..1000000, not '%.*s'",
+                            (int)vl, v);
+            u->db = (int)x;
+        } else if (kl == 10 && memcmp(q, "timeout_ms", 10) == 0) {
+            if ((x = number(v, vl, 1, 3600000)) < 0)
+                return fail(why, wl,
+                            "redis uri: timeout_ms must be a number 1..3600000, not '%.*s'",
+                            (int)vl, v);
+            u->timeout_ms = (uint32_t)x;
+        } else if (kl == 6 && memcmp(q, "prefix", 6) == 0) {
+            if (vl == 0 || decode(v, vl, u->prefix, sizeof u->prefix) != 0)
+                return fail(why, wl, "redis uri: prefix must be 1..%d bytes",
+                            SRL__REDIS_PREFIX_MAX);
+        } else if (kl == 4 && memcmp(q, "user", 4) == 0) {
+            if (decode(v, vl, u->user, sizeof u->user) != 0)
+                return fail(why, wl, "redis uri: bad user option");
+        } else if (kl == 8 && memcmp(q, "password", 8) == 0) {
+            if (decode(v, vl, u->password, sizeof u->password) != 0)
+                return fail(why, wl, "redis uri: bad password option");
+        } else {
+            return fail(why, wl,
+                        "redis uri: unknown option '%.*s' (known: db, timeout_ms, prefix, "
+                        "user, password)",
+                        (int)kl, q);
+        }
+        q += n + (end != NULL);
+    }
+    return 0;
+}
+
+static int tcp(const char *s, size_t n, struct srl__redis_uri *u, char *why, size_t wl)
+{
+    /* [userinfo@] at the last '@' */
+    const char *at = NULL;
+    for (size_t i = 0; i < n; i++)
+        if (s[i] == '@')
+            at = s + i;
+    if (at != NULL) {
+        int rc = userinfo(s, (size_t)(at - s), u, why, wl);
+        if (rc != 0)
+            return rc;
+        n -= (size_t)(at + 1 - s);
+        s = at + 1;
+    }
+    const char *slash = memchr(s, '/', n);
+    size_t hp = slash != NULL ? (size_t)(slash - s) : n;
+    if (slash != NULL) {
+        long long db = number(slash + 1, n - hp - 1, 0, 1000000);
+        if (db < 0)
+            return fail(why, wl, "redis uri: '/%.*s' after the host must be a db number",
+                        (int)(n - hp - 1), slash + 1);
+        u->db = (int)db;
+    }
+    const char *host = s, *hend = s + hp, *port = NULL;
+    if (hp > 0 && s[0] == '[') {   /* [v6]:port */
+        const char *close = memchr(s, ']', hp);
+        if (close == NULL)
+            return fail(why, wl, "redis uri: '[' of an IPv6 host is not closed");
+        host = s + 1;
+        hend = close;
+        if (close + 1 < s + hp) {
+            if (close[1] != ':')
+                return fail(why, wl, "redis uri: expected ':port' after ']'");
+            port = close + 2;
+        }
+    } else {
+        const char *colon = memchr(s, ':', hp);
+        if (colon != NULL) {
+            hend = colon;
+            port = colon + 1;
+        }
+    }
+    size_t hl = (size_t)(hend - host);
+    if (hl == 0 || hl >= sizeof u->host)
+        return fail(why, wl, "redis uri: the host is missing or longer than %zu bytes "
+                             "(redis://host:port)", sizeof u->host - 1);
+    memcpy(u->host, host, hl);
+    u->host[hl] = '\0';
+    u->port = 6379;
+    if (port != NULL) {
+        size_t pl = (size_t)(s + hp - port);
+        long long p = number(port, pl, 1, 65535);
+        if (p < 0)
+            return fail(why, wl, "redis uri: port must be 1..65535, not '%.*s'", (int)pl, port);
+        u->port = (int)p;
+    }
+    return 0;
+}
+
+int srl__redis_uri_parse(const char *uri, struct srl__redis_uri *out, char *why, size_t wl)
+{
+    if (uri == NULL)
+        return fail(why, wl, "redis uri: NULL");
+    struct srl__redis_uri u;
+    memset(&u, 0, sizeof u);
+    snprintf(u.prefix, sizeof u.prefix, "srl");
+    const char *q = strchr(uri, '?');
+    size_t body = q != NULL ? (size_t)(q - uri) : strlen(uri);
+    int rc;
+    if (strncmp(uri, "unix://", 7) == 0) {
+        const char *s = uri + 7;
+        size_t n = body - 7;
+        if (n > 0 && s[0] != '/') {   /* userinfo@/path */
+            const char *at = strstr(s, "@/");
+            if (at == NULL || at >= s + n)
+                return fail(why, wl, "redis uri: unix:// needs an absolute path "
+                                     "(unix:///path/to/redis.sock)");
+            rc = userinfo(s, (size_t)(at - s), &u, why, wl);
+            if (rc != 0)
+                return rc;
+            n -= (size_t)(at + 1 - s);
+            s = at + 1;
+        }
+        if (n == 0 || n >= sizeof u.unix_path)
+            return fail(why, wl, "redis uri: unix socket path missing or longer than %zu bytes",
+                        sizeof u.unix_path - 1);
+        memcpy(u.unix_path, s, n);
+        u.unix_path[n] = '\0';
+    } else if (strncmp(uri, "redis://", 8) == 0) {
+        rc = tcp(uri + 8, body - 8, &u, why, wl);
+        if (rc != 0)
+            return rc;
+    } else {
+        return fail(why, wl, "redis uri must start with redis:// or unix://");
+    }
+    if (q != NULL && (rc = options(q + 1, &u, why, wl)) != 0)
+        return rc;
+    if (u.user[0] != '\0' && u.password[0] == '\0')
+        return fail(why, wl, "redis uri: a user needs a password (user:password@)");
+    *out = u;
+    return 0;
+}
+
+int srl_redis_uri_check(const char *uri, char *why, size_t whylen)
+{
+    struct srl__redis_uri u;
+    if (why != NULL && whylen > 0)
+        why[0] = '\0';
+    return srl__redis_uri_parse(uri, &u, why, whylen);
+}

@@ -1,0 +1,147 @@
+/*
+ * check_redis_uri.c - the Redis store's uri grammar (src/redis_uri.c):
+ * every accepted form parses to exactly the expected fields, and every
+ * rejected one is SRL_EINVAL with a message naming the bad part.  Pure
+ * parsing, so it runs in every build (with or without hiredis).
+ */
+#include <check.h>
+#include <string.h>
+
+#include "redis_uri.h"
+#include "srl.h"
+
+static struct srl__redis_uri parse_ok(const char *uri)
+{
+    struct srl__redis_uri u;
+    char why[200] = "";
+    int rc = srl__redis_uri_parse(uri, &u, why, sizeof why);
+    ck_assert_msg(rc == 0, "%s: %d %s", uri, rc, why);
+    ck_assert_int_eq(srl_redis_uri_check(uri, why, sizeof why), 0);
+    ck_assert_str_eq(why, "");
+    return u;
+}
+
+START_TEST(accepted_forms)
+{
+    struct srl__redis_uri u = parse_ok("redis://127.0.0.1:6380");
+    ck_assert_str_eq(u.host, "127.0.0.1");
+    ck_assert_int_eq(u.port, 6380);
+    ck_assert_str_eq(u.unix_path, "");
+    ck_assert_str_eq(u.user, "");
+    ck_assert_str_eq(u.password, "");
+    ck_assert_int_eq(u.db, 0);
+    ck_assert_uint_eq(u.timeout_ms, 0);
+    ck_assert_str_eq(u.prefix, "srl");
+
+    u = parse_ok("redis://cache.internal");
+    ck_assert_str_eq(u.host, "cache.internal");
+    ck_assert_int_eq(u.port, 6379);   /* Redis's port by default */
+
+    u = parse_ok("redis://app:s3cr%40t@10.0.0.5:6379/3?timeout_ms=250&prefix=api%3Av1");
+    ck_assert_str_eq(u.user, "app");
+    ck_assert_str_eq(u.password, "s3cr@t");
+    ck_assert_str_eq(u.host, "10.0.0.5");
+    ck_assert_int_eq(u.db, 3);
+    ck_assert_uint_eq(u.timeout_ms, 250);
+    ck_assert_str_eq(u.prefix, "api:v1");
+
+    /* ":password@" (no user: the default user); an unencoded '@' or '/'
+     * in the password still splits at the last '@'. */
+    u = parse_ok("redis://:p@ss/w@h:1/15");
+    ck_assert_str_eq(u.user, "");
+    ck_assert_str_eq(u.password, "p@ss/w");
+    ck_assert_str_eq(u.host, "h");
+    ck_assert_int_eq(u.port, 1);
+    ck_assert_int_eq(u.db, 15);
+
+    u = parse_ok("redis://[::1]:7000/2");
+    ck_assert_str_eq(u.host, "::1");
+    ck_assert_int_eq(u.port, 7000);
+    ck_assert_int_eq(u.db, 2);
+    u = parse_ok("redis://[fe80::1]");
+    ck_assert_str_eq(u.host, "fe80::1");
+    ck_assert_int_eq(u.port, 6379);
+
+    u = parse_ok("unix:///run/redis/redis.sock?db=4&timeout_ms=50");
+    ck_assert_str_eq(u.unix_path, "/run/redis/redis.sock");
+    ck_assert_int_eq(u.db, 4);
+    ck_assert_uint_eq(u.timeout_ms, 50);
+    u = parse_ok("unix://:pw@/tmp/r.sock");
+    ck_assert_str_eq(u.password, "pw");
+    ck_assert_str_eq(u.unix_path, "/tmp/r.sock");
+    u = parse_ok("unix:///tmp/r.sock?user=bob&password=a%26b&prefix=x");
+    ck_assert_str_eq(u.user, "bob");
+    ck_assert_str_eq(u.password, "a&b");
+    ck_assert_str_eq(u.prefix, "x");
+}
+END_TEST
+
+static const struct {
+    const char *uri, *why;   /* why: a substring the message must hold */
+} bad[] = {
+    {"http://h:1", "must start with redis:// or unix://"},
+    {"", "must start with redis:// or unix://"},
+    {"redis://", "host is missing"},
+    {"redis://:6379", "host is missing"},
+    {"redis://h:99999", "port must be 1..65535, not '99999'"},
+    {"redis://h:0", "port must be 1..65535, not '0'"},
+    {"redis://h:", "port must be 1..65535, not ''"},
+    {"redis://h:12x", "port must be 1..65535, not '12x'"},
+    {"redis://h/x", "'/x' after the host must be a db number"},
+    {"redis://h/", "after the host must be a db number"},
+    {"redis://pw@h", "credentials must be 'user:password@' or ':password@'"},
+    {"redis://u:p%zz@h", "bad password"},
+    {"redis://u:p%00@h", "bad password"},
+    {"redis://u:@h", "a user needs a password"},
+    {"redis://[::1:6379", "'[' of an IPv6 host is not closed"},
+    {"redis://[::1]6379", "expected ':port' after ']'"},
+    {"redis://h?db=x", "db must be a number 0..1000000, not 'x'"},
+    {"redis://h?timeout_ms=0", "timeout_ms must be a number 1..3600000, not '0'"},
+    {"redis://h?timeout_ms", "option 'timeout_ms' needs a value"},
+    {"redis://h?prefix=", "prefix must be 1..128 bytes"},
+    {"redis://h?color=red", "unknown option 'color' (known: db, timeout_ms, prefix"},
+    {"unix://", "unix socket path missing"},
+    {"unix://tmp/r.sock", "unix:// needs an absolute path"},
+};
+
+START_TEST(rejected_forms)
+{
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        struct srl__redis_uri u;
+        memset(&u, 0x5a, sizeof u);
+        char why[200] = "";
+        ck_assert_int_eq(srl__redis_uri_parse(bad[i].uri, &u, why, sizeof why), SRL_EINVAL);
+        ck_assert_msg(strstr(why, bad[i].why) != NULL, "%s: got '%s', want '%s'", bad[i].uri,
+                      why, bad[i].why);
+        ck_assert_uint_eq(((unsigned char *)&u)[0], 0x5a);   /* *u untouched */
+        ck_assert_int_eq(srl_redis_uri_check(bad[i].uri, NULL, 0), SRL_EINVAL);
+    }
+    char longp[400];
+    memset(longp, 'a', sizeof longp);
+    memcpy(longp, "redis://:", 9);
+    memcpy(longp + sizeof longp - 4, "@h", 3);
+    char why[200];
+    ck_assert_int_eq(srl_redis_uri_check(longp, why, sizeof why), SRL_EINVAL);
+    ck_assert_ptr_nonnull(strstr(why, "bad password"));
+    ck_assert_ptr_null(strstr(why, "aaaa"));   /* the password is never echoed */
+    ck_assert_int_eq(srl_redis_uri_check(NULL, why, sizeof why), SRL_EINVAL);
+    /* A tiny buffer is truncated, still terminated. */
+    char small[8];
+    ck_assert_int_eq(srl_redis_uri_check("x", small, sizeof small), SRL_EINVAL);
+    ck_assert_uint_eq(strlen(small), 7);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("redis_uri");
+    TCase *tc = tcase_create("uri");
+    tcase_add_test(tc, accepted_forms);
+    tcase_add_test(tc, rejected_forms);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
