@@ -19,6 +19,7 @@
  *   SrlCost N          permits one request takes (default 1)
  *   SrlDryRun On|Off   On: never refuse; log the would-be 429 and set
  *                      SRL_LIMITED=1 in the request's environment
+ *   SrlWarnInterval S  how often the parent logs limiters needing attention
  *   SrlStatus CODE     the status of a refusal, 400..599 (default 429),
  *                      like nginx's limit_req_status
  *
@@ -80,12 +81,17 @@
 #include "http_protocol.h"
 #include "http_request.h"
 #include "ap_expr.h"
+#include "mpm_common.h" /* ap_hook_monitor */
 #include "unixd.h"
 #include "apr_hash.h"
 #include "apr_strings.h"
 
 #include "srl.h"
 #include "metrics_fmt.h"
+/* rlctl_health.c (linked in): the conditions rlctl info/ls flag, judged the
+ * same way here. */
+unsigned rlctl_warnings(const srl_info *in, const srl_stats *st);
+const char *rlctl_warnings_text(unsigned w, char *buf, size_t len);
 
 APLOG_USE_MODULE(srl);
 
@@ -110,6 +116,8 @@ typedef struct srl_ap_registry {
     apr_array_header_t *limiters; /* srl_ap_limiter *, in definition order */
     apr_hash_t *by_name;          /* token -> srl_ap_limiter * */
     int on_full;                  /* SrlOnFull, SRL_ON_FULL_ALLOW by default */
+    apr_interval_time_t warn_every; /* SrlWarnInterval, 60 s by default */
+    apr_time_t warned_at;         /* last health pass in the parent */
 } srl_ap_registry;
 
 typedef enum { KEY_UNSET = 0, KEY_IP, KEY_HEADER, KEY_ENV, KEY_EXPR } srl_ap_key_kind;
@@ -138,6 +146,7 @@ static srl_ap_registry *registry_get(apr_pool_t *pconf, int create)
     reg->limiters = apr_array_make(pconf, 4, sizeof(srl_ap_limiter *));
     reg->by_name = apr_hash_make(pconf);
     reg->on_full = SRL_ON_FULL_ALLOW;
+    reg->warn_every = apr_time_from_sec(60);
     apr_pool_userdata_set(reg, REGISTRY_KEY, apr_pool_cleanup_null, pconf);
     return reg;
 }
@@ -241,6 +250,21 @@ static const char *cmd_on_full(cmd_parms *cmd, void *dconf, const char *arg)
     srl_ap_registry *reg = registry_get(cmd->pool, 1);
     err = parse_on_full(arg, &reg->on_full);
     return err == NULL ? NULL : apr_pstrcat(cmd->pool, "SrlOnFull ", err, NULL);
+}
+
+static const char *cmd_warn_interval(cmd_parms *cmd, void *dconf, const char *arg)
+{
+    (void)dconf;
+    const char *err = ap_check_cmd_context(cmd, GLOBAL_ONLY);
+    if (err != NULL)
+        return err;
+    char *end;
+    errno = 0;
+    long v = strtol(arg, &end, 10);
+    if (errno != 0 || end == arg || *end != '\0' || v < 1 || v > 86400)
+        return apr_psprintf(cmd->pool, "SrlWarnInterval: '%s': expected seconds, 1..86400", arg);
+    registry_get(cmd->pool, 1)->warn_every = apr_time_from_sec(v);
+    return NULL;
 }
 
 static const char *cmd_limit(cmd_parms *cmd, void *dconf, const char *arg)
@@ -617,6 +641,43 @@ static int srl_metrics_handler(request_rec *r)
     return OK;
 }
 
+/* -------------------------------------------------------------- health */
+
+/* The parent's monitor hook (about once a second): every SrlWarnInterval,
+ * one warn-level line per limiter that needs the operator (the conditions
+ * of rlctl info/ls).  Only the parent logs, so a busy server logs each
+ * condition once per interval, not once per child; srl_stats_get reads the
+ * per-bucket counters and writes nothing. */
+static int srl_monitor(apr_pool_t *p, server_rec *s)
+{
+    (void)p;
+    srl_ap_registry *reg = registry_get(s->process->pconf, 0);
+    apr_time_t now = apr_time_now();
+    if (reg == NULL || now - reg->warned_at < reg->warn_every)
+        return DECLINED;
+    reg->warned_at = now;
+    for (int i = 0; i < reg->limiters->nelts; i++) {
+        const srl_ap_limiter *l = APR_ARRAY_IDX(reg->limiters, i, srl_ap_limiter *);
+        srl_info in;
+        srl_stats st;
+        if (l->lim == NULL || srl_info_get(l->lim, &in) != 0 || srl_stats_get(l->lim, &st) != 0)
+            continue;
+        unsigned w = rlctl_warnings(&in, &st);
+        char what[96];
+        if (w != 0)
+            ap_log_error(APLOG_MARK, APLOG_WARNING, 0, s,
+                         "SrlLimiter %s: needs attention: %s (used %" APR_UINT64_T_FMT
+                         " of %" APR_UINT64_T_FMT " slots, full %" APR_UINT64_T_FMT
+                         ", repaired %" APR_UINT64_T_FMT ", timeouts %" APR_UINT64_T_FMT
+                         "): 'rlctl info %s' says what to do",
+                         l->name, rlctl_warnings_text(w, what, sizeof what),
+                         (apr_uint64_t)st.used, (apr_uint64_t)in.capacity,
+                         (apr_uint64_t)st.full, (apr_uint64_t)st.recovered,
+                         (apr_uint64_t)st.timeouts, l->token);
+    }
+    return DECLINED;
+}
+
 /* ---------------------------------------------------------- the module */
 
 static const command_rec srl_cmds[] = {
@@ -633,6 +694,9 @@ static const command_rec srl_cmds[] = {
                   "N: permits one request takes (default 1)"),
     AP_INIT_FLAG("SrlDryRun", cmd_dry_run, NULL, RSRC_CONF | ACCESS_CONF,
                  "On: never refuse; log and set SRL_LIMITED=1 instead"),
+    AP_INIT_TAKE1("SrlWarnInterval", cmd_warn_interval, NULL, RSRC_CONF,
+                  "SECONDS: how often the parent logs limiters that need attention "
+                  "(default 60)"),
     AP_INIT_TAKE1("SrlStatus", cmd_status, NULL, RSRC_CONF | ACCESS_CONF,
                   "CODE: the status of a refused request, 400..599 (default 429)"),
     {NULL}
@@ -644,6 +708,7 @@ static void srl_register_hooks(apr_pool_t *p)
     ap_hook_post_config(srl_post_config, NULL, NULL, APR_HOOK_MIDDLE);
     ap_hook_access_checker(srl_access_checker, NULL, NULL, APR_HOOK_FIRST);
     ap_hook_handler(srl_metrics_handler, NULL, NULL, APR_HOOK_MIDDLE);
+    ap_hook_monitor(srl_monitor, NULL, NULL, APR_HOOK_MIDDLE);
 }
 
 module AP_MODULE_DECLARE_DATA srl_module = {

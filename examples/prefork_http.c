@@ -1,8 +1,9 @@
 /*
  * prefork_http.c - a small pre-fork HTTP server limited by srl.
  *
- * The parent creates an anonymous shared limiter (srl_open_anonymous) and
- * forks WORKERS children that accept() on one listening socket, the way
+ * The parent creates a named shared segment, /prefork_http-PORT (so
+ * `rlctl info prefork_http-PORT`, `rlctl list`, `rlctl watch` show what the
+ * workers decide), removes it again on SIGTERM, and forks WORKERS children that accept() on one listening socket, the way
  * Apache prefork does.  Each request is keyed by its X-Api-Key header, or by
  * the client address when there is none, and answered 200 or 429 with
  * Retry-After and RateLimit headers.  SIGTERM to the parent stops it all.
@@ -153,9 +154,16 @@ int main(int argc, char **argv)
                 srl_strerror(rc));
         return 64;
     }
+    /* Keys shown by rlctl list: the first 32 bytes of each (32 bytes more
+     * per slot). */
+    cfg.key_display = 32;
+    char seg[64];
+    snprintf(seg, sizeof seg, "/prefork_http-%lu", port);
     srl_limiter *lim;
-    if ((rc = srl_open_anonymous(&cfg, &lim)) != 0) {
-        fprintf(stderr, "prefork_http: %s\n", srl_strerror(rc));
+    if ((rc = srl_open_shared(seg, &cfg, SRL_CREATE | SRL_EXCL, &lim)) != 0) {
+        fprintf(stderr, "prefork_http: segment %s: %s%s\n", seg, srl_strerror(rc),
+                rc == SRL_EEXIST ? " (another prefork_http on this port, or left over: "
+                                   "rlctl destroy it)" : "");
         return 1;
     }
 
@@ -165,6 +173,8 @@ int main(int argc, char **argv)
     setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     if (ls < 0 || bind(ls, (struct sockaddr *)&a, sizeof a) != 0 || listen(ls, 128) != 0) {
         perror("prefork_http: listen");
+        srl_close(lim);
+        srl_unlink(seg);
         return 1;
     }
 
@@ -174,7 +184,8 @@ int main(int argc, char **argv)
     for (unsigned long i = 0; i < workers; i++)
         if ((pids[i] = fork()) == 0)
             child(lim, &cfg.policy, ls);
-    printf("prefork_http: %lu workers on 127.0.0.1:%lu\n", workers, port);
+    printf("prefork_http: %lu workers on 127.0.0.1:%lu, segment %s (rlctl info %s)\n",
+           workers, port, seg, seg + 1);
     fflush(stdout);
     while (!stopping)
         pause();
@@ -184,5 +195,6 @@ int main(int argc, char **argv)
     while (wait(NULL) > 0)
         ;
     srl_close(lim);
+    srl_unlink(seg);
     return 0;
 }

@@ -6,6 +6,7 @@
 # First: bad arguments exit 64 with a message naming the argument.
 set -euo pipefail
 server=$1
+rlctl=$2
 # Bad arguments: exit 64 and a message naming the argument, before binding.
 bad() { # bad WANT_MESSAGE ARGS...
   local want=$1; shift
@@ -23,7 +24,7 @@ port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); pr
 out=$(mktemp -d)
 "$server" "$port" 4 token_bucket:10/1h >"$out/server.log" 2>&1 &
 pid=$!
-trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$out"' EXIT
+trap 'kill $pid 2>/dev/null || true; wait $pid 2>/dev/null || true; rm -rf "$out"' EXIT
 for _ in $(seq 50); do
   curl -s -o /dev/null "http://127.0.0.1:$port/" -H 'X-Api-Key: warmup' && break
   sleep 0.1
@@ -45,3 +46,15 @@ workers=$(cat "$out"/h* | grep -i '^X-Worker:' | sort -u | wc -l)
 echo "prefork_http: $ok x 200, $limited x 429, served by $workers workers"
 [ "$ok" -eq 10 ] && [ "$limited" -eq 4 ] || { echo "FAIL: expected 10 x 200 and 4 x 429"; exit 1; }
 [ "$workers" -gt 1 ] || { echo "FAIL: one worker served everything"; exit 1; }
+# The named segment: rlctl sees exactly what the workers decided (k1: 10
+# allowed, 4 denied), and it is gone once the server stopped.
+seg=prefork_http-$port
+grep -q "segment /$seg (rlctl info $seg)" "$out/server.log" || { echo "FAIL: no segment line"; cat "$out/server.log"; exit 1; }
+got=$("$rlctl" list "$seg" --json | python3 -c '
+import json, sys
+k = [e for e in json.load(sys.stdin)["keys"] if e["key"] == "k1"]
+print(k[0]["allowed"], k[0]["denied"]) if k else print("missing")')
+[ "$got" = "10 4" ] || { echo "FAIL: rlctl list $seg: k1 allowed/denied '$got' (want '10 4')"; exit 1; }
+kill "$pid"; wait "$pid" || true
+if "$rlctl" info "$seg" >/dev/null 2>&1; then echo "FAIL: $seg left behind"; exit 1; fi
+echo "prefork_http: rlctl list $seg: k1 $got; removed on SIGTERM"

@@ -224,6 +224,19 @@ int rlctl_cmd_list(const rlctl_opts *o)
     int status = rlctl_open(o, &lim);
     if (status != 0)
         return status;
+    /* gcra and sliding_counter keep no time of last use (their state is a
+     * theoretical arrival time or two counts): sorting by it would silently
+     * give table order, so say so instead. */
+    srl_info pre;
+    if (o->sort == RLCTL_SORT_RECENT && srl_info_get(lim, &pre) == 0 &&
+        (pre.policy.algorithm == SRL_GCRA || pre.policy.algorithm == SRL_SLIDING_COUNTER)) {
+        fprintf(stderr,
+                "rlctl: list: --sort recent: %s segments do not record when a key was last "
+                "used; sort by denied or allowed\n",
+                srl_algorithm_name(pre.policy.algorithm));
+        srl_close(lim);
+        return EX_USAGE;
+    }
     struct walk w = {.sort = o->sort, .top = o->top};
     int64_t visited = srl_foreach(lim, visit, &w);
     srl_info info;
@@ -257,6 +270,11 @@ int rlctl_cmd_list(const rlctl_opts *o)
             if (!o->json && rc == 0 && have && info.key_display == 0 && w.n > 0)
                 printf("(keys shown by fingerprint: this segment keeps no key bytes; create it "
                        "with --key-display 32 to see them, 32 more bytes per slot)\n");
+            if (!o->json && rc == 0 && have && w.n > 0 &&
+                (info.policy.algorithm == SRL_GCRA ||
+                 info.policy.algorithm == SRL_SLIDING_COUNTER))
+                printf("(IDLE is '-': %s keeps no time of last use)\n",
+                       srl_algorithm_name(info.policy.algorithm));
         }
     }
     for (size_t i = 0; i < w.n; i++)

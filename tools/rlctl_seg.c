@@ -26,6 +26,39 @@ static int64_t shm_free(void)
     return (int64_t)((uint64_t)v.f_bavail * v.f_frsize);
 }
 
+/* The bytes a segment of cfg would take, or -1: measured on two small
+ * anonymous tables of the same policy and key display (1 and 2 buckets),
+ * since a segment is a fixed header plus one equal block per bucket of
+ * SLOTS slots.  Only used to explain ENOSPC, so nothing big is mapped. */
+static int64_t segment_bytes_for(const srl_config *cfg)
+{
+    uint64_t sz[2];
+    uint32_t per = 0;
+    for (int i = 0; i < 2; i++) {
+        srl_config c = *cfg;
+        srl_limiter *lim;
+        srl_info in;
+        c.capacity = 1;
+        if (i == 1)
+            c.capacity = (uint64_t)per + 1; /* one slot past a bucket: two */
+        if (srl_open_anonymous(&c, &lim) != 0)
+            return -1;
+        int rc = srl_info_get(lim, &in);
+        srl_close(lim);
+        if (rc != 0 || in.buckets != (uint64_t)i + 1)
+            return -1;
+        per = in.slots_per_bucket;
+        sz[i] = in.segment_bytes;
+    }
+    if (per == 0 || sz[1] <= sz[0])
+        return -1;
+    uint64_t buckets = (cfg->capacity + per - 1) / per;
+    uint64_t bucket = sz[1] - sz[0];
+    if (buckets > (UINT64_MAX - sz[0]) / bucket)
+        return -1;
+    return (int64_t)(sz[0] + (buckets - 1) * bucket);
+}
+
 static const char *on_full_name(srl_on_full f)
 {
     return f == SRL_ON_FULL_DENY ? "deny" : "allow";
@@ -52,8 +85,14 @@ int rlctl_cmd_create(const rlctl_opts *o)
     if (rc != 0) {
         int status = rlctl_fail_cmd(o, rc);
         if (rc == SRL_ENOSPC) {
-            char b[48];
-            fprintf(stderr, "rlctl: %s: %s free in %s\n", o->name,
+            char b[48], need[48];
+            int64_t want = segment_bytes_for(&cfg);
+            if (want < 0)
+                fprintf(stderr, "rlctl: %s: needs an unknown size", o->name);
+            else
+                fprintf(stderr, "rlctl: %s: needs %" PRId64 " bytes (%s)", o->name, want,
+                        rlctl_fmt_bytes((uint64_t)want, need, sizeof need));
+            fprintf(stderr, ", %s free in %s\n",
                     before < 0 ? "unknown" : rlctl_fmt_bytes((uint64_t)before, b, sizeof b),
                     RLCTL_SHM_DIR);
         }

@@ -77,6 +77,7 @@ SrlKey header:X-Key
     SrlCost 1
 </Location>
 SrlOnFull deny
+SrlWarnInterval 1
 SrlLimiter $name-fd token_bucket:$LIMIT/1d 1
 SrlLimiter $name-fa token_bucket:$LIMIT/1d 1 on_full=allow
 <Location /fulld>
@@ -217,7 +218,13 @@ for lim in fd fa; do
   check_eq "J: $lim: rlctl info: decided by on_full" $((40 - slots)) "$(rlctl_count "$name-$lim" full)"
 done
 
-# --- G: graceful restart keeps the states
+# --- W: the parent logs the full table (load, untracked) at warn level,
+# once per interval, and leaves the healthy limiter alone
+warned() { grep -q "\[srl:warn\].*SrlLimiter $name-fd: needs attention: load,untracked (used 16 of 16 slots" "$e2e_tmp/error.log"; }
+wait_until 40 warned || fail "W: no warn-level 'needs attention' line for $name-fd"
+warned && ok "W: the full limiter $name-fd is logged at warn level"
+check_eq "W: the healthy limiter $name is not logged" 0 "$(grep -c "SrlLimiter $name: needs attention" "$e2e_tmp/error.log")"
+
 full_logged() { [ "$(awk '$4 ~ /^key=full-/' "$e2e_tmp/access.log" | wc -l)" -ge 80 ]; }
 wait_until 20 full_logged || fail "G: the access log lacks J's 80 requests"
 awk '{print $1}' "$e2e_tmp/access.log" | sort -u >"$e2e_tmp/pids.before"

@@ -234,9 +234,15 @@ http() {
 
 # ------------------------------------------------------------------- php
 
-# php_ini: write $e2e_tmp/php.ini from php/srl.ini (the shipped settings).
+# php_ini: $e2e_tmp/php.ini is the build's srl-build.ini (php/srl.ini with
+# this source tree's php/ filled in), exactly what php/README.md gives
+# php-fpm from a build tree.
 php_ini() {
-  sed "s|@SRL_PHP_DIR@|$SRL_PHP_DIR|g" "$SRL_PHP_DIR/srl.ini" >"$e2e_tmp/php.ini"
+  if grep -q '@SRL_PHP_DIR@' "$SRL_BUILD_INI" ||
+     ! grep -qx "ffi.preload = $SRL_PHP_DIR/srl_ffi.h" "$SRL_BUILD_INI"; then
+    echo "FAIL: $SRL_BUILD_INI does not name $SRL_PHP_DIR"; exit 1
+  fi
+  cp "$SRL_BUILD_INI" "$e2e_tmp/php.ini"
   if [ "$(id -u)" -ne 0 ]; then
     sed -i "s|^opcache.preload_user.*|opcache.preload_user = $e2e_user|" "$e2e_tmp/php.ini"
   fi

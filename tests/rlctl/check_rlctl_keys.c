@@ -14,6 +14,7 @@
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sysexits.h>
 #include <unistd.h>
 
 #include "rlctl_assert.h"
@@ -518,6 +519,34 @@ START_TEST(evict_dry_run_counts_the_keys_at_rest_then_evict_removes_exactly_them
 }
 END_TEST
 
+START_TEST(list_on_gcra_and_sliding_counter_refuses_sort_recent_and_explains_idle)
+{
+    const char *algos[] = {"gcra:5/1h", "sliding_counter:5/1h"};
+    const char *names[] = {"gcra", "sliding_counter"};
+    for (int i = 0; i < 2; i++) {
+        char name[160], want[300];
+        seg_name(name, sizeof name, names[i]);
+        seg_create(name, algos[i], "64", "8");
+        run_result r;
+        RUN(&r, 0, "try", name, "k");
+        run_free(&r);
+        RUN(&r, EX_USAGE, "list", name, "--sort", "recent");
+        snprintf(want, sizeof want,
+                 "rlctl: list: --sort recent: %s segments do not record when a key was last "
+                 "used; sort by denied or allowed\n",
+                 names[i]);
+        ck_assert_str_eq(r.err, want);
+        ck_assert_str_eq(r.out, "");
+        run_free(&r);
+        RUN(&r, 0, "list", name);
+        snprintf(want, sizeof want, "\n(IDLE is '-': %s keeps no time of last use)\n", names[i]);
+        ck_assert_msg(strstr(r.out, want) != NULL, "got: %s", r.out);
+        run_free(&r);
+        seg_destroy(name);
+    }
+}
+END_TEST
+
 START_TEST(list_top_without_sort_keeps_the_footer_and_hints_at_key_display)
 {
     char name[160];
@@ -566,6 +595,7 @@ int main(void)
     tcase_add_test(tc, list_json_parses_and_shows_binary_and_escape_sequence_keys_escaped);
     tcase_add_test(tc, list_without_display_bytes_shows_fingerprints);
     tcase_add_test(tc, list_sorts_by_denied_allowed_or_recent_and_cuts_to_top);
+    tcase_add_test(tc, list_on_gcra_and_sliding_counter_refuses_sort_recent_and_explains_idle);
     tcase_add_test(tc, evict_dry_run_counts_the_keys_at_rest_then_evict_removes_exactly_them);
     suite_add_tcase(s, tc);
     return run_suite(s);

@@ -11,12 +11,14 @@
  */
 #include <check.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <grp.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -93,6 +95,44 @@ START_TEST(create_then_info_shows_the_policy_capacity_and_zero_counters)
     ck_assert_str_eq(r.err, "");
     run_free(&r);
     seg_destroy(name);
+}
+END_TEST
+
+/* The bytes a created segment of this policy and capacity takes. */
+static uint64_t created_bytes(const char *name, const char *capacity)
+{
+    run_result r;
+    RUN(&r, 0, "create", name, "--policy", "sliding_log:200/1h", "--capacity", capacity,
+        "--key-display", "255", "--json");
+    json_value *v = parse_out(&r);
+    uint64_t b = json_get_u64(v, "segment_bytes");
+    json_free(v);
+    run_free(&r);
+    seg_destroy(name);
+    return b;
+}
+
+START_TEST(create_without_room_says_how_many_bytes_it_needs_and_how_many_are_free)
+{
+    char name[160], want[400];
+    seg_name(name, sizeof name, "nospace");
+    /* A segment is a header plus one equal block per bucket of 16 slots. */
+    uint64_t one = created_bytes(name, "1"), two = created_bytes(name, "17");
+    uint64_t need = one + (4000000000ull / 16 - 1) * (two - one);
+    struct statvfs fs;
+    ck_assert_int_eq(statvfs("/dev/shm", &fs), 0);
+    ck_assert_msg((uint64_t)fs.f_bavail * fs.f_frsize < need,
+                  "precondition: /dev/shm holds %" PRIu64 " bytes", need);
+    run_result r;
+    RUN(&r, 73, "create", name, "--policy", "sliding_log:200/1h", "--capacity", "4G",
+        "--key-display", "255");
+    snprintf(want, sizeof want, "\nrlctl: %s: needs %" PRIu64 " bytes (", name, need);
+    ck_assert_msg(strstr(r.err, want) != NULL, "want %s got: %s", want, r.err);
+    ck_assert_msg(strstr(r.err, " free in /dev/shm\n") != NULL, "got: %s", r.err);
+    ck_assert_str_eq(r.out, "");
+    run_free(&r);
+    RUN(&r, 66, "info", name);
+    run_free(&r);
 }
 END_TEST
 
@@ -727,6 +767,7 @@ int main(void)
     tcase_add_unchecked_fixture(tc, seg_prefix_init, seg_prefix_cleanup);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, create_then_info_shows_the_policy_capacity_and_zero_counters);
+    tcase_add_test(tc, create_without_room_says_how_many_bytes_it_needs_and_how_many_are_free);
     tcase_add_test(tc, create_of_an_existing_segment_exits_73_and_changes_nothing);
     tcase_add_test(tc, check_exits_0_on_a_healthy_segment);
     tcase_add_test(tc, watch_prints_count_samples_with_the_running_totals);
