@@ -36,6 +36,7 @@
 #include <stdint.h>
 
 #include "limiter.h"
+#include "testhooks.h"
 
 #define SRL__SHM_MAGIC "SRLSHM\0\1"
 #define SRL__SHM_VERSION 3u            /* 3: header checksum, creator identity */
@@ -46,16 +47,6 @@
 
 /* header.state */
 enum { SRL__SHM_INIT = 1u, SRL__SHM_READY = 2u, SRL__SHM_FAILED = 3u };
-
-/* Test-only behaviours (srl__shm_open's test_flags, srl__shm_set_test_flags).
- * Public openers always pass 0; only the Check suites set these, to show that
- * the race tests catch a deliberately broken store. */
-enum {
-    SRL__SHM_TEST_NO_READY = 0x1u,      /* creator stops before publishing READY */
-    SRL__SHM_TEST_NOLOCK_DECIDE = 0x2u, /* broken: decide an existing key without its lock */
-    SRL__SHM_TEST_GET_THEN_PUT = 0x4u,  /* broken: search, unlock, then insert (no both-locks) */
-    SRL__SHM_TEST_NOLOCK_REFUND = 0x8u, /* broken: refund an existing key without its lock */
-};
 
 /* The segment header.  Written once by the creator before READY; read-only
  * afterwards (state aside), so readers need no lock once READY was seen
@@ -148,7 +139,9 @@ struct srl__shm {
     uint32_t mode;
     uint32_t owner_uid;
     int fd;                         /* the segment's file, kept to fstat (-1: anonymous) */
-    unsigned test_flags;            /* SRL__SHM_TEST_*, 0 outside tests */
+#ifdef SRL_MUTANTS
+    unsigned test_flags;            /* SRL__SHM_TEST_* (testhooks.h) */
+#endif
     uint8_t hash_key[SRL__SHM_HASH_KEY_BYTES];
     char name[256];
 };
@@ -165,7 +158,8 @@ struct srl__shm_key {
 uint64_t srl__shm_abi_word(void);
 /* Geometry for a config: fills the size fields of s (buckets .. slots_off). */
 int srl__shm_geometry(struct srl__shm *s, const srl_config *cfg);
-/* Open (and maybe create) a named segment; test_flags = SRL__SHM_TEST_*.
+/* Open (and maybe create) a named segment; test_flags = SRL__SHM_TEST_*
+ * (testhooks.h; always 0, and ignored, without SRL_MUTANTS).
  * ops is the handle's store ops (srl__shm_ops): passed in, so that this
  * file needs nothing of shm_store.c, which calls it. */
 int srl__shm_segment_open(const char *name, const srl_config *cfg, unsigned flags,
@@ -317,7 +311,5 @@ extern const struct srl__store_ops srl__shm_ops;
 int srl__shm_open(const char *name, const srl_config *cfg, unsigned flags,
                   unsigned test_flags, srl_limiter **out);
 int srl__shm_open_anonymous(const srl_config *cfg, srl_limiter **out);
-/* Test hook: set SRL__SHM_TEST_* on an open shared/anonymous limiter. */
-void srl__shm_set_test_flags(srl_limiter *lim, unsigned flags);
 
 #endif

@@ -186,6 +186,7 @@ static void decide_slot(struct srl__shm *s, uint64_t b, unsigned i, uint32_t cos
     count(s, b, i, d);
 }
 
+#ifdef SRL_MUTANTS
 /* Broken on purpose (SRL__SHM_TEST_NOLOCK_DECIDE): read, decide on a copy,
  * write back, all without the lock.  Only the race tests use it.  The yield
  * stands for a preemption between read and write, so the bug shows even on
@@ -200,6 +201,7 @@ static void decide_slot_unlocked(struct srl__shm *s, uint64_t b, unsigned i, uin
     s->lim.algo->decide(&s->lim.policy, copy, now, cost, 1, d);
     memcpy(srl__shm_slot_state(s, b, i), copy, s->state_bytes);
 }
+#endif
 
 /* Fill free slot i of bucket b with key k and decide its first request
  * (bucket b locked).  The tag is stored last. */
@@ -525,6 +527,7 @@ static int degraded(struct srl__shm *s, int rc, srl_decision *d)
     return rc;
 }
 
+#ifdef SRL_MUTANTS
 /* Broken on purpose (SRL__SHM_TEST_GET_THEN_PUT): search each bucket under
  * its own lock, drop it, then insert under one lock without searching
  * again, so two first requests can both insert.  Only the race tests; the
@@ -562,6 +565,7 @@ static int acquire_get_then_put(struct srl__shm *s, const struct srl__shm_key *k
     srl__decide_on_full(&s->lim, SRL_DECISION_UNTRACKED, d);
     return 0;
 }
+#endif
 
 int srl__shm_acquire(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
                      srl_decision *d)
@@ -571,6 +575,7 @@ int srl__shm_acquire(srl_limiter *lim, const void *key, size_t len, uint32_t cos
     srl__shm_hash(s, key, len, &k);
     struct timespec deadline = SRL__SHM_NO_DEADLINE;
 
+#ifdef SRL_MUTANTS
     if (s->test_flags & SRL__SHM_TEST_NOLOCK_DECIDE) {
         uint64_t cand[2] = {k.b1, k.b2};
         for (int c = 0; c < 2; c++) {
@@ -581,6 +586,7 @@ int srl__shm_acquire(srl_limiter *lim, const void *key, size_t len, uint32_t cos
             }
         }
     }
+#endif
 
     uint64_t b;
     int i;
@@ -592,8 +598,10 @@ int srl__shm_acquire(srl_limiter *lim, const void *key, size_t len, uint32_t cos
         srl__shm_unlock(s, b);
         return 0;
     }
+#ifdef SRL_MUTANTS
     if (s->test_flags & SRL__SHM_TEST_GET_THEN_PUT)
         return acquire_get_then_put(s, &k, key, len, cost, &deadline, d);
+#endif
 
     rc = lock_pair(s, &k, &deadline);
     if (rc != 0)
@@ -690,6 +698,7 @@ int srl__shm_refund(srl_limiter *lim, const void *key, size_t len, uint32_t cost
     struct srl__shm_key k;
     uint64_t b;
     int i;
+#ifdef SRL_MUTANTS
     if (s->test_flags & SRL__SHM_TEST_NOLOCK_REFUND) {
         /* Broken on purpose, as decide_slot_unlocked: copy, yield, write back. */
         srl__shm_hash(s, key, len, &k);
@@ -706,6 +715,7 @@ int srl__shm_refund(srl_limiter *lim, const void *key, size_t len, uint32_t cost
             }
         }
     }
+#endif
     int rc = locate(s, key, len, &k, &b, &i);
     if (rc != 0)
         return rc;
