@@ -43,6 +43,7 @@
 #define SRL__SHM_SLOTS 16u              /* slots per bucket */
 #define SRL__SHM_HEADER_BYTES 4096u     /* header page; the table follows */
 #define SRL__SHM_HASH_KEY_BYTES 16u     /* SipHash takes a 128-bit key */
+#define SRL__SHM_FP_BYTES 16u           /* fingerprint: SipHash-2-4 128-bit output */
 #define SRL__SHM_READY_WAIT_MS 2000u    /* bounded wait for a creator */
 
 /* header.state */
@@ -79,6 +80,8 @@ struct srl__shm_header {
 };
 
 _Static_assert(sizeof(struct srl__shm_header) <= SRL__SHM_HEADER_BYTES, "header fits its page");
+_Static_assert(sizeof(((srl_entry *)0)->fingerprint) == SRL__SHM_FP_BYTES,
+               "srl_foreach hands out the whole stored fingerprint");
 
 /* Head of every bucket.  Counters are written only under the bucket's lock
  * (timeouts excepted: the waiter that timed out does not hold it, so that
@@ -148,7 +151,7 @@ struct srl__shm {
 
 /* A key's identity: 128-bit fingerprint, candidate buckets, tag. */
 struct srl__shm_key {
-    uint8_t fp[16];
+    uint8_t fp[SRL__SHM_FP_BYTES];
     uint64_t b1, b2;                /* b1 != b2 whenever buckets > 1 */
     uint8_t tag;
 };
@@ -278,9 +281,9 @@ static inline uint64_t srl__shm_tag_word(const struct srl__shm_bucket *bk, unsig
 void srl__shm_hash(const struct srl__shm *s, const void *key, size_t len,
                    struct srl__shm_key *k);
 /* The candidate buckets of a stored fingerprint. */
-void srl__shm_fp_buckets(const struct srl__shm *s, const uint8_t fp[16], uint64_t *b1,
+void srl__shm_fp_buckets(const struct srl__shm *s, const uint8_t fp[SRL__SHM_FP_BYTES], uint64_t *b1,
                          uint64_t *b2);
-uint8_t srl__shm_fp_tag(const uint8_t fp[16]);
+uint8_t srl__shm_fp_tag(const uint8_t fp[SRL__SHM_FP_BYTES]);
 /* Slot of k in bucket b, or -1 (lock held). */
 int srl__shm_find_locked(const struct srl__shm *s, uint64_t b, const struct srl__shm_key *k);
 /* A state fails validation: repair resets it.  Lock held. */
