@@ -58,6 +58,7 @@
  *   memory goes away with the process.  See docs/design.md, "The in-process store".
  */
 #include "limiter.h"
+#include "testhooks.h"
 
 #include <assert.h>
 #include <pthread.h>
@@ -103,17 +104,8 @@
 #define TSAN_RELEASE(p) ((void)0)
 #endif
 
-/* Broken variants, for the race tests only (srl__local_set_broken).  Each
- * reintroduces one bug the design closes, so a test can show it catches it. */
-#define SRL__LOCAL_BROKEN_NO_LOCK 0x1u       /* decide without the state's lock */
-#define SRL__LOCAL_BROKEN_GET_THEN_PUT 0x2u  /* lookup, then cds_lfht_add (not unique) */
-#define SRL__LOCAL_BROKEN_NO_DEAD_RETRY 0x4u /* decide on a dead (orphaned) state */
-/* Not a bug but an amplifier: yield between finding a state and locking it,
- * as a preemption at the worst moment would.  Widens the eviction race's
- * window so a test can hit it on two cores; the real code must stay exact
- * with it. */
-#define SRL__LOCAL_BROKEN_YIELD 0x8u
-#define SRL__LOCAL_BROKEN_ALL 0xfu
+/* The broken variants (SRL__LOCAL_BROKEN_*, srl__local_set_broken) are in
+ * testhooks.h, compiled only into the test copy (SRL_MUTANTS). */
 
 #define CACHE_LINE 64
 #define NSHARDS 16          /* counter shards, by CPU; power of two */
@@ -148,7 +140,9 @@ struct local {
     size_t state_bytes;       /* algo->size rounded up to 8 */
     uint64_t capacity;
     uint32_t key_display;
-    unsigned broken;          /* SRL__LOCAL_BROKEN_*; 0 outside tests */
+#ifdef SRL_MUTANTS
+    unsigned broken;          /* SRL__LOCAL_BROKEN_* (testhooks.h) */
+#endif
     pid_t creator_pid;
     uint64_t created_unix_ns;
     unsigned char hash_key[crypto_shorthash_KEYBYTES];
@@ -417,6 +411,7 @@ static int find_or_insert(struct local *l, unsigned long hash, const struct lkey
     memcpy((unsigned char *)cand->data + l->state_bytes, k->key, k->len);
     TSAN_RELEASE(&cand->key_len); /* publication, see TSAN_* */
 
+#ifdef SRL_MUTANTS
     if (__builtin_expect(l->broken & SRL__LOCAL_BROKEN_GET_THEN_PUT, 0)) {
         /* Broken on purpose: the check (find, in the caller) and the act
          * (this add) are two steps, so two first requests add two nodes. */
@@ -424,6 +419,7 @@ static int find_or_insert(struct local *l, unsigned long hash, const struct lkey
         *out = cand;
         return INSERT_OK;
     }
+#endif
     struct cds_lfht_node *won = cds_lfht_add_unique(l->ht, hash, node_match, k, &cand->ht);
     if (won != &cand->ht) {
         /* Lost the race: the winner's node is the key's state.  Ours was
@@ -437,6 +433,7 @@ static int find_or_insert(struct local *l, unsigned long hash, const struct lkey
     return INSERT_OK;
 }
 
+#ifdef SRL_MUTANTS
 /* Broken on purpose (SRL__LOCAL_BROKEN_NO_LOCK): decide on a copy of the
  * state read and written back word by word with relaxed atomics, without
  * the node's lock: concurrent acquirers lose each other's updates (two
@@ -460,6 +457,7 @@ static bool acquire_unlocked_broken(struct local *l, struct lnode *n, uint32_t c
     count_one(d->allowed ? &n->allowed : &n->denied);
     return true;
 }
+#endif
 
 static void count_full(struct local *l, const srl_decision *d)
 {
@@ -489,13 +487,15 @@ static int local_acquire(srl_limiter *lim, const void *key, size_t len, uint32_t
                 return 0;
             }
         }
+#ifdef SRL_MUTANTS
         if (__builtin_expect(l->broken & SRL__LOCAL_BROKEN_NO_LOCK, 0) &&
             acquire_unlocked_broken(l, n, cost, d)) {
             node_done(n);
             rcu_read_unlock();
             return 0;
         }
-        if (__builtin_expect(l->broken & SRL__LOCAL_BROKEN_YIELD, 0))
+#endif
+        if (SRL__MUTANT(l->broken, SRL__LOCAL_BROKEN_YIELD))
             sched_yield();
         if (node_lock(l, n) != 0) {
             node_done(n);
@@ -503,7 +503,7 @@ static int local_acquire(srl_limiter *lim, const void *key, size_t len, uint32_t
             srl__decide_on_full(lim, SRL_DECISION_DEGRADED, d);
             return SRL_ETIMEDOUT;
         }
-        if (node_dead(n) && !(l->broken & SRL__LOCAL_BROKEN_NO_DEAD_RETRY)) {
+        if (node_dead(n) && !SRL__MUTANT(l->broken, SRL__LOCAL_BROKEN_NO_DEAD_RETRY)) {
             /* Evicted (or reset) between our lookup and our lock: deciding
              * on it would admit requests that the key's next state will
              * admit again.  Look the key up afresh. */
@@ -845,10 +845,8 @@ int srl_open_local(const srl_config *cfg, srl_limiter **out)
     return 0;
 }
 
-/* Test hook: switch on SRL__LOCAL_BROKEN_* variants (tests/check_local_race.c).
- * Call before any other thread uses lim.  Returns SRL_EINVAL for a limiter
- * that is not local or unknown flags. */
-int srl__local_set_broken(srl_limiter *lim, unsigned flags);
+#ifdef SRL_MUTANTS
+/* Test hook (testhooks.h). */
 int srl__local_set_broken(srl_limiter *lim, unsigned flags)
 {
     if (lim == NULL || lim->ops != &local_ops || (flags & ~SRL__LOCAL_BROKEN_ALL) != 0)
@@ -856,3 +854,4 @@ int srl__local_set_broken(srl_limiter *lim, unsigned flags)
     local_of(lim)->broken = flags;
     return 0;
 }
+#endif

@@ -36,26 +36,18 @@
 #include <stdint.h>
 
 #include "limiter.h"
+#include "testhooks.h"
 
 #define SRL__SHM_MAGIC "SRLSHM\0\1"
 #define SRL__SHM_VERSION 3u            /* 3: header checksum, creator identity */
 #define SRL__SHM_SLOTS 16u              /* slots per bucket */
 #define SRL__SHM_HEADER_BYTES 4096u     /* header page; the table follows */
 #define SRL__SHM_HASH_KEY_BYTES 16u     /* SipHash takes a 128-bit key */
+#define SRL__SHM_FP_BYTES 16u           /* fingerprint: SipHash-2-4 128-bit output */
 #define SRL__SHM_READY_WAIT_MS 2000u    /* bounded wait for a creator */
 
 /* header.state */
 enum { SRL__SHM_INIT = 1u, SRL__SHM_READY = 2u, SRL__SHM_FAILED = 3u };
-
-/* Test-only behaviours (srl__shm_open's test_flags, srl__shm_set_test_flags).
- * Public openers always pass 0; only the Check suites set these, to show that
- * the race tests catch a deliberately broken store. */
-enum {
-    SRL__SHM_TEST_NO_READY = 0x1u,      /* creator stops before publishing READY */
-    SRL__SHM_TEST_NOLOCK_DECIDE = 0x2u, /* broken: decide an existing key without its lock */
-    SRL__SHM_TEST_GET_THEN_PUT = 0x4u,  /* broken: search, unlock, then insert (no both-locks) */
-    SRL__SHM_TEST_NOLOCK_REFUND = 0x8u, /* broken: refund an existing key without its lock */
-};
 
 /* The segment header.  Written once by the creator before READY; read-only
  * afterwards (state aside), so readers need no lock once READY was seen
@@ -88,6 +80,8 @@ struct srl__shm_header {
 };
 
 _Static_assert(sizeof(struct srl__shm_header) <= SRL__SHM_HEADER_BYTES, "header fits its page");
+_Static_assert(sizeof(((srl_entry *)0)->fingerprint) == SRL__SHM_FP_BYTES,
+               "srl_foreach hands out the whole stored fingerprint");
 
 /* Head of every bucket.  Counters are written only under the bucket's lock
  * (timeouts excepted: the waiter that timed out does not hold it, so that
@@ -148,14 +142,16 @@ struct srl__shm {
     uint32_t mode;
     uint32_t owner_uid;
     int fd;                         /* the segment's file, kept to fstat (-1: anonymous) */
-    unsigned test_flags;            /* SRL__SHM_TEST_*, 0 outside tests */
+#ifdef SRL_MUTANTS
+    unsigned test_flags;            /* SRL__SHM_TEST_* (testhooks.h) */
+#endif
     uint8_t hash_key[SRL__SHM_HASH_KEY_BYTES];
     char name[256];
 };
 
 /* A key's identity: 128-bit fingerprint, candidate buckets, tag. */
 struct srl__shm_key {
-    uint8_t fp[16];
+    uint8_t fp[SRL__SHM_FP_BYTES];
     uint64_t b1, b2;                /* b1 != b2 whenever buckets > 1 */
     uint8_t tag;
 };
@@ -165,7 +161,8 @@ struct srl__shm_key {
 uint64_t srl__shm_abi_word(void);
 /* Geometry for a config: fills the size fields of s (buckets .. slots_off). */
 int srl__shm_geometry(struct srl__shm *s, const srl_config *cfg);
-/* Open (and maybe create) a named segment; test_flags = SRL__SHM_TEST_*.
+/* Open (and maybe create) a named segment; test_flags = SRL__SHM_TEST_*
+ * (testhooks.h; always 0, and ignored, without SRL_MUTANTS).
  * ops is the handle's store ops (srl__shm_ops): passed in, so that this
  * file needs nothing of shm_store.c, which calls it. */
 int srl__shm_segment_open(const char *name, const srl_config *cfg, unsigned flags,
@@ -284,9 +281,9 @@ static inline uint64_t srl__shm_tag_word(const struct srl__shm_bucket *bk, unsig
 void srl__shm_hash(const struct srl__shm *s, const void *key, size_t len,
                    struct srl__shm_key *k);
 /* The candidate buckets of a stored fingerprint. */
-void srl__shm_fp_buckets(const struct srl__shm *s, const uint8_t fp[16], uint64_t *b1,
+void srl__shm_fp_buckets(const struct srl__shm *s, const uint8_t fp[SRL__SHM_FP_BYTES], uint64_t *b1,
                          uint64_t *b2);
-uint8_t srl__shm_fp_tag(const uint8_t fp[16]);
+uint8_t srl__shm_fp_tag(const uint8_t fp[SRL__SHM_FP_BYTES]);
 /* Slot of k in bucket b, or -1 (lock held). */
 int srl__shm_find_locked(const struct srl__shm *s, uint64_t b, const struct srl__shm_key *k);
 /* A state fails validation: repair resets it.  Lock held. */
@@ -317,7 +314,5 @@ extern const struct srl__store_ops srl__shm_ops;
 int srl__shm_open(const char *name, const srl_config *cfg, unsigned flags,
                   unsigned test_flags, srl_limiter **out);
 int srl__shm_open_anonymous(const srl_config *cfg, srl_limiter **out);
-/* Test hook: set SRL__SHM_TEST_* on an open shared/anonymous limiter. */
-void srl__shm_set_test_flags(srl_limiter *lim, unsigned flags);
 
 #endif

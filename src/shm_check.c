@@ -82,7 +82,7 @@ static void check_bucket(struct srl__shm *s, uint64_t b, uint64_t now, struct re
         if (!s->lim.algo->valid(&s->lim.policy, srl__shm_slot_state(s, b, i), now))
             problem(r, "bucket %llu slot %u: invalid state", (unsigned long long)b, i);
         for (unsigned j = i + 1; j < SRL__SHM_SLOTS; j++)
-            if (bk->tags[j] != 0 && memcmp(srl__shm_slot(s, b, j), fp, 16) == 0)
+            if (bk->tags[j] != 0 && memcmp(srl__shm_slot(s, b, j), fp, SRL__SHM_FP_BYTES) == 0)
                 problem(r, "bucket %llu: slots %u and %u hold the same key",
                         (unsigned long long)b, i, j);
         /* A duplicate in the other candidate bucket: checked from the lower
@@ -94,7 +94,7 @@ static void check_bucket(struct srl__shm *s, uint64_t b, uint64_t now, struct re
             if (rc == 0) {
                 const struct srl__shm_bucket *ob = srl__shm_bucket(s, other);
                 for (unsigned j = 0; j < SRL__SHM_SLOTS; j++)
-                    if (ob->tags[j] != 0 && memcmp(srl__shm_slot(s, other, j), fp, 16) == 0)
+                    if (ob->tags[j] != 0 && memcmp(srl__shm_slot(s, other, j), fp, SRL__SHM_FP_BYTES) == 0)
                         problem(r, "key in bucket %llu slot %u is also in bucket %llu slot %u",
                                 (unsigned long long)b, i, (unsigned long long)other, j);
                 srl__shm_unlock(s, other);

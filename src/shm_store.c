@@ -81,10 +81,12 @@ const struct srl__store_ops srl__shm_ops = {
     .close = shm_close,
 };
 
+#ifdef SRL_MUTANTS
 void srl__shm_set_test_flags(srl_limiter *lim, unsigned flags)
 {
     ((struct srl__shm *)lim->impl)->test_flags = flags;
 }
+#endif
 
 int srl__shm_open(const char *name, const srl_config *cfg, unsigned flags,
                   unsigned test_flags, srl_limiter **out)

@@ -50,7 +50,7 @@ static uint64_t fastrange(uint64_t x, uint64_t n)
     return (uint64_t)(((unsigned __int128)x * n) >> 64);
 }
 
-void srl__shm_fp_buckets(const struct srl__shm *s, const uint8_t fp[16], uint64_t *b1,
+void srl__shm_fp_buckets(const struct srl__shm *s, const uint8_t fp[SRL__SHM_FP_BYTES], uint64_t *b1,
                          uint64_t *b2)
 {
     *b1 = fastrange(le64(fp), s->buckets);
@@ -59,7 +59,7 @@ void srl__shm_fp_buckets(const struct srl__shm *s, const uint8_t fp[16], uint64_
         *b2 = (*b1 + 1) % s->buckets;
 }
 
-uint8_t srl__shm_fp_tag(const uint8_t fp[16])
+uint8_t srl__shm_fp_tag(const uint8_t fp[SRL__SHM_FP_BYTES])
 {
     return fp[0] != 0 ? fp[0] : 1;
 }
@@ -117,7 +117,7 @@ int srl__shm_find_locked(const struct srl__shm *s, uint64_t b, const struct srl_
         uint64_t m = srl__shm_tag_match(srl__shm_tag_word(bk, w), k->tag);
         for (; m != 0; m &= m - 1) {
             unsigned i = w * 8 + srl__shm_tag_byte(m);
-            if (bk->tags[i] == k->tag && memcmp(srl__shm_slot(s, b, i), k->fp, 16) == 0)
+            if (bk->tags[i] == k->tag && memcmp(srl__shm_slot(s, b, i), k->fp, SRL__SHM_FP_BYTES) == 0)
                 return (int)i;
         }
     }
@@ -186,6 +186,7 @@ static void decide_slot(struct srl__shm *s, uint64_t b, unsigned i, uint32_t cos
     count(s, b, i, d);
 }
 
+#ifdef SRL_MUTANTS
 /* Broken on purpose (SRL__SHM_TEST_NOLOCK_DECIDE): read, decide on a copy,
  * write back, all without the lock.  Only the race tests use it.  The yield
  * stands for a preemption between read and write, so the bug shows even on
@@ -200,6 +201,7 @@ static void decide_slot_unlocked(struct srl__shm *s, uint64_t b, unsigned i, uin
     s->lim.algo->decide(&s->lim.policy, copy, now, cost, 1, d);
     memcpy(srl__shm_slot_state(s, b, i), copy, s->state_bytes);
 }
+#endif
 
 /* Fill free slot i of bucket b with key k and decide its first request
  * (bucket b locked).  The tag is stored last. */
@@ -208,7 +210,7 @@ static void insert(struct srl__shm *s, uint64_t b, unsigned i, const struct srl_
 {
     unsigned char *slot = srl__shm_slot(s, b, i);
     memset(slot, 0, s->slot_bytes);
-    memcpy(slot + SRL__SLOT_FP, k->fp, 16);
+    memcpy(slot + SRL__SLOT_FP, k->fp, SRL__SHM_FP_BYTES);
     if (s->key_display > 0) {
         *srl__shm_slot_key_len(s, b, i) = (uint16_t)len;
         size_t shown = len < s->key_display ? len : s->key_display;
@@ -335,7 +337,7 @@ static void resolve_move(struct srl__shm *s, uint64_t b, unsigned i)
     struct srl__shm_bucket *ob = srl__shm_bucket(s, other);
     uint8_t tag = srl__shm_bucket(s, b)->tags[i];
     for (unsigned j = 0; j < SRL__SHM_SLOTS; j++) {
-        if (ob->tags[j] == tag && memcmp(srl__shm_slot(s, other, j), fp, 16) == 0) {
+        if (ob->tags[j] == tag && memcmp(srl__shm_slot(s, other, j), fp, SRL__SHM_FP_BYTES) == 0) {
             srl__shm_tag_store(srl__shm_bucket(s, b), i, 0);
             break;
         }
@@ -525,6 +527,7 @@ static int degraded(struct srl__shm *s, int rc, srl_decision *d)
     return rc;
 }
 
+#ifdef SRL_MUTANTS
 /* Broken on purpose (SRL__SHM_TEST_GET_THEN_PUT): search each bucket under
  * its own lock, drop it, then insert under one lock without searching
  * again, so two first requests can both insert.  Only the race tests; the
@@ -562,6 +565,7 @@ static int acquire_get_then_put(struct srl__shm *s, const struct srl__shm_key *k
     srl__decide_on_full(&s->lim, SRL_DECISION_UNTRACKED, d);
     return 0;
 }
+#endif
 
 int srl__shm_acquire(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
                      srl_decision *d)
@@ -571,6 +575,7 @@ int srl__shm_acquire(srl_limiter *lim, const void *key, size_t len, uint32_t cos
     srl__shm_hash(s, key, len, &k);
     struct timespec deadline = SRL__SHM_NO_DEADLINE;
 
+#ifdef SRL_MUTANTS
     if (s->test_flags & SRL__SHM_TEST_NOLOCK_DECIDE) {
         uint64_t cand[2] = {k.b1, k.b2};
         for (int c = 0; c < 2; c++) {
@@ -581,6 +586,7 @@ int srl__shm_acquire(srl_limiter *lim, const void *key, size_t len, uint32_t cos
             }
         }
     }
+#endif
 
     uint64_t b;
     int i;
@@ -592,8 +598,10 @@ int srl__shm_acquire(srl_limiter *lim, const void *key, size_t len, uint32_t cos
         srl__shm_unlock(s, b);
         return 0;
     }
+#ifdef SRL_MUTANTS
     if (s->test_flags & SRL__SHM_TEST_GET_THEN_PUT)
         return acquire_get_then_put(s, &k, key, len, cost, &deadline, d);
+#endif
 
     rc = lock_pair(s, &k, &deadline);
     if (rc != 0)
@@ -690,6 +698,7 @@ int srl__shm_refund(srl_limiter *lim, const void *key, size_t len, uint32_t cost
     struct srl__shm_key k;
     uint64_t b;
     int i;
+#ifdef SRL_MUTANTS
     if (s->test_flags & SRL__SHM_TEST_NOLOCK_REFUND) {
         /* Broken on purpose, as decide_slot_unlocked: copy, yield, write back. */
         srl__shm_hash(s, key, len, &k);
@@ -706,6 +715,7 @@ int srl__shm_refund(srl_limiter *lim, const void *key, size_t len, uint32_t cost
             }
         }
     }
+#endif
     int rc = locate(s, key, len, &k, &b, &i);
     if (rc != 0)
         return rc;
@@ -797,7 +807,7 @@ int64_t srl__shm_foreach(srl_limiter *lim, srl_foreach_fn fn, void *ctx)
                 memcpy(shown, slot_display(s, b, i), e.display_len);
             }
             e.display = shown;
-            memcpy(e.fingerprint, srl__shm_slot(s, b, i), 16);
+            memcpy(e.fingerprint, srl__shm_slot(s, b, i), SRL__SHM_FP_BYTES);
             e.allowed = __atomic_load_n(slot_allowed(s, b, i), __ATOMIC_RELAXED);
             e.denied = __atomic_load_n(slot_denied(s, b, i), __ATOMIC_RELAXED);
             e.last_ns = lim->algo->last_ns(&lim->policy, state);

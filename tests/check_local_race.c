@@ -32,12 +32,12 @@
 #include "srl.h"
 #include "testutil.h"
 
-/* Test hook in src/local.c and its flags (kept in step with local.c). */
-int srl__local_set_broken(srl_limiter *lim, unsigned flags);
-#define BROKEN_NO_LOCK 0x1u
-#define BROKEN_GET_THEN_PUT 0x2u
-#define BROKEN_NO_DEAD_RETRY 0x4u
-#define BROKEN_YIELD 0x8u /* not a bug: yields between lookup and lock */
+/* The local store's broken variants (src/testhooks.h, test library only). */
+#include "testhooks.h"
+#define BROKEN_NO_LOCK SRL__LOCAL_BROKEN_NO_LOCK
+#define BROKEN_GET_THEN_PUT SRL__LOCAL_BROKEN_GET_THEN_PUT
+#define BROKEN_NO_DEAD_RETRY SRL__LOCAL_BROKEN_NO_DEAD_RETRY
+#define BROKEN_YIELD SRL__LOCAL_BROKEN_YIELD /* not a bug: yields between lookup and lock */
 
 #define HOUR (3600ull * SEC)
 

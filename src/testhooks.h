@@ -1,0 +1,56 @@
+/*
+ * testhooks.h - every test hook of the library, and the deliberately broken
+ * variants ("mutants") the race suites switch on to show they catch them.
+ *
+ * The hooks exist only in the test copy of the library, built with
+ * -DSRL_MUTANTS (src/meson.build: srl_test, linked by the suites that need a
+ * mutant through srl_mutants_dep).  The shipped libsrl is compiled without
+ * it: no flag is tested on its hot path and no broken variant is in it
+ * (test no_mutants_shipped checks the built libraries with nm).
+ *
+ * SRL__MUTANT(flags, bit) is the one way production code asks "is this
+ * mutant on?": the flag test with SRL_MUTANTS, the constant 0 without, so
+ * the branch and what it calls compile away.  Code that only a mutant uses
+ * is put under #ifdef SRL_MUTANTS so that it is not even compiled.
+ */
+#ifndef SRL_TESTHOOKS_H
+#define SRL_TESTHOOKS_H
+
+#ifdef SRL_MUTANTS
+#define SRL__MUTANT(flags, bit) __builtin_expect(((flags) & (bit)) != 0, 0)
+#else
+#define SRL__MUTANT(flags, bit) 0
+#endif
+
+#ifdef SRL_MUTANTS
+
+#include "srl.h"
+
+/* The shared-memory store (srl__shm_open's test_flags, srl__shm_set_test_flags). */
+enum {
+    SRL__SHM_TEST_NO_READY = 0x1u,      /* creator stops before publishing READY */
+    SRL__SHM_TEST_NOLOCK_DECIDE = 0x2u, /* broken: decide an existing key without its lock */
+    SRL__SHM_TEST_GET_THEN_PUT = 0x4u,  /* broken: search, unlock, then insert (no both-locks) */
+    SRL__SHM_TEST_NOLOCK_REFUND = 0x8u, /* broken: refund an existing key without its lock */
+};
+/* Set SRL__SHM_TEST_* on an open shared/anonymous limiter (src/shm_store.c). */
+void srl__shm_set_test_flags(srl_limiter *lim, unsigned flags);
+
+/* The in-process store (src/local.c).  Each reintroduces one bug the design
+ * closes, so a test can show it catches it. */
+#define SRL__LOCAL_BROKEN_NO_LOCK 0x1u       /* decide without the state's lock */
+#define SRL__LOCAL_BROKEN_GET_THEN_PUT 0x2u  /* lookup, then cds_lfht_add (not unique) */
+#define SRL__LOCAL_BROKEN_NO_DEAD_RETRY 0x4u /* decide on a dead (orphaned) state */
+/* Not a bug but an amplifier: yield between finding a state and locking it,
+ * as a preemption at the worst moment would.  Widens the eviction race's
+ * window so a test can hit it on two cores; the real code must stay exact
+ * with it. */
+#define SRL__LOCAL_BROKEN_YIELD 0x8u
+#define SRL__LOCAL_BROKEN_ALL 0xfu
+/* Switch on SRL__LOCAL_BROKEN_* variants (tests/check_local_race.c).  Call
+ * before any other thread uses lim.  Returns SRL_EINVAL for a limiter that
+ * is not local or unknown flags. */
+int srl__local_set_broken(srl_limiter *lim, unsigned flags);
+
+#endif /* SRL_MUTANTS */
+#endif
