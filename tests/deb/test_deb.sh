@@ -100,8 +100,10 @@ aseg="/srl-deb-ap-$$"
 e2e_segments+=("$aseg")
 apache_start prefork "Include /etc/apache2/mods-available/srl.conf
 SrlLimiter $aseg token_bucket:5/1d 64
-SrlLimit $aseg
-SrlKey ip"
+<Location /x>
+    SrlLimit $aseg
+    SrlKey ip
+</Location>"
 echo x >"$e2e_tmp/htdocs/x"
 a=$(http seq 8 /x)
 check_eq "apache2 + installed mod_srl: 200s of 8" 5 "$(grep -c '^200' <<<"$a")"
