@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+# test_deb.sh SRCDIR - build srl's Debian packages and test them installed.
+#
+# Copies the git tree of SRCDIR (tracked and untracked-not-ignored files)
+# to a temporary directory, runs `dpkg-buildpackage -us -uc -b` there,
+# requires lintian to report no error, installs the packages on this
+# machine with `dpkg -i` (root only: it changes the system), and checks,
+# with exact results, the installed files only:
+#   R  /usr/bin/rlctl: create a token_bucket:3/1d segment, 5 x try: exactly
+#      3 admitted (exit 0) and 2 refused; info counts allowed=3 denied=2;
+#      destroy removes it from /dev/shm
+#   A  libapache2-mod-srl: installation enabled it (mods-enabled/srl.load,
+#      as `a2enmod srl` does); a throwaway apache2 (own ServerRoot, loopback
+#      port, stopped by pid) loading the installed srl.load and srl.conf:
+#      exactly 5 of 8 requests get 200, 3 get 429
+#   P  php-srl: PHP CLI (FFI) with the installed Srl.php: exactly 5 of 8
+#      admitted; the installed ini points at the installed files
+#   Y  python3-srl: /usr/bin/python3 imports srl from dist-packages and
+#      admits exactly 5 of 8
+#   U  dpkg --purge: every file the packages installed is gone, and the
+#      apache/php configuration links too
+# Packages that were installed before the test are refused (the test would
+# remove them): it exits 77 (skipped) then, as it does when not root.
+here=$(cd "$(dirname "$0")" && pwd)
+src=$(cd "${1:-$here/../..}" && pwd)
+export SRL_E2E_DIR="$src/tests/e2e"
+. "$SRL_E2E_DIR/lib.sh"
+
+pkgs=(libsrl0 libsrl-dev srl-tools libapache2-mod-srl php-srl python3-srl)
+[ "$(id -u)" -eq 0 ] || { echo "SKIP: dpkg -i needs root"; exit 77; }
+for t in dpkg-buildpackage lintian /usr/sbin/apache2 php curl; do
+  command -v "$t" >/dev/null || { echo "SKIP: $t not installed"; exit 77; }
+done
+for p in "${pkgs[@]}"; do
+  if dpkg-query -W -f '${Status}' "$p" 2>/dev/null | grep -q 'install ok'; then
+    echo "SKIP: $p is installed already; this test would remove it"; exit 77
+  fi
+done
+
+e2e_tmpdir deb
+mkdir "$e2e_tmp/src"
+(cd "$src" && git ls-files -co --exclude-standard -z | tar --null -cf - -T -) \
+  | tar -xf - -C "$e2e_tmp/src" || die "copying the tree"
+rm -rf "$e2e_tmp/src"/build* 2>/dev/null
+(cd "$e2e_tmp/src" && dpkg-buildpackage -us -uc -b) >"$e2e_tmp/build.log" 2>&1
+rc=$?
+e2e_logs+=("$e2e_tmp/build.log")
+check_eq "dpkg-buildpackage -us -uc -b exits 0" 0 "$rc"
+[ "$rc" -eq 0 ] || e2e_finish
+debs=()
+for p in "${pkgs[@]}"; do
+  f=$(ls "$e2e_tmp"/${p}_*.deb 2>/dev/null | head -1)
+  [ -n "$f" ] && ok "built $(basename "$f")" || fail "no .deb for $p"
+  debs+=("$f")
+done
+
+lintian "$e2e_tmp"/srl_*.changes >"$e2e_tmp/lintian.log" 2>&1
+grep -E '^[EWI]: ' "$e2e_tmp/lintian.log" | sed 's/^/lintian: /'
+check_eq "lintian errors" 0 "$(grep -c '^E: ' "$e2e_tmp/lintian.log")"
+
+# From here on the system is changed: purge whatever got installed on exit.
+# The maintainer scripts (a2enmod's apache2 reload) must not start or
+# restart this machine's services: a policy-rc.d refusing them, ours only
+# when none was there.
+deb_policy=""
+if [ ! -e /usr/sbin/policy-rc.d ]; then
+  printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod 0755 /usr/sbin/policy-rc.d
+  deb_policy=/usr/sbin/policy-rc.d
+fi
+deb_purge() { dpkg --purge "${pkgs[@]}" >"$e2e_tmp/purge.log" 2>&1; }
+trap 'deb_purge; [ -n "$deb_policy" ] && rm -f "$deb_policy"; e2e_cleanup' EXIT
+dpkg -i "${debs[@]}" >"$e2e_tmp/install.log" 2>&1
+e2e_logs+=("$e2e_tmp/install.log")
+check_eq "dpkg -i of the ${#pkgs[@]} packages exits 0" 0 "$?"
+for p in "${pkgs[@]}"; do dpkg -L "$p"; done 2>/dev/null | sort -u >"$e2e_tmp/files"
+for p in "${pkgs[@]}"; do
+  check_eq "$p installed" "install ok installed" "$(dpkg-query -W -f '${Status}' "$p" 2>&1)"
+done
+
+# ---- R: the installed rlctl
+SRL_RLCTL=/usr/bin/rlctl
+seg="/srl-deb-$$"
+e2e_segments+=("$seg")
+/usr/bin/rlctl create "$seg" --policy token_bucket:3/1d --capacity 16 >/dev/null
+check_eq "rlctl create $seg exits 0" 0 "$?"
+adm=0; ref=0
+for _ in 1 2 3 4 5; do
+  if /usr/bin/rlctl try "$seg" k >/dev/null 2>&1; then adm=$((adm + 1)); else ref=$((ref + 1)); fi
+done
+check_eq "rlctl try: admitted of 5" 3 "$adm"
+check_eq "rlctl try: refused of 5" 2 "$ref"
+check_eq "rlctl info: allowed" 3 "$(rlctl_count "$seg" allowed)"
+check_eq "rlctl info: denied" 2 "$(rlctl_count "$seg" denied)"
+/usr/bin/rlctl destroy "$seg" >/dev/null
+check_eq "rlctl destroy exits 0" 0 "$?"
+[ ! -e "/dev/shm/${seg#/}" ] && ok "destroy unlinked /dev/shm${seg}" || fail "/dev/shm$seg still there"
+[ -f /usr/share/man/man1/rlctl.1.gz ] && ok "man page installed" || fail "no rlctl.1.gz"
+
+# ---- A: the installed Apache module
+check_eq "mods-enabled/srl.load links the installed srl.load" \
+  /etc/apache2/mods-available/srl.load "$(readlink -f /etc/apache2/mods-enabled/srl.load)"
+check_eq "srl.load loads the installed module" \
+  "LoadModule srl_module /usr/lib/apache2/modules/mod_srl.so" \
+  "$(grep -v '^#' /etc/apache2/mods-available/srl.load)"
+SRL_MOD=/usr/lib/apache2/modules/mod_srl.so
+e2e_port=$(free_port)
+aseg="/srl-deb-ap-$$"
+e2e_segments+=("$aseg")
+apache_start prefork "Include /etc/apache2/mods-available/srl.conf
+SrlLimiter $aseg token_bucket:5/1d 64
+<Location /x>
+    SrlLimit $aseg
+    SrlKey ip
+</Location>"
+echo x >"$e2e_tmp/htdocs/x"
+a=$(http seq 8 /x)
+check_eq "apache2 + installed mod_srl: 200s of 8" 5 "$(grep -c '^200' <<<"$a")"
+check_eq "apache2 + installed mod_srl: 429s of 8" 3 "$(grep -c '^429' <<<"$a")"
+stop_pid "$apache_pid"
+
+# ---- P: PHP from the installed files
+SRL_PHP_DIR=/usr/share/srl/php
+SRL_LIBDIR=/usr/lib/x86_64-linux-gnu
+srl_name="/srl-deb-php-$$"; srl_policy="token_bucket:5/1d"; srl_capacity=64
+e2e_segments+=("$srl_name")
+c=$(cli k 8 2>&1)
+check_eq "php (FFI) with installed Srl.php: admitted of 8" 5 "$(grep -c ' allowed=1 ' <<<"$c")"
+check_eq "php: refused of 8" 3 "$(grep -c ' allowed=0 ' <<<"$c")"
+ini=$(ls /etc/php/*/mods-available/srl.ini 2>/dev/null | head -1)
+check_eq "srl.ini preloads the installed preload.php" \
+  "opcache.preload = /usr/share/srl/php/preload.php" "$(grep '^opcache.preload =' "$ini")"
+
+# ---- Y: python3-srl
+yseg="/srl-deb-py-$$"
+e2e_segments+=("$yseg")
+y=$(cd / && env -u PYTHONPATH /usr/bin/python3 -c "
+import srl
+print(srl.__file__)
+l = srl.Limiter.shared('$yseg', 'token_bucket:5/1d', 64)
+print(sum(1 for _ in range(8) if l.acquire('k').allowed))" 2>&1)
+check_eq "python3 imports srl from dist-packages" /usr/lib/python3/dist-packages/srl/__init__.py \
+  "$(sed -n 1p <<<"$y")"
+check_eq "python3-srl: admitted of 8" 5 "$(sed -n 2p <<<"$y")"
+
+# ---- U: removal
+deb_purge
+check_eq "dpkg --purge exits 0" 0 "$?"
+left=0
+while read -r f; do
+  [ -d "$f" ] && continue
+  if [ -e "$f" ] || [ -L "$f" ]; then echo "left: $f"; left=$((left + 1)); fi
+done <"$e2e_tmp/files"
+check_eq "files of the packages left after purge" 0 "$left"
+for f in /etc/apache2/mods-enabled/srl.load /etc/apache2/mods-enabled/srl.conf \
+         /etc/apache2/mods-available/srl.conf $ini; do
+  [ ! -e "$f" ] && [ ! -L "$f" ] && ok "gone: $f" || fail "left: $f"
+done
+e2e_finish
