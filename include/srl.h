@@ -607,6 +607,20 @@ SRL_API int srl_format_ratelimit_policy(const srl_policy *p, const char *name,
 SRL_API int srl_format_ratelimit(const srl_decision *d, const char *name,
                                  char *buf, size_t len);
 
+/*
+ * A compound's RateLimit-Policy value: one item per limit (the draft allows
+ * a list), named name for a single limit, else "name.0", "name.1", ...:
+ * "default.0";q=10;w=1, "default.1";q=1000;w=86400.  Returns the length
+ * written, SRL_EPOLICY, SRL_EINVAL (bad name) or SRL_ENOBUFS.
+ */
+SRL_API int srl_format_ratelimit_policies(const srl_limits *l, const char *name,
+                                          char *buf, size_t len);
+
+/* The RateLimit value for a compound's decision: the binding limit's item
+ * (d->binding), named as in srl_format_ratelimit_policies. */
+SRL_API int srl_format_ratelimit_binding(const srl_limits *l, const srl_decision *d,
+                                         const char *name, char *buf, size_t len);
+
 #ifdef __cplusplus
 }
 #endif

@@ -276,6 +276,27 @@ START_TEST(text_errors_name_the_bad_part_in_the_whole_text)
 }
 END_TEST
 
+START_TEST(header_helpers_emit_one_item_per_limit_and_the_binding_one)
+{
+    srl_limits l;
+    char buf[512];
+    ck_assert_int_eq(srl_limits_parse_ex("10/1s + gcra:1000/1d", &l, NULL), 0);
+    int n = srl_format_ratelimit_policies(&l, "api", buf, sizeof buf);
+    ck_assert_str_eq(buf, "\"api.0\";q=10;w=1, \"api.1\";q=1000;w=86400");
+    ck_assert_int_eq(n, (int)strlen(buf));
+    ck_assert_int_eq(srl_format_ratelimit_policies(&l, "api", buf, (size_t)n), SRL_ENOBUFS);
+    srl_decision d = {.allowed = 0, .limit = 1000, .remaining = 0, .retry_after_ns = 1500 * MS,
+                      .binding = 1};
+    ck_assert_int_eq(srl_format_ratelimit_binding(&l, &d, NULL, buf, sizeof buf), 19);
+    ck_assert_str_eq(buf, "\"default.1\";r=0;t=2");
+    d.binding = 2;
+    ck_assert_int_eq(srl_format_ratelimit_binding(&l, &d, NULL, buf, sizeof buf), SRL_EINVAL);
+    ck_assert_int_eq(srl_limits_parse_ex("10/1m", &l, NULL), 0);
+    ck_assert_int_gt(srl_format_ratelimit_policies(&l, NULL, buf, sizeof buf), 0);
+    ck_assert_str_eq(buf, "\"default\";q=10;w=60");
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("limits");
@@ -285,6 +306,7 @@ int main(void)
     tcase_add_loop_test(tc, sliding_log_compound_equals_the_timestamp_model, 0, 4);
     tcase_add_test(tc, denied_by_the_second_limit_takes_from_the_first_too_nothing);
     tcase_add_test(tc, text_round_trips_canonically);
+    tcase_add_test(tc, header_helpers_emit_one_item_per_limit_and_the_binding_one);
     tcase_add_test(tc, text_errors_name_the_bad_part_in_the_whole_text);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
