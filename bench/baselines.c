@@ -175,7 +175,7 @@ static uint64_t batch_coarse(void *ctx, uint64_t start, uint64_t count)
     (void)start;
     uint64_t acc = 0;
     for (uint64_t i = 0; i < count; i++)
-        acc += bench_coarse_ns(NULL);
+        acc += srl_monotonic_coarse_ns(NULL);
     return acc;
 }
 

@@ -174,7 +174,6 @@ uint64_t bench_capacity_for(uint64_t nkeys);
 
 /* CLOCK_MONOTONIC_COARSE (a few ms resolution, no clock hardware read), as
  * a ticker: shows what a decision costs without its clock read. */
-uint64_t bench_coarse_ns(void *ignored);
 
 typedef struct bench_cell {
     double ns;                /* median ns per decision */

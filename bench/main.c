@@ -145,7 +145,10 @@ static void run_group(struct report *R, int si, int di, int ai, const bench_keys
     uint64_t n = R->sizes[si];
     srl_algorithm a = bench_algos[ai];
     srl_policy allow = bench_policy_allow(a), deny = bench_policy_deny(a);
-    srl_ticker def = {NULL, NULL}, coarse = {bench_coarse_ns, NULL};
+    /* Explicit clocks, not srl_default_ticker: the allow policy would get the
+     * precise clock and the deny policy (1/1h) the coarse one, and the
+     * deny/allow ratios would measure the clock instead of the path. */
+    srl_ticker def = {srl_monotonic_ns, NULL}, coarse = {srl_monotonic_coarse_ns, NULL};
     struct per_row *row = &R->per[si][di][ai];
     enum { FLOOR, SHARED, LOCAL, GLOBAL, C_SHARED, C_LOCAL, D_SHARED, D_LOCAL, NSUB };
     struct { bench_store store; srl_policy p; srl_ticker t; int on; bench_cell *out; } spec[NSUB] = {

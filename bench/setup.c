@@ -55,11 +55,3 @@ int bench_open(bench_store s, const srl_config *cfg, srl_limiter **out)
         srl_unlink(name);
     return rc;
 }
-
-uint64_t bench_coarse_ns(void *ignored)
-{
-    (void)ignored;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}

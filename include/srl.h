@@ -227,12 +227,40 @@ typedef struct srl_decision {
 typedef uint64_t (*srl_ticker_fn)(void *ctx);
 
 typedef struct srl_ticker {
-    srl_ticker_fn now;        /* NULL means CLOCK_MONOTONIC */
+    srl_ticker_fn now;        /* NULL: srl_default_ticker(&policy) */
     void *ctx;
 } srl_ticker;
 
-/* CLOCK_MONOTONIC in nanoseconds (the default ticker). */
+/* CLOCK_MONOTONIC in nanoseconds (~20-30 ns a read).  Pass it as the
+ * ticker to insist on the precise clock whatever the policy. */
 SRL_API uint64_t srl_monotonic_ns(void *ignored);
+
+/* CLOCK_MONOTONIC_COARSE in nanoseconds (~5 ns a read): the precise time
+ * of the last timer tick, so up to its resolution behind, never ahead. */
+SRL_API uint64_t srl_monotonic_coarse_ns(void *ignored);
+
+/* The coarse clock's resolution r in nanoseconds (clock_getres; 4 ms on
+ * a kernel with HZ=250), UINT64_MAX if the system has no coarse clock. */
+SRL_API uint64_t srl_coarse_resolution_ns(void);
+
+/*
+ * The ticker a limiter opened without one reads: srl_monotonic_coarse_ns
+ * when the policy's emission interval T = window/permits is at least 100 r
+ * (token_bucket:100/1m has T = 600 ms: coarse on a 4 ms kernel), else
+ * srl_monotonic_ns (100/1s: T = 10 ms).  What the coarse clock can cost,
+ * worst case, against an exact clock:
+ *   - a decision is the one the exact clock would give up to r earlier;
+ *   - so retry_after and reset_after are up to r longer (at most 1 % of T),
+ *     and a request up to r early is denied that would just have passed;
+ *   - the count admitted over any real interval of length L is at most
+ *     what the exact limiter admits over L + r: for the token bucket and
+ *     GCRA at most r/T (1/100) of a permit more per interval on average,
+ *     and never more than one extra permit; a burst is never larger.
+ * Every process that opens one segment with the same policy and no ticker
+ * makes the same choice.  Injected tickers (tests, srl_state_*) are
+ * untouched by this rule.  Never NULL.
+ */
+SRL_API srl_ticker_fn srl_default_ticker(const srl_policy *p);
 
 /* ------------------------------------------------------- the pure core */
 

@@ -9,17 +9,8 @@
 
 #include <errno.h>
 #include <sodium.h>
-#include <time.h>
 
 /* ------------------------------------------------------------ defaults */
-
-uint64_t srl_monotonic_ns(void *ignored)
-{
-    (void)ignored;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 void srl_config_init(srl_config *cfg)
 {
@@ -86,7 +77,7 @@ void srl__limiter_init(srl_limiter *lim, const struct srl__store_ops *ops,
     lim->lock_timeout_ms = cfg->lock_timeout_ms ? cfg->lock_timeout_ms : 1000;
     lim->ticker = cfg->ticker;
     if (lim->ticker.now == NULL)
-        lim->ticker.now = srl_monotonic_ns;
+        lim->ticker.now = srl_default_ticker(&cfg->policy);
 }
 
 void srl__decide_on_full(const srl_limiter *lim, unsigned flag, srl_decision *d)

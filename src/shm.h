@@ -8,8 +8,10 @@
  *
  * Files:
  *   shm_segment.c  create/open/validate/map a segment (named or anonymous)
- *   shm_lock.c     robust bucket mutexes, bounded waits, crash repair, undo
- *   shm_table.c    hashing, lookup, insert, relocation, reclaim, walks, check
+ *   shm_lock.c     robust bucket mutexes (init, kind check), deadlines, undo record
+ *   shm_table.c    hashing, slots, locking with crash repair, lookup, insert,
+ *                  relocation, reclaim, walks
+ *   shm_check.c    the invariant checker (srl__shm_check)
  *   shm_store.c    the srl__store_ops over the table, the public openers
  *
  * Trust: the segment is shared with every process that can open it.  Its
@@ -163,10 +165,14 @@ struct srl__shm_key {
 uint64_t srl__shm_abi_word(void);
 /* Geometry for a config: fills the size fields of s (buckets .. slots_off). */
 int srl__shm_geometry(struct srl__shm *s, const srl_config *cfg);
-/* Open (and maybe create) a named segment; test_flags = SRL__SHM_TEST_*. */
-int srl__shm_open(const char *name, const srl_config *cfg, unsigned flags,
-                  unsigned test_flags, srl_limiter **out);
-int srl__shm_open_anonymous(const srl_config *cfg, srl_limiter **out);
+/* Open (and maybe create) a named segment; test_flags = SRL__SHM_TEST_*.
+ * ops is the handle's store ops (srl__shm_ops): passed in, so that this
+ * file needs nothing of shm_store.c, which calls it. */
+int srl__shm_segment_open(const char *name, const srl_config *cfg, unsigned flags,
+                          unsigned test_flags, const struct srl__store_ops *ops,
+                          srl_limiter **out);
+int srl__shm_segment_open_anonymous(const srl_config *cfg, const struct srl__store_ops *ops,
+                                    srl_limiter **out);
 /* 0 if name is a valid segment name; writes "/name" into buf[256]. */
 int srl__shm_name(const char *name, char buf[256]);
 void srl__shm_unmap(struct srl__shm *s);
@@ -286,6 +292,10 @@ int srl__shm_find_locked(const struct srl__shm *s, uint64_t b, const struct srl_
 /* A state fails validation: repair resets it.  Lock held. */
 bool srl__shm_slot_valid(const struct srl__shm *s, uint64_t b, unsigned i, uint64_t now);
 void srl__shm_slot_reset(struct srl__shm *s, uint64_t b, unsigned i, uint64_t now);
+/* key_len of slot i (stored only when key_display > 0), and whether it is
+ * in range or not stored at all. */
+uint16_t *srl__shm_slot_key_len(const struct srl__shm *s, uint64_t b, unsigned i);
+bool srl__shm_slot_len_ok(const struct srl__shm *s, uint64_t b, unsigned i);
 
 int srl__shm_acquire(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
                      srl_decision *d);
@@ -295,6 +305,7 @@ int srl__shm_reset_key(srl_limiter *lim, const void *key, size_t len);
 int srl__shm_refund(srl_limiter *lim, const void *key, size_t len, uint32_t cost);
 int64_t srl__shm_evict_idle(srl_limiter *lim);
 int64_t srl__shm_foreach(srl_limiter *lim, srl_foreach_fn fn, void *ctx);
+/* shm_check.c: the invariant checker (srl_check). */
 int64_t srl__shm_check(srl_limiter *lim, srl_report_fn fn, void *ctx);
 /* Initialise every bucket of a fresh mapping (creator only). */
 int srl__shm_table_init(struct srl__shm *s);
@@ -302,6 +313,10 @@ int srl__shm_table_init(struct srl__shm *s);
 /* -------------------------------------------------------- shm_store.c */
 
 extern const struct srl__store_ops srl__shm_ops;
+/* The segment openers with srl__shm_ops (srl__shm_segment_open*). */
+int srl__shm_open(const char *name, const srl_config *cfg, unsigned flags,
+                  unsigned test_flags, srl_limiter **out);
+int srl__shm_open_anonymous(const srl_config *cfg, srl_limiter **out);
 /* Test hook: set SRL__SHM_TEST_* on an open shared/anonymous limiter. */
 void srl__shm_set_test_flags(srl_limiter *lim, unsigned flags);
 

@@ -143,12 +143,13 @@ static int errno_code(int e)
     }
 }
 
-static struct srl__shm *handle_new(const srl_config *cfg, srl_store_kind kind)
+static struct srl__shm *handle_new(const srl_config *cfg, srl_store_kind kind,
+                                   const struct srl__store_ops *ops)
 {
     struct srl__shm *s = calloc(1, sizeof *s);
     if (s == NULL)
         return NULL;
-    srl__limiter_init(&s->lim, &srl__shm_ops, cfg);
+    srl__limiter_init(&s->lim, ops, cfg);
     s->lim.impl = s;
     s->kind = kind;
     s->fd = -1;
@@ -418,7 +419,7 @@ static int open_existing(struct srl__shm *s, int fd, const srl_config *cfg,
             adopted.lock_timeout_ms = cfg->lock_timeout_ms;
             adopted.ticker = cfg->ticker;
         }
-        srl__limiter_init(&s->lim, &srl__shm_ops, &adopted);
+        srl__limiter_init(&s->lim, s->lim.ops, &adopted);
         s->lim.impl = s;
     }
     void *p = mmap(NULL, s->map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -491,8 +492,9 @@ static int open_round(struct srl__shm *s, const char *path, const srl_config *cf
     return rc;
 }
 
-int srl__shm_open(const char *name, const srl_config *cfg, unsigned flags,
-                  unsigned test_flags, srl_limiter **out)
+int srl__shm_segment_open(const char *name, const srl_config *cfg, unsigned flags,
+                          unsigned test_flags, const struct srl__store_ops *ops,
+                          srl_limiter **out)
 {
     srl_config defaults;
     const srl_config *use;
@@ -507,7 +509,7 @@ int srl__shm_open(const char *name, const srl_config *cfg, unsigned flags,
     rc = srl__shm_name(name, path);
     if (rc != 0)
         return rc;
-    struct srl__shm *s = handle_new(use, SRL_STORE_SHARED);
+    struct srl__shm *s = handle_new(use, SRL_STORE_SHARED, ops);
     if (s == NULL)
         return SRL_ENOMEM;
     memcpy(s->name, path, strlen(path) + 1);
@@ -536,13 +538,14 @@ int srl__shm_open(const char *name, const srl_config *cfg, unsigned flags,
     return 0;
 }
 
-int srl__shm_open_anonymous(const srl_config *cfg, srl_limiter **out)
+int srl__shm_segment_open_anonymous(const srl_config *cfg, const struct srl__store_ops *ops,
+                                    srl_limiter **out)
 {
     srl_config unused;
     int rc = srl__open_prologue(cfg, 0, &unused, &cfg, out);
     if (rc != 0)
         return rc;
-    struct srl__shm *s = handle_new(cfg, SRL_STORE_ANONYMOUS);
+    struct srl__shm *s = handle_new(cfg, SRL_STORE_ANONYMOUS, ops);
     if (s == NULL)
         return SRL_ENOMEM;
     if ((rc = srl__shm_geometry(s, cfg)) != 0) {

@@ -3,7 +3,10 @@
  * SRL_STORE_ANONYMOUS, and the public openers srl_open_shared,
  * srl_open_anonymous, srl_unlink.
  *
- * The table work lives in shm_table.c, the segment's life in shm_segment.c;
+ * The table work lives in shm_table.c, the check in shm_check.c, the
+ * segment's life in shm_segment.c.  This file is the top of the store:
+ * it calls all of them and none of them calls it (the segment openers take
+ * the ops as an argument; srl__shm_open here passes srl__shm_ops).
  * this file adds what is read without a bucket lock: stats (per-bucket
  * counters summed with relaxed loads, so no cache line is shared by every
  * request) and info (the header, immutable once READY).
@@ -81,6 +84,17 @@ const struct srl__store_ops srl__shm_ops = {
 void srl__shm_set_test_flags(srl_limiter *lim, unsigned flags)
 {
     ((struct srl__shm *)lim->impl)->test_flags = flags;
+}
+
+int srl__shm_open(const char *name, const srl_config *cfg, unsigned flags,
+                  unsigned test_flags, srl_limiter **out)
+{
+    return srl__shm_segment_open(name, cfg, flags, test_flags, &srl__shm_ops, out);
+}
+
+int srl__shm_open_anonymous(const srl_config *cfg, srl_limiter **out)
+{
+    return srl__shm_segment_open_anonymous(cfg, &srl__shm_ops, out);
 }
 
 int srl_open_shared(const char *name, const srl_config *cfg, unsigned flags, srl_limiter **out)

@@ -1,6 +1,7 @@
 /*
- * shm_table.c - the bucketed table: hashing, lookup, insert, relocation,
- * reclaim, walks and the invariant check.
+ * shm_table.c - the bucketed table: hashing, slots, taking bucket locks
+ * (with crash repair, which needs the slot rules), lookup, insert,
+ * relocation, reclaim and walks.  The invariant check is in shm_check.c.
  *
  * Identity: fp = SipHash-2-4 with 128-bit output (crypto_shorthash_
  * siphashx24) of the key under the segment's random key.  The two candidate
@@ -88,17 +89,17 @@ static uint32_t *slot_denied(const struct srl__shm *s, uint64_t b, unsigned i)
 
 /* key_len and the display copy exist only when key_display > 0; without
  * them a slot ends after its counters.  Callers check key_display first. */
-static uint16_t *slot_key_len(const struct srl__shm *s, uint64_t b, unsigned i)
+uint16_t *srl__shm_slot_key_len(const struct srl__shm *s, uint64_t b, unsigned i)
 {
     return (uint16_t *)(srl__shm_slot(s, b, i) + s->counters_off + 8);
 }
 
 /* key_len is in range, or is not stored at all (key_display 0). */
-static bool slot_len_ok(const struct srl__shm *s, uint64_t b, unsigned i)
+bool srl__shm_slot_len_ok(const struct srl__shm *s, uint64_t b, unsigned i)
 {
     if (s->key_display == 0)
         return true;
-    uint16_t len = *slot_key_len(s, b, i);
+    uint16_t len = *srl__shm_slot_key_len(s, b, i);
     return len >= 1 && len <= SRL_KEY_MAX;
 }
 
@@ -129,7 +130,7 @@ bool srl__shm_slot_valid(const struct srl__shm *s, uint64_t b, unsigned i, uint6
     uint64_t c1, c2;
     srl__shm_fp_buckets(s, fp, &c1, &c2);
     return srl__shm_bucket(s, b)->tags[i] == srl__shm_fp_tag(fp) && (b == c1 || b == c2) &&
-           slot_len_ok(s, b, i) &&
+           srl__shm_slot_len_ok(s, b, i) &&
            s->lim.algo->valid(&s->lim.policy, srl__shm_slot_state(s, b, i), now);
 }
 
@@ -139,7 +140,7 @@ void srl__shm_slot_reset(struct srl__shm *s, uint64_t b, unsigned i, uint64_t no
     uint64_t c1, c2;
     srl__shm_fp_buckets(s, fp, &c1, &c2);
     struct srl__shm_bucket *bk = srl__shm_bucket(s, b);
-    if (bk->tags[i] != srl__shm_fp_tag(fp) || (b != c1 && b != c2) || !slot_len_ok(s, b, i)) {
+    if (bk->tags[i] != srl__shm_fp_tag(fp) || (b != c1 && b != c2) || !srl__shm_slot_len_ok(s, b, i)) {
         /* The identity itself is damaged: the slot is freed, which is the
          * same as a fresh state for whichever key comes next. */
         srl__shm_tag_store(bk, i, 0);
@@ -209,7 +210,7 @@ static void insert(struct srl__shm *s, uint64_t b, unsigned i, const struct srl_
     memset(slot, 0, s->slot_bytes);
     memcpy(slot + SRL__SLOT_FP, k->fp, 16);
     if (s->key_display > 0) {
-        *slot_key_len(s, b, i) = (uint16_t)len;
+        *srl__shm_slot_key_len(s, b, i) = (uint16_t)len;
         size_t shown = len < s->key_display ? len : s->key_display;
         memcpy(slot_display(s, b, i), key, shown);
     }
@@ -297,6 +298,158 @@ static int relocate(struct srl__shm *s, uint64_t b1, uint64_t b2, uint64_t now, 
     }
     return 0;
 }
+
+/* ------------------------------------------------------------ locking and repair */
+
+/* Taking a bucket lock repairs the bucket when its owner died (see
+ * shm_lock.c for the outcomes, the nesting rule and the undo record).  It
+ * lives here, not in shm_lock.c, because repair validates slots by the
+ * table's rules (srl__shm_slot_valid, srl__shm_slot_reset): kept beside
+ * them, shm_lock.c stays plain mutex handling and the two files do not
+ * call each other. */
+static int trylock_at(struct srl__shm *s, uint64_t b, bool nested);
+
+/* A relocation out of b (locked) was cut short: its source slot i and
+ * maybe a complete, tagged copy in the key's other bucket both exist.  If
+ * the copy is there the source is dropped; if not, the source stays (the
+ * copy was never made visible).  If the other bucket is busy both copies
+ * may stay; lookups then always use the same one and srl_check reports
+ * the duplicate. */
+static void resolve_move(struct srl__shm *s, uint64_t b, unsigned i)
+{
+    const uint8_t *fp = srl__shm_slot(s, b, i);
+    uint64_t c1, c2;
+    srl__shm_fp_buckets(s, fp, &c1, &c2);
+    if (b != c1 && b != c2)
+        return;                 /* damaged identity: validation frees it */
+    uint64_t other = b == c1 ? c2 : c1;
+    if (other == b)
+        return;
+    /* Only tried, never waited for: the caller may already hold other
+     * locks (the slow path's pair, a relocation's three), and a wait here
+     * could close a cycle or wait on a lock this thread owns.  A dead
+     * owner of `other` is repaired nested, without resolving its own move,
+     * so the depth stays one whatever the segment says. */
+    if (trylock_at(s, other, true) != 0)
+        return;
+    struct srl__shm_bucket *ob = srl__shm_bucket(s, other);
+    uint8_t tag = srl__shm_bucket(s, b)->tags[i];
+    for (unsigned j = 0; j < SRL__SHM_SLOTS; j++) {
+        if (ob->tags[j] == tag && memcmp(srl__shm_slot(s, other, j), fp, 16) == 0) {
+            srl__shm_tag_store(srl__shm_bucket(s, b), i, 0);
+            break;
+        }
+    }
+    srl__shm_unlock(s, other);
+}
+
+/* nested: called from resolve_move of another bucket's repair; then a cut
+ * short move out of b is not resolved (that would lock a third bucket). */
+static void repair(struct srl__shm *s, uint64_t b, uint64_t now, bool nested)
+{
+    struct srl__shm_bucket *bk = srl__shm_bucket(s, b);
+    /* Cleared before resolving: once b is consistent no repair would come
+     * back for it, and a nested repair leaves both copies (check finds them). */
+    unsigned moving = __atomic_load_n(&bk->moving_slot, __ATOMIC_ACQUIRE);
+    __atomic_store_n(&bk->moving_slot, 0, __ATOMIC_RELEASE);
+    if (!nested && moving >= 1 && moving <= SRL__SHM_SLOTS && bk->tags[moving - 1] != 0)
+        resolve_move(s, b, moving - 1);
+    unsigned undo = __atomic_load_n(&bk->undo_slot, __ATOMIC_ACQUIRE);
+    if (undo >= 1 && undo <= SRL__SHM_SLOTS && bk->tags[undo - 1] != 0)
+        memcpy(srl__shm_slot_state(s, b, undo - 1), (unsigned char *)bk + s->undo_off,
+               s->state_bytes);
+    /* An out-of-range undo_slot is itself damage: drop it, then validate. */
+    __atomic_store_n(&bk->undo_slot, 0, __ATOMIC_RELEASE);
+    for (unsigned i = 0; i < SRL__SHM_SLOTS; i++) {
+        if (__atomic_load_n(&bk->tags[i], __ATOMIC_RELAXED) == 0)
+            continue;
+        if (!srl__shm_slot_valid(s, b, i, now)) {
+            srl__shm_slot_reset(s, b, i, now);
+            SRL__SHM_COUNT(bk->reset_slots, 1);
+        }
+    }
+    SRL__SHM_COUNT(bk->recovered, 1);
+}
+
+void srl__shm_repair_bucket(struct srl__shm *s, uint64_t b, uint64_t now)
+{
+    repair(s, b, now, false);
+}
+
+/* Common tail of lock and trylock for a nonzero pthread result. */
+static int after_lock(struct srl__shm *s, uint64_t b, int e, bool nested)
+{
+    struct srl__shm_bucket *bk = srl__shm_bucket(s, b);
+    switch (e) {
+    case EOWNERDEAD:
+        repair(s, b, srl__now(&s->lim), nested);
+        if (pthread_mutex_consistent(&bk->mu) != 0) {
+            pthread_mutex_unlock(&bk->mu);
+            return SRL_ENOTRECOVERABLE;
+        }
+        return 0;
+    case ETIMEDOUT:
+        __atomic_fetch_add(&bk->timeouts, 1, __ATOMIC_RELAXED);
+        return SRL_ETIMEDOUT;
+    case ENOTRECOVERABLE:
+        return SRL_ENOTRECOVERABLE;
+    default:
+        errno = e;
+        return SRL_ESYS;
+    }
+}
+
+/* One attempt without waiting.  Not pthread_mutex_trylock: glibc's (2.36)
+ * robust trylock, on a mutex in the ENOTRECOVERABLE state, returns that code
+ * but leaves the lock word held by the caller, so every later locker would
+ * time out instead of hearing ENOTRECOVERABLE.  A clocklock whose deadline
+ * has passed tries the same compare-and-swap and handles that state right. */
+static int try_once(pthread_mutex_t *mu)
+{
+    static const struct timespec past = {0, 0};
+    return pthread_mutex_clocklock(mu, CLOCK_MONOTONIC, &past);
+}
+
+int srl__shm_lock(struct srl__shm *s, uint64_t b, struct timespec *deadline)
+{
+    pthread_mutex_t *mu = &srl__shm_bucket(s, b)->mu;
+    int rc = srl__shm_mutex_kind_check(s, b, NULL, NULL);
+    if (rc != 0)
+        return rc;
+    /* Uncontended (the common case): no clock read for the deadline. */
+    int e = try_once(mu);
+    if (e == ETIMEDOUT) {
+        if (deadline->tv_nsec < 0)
+            *deadline = srl__shm_deadline(s);
+        e = pthread_mutex_clocklock(mu, CLOCK_MONOTONIC, deadline);
+    }
+    return e == 0 ? 0 : after_lock(s, b, e, false);
+}
+
+/* nested: inside another bucket's repair (see repair). */
+static int trylock_at(struct srl__shm *s, uint64_t b, bool nested)
+{
+    int rc = srl__shm_mutex_kind_check(s, b, NULL, NULL);
+    if (rc != 0)
+        return rc;
+    int e = try_once(&srl__shm_bucket(s, b)->mu);
+    if (e == 0)
+        return 0;
+    if (e == ETIMEDOUT)
+        return 1;       /* busy: not a timed-out wait, not counted */
+    return after_lock(s, b, e, nested);
+}
+
+int srl__shm_trylock(struct srl__shm *s, uint64_t b)
+{
+    return trylock_at(s, b, false);
+}
+
+void srl__shm_unlock(struct srl__shm *s, uint64_t b)
+{
+    pthread_mutex_unlock(&srl__shm_bucket(s, b)->mu);
+}
+
 
 /* ------------------------------------------------------------ lookup */
 
@@ -639,7 +792,7 @@ int64_t srl__shm_foreach(srl_limiter *lim, srl_foreach_fn fn, void *ctx)
             /* Without a display copy the length is not stored: key_len 0
              * means "unknown" (a stored key is never empty). */
             if (s->key_display > 0) {
-                e.key_len = *slot_key_len(s, b, i);
+                e.key_len = *srl__shm_slot_key_len(s, b, i);
                 e.display_len = e.key_len < s->key_display ? e.key_len : s->key_display;
                 memcpy(shown, slot_display(s, b, i), e.display_len);
             }
@@ -658,137 +811,6 @@ int64_t srl__shm_foreach(srl_limiter *lim, srl_foreach_fn fn, void *ctx)
             break;
     }
     return n;
-}
-
-/* ------------------------------------------------------------ check */
-
-struct report {
-    srl_report_fn fn;
-    void *ctx;
-    int64_t n;
-};
-
-static void problem(struct report *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-#include <stdarg.h>
-static void problem(struct report *r, const char *fmt, ...)
-{
-    char line[256];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    r->n++;
-    if (r->fn != NULL)
-        r->fn(r->ctx, line);
-}
-
-static void check_header(struct srl__shm *s, struct report *r)
-{
-    const struct srl__shm_header *h = srl__shm_hdr(s);
-    if (memcmp(h->magic, SRL__SHM_MAGIC, 8) != 0)
-        problem(r, "header: bad magic");
-    if (h->version != SRL__SHM_VERSION || h->abi != srl__shm_abi_word())
-        problem(r, "header: version %u / ABI %#llx differ from this library's", h->version,
-                (unsigned long long)h->abi);
-    if (__atomic_load_n(&h->state, __ATOMIC_ACQUIRE) != SRL__SHM_READY)
-        problem(r, "header: state %u is not READY", h->state);
-    if (h->buckets != s->buckets || h->capacity != s->buckets * SRL__SHM_SLOTS ||
-        h->bucket_bytes != s->bucket_bytes || h->slot_bytes != s->slot_bytes ||
-        h->state_bytes != s->state_bytes || h->total_bytes != s->map_bytes ||
-        h->key_display != s->key_display || h->permits != s->lim.policy.permits ||
-        h->window_ns != s->lim.policy.window_ns ||
-        h->algorithm != (uint32_t)s->lim.policy.algorithm)
-        problem(r, "header: geometry or policy changed since open");
-}
-
-/* Bucket b is locked. */
-static void check_bucket(struct srl__shm *s, uint64_t b, uint64_t now, struct report *r)
-{
-    struct srl__shm_bucket *bk = srl__shm_bucket(s, b);
-    unsigned undo = bk->undo_slot;
-    if (undo != 0)
-        problem(r, "bucket %llu: pending undo record (slot %u)", (unsigned long long)b, undo);
-    unsigned moving = bk->moving_slot;
-    if (moving != 0)
-        problem(r, "bucket %llu: pending relocation of slot %u", (unsigned long long)b, moving);
-    for (unsigned i = 0; i < SRL__SHM_SLOTS; i++) {
-        if (bk->tags[i] == 0)
-            continue;
-        const uint8_t *fp = srl__shm_slot(s, b, i);
-        uint64_t c1, c2;
-        srl__shm_fp_buckets(s, fp, &c1, &c2);
-        if (bk->tags[i] != srl__shm_fp_tag(fp))
-            problem(r, "bucket %llu slot %u: tag %#x does not match its fingerprint",
-                    (unsigned long long)b, i, bk->tags[i]);
-        if (b != c1 && b != c2)
-            problem(r, "bucket %llu slot %u: key is not in one of its buckets (%llu, %llu)",
-                    (unsigned long long)b, i, (unsigned long long)c1, (unsigned long long)c2);
-        if (!slot_len_ok(s, b, i))
-            problem(r, "bucket %llu slot %u: key length %u out of range", (unsigned long long)b,
-                    i, *slot_key_len(s, b, i));
-        if (!s->lim.algo->valid(&s->lim.policy, srl__shm_slot_state(s, b, i), now))
-            problem(r, "bucket %llu slot %u: invalid state", (unsigned long long)b, i);
-        for (unsigned j = i + 1; j < SRL__SHM_SLOTS; j++)
-            if (bk->tags[j] != 0 && memcmp(srl__shm_slot(s, b, j), fp, 16) == 0)
-                problem(r, "bucket %llu: slots %u and %u hold the same key",
-                        (unsigned long long)b, i, j);
-        /* A duplicate in the other candidate bucket: checked from the lower
-         * bucket, taking the higher one second (index order). */
-        uint64_t other = b == c1 ? c2 : c1;
-        if ((b == c1 || b == c2) && other > b) {
-            struct timespec deadline = SRL__SHM_NO_DEADLINE;
-            int rc = srl__shm_lock(s, other, &deadline);
-            if (rc == 0) {
-                const struct srl__shm_bucket *ob = srl__shm_bucket(s, other);
-                for (unsigned j = 0; j < SRL__SHM_SLOTS; j++)
-                    if (ob->tags[j] != 0 && memcmp(srl__shm_slot(s, other, j), fp, 16) == 0)
-                        problem(r, "key in bucket %llu slot %u is also in bucket %llu slot %u",
-                                (unsigned long long)b, i, (unsigned long long)other, j);
-                srl__shm_unlock(s, other);
-            } else if (rc != SRL_ECORRUPT) {
-                /* A bad mutex kind is not reported here: the walk reports
-                 * it once, when it gets to `other` (after b). */
-                problem(r, "bucket %llu: lock not available", (unsigned long long)other);
-            }
-        }
-    }
-}
-
-int64_t srl__shm_check(srl_limiter *lim, srl_report_fn fn, void *ctx)
-{
-    struct srl__shm *s = lim->impl;
-    struct report r = {fn, ctx, 0};
-    /* A truncated file: read only what is still backed by it (touching the
-     * rest would raise SIGBUS here too). */
-    uint64_t walk = s->buckets;
-    uint64_t file = s->kind == SRL_STORE_SHARED ? srl__shm_file_bytes(s) : s->map_bytes;
-    if (file < SRL__SHM_HEADER_BYTES) {
-        problem(&r, "file: %llu bytes, shorter than the header page: it was truncated; "
-                    "destroy the segment and restart its workers", (unsigned long long)file);
-        return r.n;
-    }
-    check_header(s, &r);
-    r.n += srl__shm_check_header(s, fn, ctx);
-    if (file < s->map_bytes)
-        walk = file <= SRL__SHM_HEADER_BYTES ? 0 : (file - SRL__SHM_HEADER_BYTES) / s->bucket_bytes;
-    for (uint64_t b = 0; b < walk; b++) {
-        /* Before the lock: glibc aborts on some kind words. */
-        unsigned found, want;
-        if (srl__shm_mutex_kind_check(s, b, &found, &want) == SRL_ECORRUPT) {
-            problem(&r, "bucket %llu: mutex kind 0x%x is not srl's (expected 0x%x)",
-                    (unsigned long long)b, found, want);
-            continue;
-        }
-        struct timespec deadline = SRL__SHM_NO_DEADLINE;
-        if (srl__shm_lock(s, b, &deadline) != 0) {
-            problem(&r, "bucket %llu: lock not available", (unsigned long long)b);
-            continue;
-        }
-        check_bucket(s, b, srl__now(lim), &r);
-        srl__shm_unlock(s, b);
-    }
-    return r.n;
 }
 
 int srl__shm_table_init(struct srl__shm *s)

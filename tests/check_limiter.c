@@ -191,6 +191,75 @@ START_TEST(check_is_not_supported_on_a_local_limiter_and_healthy_on_a_new_segmen
 }
 END_TEST
 
+/* The rule of srl_default_ticker, against the resolution this machine has:
+ * coarse exactly when window >= permits * 100 * r. */
+START_TEST(default_ticker_is_coarse_only_when_the_emission_interval_is_100_resolutions)
+{
+    uint64_t r = srl_coarse_resolution_ns();
+    ck_assert_uint_gt(r, 0);
+    ck_assert_uint_lt(r, SEC);              /* Linux: one timer tick */
+    srl_policy at = {SRL_GCRA, 10, 10 * 100 * r};
+    srl_policy below = {SRL_GCRA, 10, 10 * 100 * r - 1};
+    ck_assert_ptr_eq(srl_default_ticker(&at), srl_monotonic_coarse_ns);
+    ck_assert_ptr_eq(srl_default_ticker(&below), srl_monotonic_ns);
+    srl_policy fast = {SRL_TOKEN_BUCKET, 100, SEC};         /* T = 10 ms */
+    srl_policy slow = {SRL_TOKEN_BUCKET, 100, 60 * SEC};    /* T = 600 ms */
+    ck_assert_ptr_eq(srl_default_ticker(&fast), r * 100 <= 10 * MS ? srl_monotonic_coarse_ns
+                                                                    : srl_monotonic_ns);
+    ck_assert_ptr_eq(srl_default_ticker(&slow), r * 100 <= 600 * MS ? srl_monotonic_coarse_ns
+                                                                     : srl_monotonic_ns);
+    /* permits * 100 r overflowing 64 bits: the precise clock, no wrap */
+    srl_policy huge = {SRL_TOKEN_BUCKET, UINT32_MAX, SRL_WINDOW_MAX_NS};
+    ck_assert_ptr_eq(srl_default_ticker(&huge), srl_monotonic_ns);
+    srl_policy bad = {SRL_TOKEN_BUCKET, 0, SEC};
+    ck_assert_ptr_eq(srl_default_ticker(&bad), srl_monotonic_ns);
+    ck_assert_ptr_eq(srl_default_ticker(NULL), srl_monotonic_ns);
+}
+END_TEST
+
+struct last_seen {
+    uint64_t last_ns;
+    int n;
+};
+
+static int remember_last(const srl_entry *e, void *ctx)
+{
+    struct last_seen *l = ctx;
+    l->last_ns = e->last_ns;
+    l->n++;
+    return 0;
+}
+
+/* A limiter opened without a ticker stamps its states with the clock the
+ * rule picked: the state's time lies between two readings of that clock
+ * taken around the request (both clocks are monotonic, so this is exact). */
+START_TEST(a_limiter_without_a_ticker_reads_the_clock_the_rule_picks)
+{
+    uint64_t r = srl_coarse_resolution_ns();
+    srl_config cfg;
+    srl_config_init(&cfg);
+    cfg.capacity = 16;
+    /* _i 0: T = 1000 r (coarse); 1: T = r / 10 (precise) */
+    cfg.policy = _i == 0 ? (srl_policy){SRL_TOKEN_BUCKET, 1, 1000 * r}
+                         : (srl_policy){SRL_TOKEN_BUCKET, 10, r};
+    srl_ticker_fn want = _i == 0 ? srl_monotonic_coarse_ns : srl_monotonic_ns;
+    ck_assert_ptr_eq(srl_default_ticker(&cfg.policy), want);
+    srl_limiter *lim;
+    ck_assert_int_eq(srl_open_anonymous(&cfg, &lim), 0);
+    uint64_t before = want(NULL);
+    srl_decision d;
+    ck_assert_int_eq(srl_acquire(lim, "k", 1, 1, &d), 0);
+    uint64_t after = want(NULL);
+    ck_assert_int_eq(d.allowed, 1);
+    struct last_seen l = {0, 0};
+    ck_assert_int_eq(srl_foreach(lim, remember_last, &l), 1);
+    ck_assert_int_eq(l.n, 1);
+    ck_assert_uint_ge(l.last_ns, before);
+    ck_assert_uint_le(l.last_ns, after);
+    srl_close(lim);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("limiter");
@@ -204,6 +273,8 @@ int main(void)
     tcase_add_test(tc, every_error_code_has_its_own_message);
     tcase_add_test(tc, every_error_code_keeps_its_number_and_is_named_as_in_srl_h);
     tcase_add_loop_test(tc, check_is_not_supported_on_a_local_limiter_and_healthy_on_a_new_segment, 0, 2);
+    tcase_add_test(tc, default_ticker_is_coarse_only_when_the_emission_interval_is_100_resolutions);
+    tcase_add_loop_test(tc, a_limiter_without_a_ticker_reads_the_clock_the_rule_picks, 0, 2);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

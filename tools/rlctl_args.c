@@ -158,12 +158,6 @@ int rlctl_parse_seconds(const char *s, uint64_t *ns)
     return 0;
 }
 
-/* srl's one name rule (srl_name_check in srl.h). */
-int rlctl_name_valid(const char *name)
-{
-    return srl_name_check(name) == 0;
-}
-
 static int hexval(char c)
 {
     if (c >= '0' && c <= '9')

@@ -32,6 +32,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* srl's one name rule (srl_name_check in srl.h). */
+int rlctl_name_valid(const char *name)
+{
+    return srl_name_check(name) == 0;
+}
+
 /* 1 if NAME's file is shorter than its header's total (a truncation), with
  * both sizes.  The header's total is read as plain bytes, for the message
  * only: nothing is mapped. */
