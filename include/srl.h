@@ -214,6 +214,11 @@ typedef struct srl_decision {
     uint64_t retry_after_ns;  /* 0 when allowed; else the wait until this cost passes */
     uint64_t reset_after_ns;  /* until the key is at rest (indistinguishable from new) */
     unsigned flags;           /* SRL_DECISION_* */
+    uint32_t binding;         /* compound (srl_limits): index of the binding
+                               * limit, the one that denied (the largest
+                               * retry_after among those that denied) or,
+                               * when allowed, the one with the least
+                               * remaining (first on a tie); 0 for one limit */
 } srl_decision;
 
 /* ---------------------------------------------------------------- ticker */
@@ -308,6 +313,76 @@ SRL_API int srl_state_at_rest(const srl_policy *p, const void *state, uint64_t n
  * not.  Crash repair resets states that fail this check.
  */
 SRL_API int srl_state_valid(const srl_policy *p, const void *state, uint64_t now);
+
+/* ------------------------------------------------- compound policies */
+
+/*
+ * A compound policy: one to SRL_LIMITS_MAX limits, every one of which must
+ * admit a request ("10 per second and 1000 per day").  All or nothing: a
+ * request is admitted only if every limit admits it, and then it takes cost
+ * from every limit; if any limit denies, it takes from none.
+ *
+ * Text: the limits' texts joined by '+', spaces around '+' ignored, e.g.
+ * "token_bucket:10/1s + token_bucket:1000/1d".  The canonical text joins
+ * the canonical limits with " + " in the order given (order matters only
+ * for srl_decision.binding).  A single limit's text is a compound of one.
+ *
+ * One key's state under a compound is the limits' states one after the
+ * other, each at an 8-byte aligned offset (srl_limits_state_offset).
+ */
+#define SRL_LIMITS_MAX 4
+#define SRL_LIMITS_TEXT_MAX (SRL_LIMITS_MAX * (SRL_POLICY_TEXT_MAX + 3))
+
+typedef struct srl_limits {
+    uint32_t count;           /* 1..SRL_LIMITS_MAX */
+    uint32_t reserved0;       /* zero */
+    srl_policy limit[SRL_LIMITS_MAX];  /* limit[0..count) used; the rest zeroed */
+    uint64_t reserved[4];     /* room to grow; zeroed */
+} srl_limits;
+
+/* A compound of one: *out = {1, p}.  Returns 0 or SRL_EPOLICY/SRL_EINVAL. */
+SRL_API int srl_limits_of(const srl_policy *p, srl_limits *out);
+
+/*
+ * Parse a compound text.  Errors as srl_policy_parse_ex, the offset counted
+ * in the whole text; also "more than 4 limits" and "empty limit" (a '+'
+ * with nothing on one side).  *out is written only on success.
+ */
+SRL_API int srl_limits_parse_ex(const char *text, srl_limits *out, srl_policy_error *err);
+
+/* 0 if 1 <= count <= SRL_LIMITS_MAX and each limit is valid, else SRL_EPOLICY
+ * (SRL_EINVAL for NULL). */
+SRL_API int srl_limits_validate(const srl_limits *l);
+
+/* The canonical text, as srl_policy_format.  SRL_LIMITS_TEXT_MAX suffices. */
+SRL_API int srl_limits_format(const srl_limits *l, char *buf, size_t len);
+
+/* Bytes of one key's state under l (a multiple of 8), 0 if l is invalid. */
+SRL_API size_t srl_limits_state_size(const srl_limits *l);
+
+/* Byte offset of limit i's state inside the compound state; 0 if l is
+ * invalid or i >= count. */
+SRL_API size_t srl_limits_state_offset(const srl_limits *l, uint32_t i);
+
+/*
+ * srl_state_* over a compound.  acquire: cost must be 1..permits of every
+ * limit (else SRL_ECOST); the decision is the binding limit's: allowed only
+ * if all admit, remaining the least over the limits, retry_after the largest
+ * among the limits that deny, reset_after the largest over the limits,
+ * limit and binding those of the binding limit.  A denied request writes no
+ * limit's state.  refund gives cost back to every limit (cost must be
+ * 1..permits of every limit, as for acquire); at_rest and valid hold
+ * when they hold for every limit.  Errors as the single-limit calls.
+ */
+SRL_API int srl_limits_state_init(const srl_limits *l, void *state, uint64_t now);
+SRL_API int srl_limits_state_acquire(const srl_limits *l, void *state, uint64_t now,
+                                     uint32_t cost, srl_decision *d);
+SRL_API int srl_limits_state_peek(const srl_limits *l, const void *state, uint64_t now,
+                                  uint32_t cost, srl_decision *d);
+SRL_API int srl_limits_state_refund(const srl_limits *l, void *state, uint64_t now,
+                                    uint32_t cost);
+SRL_API int srl_limits_state_at_rest(const srl_limits *l, const void *state, uint64_t now);
+SRL_API int srl_limits_state_valid(const srl_limits *l, const void *state, uint64_t now);
 
 /* -------------------------------------------------------------- limiter */
 
@@ -578,6 +653,20 @@ SRL_API int srl_format_ratelimit_policy(const srl_policy *p, const char *name,
  * up) until the quota resets (the retry time when denied). */
 SRL_API int srl_format_ratelimit(const srl_decision *d, const char *name,
                                  char *buf, size_t len);
+
+/*
+ * A compound's RateLimit-Policy value: one item per limit (the draft allows
+ * a list), named name for a single limit, else "name.0", "name.1", ...:
+ * "default.0";q=10;w=1, "default.1";q=1000;w=86400.  Returns the length
+ * written, SRL_EPOLICY, SRL_EINVAL (bad name) or SRL_ENOBUFS.
+ */
+SRL_API int srl_format_ratelimit_policies(const srl_limits *l, const char *name,
+                                          char *buf, size_t len);
+
+/* The RateLimit value for a compound's decision: the binding limit's item
+ * (d->binding), named as in srl_format_ratelimit_policies. */
+SRL_API int srl_format_ratelimit_binding(const srl_limits *l, const srl_decision *d,
+                                         const char *name, char *buf, size_t len);
 
 #ifdef __cplusplus
 }

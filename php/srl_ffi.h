@@ -38,6 +38,7 @@ typedef struct srl_decision {
     uint64_t retry_after_ns;
     uint64_t reset_after_ns;
     unsigned flags;
+    uint32_t binding;
 } srl_decision;
 
 typedef uint64_t (*srl_ticker_fn)(void *ctx);

@@ -77,6 +77,7 @@ static void gcra_decide(const srl_policy *p, void *state, uint64_t now, uint32_t
 
     d->limit = p->permits;
     d->flags = 0;
+    d->binding = 0;
     if (need <= tau) {
         d->allowed = 1;
         d->remaining = (uint32_t)((tau - need) / T);

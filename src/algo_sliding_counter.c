@@ -113,6 +113,7 @@ static void sc_decide(const srl_policy *p, void *state, uint64_t now, uint32_t c
 
     d->limit = p->permits;
     d->flags = 0;
+    d->binding = 0;
     if (after - W < limit) {
         /* remaining = max(0, ceil(permits - estimate - cost)) */
         d->allowed = 1;

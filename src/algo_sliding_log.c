@@ -81,6 +81,7 @@ static void sl_decide(const srl_policy *p, void *state, uint64_t now, uint32_t c
 
     d->limit = p->permits;
     d->flags = 0;
+    d->binding = 0;
     if ((uint64_t)live + cost <= p->permits) {
         uint64_t newest = live ? sl_at(p, s, n - 1) : 0;
         uint64_t stamp = newest > now ? newest : now;

@@ -93,6 +93,7 @@ static void tb_decide(const srl_policy *p, void *state, uint64_t now, uint32_t c
     uint64_t behind = s->last_ns > now ? s->last_ns - now : 0;
     d->limit = p->permits;
     d->flags = 0;
+    d->binding = 0;
     if (tokens >= cost) {
         tokens -= cost;
         d->allowed = 1;

@@ -97,3 +97,60 @@ int srl_format_ratelimit(const srl_decision *d, const char *name, char *buf, siz
     return emit(buf, len, "\"%s\";r=%u;t=%llu", name, (unsigned)d->remaining,
                 ceil_seconds(ns));
 }
+
+/* The item name of limit i of a compound: name itself for a single limit
+ * (so a one-limit compound emits exactly srl_format_ratelimit_policy's
+ * text), else "name.i" (item names must differ within a field). */
+static int item_name(const srl_limits *l, const char *name, uint32_t i, char *out, size_t len)
+{
+    int n = l->count == 1 ? snprintf(out, len, "%s", name)
+                          : snprintf(out, len, "%s.%u", name, (unsigned)i);
+    return n < 0 || (size_t)n >= len ? SRL_ENOBUFS : 0;
+}
+
+int srl_format_ratelimit_policies(const srl_limits *l, const char *name, char *buf, size_t len)
+{
+    if (l == NULL || buf == NULL)
+        return SRL_EINVAL;
+    int rc = srl_limits_validate(l);
+    if (rc != 0)
+        return rc;
+    if ((rc = check_name(&name)) != 0)
+        return rc;
+    char tmp[SRL_LIMITS_MAX * 96];
+    size_t n = 0;
+    for (uint32_t i = 0; i < l->count; i++) {
+        char item[80];
+        if ((rc = item_name(l, name, i, item, sizeof item)) != 0)
+            return rc;
+        rc = srl_format_ratelimit_policy(&l->limit[i], item, tmp + n + (i ? 2 : 0),
+                                         sizeof tmp - n - 2);
+        if (rc < 0)
+            return rc;
+        if (i) {
+            tmp[n] = ',';
+            tmp[n + 1] = ' ';
+            n += 2;
+        }
+        n += (size_t)rc;
+    }
+    return emit(buf, len, "%s", tmp);
+}
+
+int srl_format_ratelimit_binding(const srl_limits *l, const srl_decision *d, const char *name,
+                                 char *buf, size_t len)
+{
+    if (l == NULL || d == NULL || buf == NULL)
+        return SRL_EINVAL;
+    int rc = srl_limits_validate(l);
+    if (rc != 0)
+        return rc;
+    if ((rc = check_name(&name)) != 0)
+        return rc;
+    if (d->binding >= l->count)
+        return SRL_EINVAL;
+    char item[80];
+    if ((rc = item_name(l, name, d->binding, item, sizeof item)) != 0)
+        return rc;
+    return srl_format_ratelimit(d, item, buf, len);
+}

@@ -33,6 +33,7 @@ int main(void)
     FIELD(srl_decision, retry_after_ns);
     FIELD(srl_decision, reset_after_ns);
     FIELD(srl_decision, flags);
+    FIELD(srl_decision, binding);
 
     STRUCT(srl_ticker);
     FIELD(srl_ticker, now);
