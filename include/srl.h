@@ -141,18 +141,21 @@ typedef enum srl_algorithm {
     SRL_TOKEN_BUCKET = 0,     /* burst of N, then N per window (default) */
     SRL_SLIDING_LOG = 1,      /* exact: at most N in any window-long span */
     SRL_SLIDING_COUNTER = 2,  /* two fixed-window counts, weighted estimate */
-    SRL_GCRA = 3              /* token-bucket semantics in one 64-bit word */
+    SRL_GCRA = 3,             /* token-bucket semantics in one 64-bit word */
+    SRL_CONCURRENCY = 4       /* at most N in flight at once: srl_enter/srl_leave */
 } srl_algorithm;
 
 /* Limits enforced by srl_policy_validate(). */
 #define SRL_PERMITS_MAX UINT32_MAX               /* permits per window */
 #define SRL_SLIDING_LOG_PERMITS_MAX 4096u        /* its state is 8 B per permit */
 #define SRL_WINDOW_MAX_NS (3660ull * 86400 * 1000000000ull) /* 3660 days, ~10 years */
+#define SRL_CONCURRENCY_MAX 1024u               /* its state is 32 B per unit */
 
 typedef struct srl_policy {
     srl_algorithm algorithm;
     uint32_t permits;         /* N: 1..SRL_PERMITS_MAX */
-    uint64_t window_ns;       /* window length: 1..SRL_WINDOW_MAX_NS */
+    uint64_t window_ns;       /* window length: 1..SRL_WINDOW_MAX_NS; for
+                                 SRL_CONCURRENCY max_hold, 0 = none */
 } srl_policy;
 
 /*
@@ -160,6 +163,10 @@ typedef struct srl_policy {
  * token_bucket, sliding_log, sliding_counter, gcra.  WINDOW is a positive
  * integer with an optional count before the unit: "1m", "15m", "500ms",
  * "s" (= 1s).  Units: ns, us, ms, s, m, h, d.
+ * Or "concurrency:N" / "concurrency:N,max_hold=WINDOW": at most N
+ * (1..SRL_CONCURRENCY_MAX) requests of a key in flight at once (srl_enter);
+ * a unit held longer than max_hold counts as abandoned even if its holder
+ * lives (a stuck request; the operator's choice, default none).
  * Returns 0, or SRL_EPOLICY (text malformed or the result invalid), or
  * SRL_EINVAL (NULL argument).  *out is written only on success.
  */
@@ -313,6 +320,14 @@ SRL_API int srl_state_at_rest(const srl_policy *p, const void *state, uint64_t n
  * not.  Crash repair resets states that fail this check.
  */
 SRL_API int srl_state_valid(const srl_policy *p, const void *state, uint64_t now);
+
+/*
+ * SRL_CONCURRENCY through the pure core: srl_state_peek reports whether a
+ * unit is free (remaining = units free), srl_state_at_rest is "nothing in
+ * flight", srl_state_valid checks the holder table.  srl_state_acquire and
+ * srl_state_refund return SRL_ENOTSUP: a unit needs a recorded holder, so
+ * it is taken by srl_enter and given back by srl_leave.
+ */
 
 /* ------------------------------------------------- compound policies */
 
@@ -533,6 +548,43 @@ SRL_API int srl_unlink(const char *name);
  */
 SRL_API int srl_acquire(srl_limiter *lim, const void *key, size_t len,
                         uint32_t cost, srl_decision *d);
+
+/*
+ * In-flight limits (policy "concurrency:N[,max_hold=WINDOW]").
+ *
+ * srl_enter admits one request of key if fewer than N of that key are in
+ * flight: it returns 0 with d->allowed = 1 and *lease filled, or 0 with
+ * d->allowed = 0 (d->retry_after_ns: until the oldest unit passes max_hold,
+ * else 1 s, a hint) and lease->gen = 0.  srl_leave(lim, lease) gives the
+ * unit back: 0, or SRL_ENOENT (left already, or the unit was reclaimed as
+ * abandoned), SRL_EINVAL (a lease from another limiter), never a second
+ * release.  A lease is a plain value: keep it anywhere, no allocation.
+ *
+ * Each unit records its holder (pid, process start time, PID namespace),
+ * so a holder that dies without leaving is reclaimed without its help: by
+ * the next srl_enter that finds the key full (before it would deny), and
+ * by srl_evict_idle / rlctl evict.  So a dead holder's unit never causes a
+ * denial.  A stopped (SIGSTOP) holder is alive: its units stay, and a holder
+ * in another PID namespace is never judged dead.  max_hold: a unit held
+ * longer counts as abandoned even if its holder lives.
+ *
+ * srl_acquire on a concurrency limiter, and srl_enter/srl_leave on any
+ * other, return SRL_ENOTSUP.  In this version no store holds in-flight
+ * units yet: every srl_open_* refuses a concurrency policy with
+ * SRL_ENOTSUP (the holder table and the pure core are in place; wiring
+ * them into the shared and local stores is pending).
+ */
+typedef struct srl_lease {
+    uint64_t owner;           /* which open limiter took it */
+    uint64_t slot;            /* the key's slot in the store */
+    uint32_t entry;           /* the holder entry in the key's state */
+    uint32_t gen;             /* that entry's generation; 0: no unit held */
+    uint64_t reserved[2];     /* room to grow; zeroed */
+} srl_lease;
+
+SRL_API int srl_enter(srl_limiter *lim, const void *key, size_t len, srl_lease *lease,
+                      srl_decision *d);
+SRL_API int srl_leave(srl_limiter *lim, srl_lease *lease);
 
 /* The decision a request of cost would get, changing nothing.
  * SRL_ENOENT if the key is not tracked (a new key would be allowed). */

@@ -25,6 +25,7 @@
 
 #include <stdbool.h>
 #include "srl.h"
+#include "proc.h"
 
 struct srl__algo {
     const char *name;
@@ -45,6 +46,26 @@ extern const struct srl__algo srl__algo_token_bucket;
 extern const struct srl__algo srl__algo_sliding_log;
 extern const struct srl__algo srl__algo_sliding_counter;
 extern const struct srl__algo srl__algo_gcra;
+extern const struct srl__algo srl__algo_concurrency;
+
+/* Concurrency (algo_concurrency.c): holder-aware calls on a valid
+ * SRL_CONCURRENCY state; callers hold the key's lock. */
+typedef int (*srl__conc_alive_fn)(const struct srl__proc *who, void *ctx); /* 0: dead */
+/* Admit one unit for who if fewer than permits are in flight (reclaiming
+ * dead and max_hold-expired units first when full); on admission *entry and
+ * *gen name the unit (gen != 0), else *gen = 0. */
+void srl__conc_enter(const srl_policy *p, void *state, uint64_t now,
+                     const struct srl__proc *who, srl__conc_alive_fn alive, void *ctx,
+                     srl_decision *d, uint32_t *entry, uint32_t *gen);
+/* Release unit (entry, gen): 0, or SRL_ENOENT if it is not held under gen. */
+int srl__conc_leave(const srl_policy *p, void *state, uint32_t entry, uint32_t gen);
+/* Free units whose holder is dead (alive() == 0) or past max_hold; returns how many. */
+uint32_t srl__conc_reclaim(const srl_policy *p, void *state, uint64_t now,
+                           srl__conc_alive_fn alive, void *ctx);
+uint32_t srl__conc_inflight(const void *state);
+/* 1 and the holder of entry i if it is in use, else 0. */
+int srl__conc_holder(const srl_policy *p, const void *state, uint32_t i,
+                     struct srl__proc *who, uint64_t *since_ns);
 
 /* Integer helpers shared by the algorithms (algo_common.c). */
 typedef unsigned __int128 srl__u128;

@@ -9,6 +9,8 @@
 
 #include <errno.h>
 #include <sodium.h>
+#include <string.h>
+#include <unistd.h>
 
 /* ------------------------------------------------------------ defaults */
 
@@ -60,6 +62,11 @@ int srl__open_prologue(const srl_config *cfg, int optional, srl_config *defaults
         int rc = srl__config_check(cfg);
         if (rc != 0)
             return rc;
+        /* No store holds in-flight units yet (srl_enter is SRL_ENOTSUP
+         * everywhere): refuse at open rather than create a segment whose
+         * every decision fails. */
+        if (cfg->policy.algorithm == SRL_CONCURRENCY)
+            return SRL_ENOTSUP;
     }
     if (sodium_init() < 0)
         return SRL_ESYS;
@@ -78,6 +85,10 @@ void srl__limiter_init(srl_limiter *lim, const struct srl__store_ops *ops,
     lim->ticker = cfg->ticker;
     if (lim->ticker.now == NULL)
         lim->ticker.now = srl_default_ticker(&cfg->policy);
+    /* Per-open lease stamp: pid and a process-wide count, never 0, so a
+     * lease from another open limiter does not match this one. */
+    static _Atomic uint32_t opened;
+    lim->lease_owner = ((uint64_t)(uint32_t)getpid() << 32) | (uint64_t)(++opened | 0x80000000u);
 }
 
 void srl__decide_on_full(const srl_limiter *lim, unsigned flag, srl_decision *d)
@@ -121,6 +132,8 @@ static int check_request(const srl_limiter *lim, const void *key, size_t len,
 int srl_acquire(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
                 srl_decision *d)
 {
+    if (lim != NULL && lim->policy.algorithm == SRL_CONCURRENCY)
+        return SRL_ENOTSUP;   /* a unit needs a holder: srl_enter */
     int rc = check_request(lim, key, len, cost, d);
     return rc != 0 ? rc : lim->ops->acquire(lim, key, len, cost, d);
 }
@@ -185,4 +198,33 @@ void srl_close(srl_limiter *lim)
 {
     if (lim != NULL)
         lim->ops->close(lim);
+}
+
+int srl_enter(srl_limiter *lim, const void *key, size_t len, srl_lease *lease,
+              srl_decision *d)
+{
+    if (lease == NULL)
+        return SRL_EINVAL;
+    int rc = check_request(lim, key, len, 1, d);
+    if (rc != 0)
+        return rc;
+    if (lim->policy.algorithm != SRL_CONCURRENCY || lim->ops->enter == NULL)
+        return SRL_ENOTSUP;
+    memset(lease, 0, sizeof *lease);
+    return lim->ops->enter(lim, key, len, lease, d);
+}
+
+int srl_leave(srl_limiter *lim, srl_lease *lease)
+{
+    if (lim == NULL || lease == NULL)
+        return SRL_EINVAL;
+    if (lim->policy.algorithm != SRL_CONCURRENCY || lim->ops->leave == NULL)
+        return SRL_ENOTSUP;
+    if (lease->owner != lim->lease_owner)
+        return SRL_EINVAL;    /* another limiter's lease (or garbage) */
+    if (lease->gen == 0)
+        return SRL_ENOENT;    /* left already, or never admitted */
+    int rc = lim->ops->leave(lim, lease);
+    lease->gen = 0;           /* a second leave is SRL_ENOENT without a lookup */
+    return rc;
 }

@@ -28,6 +28,11 @@ struct srl__store_ops {
     int (*info)(srl_limiter *lim, srl_info *out);
     int64_t (*foreach)(srl_limiter *lim, srl_foreach_fn fn, void *ctx);
     int64_t (*check)(srl_limiter *lim, srl_report_fn fn, void *ctx); /* may be NULL */
+    /* SRL_CONCURRENCY (may be NULL: SRL_ENOTSUP).  enter fills *lease on
+     * admission; leave is given a lease whose owner is this limiter. */
+    int (*enter)(srl_limiter *lim, const void *key, size_t len, srl_lease *lease,
+                 srl_decision *d);
+    int (*leave)(srl_limiter *lim, srl_lease *lease);
     void (*close)(srl_limiter *lim);
 };
 
@@ -40,6 +45,7 @@ struct srl_limiter {
     srl_on_full on_full;
     uint32_t lock_timeout_ms;
     srl_ticker ticker;              /* .now never NULL once opened */
+    uint64_t lease_owner;           /* stamped into leases: never 0, unique per open */
     void *impl;
 };
 

@@ -29,6 +29,7 @@ static const struct srl__algo *const algos[] = {
     [SRL_SLIDING_LOG] = &srl__algo_sliding_log,
     [SRL_SLIDING_COUNTER] = &srl__algo_sliding_counter,
     [SRL_GCRA] = &srl__algo_gcra,
+    [SRL_CONCURRENCY] = &srl__algo_concurrency,
 };
 
 #define N_ALGOS (sizeof algos / sizeof algos[0])
@@ -55,6 +56,12 @@ int srl_policy_validate(const srl_policy *p)
         return SRL_EPOLICY;
     if (p->permits < 1)
         return SRL_EPOLICY;
+    if (p->algorithm == SRL_CONCURRENCY) {
+        /* window_ns is max_hold there, 0 meaning none. */
+        if (p->permits > SRL_CONCURRENCY_MAX || p->window_ns > SRL_WINDOW_MAX_NS)
+            return SRL_EPOLICY;
+        return 0;
+    }
     if (p->window_ns < 1 || p->window_ns > SRL_WINDOW_MAX_NS)
         return SRL_EPOLICY;
     if (p->algorithm == SRL_SLIDING_LOG && p->permits > SRL_SLIDING_LOG_PERMITS_MAX)
@@ -80,7 +87,7 @@ static const struct {
 
 /* Unit names for messages, smallest first. */
 #define UNITS_LIST "ns us ms s m h d"
-#define ALGOS_LIST "token_bucket sliding_log sliding_counter gcra"
+#define ALGOS_LIST "token_bucket sliding_log sliding_counter gcra concurrency"
 /* Longest part of the text quoted into a message; longer parts end in "...". */
 #define QUOTE_MAX 32u
 
@@ -255,9 +262,27 @@ int srl_policy_parse_ex(const char *text, srl_policy *out, srl_policy_error *err
     if (p.algorithm == SRL_SLIDING_LOG && permits > SRL_SLIDING_LOG_PERMITS_MAX)
         return fail(&pe, np, nlen, "sliding_log N %s above %u (its state is 8 bytes per permit)",
                     q, SRL_SLIDING_LOG_PERMITS_MAX);
-    if (*s != '/')
-        return fail(&pe, s, *s ? 1 : 0, "expected '/' after N, e.g. 100/1m");
-    s++;
+    if (p.algorithm == SRL_CONCURRENCY) {
+        if (permits > SRL_CONCURRENCY_MAX)
+            return fail(&pe, np, nlen, "concurrency N %s above %u (its state is 32 bytes per unit)",
+                        q, SRL_CONCURRENCY_MAX);
+        p.permits = (uint32_t)permits;
+        if (*s == '\0') {
+            p.window_ns = 0;   /* no max_hold */
+            *out = p;
+            return 0;
+        }
+        static const char mh[] = ",max_hold=";
+        if (strncmp(s, mh, sizeof mh - 1) != 0)
+            return fail(&pe, s, *s ? 1 : 0,
+                        "expected ',max_hold=WINDOW' or the end after concurrency:N, "
+                        "e.g. concurrency:4,max_hold=60s");
+        s += sizeof mh - 1;
+    } else {
+        if (*s != '/')
+            return fail(&pe, s, *s ? 1 : 0, "expected '/' after N, e.g. 100/1m");
+        s++;
+    }
 
     const char *wp = s;   /* the window: [count] unit */
     int count_over = 0;
@@ -314,13 +339,20 @@ int srl_policy_format(const srl_policy *p, char *buf, size_t len)
     int rc = srl_policy_validate(p);
     if (rc != 0)
         return rc;
+    char tmp[SRL_POLICY_TEXT_MAX];
+    int n;
+    if (p->algorithm == SRL_CONCURRENCY && p->window_ns == 0) {
+        n = snprintf(tmp, sizeof tmp, "concurrency:%u", (unsigned)p->permits);
+        goto out;
+    }
     unsigned u = 0;
     while (p->window_ns % units[u].ns != 0)
         u++;   /* terminates: the last unit is 1 ns */
-    char tmp[SRL_POLICY_TEXT_MAX];
-    int n = snprintf(tmp, sizeof tmp, "%s:%u/%llu%s", srl_algorithm_name(p->algorithm),
-                     (unsigned)p->permits, (unsigned long long)(p->window_ns / units[u].ns),
-                     units[u].name);
+    n = snprintf(tmp, sizeof tmp,
+                 p->algorithm == SRL_CONCURRENCY ? "%s:%u,max_hold=%llu%s" : "%s:%u/%llu%s",
+                 srl_algorithm_name(p->algorithm), (unsigned)p->permits,
+                 (unsigned long long)(p->window_ns / units[u].ns), units[u].name);
+out:
     if (n < 0 || (size_t)n >= sizeof tmp)
         return SRL_EPOLICY;   /* cannot happen for a valid policy: 49 chars at most */
     if ((size_t)n >= len)

@@ -683,6 +683,8 @@ static int exact_in_lua(const srl_policy *p)
         return 4 * P * W < TAU_MAX;
     case SRL_SLIDING_LOG:
         return W < TAU_MAX;
+    case SRL_CONCURRENCY:   /* no script: in-flight units need holders */
+        return 0;
     }
     return 0;
 }

@@ -56,6 +56,8 @@ static int decide(const srl_policy *p, const void *state, uint64_t now, uint32_t
 int srl_state_acquire(const srl_policy *p, void *state, uint64_t now, uint32_t cost,
                       srl_decision *d)
 {
+    if (p != NULL && p->algorithm == SRL_CONCURRENCY && srl_policy_validate(p) == 0)
+        return SRL_ENOTSUP;   /* a unit needs a holder: srl_enter */
     return decide(p, state, now, cost, 1, d);
 }
 
@@ -71,6 +73,8 @@ int srl_state_refund(const srl_policy *p, void *state, uint64_t now, uint32_t co
     const struct srl__algo *a = checked(p, &rc);
     if (a == NULL)
         return rc;
+    if (p->algorithm == SRL_CONCURRENCY)
+        return SRL_ENOTSUP;   /* a unit is given back by srl_leave */
     if (state == NULL)
         return SRL_EINVAL;
     if (cost == 0 || cost > p->permits)

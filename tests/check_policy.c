@@ -123,9 +123,9 @@ static const struct {
     {"slidinglog:10/1s", 0, 10, "unknown algorithm 'slidinglog' (did you mean sliding_log?)"},
     {"Gcra:5/1s", 0, 4, "unknown algorithm 'Gcra' (did you mean gcra?)"},
     {"abc:5/1s", 0, 3,
-     "unknown algorithm 'abc' (algorithms: token_bucket sliding_log sliding_counter gcra)"},
+     "unknown algorithm 'abc' (algorithms: token_bucket sliding_log sliding_counter gcra concurrency)"},
     {":5/1s", 0, 0, "missing algorithm before ':' (algorithms: token_bucket sliding_log "
-                    "sliding_counter gcra)"},
+                    "sliding_counter gcra concurrency)"},
     {"gcra;5/1s", 4, 1, "expected ':' after the algorithm, e.g. token_bucket:100/1m"},
     {"token_bucket:/1s", 13, 1, "expected N, a number 1..4294967295, e.g. 100/1m"},
     {"-5/1s", 0, 1, "expected N, a number 1..4294967295, e.g. 100/1m"},
@@ -221,7 +221,7 @@ START_TEST(policy_parse_ex_clears_the_error_on_success_and_quotes_long_parts_saf
     ck_assert_int_eq(srl_policy_parse_ex(word, &p, &e), SRL_EPOLICY);
     ck_assert_uint_eq(e.length, 150);
     ck_assert_str_eq(e.message, "unknown algorithm 'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa...' "
-                                "(algorithms: token_bucket sliding_log sliding_counter gcra)");
+                                "(algorithms: token_bucket sliding_log sliding_counter gcra concurrency)");
 }
 END_TEST
 
@@ -248,7 +248,12 @@ START_TEST(policy_validate_enforces_every_limit)
         {{SRL_SLIDING_LOG, SRL_SLIDING_LOG_PERMITS_MAX, SEC}, 0},
         {{SRL_SLIDING_LOG, SRL_SLIDING_LOG_PERMITS_MAX + 1, SEC}, SRL_EPOLICY},
         {{SRL_SLIDING_COUNTER, SRL_SLIDING_LOG_PERMITS_MAX + 1, SEC}, 0},
-        {{(srl_algorithm)4, 5, SEC}, SRL_EPOLICY},
+        {{SRL_CONCURRENCY, 4, 0}, 0},
+        {{SRL_CONCURRENCY, SRL_CONCURRENCY_MAX, SRL_WINDOW_MAX_NS}, 0},
+        {{SRL_CONCURRENCY, SRL_CONCURRENCY_MAX + 1, 0}, SRL_EPOLICY},
+        {{SRL_CONCURRENCY, 0, 0}, SRL_EPOLICY},
+        {{SRL_CONCURRENCY, 4, SRL_WINDOW_MAX_NS + 1}, SRL_EPOLICY},
+        {{(srl_algorithm)5, 5, SEC}, SRL_EPOLICY},
         {{(srl_algorithm)-1, 5, SEC}, SRL_EPOLICY},
     };
     for (unsigned i = 0; i < sizeof cases / sizeof cases[0]; i++)
@@ -348,13 +353,15 @@ START_TEST(algorithm_names_match_the_parser_and_unknown_values_are_null)
     ck_assert_str_eq(srl_algorithm_name(SRL_SLIDING_LOG), "sliding_log");
     ck_assert_str_eq(srl_algorithm_name(SRL_SLIDING_COUNTER), "sliding_counter");
     ck_assert_str_eq(srl_algorithm_name(SRL_GCRA), "gcra");
-    ck_assert_ptr_null(srl_algorithm_name((srl_algorithm)4));
+    ck_assert_str_eq(srl_algorithm_name(SRL_CONCURRENCY), "concurrency");
+    ck_assert_ptr_null(srl_algorithm_name((srl_algorithm)5));
     ck_assert_ptr_null(srl_algorithm_name((srl_algorithm)-1));
     ck_assert_ptr_eq(srl__algo_get(SRL_TOKEN_BUCKET), &srl__algo_token_bucket);
     ck_assert_ptr_eq(srl__algo_get(SRL_SLIDING_LOG), &srl__algo_sliding_log);
     ck_assert_ptr_eq(srl__algo_get(SRL_SLIDING_COUNTER), &srl__algo_sliding_counter);
     ck_assert_ptr_eq(srl__algo_get(SRL_GCRA), &srl__algo_gcra);
-    ck_assert_ptr_null(srl__algo_get((srl_algorithm)4));
+    ck_assert_ptr_eq(srl__algo_get(SRL_CONCURRENCY), &srl__algo_concurrency);
+    ck_assert_ptr_null(srl__algo_get((srl_algorithm)5));
 }
 END_TEST
 

@@ -44,7 +44,7 @@ START_TEST(bad_arguments_exit_64_with_the_reason_and_a_usage_line)
          "usage: rlctl info NAME [--json]"},
         {{"create", N, "--policy", "bogus", "--capacity", "10"},
          "rlctl: create: --policy: invalid value 'bogus': unknown algorithm 'bogus' "
-         "(algorithms: token_bucket sliding_log sliding_counter gcra)",
+         "(algorithms: token_bucket sliding_log sliding_counter gcra concurrency)",
          NULL},
         {{"create", N, "--policy", "tokenbucket:10/1s", "--capacity", "10"},
          "rlctl: create: --policy: invalid value 'tokenbucket:10/1s': unknown algorithm "
