@@ -64,13 +64,8 @@ fi
 # --- 2: one key, M requests in flight at once
 T=$'\t'
 policy_hdr="\"default\";q=$LIMIT;w=86400"
-denied_hdrs="429$T$TOKEN_S$T\"default\";r=0;t=$TOKEN_S$T$policy_hdr"
-out=$(python3 "$SRL_E2E_DIR/httpc.py" hold 127.0.0.1 "$port" /hit $M "X-Key: hot")
-check_eq "2: answers" $M "$(grep -c . <<<"$out")"
-check_eq "2: admitted host-wide" $LIMIT "$(grep -c "^200$T" <<<"$out")"
-check_eq "2: answered 429" $((M - LIMIT)) "$(grep -c "^429$T" <<<"$out")"
-check_eq "2: every 429 has Retry-After = one token and RateLimit r=0" $((M - LIMIT)) \
-  "$(grep -cxF "$denied_hdrs" <<<"$out")"
+wsgi_hold_hot "$port"
+out=$wsgi_out
 check_eq "2: every answer has RateLimit-Policy" $M \
   "$(awk -F '\t' -v p="$policy_hdr" '$4 == p' <<<"$out" | wc -l)"
 check_eq "2: admitted answers count remaining down (sorted)" "$(seq 0 $((LIMIT - 1)) | tr '\n' ' ')" \
@@ -82,9 +77,7 @@ check_eq "2: worker pids that answered (all of them)" "$workers" "$answered"
 check_gt "2: distinct worker pids that answered" 1 "$(wc -w <<<"$answered")"
 
 # --- 3: rlctl agrees
-check_eq "3: rlctl info: allowed" $LIMIT "$(rlctl_count "/$srl_token" allowed)"
-check_eq "3: rlctl info: denied" $((M - LIMIT)) "$(rlctl_count "/$srl_token" denied)"
-check_eq "3: rlctl info: keys tracked" 1 "$(rlctl_count "/$srl_token" used)"
+rlctl_agrees_hot "/$srl_token"
 owner=$e2e_user; [ "$mode" = preload ] && owner=$(id -un)
 check_eq "3: segment owner (its creator) and mode" "$owner 600" "$(stat -c '%U %a' "/dev/shm/$srl_token")"
 

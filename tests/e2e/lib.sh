@@ -300,3 +300,27 @@ cli() {
     LD_LIBRARY_PATH="$SRL_LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
     as_worker php -n -d extension=ffi -d ffi.enable=1 "$SRL_E2E_DIR/limit.php"
 }
+
+# The hot-key check of the WSGI servers' e2e tests (gunicorn.sh, uwsgi.sh):
+# M requests for key "hot" held open at once against PORT, whose policy is
+# LIMIT a day (TOKEN_S seconds a token).  Exactly LIMIT admitted host-wide,
+# every 429 with Retry-After one token and RateLimit r=0.  The answers
+# (status TAB retry-after TAB ratelimit TAB policy) are left in $wsgi_out.
+wsgi_hold_hot() {
+  local port=$1 T=$'\t'
+  local denied="429$T$TOKEN_S$T\"default\";r=0;t=$TOKEN_S$T\"default\";q=$LIMIT;w=86400"
+  wsgi_out=$(python3 "$SRL_E2E_DIR/httpc.py" hold 127.0.0.1 "$port" /hit $M "X-Key: hot")
+  check_eq "2: answers" $M "$(grep -c . <<<"$wsgi_out")"
+  check_eq "2: admitted host-wide" $LIMIT "$(grep -c "^200$T" <<<"$wsgi_out")"
+  check_eq "2: answered 429" $((M - LIMIT)) "$(grep -c "^429$T" <<<"$wsgi_out")"
+  check_eq "2: every 429 has Retry-After = one token and RateLimit r=0" $((M - LIMIT)) \
+    "$(grep -cxF "$denied" <<<"$wsgi_out")"
+}
+
+# rlctl on segment NAME counts what wsgi_hold_hot sent: LIMIT allowed,
+# M - LIMIT denied, one key.
+rlctl_agrees_hot() {
+  check_eq "3: rlctl info: allowed" $LIMIT "$(rlctl_count "$1" allowed)"
+  check_eq "3: rlctl info: denied" $((M - LIMIT)) "$(rlctl_count "$1" denied)"
+  check_eq "3: rlctl info: keys tracked" 1 "$(rlctl_count "$1" used)"
+}

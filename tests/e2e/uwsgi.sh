@@ -59,23 +59,14 @@ else
 fi
 
 # --- 2: one key, M requests in flight at once
-T=$'\t'
-denied_hdrs="429$T$TOKEN_S$T\"default\";r=0;t=$TOKEN_S$T\"default\";q=$LIMIT;w=86400"
-out=$(python3 "$SRL_E2E_DIR/httpc.py" hold 127.0.0.1 "$port" /hit $M "X-Key: hot")
-check_eq "2: answers" $M "$(grep -c . <<<"$out")"
-check_eq "2: admitted host-wide" $LIMIT "$(grep -c "^200$T" <<<"$out")"
-check_eq "2: answered 429" $((M - LIMIT)) "$(grep -c "^429$T" <<<"$out")"
-check_eq "2: every 429 has Retry-After = one token and RateLimit r=0" $((M - LIMIT)) \
-  "$(grep -cxF "$denied_hdrs" <<<"$out")"
+wsgi_hold_hot "$port"
 wait_until 10 test "$(grep -c 'GET /hit ' "$e2e_tmp/uwsgi.log")" -ge $M
 check_eq "2: request log: admitted" $LIMIT "$(grep 'GET /hit ' "$e2e_tmp/uwsgi.log" | grep -c '(HTTP/1.[01] 200)')"
 answered=$(sed -n 's/^\[pid: \([0-9]*\)|.*GET \/hit .*/\1/p' "$e2e_tmp/uwsgi.log" | sort -u | xargs)
 check_eq "2: worker pids that answered (all of them)" "$workers" "$answered"
 
 # --- 3: rlctl agrees
-check_eq "3: rlctl info: allowed" $LIMIT "$(rlctl_count "/$srl_token" allowed)"
-check_eq "3: rlctl info: denied" $((M - LIMIT)) "$(rlctl_count "/$srl_token" denied)"
-check_eq "3: rlctl info: keys tracked" 1 "$(rlctl_count "/$srl_token" used)"
+rlctl_agrees_hot "/$srl_token"
 
 # --- 4: stopped by its pid, with its workers
 stop_pid "$upid"
