@@ -325,7 +325,7 @@ SRL_API int srl_state_valid(const srl_policy *p, const void *state, uint64_t now
 
 /*
  * SRL_CONCURRENCY through the pure core: srl_state_peek reports whether a
- * unit is free (remaining = units free), srl_state_at_rest is "nothing in
+ * unit is free (remaining = units an entry of cost would leave free), srl_state_at_rest is "nothing in
  * flight", srl_state_valid checks the holder table.  srl_state_acquire and
  * srl_state_refund return SRL_ENOTSUP: a unit needs a recorded holder, so
  * it is taken by srl_enter and given back by srl_leave.
@@ -605,6 +605,30 @@ typedef struct srl_lease {
 SRL_API int srl_enter(srl_limiter *lim, const void *key, size_t len, srl_lease *lease,
                       srl_decision *d);
 SRL_API int srl_leave(srl_limiter *lim, srl_lease *lease);
+
+/* Who holds unit i (0..N-1) of a concurrency state (srl_entry.state at
+ * srl_limits_state_offset of the concurrency limit): 1 and *out filled, 0
+ * if the unit is free, SRL_EINVAL for a NULL argument or a policy that is
+ * not a valid concurrency limit.  For rlctl and monitoring. */
+typedef struct srl_holder {
+    int32_t pid;              /* in the holder's PID namespace */
+    uint32_t reserved0;
+    uint64_t start;           /* its start time, clock ticks since boot (0: unknown) */
+    uint64_t pidns;           /* its PID namespace inode (0: unknown) */
+    uint64_t since_ns;        /* ticker time of the admission */
+    uint64_t reserved[2];
+} srl_holder;
+
+SRL_API int srl_holder_get(const srl_policy *p, const void *state, uint32_t i, srl_holder *out);
+
+/* A copy of key's whole state (srl_info.state_bytes bytes: every limit's
+ * slice at srl_limits_state_offset), taken under the key's lock, for tools
+ * that show more than a decision (the holders of a concurrency limit:
+ * srl_holder_get; each limit of a compound: srl_state_peek on its slice).
+ * Returns 0, SRL_ENOENT (not tracked), SRL_ENOBUFS (buflen too small),
+ * SRL_EKEY, SRL_EINVAL, a lock error, or SRL_ENOTSUP (Redis). */
+SRL_API int srl_key_state(srl_limiter *lim, const void *key, size_t len, void *buf,
+                          size_t buflen);
 
 /* The decision a request of cost would get, changing nothing.
  * SRL_ENOENT if the key is not tracked (a new key would be allowed). */

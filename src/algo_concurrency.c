@@ -113,7 +113,10 @@ static void conc_decide(const srl_policy *p, void *state, uint64_t now, uint32_t
     assert(commit == 0);
     (void)commit;
     const struct conc_head *h = state;
-    report(p, state, now, h->count + cost <= p->permits, d);
+    int allowed = h->count + cost <= p->permits;
+    report(p, state, now, allowed, d);
+    if (allowed)
+        d->remaining -= cost;   /* what an admission would leave, as every algorithm says */
 }
 
 static void conc_refund(const srl_policy *p, void *state, uint64_t now, uint32_t cost)

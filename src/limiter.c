@@ -253,3 +253,17 @@ int srl_leave(srl_limiter *lim, srl_lease *lease)
     lease->gen = 0;           /* a second leave is SRL_ENOENT without a lookup */
     return rc;
 }
+
+int srl_key_state(srl_limiter *lim, const void *key, size_t len, void *buf, size_t buflen)
+{
+    if (lim == NULL || buf == NULL)
+        return SRL_EINVAL;
+    int rc = check_key(key, len);
+    if (rc != 0)
+        return rc;
+    if (lim->ops->key_state == NULL)
+        return SRL_ENOTSUP;
+    if (buflen < lim->cmp.state_bytes)
+        return SRL_ENOBUFS;
+    return lim->ops->key_state(lim, key, len, buf);
+}

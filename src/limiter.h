@@ -36,6 +36,8 @@ struct srl__store_ops {
     int (*enter)(srl_limiter *lim, const void *key, size_t len, srl_lease *lease,
                  srl_decision *d);
     int (*leave)(srl_limiter *lim, srl_lease *lease);
+    /* srl_key_state (may be NULL: SRL_ENOTSUP); buf holds cmp.state_bytes. */
+    int (*key_state)(srl_limiter *lim, const void *key, size_t len, void *buf);
     void (*close)(srl_limiter *lim);
 };
 

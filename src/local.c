@@ -681,6 +681,17 @@ static int local_peek(srl_limiter *lim, const void *key, size_t len, uint32_t co
     return 0;
 }
 
+static int local_key_state(srl_limiter *lim, const void *key, size_t len, void *buf)
+{
+    struct lnode *n = NULL;
+    int rc = lock_key(local_of(lim), key, len, &n);
+    if (rc != 0)
+        return rc;
+    memcpy(buf, node_state(n), local_of(lim)->state_bytes);
+    unlock_key(n);
+    return 0;
+}
+
 /* Under the node's lock, as an admission. */
 static int local_refund(srl_limiter *lim, const void *key, size_t len, uint32_t cost)
 {
@@ -899,6 +910,7 @@ static const struct srl__store_ops local_ops = {
     .check = NULL, /* srl_check: SRL_ENOTSUP, as srl.h documents */
     .enter = local_enter,
     .leave = local_leave,
+    .key_state = local_key_state,
     .close = local_close,
 };
 

@@ -80,7 +80,7 @@ typedef struct rlctl_opts {
     const struct rlctl_cmd *cmd;
     unsigned seen;            /* RLCTL_O_* given on the command line */
     int json, hex, dry_run, all, force;
-    srl_policy policy;
+    srl_limits limits;        /* --policy: one limit or a compound */
     uint64_t capacity;
     uint32_t key_display;
     uint32_t mode;
@@ -271,5 +271,16 @@ int rlctl_cmd_reset(const rlctl_opts *o);
 int rlctl_cmd_evict(const rlctl_opts *o);
 int rlctl_cmd_watch(const rlctl_opts *o);
 int rlctl_cmd_metrics(const rlctl_opts *o);
+
+/* rlctl_detail.c: get's per-limit and in-flight lines for one tracked key. */
+typedef struct rlctl_detail {
+    void *state;              /* the key's state copy, NULL: nothing more to show */
+    uint64_t now;             /* ticker time of the copy */
+} rlctl_detail;
+int rlctl_detail_load(srl_limiter *lim, const srl_info *in, const void *key, size_t len,
+                      rlctl_detail *out);
+void rlctl_detail_print(const srl_info *in, const rlctl_detail *d);
+void rlctl_detail_json(rlctl_json *j, const srl_info *in, const rlctl_detail *d);
+void rlctl_detail_free(rlctl_detail *d);
 
 #endif

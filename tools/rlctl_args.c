@@ -296,7 +296,7 @@ static int take_option(rlctl_opts *o, int opt, const char *arg)
     case OPT_POLICY:
     {
         srl_policy_error pe;
-        if (srl_policy_parse_ex(arg, &o->policy, &pe) != 0) {
+        if (srl_limits_parse_ex(arg, &o->limits, &pe) != 0) {
             /* the library's message names the bad part and the fix */
             char *f;
             int rc = usage_error(cmd, "--policy: invalid value '%s': %s", shown(arg, &f),

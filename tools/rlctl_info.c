@@ -45,6 +45,15 @@ static void iso_time(uint64_t unix_ns, char *buf, size_t len)
         snprintf(buf, len, "?");
 }
 
+/* The policy has an in-flight limit: its reclaim count is worth a row. */
+static int has_units(const srl_info *in)
+{
+    for (uint32_t i = 0; i < in->limits.count; i++)
+        if (in->limits.limit[i].algorithm == SRL_CONCURRENCY)
+            return 1;
+    return 0;
+}
+
 static void info_json(const char *name, const srl_info *in, const srl_stats *st, const char *pol,
                       const char *owner, uint64_t age)
 {
@@ -85,6 +94,8 @@ static void info_json(const char *name, const srl_info *in, const srl_stats *st,
     rlctl_json_u64(&j, "recovered", st->recovered);
     rlctl_json_u64(&j, "reset_slots", st->reset_slots);
     rlctl_json_u64(&j, "evicted", st->evicted);
+    if (has_units(in))
+        rlctl_json_u64(&j, "reclaimed", st->reclaimed);
     rlctl_json_u64(&j, "timeouts", st->timeouts);
     rlctl_json_end_obj(&j);
     rlctl_json_end(&j);
@@ -135,6 +146,8 @@ static void info_text(const char *name, const srl_info *in, const srl_stats *st,
     ROW("reset slots", "%" PRIu64, st->reset_slots);
     ROW("evicted", "%" PRIu64, st->evicted);
     ROW("timeouts", "%" PRIu64, st->timeouts);
+    if (has_units(in))
+        ROW("reclaimed", "%" PRIu64 " (in-flight units of dead or stuck holders)", st->reclaimed);
     rlctl_warnings_explain(w, name, pol, in->capacity, stdout);
 }
 
@@ -152,8 +165,8 @@ int rlctl_cmd_info(const rlctl_opts *o)
     srl_close(lim);
     if (rc != 0)
         return rlctl_fail_cmd(o, rc);
-    char pol[SRL_POLICY_TEXT_MAX], owner[64];
-    if (srl_policy_format(&in.policy, pol, sizeof pol) < 0)
+    char pol[SRL_LIMITS_TEXT_MAX], owner[64];
+    if (srl_limits_format(&in.limits, pol, sizeof pol) < 0)
         snprintf(pol, sizeof pol, "?");
     owner_name(in.owner_uid, owner, sizeof owner);
     uint64_t age = age_ns(in.created_unix_ns);

@@ -117,8 +117,8 @@ static void print_json(const struct rlctl_segs *s)
         char health[48];
         rlctl_json_str(&j, "status", shown_status(g, health, sizeof health));
         if (g->open_rc == 0) {
-            char pol[SRL_POLICY_TEXT_MAX];
-            if (srl_policy_format(&g->info.policy, pol, sizeof pol) < 0)
+            char pol[SRL_LIMITS_TEXT_MAX];
+            if (srl_limits_format(&g->info.limits, pol, sizeof pol) < 0)
                 snprintf(pol, sizeof pol, "?");
             rlctl_json_str(&j, "policy", pol);
             rlctl_json_u64(&j, "capacity", g->info.capacity);
@@ -145,10 +145,10 @@ static int print_text(const struct rlctl_segs *s)
     rlctl_table_init(&t, 7, hdr, right);
     for (size_t i = 0; i < s->n; i++) {
         const struct rlctl_seg *g = &s->v[i];
-        char pol[SRL_POLICY_TEXT_MAX] = "-", cap[24] = "-", used[24] = "-", load[24] = "-",
+        char pol[SRL_LIMITS_TEXT_MAX] = "-", cap[24] = "-", used[24] = "-", load[24] = "-",
              size[48] = "-";
         if (g->open_rc == 0) {
-            if (srl_policy_format(&g->info.policy, pol, sizeof pol) < 0)
+            if (srl_limits_format(&g->info.limits, pol, sizeof pol) < 0)
                 snprintf(pol, sizeof pol, "?");
             snprintf(cap, sizeof cap, "%" PRIu64, g->info.capacity);
             snprintf(used, sizeof used, "%" PRIu64, g->stats.used);

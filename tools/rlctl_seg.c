@@ -74,7 +74,7 @@ int rlctl_cmd_create(const rlctl_opts *o)
 {
     srl_config cfg;
     srl_config_init(&cfg);
-    cfg.policy = o->policy;
+    cfg.limits = o->limits;
     cfg.capacity = o->capacity;
     cfg.key_display = o->key_display;
     cfg.mode = o->mode;
@@ -104,8 +104,8 @@ int rlctl_cmd_create(const rlctl_opts *o)
     if (rc != 0)
         return rlctl_fail_cmd(o, rc);
     int64_t after = shm_free();
-    char pol[SRL_POLICY_TEXT_MAX];
-    if (srl_policy_format(&info.policy, pol, sizeof pol) < 0)
+    char pol[SRL_LIMITS_TEXT_MAX];
+    if (srl_limits_format(&info.limits, pol, sizeof pol) < 0)
         snprintf(pol, sizeof pol, "?");
     if (o->json) {
         rlctl_json j;
