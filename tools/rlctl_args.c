@@ -22,7 +22,8 @@
 #include <string.h>
 
 enum { OPT_JSON = 256, OPT_HEX, OPT_POLICY, OPT_CAPACITY, OPT_KEY_DISPLAY, OPT_MODE,
-       OPT_ON_FULL, OPT_COST, OPT_SORT, OPT_TOP, OPT_DRY_RUN, OPT_OUTPUT };
+       OPT_ON_FULL, OPT_COST, OPT_SORT, OPT_TOP, OPT_DRY_RUN, OPT_OUTPUT, OPT_KEYS,
+       OPT_ALL_KEYS };
 
 static const struct option long_opts[] = {
     {"json", no_argument, NULL, OPT_JSON},
@@ -37,6 +38,8 @@ static const struct option long_opts[] = {
     {"top", required_argument, NULL, OPT_TOP},
     {"dry-run", no_argument, NULL, OPT_DRY_RUN},
     {"output", required_argument, NULL, OPT_OUTPUT},
+    {"keys", no_argument, NULL, OPT_KEYS},
+    {"all-keys", no_argument, NULL, OPT_ALL_KEYS},
     {"interval", required_argument, NULL, 'i'},
     {"count", required_argument, NULL, 'n'},
     {"all", no_argument, NULL, 'a'},
@@ -261,6 +264,8 @@ static unsigned option_bit(int opt)
     case OPT_TOP: return RLCTL_O_TOP;
     case OPT_DRY_RUN: return RLCTL_O_DRY_RUN;
     case OPT_OUTPUT: return RLCTL_O_OUTPUT;
+    case OPT_KEYS: return RLCTL_O_KEYS;
+    case OPT_ALL_KEYS: return RLCTL_O_ALL_KEYS;
     case 'i': return RLCTL_O_INTERVAL;
     case 'n': return RLCTL_O_COUNT;
     case 'a': return RLCTL_O_ALL;
@@ -286,6 +291,8 @@ static int take_option(rlctl_opts *o, int opt, const char *arg)
     case OPT_JSON: o->json = 1; return 0;
     case OPT_HEX: o->hex = 1; return 0;
     case OPT_DRY_RUN: o->dry_run = 1; return 0;
+    case OPT_KEYS: o->keys = 1; return 0;
+    case OPT_ALL_KEYS: o->all_keys = 1; return 0;
     case OPT_OUTPUT:
         if (arg[0] == '\0')
             return bad_value(cmd, "--output", arg, "a file name");
@@ -425,6 +432,8 @@ int rlctl_parse(int argc, char **argv, rlctl_opts *o)
         if (rc != 0)
             return rc;
     }
+    if ((o->seen & RLCTL_O_TOP) && (o->seen & RLCTL_O_ALL_KEYS))
+        return usage_error(o->cmd, "give --top N or --all-keys, not both");
     int npos = sub_argc - optind;
     if (o->cmd->takes_name == RLCTL_NAMES) {
         for (int i = optind; i < sub_argc; i++) {

@@ -109,3 +109,13 @@ void rlctl_owner_remedy(const char *name)
             "'chmod 600 %s' if nobody else should",
             (unsigned)(st.st_mode & 0777), path);
 }
+
+void rlctl_owner_name(uint32_t uid, char *buf, size_t len)
+{
+    struct passwd pw, *res = NULL;
+    char scratch[1024];
+    if (getpwuid_r((uid_t)uid, &pw, scratch, sizeof scratch, &res) == 0 && res != NULL)
+        snprintf(buf, len, "%s", res->pw_name);
+    else
+        snprintf(buf, len, "%u", uid);
+}

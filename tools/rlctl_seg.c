@@ -232,7 +232,10 @@ int rlctl_cmd_check(const rlctl_opts *o)
     if (status != 0)
         return status;
     struct problems p = {0};
+    rlctl_progress pr;
+    rlctl_progress_begin(&pr, o, NULL, 0, "rlctl: check: %s", o->name);
     int64_t n = srl_check(lim, collect, &p);
+    rlctl_progress_end(&pr);
     srl_close(lim);
     if (n < 0) {
         status = rlctl_fail_cmd(o, (int)n);
