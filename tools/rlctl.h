@@ -239,20 +239,21 @@ int rlctl_flush(int status);
 /* rlctl_progress.c: the progress line of a long walk (see the file).
  * begin draws nothing (and starts no thread) unless stderr is a tty and
  * --json was not given.  unit NULL: the line shows the elapsed time only;
- * else "DONE of TOTAL UNIT (P %)" (TOTAL 0: unknown, "DONE UNIT"). */
+ * else "DONE of TOTAL UNIT (P %)" (TOTAL 0: unknown, "DONE UNIT"), UNIT
+ * being unit_one for a count of 1. */
 typedef struct rlctl_progress {
     int on, stop, drawn;
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cv;
     char what[320];
-    const char *unit;
+    const char *unit_one, *unit;
     uint64_t total, start_ns, delay_ns;
     _Atomic uint64_t done;
 } rlctl_progress;
-void rlctl_progress_begin(rlctl_progress *p, const rlctl_opts *o, const char *unit,
-                          uint64_t total, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
+void rlctl_progress_begin(rlctl_progress *p, const rlctl_opts *o, const char *unit_one,
+                          const char *unit, uint64_t total, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
 static inline void rlctl_progress_add(rlctl_progress *p, uint64_t n)
 {
     atomic_fetch_add_explicit(&p->done, n, memory_order_relaxed);

@@ -40,9 +40,10 @@ int rlctl_cmd_evict(const rlctl_opts *o)
      * walk with a callback), the elapsed time for srl_evict_idle (none). */
     rlctl_progress p;
     if (o->dry_run)
-        rlctl_progress_begin(&p, o, "keys checked", 0, "rlctl: evict --dry-run: %s", o->name);
+        rlctl_progress_begin(&p, o, "key checked", "keys checked", 0,
+                             "rlctl: evict --dry-run: %s", o->name);
     else
-        rlctl_progress_begin(&p, o, NULL, 0, "rlctl: evict: %s", o->name);
+        rlctl_progress_begin(&p, o, NULL, NULL, 0, "rlctl: evict: %s", o->name);
     struct rest_count c = {.progress = &p};
     int64_t n = o->dry_run ? srl_foreach(lim, count_at_rest, &c) : srl_evict_idle(lim);
     rlctl_progress_end(&p);

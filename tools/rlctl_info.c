@@ -138,7 +138,7 @@ int rlctl_cmd_info(const rlctl_opts *o)
     int rc = srl_info_get(lim, &in);
     if (rc == 0) {
         rlctl_progress p;
-        rlctl_progress_begin(&p, o, NULL, 0, "rlctl: info: counting %s: %" PRIu64 " %s",
+        rlctl_progress_begin(&p, o, NULL, NULL, 0, "rlctl: info: counting %s: %" PRIu64 " %s",
                              rlctl_seg_name(&in, o->name), in.buckets,
                              rlctl_plural(in.buckets, "bucket", "buckets"));
         rc = srl_stats_get(lim, &st);

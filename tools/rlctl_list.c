@@ -26,6 +26,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 struct row {
     unsigned char *display;
@@ -188,7 +189,7 @@ static int print_json(const char *name, const srl_info *in, const struct walk *w
     return 0;
 }
 
-static int print_text(const struct walk *w, uint64_t now)
+static int print_text(const rlctl_opts *o, const char *name, const struct walk *w, uint64_t now)
 {
     /* RESET_AFTER_NEXT, not RESET_AFTER: the value is the peek's, so it is
      * what a request of cost 1 now would be told (until at rest AFTER that
@@ -202,10 +203,20 @@ static int print_text(const struct walk *w, uint64_t now)
     static const unsigned char right[] = {0, 1, 1, 1, 1, 1, 1, 1, 0};
     rlctl_table t;
     rlctl_table_init(&t, 9, hdr, right);
+    /* Building and printing millions of rows takes longer than the walk
+     * (3M: 2 s walk, 6 s rows).  Shown only when stdout is not the
+     * terminal: there the rows themselves are the progress, and a line
+     * drawn between them would be torn. */
+    rlctl_progress p;
+    rlctl_opts quiet = *o;
+    quiet.json = quiet.json || isatty(STDOUT_FILENO);
+    rlctl_progress_begin(&p, &quiet, "row", "rows", w->n, "rlctl: list: %s: writing", name);
     for (size_t i = 0; i < w->n; i++) {
         const struct row *r = &w->v[i];
         char *key = label(r);
+        rlctl_progress_add(&p, 1);
         if (key == NULL) {
+            rlctl_progress_end(&p);
             rlctl_table_free(&t);
             return -1;
         }
@@ -229,6 +240,8 @@ static int print_text(const struct walk *w, uint64_t now)
         free(key);
     }
     int rc = rlctl_table_print(&t, stdout);
+    fflush(stdout); /* the rows are written before the line is erased */
+    rlctl_progress_end(&p);
     rlctl_table_free(&t);
     return rc;
 }
@@ -263,7 +276,7 @@ static int refuse_long(const rlctl_opts *o, const char *name, uint64_t used)
 static int count_keys(const rlctl_opts *o, srl_limiter *lim, const srl_info *in, srl_stats *st)
 {
     rlctl_progress p;
-    rlctl_progress_begin(&p, o, NULL, 0, "rlctl: list: counting %s: %" PRIu64 " %s",
+    rlctl_progress_begin(&p, o, NULL, NULL, 0, "rlctl: list: counting %s: %" PRIu64 " %s",
                          rlctl_seg_name(in, o->name), in->buckets,
                          rlctl_plural(in->buckets, "bucket", "buckets"));
     int rc = srl_stats_get(lim, st);
@@ -362,7 +375,7 @@ int rlctl_cmd_list(const rlctl_opts *o)
         }
     }
     rlctl_progress p;
-    rlctl_progress_begin(&p, o, "keys", have ? st.used : 0, "rlctl: list: %s", name);
+    rlctl_progress_begin(&p, o, "key", "keys", have ? st.used : 0, "rlctl: list: %s", name);
     struct walk w = {.sort = o->sort, .top = o->top, .progress = &p};
     int64_t visited = srl_foreach(lim, visit, &w);
     rlctl_progress_end(&p);
@@ -379,7 +392,7 @@ int rlctl_cmd_list(const rlctl_opts *o)
     } else {
         sort_rows(&w);
         cut_to_top(&w);
-        rc = o->json ? print_json(o->name, &info, &w, visited, now) : print_text(&w, now);
+        rc = o->json ? print_json(o->name, &info, &w, visited, now) : print_text(o, name, &w, now);
         if (rc < 0) {
             fputs("rlctl: out of memory\n", stderr);
             status = EX_OSERR;

@@ -64,7 +64,7 @@ void rlctl_probe(const rlctl_opts *o, const char *name, int walk, struct rlctl_s
         rc = srl_info_get(lim, &g->info);
         if (rc == 0 && walk) {
             rlctl_progress p;
-            rlctl_progress_begin(&p, o, NULL, 0, "rlctl: %s: counting %s: %" PRIu64 " %s",
+            rlctl_progress_begin(&p, o, NULL, NULL, 0, "rlctl: %s: counting %s: %" PRIu64 " %s",
                                  o->cmd->name, g->name, g->info.buckets,
                                  rlctl_plural(g->info.buckets, "bucket", "buckets"));
             rc = srl_stats_get(lim, &g->stats);

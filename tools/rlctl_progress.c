@@ -78,10 +78,11 @@ static void draw(rlctl_progress *p)
     else if (p->total != 0) {
         uint64_t pct = done >= p->total ? 100 : (uint64_t)((unsigned __int128)done * 100 / p->total);
         snprintf(text, sizeof text, "%s: %" PRIu64 " of %" PRIu64 " %s (%" PRIu64 " %%), %" PRIu64
-                 ".%" PRIu64 "s", p->what, done, p->total, p->unit, pct, el / 10, el % 10);
+                 ".%" PRIu64 "s", p->what, done, p->total,
+                 rlctl_plural(p->total, p->unit_one, p->unit), pct, el / 10, el % 10);
     } else
         snprintf(text, sizeof text, "%s: %" PRIu64 " %s, %" PRIu64 ".%" PRIu64 "s", p->what, done,
-                 p->unit, el / 10, el % 10);
+                 rlctl_plural(done, p->unit_one, p->unit), el / 10, el % 10);
     size_t w = width(), n = strlen(text);
     if (n > w)
         n = w;
@@ -114,8 +115,8 @@ static void *run(void *arg)
     return NULL;
 }
 
-void rlctl_progress_begin(rlctl_progress *p, const rlctl_opts *o, const char *unit,
-                          uint64_t total, const char *fmt, ...)
+void rlctl_progress_begin(rlctl_progress *p, const rlctl_opts *o, const char *unit_one,
+                          const char *unit, uint64_t total, const char *fmt, ...)
 {
     memset(p, 0, sizeof *p);
     atomic_init(&p->done, 0);
@@ -127,6 +128,7 @@ void rlctl_progress_begin(rlctl_progress *p, const rlctl_opts *o, const char *un
     va_end(ap);
     /* Keys are shown escaped everywhere; a segment name is checked by
      * srl_name_check, so what holds printable ASCII only. */
+    p->unit_one = unit_one;
     p->unit = unit;
     p->total = total;
     p->delay_ns = delay_ns();

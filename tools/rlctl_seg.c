@@ -233,7 +233,7 @@ int rlctl_cmd_check(const rlctl_opts *o)
         return status;
     struct problems p = {0};
     rlctl_progress pr;
-    rlctl_progress_begin(&pr, o, NULL, 0, "rlctl: check: %s", o->name);
+    rlctl_progress_begin(&pr, o, NULL, NULL, 0, "rlctl: check: %s", o->name);
     int64_t n = srl_check(lim, collect, &p);
     rlctl_progress_end(&pr);
     srl_close(lim);

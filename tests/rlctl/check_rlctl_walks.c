@@ -477,19 +477,25 @@ START_TEST(long_walks_show_progress_on_a_tty_only)
 #define NUM "[0-9]+\\.[0-9]s"
     static const struct {
         const char *args[4];
-        const char *phase[2][2];
+        const char *phase[3][2];
     } cases[] = {
         {{"info", "NAME"},
          {{"rlctl: info: counting %s: 4 buckets, 0.0s", "rlctl: info: counting %s: 4 buckets, " NUM}}},
         /* list: the count, then the keys against it */
+        /* list: the count, the keys against it, then (stdout is a file,
+         * not the terminal) the rows written */
         {{"list", "NAME"},
          {{"rlctl: list: counting %s: 4 buckets, 0.0s", "rlctl: list: counting %s: 4 buckets, " NUM},
           {"rlctl: list: %s: 0 of 3 keys (0 %%), 0.0s",
-           "rlctl: list: %s: ([0-9]+) of 3 keys \\([0-9]+ %%\\), " NUM}}},
+           "rlctl: list: %s: ([0-9]+) of 3 keys \\([0-9]+ %%\\), " NUM},
+          {"rlctl: list: %s: writing: 0 of 3 rows (0 %%), 0.0s",
+           "rlctl: list: %s: writing: ([0-9]+) of 3 rows \\([0-9]+ %%\\), " NUM}}},
         /* list --top: the bounded walk (total unknown), then the count */
         {{"list", "NAME", "--top", "1"},
          {{"rlctl: list: %s: 0 keys, 0.0s", "rlctl: list: %s: ([0-9]+) keys, " NUM},
-          {"rlctl: list: counting %s: 4 buckets, 0.0s", "rlctl: list: counting %s: 4 buckets, " NUM}}},
+          {"rlctl: list: counting %s: 4 buckets, 0.0s", "rlctl: list: counting %s: 4 buckets, " NUM},
+          {"rlctl: list: %s: writing: 0 of 1 row (0 %%), 0.0s",
+           "rlctl: list: %s: writing: ([0-9]+) of 1 row \\([0-9]+ %%\\), " NUM}}},
         {{"evict", "NAME", "--dry-run"},
          {{"rlctl: evict --dry-run: %s: 0 keys checked, 0.0s",
            "rlctl: evict --dry-run: %s: ([0-9]+) keys checked, " NUM}}},
@@ -503,7 +509,7 @@ START_TEST(long_walks_show_progress_on_a_tty_only)
             args[k] = strcmp(cases[i].args[k], "NAME") == 0 ? name : cases[i].args[k];
         ck_assert_msg(run_tty(&r, "0", 200, args) == 0, "%s: %s", args[0], r.err);
         const char *p = r.err;
-        for (size_t k = 0; k < 2 && cases[i].phase[k][0] != NULL; k++) {
+        for (size_t k = 0; k < 3 && cases[i].phase[k][0] != NULL; k++) {
             snprintf(first, sizeof first, cases[i].phase[k][0], name);
             snprintf(more, sizeof more, cases[i].phase[k][1], name);
             expect_phase(&p, first, more);
