@@ -76,7 +76,8 @@ static void draw(rlctl_progress *p)
     if (p->unit == NULL)
         snprintf(text, sizeof text, "%s, %" PRIu64 ".%" PRIu64 "s", p->what, el / 10, el % 10);
     else if (p->total != 0) {
-        uint64_t pct = done >= p->total ? 100 : (uint64_t)((unsigned __int128)done * 100 / p->total);
+        uint64_t pct =
+            done >= p->total ? 100 : (uint64_t)((unsigned __int128)done * 100 / p->total);
         snprintf(text, sizeof text, "%s: %" PRIu64 " of %" PRIu64 " %s (%" PRIu64 " %%), %" PRIu64
                  ".%" PRIu64 "s", p->what, done, p->total,
                  rlctl_plural(p->total, p->unit_one, p->unit), pct, el / 10, el % 10);

@@ -480,12 +480,13 @@ START_TEST(long_walks_show_progress_on_a_tty_only)
         const char *phase[3][2];
     } cases[] = {
         {{"info", "NAME"},
-         {{"rlctl: info: counting %s: 4 buckets, 0.0s", "rlctl: info: counting %s: 4 buckets, " NUM}}},
-        /* list: the count, then the keys against it */
+         {{"rlctl: info: counting %s: 4 buckets, 0.0s",
+           "rlctl: info: counting %s: 4 buckets, " NUM}}},
         /* list: the count, the keys against it, then (stdout is a file,
          * not the terminal) the rows written */
         {{"list", "NAME"},
-         {{"rlctl: list: counting %s: 4 buckets, 0.0s", "rlctl: list: counting %s: 4 buckets, " NUM},
+         {{"rlctl: list: counting %s: 4 buckets, 0.0s",
+           "rlctl: list: counting %s: 4 buckets, " NUM},
           {"rlctl: list: %s: 0 of 3 keys (0 %%), 0.0s",
            "rlctl: list: %s: ([0-9]+) of 3 keys \\([0-9]+ %%\\), " NUM},
           {"rlctl: list: %s: writing: 0 of 3 rows (0 %%), 0.0s",
@@ -493,7 +494,8 @@ START_TEST(long_walks_show_progress_on_a_tty_only)
         /* list --top: the bounded walk (total unknown), then the count */
         {{"list", "NAME", "--top", "1"},
          {{"rlctl: list: %s: 0 keys, 0.0s", "rlctl: list: %s: ([0-9]+) keys, " NUM},
-          {"rlctl: list: counting %s: 4 buckets, 0.0s", "rlctl: list: counting %s: 4 buckets, " NUM},
+          {"rlctl: list: counting %s: 4 buckets, 0.0s",
+           "rlctl: list: counting %s: 4 buckets, " NUM},
           {"rlctl: list: %s: writing: 0 of 1 row (0 %%), 0.0s",
            "rlctl: list: %s: writing: ([0-9]+) of 1 row \\([0-9]+ %%\\), " NUM}}},
         {{"evict", "NAME", "--dry-run"},
