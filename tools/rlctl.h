@@ -139,8 +139,11 @@ int rlctl_parse_seconds(const char *s, uint64_t *ns);
 /* rlctl_parse's result when --help was asked for and printed. */
 #define RLCTL_HELP_SHOWN (-1)
 
-/* rlctl_owner.c: --owner USER (root drops to USER; others trust its uid). */
+/* rlctl_owner.c: --owner USER (root drops to USER; others trust its uid);
+ * --mode M (the group/other bits a segment may grant: srl_config.mode). */
 int rlctl_owner_apply(const char *user);
+int rlctl_mode_apply(const char *arg);
+uint32_t rlctl_trusted_mode(void);
 uint32_t rlctl_trusted_uid(void);
 void rlctl_owner_remedy(const char *name);
 /* The login name of uid, or the number when it has none. */
@@ -227,6 +230,9 @@ int rlctl_fail(const char *name, int rc);
 /* rlctl_fail for a command: with --json also {"error", "code", "remedy",
  * "exit_status"} on stdout. */
 int rlctl_fail_cmd(const rlctl_opts *o, int rc);
+/* The config every open of an existing segment passes: the trust of
+ * --owner and --mode, nothing else (the segment's own policy is adopted). */
+void rlctl_open_config(srl_config *cfg);
 /* Open an existing segment (its own policy and geometry).  Returns 0 or an
  * exit code after printing the message. */
 int rlctl_open(const rlctl_opts *o, srl_limiter **out);

@@ -95,7 +95,7 @@ void rlctl_usage(FILE *f, const struct rlctl_cmd *only)
         fprintf(f, "usage: rlctl %s\n", only->synopsis);
         return;
     }
-    fputs("usage: rlctl [--owner USER] COMMAND [ARGS]   (see rlctl(1))\n", f);
+    fputs("usage: rlctl [--owner USER] [--mode M] COMMAND [ARGS]   (see rlctl(1))\n", f);
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(f, "       rlctl %s\n", commands[i].synopsis);
 }

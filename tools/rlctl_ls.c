@@ -3,8 +3,9 @@
  *
  * POSIX shared memory objects are the regular files of /dev/shm (ipcs does
  * not see them).  ls opens each one whose name srl accepts, read-only in
- * intent: srl_open_shared without SRL_CREATE and with cfg NULL, which
- * adopts the segment's own policy and never writes a header.  What the open
+ * intent: srl_open_shared with SRL_ADOPT, never SRL_CREATE, which adopts
+ * the segment's own policy and never writes a header; its config carries
+ * only the trust (--owner, --mode).  What the open
  * says decides the row:
  *   ok                      an srl segment: policy, capacity, size, owner;
  *                           or instead of ok what needs attention
@@ -59,7 +60,9 @@ void rlctl_probe(const rlctl_opts *o, const char *name, int walk, struct rlctl_s
     *g = (struct rlctl_seg){0};
     snprintf(g->name, sizeof g->name, "%s%s", name[0] == '/' ? "" : "/", name);
     srl_limiter *lim;
-    int rc = srl_open_shared(g->name, NULL, 0, &lim);
+    srl_config cfg;
+    rlctl_open_config(&cfg);
+    int rc = srl_open_shared(g->name, &cfg, SRL_ADOPT, &lim);
     if (rc == 0) {
         rc = srl_info_get(lim, &g->info);
         if (rc == 0 && walk) {

@@ -17,16 +17,17 @@ struct bad_args {
     const char *usage;      /* the second line */
 };
 
+#define TOP_USAGE "usage: rlctl [--owner USER] [--mode M] COMMAND [ARGS]   (see rlctl(1))"
+
 START_TEST(bad_arguments_exit_64_with_the_reason_and_a_usage_line)
 {
     char name[160];
     seg_name(name, sizeof name, "args");
     const char *N = name;
     const struct bad_args cases[] = {
-        {{NULL}, "rlctl: no command given", "usage: rlctl [--owner USER] COMMAND [ARGS]   (see rlctl(1))"},
-        {{"frob"}, "rlctl: unknown command 'frob'", "usage: rlctl [--owner USER] COMMAND [ARGS]   (see rlctl(1))"},
-        {{"\x1b[2J"}, "rlctl: unknown command '\\x1b[2J'",
-         "usage: rlctl [--owner USER] COMMAND [ARGS]   (see rlctl(1))"},
+        {{NULL}, "rlctl: no command given", TOP_USAGE},
+        {{"frob"}, "rlctl: unknown command 'frob'", TOP_USAGE},
+        {{"\x1b[2J"}, "rlctl: unknown command '\\x1b[2J'", TOP_USAGE},
         {{"info"}, "rlctl: info: missing NAME", "usage: rlctl info NAME [--json]"},
         {{"try", N}, "rlctl: try: missing KEY",
          "usage: rlctl try NAME [--hex] KEY [--cost N] [--json]"},
@@ -118,7 +119,8 @@ START_TEST(bad_arguments_exit_64_with_the_reason_and_a_usage_line)
     ck_assert(!shm_exists(name)); /* no failed create left anything */
     run_result r;
     RUN(&r, 0, "--help");
-    ck_assert_msg(strncmp(r.out, "usage: rlctl [--owner USER] COMMAND", 35) == 0, "got: %s", r.out);
+    ck_assert_msg(strncmp(r.out, "usage: rlctl [--owner USER] [--mode M] COMMAND", 46) == 0,
+                  "got: %s", r.out);
     run_free(&r);
 }
 END_TEST

@@ -517,6 +517,59 @@ START_TEST(a_foreign_file_exits_65_and_is_left_alone)
 }
 END_TEST
 
+static const char *ls_status(const char *name, int all, char *buf, size_t len);
+
+/* Group sharing is explicit: a segment created 0660 is refused by every
+ * opener that does not accept 0660, rlctl included, and accepted by
+ * 'rlctl --mode 0660' (as by a worker whose config says mode 0660). */
+START_TEST(a_group_shared_segment_is_opened_with_the_global_mode)
+{
+    char name[160], want[700], st[32];
+    seg_name(name, sizeof name, "group");
+    run_result r;
+    RUN(&r, 0, "create", name, "--policy", "token_bucket:5/1h", "--capacity", "16", "--mode",
+        "0660");
+    ck_assert_msg(strstr(r.out, "\nmode 0660: openers must accept it: 'rlctl --mode 0660 ...', "
+                                "and the workers' mode option (PHP 'mode' => 0660); others "
+                                "refuse it as forbidden\n") != NULL, "%s", r.out);
+    run_free(&r);
+    RUN(&r, 77, "try", name, "k");
+    snprintf(want, sizeof want, "or 'rlctl --mode 0660 ...' if they are trusted\n");
+    ck_assert_msg(strstr(r.err, want) != NULL, "%s", r.err);
+    run_free(&r);
+    RUN(&r, 0, "--mode", "0660", "try", name, "k");
+    ck_assert_str_eq(r.out, "k: allowed, remaining 4 of 5\n");
+    run_free(&r);
+    RUN(&r, 0, "--mode=0660", "info", name);
+    assert_info_line(r.out, "mode", "0660");
+    run_free(&r);
+    RUN(&r, 77, "--mode", "0640", "info", name); /* no group write accepted */
+    run_free(&r);
+    ck_assert_str_eq(ls_status(name, 0, st, sizeof st), "forbidden");
+    RUN(&r, 0, "--mode", "0660", "ls", "--json");
+    json_value *v = parse_out(&r);
+    const json_value *segs = json_get(v, "segments");
+    int seen = 0;
+    for (size_t i = 0; i < segs->n; i++)
+        if (strcmp(json_get_str(segs->items[i], "name"), name) == 0) {
+            ck_assert_str_eq(json_get_str(segs->items[i], "status"), "ok");
+            seen = 1;
+        }
+    ck_assert(seen);
+    json_free(v);
+    run_free(&r);
+    RUN(&r, 64, "--mode", "0999", "info", name);
+    ck_assert_str_eq(r.err, "rlctl: --mode: invalid value '0999': expected octal permission "
+                            "bits, e.g. 0660 to accept a segment its group may write\n");
+    run_free(&r);
+    RUN(&r, 77, "destroy", name);
+    run_free(&r);
+    RUN(&r, 0, "--mode", "0660", "destroy", name);
+    run_free(&r);
+    ck_assert(!shm_exists(name));
+}
+END_TEST
+
 /* `ls --json` status of name, or NULL if not listed (copied to buf). */
 static const char *ls_status(const char *name, int all, char *buf, size_t len)
 {
@@ -651,8 +704,8 @@ START_TEST(a_segment_writable_by_others_exits_77_as_forbidden)
     RUN(&r, 77, "info", name);
     snprintf(want, sizeof want,
              "rlctl: %s: permission denied (segment owner or mode refused): its mode 0602 lets "
-             "group or others write it, which srl refuses: 'chmod 600 /dev/shm%s' if nobody "
-             "else should\n",
+             "group or others write it, which srl refuses unless told: 'chmod 600 /dev/shm%s' "
+             "if nobody else should, or 'rlctl --mode 0602 ...' if they are trusted\n",
              name, name);
     ck_assert_str_eq(r.err, want);
     run_free(&r);
@@ -779,6 +832,7 @@ int main(void)
     tcase_add_test(tc, a_foreign_file_exits_65_and_is_left_alone);
     tcase_add_test(tc, damaged_segments_exit_65_are_listed_by_ls_and_destroy_removes_them);
     tcase_add_test(tc, a_segment_writable_by_others_exits_77_as_forbidden);
+    tcase_add_test(tc, a_group_shared_segment_is_opened_with_the_global_mode);
     tcase_add_test(tc, check_reports_each_problem_and_exits_1);
     tcase_add_test(tc, root_refuses_another_users_segment_and_inspects_it_only_as_that_user);
     tcase_add_test(tc, a_truncated_segment_is_named_as_such_by_info_and_ls);
