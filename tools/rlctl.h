@@ -14,7 +14,8 @@
  *   rlctl_args.c    argument parsing (options, numbers, keys, names)
  *   rlctl_escape.c  key escaping for terminals and JSON
  *   rlctl_json.c    a small JSON writer (commas, nesting, string escaping)
- *   rlctl_fmt.c     human formats: durations, byte sizes, aligned tables
+ *   rlctl_fmt.c     human formats: durations, byte sizes, aligned tables;
+ *                   parsing seconds (-i, RLCTL_PROGRESS_DELAY)
  *   rlctl_open.c    opening segments, valid names; srl error -> message
  *   rlctl_errors.c  each srl error code's exit status and remedy
  *   rlctl_seg.c     commands on whole segments: create destroy check
@@ -135,7 +136,6 @@ void rlctl_help(const struct rlctl_cmd *c);
 int rlctl_parse(int argc, char **argv, rlctl_opts *o);
 void rlctl_opts_free(rlctl_opts *o);
 int rlctl_parse_u64(const char *s, uint64_t max, uint64_t *out);
-int rlctl_parse_seconds(const char *s, uint64_t *ns);
 /* rlctl_parse's result when --help was asked for and printed. */
 #define RLCTL_HELP_SHOWN (-1)
 
@@ -186,6 +186,9 @@ void rlctl_json_ratio(rlctl_json *j, const char *key, uint64_t num, uint64_t den
 void rlctl_json_milli(rlctl_json *j, const char *key, uint64_t milli);
 void rlctl_json_end(rlctl_json *j); /* newline after the top-level value */
 
+/* rlctl_fmt.c: "2", "0.5": seconds with up to 9 decimals, 1 ms .. 1 day
+ * (-i, RLCTL_PROGRESS_DELAY); 0 or -1. */
+int rlctl_parse_seconds(const char *s, uint64_t *ns);
 /* rlctl_fmt.c: into buf (at least 48 bytes). */
 const char *rlctl_fmt_duration(uint64_t ns, char *buf, size_t len);
 const char *rlctl_fmt_bytes(uint64_t bytes, char *buf, size_t len);
