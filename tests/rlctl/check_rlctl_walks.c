@@ -213,6 +213,14 @@ static void assert_ls_row(const char *out, const char *const *want, size_t n)
                       "ls row of %s: word %zu is '%s', want '%s'", want[0], i, w[i], want[i]);
 }
 
+static size_t count_lines(const run_result *r)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < r->out_len; i++)
+        n += r->out[i] == '\n';
+    return n;
+}
+
 /* A top-level number of `list NAME --json` (exit 0). */
 static uint64_t list_json_u64(const char *name, const char *field)
 {
@@ -257,11 +265,12 @@ START_TEST(ls_reads_the_headers_only_and_counts_keys_only_with_keys)
     /* NAME STATUS POLICY CAPACITY SIZE("N.N KiB": two words) OWNER */
     const char *const plain[] = {name, "ok", "gcra:10/1h", "16", NULL, "KiB", me()};
     assert_ls_row(r.out, plain, 7);
-    size_t hl = strcspn(r.out, "\n");
-    ck_assert_msg(strncmp(r.out, "NAME ", 5) == 0 && hl > 6 &&
-                      strncmp(r.out + hl - 6, " OWNER", 6) == 0 &&
-                      memmem(r.out, hl, " USED ", 6) == NULL &&
-                      memmem(r.out, hl, " LOAD ", 6) == NULL, "header: %s", r.out);
+    char head[256];
+    snprintf(head, sizeof head, "%.*s", (int)strcspn(r.out, "\n"), r.out);
+    size_t hl = strlen(head);
+    ck_assert_msg(strncmp(head, "NAME ", 5) == 0 && hl > 6 && strcmp(head + hl - 6, " OWNER") == 0 &&
+                      strstr(head, " USED ") == NULL && strstr(head, " LOAD ") == NULL,
+                  "header: %s", r.out);
     ck_assert_msg(strstr(r.out, "\n(keys not counted: STATUS says only what the headers say; "
                                 "'rlctl ls --keys' reads every bucket for USED, LOAD and the "
                                 "load, untracked, repaired and timeouts warnings)\n") != NULL,
@@ -346,10 +355,7 @@ START_TEST(list_refuses_more_than_100000_keys_without_top_or_all_keys)
     run_free(&r);
 
     RUN(&r, 0, "list", name, "--all-keys");
-    size_t lines = 0;
-    for (size_t i = 0; i < r.out_len; i++)
-        lines += r.out[i] == '\n';
-    ck_assert_uint_eq(lines, 1 + 100001 + 1); /* header, the keys, the fingerprint hint */
+    ck_assert_uint_eq(count_lines(&r), 1 + 100001 + 1); /* header, keys, fingerprint hint */
     ck_assert_str_eq(r.err, "");
     run_free(&r);
 
@@ -358,7 +364,11 @@ START_TEST(list_refuses_more_than_100000_keys_without_top_or_all_keys)
     ck_assert_int_eq(srl_open_shared(name, NULL, 0, &lim), 0);
     ck_assert_int_eq(srl_reset_key(lim, "k000000", 7), 0);
     srl_close(lim);
-    ck_assert_uint_eq(list_json_u64(name, "shown"), 100000);
+    /* In text: parsing 100000 keys of JSON takes the strict test parser
+     * most of a minute under AddressSanitizer. */
+    RUN(&r, 0, "list", name);
+    ck_assert_uint_eq(count_lines(&r), 1 + 100000 + 1);
+    run_free(&r);
     seg_destroy(name);
 }
 END_TEST
