@@ -39,11 +39,14 @@ int rlctl_cmd_evict(const rlctl_opts *o)
     /* The progress line (on a tty only): keys checked for a dry run (a
      * walk with a callback), the elapsed time for srl_evict_idle (none). */
     rlctl_progress p;
+    srl_info in;
+    uint64_t buckets = srl_info_get(lim, &in) == 0 ? in.buckets : 0;
     if (o->dry_run)
         rlctl_progress_begin(&p, o, "key checked", "keys checked", 0,
                              "rlctl: evict --dry-run: %s", o->name);
     else
-        rlctl_progress_begin(&p, o, NULL, NULL, 0, "rlctl: evict: %s", o->name);
+        rlctl_progress_begin(&p, o, NULL, NULL, 0, "rlctl: evict: %s: %" PRIu64 " %s", o->name,
+                             buckets, rlctl_plural(buckets, "bucket", "buckets"));
     struct rest_count c = {.progress = &p};
     int64_t n = o->dry_run ? srl_foreach(lim, count_at_rest, &c) : srl_evict_idle(lim);
     rlctl_progress_end(&p);

@@ -241,7 +241,10 @@ int rlctl_cmd_check(const rlctl_opts *o)
         return status;
     struct problems p = {0};
     rlctl_progress pr;
-    rlctl_progress_begin(&pr, o, NULL, NULL, 0, "rlctl: check: %s", o->name);
+    srl_info in;
+    uint64_t buckets = srl_info_get(lim, &in) == 0 ? in.buckets : 0;
+    rlctl_progress_begin(&pr, o, NULL, NULL, 0, "rlctl: check: %s: %" PRIu64 " %s", o->name,
+                         buckets, rlctl_plural(buckets, "bucket", "buckets"));
     int64_t n = srl_check(lim, collect, &p);
     rlctl_progress_end(&pr);
     srl_close(lim);

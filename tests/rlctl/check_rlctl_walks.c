@@ -511,8 +511,10 @@ START_TEST(long_walks_show_progress_on_a_tty_only)
         {{"evict", "NAME", "--dry-run"},
          {{"rlctl: evict --dry-run: %s: 0 keys checked, 0.0s",
            "rlctl: evict --dry-run: %s: ([0-9]+) keys checked, " NUM}}},
-        {{"evict", "NAME"}, {{"rlctl: evict: %s, 0.0s", "rlctl: evict: %s, " NUM}}},
-        {{"check", "NAME"}, {{"rlctl: check: %s, 0.0s", "rlctl: check: %s, " NUM}}},
+        {{"evict", "NAME"},
+         {{"rlctl: evict: %s: 4 buckets, 0.0s", "rlctl: evict: %s: 4 buckets, " NUM}}},
+        {{"check", "NAME"},
+         {{"rlctl: check: %s: 4 buckets, 0.0s", "rlctl: check: %s: 4 buckets, " NUM}}},
     };
 #undef NUM
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
