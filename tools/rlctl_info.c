@@ -15,19 +15,8 @@
 #include "rlctl.h"
 
 #include <errno.h>
-#include <pwd.h>
 #include <signal.h>
 #include <time.h>
-
-static void owner_name(uint32_t uid, char *buf, size_t len)
-{
-    struct passwd pw, *res = NULL;
-    char scratch[1024];
-    if (getpwuid_r((uid_t)uid, &pw, scratch, sizeof scratch, &res) == 0 && res != NULL)
-        snprintf(buf, len, "%s", res->pw_name);
-    else
-        snprintf(buf, len, "%u", uid);
-}
 
 static uint64_t age_ns(uint64_t created_unix_ns)
 {
@@ -160,15 +149,21 @@ int rlctl_cmd_info(const rlctl_opts *o)
     srl_info in;
     srl_stats st;
     int rc = srl_info_get(lim, &in);
-    if (rc == 0)
+    if (rc == 0) {
+        rlctl_progress p;
+        rlctl_progress_begin(&p, o, NULL, NULL, 0, "rlctl: info: counting %s: %" PRIu64 " %s",
+                             rlctl_seg_name(&in, o->name), in.buckets,
+                             rlctl_plural(in.buckets, "bucket", "buckets"));
         rc = srl_stats_get(lim, &st);
+        rlctl_progress_end(&p);
+    }
     srl_close(lim);
     if (rc != 0)
         return rlctl_fail_cmd(o, rc);
     char pol[SRL_LIMITS_TEXT_MAX], owner[64];
     if (srl_limits_format(&in.limits, pol, sizeof pol) < 0)
         snprintf(pol, sizeof pol, "?");
-    owner_name(in.owner_uid, owner, sizeof owner);
+    rlctl_owner_name(in.owner_uid, owner, sizeof owner);
     uint64_t age = age_ns(in.created_unix_ns);
     if (o->json)
         info_json(rlctl_seg_name(&in, o->name), &in, &st, pol, owner, age);

@@ -271,7 +271,9 @@ int rlctl_cmd_watch(const rlctl_opts *o)
             if (now_ino != 0 && now_ino != ino) {
                 srl_limiter *fresh = NULL;
                 srl_info fi;
-                if (srl_open_shared(o->name, NULL, 0, &fresh) == 0 &&
+                srl_config cfg;
+                rlctl_open_config(&cfg);
+                if (srl_open_shared(o->name, &cfg, SRL_ADOPT, &fresh) == 0 &&
                     srl_info_get(fresh, &fi) == 0) {
                     srl_close(lim);
                     lim = fresh;

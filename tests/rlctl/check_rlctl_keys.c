@@ -63,7 +63,7 @@ START_TEST(try_allows_exactly_the_permits_then_exits_1_with_the_retry_time)
     uint64_t ra_ns = json_get_u64(v, "retry_after_ns");
     /* A number (schema 2), whole seconds rounded up like Retry-After. */
     ck_assert_uint_eq(json_get_u64(v, "retry_after"), (ra_ns + 999999999) / 1000000000);
-    ck_assert_uint_eq(json_get_u64(v, "schema_version"), 2);
+    ck_assert_uint_eq(json_get_u64(v, "schema_version"), 3);
     ck_assert_uint_le(ra_ns, 720ull * 1000000000ull);
     ck_assert_uint_gt(ra_ns, 600ull * 1000000000ull);
     ck_assert_int_eq(json_get_bool(v, "untracked"), 0);
@@ -573,8 +573,10 @@ START_TEST(list_top_without_sort_keeps_the_footer_and_hints_at_key_display)
         RUN(&r, 0, "try", name, keys[i]);
         run_free(&r);
     }
-    const char *hint = "(keys shown by fingerprint: this segment keeps no key bytes; create it "
-                       "with --key-display 32 to see them, 32 more bytes per slot)\n";
+    /* The hint's cost figures: check_rlctl_walks.c */
+    const char *hint = "\n(keys shown by fingerprint: this segment keeps no key bytes; to see "
+                       "them, recreate it with --key-display 32 and open it with key_display 32 "
+                       "in the workers: ";
     RUN(&r, 0, "list", name, "--top", "2");
     ck_assert_msg(strstr(r.out, "\n(2 of 4 keys shown)\n") != NULL, "%s", r.out);
     ck_assert_msg(strstr(r.out, hint) != NULL, "%s", r.out);
