@@ -145,10 +145,13 @@ typedef enum srl_algorithm {
     SRL_CONCURRENCY = 4       /* at most N in flight at once: srl_enter/srl_leave */
 } srl_algorithm;
 
+/* Nanoseconds per second: every time in srl is integer nanoseconds. */
+#define SRL_NS_PER_S 1000000000ull
+
 /* Limits enforced by srl_policy_validate(). */
 #define SRL_PERMITS_MAX UINT32_MAX               /* permits per window */
 #define SRL_SLIDING_LOG_PERMITS_MAX 4096u        /* its state is 8 B per permit */
-#define SRL_WINDOW_MAX_NS (3660ull * 86400 * 1000000000ull) /* 3660 days, ~10 years */
+#define SRL_WINDOW_MAX_NS (3660ull * 86400 * SRL_NS_PER_S) /* 3660 days, ~10 years */
 #define SRL_CONCURRENCY_MAX 1024u               /* its state is 32 B per unit */
 
 typedef struct srl_policy {
