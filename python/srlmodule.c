@@ -412,6 +412,20 @@ static PyObject *Limiter_shared(PyObject *cls, PyObject *args, PyObject *kw)
      * geometry and on_full are adopted (and the default lock timeout used);
      * with a policy, the segment must match it (SRL_EMISMATCH otherwise). */
     rc = srl_open_shared(name, (policy == Py_None && !create) ? NULL : &cfg, flags, &lim);
+    if (rc == SRL_EMISMATCH) {
+        /* Say what differs: the segment's own config, through an adopting open. */
+        char why[512] = "";
+        srl_limiter *seg;
+        srl_info info;
+        if (srl_open_shared(name, NULL, SRL_ADOPT, &seg) == 0) {
+            if (srl_info_get(seg, &info) == 0)
+                srl_mismatch_explain(&cfg, &info, why, sizeof why);
+            srl_close(seg);
+        }
+        char msg[800];
+        snprintf(msg, sizeof msg, "srl_open_shared('%.200s'): %s", name, why);
+        return raise_srl(rc, msg);
+    }
     if (rc < 0) {
         snprintf(what, sizeof what, "srl_open_shared('%.200s')", name);
         return raise_srl(rc, what);

@@ -202,6 +202,10 @@ class TestShared(unittest.TestCase):
         self.assertSrlError(srl.ExistsError, -8,
                             lambda: srl.Limiter.shared(n, "5/1d", capacity=128, exclusive=True))
         self.assertSrlError(srl.MismatchError, -9, lambda: srl.Limiter.shared(n, "6/1d", capacity=128))
+        with self.assertRaises(srl.MismatchError) as e:
+            srl.Limiter.shared(n, "6/1d", capacity=128)
+        self.assertIn("policy: the segment has token_bucket:5/1d, this config asks for "
+                      "token_bucket:6/1d", str(e.exception))
         self.assertSrlError(srl.MismatchError, -9, lambda: srl.Limiter.shared(n, "5/1d", capacity=4096))
         self.assertSrlError(srl.ArgumentError, -1, lambda: srl.Limiter.shared("bad/name", "5/1d"))
         # Failed calls changed no count.
