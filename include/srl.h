@@ -162,7 +162,8 @@ typedef struct srl_policy {
     uint32_t burst;           /* token_bucket and gcra: capacity, 1..SRL_PERMITS_MAX,
                                  refilled at permits per window; 0 = permits */
     uint32_t reserved0;       /* zero, else SRL_EPOLICY */
-    uint64_t reserved;        /* room to grow (penalty); zero, else SRL_EPOLICY */
+    uint64_t penalty_ns;      /* rate limits: a denied key is refused for this
+                                 long from the denial (0: none), <= SRL_WINDOW_MAX_NS */
 } srl_policy;
 
 /*
@@ -177,6 +178,12 @@ typedef struct srl_policy {
  * window scaled to the burst) whenever that window is a whole number of ns;
  * the burst form says it without the arithmetic.  B must refill within
  * SRL_WINDOW_MAX_NS (B * WINDOW / N); burst=N is the same as none.
+ * Any rate limit may then take ",penalty=WINDOW": a request it denies (by
+ * srl_acquire; srl_peek never bans) bans the key for WINDOW from that
+ * denial: every request is refused until then, with retry_after the time
+ * left, e.g. "sliding_log:5/1m,penalty=15m" (fail2ban's bantime).  The
+ * ban is not extended by the requests it refuses, and a refund does not
+ * lift it.  Order: ALGO:N/WINDOW[,burst=B][,penalty=WINDOW].
  * Or "concurrency:N" / "concurrency:N,max_hold=WINDOW": at most N
  * (1..SRL_CONCURRENCY_MAX) requests of a key in flight at once (srl_enter);
  * a unit held longer than max_hold counts as abandoned even if its holder

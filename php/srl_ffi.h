@@ -32,7 +32,7 @@ typedef struct srl_policy {
     uint64_t window_ns;
     uint32_t burst;
     uint32_t reserved0;
-    uint64_t reserved;
+    uint64_t penalty_ns;
 } srl_policy;
 
 typedef struct srl_limits {
