@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "srl.h"
+#include "redis_testutil.h"
 #include "testutil.h"
 
 int srl__redis_fixed_time(srl_limiter *lim, int on);
@@ -39,47 +40,14 @@ static char sock[96];
 static char uri[160];
 static const char *srv_extra[5];   /* more redis-server arguments, NULL-ended */
 
-static int sock_ready(void)
-{
-    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
-    struct sockaddr_un a = {.sun_family = AF_UNIX};
-    snprintf(a.sun_path, sizeof a.sun_path, "%s", sock);
-    int ok = connect(fd, (struct sockaddr *)&a, sizeof a) == 0;
-    close(fd);
-    return ok;
-}
-
-/* Start redis-server on `sock`; returns its pid once it accepts. */
 static pid_t server_start(void)
 {
-    unlink(sock);
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0) {
-        int null = open("/dev/null", O_WRONLY);
-        dup2(null, 1);
-        dup2(null, 2);
-        const char *argv[16] = {"redis-server", "--port", "0", "--unixsocket", sock,
-                                "--save", "", "--appendonly", "no", "--dir", dir};
-        for (int i = 0; i < 4 && srv_extra[i] != NULL; i++)
-            argv[11 + i] = srv_extra[i];
-        execvp("redis-server", (char *const *)argv);
-        _exit(127);
-    }
-    /* Readiness poll, bounded by the test's timeout, not a timing assumption. */
-    while (!sock_ready()) {
-        int st;
-        ck_assert_int_eq(waitpid(pid, &st, WNOHANG), 0);
-        usleep(5000);
-    }
-    return pid;
+    return redis_server_start(dir, sock, srv_extra);
 }
 
 static void server_stop(pid_t pid)
 {
-    kill(pid, SIGCONT);
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
+    redis_server_stop(pid);
 }
 
 static pid_t setup_server(void)

@@ -19,6 +19,14 @@
  * key ends in "..." and LEN shows the real length; with no display copy
  * (key_display 0) the fingerprint is shown instead, and LEN is "-" (such a
  * segment does not store key lengths; JSON reports key_len 0).
+ *
+ * A Redis store (NAME a uri) is walked by srl_foreach with SCAN, a batch
+ * of keys at a time (see srl_open_redis); --top N stops the walk after N
+ * keys, so `list URI --top N` costs a few round trips however many keys
+ * the fleet has.  It keeps the whole key (shown as is) but no per-key
+ * counts or time of last use: the table drops ALLOWED, DENIED, IDLE and
+ * AT_REST (a key at rest is deleted), --sort is refused, and the JSON
+ * keeps its fields with allowed/denied 0 and idle_ns null.
  */
 #include "rlctl.h"
 
@@ -180,13 +188,23 @@ static int print_json(const char *name, const struct walk *w, int64_t visited, u
     return 0;
 }
 
-static int print_text(const struct walk *w, uint64_t now)
+/* The table.  A Redis store keeps no per-key counts, time of last use or
+ * state at rest: its rows have only the columns in redis_cols. */
+static int print_text(const struct walk *w, uint64_t now, int redis)
 {
     static const char *const hdr[] = {"KEY", "LEN", "ALLOWED", "DENIED", "AVAILABLE",
                                       "RETRY_AFTER", "RESET_AFTER", "IDLE", "AT_REST"};
     static const unsigned char right[] = {0, 1, 1, 1, 1, 1, 1, 1, 0};
+    static const size_t redis_cols[] = {0, 1, 4, 5, 6};
+    size_t ncols = redis ? sizeof redis_cols / sizeof redis_cols[0] : 9;
+    const char *h[9];
+    unsigned char rt[9];
+    for (size_t c = 0; c < ncols; c++) {
+        h[c] = hdr[redis ? redis_cols[c] : c];
+        rt[c] = right[redis ? redis_cols[c] : c];
+    }
     rlctl_table t;
-    rlctl_table_init(&t, 9, hdr, right);
+    rlctl_table_init(&t, ncols, h, rt);
     for (size_t i = 0; i < w->n; i++) {
         const struct row *r = &w->v[i];
         char *key = label(r);
@@ -210,7 +228,10 @@ static int print_text(const struct walk *w, uint64_t now)
         else
             snprintf(idle, sizeof idle, "-");
         const char *row[] = {key, len, al, de, rem, ra, rs, idle, r->at_rest ? "yes" : "no"};
-        rlctl_table_add(&t, row);
+        const char *out[9];
+        for (size_t c = 0; c < ncols; c++)
+            out[c] = row[redis ? redis_cols[c] : c];
+        rlctl_table_add(&t, out);
         free(key);
     }
     int rc = rlctl_table_print(&t, stdout);
@@ -228,6 +249,13 @@ int rlctl_cmd_list(const rlctl_opts *o)
      * theoretical arrival time or two counts): sorting by it would silently
      * give table order, so say so instead. */
     srl_info pre;
+    if (o->uri != NULL && o->sort != RLCTL_SORT_NONE) {
+        fputs("rlctl: list: --sort: a Redis store keeps no per-key counts or time of last "
+              "use; list it without --sort (--top N shows the first N keys found)\n",
+              stderr);
+        srl_close(lim);
+        return EX_USAGE;
+    }
     if (o->sort == RLCTL_SORT_RECENT && srl_info_get(lim, &pre) == 0 &&
         (pre.policy.algorithm == SRL_GCRA || pre.policy.algorithm == SRL_SLIDING_COUNTER)) {
         fprintf(stderr,
@@ -253,7 +281,8 @@ int rlctl_cmd_list(const rlctl_opts *o)
     } else {
         sort_rows(&w);
         cut_to_top(&w);
-        int rc = o->json ? print_json(o->name, &w, visited, now) : print_text(&w, now);
+        int redis = have && info.kind == SRL_STORE_REDIS;
+        int rc = o->json ? print_json(o->name, &w, visited, now) : print_text(&w, now, redis);
         if (rc < 0) {
             fputs("rlctl: out of memory\n", stderr);
             status = EX_OSERR;
@@ -265,12 +294,17 @@ int rlctl_cmd_list(const rlctl_opts *o)
             if (have && o->top != 0 && o->sort == RLCTL_SORT_NONE && w.n == o->top &&
                 st.used > total)
                 total = st.used;
-            if (!o->json && rc == 0 && total > w.n)
+            if (!o->json && rc == 0 && redis && o->top != 0 && w.n == o->top)
+                printf("(%zu %s shown; --top stopped the walk, there may be more)\n", w.n,
+                       rlctl_plural(w.n, "key", "keys"));
+            else if (!o->json && rc == 0 && redis)
+                printf("(%zu %s)\n", w.n, rlctl_plural(w.n, "key", "keys"));
+            if (!o->json && rc == 0 && !redis && total > w.n)
                 printf("(%zu of %" PRIu64 " keys shown)\n", w.n, total);
-            if (!o->json && rc == 0 && have && info.key_display == 0 && w.n > 0)
+            if (!o->json && rc == 0 && !redis && have && info.key_display == 0 && w.n > 0)
                 printf("(keys shown by fingerprint: this segment keeps no key bytes; create it "
                        "with --key-display 32 to see them, 32 more bytes per slot)\n");
-            if (!o->json && rc == 0 && have && w.n > 0 &&
+            if (!o->json && rc == 0 && !redis && have && w.n > 0 &&
                 (info.policy.algorithm == SRL_GCRA ||
                  info.policy.algorithm == SRL_SLIDING_COUNTER))
                 printf("(IDLE is '-': %s keeps no time of last use)\n",
