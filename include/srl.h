@@ -512,7 +512,8 @@ SRL_API int srl_open_local(const srl_config *cfg, srl_limiter **out);
  *
  * cfg NULL adopts the policy stored under the prefix (as rlctl does):
  * SRL_ENOENT if none is stored (nothing is created), SRL_ECORRUPT if the
- * stored text is no policy this store runs; on_full, lock_timeout_ms and
+ * stored text is no policy, SRL_ENOTSUP if it is one this store cannot run
+ * (a compound, a concurrency limit, a bound above); on_full, lock_timeout_ms and
  * capacity are then srl_config_init's.  srl_info: name is the prefix,
  * key_display SRL_KEY_MAX (the whole key is kept), created_unix_ns the
  * server's clock when P:cfg was made.

@@ -504,8 +504,15 @@ static int open_cfg(struct rstore *r, int adopt)
                 rc = SRL_ECORRUPT;
             else
                 memcpy(ptext, e[1]->str, e[1]->len + 1);
-            if (rc == 0 && (srl_policy_parse(ptext, &p) != 0 || !exact_in_lua(&p)))
-                rc = SRL_ECORRUPT;
+            if (rc == 0 && srl_policy_parse(ptext, &p) != 0) {
+                /* A compound a newer host stored is a policy this store
+                 * cannot run yet, not damage. */
+                srl_limits l;
+                srl_policy_error pe;
+                rc = srl_limits_parse_ex(ptext, &l, &pe) == 0 ? SRL_ENOTSUP : SRL_ECORRUPT;
+            } else if (rc == 0 && !exact_in_lua(&p)) {
+                rc = SRL_ENOTSUP;   /* e.g. concurrency: no script holds leases */
+            }
             if (rc == 0) {
                 r->lim.policy = p;
                 r->lim.algo = srl__algo_get(p.algorithm);

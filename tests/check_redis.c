@@ -751,7 +751,7 @@ END_TEST
 
 /* cfg NULL adopts the prefix's stored policy (rlctl's way in); a prefix
  * with none is SRL_ENOENT and is not created; a stored text that is no
- * policy is SRL_ECORRUPT. */
+ * policy is SRL_ECORRUPT, one this store cannot run SRL_ENOTSUP. */
 START_TEST(open_without_config_adopts_the_stored_policy)
 {
     pid_t srv = setup_server();
@@ -781,8 +781,12 @@ START_TEST(open_without_config_adopts_the_stored_policy)
     srl_close(ad);
     freeReplyObject(redisCommand(c, "HSET srl:cfg policy nonsense"));
     ck_assert_int_eq(srl_open_redis(uri, NULL, &ad), SRL_ECORRUPT);
+    /* Policies this store cannot run (yet) are SRL_ENOTSUP, not damage. */
     freeReplyObject(redisCommand(c, "HSET srl:cfg policy concurrency:3"));
-    ck_assert_int_eq(srl_open_redis(uri, NULL, &ad), SRL_ECORRUPT);
+    ck_assert_int_eq(srl_open_redis(uri, NULL, &ad), SRL_ENOTSUP);
+    freeReplyObject(redisCommand(c, "HSET srl:cfg policy %s",
+                                 "token_bucket:10/1s + token_bucket:1000/1d"));
+    ck_assert_int_eq(srl_open_redis(uri, NULL, &ad), SRL_ENOTSUP);
     ck_assert_ptr_null(ad);
     redisFree(c);
     srl_close(lim);
