@@ -22,14 +22,23 @@ typedef enum srl_algorithm {
     SRL_TOKEN_BUCKET = 0,
     SRL_SLIDING_LOG = 1,
     SRL_SLIDING_COUNTER = 2,
-    SRL_GCRA = 3
+    SRL_GCRA = 3,
+    SRL_CONCURRENCY = 4
 } srl_algorithm;
 
 typedef struct srl_policy {
     srl_algorithm algorithm;
     uint32_t permits;
     uint64_t window_ns;
+    uint64_t reserved[2];
 } srl_policy;
+
+typedef struct srl_limits {
+    uint32_t count;
+    uint32_t reserved0;
+    srl_policy limit[4];
+    uint64_t reserved[4];
+} srl_limits;
 
 typedef struct srl_decision {
     int allowed;
@@ -64,6 +73,8 @@ typedef struct srl_config {
     uint32_t lock_timeout_ms;
     srl_ticker ticker;
     uint32_t owner_uid;
+    srl_limits limits;
+    uint64_t reserved[4];
 } srl_config;
 
 typedef struct srl_stats {
@@ -76,6 +87,8 @@ typedef struct srl_stats {
     uint64_t reset_slots;
     uint64_t evicted;
     uint64_t timeouts;
+    uint64_t reclaimed;
+    uint64_t reserved[3];
 } srl_stats;
 
 const char *srl_strerror(int code);

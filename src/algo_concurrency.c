@@ -113,7 +113,10 @@ static void conc_decide(const srl_policy *p, void *state, uint64_t now, uint32_t
     assert(commit == 0);
     (void)commit;
     const struct conc_head *h = state;
-    report(p, state, now, h->count + cost <= p->permits, d);
+    int allowed = h->count + cost <= p->permits;
+    report(p, state, now, allowed, d);
+    if (allowed)
+        d->remaining -= cost;   /* what an admission would leave, as every algorithm says */
 }
 
 static void conc_refund(const srl_policy *p, void *state, uint64_t now, uint32_t cost)
@@ -243,6 +246,12 @@ int srl__conc_leave(const srl_policy *p, void *state, uint32_t entry, uint32_t g
         return SRL_ENOENT;   /* left already, reclaimed, or not this key's lease */
     free_entry(h, &e[entry]);
     return 0;
+}
+
+void srl__conc_seed(void *state, uint32_t seq)
+{
+    struct conc_head *h = state;
+    h->gen_seq = seq;
 }
 
 uint32_t srl__conc_inflight(const void *state)

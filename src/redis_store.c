@@ -227,6 +227,12 @@ static const char sc_lua[] = LUA_PROLOGUE
     "local rest = curr > 0 and 2 * W - e or (prev > 0 and W - e or 0)\n"
     "return {0, rem, behind + wait, rest > 0 and behind + rest or 0}\n";
 
+/* The one limit a Redis limiter has (srl_open_redis refuses compounds). */
+static inline const srl_policy *rpol(const srl_limiter *lim)
+{
+    return &lim->cmp.limits.limit[0];
+}
+
 static const char *const algo_lua[] = {
     [SRL_TOKEN_BUCKET] = tb_lua,
     [SRL_SLIDING_LOG] = sl_lua,
@@ -265,6 +271,7 @@ struct rstore {
     int fixed_time;           /* test hook: pass srl__now() instead of TIME */
     int broken_no_pid_check;  /* test hook: share the parent's socket after fork */
     uint64_t created_unix_ns;
+    srl_policy adopted;       /* open with cfg NULL: the policy read from P:cfg */
 };
 
 static struct rstore *rs_of(srl_limiter *lim) { return lim->impl; }
@@ -447,7 +454,7 @@ static redisReply *command(struct rstore *r, int argc, const char **argv, const 
 /* Under mu: SCRIPT LOAD the acquire script; 0 or an SRL_E* code. */
 static int load_script(struct rstore *r)
 {
-    const char *lua = algo_lua[r->lim.policy.algorithm];
+    const char *lua = algo_lua[rpol(&r->lim)->algorithm];
     const char *argv[] = {"SCRIPT", "LOAD", lua};
     size_t lens[] = {6, 4, strlen(lua)};
     int rc;
@@ -474,7 +481,7 @@ static int exact_in_lua(const srl_policy *p);
 static int open_cfg(struct rstore *r, int adopt)
 {
     char ptext[SRL_POLICY_TEXT_MAX] = "", cfgkey[PREFIX_MAX + 8];
-    int rc = adopt ? 0 : srl_policy_format(&r->lim.policy, ptext, sizeof ptext);
+    int rc = adopt ? 0 : srl_policy_format(rpol(&r->lim), ptext, sizeof ptext);
     if (rc < 0)
         return rc;
     snprintf(cfgkey, sizeof cfgkey, "%s:cfg", r->u.prefix);
@@ -513,10 +520,8 @@ static int open_cfg(struct rstore *r, int adopt)
             } else if (rc == 0 && !exact_in_lua(&p)) {
                 rc = SRL_ENOTSUP;   /* e.g. concurrency: no script holds leases */
             }
-            if (rc == 0) {
-                r->lim.policy = p;
-                r->lim.algo = srl__algo_get(p.algorithm);
-            }
+            if (rc == 0)
+                r->adopted = p;   /* srl_open_redis re-inits the limiter with it */
         }
         if (rc == 0) {
             uint64_t sec = strtoull(e[2]->str, NULL, 10), usec = strtoull(e[3]->str, NULL, 10);
@@ -550,8 +555,8 @@ static void script_init(const srl_limiter *lim, struct script_call *sc, char mod
     snprintf(sc->cfg, sizeof sc->cfg, "%s:cfg", r->u.prefix);
     snprintf(sc->st, sizeof sc->st, "%s:stats", r->u.prefix);
     snprintf(sc->a_cost, sizeof sc->a_cost, "%u", cost);
-    snprintf(sc->a_P, sizeof sc->a_P, "%u", lim->policy.permits);
-    snprintf(sc->a_W, sizeof sc->a_W, "%llu", (unsigned long long)lim->policy.window_ns);
+    snprintf(sc->a_P, sizeof sc->a_P, "%u", rpol(lim)->permits);
+    snprintf(sc->a_W, sizeof sc->a_W, "%llu", (unsigned long long)rpol(lim)->window_ns);
     sc->a_mode[0] = mode;
     sc->a_mode[1] = '\0';
 }
@@ -584,7 +589,7 @@ static int reply_decision(const srl_limiter *lim, const redisReply *rep, srl_dec
             return 0;
         v[i] = rep->element[i]->integer;
     }
-    *d = (srl_decision){.allowed = v[0] != 0, .limit = lim->policy.permits,
+    *d = (srl_decision){.allowed = v[0] != 0, .limit = rpol(lim)->permits,
                         .remaining = (uint32_t)v[1], .retry_after_ns = (uint64_t)v[2],
                         .reset_after_ns = (uint64_t)v[3], .flags = 0};
     return 1;
@@ -727,7 +732,8 @@ static int rs_info(srl_limiter *lim, srl_info *out)
     struct rstore *r = rs_of(lim);
     memset(out, 0, sizeof *out);
     out->kind = SRL_STORE_REDIS;
-    out->policy = lim->policy;
+    out->policy = *rpol(lim);
+    out->limits = lim->cmp.limits;
     out->on_full = lim->on_full;
     out->capacity = r->capacity;
     out->key_display = SRL_KEY_MAX;   /* the whole key is in its Redis key's name */
@@ -969,7 +975,11 @@ int srl_open_redis(const char *uri, const srl_config *cfg, srl_limiter **out)
         return rc;
     if (uri == NULL)
         return SRL_EINVAL;
-    if (!adopt && !exact_in_lua(&cfg->policy))
+    /* One limit of the four rate algorithms: compounds and in-flight units
+     * have no script yet.  Adopting: the stored policy is checked by
+     * open_cfg. */
+    if (!adopt && (cfg->limits.count != 1 || cfg->policy.algorithm == SRL_CONCURRENCY ||
+                   !exact_in_lua(&cfg->policy)))
         return SRL_ENOTSUP;
 
     struct rstore *r = calloc(1, sizeof *r);
@@ -980,7 +990,7 @@ int srl_open_redis(const char *uri, const srl_config *cfg, srl_limiter **out)
         free(r);
         return rc;
     }
-    srl__limiter_init(&r->lim, &redis_ops, cfg);
+    (void)srl__limiter_init(&r->lim, &redis_ops, cfg);   /* cfg normalised: cannot fail */
     r->lim.impl = r;
     r->capacity = cfg->capacity;
     r->pid = getpid();
@@ -988,9 +998,12 @@ int srl_open_redis(const char *uri, const srl_config *cfg, srl_limiter **out)
 
     rc = open_cfg(r, adopt);
     if (rc == 0 && adopt) {
-        /* The adopted policy picks the default ticker, as a config would. */
-        defaults.policy = r->lim.policy;
-        srl__limiter_init(&r->lim, &redis_ops, &defaults);
+        /* The adopted policy, normalised as the prologue would (a compound
+         * of one), picks the default ticker as a config would. */
+        defaults.policy = r->adopted;
+        rc = srl_limits_of(&r->adopted, &defaults.limits) == 0
+                 ? srl__limiter_init(&r->lim, &redis_ops, &defaults)
+                 : SRL_ECORRUPT;
         r->lim.impl = r;
     }
     if (rc == 0)

@@ -11,6 +11,7 @@
  * so casting away const there is sound.
  */
 #include "algo.h"
+#include <string.h>
 
 /* The vtable for a valid p, else NULL with *rc set. */
 static const struct srl__algo *checked(const srl_policy *p, int *rc)
@@ -105,4 +106,21 @@ int srl_state_valid(const srl_policy *p, const void *state, uint64_t now)
     if (state == NULL)
         return SRL_EINVAL;
     return a->valid(p, state, now) ? 1 : 0;
+}
+
+int srl_holder_get(const srl_policy *p, const void *state, uint32_t i, srl_holder *out)
+{
+    if (p == NULL || state == NULL || out == NULL || p->algorithm != SRL_CONCURRENCY ||
+        srl_policy_validate(p) != 0)
+        return SRL_EINVAL;
+    struct srl__proc who;
+    uint64_t since;
+    if (!srl__conc_holder(p, state, i, &who, &since))
+        return 0;
+    memset(out, 0, sizeof *out);
+    out->pid = who.pid;
+    out->start = who.start;
+    out->pidns = who.pidns;
+    out->since_ns = since;
+    return 1;
 }

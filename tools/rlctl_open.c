@@ -50,8 +50,13 @@ int rlctl_truncated(const char *name, uint64_t *size, uint64_t *total)
         return 0;
     struct stat st;
     *total = 0;
-    /* total_bytes sits at offset 64 of the header (src/shm.h, layout 3). */
-    int got = fstat(fd, &st) == 0 && pread(fd, total, sizeof *total, 64) == (ssize_t)sizeof *total;
+    /* total_bytes sits at offset 48 of the header (src/shm.h, layout 4:
+     * magic 8, version 4, state 4, abi 8, buckets, capacity, table_offset);
+     * the version word at offset 8 says whether that holds. */
+    uint32_t version = 0;
+    int got = fstat(fd, &st) == 0 &&
+              pread(fd, &version, sizeof version, 8) == (ssize_t)sizeof version && version == 4 &&
+              pread(fd, total, sizeof *total, 48) == (ssize_t)sizeof *total;
     close(fd);
     *size = got ? (uint64_t)st.st_size : 0;
     return got && *size < *total;
@@ -126,6 +131,13 @@ int rlctl_fail_cmd(const rlctl_opts *o, int rc)
     return status;
 }
 
+void rlctl_open_config(srl_config *cfg)
+{
+    srl_config_init(cfg);
+    cfg->owner_uid = rlctl_trusted_uid();
+    cfg->mode = rlctl_trusted_mode();
+}
+
 int rlctl_open(const rlctl_opts *o, srl_limiter **out)
 {
     if (o->uri != NULL) {   /* adopt the stored policy; never create (rlctl_redis.c) */
@@ -133,8 +145,7 @@ int rlctl_open(const rlctl_opts *o, srl_limiter **out)
         return rc == 0 ? 0 : rlctl_fail_cmd(o, rc);
     }
     srl_config cfg;
-    srl_config_init(&cfg);
-    cfg.owner_uid = rlctl_trusted_uid();
+    rlctl_open_config(&cfg);
     int rc = srl_open_shared(o->name, &cfg, SRL_ADOPT, out);
     return rc == 0 ? 0 : rlctl_fail_cmd(o, rc);
 }
@@ -150,6 +161,10 @@ int rlctl_flush(int status)
 
 const char *rlctl_seg_name(const srl_info *in, const char *typed)
 {
+    /* A Redis store's name is its prefix, not a segment: keep the uri
+     * (as typed, password hidden). */
+    if (in->kind == SRL_STORE_REDIS)
+        return typed;
     return memchr(in->name, '\0', sizeof in->name) != NULL && rlctl_name_valid(in->name)
                ? in->name
                : typed;

@@ -236,8 +236,8 @@ START_TEST(list_walks_every_key_and_top_stops_the_walk)
     redisFree(c);
 
     RUN(&r, 0, "list", uri);
-    ck_assert_msg(strncmp(r.out, "KEY   LEN  AVAILABLE  RETRY_AFTER  RESET_AFTER\n", 47) == 0,
-                  "got:\n%s", r.out);
+    const char *hdr = "KEY   LEN  AVAILABLE  RETRY_AFTER  RESET_AFTER_NEXT\n";
+    ck_assert_msg(strncmp(r.out, hdr, strlen(hdr)) == 0, "got:\n%s", r.out);
     for (int i = 0; i < N; i++) {
         char row[sizeof names[0] + 40];
         /* One taken: a peek of one more leaves 3 and rests 2 T later. */
