@@ -145,10 +145,13 @@ typedef enum srl_algorithm {
     SRL_CONCURRENCY = 4       /* at most N in flight at once: srl_enter/srl_leave */
 } srl_algorithm;
 
+/* Nanoseconds per second: every time in srl is integer nanoseconds. */
+#define SRL_NS_PER_S 1000000000ull
+
 /* Limits enforced by srl_policy_validate(). */
 #define SRL_PERMITS_MAX UINT32_MAX               /* permits per window */
 #define SRL_SLIDING_LOG_PERMITS_MAX 4096u        /* its state is 8 B per permit */
-#define SRL_WINDOW_MAX_NS (3660ull * 86400 * 1000000000ull) /* 3660 days, ~10 years */
+#define SRL_WINDOW_MAX_NS (3660ull * 86400 * SRL_NS_PER_S) /* 3660 days, ~10 years */
 #define SRL_CONCURRENCY_MAX 1024u               /* its state is 32 B per unit */
 
 typedef struct srl_policy {
@@ -476,6 +479,7 @@ SRL_API int srl_name_check(const char *name);
 SRL_API int srl_open_shared(const char *name, const srl_config *cfg,
                             unsigned flags, srl_limiter **out);
 
+
 /* The same table in an anonymous MAP_SHARED mapping: create, then fork. */
 SRL_API int srl_open_anonymous(const srl_config *cfg, srl_limiter **out);
 
@@ -724,6 +728,22 @@ typedef struct srl_info {
 } srl_info;
 
 SRL_API int srl_info_get(srl_limiter *lim, srl_info *out);
+
+/*
+ * What differs between cfg and an existing segment that refused it with
+ * SRL_EMISMATCH: open the segment again with SRL_ADOPT, take its srl_info,
+ * and call this.  buf gets one sentence per difference, joined by "; ",
+ * naming both sides and what to do, e.g.
+ *   "policy: the segment has token_bucket:100/1m, this config asks for
+ *    gcra:100/1m (use the segment's policy, or another segment name, or
+ *    destroy it: its keys start fresh)"
+ * and likewise for capacity (in whole buckets: 1000 keys ask for 1008
+ * slots) and key_display.  Returns how many things differ (0: none, the
+ * segment would be accepted), or SRL_EINVAL, or SRL_ENOBUFS (buf was
+ * truncated, NUL-terminated).  512 bytes suffice.
+ */
+SRL_API int srl_mismatch_explain(const srl_config *cfg, const srl_info *segment, char *buf,
+                                 size_t len);
 
 /* One tracked key, as srl_foreach shows it. */
 typedef struct srl_entry {

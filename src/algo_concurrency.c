@@ -103,7 +103,7 @@ static void report(const srl_policy *p, void *state, uint64_t now, int allowed,
     /* No time-based promise for a full key unless max_hold gives one: a
      * retry hint of 1 s is what an HTTP Retry-After can say at least. */
     uint64_t exp = soonest_expiry(p, state, now);
-    d->retry_after_ns = allowed ? 0 : (exp != 0 ? exp : 1000000000ull);
+    d->retry_after_ns = allowed ? 0 : (exp != 0 ? exp : SRL_NS_PER_S);
     d->reset_after_ns = h->count == 0 ? 0 : exp;
 }
 

@@ -19,7 +19,7 @@ void srl_config_init(srl_config *cfg)
     if (cfg == NULL)
         return;
     *cfg = (srl_config){
-        .policy = {SRL_TOKEN_BUCKET, 100, 60ull * 1000000000ull},
+        .policy = {.algorithm = SRL_TOKEN_BUCKET, .permits = 100, .window_ns = 60 * SRL_NS_PER_S},
         .capacity = 65536,
         .key_display = 0,
         .mode = 0600,
@@ -116,7 +116,7 @@ void srl__decide_on_full(const srl_limiter *lim, unsigned flag, srl_decision *d)
     const srl_policy *p = &lim->cmp.limits.limit[0];
     /* Denied without a state to ask: the honest wait is one window (a
      * concurrency limit has none: the same 1 s hint as a full key). */
-    uint64_t wait = p->algorithm == SRL_CONCURRENCY ? 1000000000ull : p->window_ns;
+    uint64_t wait = p->algorithm == SRL_CONCURRENCY ? SRL_NS_PER_S : p->window_ns;
     *d = (srl_decision){
         .allowed = allow,
         .limit = p->permits,

@@ -16,6 +16,8 @@
 #ifndef SRL_LIMITER_H
 #define SRL_LIMITER_H
 
+#include <time.h>
+
 #include "compound.h"
 #include "srl.h"
 
@@ -57,6 +59,9 @@ struct srl_limiter {
  * defaulted).  Returns 0 or SRL_EPOLICY. */
 int srl__limiter_init(srl_limiter *lim, const struct srl__store_ops *ops,
                       const srl_config *cfg);
+
+/* clock_gettime(id) in nanoseconds (clock.c). */
+uint64_t srl__clock_ns(clockid_t id);
 
 /* Read the limiter's ticker.  Call inside the key's lock. */
 static inline uint64_t srl__now(const srl_limiter *lim)

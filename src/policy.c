@@ -74,10 +74,10 @@ static const struct {
     const char *name;
     uint64_t ns;
 } units[] = {
-    {"d", 86400ull * 1000000000ull},
-    {"h", 3600ull * 1000000000ull},
-    {"m", 60ull * 1000000000ull},
-    {"s", 1000000000ull},
+    {"d", 86400 * SRL_NS_PER_S},
+    {"h", 3600 * SRL_NS_PER_S},
+    {"m", 60 * SRL_NS_PER_S},
+    {"s", SRL_NS_PER_S},
     {"ms", 1000000ull},
     {"us", 1000ull},
     {"ns", 1ull},
