@@ -385,13 +385,6 @@ static int handshake(struct rstore *r, redisContext *c)
     return 0;
 }
 
-static uint64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* Under mu: make sure r->c is a live connection of this process.  After a
  * failed connect the next attempts wait: 10 ms, doubling up to 1 s; calls
  * in between fail at once with the last connect's code, so a server that is
@@ -402,7 +395,7 @@ static int ensure(struct rstore *r)
         drop(r);   /* the parent's socket: never share a stream with it */
     if (r->c != NULL)
         return 0;
-    if (r->failures > 0 && mono_ns() < r->retry_at_ns)
+    if (r->failures > 0 && srl__clock_ns(CLOCK_MONOTONIC) < r->retry_at_ns)
         return r->last_rc;
     uint32_t ms = r->u.timeout_ms ? r->u.timeout_ms : r->lim.lock_timeout_ms;
     struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
@@ -425,7 +418,7 @@ static int ensure(struct rstore *r)
         redisFree(c);
         uint64_t wait_ms = r->failures < 7 ? 10ull << r->failures : 1000;
         r->failures++;
-        r->retry_at_ns = mono_ns() + wait_ms * 1000000ull;
+        r->retry_at_ns = srl__clock_ns(CLOCK_MONOTONIC) + wait_ms * 1000000ull;
         r->last_rc = rc;
         return rc;
     }
@@ -525,7 +518,7 @@ static int open_cfg(struct rstore *r, int adopt)
         }
         if (rc == 0) {
             uint64_t sec = strtoull(e[2]->str, NULL, 10), usec = strtoull(e[3]->str, NULL, 10);
-            r->created_unix_ns = sec * 1000000000ull + usec * 1000ull;
+            r->created_unix_ns = sec * SRL_NS_PER_S + usec * 1000ull;
         }
     }
     freeReplyObject(rep);
