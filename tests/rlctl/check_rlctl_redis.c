@@ -272,6 +272,49 @@ START_TEST(list_walks_every_key_and_top_stops_the_walk)
 }
 END_TEST
 
+/* The store cannot count its keys first: without --top or --all-keys the
+ * walk stops after RLCTL_LIST_MAX_KEYS + 1 and the listing is refused;
+ * --top 3 shows 3; --all-keys lists all 100001. */
+START_TEST(list_of_more_than_100000_keys_needs_top_or_all_keys)
+{
+    start();
+    const char *keys[] = {"seed"};
+    srl_limiter *lim = seed(keys, 1);
+    redisContext *c = redisConnectUnix(sock);
+    ck_assert(c != NULL && c->err == 0);
+    freeReplyObject(redisCommand(c, "AUTH pw@x"));
+    /* 100000 more GCRA states (a tat of 1: long at rest, still stored). */
+    redisReply *rep = redisCommand(c, "EVAL %s 0",
+                                   "for i = 1, 100000 do redis.call('SET', "
+                                   "string.format('api:k:m%06d', i), '1', 'PX', 3600000) end "
+                                   "return redis.call('DBSIZE')");
+    ck_assert_int_eq(rep->type, REDIS_REPLY_INTEGER);
+    ck_assert_int_eq(rep->integer, 100000 + 3);   /* + seed, api:cfg, api:stats */
+    freeReplyObject(rep);
+    redisFree(c);
+    run_result r;
+    char want[400];
+    RUN(&r, EX_USAGE, "list", uri);
+    snprintf(want, sizeof want,
+             "rlctl: list: %s holds more than 100000 keys: give --top N for the first N SCAN "
+             "finds, or --all-keys to list every one\n",
+             shown);
+    ck_assert_str_eq(r.err, want);
+    ck_assert_str_eq(r.out, "");
+    run_free(&r);
+    RUN(&r, 0, "list", uri, "--top", "3");
+    ck_assert_msg(strstr(r.out, "\n(3 keys shown; --top stopped the walk, there may be more)\n"),
+                  "%s", r.out);
+    run_free(&r);
+    RUN(&r, 0, "list", uri, "--all-keys");
+    ck_assert_msg(r.out_len > 12 && strcmp(r.out + r.out_len - 15, "\n(100001 keys)\n") == 0,
+                  "%s", r.out_len > 200 ? r.out + r.out_len - 200 : r.out);
+    run_free(&r);
+    srl_close(lim);
+    stop();
+}
+END_TEST
+
 START_TEST(bad_uris_missing_stores_and_refused_passwords_exit_with_their_reason)
 {
     start();
@@ -333,6 +376,7 @@ int main(void)
     tcase_add_test(tc, get_and_reset_on_a_uri_answer_as_on_a_segment);
     tcase_add_test(tc, list_walks_every_key_and_top_stops_the_walk);
     tcase_add_test(tc, bad_uris_missing_stores_and_refused_passwords_exit_with_their_reason);
+    tcase_add_test(tc, list_of_more_than_100000_keys_needs_top_or_all_keys);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }
