@@ -159,8 +159,10 @@ typedef struct srl_policy {
     uint32_t permits;         /* N: 1..SRL_PERMITS_MAX */
     uint64_t window_ns;       /* window length: 1..SRL_WINDOW_MAX_NS; for
                                  SRL_CONCURRENCY max_hold, 0 = none */
-    uint64_t reserved[2];     /* room to grow (burst, penalty); zero, else
-                                 srl_policy_validate says SRL_EPOLICY */
+    uint32_t burst;           /* token_bucket and gcra: capacity, 1..SRL_PERMITS_MAX,
+                                 refilled at permits per window; 0 = permits */
+    uint32_t reserved0;       /* zero, else SRL_EPOLICY */
+    uint64_t reserved;        /* room to grow (penalty); zero, else SRL_EPOLICY */
 } srl_policy;
 
 /*
@@ -168,6 +170,13 @@ typedef struct srl_policy {
  * token_bucket, sliding_log, sliding_counter, gcra.  WINDOW is a positive
  * integer with an optional count before the unit: "1m", "15m", "500ms",
  * "s" (= 1s).  Units: ns, us, ms, s, m, h, d.
+ * A token bucket or GCRA may take ",burst=B" after the window: it then holds
+ * up to B permits (the largest cost, and what a fresh key may send at once)
+ * and refills N per WINDOW, e.g. "token_bucket:100/1m,burst=20" (20 at once,
+ * then one per 600 ms).  It decides exactly as "token_bucket:20/12s" (the
+ * window scaled to the burst) whenever that window is a whole number of ns;
+ * the burst form says it without the arithmetic.  B must refill within
+ * SRL_WINDOW_MAX_NS (B * WINDOW / N); burst=N is the same as none.
  * Or "concurrency:N" / "concurrency:N,max_hold=WINDOW": at most N
  * (1..SRL_CONCURRENCY_MAX) requests of a key in flight at once (srl_enter);
  * a unit held longer than max_hold counts as abandoned even if its holder

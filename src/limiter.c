@@ -119,7 +119,7 @@ void srl__decide_on_full(const srl_limiter *lim, unsigned flag, srl_decision *d)
     uint64_t wait = p->algorithm == SRL_CONCURRENCY ? SRL_NS_PER_S : p->window_ns;
     *d = (srl_decision){
         .allowed = allow,
-        .limit = p->permits,
+        .limit = srl__capacity(p),
         .remaining = 0,
         .retry_after_ns = allow ? 0 : wait,
         .reset_after_ns = wait,

@@ -510,7 +510,7 @@ static int open_cfg(struct rstore *r, int adopt)
                 srl_limits l;
                 srl_policy_error pe;
                 rc = srl_limits_parse_ex(ptext, &l, &pe) == 0 ? SRL_ENOTSUP : SRL_ECORRUPT;
-            } else if (rc == 0 && !exact_in_lua(&p)) {
+            } else if (rc == 0 && (p.burst || !exact_in_lua(&p))) {
                 rc = SRL_ENOTSUP;   /* e.g. concurrency: no script holds leases */
             }
             if (rc == 0)
@@ -969,10 +969,10 @@ int srl_open_redis(const char *uri, const srl_config *cfg, srl_limiter **out)
     if (uri == NULL)
         return SRL_EINVAL;
     /* One limit of the four rate algorithms: compounds and in-flight units
-     * have no script yet.  Adopting: the stored policy is checked by
-     * open_cfg. */
+     * have no script yet, nor a burst apart from the rate.  Adopting: the
+     * stored policy is checked by open_cfg. */
     if (!adopt && (cfg->limits.count != 1 || cfg->policy.algorithm == SRL_CONCURRENCY ||
-                   !exact_in_lua(&cfg->policy)))
+                   cfg->policy.burst || !exact_in_lua(&cfg->policy)))
         return SRL_ENOTSUP;
 
     struct rstore *r = calloc(1, sizeof *r);

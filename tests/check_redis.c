@@ -787,6 +787,8 @@ START_TEST(open_without_config_adopts_the_stored_policy)
     freeReplyObject(redisCommand(c, "HSET srl:cfg policy %s",
                                  "token_bucket:10/1s + token_bucket:1000/1d"));
     ck_assert_int_eq(srl_open_redis(uri, NULL, &ad), SRL_ENOTSUP);
+    freeReplyObject(redisCommand(c, "HSET srl:cfg policy %s", "token_bucket:10/1s,burst=20"));
+    ck_assert_int_eq(srl_open_redis(uri, NULL, &ad), SRL_ENOTSUP);
     ck_assert_ptr_null(ad);
     redisFree(c);
     srl_close(lim);
