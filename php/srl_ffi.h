@@ -109,6 +109,8 @@ int srl_policy_format(const srl_policy *p, char *buf, size_t len);
 void srl_config_init(srl_config *cfg);
 int srl_open_shared(const char *name, const srl_config *cfg, unsigned flags,
                     srl_limiter **out);
+int srl_open_redis(const char *uri, const srl_config *cfg, srl_limiter **out);
+int srl_redis_uri_check(const char *uri, char *why, size_t whylen);
 void srl_close(srl_limiter *lim);
 int srl_unlink(const char *name);
 
