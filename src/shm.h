@@ -180,13 +180,17 @@ struct srl__shm_key {
 uint64_t srl__shm_abi_word(void);
 /* Geometry for a config: fills the size fields of s (buckets .. slots_off). */
 int srl__shm_geometry(struct srl__shm *s, const srl_config *cfg);
-/* Open (and maybe create) a named segment; test_flags = SRL__SHM_TEST_*
- * (testhooks.h; always 0, and ignored, without SRL_MUTANTS).
- * ops is the handle's store ops (srl__shm_ops): passed in, so that this
- * file needs nothing of shm_store.c, which calls it. */
+/* Open (and maybe create) a named segment.  ops is the handle's store ops
+ * (srl__shm_ops): passed in, so that this file needs nothing of
+ * shm_store.c, which calls it.  The test build adds
+ * srl__shm_segment_open_test, the same with SRL__SHM_TEST_* open flags. */
 int srl__shm_segment_open(const char *name, const srl_config *cfg, unsigned flags,
-                          unsigned test_flags, const struct srl__store_ops *ops,
-                          srl_limiter **out);
+                          const struct srl__store_ops *ops, srl_limiter **out);
+#ifdef SRL_MUTANTS
+int srl__shm_segment_open_test(const char *name, const srl_config *cfg, unsigned flags,
+                               unsigned test_flags, const struct srl__store_ops *ops,
+                               srl_limiter **out);
+#endif
 int srl__shm_segment_open_anonymous(const srl_config *cfg, const struct srl__store_ops *ops,
                                     srl_limiter **out);
 /* 0 if name is a valid segment name; writes "/name" into buf[256]. */
@@ -339,8 +343,7 @@ int srl__shm_table_init(struct srl__shm *s);
 
 extern const struct srl__store_ops srl__shm_ops;
 /* The segment openers with srl__shm_ops (srl__shm_segment_open*). */
-int srl__shm_open(const char *name, const srl_config *cfg, unsigned flags,
-                  unsigned test_flags, srl_limiter **out);
+int srl__shm_open(const char *name, const srl_config *cfg, unsigned flags, srl_limiter **out);
 int srl__shm_open_anonymous(const srl_config *cfg, srl_limiter **out);
 
 #endif

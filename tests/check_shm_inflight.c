@@ -184,7 +184,7 @@ static int race_trial(unsigned test_flags, int trial)
     char nm[128];
     snprintf(nm, sizeof nm, "%s", unique_name("inflight-race"));
     srl_limiter *lim;
-    ck_assert_int_eq(srl__shm_open(nm, &cfg, SRL_CREATE | SRL_EXCL, 0, &lim), 0);
+    ck_assert_int_eq(srl__shm_open(nm, &cfg, SRL_CREATE | SRL_EXCL, &lim), 0);
     srl__shm_set_test_flags(lim, test_flags);
     /* The key exists before the race: the broken variant applies to an
      * existing key (an insert always runs under both locks). */
