@@ -96,8 +96,10 @@ _Static_assert(sizeof(((srl_entry *)0)->fingerprint) == SRL__SHM_FP_BYTES,
 /* Head of every bucket.  Counters are written only under the bucket's lock
  * (timeouts excepted: the waiter that timed out does not hold it, so that
  * one is an atomic add); readers sum them with relaxed loads.  The rare
- * counters are 32 bits to keep a token-bucket slot within 64 bytes of
- * segment per slot of capacity; they are summed into 64 bits. */
+ * counters are 32 bits, summed into 64: a head that grows by a word can
+ * round every bucket up by a cache line (the slot-cost test in
+ * tests/check_shm_segment.c catches that).  Rarer counters still live in
+ * the header page (struct srl__shm_live). */
 struct srl__shm_bucket {
     pthread_mutex_t mu;
     union {                         /* 8-aligned: also read as two words (SWAR scan) */
@@ -131,8 +133,9 @@ _Static_assert(offsetof(struct srl__shm_bucket, tags) == sizeof(pthread_mutex_t)
  *   +8  uint16 key_len                 (only if key_display > 0)
  *   +10 display[key_display]           (only if key_display > 0)
  * rounded up to 8 bytes.  key_len serves rlctl's display alone, so with no
- * display copy it is not stored (srl_entry.key_len reads 0, "unknown"): a
- * token-bucket slot is then 16 + 8 + 24 + 8 = 56 bytes. */
+ * display copy it is not stored (srl_entry.key_len reads 0, "unknown").
+ * What a slot and a bucket then cost is asserted, not restated here:
+ * tests/check_shm_segment.c (a_token_bucket_slot_without_key_display_...). */
 #define SRL__SLOT_FP 0u
 #define SRL__SLOT_META 16u
 #define SRL__SLOT_META_BYTES 8u
