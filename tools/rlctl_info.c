@@ -47,8 +47,14 @@ static int has_units(const srl_info *in)
     return 0;
 }
 
+static int sum_inflight(const srl_entry *e, void *ctx)
+{
+    *(uint64_t *)ctx += e->inflight;
+    return 0;
+}
+
 static void info_json(const char *name, const srl_info *in, const srl_stats *st, const char *pol,
-                      const char *owner, uint64_t age)
+                      const char *owner, uint64_t age, uint64_t inflight)
 {
     char s[48];
     rlctl_json j;
@@ -87,8 +93,10 @@ static void info_json(const char *name, const srl_info *in, const srl_stats *st,
     rlctl_json_u64(&j, "recovered", st->recovered);
     rlctl_json_u64(&j, "reset_slots", st->reset_slots);
     rlctl_json_u64(&j, "evicted", st->evicted);
-    if (has_units(in))
+    if (has_units(in)) {
         rlctl_json_u64(&j, "reclaimed", st->reclaimed);
+        rlctl_json_u64(&j, "inflight", inflight);
+    }
     rlctl_json_u64(&j, "timeouts", st->timeouts);
     rlctl_json_end_obj(&j);
     rlctl_json_end(&j);
@@ -102,7 +110,7 @@ static void info_json(const char *name, const srl_info *in, const srl_stats *st,
     } while (0)
 
 static void info_text(const char *name, const srl_info *in, const srl_stats *st, const char *pol,
-                      const char *owner, uint64_t age)
+                      const char *owner, uint64_t age, uint64_t inflight)
 {
     char a[48], b[48];
     unsigned w = rlctl_warnings(in, st);
@@ -139,8 +147,10 @@ static void info_text(const char *name, const srl_info *in, const srl_stats *st,
     ROW("reset slots", "%" PRIu64, st->reset_slots);
     ROW("evicted", "%" PRIu64, st->evicted);
     ROW("timeouts", "%" PRIu64, st->timeouts);
-    if (has_units(in))
+    if (has_units(in)) {
+        ROW("in flight", "%" PRIu64 " %s", inflight, inflight == 1 ? "unit" : "units");
         ROW("reclaimed", "%" PRIu64 " (in-flight units of dead or stuck holders)", st->reclaimed);
+    }
     rlctl_warnings_explain(w, name, pol, in->capacity, stdout);
 }
 
@@ -186,6 +196,7 @@ int rlctl_cmd_info(const rlctl_opts *o)
         return status;
     srl_info in;
     srl_stats st;
+    uint64_t inflight = 0;
     int rc = srl_info_get(lim, &in);
     if (rc == 0) {
         rlctl_progress p;
@@ -193,6 +204,10 @@ int rlctl_cmd_info(const rlctl_opts *o)
                              rlctl_seg_name(&in, o->name), in.buckets,
                              rlctl_plural(in.buckets, "bucket", "buckets"));
         rc = srl_stats_get(lim, &st);
+        if (rc == 0 && has_units(&in) && in.kind != SRL_STORE_REDIS) {
+            int64_t n = srl_foreach(lim, sum_inflight, &inflight);
+            rc = n < 0 ? (int)n : 0;
+        }
         rlctl_progress_end(&p);
     }
     srl_close(lim);
@@ -206,8 +221,8 @@ int rlctl_cmd_info(const rlctl_opts *o)
     if (in.kind == SRL_STORE_REDIS)
         info_redis(o->name, &in, &st, pol, age, o->json);
     else if (o->json)
-        info_json(rlctl_seg_name(&in, o->name), &in, &st, pol, owner, age);
+        info_json(rlctl_seg_name(&in, o->name), &in, &st, pol, owner, age, inflight);
     else
-        info_text(rlctl_seg_name(&in, o->name), &in, &st, pol, owner, age);
+        info_text(rlctl_seg_name(&in, o->name), &in, &st, pol, owner, age, inflight);
     return rlctl_flush(EX_OK);
 }

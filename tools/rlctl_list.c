@@ -46,6 +46,7 @@ struct row {
     uint64_t allowed, denied, last_ns;
     srl_decision now;
     int at_rest;
+    uint32_t inflight;   /* units held now (a concurrency limit) */
 };
 
 struct walk {
@@ -113,7 +114,7 @@ static int visit(const srl_entry *e, void *ctx)
     struct row *r = &w->v[w->n];
     *r = (struct row){.display_len = e->display_len, .key_len = e->key_len,
                       .allowed = e->allowed, .denied = e->denied, .last_ns = e->last_ns,
-                      .now = e->now, .at_rest = e->at_rest};
+                      .now = e->now, .at_rest = e->at_rest, .inflight = e->inflight};
     memcpy(r->fp, e->fingerprint, sizeof r->fp);
     if (e->display_len > 0) {
         r->display = malloc(e->display_len);
@@ -191,6 +192,7 @@ static int print_json(const char *name, const srl_info *in, const struct walk *w
         rlctl_json_u64(&j, "retry_after_ns", r->now.retry_after_ns);
         rlctl_json_u64(&j, "reset_after_ns", r->now.reset_after_ns);
         rlctl_json_bool(&j, "at_rest", r->at_rest);
+        rlctl_json_u64(&j, "inflight", r->inflight);
         rlctl_json_end_obj(&j);
         free(key), free(hex), free(fp);
     }
@@ -202,8 +204,17 @@ static int print_json(const char *name, const srl_info *in, const struct walk *w
 
 /* The table.  A Redis store keeps no per-key counts, time of last use or
  * state at rest: its rows have only the columns in redis_cols. */
+/* The policy has a concurrency limit: list shows units in flight. */
+static int has_units(const srl_info *in)
+{
+    for (uint32_t i = 0; i < in->limits.count; i++)
+        if (in->limits.limit[i].algorithm == SRL_CONCURRENCY)
+            return 1;
+    return 0;
+}
+
 static int print_text(const rlctl_opts *o, const char *name, const struct walk *w, uint64_t now,
-                      int redis)
+                      int redis, int units)
 {
     /* RESET_AFTER_NEXT, not RESET_AFTER: the value is the peek's, so it is
      * what a request of cost 1 now would be told (until at rest AFTER that
@@ -213,12 +224,14 @@ static int print_text(const rlctl_opts *o, const char *name, const struct walk *
      * contradiction.  srl_entry has no "until at rest as it stands" (see
      * docs/design.md), so the column says which moment it shows. */
     static const char *const hdr[] = {"KEY", "LEN", "ALLOWED", "DENIED", "AVAILABLE",
-                                      "RETRY_AFTER", "RESET_AFTER_NEXT", "IDLE", "AT_REST"};
-    static const unsigned char right[] = {0, 1, 1, 1, 1, 1, 1, 1, 0};
+                                      "RETRY_AFTER", "RESET_AFTER_NEXT", "IDLE", "AT_REST",
+                                      "INFLIGHT"};
+    static const unsigned char right[] = {0, 1, 1, 1, 1, 1, 1, 1, 0, 1};
     static const size_t redis_cols[] = {0, 1, 4, 5, 6};
-    size_t ncols = redis ? sizeof redis_cols / sizeof redis_cols[0] : 9;
-    const char *h[9];
-    unsigned char rt[9];
+    /* INFLIGHT only for a policy with a concurrency limit (never on Redis). */
+    size_t ncols = redis ? sizeof redis_cols / sizeof redis_cols[0] : units ? 10 : 9;
+    const char *h[10];
+    unsigned char rt[10];
     for (size_t c = 0; c < ncols; c++) {
         h[c] = hdr[redis ? redis_cols[c] : c];
         rt[c] = right[redis ? redis_cols[c] : c];
@@ -242,7 +255,7 @@ static int print_text(const rlctl_opts *o, const char *name, const struct walk *
             rlctl_table_free(&t);
             return -1;
         }
-        char len[16], al[24], de[24], rem[40], ra[48], rs[48], idle[48];
+        char len[16], al[24], de[24], rem[40], ra[48], rs[48], idle[48], inf[16];
         /* key_len 0: not stored (a segment without display copies). */
         if (r->key_len == 0)
             snprintf(len, sizeof len, "-");
@@ -257,8 +270,9 @@ static int print_text(const rlctl_opts *o, const char *name, const struct walk *
             rlctl_fmt_duration(now - r->last_ns, idle, sizeof idle);
         else
             snprintf(idle, sizeof idle, "-");
-        const char *row[] = {key, len, al, de, rem, ra, rs, idle, r->at_rest ? "yes" : "no"};
-        const char *out[9];
+        snprintf(inf, sizeof inf, "%u", r->inflight);
+        const char *row[] = {key, len, al, de, rem, ra, rs, idle, r->at_rest ? "yes" : "no", inf};
+        const char *out[10];
         for (size_t c = 0; c < ncols; c++)
             out[c] = row[redis ? redis_cols[c] : c];
         rlctl_table_add(&t, out);
@@ -440,7 +454,7 @@ int rlctl_cmd_list(const rlctl_opts *o)
         sort_rows(&w);
         cut_to_top(&w);
         rc = o->json ? print_json(o->name, &info, &w, visited, now)
-                     : print_text(o, name, &w, now, redis);
+                     : print_text(o, name, &w, now, redis, has_units(&info));
         if (rc < 0) {
             fputs("rlctl: out of memory\n", stderr);
             status = EX_OSERR;

@@ -645,6 +645,9 @@ START_TEST(get_names_the_pids_holding_units_and_evict_frees_a_dead_holders_units
     ck_assert_uint_eq(json_get(lims->items[0], "holders")->n, 2);
     json_free(v);
     run_free(&r);
+    RUN(&r, 0, "info", name);
+    ck_assert_msg(strstr(r.out, "in flight:      2 units\n") != NULL, "%s", r.out);
+    run_free(&r);
     RUN(&r, 0, "evict", name);   /* the holder lives: nothing at rest */
     snprintf(want, sizeof want, "%s: evicted 0 keys at rest\n", name);
     ck_assert_str_eq(r.out, want);

@@ -98,6 +98,10 @@ def main():
         check(holder.stdout.readline() == b"held\n", "the holder did not enter")
         add(".B info", outputs("info", units, "--json"))
         add('.BR get ", " try', outputs("get", units, "k", "--json"))
+        add(".B list", outputs("list", units, "--json"))
+        r = rlctl("list", units)
+        check("INFLIGHT" in r.stdout.splitlines()[0] and r.stdout.splitlines()[1].split()[-1] == "1",
+              "list on a concurrency policy shows the unit in flight:\n" + r.stdout)
         holder.kill()
         holder.wait()
         add(".B destroy", outputs("destroy", name, "--json"))
