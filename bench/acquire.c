@@ -75,13 +75,24 @@ static uint64_t batch_acquire_global(void *ctx, uint64_t start, uint64_t count)
 int bench_acq_open(bench_acq *a, bench_store s, srl_policy p, srl_ticker ticker,
                    const bench_keys *k, uint64_t nkeys, const bench_seq *seq)
 {
+    srl_limits l;
+    if (srl_limits_of(&p, &l) != 0) {
+        memset(a, 0, sizeof *a);
+        return a->rc = SRL_EPOLICY;
+    }
+    return bench_acq_open_limits(a, s, &l, ticker, k, nkeys, seq);
+}
+
+int bench_acq_open_limits(bench_acq *a, bench_store s, const srl_limits *l, srl_ticker ticker,
+                          const bench_keys *k, uint64_t nkeys, const bench_seq *seq)
+{
     memset(a, 0, sizeof *a);
     a->k = k;
     a->idx = seq->idx;
     a->seq_len = seq->len;
     srl_config cfg;
     srl_config_init(&cfg);
-    cfg.policy = p;
+    cfg.limits = *l;
     cfg.capacity = bench_capacity_for(nkeys);
     cfg.ticker = ticker;
     int rc = bench_open(s, &cfg, &a->lim);

@@ -150,8 +150,15 @@ static void run_group(struct report *R, int si, int di, int ai, const bench_keys
      * deny/allow ratios would measure the clock instead of the path. */
     srl_ticker def = {srl_monotonic_ns, NULL}, coarse = {srl_monotonic_coarse_ns, NULL};
     struct per_row *row = &R->per[si][di][ai];
-    enum { FLOOR, SHARED, LOCAL, GLOBAL, C_SHARED, C_LOCAL, D_SHARED, D_LOCAL, NSUB };
-    struct { bench_store store; srl_policy p; srl_ticker t; int on; bench_cell *out; } spec[NSUB] = {
+    enum { FLOOR, SHARED, LOCAL, GLOBAL, C_SHARED, C_LOCAL, D_SHARED, D_LOCAL, M_SHARED, M_LOCAL,
+           NSUB };
+    /* Two limits (the allow token bucket and the allow GCRA) next to one. */
+    srl_limits two = {.count = 2};
+    two.limit[0] = allow;
+    two.limit[1] = bench_policy_allow(SRL_GCRA);
+    int tb = decisions && a == SRL_TOKEN_BUCKET;
+    struct { bench_store store; srl_policy p; srl_ticker t; int on; bench_cell *out;
+             const srl_limits *l; } spec[NSUB] = {
         [SHARED] = {BENCH_SHARED, allow, def, 1, &row->shared},
         [LOCAL] = {BENCH_LOCAL, allow, def, decisions, &row->local},
         [GLOBAL] = {BENCH_SHARED_GLOBAL, allow, def, decisions && a == SRL_TOKEN_BUCKET,
@@ -164,6 +171,8 @@ static void run_group(struct report *R, int si, int di, int ai, const bench_keys
                       &R->deny[ai][0]},
         [D_LOCAL] = {BENCH_LOCAL, deny, def, decisions && si == 1 && di == 0,
                      &R->deny[ai][1]},
+        [M_SHARED] = {BENCH_SHARED, allow, def, tb, &R->compound[si][di][0], &two},
+        [M_LOCAL] = {BENCH_LOCAL, allow, def, tb, &R->compound[si][di][1], &two},
     };
     bench_acq acq[NSUB];
     bench_subject subs[NSUB];
@@ -174,7 +183,10 @@ static void run_group(struct report *R, int si, int di, int ai, const bench_keys
         memset(&acq[i], 0, sizeof acq[i]);
         if (!spec[i].on)
             continue;
-        bench_acq_open(&acq[i], spec[i].store, spec[i].p, spec[i].t, k, n, seq);
+        if (spec[i].l != NULL)
+            bench_acq_open_limits(&acq[i], spec[i].store, spec[i].l, spec[i].t, k, n, seq);
+        else
+            bench_acq_open(&acq[i], spec[i].store, spec[i].p, spec[i].t, k, n, seq);
         subs[i] = bench_acq_subject(&acq[i]);
     }
     /* The floor: the same table bytes and slot size as the shared segment

@@ -180,6 +180,26 @@ static void print_per_decision(const struct report *R)
                ratio(cl->ns, r->floor_ns, cl->rc == 0, g, sizeof g));
         (void)h;
     }
+    printf("\n### Two limits in one decision (token_bucket + gcra, all or nothing)\n\n");
+    printf("The allow token bucket alone, and as a compound with the allow GCRA "
+           "(\"token_bucket:1e9/1h + gcra:1e9/1h\"): one slot and one lock for both, each "
+           "limit decided twice (a dry run, then the commit). Timed in the same interleaved "
+           "group.\n\n");
+    printf("| keys | dist | shared, 1 limit | shared, 2 limits | 2/1 | local, 1 limit | "
+           "local, 2 limits | 2/1 |\n");
+    printf("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+    for (int si = 0; si < 2; si++)
+        for (int di = 0; di < 2; di++) {
+            const struct per_row *r = &R->per[si][di][bench_algo_index(SRL_TOKEN_BUCKET)];
+            const bench_cell *ms = &R->compound[si][di][0], *ml = &R->compound[si][di][1];
+            char f[64], g[64];
+            printf("| %s | %s | %s | %s | %s | %s | %s | %s |\n",
+                   size_name(R->sizes[si], a, sizeof a), bench_dist_name((bench_dist)di),
+                   cell_ns(&r->shared, b, sizeof b), cell_ns(ms, c, sizeof c),
+                   ratio(ms->ns, r->shared.ns, ms->rc == 0 && r->shared.rc == 0, d, sizeof d),
+                   cell_ns(&r->local, e, sizeof e), cell_ns(ml, f, sizeof f),
+                   ratio(ml->ns, r->local.ns, ml->rc == 0 && r->local.rc == 0, g, sizeof g));
+        }
     printf("\n### Deny path (%s keys, uniform; policy 1/1h: every timed decision is a denial)\n\n",
            size_name(R->sizes[1], a, sizeof a));
     printf("| algorithm | shared deny | shared allow | deny/allow | local deny | local allow | "
@@ -463,7 +483,8 @@ int report_count_errors(const struct report *R)
                 n += (R->per[si][di][ai].shared.rc != 0) + (R->per[si][di][ai].local.rc != 0);
             if (sec & BENCH_SEC_DECISIONS)
                 n += (R->global[si][di].rc != 0) + (R->coarse[si][di][0].rc != 0) +
-                     (R->coarse[si][di][1].rc != 0);
+                     (R->coarse[si][di][1].rc != 0) + (R->compound[si][di][0].rc != 0) +
+                     (R->compound[si][di][1].rc != 0);
         }
     for (int ai = 0; ai < NALGO && (sec & BENCH_SEC_DECISIONS); ai++)
         n += (R->deny[ai][0].rc != 0) + (R->deny[ai][1].rc != 0);

@@ -14,6 +14,9 @@
 #include "compound.h"
 
 #define ALIGN8(n) (((n) + 7u) & ~(size_t)7u)
+/* Compound states up to this size are committed in one pass (see
+ * srl__cmp_decide); larger ones (long sliding logs) in two. */
+#define SAVE_MAX 256u
 
 int srl__limits_canonical(const srl_limits *l, srl_limits *out)
 {
@@ -137,6 +140,31 @@ void srl__cmp_decide(const struct srl__compound *c, void *state, uint64_t now, u
         return;
     }
     srl_decision each[SRL_LIMITS_MAX];
+    if (commit && c->state_bytes <= SAVE_MAX) {
+        /* Commit limit by limit on the state itself, undoing all of it
+         * from a copy if one denies: the admit path decides each limit
+         * once, not twice.  decide() is pure, so a committing call reports
+         * what the dry run would have, and the limits after a denier are
+         * decided without writing, as in the two-pass form. */
+        unsigned char save[SAVE_MAX] __attribute__((aligned(8)));
+        memcpy(save, state, c->state_bytes);
+        uint32_t i = 0;
+        for (; i < c->count; i++) {
+            srl__limit_decide(&c->limits.limit[i], (char *)state + c->off[i], now, cost, 1,
+                              &each[i]);
+            if (!each[i].allowed)
+                break;
+        }
+        if (i < c->count) {
+            memcpy(state, save, c->state_bytes);   /* nothing taken, no ban yet */
+            for (uint32_t j = i; j < c->count; j++)
+                srl__limit_decide(&c->limits.limit[j], (char *)state + c->off[j], now, cost, 0,
+                                  &each[j]);
+            ban_deniers(c, state, now, -1, each);
+        }
+        fold(c, each, d);
+        return;
+    }
     int all = dry_run(c, state, now, cost, -1, each);
     if (all && commit)
         for (uint32_t i = 0; i < c->count; i++)
