@@ -12,8 +12,8 @@
  * cfg naming what the first open adopted and lock_timeout_ms = 2, so a
  * mutated lock word that looks held costs milliseconds, not a second (a
  * mutated mutex may legitimately block: that is SRL_ETIMEDOUT, not a
- * hang).  Then acquire, peek, reset_key on a few keys, foreach, evict_idle,
- * stats, info, check.  Any return code is acceptable; a crash, a sanitizer
+ * hang).  Then acquire, peek, enter/leave, key_state, reset_key on a few
+ * keys, foreach, evict_idle, stats, info, check.  Any return code is acceptable; a crash, a sanitizer
  * report, a leak or a hang (libFuzzer -timeout) is a finding.
  */
 #include <fcntl.h>
@@ -51,6 +51,14 @@ static void every_call(srl_limiter *lim)
         srl_acquire(lim, keys[i], strlen(keys[i]), 1, &d);
         srl_peek(lim, keys[i], strlen(keys[i]), 1, &d);
     }
+    /* In-flight units (SRL_ENOTSUP without a concurrency limit), and the
+     * raw state copy the tools read. */
+    srl_lease l;
+    srl_decision d;
+    if (srl_enter(lim, "key-1", 5, &l, &d) == 0 && d.allowed)
+        srl_leave(lim, &l);
+    unsigned char state[1 << 16];
+    srl_key_state(lim, "b", 1, state, sizeof state);
     srl_reset_key(lim, "a", 1);
     srl_foreach(lim, visit, NULL);
     srl_evict_idle(lim);
@@ -80,7 +88,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
         srl_config cfg;
         srl_config_init(&cfg);
         if (srl_info_get(lim, &info) == 0) {
-            cfg.policy = info.policy;
+            cfg.limits = info.limits;   /* every limit: a compound reopens as itself */
             cfg.capacity = info.capacity;
             cfg.key_display = info.key_display;
         }

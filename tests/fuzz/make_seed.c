@@ -1,8 +1,9 @@
 /*
  * make_seed.c - writes valid small segments for the segment fuzzer's seed
  * corpus: make_seed DIR creates, fills a few keys in, and copies out
- * segments of each algorithm (capacity 8, key_display 8), then unlinks
- * them.  Run by run.sh only when DIR has no seed yet; the committed seeds
+ * segments of each algorithm, a compound, a concurrency limit with units
+ * held and a limit with a ban period (capacity 8, key_display 8), then
+ * unlinks them.  Run by run.sh only when DIR has no seed yet; the committed seeds
  * in corpus/segment/ came from it.
  */
 #include <fcntl.h>
@@ -18,13 +19,15 @@ int main(int argc, char **argv)
     if (argc != 2)
         return 64;
     static const char *policies[] = {"token_bucket:3/1h", "sliding_log:3/1h",
-                                     "sliding_counter:3/1h", "gcra:3/1h"};
-    for (int i = 0; i < 4; i++) {
+                                     "sliding_counter:3/1h", "gcra:3/1h",
+                                     "token_bucket:3/1h,burst=5 + gcra:5/1m",
+                                     "concurrency:3", "sliding_log:2/1h,penalty=1m"};
+    for (int i = 0; i < (int)(sizeof policies / sizeof policies[0]); i++) {
         char name[64], src[96], dst[4096];
         snprintf(name, sizeof name, "/srl-fuzz-seed-%d-%d", (int)getpid(), i);
         srl_config cfg;
         srl_config_init(&cfg);
-        if (srl_policy_parse(policies[i], &cfg.policy) != 0)
+        if (srl_limits_parse_ex(policies[i], &cfg.limits, NULL) != 0)
             return 1;
         cfg.capacity = 8;
         cfg.key_display = 8;
@@ -34,8 +37,11 @@ int main(int argc, char **argv)
         static const char *keys[] = {"a", "b", "key-1"};
         for (int k = 0; k < 3; k++) {
             srl_decision d;
-            for (int n = 0; n <= k; n++)
-                srl_acquire(lim, keys[k], strlen(keys[k]), 1, &d);
+            for (int n = 0; n <= k; n++) {
+                srl_lease l;
+                if (srl_acquire(lim, keys[k], strlen(keys[k]), 1, &d) == SRL_ENOTSUP)
+                    srl_enter(lim, keys[k], strlen(keys[k]), &l, &d);   /* units stay held */
+            }
         }
         srl_close(lim);
         snprintf(src, sizeof src, "/dev/shm%s", name);
