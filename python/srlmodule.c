@@ -539,6 +539,56 @@ static PyObject *Limiter_peek(PyObject *op, PyObject *args, PyObject *kw)
     return decision_new(&d, &self->limits);
 }
 
+/* srl_enter: (Decision, lease) with the lease an opaque bytes value of
+ * sizeof(srl_lease) (None when denied); srl_leave takes it back. */
+static PyObject *Limiter_enter_unit(PyObject *op, PyObject *key)
+{
+    LimiterObject *self = (LimiterObject *)op;
+    key_view k;
+    srl_decision d;
+    srl_lease lease;
+    int rc;
+
+    if (check_open(self) < 0 || key_get(key, &k) < 0)
+        return NULL;
+    rc = srl_enter(self->lim, k.data, k.len, &lease, &d);
+    key_release(&k);
+    if (rc < 0)
+        return raise_srl(rc, "srl_enter");
+    PyObject *dec = decision_new(&d, &self->limits);
+    if (dec == NULL)
+        return NULL;
+    PyObject *l = lease.gen != 0 ? PyBytes_FromStringAndSize((const char *)&lease, sizeof lease)
+                                 : (Py_INCREF(Py_None), Py_None);
+    if (l == NULL) {
+        Py_DECREF(dec);
+        return NULL;
+    }
+    PyObject *t = PyTuple_Pack(2, dec, l);
+    Py_DECREF(dec);
+    Py_DECREF(l);
+    return t;
+}
+
+static PyObject *Limiter_leave(PyObject *op, PyObject *arg)
+{
+    LimiterObject *self = (LimiterObject *)op;
+    srl_lease lease;
+    if (check_open(self) < 0)
+        return NULL;
+    if (!PyBytes_Check(arg) || PyBytes_GET_SIZE(arg) != (Py_ssize_t)sizeof lease) {
+        PyErr_SetString(PyExc_TypeError, "leave() takes the lease enter() returned");
+        return NULL;
+    }
+    memcpy(&lease, PyBytes_AS_STRING(arg), sizeof lease);
+    int rc = srl_leave(self->lim, &lease);
+    if (rc == SRL_ENOENT)
+        Py_RETURN_FALSE;   /* left already, or reclaimed: nothing released twice */
+    if (rc < 0)
+        return raise_srl(rc, "srl_leave");
+    Py_RETURN_TRUE;
+}
+
 static PyObject *Limiter_reset(PyObject *op, PyObject *key)
 {
     LimiterObject *self = (LimiterObject *)op;
@@ -640,10 +690,10 @@ static PyObject *Limiter_get_policy(PyObject *op, void *c)
 
 static PyObject *Limiter_get_kind(PyObject *op, void *c)
 {
-    static const char *const kinds[] = {"shared", "anonymous", "local"};
+    static const char *const kinds[] = {"shared", "anonymous", "local", "redis"};
     unsigned k = (unsigned)((LimiterObject *)op)->kind;
     (void)c;
-    return PyUnicode_FromString(k < 3 ? kinds[k] : "unknown");
+    return PyUnicode_FromString(k < 4 ? kinds[k] : "unknown");
 }
 
 static PyObject *Limiter_get_closed(PyObject *op, void *c)
@@ -689,6 +739,11 @@ static PyMethodDef Limiter_methods[] = {
     {"peek", (PyCFunction)(void (*)(void))Limiter_peek, METH_VARARGS | METH_KEYWORDS,
      "peek(key, cost=1) -> Decision, or None if the key is not tracked; changes nothing."},
     {"reset", Limiter_reset, METH_O, "reset(key) -> True if the key was tracked (it starts fresh)."},
+    {"enter", Limiter_enter_unit, METH_O,
+     "enter(key) -> (Decision, lease): one unit of a concurrency limit; lease is None when\n"
+     "denied.  Give it back with leave(lease) (srl.holding() does both)."},
+    {"leave", Limiter_leave, METH_O,
+     "leave(lease) -> True, or False if it was left already or reclaimed."},
     {"evict_idle", Limiter_evict_idle, METH_NOARGS,
      "evict_idle() -> number of at-rest states dropped."},
     {"stats", Limiter_stats, METH_NOARGS, "stats() -> dict of the srl_stats counters."},
@@ -700,7 +755,7 @@ static PyMethodDef Limiter_methods[] = {
 
 static PyGetSetDef Limiter_getset[] = {
     {.name = "policy", .get = Limiter_get_policy, .doc = "canonical text of the policy"},
-    {.name = "kind", .get = Limiter_get_kind, .doc = "'shared', 'anonymous' or 'local'"},
+    {.name = "kind", .get = Limiter_get_kind, .doc = "'shared', 'anonymous', 'local' or 'redis'"},
     {.name = "closed", .get = Limiter_get_closed, .doc = "True after close()"},
     {.name = NULL},
 };

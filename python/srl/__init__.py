@@ -20,7 +20,26 @@ from . import _srl
 from ._srl import Decision, Limiter, headers, strerror, unlink, FLAG_UNTRACKED, FLAG_DEGRADED, KEY_MAX
 
 __all__ = ["Limiter", "Decision", "headers", "strerror", "unlink", "Error", "FLAG_UNTRACKED",
-           "FLAG_DEGRADED", "KEY_MAX"]
+           "FLAG_DEGRADED", "KEY_MAX", "holding"]
+
+
+class holding:
+    """with srl.holding(lim, key) as d: one in-flight unit (policy "concurrency:N"),
+    left on every exit path; d.allowed False when the key was full (nothing held).
+    A process killed inside is covered by the library: its unit is reclaimed."""
+
+    def __init__(self, lim, key):
+        self.lim, self.key, self.lease = lim, key, None
+
+    def __enter__(self):
+        d, self.lease = self.lim.enter(self.key)
+        return d
+
+    def __exit__(self, *exc):
+        if self.lease is not None:
+            self.lim.leave(self.lease)
+            self.lease = None
+        return False
 
 
 class Error(Exception):

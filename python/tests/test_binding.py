@@ -72,6 +72,31 @@ class TestDecisions(unittest.TestCase):
             srl.Limiter.local("token_bucket:10/1d + ")
         self.assertIn("empty limit", str(e.exception))
 
+    def test_in_flight_units(self):
+        n = seg("units")
+        try:
+            for lim in (srl.Limiter.local("concurrency:2"),
+                        srl.Limiter.shared(n, "concurrency:2", capacity=64)):
+                with lim:
+                    d1, l1 = lim.enter("c")
+                    d2, l2 = lim.enter("c")
+                    d3, l3 = lim.enter("c")
+                    self.assertEqual((d1.allowed, d1.remaining, d2.remaining), (True, 1, 0))
+                    self.assertEqual((d3.allowed, d3.retry_after, l3), (False, 1, None))
+                    self.assertTrue(lim.leave(l1))
+                    self.assertFalse(lim.leave(l1))        # never released twice
+                    with srl.holding(lim, "c") as d:
+                        self.assertTrue(d.allowed)
+                        self.assertFalse(lim.enter("c")[0].allowed)
+                    self.assertTrue(lim.leave(l2))
+                    self.assertEqual(lim.peek("c").remaining, 1)  # both free again
+                    with self.assertRaises(srl.NotSupportedError) as e:
+                        lim.acquire("c")
+                    self.assertEqual(e.exception.code, -18)
+            self.assertEqual(srl.Limiter.local("concurrency:2").kind, "local")
+        finally:
+            unlink_quiet(n)
+
     def test_sliding_log_exact(self):
         lim = srl.Limiter.local("sliding_log:3/1d")
         self.assertEqual([lim.acquire(b"k").remaining for _ in range(3)], [2, 1, 0])
