@@ -328,15 +328,6 @@ static void unlink_node(struct local *l, struct lnode *n)
     call_rcu(&n->rcu, free_node_rcu);
 }
 
-/* A unit's holder is dead only if it has certainly exited (proc.h).  In
- * one process every holder is this process, unless the limiter was
- * inherited across fork (see FORK): then the parent's units are judged. */
-static int holder_alive(const struct srl__proc *who, void *ctx)
-{
-    (void)ctx;
-    return srl__proc_state(who) != SRL__PROC_DEAD;
-}
-
 /* If n is live and at rest, mark it dead; returns true if it did.  Call
  * with n->lock held; the caller unlinks after unlocking. */
 static bool evict_if_at_rest_locked(struct local *l, struct lnode *n)
@@ -348,7 +339,7 @@ static bool evict_if_at_rest_locked(struct local *l, struct lnode *n)
         /* Dead holders' and max_hold-expired units first. */
         uint32_t freed = srl__conc_reclaim(&l->lim.cmp.limits.limit[l->lim.cmp.conc],
                                            srl__cmp_conc_state(&l->lim.cmp, node_state(n)), now,
-                                           holder_alive, NULL);
+                                           srl__proc_alive, NULL);
         if (freed > 0)
             shard_add(&my_shard(l)->reclaimed, freed);
     }
@@ -495,7 +486,7 @@ static void enter_locked(struct local *l, struct lnode *n, unsigned long hash, u
     struct srl__proc me;
     srl__proc_self(&me);
     uint32_t entry, gen, freed;
-    srl__cmp_enter(&l->lim.cmp, node_state(n), now, &me, holder_alive, NULL, d, &entry, &gen,
+    srl__cmp_enter(&l->lim.cmp, node_state(n), now, &me, srl__proc_alive, NULL, d, &entry, &gen,
                    &freed);
     if (freed > 0)
         shard_add(&my_shard(l)->reclaimed, freed);

@@ -78,3 +78,9 @@ int srl__proc_state(const struct srl__proc *p)
         return SRL__PROC_DEAD;   /* the pid was reused */
     return SRL__PROC_ALIVE;
 }
+
+int srl__proc_alive(const struct srl__proc *p, void *ctx)
+{
+    (void)ctx;
+    return srl__proc_state(p) != SRL__PROC_DEAD;
+}

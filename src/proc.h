@@ -35,4 +35,9 @@ void srl__proc_self(struct srl__proc *p);
  * in another PID namespace. */
 int srl__proc_state(const struct srl__proc *p);
 
+/* The liveness test the stores give the holder table (srl__conc_alive_fn):
+ * 0 only for a process that has certainly exited; one in another PID
+ * namespace, or that cannot be judged, is alive.  ctx is unused. */
+int srl__proc_alive(const struct srl__proc *p, void *ctx);
+
 #endif

@@ -188,14 +188,6 @@ struct shm_req {
     srl_lease *lease;
 };
 
-/* A holder is dead when it has certainly exited (proc.h); one in another
- * PID namespace, or that cannot be judged, is alive. */
-static int holder_alive(const struct srl__proc *who, void *ctx)
-{
-    (void)ctx;
-    return srl__proc_state(who) != SRL__PROC_DEAD;
-}
-
 /* Decide rq on the state of b/i at now (bucket b locked, undo record open). */
 static void decide_state(struct srl__shm *s, uint64_t b, unsigned i, uint64_t now,
                          const struct shm_req *rq, srl_decision *d)
@@ -208,7 +200,7 @@ static void decide_state(struct srl__shm *s, uint64_t b, unsigned i, uint64_t no
     struct srl__proc me;
     srl__proc_self(&me);
     uint32_t entry, gen, freed;
-    srl__cmp_enter(&s->lim.cmp, state, now, &me, holder_alive, NULL, d, &entry, &gen, &freed);
+    srl__cmp_enter(&s->lim.cmp, state, now, &me, srl__proc_alive, NULL, d, &entry, &gen, &freed);
     if (freed > 0)
         __atomic_add_fetch(&srl__shm_live(s)->reclaimed, freed, __ATOMIC_RELAXED);
     if (gen != 0) {
@@ -913,7 +905,7 @@ int64_t srl__shm_evict_idle(srl_limiter *lim)
                 uint32_t freed = srl__conc_reclaim(
                     &lim->cmp.limits.limit[lim->cmp.conc],
                     srl__cmp_conc_state(&lim->cmp, srl__shm_slot_state(s, b, i)), now,
-                    holder_alive, NULL);
+                    srl__proc_alive, NULL);
                 srl__shm_undo_end(s, b);
                 if (freed > 0)
                     __atomic_add_fetch(&srl__shm_live(s)->reclaimed, freed, __ATOMIC_RELAXED);

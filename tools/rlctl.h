@@ -354,5 +354,7 @@ int rlctl_detail_load(srl_limiter *lim, const srl_info *in, const void *key, siz
 void rlctl_detail_print(const srl_info *in, const rlctl_detail *d);
 void rlctl_detail_json(rlctl_json *j, const srl_info *in, const rlctl_detail *d);
 void rlctl_detail_free(rlctl_detail *d);
+/* The policy has a concurrency limit (info and list show units in flight). */
+int rlctl_has_units(const srl_info *in);
 
 #endif

@@ -116,3 +116,11 @@ void rlctl_detail_json(rlctl_json *j, const srl_info *in, const rlctl_detail *d)
     }
     rlctl_json_end_arr(j);
 }
+
+int rlctl_has_units(const srl_info *in)
+{
+    for (uint32_t i = 0; i < in->limits.count; i++)
+        if (in->limits.limit[i].algorithm == SRL_CONCURRENCY)
+            return 1;
+    return 0;
+}

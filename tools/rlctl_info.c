@@ -38,15 +38,6 @@ static void iso_time(uint64_t unix_ns, char *buf, size_t len)
         snprintf(buf, len, "?");
 }
 
-/* The policy has an in-flight limit: its reclaim count is worth a row. */
-static int has_units(const srl_info *in)
-{
-    for (uint32_t i = 0; i < in->limits.count; i++)
-        if (in->limits.limit[i].algorithm == SRL_CONCURRENCY)
-            return 1;
-    return 0;
-}
-
 static int sum_inflight(const srl_entry *e, void *ctx)
 {
     *(uint64_t *)ctx += e->inflight;
@@ -93,7 +84,7 @@ static void info_json(const char *name, const srl_info *in, const srl_stats *st,
     rlctl_json_u64(&j, "recovered", st->recovered);
     rlctl_json_u64(&j, "reset_slots", st->reset_slots);
     rlctl_json_u64(&j, "evicted", st->evicted);
-    if (has_units(in)) {
+    if (rlctl_has_units(in)) {
         rlctl_json_u64(&j, "reclaimed", st->reclaimed);
         rlctl_json_u64(&j, "inflight", inflight);
     }
@@ -147,7 +138,7 @@ static void info_text(const char *name, const srl_info *in, const srl_stats *st,
     ROW("reset slots", "%" PRIu64, st->reset_slots);
     ROW("evicted", "%" PRIu64, st->evicted);
     ROW("timeouts", "%" PRIu64, st->timeouts);
-    if (has_units(in)) {
+    if (rlctl_has_units(in)) {
         ROW("in flight", "%" PRIu64 " %s", inflight, inflight == 1 ? "unit" : "units");
         ROW("reclaimed", "%" PRIu64 " (in-flight units of dead or stuck holders)", st->reclaimed);
     }
@@ -204,7 +195,7 @@ int rlctl_cmd_info(const rlctl_opts *o)
                              rlctl_seg_name(&in, o->name), in.buckets,
                              rlctl_plural(in.buckets, "bucket", "buckets"));
         rc = srl_stats_get(lim, &st);
-        if (rc == 0 && has_units(&in) && in.kind != SRL_STORE_REDIS) {
+        if (rc == 0 && rlctl_has_units(&in) && in.kind != SRL_STORE_REDIS) {
             int64_t n = srl_foreach(lim, sum_inflight, &inflight);
             rc = n < 0 ? (int)n : 0;
         }

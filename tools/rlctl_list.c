@@ -204,15 +204,6 @@ static int print_json(const char *name, const srl_info *in, const struct walk *w
 
 /* The table.  A Redis store keeps no per-key counts, time of last use or
  * state at rest: its rows have only the columns in redis_cols. */
-/* The policy has a concurrency limit: list shows units in flight. */
-static int has_units(const srl_info *in)
-{
-    for (uint32_t i = 0; i < in->limits.count; i++)
-        if (in->limits.limit[i].algorithm == SRL_CONCURRENCY)
-            return 1;
-    return 0;
-}
-
 static int print_text(const rlctl_opts *o, const char *name, const struct walk *w, uint64_t now,
                       int redis, int units)
 {
@@ -454,7 +445,7 @@ int rlctl_cmd_list(const rlctl_opts *o)
         sort_rows(&w);
         cut_to_top(&w);
         rc = o->json ? print_json(o->name, &info, &w, visited, now)
-                     : print_text(o, name, &w, now, redis, has_units(&info));
+                     : print_text(o, name, &w, now, redis, rlctl_has_units(&info));
         if (rc < 0) {
             fputs("rlctl: out of memory\n", stderr);
             status = EX_OSERR;
