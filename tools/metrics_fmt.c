@@ -56,8 +56,11 @@ static const struct family {
                      "In-flight units freed because their holder died or held them past max_hold"},
     [F_TIMEOUTS] = {"srl_lock_timeouts_total", "counter", "Bucket lock waits that timed out"},
     [F_BYTES] = {"srl_segment_bytes", "gauge", "Size of the shared-memory segment"},
-    [F_PERMITS] = {"srl_policy_permits", "gauge", "Requests a key may make per window"},
-    [F_WINDOW] = {"srl_policy_window_seconds", "gauge", "The policy's window"},
+    [F_PERMITS] = {"srl_policy_permits", "gauge",
+                   "Per limit of the policy (label limit, its index): requests a key may make "
+                   "per window, or units in flight for a concurrency limit"},
+    [F_WINDOW] = {"srl_policy_window_seconds", "gauge",
+                  "Per limit: its window (a concurrency limit: max_hold, 0 for none)"},
     [F_CREATED] = {"srl_segment_created_timestamp_seconds", "gauge",
                    "Wall-clock time the segment was created (a change: it was recreated)"},
 };
@@ -143,12 +146,36 @@ static void decisions(const struct out *o, const srl__metrics_seg *g)
     }
 }
 
+/* One sample per limit of a compound (label limit="i"). */
+static void per_limit(const struct out *o, enum fam f, const srl__metrics_seg *g)
+{
+    for (uint32_t i = 0; i < g->info.limits.count; i++) {
+        const srl_policy *p = &g->info.limits.limit[i];
+        char idx[12];
+        snprintf(idx, sizeof idx, "%u", (unsigned)i);
+        puts_(o, families[f].name);
+        puts_(o, "{");
+        label(o, "segment", g->name, 1);
+        label(o, "limit", idx, 0);
+        puts_(o, "} ");
+        if (f == F_PERMITS)
+            u64(o, p->permits);
+        else
+            fixed(o, p->window_ns, SRL_NS_PER_S, 9);
+        puts_(o, "\n");
+    }
+}
+
 static void sample(const struct out *o, enum fam f, const srl__metrics_seg *g)
 {
     const srl_info *in = &g->info;
     const srl_stats *s = &g->stats;
     if (f == F_DECISIONS) {
         decisions(o, g);
+        return;
+    }
+    if (f == F_PERMITS || f == F_WINDOW) {
+        per_limit(o, f, g);
         return;
     }
     puts_(o, families[f].name);
@@ -178,9 +205,7 @@ static void sample(const struct out *o, enum fam f, const srl__metrics_seg *g)
     case F_RECLAIMED: u64(o, s->reclaimed); break;
     case F_TIMEOUTS: u64(o, s->timeouts); break;
     case F_BYTES: u64(o, in->segment_bytes); break;
-    case F_PERMITS: u64(o, in->policy.permits); break;
-    case F_WINDOW: fixed(o, in->policy.window_ns, 1000000000ull, 9); break;
-    case F_CREATED: fixed(o, in->created_unix_ns, 1000000000ull, 9); break;
+    case F_CREATED: fixed(o, in->created_unix_ns, SRL_NS_PER_S, 9); break;
     default: break;
     }
     puts_(o, "\n");

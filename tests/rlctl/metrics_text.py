@@ -65,6 +65,7 @@ def main():
     pid = os.getpid()
     deny, allow = "/rlctl-metrics-deny-%d" % pid, "/rlctl-metrics-allow-%d" % pid
     missing = "/rlctl-metrics-missing-%d" % pid
+    compound = "/rlctl-metrics-compound-%d" % pid
     try:
         for name, on_full in ((deny, "deny"), (allow, "allow")):
             rc, out, err = rlctl("create", name, "--policy", "token_bucket:3/1h",
@@ -117,8 +118,9 @@ def main():
             check(value(samples, "srl_table_load_ratio", seg) == 1.0, "%s load" % seg)
             check(value(samples, "srl_segment_bytes", seg) == info["segment_bytes"],
                   "%s bytes" % seg)
-            check(value(samples, "srl_policy_permits", seg) == 3, "%s permits" % seg)
-            check(value(samples, "srl_policy_window_seconds", seg) == 3600, "%s window" % seg)
+            check(value(samples, "srl_policy_permits", seg, limit="0") == 3, "%s permits" % seg)
+            check(value(samples, "srl_policy_window_seconds", seg, limit="0") == 3600,
+                  "%s window" % seg)
             check(abs(value(samples, "srl_segment_created_timestamp_seconds", seg)
                       - info["created_unix_ns"] / 1e9) < 1e-3, "%s created" % seg)
             check(value(samples, "srl_segment_up", seg, status="ok") == 1, "%s up" % seg)
@@ -172,10 +174,23 @@ def main():
         finally:
             shutil.rmtree(d)
 
+        # A compound: one permits and one window sample per limit, by index.
+        rc, _, err = rlctl("create", compound, "--policy", "token_bucket:3/1h + concurrency:2",
+                           "--capacity", "16")
+        check(rc == 0, "create %s: %s" % (compound, err))
+        rc, text_c, err = rlctl("metrics", compound)
+        promtool_ok(text_c, "a compound")
+        s_c, _ = parse(text_c)
+        check([value(s_c, "srl_policy_permits", compound, limit=i) for i in ("0", "1", "2")]
+              == [3, 2, None], "compound permits per limit")
+        check([value(s_c, "srl_policy_window_seconds", compound, limit=i) for i in ("0", "1")]
+              == [3600, 0], "compound windows per limit (max_hold 0: none)")
+        check(value(s_c, "srl_reclaimed_total", compound) == 0, "reclaimed counter")
+
         rc, _, err = rlctl("metrics", deny, "--all")
         check(rc == 64 and "not both" in err, "NAME with --all: rc %d %r" % (rc, err))
     finally:
-        for name in (deny, allow):
+        for name in (deny, allow, compound):
             rlctl("destroy", name)
     return rlctl_check.summary("metrics_text")
 
