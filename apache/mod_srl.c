@@ -22,6 +22,11 @@
  *   SrlWarnInterval S  how often the parent logs limiters needing attention
  *   SrlStatus CODE     the status of a refusal, 400..599 (default 429),
  *                      like nginx's limit_req_status
+ *   SrlConcurrency NAME|off
+ *                      server or <Location>/<Directory>: at most N requests
+ *                      of a key in flight at once, NAME a limiter declared
+ *                      with a concurrency:N policy (keyed by SrlKey, refused
+ *                      with SrlStatus, dry run by SrlDryRun, as SrlLimit)
  *
  * Segment lifecycle.  Segments are opened (created if missing) by the parent
  * in post_config, on the real configuration pass only: the first, pre-config
@@ -49,6 +54,23 @@
  * with Retry-After as well.  They go into r->err_headers_out so that they
  * survive an error response.  The hook returns DECLINED when it allows:
  * returning OK would, under the legacy "Satisfy Any", grant access.
+ *
+ * In flight (SrlConcurrency).  The same access_checker enters the key
+ * (srl_enter) before the rate limit is decided, so a request refused for
+ * concurrency takes no rate permit; a request the rate limit then refuses
+ * gives its unit back with everything else, below.  The unit is left in a
+ * cleanup of r->pool, registered only once a unit is held: that pool is
+ * destroyed on every way a request ends (response sent, client gone,
+ * handler error, internal redirect chain, keep-alive or not), after the log
+ * phase, so the unit is held for the whole request.  The cleanup's child
+ * variant is apr_pool_cleanup_null: a CGI forked by this child runs the
+ * child cleanups before exec and must not leave the parent's unit.  A
+ * child killed mid-request (SIGKILL, segfault) runs no cleanup: srl
+ * reclaims its units by itself (the holder's pid and start time are in the
+ * unit; srl.h, "In-flight limits"), at the latest when the key is next
+ * full.  No RateLimit headers for a concurrency limit (a quota per window
+ * is not what it is); a refusal carries Retry-After (srl's hint: 1 s, or
+ * until the oldest unit passes max_hold).
  *
  * Metrics.  `SetHandler srl-metrics` in a <Location> serves every
  * limiter's counters as Prometheus text, like mod_status: the same series
@@ -132,7 +154,16 @@ typedef struct srl_ap_dir {
     uint32_t cost;             /* 0: inherit (1 at the top) */
     int dry_run;               /* -1: inherit (off at the top) */
     int status;                /* 0: inherit (429 at the top) */
+    srl_ap_limiter *conc;      /* SrlConcurrency; NULL with conc_set: "off" */
+    int conc_set;
 } srl_ap_dir;
+
+/* One unit a request holds, left by the request pool's cleanup. */
+typedef struct srl_ap_held {
+    const srl_ap_limiter *limiter;
+    server_rec *server;        /* for the cleanup's log line (r may be half gone) */
+    srl_lease lease;
+} srl_ap_held;
 
 /* ------------------------------------------------------------ registry */
 
@@ -267,22 +298,45 @@ static const char *cmd_warn_interval(cmd_parms *cmd, void *dconf, const char *ar
     return NULL;
 }
 
-static const char *cmd_limit(cmd_parms *cmd, void *dconf, const char *arg)
+/* The limiter named by arg (after "SrlLimit" or "SrlConcurrency"), which must
+ * be declared and of the right kind: a concurrency limiter is entered, a rate
+ * limiter acquired, and each directive takes only its own (the other call
+ * would answer SRL_ENOTSUP on every request). */
+static const char *find_limiter(cmd_parms *cmd, const char *directive, const char *arg,
+                                int concurrency, srl_ap_limiter **out)
 {
-    srl_ap_dir *d = dconf;
-    d->limiter_set = 1;
-    if (strcasecmp(arg, "off") == 0) {
-        d->limiter = NULL;
-        return NULL;
-    }
     const char *token = name_token(arg);
     srl_ap_registry *reg = registry_get(cmd->pool, 0);
-    d->limiter = (token == NULL || reg == NULL)
-                     ? NULL : apr_hash_get(reg->by_name, token, APR_HASH_KEY_STRING);
-    if (d->limiter == NULL)
-        return apr_psprintf(cmd->pool, "SrlLimit %s: no such limiter; declare it first "
-                            "with SrlLimiter in the main server configuration", arg);
+    srl_ap_limiter *l = (token == NULL || reg == NULL)
+                            ? NULL : apr_hash_get(reg->by_name, token, APR_HASH_KEY_STRING);
+    if (l == NULL)
+        return apr_psprintf(cmd->pool, "%s %s: no such limiter; declare it first "
+                            "with SrlLimiter in the main server configuration", directive, arg);
+    int is_conc = l->policy.algorithm == SRL_CONCURRENCY;
+    if (is_conc != concurrency) {
+        char pol[SRL_POLICY_TEXT_MAX];
+        srl_policy_format(&l->policy, pol, sizeof pol);
+        return apr_psprintf(cmd->pool, "%s %s: limiter %s (%s) has %s policy '%s': apply it "
+                            "with %s %s", directive, arg, l->name, l->defined_at,
+                            is_conc ? "the in-flight" : "a rate", pol,
+                            is_conc ? "SrlConcurrency" : "SrlLimit", arg);
+    }
+    *out = l;
     return NULL;
+}
+
+/* SrlLimit (cmd->info NULL) and SrlConcurrency (non-NULL): the limiter to
+ * apply here, or "off" to stop an inherited one. */
+static const char *cmd_apply(cmd_parms *cmd, void *dconf, const char *arg)
+{
+    srl_ap_dir *d = dconf;
+    int conc = cmd->info != NULL;
+    srl_ap_limiter **slot = conc ? &d->conc : &d->limiter;
+    *(conc ? &d->conc_set : &d->limiter_set) = 1;
+    *slot = NULL;
+    if (strcasecmp(arg, "off") == 0)
+        return NULL;
+    return find_limiter(cmd, cmd->cmd->name, arg, conc, slot);
 }
 
 static const char *cmd_key(cmd_parms *cmd, void *dconf, const char *arg)
@@ -363,6 +417,8 @@ static void *merge_dir(apr_pool_t *p, void *basev, void *addv)
     d->cost = add->cost != 0 ? add->cost : base->cost;
     d->dry_run = add->dry_run != -1 ? add->dry_run : base->dry_run;
     d->status = add->status != 0 ? add->status : base->status;
+    d->conc = add->conc_set ? add->conc : base->conc;
+    d->conc_set = base->conc_set || add->conc_set;
     return d;
 }
 
@@ -553,57 +609,135 @@ static void set_headers(request_rec *r, const srl_ap_limiter *l, const srl_decis
         apr_table_set(r->err_headers_out, "Retry-After", buf);
 }
 
+/* A call that failed: on a degraded decision (a lock timed out or cannot be
+ * used) srl decided by on_full and the request goes on with that decision;
+ * anything else is this server's fault, a 500. */
+static int check_call(request_rec *r, const char *directive, const srl_ap_limiter *l, int rc,
+                      const srl_decision *dec)
+{
+    if (rc == 0)
+        return OK;
+    if (!(dec->flags & SRL_DECISION_DEGRADED)) {
+        ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, r, "%s %s: %s", directive, l->name,
+                      srl_strerror(rc));
+        return HTTP_INTERNAL_SERVER_ERROR;
+    }
+    ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, r, "%s %s: %s; decided by on_full (%s)",
+                  directive, l->name, srl_strerror(rc), dec->allowed ? "allowed" : "denied");
+    return OK;
+}
+
+/* What a decision makes of the request: DECLINED (go on: returning OK
+ * would grant access under "Satisfy Any") or the refusal's status.  A rate
+ * decision sets RateLimit-Policy and RateLimit; every refusal Retry-After. */
+static int apply_decision(request_rec *r, const srl_ap_dir *d, const char *directive,
+                          const srl_ap_limiter *l, const srl_decision *dec, const char *key,
+                          size_t len)
+{
+    int conc = l->policy.algorithm == SRL_CONCURRENCY;
+    int code = d->status != 0 ? d->status : HTTP_TOO_MANY_REQUESTS;
+    if (!dec->allowed)
+        apr_table_setn(r->subprocess_env, "SRL_LIMITED", "1");
+    if (d->dry_run == 1) {
+        if (!dec->allowed)
+            ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, r, "%s %s: dry run: would "
+                          "answer %d to %s for %s", directive, l->name, code, r->useragent_ip,
+                          ap_escape_logitem(r->pool, r->uri));
+        return DECLINED;
+    }
+    if (!conc) {
+        set_headers(r, l, dec);
+    } else if (!dec->allowed) {
+        char buf[32];
+        if (srl_format_retry_after(dec, buf, sizeof buf) >= 0)
+            apr_table_set(r->err_headers_out, "Retry-After", buf);
+    }
+    if (dec->allowed)
+        return DECLINED;
+    ap_log_rerror(APLOG_MARK, APLOG_INFO, 0, r, "%s %s: %d to %s for key \"%s\" on %s%s",
+                  directive, l->name, code, r->useragent_ip,
+                  ap_escape_logitem(r->pool, apr_pstrmemdup(r->pool, key, len)),
+                  ap_escape_logitem(r->pool, r->uri),
+                  conc ? apr_psprintf(r->pool, " (%u in flight)",
+                                      (unsigned)(dec->limit - dec->remaining)) : "");
+    return code;
+}
+
+/* r->pool's cleanup: give the request's unit back, however the request
+ * ended.  Runs after the log phase.  SRL_ENOENT: srl reclaimed the unit
+ * already (held longer than max_hold), nothing to give back. */
+static apr_status_t leave_cleanup(void *data)
+{
+    srl_ap_held *h = data;
+    int rc = srl_leave(h->limiter->lim, &h->lease);
+    if (rc == SRL_ENOENT)
+        ap_log_error(APLOG_MARK, APLOG_INFO, 0, h->server, "SrlConcurrency %s: the unit "
+                     "was reclaimed before the request ended (held longer than max_hold)",
+                     h->limiter->name);
+    else if (rc != 0)
+        ap_log_error(APLOG_MARK, APLOG_ERR, 0, h->server, "SrlConcurrency %s: cannot give "
+                     "the unit back: %s (srl reclaims it once this process is gone)",
+                     h->limiter->name, srl_strerror(rc));
+    return APR_SUCCESS;
+}
+
+/* SrlConcurrency: take a unit for the whole request, or refuse. */
+static int enter_concurrency(request_rec *r, const srl_ap_dir *d, const char *key, size_t len)
+{
+    const srl_ap_limiter *l = d->conc;
+    srl_ap_held *h = apr_pcalloc(r->pool, sizeof *h);
+    srl_decision dec;
+    memset(&dec, 0, sizeof dec);
+    int rc = check_call(r, "SrlConcurrency", l, srl_enter(l->lim, key, len, &h->lease, &dec),
+                        &dec);
+    if (rc != OK)
+        return rc;
+    /* gen 0: no unit is held (refused, or allowed by on_full without one). */
+    if (h->lease.gen != 0) {
+        h->limiter = l;
+        h->server = r->server;
+        apr_pool_cleanup_register(r->pool, h, leave_cleanup, apr_pool_cleanup_null);
+    }
+    return apply_decision(r, d, "SrlConcurrency", l, &dec, key, len);
+}
+
 static int srl_access_checker(request_rec *r)
 {
     if (!ap_is_initial_req(r))
         return DECLINED;
     const srl_ap_dir *d = ap_get_module_config(r->per_dir_config, &srl_module);
-    const srl_ap_limiter *l = d->limiter;
-    if (l == NULL || l->lim == NULL)
+    const srl_ap_limiter *l = d->limiter != NULL && d->limiter->lim != NULL ? d->limiter : NULL;
+    const srl_ap_limiter *c = d->conc != NULL && d->conc->lim != NULL ? d->conc : NULL;
+    if (l == NULL && c == NULL)
         return DECLINED;
 
     const char *key = request_key(r, d);
     size_t len = key != NULL ? strlen(key) : 0;
     if (len == 0) {
-        ap_log_rerror(APLOG_MARK, APLOG_DEBUG, 0, r, "SrlLimit %s: request has no key, "
-                      "not limited", l->name);
+        ap_log_rerror(APLOG_MARK, APLOG_DEBUG, 0, r, "%s %s: request has no key, "
+                      "not limited", l != NULL ? "SrlLimit" : "SrlConcurrency",
+                      (l != NULL ? l : c)->name);
         return DECLINED;
     }
     if (len > SRL_KEY_MAX)
         len = SRL_KEY_MAX;   /* longer keys are told apart by their first 4096 bytes */
 
-    srl_decision dec;
-    memset(&dec, 0, sizeof dec);
-    int rc = srl_acquire(l->lim, key, len, d->cost != 0 ? d->cost : 1, &dec);
-    if (rc != 0) {
-        if (!(dec.flags & SRL_DECISION_DEGRADED)) {
-            ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, r, "SrlLimit %s: %s", l->name,
-                          srl_strerror(rc));
-            return HTTP_INTERNAL_SERVER_ERROR;
-        }
-        ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, r, "SrlLimit %s: %s; decided by "
-                      "on_full (%s)", l->name, srl_strerror(rc),
-                      dec.allowed ? "allowed" : "denied");
+    /* In flight first: a request refused for concurrency takes no rate
+     * permit.  One the rate limit refuses below gives its unit back when
+     * r->pool goes, like any other. */
+    if (c != NULL) {
+        int rc = enter_concurrency(r, d, key, len);
+        if (rc != DECLINED || l == NULL)
+            return rc;
     }
 
-    if (!dec.allowed)
-        apr_table_setn(r->subprocess_env, "SRL_LIMITED", "1");
-    if (d->dry_run == 1) {
-        if (!dec.allowed)
-            ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, r, "SrlLimit %s: dry run: would "
-                          "answer 429 to %s for %s", l->name, r->useragent_ip,
-                          ap_escape_logitem(r->pool, r->uri));
-        return DECLINED;
-    }
-    set_headers(r, l, &dec);
-    if (dec.allowed)
-        return DECLINED;
-    int code = d->status != 0 ? d->status : HTTP_TOO_MANY_REQUESTS;
-    ap_log_rerror(APLOG_MARK, APLOG_INFO, 0, r, "SrlLimit %s: %d to %s for key \"%s\" on %s",
-                  l->name, code, r->useragent_ip,
-                  ap_escape_logitem(r->pool, apr_pstrmemdup(r->pool, key, len)),
-                  ap_escape_logitem(r->pool, r->uri));
-    return code;
+    srl_decision dec;
+    memset(&dec, 0, sizeof dec);
+    int rc = check_call(r, "SrlLimit", l,
+                        srl_acquire(l->lim, key, len, d->cost != 0 ? d->cost : 1, &dec), &dec);
+    if (rc != OK)
+        return rc;
+    return apply_decision(r, d, "SrlLimit", l, &dec, key, len);
 }
 
 /* ------------------------------------------------------------- metrics */
@@ -686,7 +820,7 @@ static const command_rec srl_cmds[] = {
                       "host-wide limiter (the shared-memory segment /dev/shm/NAME)"),
     AP_INIT_TAKE1("SrlOnFull", cmd_on_full, NULL, RSRC_CONF,
                   "allow|deny: the answer of a full table for limiters without on_full="),
-    AP_INIT_TAKE1("SrlLimit", cmd_limit, NULL, RSRC_CONF | ACCESS_CONF,
+    AP_INIT_TAKE1("SrlLimit", cmd_apply, NULL, RSRC_CONF | ACCESS_CONF,
                   "NAME|off: apply the named limiter to this server or section"),
     AP_INIT_TAKE1("SrlKey", cmd_key, NULL, RSRC_CONF | ACCESS_CONF,
                   "ip|header:NAME|env:NAME|expr:EXPRESSION: the key requests are counted by"),
@@ -697,6 +831,9 @@ static const command_rec srl_cmds[] = {
     AP_INIT_TAKE1("SrlWarnInterval", cmd_warn_interval, NULL, RSRC_CONF,
                   "SECONDS: how often the parent logs limiters that need attention "
                   "(default 60)"),
+    AP_INIT_TAKE1("SrlConcurrency", cmd_apply, "concurrency", RSRC_CONF | ACCESS_CONF,
+                  "NAME|off: at most the named concurrency limiter's N requests of a key "
+                  "in flight at once here"),
     AP_INIT_TAKE1("SrlStatus", cmd_status, NULL, RSRC_CONF | ACCESS_CONF,
                   "CODE: the status of a refused request, 400..599 (default 429)"),
     {NULL}

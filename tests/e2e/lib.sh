@@ -161,6 +161,29 @@ except (ValueError, KeyError, TypeError) as e:
 
 # ---------------------------------------------------------------- apache
 
+# apache_check_conf MPM CONF_BODY: write $e2e_tmp/check.conf, a configuration
+# for `apache2 -t` and for starts that must fail (no User, log check.log),
+# with the modules the tests' bodies use.
+apache_check_conf() {
+  local moddir=/usr/lib/apache2/modules
+  mkdir -p "$e2e_tmp/htdocs" "$e2e_tmp/run"
+  cat >"$e2e_tmp/check.conf" <<CONF
+ServerRoot "$e2e_tmp"
+ServerName 127.0.0.1
+Listen 127.0.0.1:$e2e_port
+LoadModule mpm_${1}_module $moddir/mod_mpm_${1}.so
+LoadModule authz_core_module $moddir/mod_authz_core.so
+LoadModule dir_module $moddir/mod_dir.so
+LoadModule setenvif_module $moddir/mod_setenvif.so
+LoadModule srl_module $SRL_MOD
+PidFile "$e2e_tmp/run/check.pid"
+DefaultRuntimeDir "$e2e_tmp/run"
+ErrorLog "$e2e_tmp/check.log"
+DocumentRoot "$e2e_tmp/htdocs"
+$2
+CONF
+}
+
 # apache_start MPM CONF_BODY: write httpd.conf in $e2e_tmp and start apache2
 # in the foreground (as our child), on $e2e_port; sets apache_pid.
 apache_start() {
