@@ -23,6 +23,18 @@
  * once per request.  Objects are not shared between processes: a forked
  * child that wants to limit opens its own.
  *
+ * In-flight limits (policy "concurrency:N"): enter() returns an SrlLease
+ * while the request is inside, or null when N requests of the key are in
+ * flight already.  The unit goes back when the lease is left: leave(), the
+ * lease's destructor, a shutdown function registered by enter(), or
+ * Srl::close(), whichever comes first (the others find it left).  A worker
+ * killed before any of them runs (SIGKILL, request_terminate_timeout) is
+ * covered by the library: it records each unit's holder and reclaims a dead
+ * one's units by itself.
+ *
+ *     $lease = $srl->enter($clientIp);
+ *     if ($lease === null) { $srl->sendHeaders(); exit; }   // 429 + Retry-After
+ *
  * Errors from the library throw SrlException carrying the SRL_E* code and
  * srl_strerror()'s text.  A lock that timed out (or can no longer be used)
  * is not thrown: the library still decides by the segment's on_full rule,
@@ -72,7 +84,11 @@ final class Srl
     private ?FFI\CData $lim;     /* srl_limiter * */
     private FFI\CData $policy;   /* srl_policy */
     private string $token;       /* the policy's name in the headers */
-    private ?FFI\CData $last = null; /* srl_decision of the last acquire() */
+    private ?FFI\CData $last = null; /* srl_decision of the last acquire() or enter() */
+    /* The leases enter() handed out and not yet left, spl_object_id =>
+     * WeakReference: close() leaves them while the handle still exists
+     * (without keeping a dropped lease alive, whose destructor leaves). */
+    private array $leases = [];
 
     private static ?FFI $shared = null;   /* what ffi() returns */
     private static string $binding = '';
@@ -170,9 +186,14 @@ final class Srl
         $this->close();
     }
 
-    /* Unmap the segment (it stays, with its states).  Idempotent. */
+    /* Leave every lease still held, then unmap the segment (it stays, with
+     * its states).  Idempotent. */
     public function close(): void
     {
+        foreach ($this->leases as $weak) {
+            $weak->get()?->leave();
+        }
+        $this->leases = [];
         if ($this->lim !== null) {
             $this->ffi->srl_close($this->lim);
             $this->lim = null;
@@ -192,11 +213,80 @@ final class Srl
         $d = $this->ffi->new('srl_decision');
         $rc = $this->ffi->srl_acquire($lim, $key, strlen($key), self::u32($cost, 'cost'),
                                       FFI::addr($d));
-        if ($rc !== 0 && $rc !== SrlError::ETIMEDOUT && $rc !== SrlError::ENOTRECOVERABLE) {
-            self::check($this->ffi, $rc, 'acquire');
-        }
+        $this->decided($rc, $this->isConcurrency()
+            ? 'acquire() on a concurrency limiter: use enter()' : 'acquire');
         $this->last = $d;
         return $this->toArray($d);
+    }
+
+    /*
+     * Enter one request of `key` on a concurrency limiter (policy
+     * "concurrency:N[,max_hold=W]"): an SrlLease if fewer than N requests
+     * of the key are in flight (it is now one of them), else null.  Either
+     * way $decision receives the decision (as acquire() returns it:
+     * remaining = units free, retry_after = 1 or until the oldest unit
+     * passes max_hold), decision() returns it, and sendHeaders() answers it
+     * (429 with Retry-After when refused).  The unit is given back by
+     * $lease->leave(), the lease's destructor (unset, end of scope), close(),
+     * or at the latest when the request ends (a shutdown function), whichever
+     * comes first.  A lock that timed out decides by on_full: allowed gives
+     * a lease that holds nothing (held() false).
+     */
+    public function enter(string $key, ?array &$decision = null): ?SrlLease
+    {
+        $lim = $this->handle();
+        $d = $this->ffi->new('srl_decision');
+        $lease = $this->ffi->new('srl_lease');
+        $rc = $this->ffi->srl_enter($lim, $key, strlen($key), FFI::addr($lease), FFI::addr($d));
+        $this->decided($rc, $this->isConcurrency()
+            ? 'enter' : 'enter() needs a concurrency policy (concurrency:N): use acquire()');
+        $this->last = $d;
+        $decision = $this->toArray($d);
+        if (!$decision['allowed']) {
+            return null;
+        }
+        $l = new SrlLease($this, $lease, $lease->gen !== 0, $decision);
+        if ($l->held()) {
+            $weak = WeakReference::create($l);
+            $this->leases[spl_object_id($l)] = $weak;
+            /* A weak reference: a lease the script drops is left by its
+             * destructor at once, not kept until the end of the request. */
+            register_shutdown_function(static function () use ($weak): void {
+                $weak->get()?->leaveQuietly();
+            });
+        }
+        return $l;
+    }
+
+    /*
+     * Give a lease's unit back (SrlLease::leave() calls this).  True if this
+     * call gave it back; false if it was left already or srl reclaimed it
+     * (held longer than max_hold).  Other errors throw.
+     */
+    public function leave(SrlLease $lease): bool
+    {
+        return $lease->leave();
+    }
+
+    /* SrlLease's side of leave(): srl_leave on its srl_lease.  @internal */
+    public function leaveUnit(SrlLease $lease, FFI\CData $unit): bool
+    {
+        unset($this->leases[spl_object_id($lease)]);
+        if ($this->lim === null) {
+            return false;   /* close() left every lease before it unmapped */
+        }
+        $rc = $this->ffi->srl_leave($this->lim, FFI::addr($unit));
+        if ($rc === SrlError::ENOENT) {
+            return false;
+        }
+        self::check($this->ffi, $rc, 'leave');
+        return true;
+    }
+
+    /* The decision of the last acquire() or enter(), as they return it; null before one. */
+    public function decision(): ?array
+    {
+        return $this->last === null ? null : $this->toArray($this->last);
     }
 
     /* The decision acquire() would give, taking nothing; null for an untracked key. */
@@ -256,6 +346,8 @@ final class Srl
     /*
      * Send the headers of the last acquire(): RateLimit-Policy and
      * RateLimit always, Retry-After and status 429 when it was denied.
+     * After enter() (a concurrency limiter): Retry-After and 429 when it
+     * was refused, nothing when admitted.
      * Returns whether the request was allowed (so `if (!$srl->sendHeaders())
      * exit;` ends a limited request).  The header values are formatted by
      * the library (srl_format_*), exactly as mod_srl formats them.
@@ -266,6 +358,16 @@ final class Srl
             throw new LogicException('sendHeaders() before acquire()');
         }
         $d = $this->last;
+        if ($this->isConcurrency()) {
+            /* No RateLimit headers: a quota per window is not what an
+             * in-flight limit is (mod_srl sends none either). */
+            if ($d->allowed) {
+                return true;
+            }
+            header('Retry-After: ' . $this->format('srl_format_retry_after', FFI::addr($d)));
+            http_response_code(429);
+            return false;
+        }
         header('RateLimit-Policy: ' . $this->format('srl_format_ratelimit_policy',
                                                      FFI::addr($this->policy), $this->token));
         header('RateLimit: ' . $this->format('srl_format_ratelimit', FFI::addr($d), $this->token));
@@ -282,6 +384,20 @@ final class Srl
     {
         $ffi = self::ffi();
         self::check($ffi, $ffi->srl_unlink($name), "unlink '$name'");
+    }
+
+    private function isConcurrency(): bool
+    {
+        return $this->policy->algorithm === 4;   /* SRL_CONCURRENCY */
+    }
+
+    /* After a deciding call: a lock that timed out (or can no longer be
+     * used) still decided, by on_full; other errors throw. */
+    private function decided(int $rc, string $what): void
+    {
+        if ($rc !== 0 && $rc !== SrlError::ETIMEDOUT && $rc !== SrlError::ENOTRECOVERABLE) {
+            self::check($this->ffi, $rc, $what);
+        }
     }
 
     private function handle(): FFI\CData
@@ -329,5 +445,63 @@ final class Srl
         if ($rc < 0) {
             throw new SrlException("srl: $what: " . $ffi->srl_strerror($rc), $rc);
         }
+    }
+}
+
+/*
+ * One unit of an in-flight limit, held from Srl::enter() until it is left.
+ * Leaving is idempotent: leave() returns true only for the call that gave
+ * the unit back.  The lease keeps its Srl alive (the handle its unit needs);
+ * Srl::close() leaves it first if the Srl is closed before.  Not shared
+ * between processes: a forked child does not hold its parent's units.
+ */
+final class SrlLease
+{
+    private ?Srl $srl;
+
+    /* Made by Srl::enter() only. */
+    public function __construct(Srl $srl, private FFI\CData $unit, bool $held,
+                                private array $decision)
+    {
+        $this->srl = $held ? $srl : null;
+    }
+
+    public function __destruct()
+    {
+        $this->leaveQuietly();
+    }
+
+    /* Give the unit back; true if this call did, false if it was left already. */
+    public function leave(): bool
+    {
+        $srl = $this->srl;
+        if ($srl === null) {
+            return false;
+        }
+        $this->srl = null;   /* before the call: never a second srl_leave */
+        return $srl->leaveUnit($this, $this->unit);
+    }
+
+    /* leave() for destructors and shutdown functions, which must not throw:
+     * an error is logged (error_log) and the unit is left to srl's reclaim. */
+    public function leaveQuietly(): void
+    {
+        try {
+            $this->leave();
+        } catch (Throwable $e) {
+            error_log('srl: leaving an in-flight unit: ' . $e->getMessage());
+        }
+    }
+
+    /* Whether this lease still holds its unit. */
+    public function held(): bool
+    {
+        return $this->srl !== null;
+    }
+
+    /* The decision that admitted it (Srl::enter()'s $decision). */
+    public function decision(): array
+    {
+        return $this->decision;
     }
 }

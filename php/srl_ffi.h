@@ -22,7 +22,8 @@ typedef enum srl_algorithm {
     SRL_TOKEN_BUCKET = 0,
     SRL_SLIDING_LOG = 1,
     SRL_SLIDING_COUNTER = 2,
-    SRL_GCRA = 3
+    SRL_GCRA = 3,
+    SRL_CONCURRENCY = 4
 } srl_algorithm;
 
 typedef struct srl_policy {
@@ -104,6 +105,18 @@ int srl_peek(srl_limiter *lim, const char *key, size_t len, uint32_t cost,
 int srl_reset_key(srl_limiter *lim, const char *key, size_t len);
 int srl_refund(srl_limiter *lim, const char *key, size_t len, uint32_t cost);
 int srl_stats_get(srl_limiter *lim, srl_stats *out);
+
+typedef struct srl_lease {
+    uint64_t owner;
+    uint64_t slot;
+    uint32_t entry;
+    uint32_t gen;
+    uint64_t reserved[2];
+} srl_lease;
+
+int srl_enter(srl_limiter *lim, const char *key, size_t len, srl_lease *lease,
+              srl_decision *d);
+int srl_leave(srl_limiter *lim, srl_lease *lease);
 
 int srl_format_retry_after(const srl_decision *d, char *buf, size_t len);
 int srl_format_ratelimit_policy(const srl_policy *p, const char *name, char *buf,

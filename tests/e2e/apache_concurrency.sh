@@ -103,36 +103,20 @@ apache_start "$mpm" "$body"
 # fire PHASE N [PATH]: N requests of PATH?PHASE at once, in the background;
 # each answered one leaves res/PHASE.I = "STATUS RETRY-AFTER RATELIMIT"
 # ("-" for an absent header; status 000: the connection died).
-fire_pids=()
 fire() {
   local phase=$1 n=$2 path=${3:-/cgi/slow.cgi} i
-  mkdir -p "$ctl/$phase"; chmod 0777 "$ctl/$phase"
+  wave_dir "$phase"
   for i in $(seq 1 "$n"); do
     ( IFS='|' read -r st ra rl < <(curl -s -m 120 -o /dev/null \
             -w '%{http_code}|%header{retry-after}|%header{ratelimit}\n' \
             "http://127.0.0.1:$e2e_port$path?$phase")
       echo "${st:-000} ${ra:--} ${rl:--}" >"$res/$phase.$i.tmp"
       mv "$res/$phase.$i.tmp" "$res/$phase.$i" ) &
-    fire_pids+=($!)
+    wave_pids+=($!)
   done
 }
-entered() { find "$ctl/$1" -name 'in.*' | wc -l; }
-answered() { find "$res" -name "$1.*" ! -name '*.tmp' | wc -l; }
 # with STATUS PHASE: answers of PHASE with that status
 with() { cat "$res/$2".* 2>/dev/null | awk -v s="$1" '$1 == s' | wc -l; }
-settled() { [ $(( $(entered "$1") + $(answered "$1") )) -ge "$2" ]; }
-release() { : >"$ctl/$1/release"; }
-finish() { local p; for p in "${fire_pids[@]}"; do wait "$p"; done; fire_pids=(); }
-# in_flight NAME KEY: units of KEY held now, as rlctl get (srl_peek) sees them
-in_flight() {
-  rlctl_as_owner get "$1" "$2" --json 2>/dev/null | python3 -c '
-import json, sys
-try:
-    d = json.load(sys.stdin); print(d["limit"] - d["remaining"])
-except (ValueError, KeyError) as e:
-    print("unparsable: %s" % e)'
-}
-idle() { [ "$(in_flight "$1" 127.0.0.1)" = 0 ]; }
 
 # --- 1: 10 at once, limit 4
 fire w1 10
@@ -143,9 +127,9 @@ check_eq "1: ... all 429" 6 "$(with 429 w1)"
 check_eq "1: every 429 has Retry-After 1 and no RateLimit" 6 \
   "$(cat "$res"/w1.* | grep -cx '429 1 -')"
 check_eq "1: rlctl get: in flight" $LIMIT "$(in_flight "$name" 127.0.0.1)"
-release w1; finish
+release w1; wave_wait
 check_eq "1: after the release: 200" $LIMIT "$(with 200 w1)"
-wait_until 20 idle "$name" || true
+wait_until 20 idle "$name" 127.0.0.1 || true
 check_eq "1: every unit given back: in flight" 0 "$(in_flight "$name" 127.0.0.1)"
 
 # --- 2: kill -9 the child serving a held request
@@ -167,10 +151,10 @@ fire k2 $((k + 1))
 wait_until 30 settled k2 $((k + 1)) || fail "2: the new requests did not settle"
 check_eq "2: new requests admitted (the dead child's units came back)" "$k" "$(entered k2)"
 check_eq "2: new requests refused (the live holders keep theirs)" 1 "$(with 429 k2)"
-release k1; release k2; finish
+release k1; release k2; wave_wait
 check_eq "2: the surviving held requests: 200" $((LIMIT - k)) "$(with 200 k1)"
 check_eq "2: the admitted new requests: 200" "$k" "$(with 200 k2)"
-wait_until 20 idle "$name" || true
+wait_until 20 idle "$name" 127.0.0.1 || true
 check_eq "2: every unit back: in flight" 0 "$(in_flight "$name" 127.0.0.1)"
 
 # --- 3: the full capacity again, exactly
@@ -178,18 +162,18 @@ fire w3 $((LIMIT + 1))
 wait_until 30 settled w3 $((LIMIT + 1)) || fail "3: the wave did not settle"
 check_eq "3: admitted" $LIMIT "$(entered w3)"
 check_eq "3: refused" 1 "$(with 429 w3)"
-release w3; finish
+release w3; wave_wait
 check_eq "3: 200" $LIMIT "$(with 200 w3)"
-wait_until 20 idle "$name" || true
+wait_until 20 idle "$name" 127.0.0.1 || true
 
 # --- 4: a failing handler and clients that hang up both give units back
 for i in $(seq 1 6); do
   curl -s -o /dev/null -w '%{http_code}\n' "http://127.0.0.1:$e2e_port/cgi/broken.cgi"
 done >"$e2e_tmp/broken.out"
 check_eq "4: a failing CGI 6 times in a row: 500, never refused" 6 "$(grep -cx 500 "$e2e_tmp/broken.out")"
-wait_until 20 idle "$name" || true
+wait_until 20 idle "$name" 127.0.0.1 || true
 check_eq "4: after the 500s: in flight" 0 "$(in_flight "$name" 127.0.0.1)"
-mkdir -p "$ctl/a4"; chmod 0777 "$ctl/a4"
+wave_dir a4
 hang=()
 for i in $(seq 1 $LIMIT); do
   curl -s -m 120 -o /dev/null "http://127.0.0.1:$e2e_port/cgi/slow.cgi?a4" & hang+=($!)
@@ -198,7 +182,7 @@ wait_until 30 test "$(entered a4)" -ge $LIMIT || fail "4: the requests did not e
 check_eq "4: held before the clients hang up" $LIMIT "$(in_flight "$name" 127.0.0.1)"
 for p in "${hang[@]}"; do kill -TERM "$p"; wait "$p" 2>/dev/null; done
 release a4
-wait_until 30 idle "$name" || true
+wait_until 30 idle "$name" 127.0.0.1 || true
 check_eq "4: clients gone, handlers ended: in flight" 0 "$(in_flight "$name" 127.0.0.1)"
 
 # --- 5: SrlConcurrency (1) + SrlLimit (3 a day) + SrlStatus 503
@@ -211,15 +195,15 @@ check_eq "5: concurrency refusals: 503 with Retry-After 1, no RateLimit" 2 \
   "$(cat "$res"/b2.* | grep -cx '503 1 -')"
 check_eq "5: ... took no rate permit (rlctl info: allowed)" 1 "$(rlctl_count "$name-r" allowed)"
 check_eq "5: ... and were not rate-denied (rlctl info: denied)" 0 "$(rlctl_count "$name-r" denied)"
-release b1; finish
-wait_until 20 idle "$name-b" || true
+release b1; wave_wait
+wait_until 20 idle "$name-b" 127.0.0.1 || true
 for i in 1 2 3; do
   curl -s -o /dev/null -w '%{http_code} %header{ratelimit}\n' "http://127.0.0.1:$e2e_port/both/quick.cgi"
 done >"$e2e_tmp/both.out"
 check_eq "5: rate limit of 3: the holder's permit, then 2 admitted, then a 503 with RateLimit" \
   "200 \"$token-r\";r=1|200 \"$token-r\";r=0|503 \"$token-r\";r=0" \
   "$(sed 's/;t=[0-9]*$//' "$e2e_tmp/both.out" | paste -sd'|')"
-wait_until 20 idle "$name-b" || true
+wait_until 20 idle "$name-b" 127.0.0.1 || true
 check_eq "5: the rate-refused request gave its unit back: in flight" 0 "$(in_flight "$name-b" 127.0.0.1)"
 
 stop_pid "$apache_pid"

@@ -271,8 +271,16 @@ php_ini() {
   fi
 }
 
+# fpm_need: what the php-fpm tests need, or die naming what is missing.
+fpm_need() {
+  need "$SRL_LIBDIR/libsrl.so.0" "$SRL_RLCTL" "$SRL_PHP_DIR/Srl.php" "$SRL_PHP_DIR/srl_ffi.h"
+  command -v php-fpm8.2 >/dev/null || die "php-fpm8.2 is not installed"
+  command -v cgi-fcgi >/dev/null || die "cgi-fcgi (libfcgi-bin) is not installed"
+}
+
 # fpm_start POOL...: php-fpm with one static pool of 4 children per name,
-# each on $e2e_tmp/POOL.sock; sets fpm_pid.
+# each on $e2e_tmp/POOL.sock; sets fpm_pid.  $fpm_pool_extra_POOL, if set,
+# is added to that pool's section (e.g. request_terminate_timeout = 2s).
 fpm_start() {
   php_ini
   {
@@ -290,6 +298,8 @@ fpm_start() {
       echo "pm.max_children = 4"
       echo "env[SRL_POOL] = $p"
       echo "catch_workers_output = yes"
+      local extra="fpm_pool_extra_$p"
+      [ -n "${!extra:-}" ] && echo "${!extra}"
     done
   } >"$e2e_tmp/fpm.conf"
   e2e_logs+=("$e2e_tmp/fpm.log")
@@ -305,11 +315,12 @@ fpm_start() {
   check_eq "php-fpm pid file names the process we started" "$fpm_pid" "$(cat "$e2e_tmp/fpm.pid")"
 }
 
-# fcgi POOL KEY [VAR=VALUE...]: one request to tests/e2e/limit.php through
-# cgi-fcgi; prints the whole FastCGI response (headers, blank line, body).
+# fcgi POOL KEY [VAR=VALUE...]: one request to tests/e2e/limit.php (or
+# $fcgi_script) through cgi-fcgi; prints the whole FastCGI response
+# (headers, blank line, body).
 fcgi() {
-  local pool=$1 key=$2; shift 2
-  env -i SCRIPT_FILENAME="$SRL_E2E_DIR/limit.php" SCRIPT_NAME=/limit.php REQUEST_METHOD=GET \
+  local pool=$1 key=$2 script=${fcgi_script:-limit.php}; shift 2
+  env -i SCRIPT_FILENAME="$SRL_E2E_DIR/$script" SCRIPT_NAME="/$script" REQUEST_METHOD=GET \
     SRL_PHP_DIR="$SRL_PHP_DIR" SRL_NAME="$srl_name" SRL_POLICY="$srl_policy" \
     SRL_CAPACITY="$srl_capacity" SRL_KEY_DISPLAY="${srl_key_display:-0}" SRL_KEY="$key" "$@" \
     cgi-fcgi -bind -connect "$e2e_tmp/$pool.sock"
@@ -347,3 +358,29 @@ rlctl_agrees_hot() {
   check_eq "3: rlctl info: denied" $((M - LIMIT)) "$(rlctl_count "$1" denied)"
   check_eq "3: rlctl info: keys tracked" 1 "$(rlctl_count "$1" used)"
 }
+
+# ------------------------------------------------------ in-flight waves
+# The in-flight tests (apache_concurrency.sh, php_concurrency.sh) start
+# requests in the background whose handlers create $ctl/PHASE/in.* once
+# admitted and then wait for $ctl/PHASE/release; each answered request
+# leaves $res/PHASE.N.  A wave is judged once it has settled: every request
+# has either entered its handler or been answered.
+wave_pids=()
+wave_dir() { mkdir -p "$ctl/$1"; chmod 0777 "$ctl/$1"; }
+entered() { find "$ctl/$1" -name 'in.*' | wc -l; }
+answered() { find "$res" -name "$1.*" ! -name '*.tmp' | wc -l; }
+settled() { [ $(( $(entered "$1") + $(answered "$1") )) -ge "$2" ]; }
+release() { : >"$ctl/$1/release"; }
+wave_wait() { local p; for p in "${wave_pids[@]}"; do wait "$p"; done; wave_pids=(); }
+# in_flight NAME KEY: units of KEY held now, as `rlctl get` (srl_peek) sees
+# them: limit - remaining (0 for a key not tracked)
+in_flight() {
+  rlctl_as_owner get "$1" "$2" --json 2>/dev/null | python3 -c '
+import json, sys
+try:
+    d = json.load(sys.stdin); print(d["limit"] - d["remaining"])
+except (ValueError, KeyError) as e:
+    print("unparsable: %s" % e)'
+}
+# idle NAME KEY: nothing of KEY in flight
+idle() { [ "$(in_flight "$1" "$2")" = 0 ]; }
