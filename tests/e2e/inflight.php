@@ -9,7 +9,8 @@
  *             after Srl's, which enter() registered first) SRL_CTL/down.TAG
  *   SRL_REQ   TAG (default: the pid)
  *   SRL_MODE  hold   wait until SRL_CTL/release exists, then answer
- *             throw  throw an uncaught exception (a 500)
+ *             throw  throw an uncaught exception
+ *             fatal  die of a fatal error (memory exhausted)
  *             exit   call exit() in the middle
  *             unset  unset the lease, report the key's free units (peek)
  * Prints "srl pid=N allowed=0|1 remaining=N retry_after=N" and, refused, the
@@ -45,6 +46,12 @@ switch (param('SRL_MODE', 'hold')) {
         break;
     case 'throw':
         throw new RuntimeException('inflight.php: thrown on purpose');
+    case 'fatal':
+        /* A fatal error marks every object destructed: no destructor runs,
+         * only shutdown functions (an uncaught exception is the same). */
+        ini_set('memory_limit', '16M');
+        echo strlen(str_repeat('x', 64 << 20));
+        break;
     case 'exit':
         exit;
     case 'unset':

@@ -17,9 +17,9 @@
 #      its shutdown functions never ran, its unit still counts until the key
 #      is next full, then 2 new requests: exactly 1 admitted (the dead
 #      worker's unit came back, the live holder keeps its own), 1 refused
-#   3  every other way a script ends leaves: an uncaught exception, exit(),
-#      unset($lease) (the unit is free at once): 3 in a row each, limit 2,
-#      never refused
+#   3  every other way a script ends leaves: an uncaught exception, a fatal
+#      error (neither runs destructors), exit(), unset($lease) (the unit is
+#      free at once): 3 in a row each, limit 2, never refused
 #   4  the CLI: leave() true then false, Srl::leave() of a left lease
 #      false, decision() of a refusal, close() leaves held leases, acquire()
 #      on a concurrency limiter and enter() on a rate limiter throw
@@ -118,8 +118,8 @@ check_eq "2: the live holders answered" 2 "$(( $(count k '^srl .* allowed=1 ') +
 wait_until 20 idle "$srl_name" k3 || true
 check_eq "2: every unit back: in flight" 0 "$(in_flight "$srl_name" k3)"
 
-# --- 3: an uncaught exception, exit(), unset($lease): each leaves
-for mode in throw exit unset; do
+# --- 3: an uncaught exception, a fatal error, exit(), unset($lease): each leaves
+for mode in throw fatal exit unset; do
   for i in 1 2 3; do req "m-$mode" a "k-$mode" "$mode"; wave_wait; done
   check_eq "3: $mode, 3 in a row: admitted" 3 "$(count "m-$mode" '^srl .* allowed=1 ')"
   check_eq "3: $mode: refused" 0 "$(count "m-$mode" '^srl .* allowed=0 ')"
@@ -128,6 +128,7 @@ for mode in throw exit unset; do
 done
 check_eq "3: throw: the exception was uncaught" 3 \
   "$(count m-throw 'Uncaught RuntimeException: inflight.php: thrown on purpose')"
+check_eq "3: fatal: died of the memory limit" 3 "$(count m-fatal 'Allowed memory size of [0-9]+ bytes exhausted')"
 check_eq "3: unset: the unit is free at once (peek in the same request)" 3 \
   "$(count m-unset "^after unset: free=$LIMIT\$")"
 
