@@ -48,7 +48,7 @@ switch (param('SRL_MODE', 'hold')) {
         throw new RuntimeException('inflight.php: thrown on purpose');
     case 'fatal':
         /* A fatal error marks every object destructed: no destructor runs,
-         * only shutdown functions (an uncaught exception is the same). */
+         * only shutdown functions (after an uncaught exception both run). */
         ini_set('memory_limit', '16M');
         echo strlen(str_repeat('x', 64 << 20));
         break;

@@ -18,7 +18,7 @@
 #      is next full, then 2 new requests: exactly 1 admitted (the dead
 #      worker's unit came back, the live holder keeps its own), 1 refused
 #   3  every other way a script ends leaves: an uncaught exception, a fatal
-#      error (neither runs destructors), exit(), unset($lease) (the unit is
+#      error (no destructor runs: only the shutdown function leaves), exit(), unset($lease) (the unit is
 #      free at once): 3 in a row each, limit 2, never refused
 #   4  the CLI: leave() true then false, Srl::leave() of a left lease
 #      false, decision() of a refusal, close() leaves held leases, acquire()
