@@ -29,13 +29,13 @@ const char *bench_store_name(bench_store s)
 srl_policy bench_policy_allow(srl_algorithm a)
 {
     if (a == SRL_SLIDING_LOG)
-        return (srl_policy){a, 8, 10000ull};
-    return (srl_policy){a, 1000000000u, 3600ull * 1000000000ull};
+        return (srl_policy){.algorithm = a, .permits = 8, .window_ns = 10000ull};
+    return (srl_policy){.algorithm = a, .permits = 1000000000u, .window_ns = 3600ull * 1000000000ull};
 }
 
 srl_policy bench_policy_deny(srl_algorithm a)
 {
-    return (srl_policy){a, 1, 3600ull * 1000000000ull};
+    return (srl_policy){.algorithm = a, .permits = 1, .window_ns = 3600ull * 1000000000ull};
 }
 
 uint64_t bench_capacity_for(uint64_t nkeys)

@@ -156,6 +156,8 @@ typedef struct srl_policy {
     uint32_t permits;         /* N: 1..SRL_PERMITS_MAX */
     uint64_t window_ns;       /* window length: 1..SRL_WINDOW_MAX_NS; for
                                  SRL_CONCURRENCY max_hold, 0 = none */
+    uint64_t reserved[2];     /* room to grow (burst, penalty); zero, else
+                                 srl_policy_validate says SRL_EPOLICY */
 } srl_policy;
 
 /*
@@ -416,7 +418,7 @@ typedef enum srl_on_full {
 #define SRL_CAPACITY_MAX (1ull << 32)
 
 typedef struct srl_config {
-    srl_policy policy;
+    srl_policy policy;        /* the limit, when limits.count is 0 */
     uint64_t capacity;        /* keys to hold; rounded up to whole buckets */
     uint32_t key_display;     /* leading key bytes kept for rlctl, 0..255 (default 0) */
     uint32_t mode;            /* permissions of a created segment, and the most an
@@ -426,10 +428,15 @@ typedef struct srl_config {
     srl_ticker ticker;        /* time source (default CLOCK_MONOTONIC) */
     uint32_t owner_uid;       /* besides the caller's euid, the one uid whose
                                  segments are trusted (default SRL_OWNER_SELF) */
+    srl_limits limits;        /* a compound policy (srl_limits_parse_ex): when
+                                 count > 0 it is the policy and `policy` is
+                                 ignored (default count 0) */
+    uint64_t reserved[4];     /* room to grow; zeroed by srl_config_init */
 } srl_config;
 
 /* Defaults: token_bucket:100/1m, capacity 65536, display 0, mode 0600,
- * allow on full, 1000 ms lock timeout, CLOCK_MONOTONIC, owner self. */
+ * allow on full, 1000 ms lock timeout, the policy's default clock
+ * (srl_default_ticker), owner self, no compound (limits.count 0). */
 SRL_API void srl_config_init(srl_config *cfg);
 
 /* srl_open_shared() flags */
@@ -451,8 +458,8 @@ SRL_API int srl_name_check(const char *name);
  * create it: exactly one initialises it, the others wait (bounded) until it
  * is ready.  An existing segment is used only if its policy and capacity
  * equal cfg's: otherwise SRL_EMISMATCH.  With SRL_ADOPT (not with
- * SRL_CREATE), or with cfg NULL, the segment's own policy, geometry and
- * on_full are adopted; cfg (if given) still supplies owner_uid, mode,
+ * SRL_CREATE), or with cfg NULL, the segment's own policy (all its
+ * limits: srl_info.limits), geometry and on_full are adopted; cfg (if given) still supplies owner_uid, mode,
  * lock_timeout_ms and the ticker.
  *
  * Before anything of the segment is read, the file must be a regular file
@@ -568,18 +575,31 @@ SRL_API int srl_acquire(srl_limiter *lim, const void *key, size_t len,
  * in another PID namespace is never judged dead.  max_hold: a unit held
  * longer counts as abandoned even if its holder lives.
  *
- * srl_acquire on a concurrency limiter, and srl_enter/srl_leave on any
- * other, return SRL_ENOTSUP.  In this version no store holds in-flight
- * units yet: every srl_open_* refuses a concurrency policy with
- * SRL_ENOTSUP (the holder table and the pure core are in place; wiring
- * them into the shared and local stores is pending).
+ * A concurrency limit may be one limit of a compound ("concurrency:4 +
+ * token_bucket:100/1m", at most one per compound): srl_enter then admits
+ * only if a unit is free and every rate limit admits, and takes a unit and
+ * one permit of each rate limit (all or nothing); srl_leave gives back the
+ * unit only (the permits were spent: srl_refund is refused).
+ *
+ * srl_acquire and srl_refund on a limiter with a concurrency limit, and
+ * srl_enter/srl_leave on one without, return SRL_ENOTSUP; so do the Redis
+ * store's.  The shared, anonymous and local stores hold units.
+ * The lease names the key by its fingerprint (wherever the table moves
+ * it) and the unit by (entry, gen); srl_leave must be called by the
+ * process that entered (the unit records it): another process's srl_leave,
+ * or one after the unit was reclaimed, is SRL_ENOENT and releases nothing.
+ * A key whose table is full is decided by on_full (SRL_DECISION_UNTRACKED):
+ * lease->gen stays 0 even if on_full allows, and srl_leave of that lease
+ * is SRL_ENOENT.  Reclaimed units are counted in srl_stats.reclaimed.
+ * Errors of srl_enter: those of srl_acquire; srl_leave: SRL_EINVAL,
+ * SRL_ENOENT, SRL_ETIMEDOUT, SRL_ENOTRECOVERABLE, SRL_ECORRUPT.
  */
 typedef struct srl_lease {
     uint64_t owner;           /* which open limiter took it */
-    uint64_t slot;            /* the key's slot in the store */
+    uint64_t where[2];        /* the store's name for the key (its fingerprint) */
     uint32_t entry;           /* the holder entry in the key's state */
     uint32_t gen;             /* that entry's generation; 0: no unit held */
-    uint64_t reserved[2];     /* room to grow; zeroed */
+    uint64_t reserved;        /* room to grow; zeroed */
 } srl_lease;
 
 SRL_API int srl_enter(srl_limiter *lim, const void *key, size_t len, srl_lease *lease,
@@ -620,6 +640,9 @@ typedef struct srl_stats {
     uint64_t reset_slots;     /* states reset to fresh by repair (failed validation) */
     uint64_t evicted;         /* at-rest states reclaimed (evict_idle and inserts) */
     uint64_t timeouts;        /* lock waits that timed out */
+    uint64_t reclaimed;       /* in-flight units freed because their holder died
+                                 or held them past max_hold */
+    uint64_t reserved[3];     /* room to grow; zeroed */
 } srl_stats;
 
 /* Sum the per-bucket counters (no shared counter exists on the hot path). */
@@ -648,6 +671,10 @@ typedef struct srl_info {
     uint64_t file_bytes;      /* the segment file's size now (0: anonymous or
                                  local); below segment_bytes it was truncated,
                                  and touching the missing part raises SIGBUS */
+    srl_limits limits;        /* every limit; `policy` above is limits.limit[0] */
+    uint32_t state_bytes;     /* one key's state (all its limits) */
+    uint32_t layout_version;  /* segment layout (0: local or Redis) */
+    uint64_t reserved[4];     /* room to grow; zeroed */
 } srl_info;
 
 SRL_API int srl_info_get(srl_limiter *lim, srl_info *out);
@@ -663,6 +690,12 @@ typedef struct srl_entry {
     uint64_t last_ns;         /* ticker time of its last admitted request */
     srl_decision now;         /* srl_peek for cost 1 at the time of the visit */
     int at_rest;
+    uint32_t inflight;        /* units held now under the concurrency limit (0: none) */
+    const void *state;        /* the key's state bytes (srl_info.state_bytes), a
+                                 copy valid only during the call: decode each
+                                 limit with srl_limits_state_offset and the
+                                 srl_state_ calls, or srl_holder_get */
+    uint64_t reserved[2];     /* room to grow; zeroed */
 } srl_entry;
 
 /* Return nonzero to stop the walk. The entry is valid only during the call. */

@@ -30,7 +30,15 @@ typedef struct srl_policy {
     srl_algorithm algorithm;
     uint32_t permits;
     uint64_t window_ns;
+    uint64_t reserved[2];
 } srl_policy;
+
+typedef struct srl_limits {
+    uint32_t count;
+    uint32_t reserved0;
+    srl_policy limit[4];
+    uint64_t reserved[4];
+} srl_limits;
 
 typedef struct srl_decision {
     int allowed;
@@ -65,6 +73,8 @@ typedef struct srl_config {
     uint32_t lock_timeout_ms;
     srl_ticker ticker;
     uint32_t owner_uid;
+    srl_limits limits;
+    uint64_t reserved[4];
 } srl_config;
 
 typedef struct srl_stats {
@@ -77,6 +87,8 @@ typedef struct srl_stats {
     uint64_t reset_slots;
     uint64_t evicted;
     uint64_t timeouts;
+    uint64_t reclaimed;
+    uint64_t reserved[3];
 } srl_stats;
 
 const char *srl_strerror(int code);
@@ -108,10 +120,10 @@ int srl_stats_get(srl_limiter *lim, srl_stats *out);
 
 typedef struct srl_lease {
     uint64_t owner;
-    uint64_t slot;
+    uint64_t where[2];
     uint32_t entry;
     uint32_t gen;
-    uint64_t reserved[2];
+    uint64_t reserved;
 } srl_lease;
 
 int srl_enter(srl_limiter *lim, const char *key, size_t len, srl_lease *lease,

@@ -63,6 +63,8 @@ int srl__conc_leave(const srl_policy *p, void *state, uint32_t entry, uint32_t g
 uint32_t srl__conc_reclaim(const srl_policy *p, void *state, uint64_t now,
                            srl__conc_alive_fn alive, void *ctx);
 uint32_t srl__conc_inflight(const void *state);
+/* Start a fresh state's generations at seq (a store's random value). */
+void srl__conc_seed(void *state, uint32_t seq);
 /* 1 and the holder of entry i if it is in use, else 0. */
 int srl__conc_holder(const srl_policy *p, const void *state, uint32_t i,
                      struct srl__proc *who, uint64_t *since_ns);

@@ -245,6 +245,12 @@ int srl__conc_leave(const srl_policy *p, void *state, uint32_t entry, uint32_t g
     return 0;
 }
 
+void srl__conc_seed(void *state, uint32_t seq)
+{
+    struct conc_head *h = state;
+    h->gen_seq = seq;
+}
+
 uint32_t srl__conc_inflight(const void *state)
 {
     const struct conc_head *h = state;

@@ -33,7 +33,8 @@ int srl__config_check(const srl_config *cfg)
 {
     if (cfg == NULL)
         return SRL_EINVAL;
-    int rc = srl_policy_validate(&cfg->policy);
+    int rc = cfg->limits.count > 0 ? srl_limits_validate(&cfg->limits)
+                                   : srl_policy_validate(&cfg->policy);
     if (rc != 0)
         return rc;
     if (cfg->capacity == 0 || cfg->capacity > SRL_CAPACITY_MAX)
@@ -44,10 +45,13 @@ int srl__config_check(const srl_config *cfg)
         return SRL_EINVAL;
     if (cfg->on_full != SRL_ON_FULL_ALLOW && cfg->on_full != SRL_ON_FULL_DENY)
         return SRL_EINVAL;
+    for (size_t i = 0; i < sizeof cfg->reserved / sizeof cfg->reserved[0]; i++)
+        if (cfg->reserved[i] != 0)
+            return SRL_EINVAL;
     return 0;
 }
 
-int srl__open_prologue(const srl_config *cfg, int optional, srl_config *defaults,
+int srl__open_prologue(const srl_config *cfg, int optional, srl_config *norm,
                        const srl_config **use, srl_limiter **out)
 {
     if (out == NULL)
@@ -56,51 +60,69 @@ int srl__open_prologue(const srl_config *cfg, int optional, srl_config *defaults
     if (cfg == NULL) {
         if (!optional)
             return SRL_EINVAL;
-        srl_config_init(defaults);
-        cfg = defaults;
+        srl_config_init(norm);
     } else {
         int rc = srl__config_check(cfg);
         if (rc != 0)
             return rc;
-        /* No store holds in-flight units yet (srl_enter is SRL_ENOTSUP
-         * everywhere): refuse at open rather than create a segment whose
-         * every decision fails. */
-        if (cfg->policy.algorithm == SRL_CONCURRENCY)
-            return SRL_ENOTSUP;
+        *norm = *cfg;
     }
+    srl_limits l = norm->limits;
+    if (l.count == 0 && srl_limits_of(&norm->policy, &l) != 0)
+        return SRL_EPOLICY;
+    if (srl__limits_canonical(&l, &norm->limits) != 0)
+        return SRL_EPOLICY;
+    norm->policy = norm->limits.limit[0];
     if (sodium_init() < 0)
         return SRL_ESYS;
-    *use = cfg;
+    *use = norm;
     return 0;
 }
 
-void srl__limiter_init(srl_limiter *lim, const struct srl__store_ops *ops,
-                       const srl_config *cfg)
+/* The default clock of a compound: the coarse one only if every limit
+ * tolerates it (srl_default_ticker's rule, limit by limit). */
+static srl_ticker_fn default_ticker(const srl_limits *l)
+{
+    srl_ticker_fn fn = srl_default_ticker(&l->limit[0]);
+    for (uint32_t i = 1; i < l->count; i++) {
+        srl_ticker_fn f = srl_default_ticker(&l->limit[i]);
+        if (f != fn)
+            return srl_monotonic_ns;   /* one limit needs the precise clock */
+    }
+    return fn;
+}
+
+int srl__limiter_init(srl_limiter *lim, const struct srl__store_ops *ops,
+                      const srl_config *cfg)
 {
     lim->ops = ops;
-    lim->policy = cfg->policy;
-    lim->algo = srl__algo_get(cfg->policy.algorithm);
+    if (srl__cmp_init(&lim->cmp, &cfg->limits) != 0)
+        return SRL_EPOLICY;
     lim->on_full = cfg->on_full;
     lim->lock_timeout_ms = cfg->lock_timeout_ms ? cfg->lock_timeout_ms : 1000;
     lim->ticker = cfg->ticker;
     if (lim->ticker.now == NULL)
-        lim->ticker.now = srl_default_ticker(&cfg->policy);
+        lim->ticker.now = default_ticker(&cfg->limits);
     /* Per-open lease stamp: pid and a process-wide count, never 0, so a
      * lease from another open limiter does not match this one. */
     static _Atomic uint32_t opened;
     lim->lease_owner = ((uint64_t)(uint32_t)getpid() << 32) | (uint64_t)(++opened | 0x80000000u);
+    return 0;
 }
 
 void srl__decide_on_full(const srl_limiter *lim, unsigned flag, srl_decision *d)
 {
     int allow = lim->on_full == SRL_ON_FULL_ALLOW;
+    const srl_policy *p = &lim->cmp.limits.limit[0];
+    /* Denied without a state to ask: the honest wait is one window (a
+     * concurrency limit has none: the same 1 s hint as a full key). */
+    uint64_t wait = p->algorithm == SRL_CONCURRENCY ? 1000000000ull : p->window_ns;
     *d = (srl_decision){
         .allowed = allow,
-        .limit = lim->policy.permits,
+        .limit = p->permits,
         .remaining = 0,
-        /* Denied without a state to ask: the honest wait is one window. */
-        .retry_after_ns = allow ? 0 : lim->policy.window_ns,
-        .reset_after_ns = lim->policy.window_ns,
+        .retry_after_ns = allow ? 0 : wait,
+        .reset_after_ns = wait,
         .flags = flag,
     };
 }
@@ -124,7 +146,7 @@ static int check_request(const srl_limiter *lim, const void *key, size_t len,
     int rc = check_key(key, len);
     if (rc != 0)
         return rc;
-    if (cost == 0 || cost > lim->policy.permits)
+    if (cost == 0 || cost > lim->cmp.min_permits)
         return SRL_ECOST;
     return 0;
 }
@@ -132,7 +154,7 @@ static int check_request(const srl_limiter *lim, const void *key, size_t len,
 int srl_acquire(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
                 srl_decision *d)
 {
-    if (lim != NULL && lim->policy.algorithm == SRL_CONCURRENCY)
+    if (lim != NULL && lim->cmp.conc >= 0)
         return SRL_ENOTSUP;   /* a unit needs a holder: srl_enter */
     int rc = check_request(lim, key, len, cost, d);
     return rc != 0 ? rc : lim->ops->acquire(lim, key, len, cost, d);
@@ -152,7 +174,9 @@ int srl_refund(srl_limiter *lim, const void *key, size_t len, uint32_t cost)
     int rc = check_key(key, len);
     if (rc != 0)
         return rc;
-    if (cost == 0 || cost > lim->policy.permits)
+    if (lim->cmp.conc >= 0)
+        return SRL_ENOTSUP;   /* a unit is given back by srl_leave */
+    if (cost == 0 || cost > lim->cmp.min_permits)
         return SRL_ECOST;
     return lim->ops->refund(lim, key, len, cost);
 }
@@ -208,9 +232,10 @@ int srl_enter(srl_limiter *lim, const void *key, size_t len, srl_lease *lease,
     int rc = check_request(lim, key, len, 1, d);
     if (rc != 0)
         return rc;
-    if (lim->policy.algorithm != SRL_CONCURRENCY || lim->ops->enter == NULL)
+    if (lim->cmp.conc < 0 || lim->ops->enter == NULL)
         return SRL_ENOTSUP;
     memset(lease, 0, sizeof *lease);
+    lease->owner = lim->lease_owner;   /* a denied lease is this limiter's too: leave says ENOENT */
     return lim->ops->enter(lim, key, len, lease, d);
 }
 
@@ -218,7 +243,7 @@ int srl_leave(srl_limiter *lim, srl_lease *lease)
 {
     if (lim == NULL || lease == NULL)
         return SRL_EINVAL;
-    if (lim->policy.algorithm != SRL_CONCURRENCY || lim->ops->leave == NULL)
+    if (lim->cmp.conc < 0 || lim->ops->leave == NULL)
         return SRL_ENOTSUP;
     if (lease->owner != lim->lease_owner)
         return SRL_EINVAL;    /* another limiter's lease (or garbage) */

@@ -4,16 +4,19 @@
  * limiter.c owns argument checking (key length, cost, NULLs) and the
  * dispatch; a store implements struct srl__store_ops and may assume its
  * arguments were checked: key non-NULL with 1 <= len <= SRL_KEY_MAX,
- * 1 <= cost <= policy.permits, out pointers non-NULL.
+ * 1 <= cost <= cmp.min_permits, out pointers non-NULL.
  *
  * Stores: shm_*.c (shared and anonymous segments), local.c (liburcu).
- * Neither knows how rates are computed: they hand a state and `now` to the
- * algorithm vtable (algo.h) under the key's lock.
+ * Neither knows how rates are computed: they hand a key's state and `now`
+ * to the compound calls (compound.h) under the key's lock.  The facade has
+ * already checked that 1 <= cost <= cmp.min_permits, that srl_acquire and
+ * srl_refund never reach a limiter with a concurrency limit, and that
+ * srl_enter/srl_leave only reach one that has it.
  */
 #ifndef SRL_LIMITER_H
 #define SRL_LIMITER_H
 
-#include "algo.h"
+#include "compound.h"
 #include "srl.h"
 
 struct srl__store_ops {
@@ -40,8 +43,7 @@ struct srl__store_ops {
  * keeps its own fields in `impl`. */
 struct srl_limiter {
     const struct srl__store_ops *ops;
-    const struct srl__algo *algo;   /* srl__algo_get(policy.algorithm) */
-    srl_policy policy;
+    struct srl__compound cmp;       /* the limits, resolved once */
     srl_on_full on_full;
     uint32_t lock_timeout_ms;
     srl_ticker ticker;              /* .now never NULL once opened */
@@ -49,9 +51,10 @@ struct srl_limiter {
     void *impl;
 };
 
-/* Fill the common head from a validated config (ticker defaulted). */
-void srl__limiter_init(srl_limiter *lim, const struct srl__store_ops *ops,
-                       const srl_config *cfg);
+/* Fill the common head from a config the prologue normalised (ticker
+ * defaulted).  Returns 0 or SRL_EPOLICY. */
+int srl__limiter_init(srl_limiter *lim, const struct srl__store_ops *ops,
+                      const srl_config *cfg);
 
 /* Read the limiter's ticker.  Call inside the key's lock. */
 static inline uint64_t srl__now(const srl_limiter *lim)
@@ -68,10 +71,12 @@ int srl__config_check(const srl_config *cfg);
 
 /* The common start of every opener: out checked and *out = NULL, the
  * config checked, libsodium (the keyed hashes, the random hash keys) ready.
- * cfg may be NULL only if `optional`: *use then points at *defaults
- * (srl_config_init), else at cfg.  Returns 0, SRL_EINVAL, SRL_EPOLICY or
- * SRL_ESYS. */
-int srl__open_prologue(const srl_config *cfg, int optional, srl_config *defaults,
+ * cfg may be NULL only if `optional` (srl_config_init's defaults are then
+ * used).  *use points at *norm, a copy of the config normalised so that
+ * stores read one thing: limits.count >= 1 always (a single `policy`
+ * becomes a compound of one) and policy == limits.limit[0].  Returns 0,
+ * SRL_EINVAL, SRL_EPOLICY or SRL_ESYS. */
+int srl__open_prologue(const srl_config *cfg, int optional, srl_config *norm,
                        const srl_config **use, srl_limiter **out);
 
 #endif

@@ -1,5 +1,6 @@
 /*
- * limits.c - compound policies (srl_limits): the text and the pure core.
+ * limits.c - compound policies (srl_limits): validation and the text.
+ * One key's state under a compound (srl_limits_state_*) is compound.c.
  *
  * A compound is up to SRL_LIMITS_MAX single limits that must all admit.
  * Its state is the limits' states back to back, each at an 8-byte aligned
@@ -18,16 +19,22 @@
 
 #include "algo.h"
 
-#define ALIGN8(n) (((n) + 7u) & ~(size_t)7u)
-
 int srl_limits_validate(const srl_limits *l)
 {
     if (l == NULL)
         return SRL_EINVAL;
     if (l->count < 1 || l->count > SRL_LIMITS_MAX)
         return SRL_EPOLICY;
-    for (uint32_t i = 0; i < l->count; i++)
+    uint32_t conc = 0;
+    for (uint32_t i = 0; i < l->count; i++) {
         if (srl_policy_validate(&l->limit[i]) != 0)
+            return SRL_EPOLICY;
+        conc += l->limit[i].algorithm == SRL_CONCURRENCY;
+    }
+    if (conc > 1 || l->reserved0 != 0)
+        return SRL_EPOLICY;   /* one in-flight count per key is all a lease can name */
+    for (size_t i = 0; i < sizeof l->reserved / sizeof l->reserved[0]; i++)
+        if (l->reserved[i] != 0)
             return SRL_EPOLICY;
     return 0;
 }
@@ -101,6 +108,13 @@ int srl_limits_parse_ex(const char *text, srl_limits *out, srl_policy_error *err
                 err->offset += (uint32_t)b;
             return rc;
         }
+        if (l.limit[l.count].algorithm == SRL_CONCURRENCY)
+            for (uint32_t j = 0; j < l.count; j++)
+                if (l.limit[j].algorithm == SRL_CONCURRENCY) {
+                    set_err(err, b, e - b,
+                            "more than one concurrency limit (a key has one in-flight count)");
+                    return SRL_EPOLICY;
+                }
         l.count++;
         if (text[end] == '\0')
             break;
@@ -136,167 +150,4 @@ int srl_limits_format(const srl_limits *l, char *buf, size_t len)
     memcpy(buf, tmp, n);
     buf[n] = '\0';
     return (int)n;
-}
-
-size_t srl_limits_state_size(const srl_limits *l)
-{
-    if (srl_limits_validate(l) != 0)
-        return 0;
-    size_t n = 0;
-    for (uint32_t i = 0; i < l->count; i++)
-        n += ALIGN8(srl_state_size(&l->limit[i]));
-    return n;
-}
-
-size_t srl_limits_state_offset(const srl_limits *l, uint32_t i)
-{
-    if (srl_limits_validate(l) != 0 || i >= l->count)
-        return 0;
-    size_t n = 0;
-    for (uint32_t j = 0; j < i; j++)
-        n += ALIGN8(srl_state_size(&l->limit[j]));
-    return n;
-}
-
-/* Validate l and state; *off gets each limit's offset. */
-static int checked(const srl_limits *l, const void *state, size_t off[SRL_LIMITS_MAX])
-{
-    int rc = srl_limits_validate(l);
-    if (rc != 0)
-        return rc;
-    if (state == NULL)
-        return SRL_EINVAL;
-    size_t n = 0;
-    for (uint32_t i = 0; i < l->count; i++) {
-        off[i] = n;
-        n += ALIGN8(srl_state_size(&l->limit[i]));
-    }
-    return 0;
-}
-
-static int cost_ok(const srl_limits *l, uint32_t cost)
-{
-    if (cost == 0)
-        return 0;
-    for (uint32_t i = 0; i < l->count; i++)
-        if (cost > l->limit[i].permits)
-            return 0;
-    return 1;
-}
-
-int srl_limits_state_init(const srl_limits *l, void *state, uint64_t now)
-{
-    size_t off[SRL_LIMITS_MAX];
-    int rc = checked(l, state, off);
-    if (rc != 0)
-        return rc;
-    for (uint32_t i = 0; i < l->count; i++)
-        srl__algo_get(l->limit[i].algorithm)->init(&l->limit[i], (char *)state + off[i], now);
-    return 0;
-}
-
-/* Is decision a more binding than b?  Among denials the largest retry_after;
- * an allowed one never binds over a denial; among admissions the least
- * remaining.  Ties keep the earlier limit. */
-static int binds_more(const srl_decision *a, const srl_decision *b)
-{
-    if (a->allowed != b->allowed)
-        return !a->allowed;
-    if (!a->allowed)
-        return a->retry_after_ns > b->retry_after_ns;
-    return a->remaining < b->remaining;
-}
-
-static int decide(const srl_limits *l, const void *state, uint64_t now, uint32_t cost,
-                  int commit, srl_decision *d)
-{
-    size_t off[SRL_LIMITS_MAX];
-    int rc = checked(l, state, off);
-    if (rc != 0)
-        return rc;
-    if (d == NULL)
-        return SRL_EINVAL;
-    if (!cost_ok(l, cost))
-        return SRL_ECOST;
-    srl_decision each[SRL_LIMITS_MAX];
-    int all = 1;
-    for (uint32_t i = 0; i < l->count; i++) {
-        const srl_policy *p = &l->limit[i];
-        srl__algo_get(p->algorithm)->decide(p, (char *)state + off[i], now, cost, 0, &each[i]);
-        all &= each[i].allowed != 0;
-    }
-    if (all && commit)
-        for (uint32_t i = 0; i < l->count; i++) {
-            const srl_policy *p = &l->limit[i];
-            srl__algo_get(p->algorithm)->decide(p, (char *)state + off[i], now, cost, 1,
-                                                &each[i]);
-        }
-    uint32_t b = 0;
-    uint32_t remaining = each[0].remaining;
-    uint64_t reset = each[0].reset_after_ns;
-    for (uint32_t i = 1; i < l->count; i++) {
-        if (binds_more(&each[i], &each[b]))
-            b = i;
-        if (each[i].remaining < remaining)
-            remaining = each[i].remaining;
-        if (each[i].reset_after_ns > reset)
-            reset = each[i].reset_after_ns;
-    }
-    *d = each[b];
-    d->remaining = remaining;
-    d->reset_after_ns = reset;
-    d->binding = b;
-    return 0;
-}
-
-int srl_limits_state_acquire(const srl_limits *l, void *state, uint64_t now, uint32_t cost,
-                             srl_decision *d)
-{
-    return decide(l, state, now, cost, 1, d);
-}
-
-int srl_limits_state_peek(const srl_limits *l, const void *state, uint64_t now,
-                          uint32_t cost, srl_decision *d)
-{
-    return decide(l, state, now, cost, 0, d);
-}
-
-int srl_limits_state_refund(const srl_limits *l, void *state, uint64_t now, uint32_t cost)
-{
-    size_t off[SRL_LIMITS_MAX];
-    int rc = checked(l, state, off);
-    if (rc != 0)
-        return rc;
-    if (!cost_ok(l, cost))
-        return SRL_ECOST;
-    for (uint32_t i = 0; i < l->count; i++)
-        srl__algo_get(l->limit[i].algorithm)->refund(&l->limit[i], (char *)state + off[i],
-                                                     now, cost);
-    return 0;
-}
-
-int srl_limits_state_at_rest(const srl_limits *l, const void *state, uint64_t now)
-{
-    size_t off[SRL_LIMITS_MAX];
-    int rc = checked(l, state, off);
-    if (rc != 0)
-        return rc;
-    for (uint32_t i = 0; i < l->count; i++)
-        if (!srl__algo_get(l->limit[i].algorithm)->at_rest(&l->limit[i],
-                                                           (const char *)state + off[i], now))
-            return 0;
-    return 1;
-}
-
-int srl_limits_state_valid(const srl_limits *l, const void *state, uint64_t now)
-{
-    size_t off[SRL_LIMITS_MAX];
-    int rc = checked(l, state, off);
-    if (rc != 0)
-        return rc;
-    for (uint32_t i = 0; i < l->count; i++)
-        if (!srl__algo_get(l->limit[i].algorithm)->valid(&l->limit[i],
-                                                         (const char *)state + off[i], now))
-            return 0;
-    return 1;
 }

@@ -58,6 +58,7 @@
  *   memory goes away with the process.  See docs/design.md, "The in-process store".
  */
 #include "limiter.h"
+#include "proc.h"
 #include "testhooks.h"
 
 #include <assert.h>
@@ -131,6 +132,7 @@ struct shard {
     uint64_t retired_allowed; /* counters of deleted states */
     uint64_t retired_denied;
     uint64_t timeouts;        /* node lock waits that ran past lock_timeout_ms */
+    uint64_t reclaimed;       /* in-flight units of dead or expired holders freed */
 } __attribute__((aligned(CACHE_LINE)));
 
 struct local {
@@ -326,6 +328,15 @@ static void unlink_node(struct local *l, struct lnode *n)
     call_rcu(&n->rcu, free_node_rcu);
 }
 
+/* A unit's holder is dead only if it has certainly exited (proc.h).  In
+ * one process every holder is this process, unless the limiter was
+ * inherited across fork (see FORK): then the parent's units are judged. */
+static int holder_alive(const struct srl__proc *who, void *ctx)
+{
+    (void)ctx;
+    return srl__proc_state(who) != SRL__PROC_DEAD;
+}
+
 /* If n is live and at rest, mark it dead; returns true if it did.  Call
  * with n->lock held; the caller unlinks after unlocking. */
 static bool evict_if_at_rest_locked(struct local *l, struct lnode *n)
@@ -333,7 +344,15 @@ static bool evict_if_at_rest_locked(struct local *l, struct lnode *n)
     if (node_dead(n))
         return false;
     uint64_t now = srl__now(&l->lim);
-    if (!l->lim.algo->at_rest(&l->lim.policy, node_state(n), now))
+    if (l->lim.cmp.conc >= 0) {
+        /* Dead holders' and max_hold-expired units first. */
+        uint32_t freed = srl__conc_reclaim(&l->lim.cmp.limits.limit[l->lim.cmp.conc],
+                                           srl__cmp_conc_state(&l->lim.cmp, node_state(n)), now,
+                                           holder_alive, NULL);
+        if (freed > 0)
+            shard_add(&my_shard(l)->reclaimed, freed);
+    }
+    if (!srl__cmp_at_rest(&l->lim.cmp, node_state(n), now))
         return false;
     retire_locked(l, n);
     return true;
@@ -407,7 +426,9 @@ static int find_or_insert(struct local *l, unsigned long hash, const struct lkey
     /* A fresh state needs a time; reading it outside any lock is harmless:
      * every later reader takes the lock after this node is published, so
      * it reads a time no earlier than this one. */
-    l->lim.algo->init(&l->lim.policy, node_state(cand), srl__now(&l->lim));
+    srl__cmp_state_init(&l->lim.cmp, node_state(cand), srl__now(&l->lim));
+    if (l->lim.cmp.conc >= 0)   /* see the shared store's insert */
+        srl__conc_seed(srl__cmp_conc_state(&l->lim.cmp, node_state(cand)), randombytes_random());
     memcpy((unsigned char *)cand->data + l->state_bytes, k->key, k->len);
     TSAN_RELEASE(&cand->key_len); /* publication, see TSAN_* */
 
@@ -450,7 +471,7 @@ static bool acquire_unlocked_broken(struct local *l, struct lnode *n, uint32_t c
     uint64_t *st = node_state(n);
     for (size_t i = 0; i < words; i++)
         copy[i] = __atomic_load_n(&st[i], __ATOMIC_RELAXED);
-    l->lim.algo->decide(&l->lim.policy, copy, srl__now(&l->lim), cost, 1, d);
+    srl__cmp_decide(&l->lim.cmp, copy, srl__now(&l->lim), cost, 1, d);
     if (d->allowed)
         for (size_t i = 0; i < words; i++)
             __atomic_store_n(&st[i], copy[i], __ATOMIC_RELAXED);
@@ -467,8 +488,32 @@ static void count_full(struct local *l, const srl_decision *d)
 
 /* ------------------------------------------------------------ the ops */
 
-static int local_acquire(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
-                         srl_decision *d)
+/* srl_enter's part of a decision (node locked): one unit for this process. */
+static void enter_locked(struct local *l, struct lnode *n, unsigned long hash, uint64_t now,
+                         srl_lease *lease, srl_decision *d)
+{
+    struct srl__proc me;
+    srl__proc_self(&me);
+    uint32_t entry, gen, freed;
+    srl__cmp_enter(&l->lim.cmp, node_state(n), now, &me, holder_alive, NULL, d, &entry, &gen,
+                   &freed);
+    if (freed > 0)
+        shard_add(&my_shard(l)->reclaimed, freed);
+    if (gen != 0) {
+        /* The node by address and hash: srl_leave finds it again only if
+         * it is still in the table (a lookup, never a dereference of a
+         * node that may have been freed). */
+        lease->owner = l->lim.lease_owner;
+        lease->where[0] = (uint64_t)hash;
+        lease->where[1] = (uint64_t)(uintptr_t)n;
+        lease->entry = entry;
+        lease->gen = gen;
+    }
+}
+
+/* srl_acquire (lease NULL) and srl_enter. */
+static int local_decide(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
+                        srl_lease *lease, srl_decision *d)
 {
     struct local *l = local_of(lim);
     const struct lkey k = {key, len, l->state_bytes};
@@ -488,7 +533,7 @@ static int local_acquire(srl_limiter *lim, const void *key, size_t len, uint32_t
             }
         }
 #ifdef SRL_MUTANTS
-        if (__builtin_expect(l->broken & SRL__LOCAL_BROKEN_NO_LOCK, 0) &&
+        if (__builtin_expect(l->broken & SRL__LOCAL_BROKEN_NO_LOCK, 0) && lease == NULL &&
             acquire_unlocked_broken(l, n, cost, d)) {
             node_done(n);
             rcu_read_unlock();
@@ -513,13 +558,69 @@ static int local_acquire(srl_limiter *lim, const void *key, size_t len, uint32_t
             continue;
         }
         uint64_t now = srl__now(lim);
-        lim->algo->decide(&lim->policy, node_state(n), now, cost, 1, d);
+        if (lease == NULL)
+            srl__cmp_decide(&lim->cmp, node_state(n), now, cost, 1, d);
+        else
+            enter_locked(l, n, hash, now, lease, d);
         count_one(d->allowed ? &n->allowed : &n->denied);
         pthread_mutex_unlock(&n->lock);
         node_done(n);
         rcu_read_unlock();
         return 0;
     }
+}
+
+static int local_acquire(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
+                         srl_decision *d)
+{
+    return local_decide(lim, key, len, cost, NULL, d);
+}
+
+static int local_enter(srl_limiter *lim, const void *key, size_t len, srl_lease *lease,
+                       srl_decision *d)
+{
+    return local_decide(lim, key, len, 1, lease, d);
+}
+
+/* cds_lfht match function for srl_leave: this very node, live.  The
+ * address is compared before anything of the node is read. */
+static int node_is(struct cds_lfht_node *ht_node, const void *arg)
+{
+    struct lnode *n = caa_container_of(ht_node, struct lnode, ht);
+    if (n != arg)
+        return 0;
+    TSAN_ACQUIRE(&n->key_len);
+    int live = !node_dead(n);
+    node_done(n);
+    return live;
+}
+
+static int local_leave(srl_limiter *lim, srl_lease *lease)
+{
+    struct local *l = local_of(lim);
+    struct cds_lfht_iter it;
+    rcu_read_lock();
+    cds_lfht_lookup(l->ht, (unsigned long)lease->where[0], node_is,
+                    (const void *)(uintptr_t)lease->where[1], &it);
+    struct cds_lfht_node *hn = cds_lfht_iter_get_node(&it);
+    if (hn == NULL) {
+        rcu_read_unlock();
+        return SRL_ENOENT;   /* the key is gone: its units were reclaimed */
+    }
+    struct lnode *n = caa_container_of(hn, struct lnode, ht);
+    TSAN_ACQUIRE(&n->key_len);
+    if (node_lock(l, n) != 0) {
+        node_done(n);
+        rcu_read_unlock();
+        return SRL_ETIMEDOUT;
+    }
+    int rc = node_dead(n) ? SRL_ENOENT
+                          : srl__cmp_leave(&lim->cmp, node_state(n), lease->entry, lease->gen,
+                                           (int32_t)getpid());
+    pthread_mutex_unlock(&n->lock);
+    node_done(n);
+    rcu_read_unlock();
+    return rc;
 }
 
 /* The key's live node, locked, in *out: 0, or SRL_ENOENT if the key is not
@@ -575,7 +676,7 @@ static int local_peek(srl_limiter *lim, const void *key, size_t len, uint32_t co
     int rc = lock_key(local_of(lim), key, len, &n);
     if (rc != 0)
         return rc;
-    lim->algo->decide(&lim->policy, node_state(n), srl__now(lim), cost, 0, d);
+    srl__cmp_decide(&lim->cmp, node_state(n), srl__now(lim), cost, 0, d);
     unlock_key(n);
     return 0;
 }
@@ -587,7 +688,7 @@ static int local_refund(srl_limiter *lim, const void *key, size_t len, uint32_t 
     int rc = lock_key(local_of(lim), key, len, &n);
     if (rc != 0)
         return rc;
-    lim->algo->refund(&lim->policy, node_state(n), srl__now(lim), cost);
+    srl__cmp_refund(&lim->cmp, node_state(n), srl__now(lim), cost);
     unlock_key(n);
     return 0;
 }
@@ -677,6 +778,7 @@ static int local_stats(srl_limiter *lim, srl_stats *out)
         s.denied += fd + __atomic_load_n(&sh->retired_denied, __ATOMIC_RELAXED);
         s.evicted += __atomic_load_n(&sh->evicted, __ATOMIC_RELAXED);
         s.timeouts += __atomic_load_n(&sh->timeouts, __ATOMIC_RELAXED);
+        s.reclaimed += __atomic_load_n(&sh->reclaimed, __ATOMIC_RELAXED);
     }
     /* recovered, reset_slots: no crash repair exists in one process (a
      * thread cannot die holding a node's lock without its process). */
@@ -689,7 +791,9 @@ static int local_info(srl_limiter *lim, srl_info *out)
     struct local *l = local_of(lim);
     *out = (srl_info){
         .kind = SRL_STORE_LOCAL,
-        .policy = lim->policy,
+        .policy = lim->cmp.limits.limit[0],
+        .limits = lim->cmp.limits,
+        .state_bytes = (uint32_t)l->state_bytes,
         .on_full = lim->on_full,
         .capacity = l->capacity,
         .key_display = l->key_display,
@@ -714,6 +818,9 @@ static int64_t local_foreach(srl_limiter *lim, srl_foreach_fn fn, void *ctx)
     struct cds_lfht_iter it;
     struct lnode *n;
     int64_t visited = 0;
+    void *copy = malloc(l->state_bytes);
+    if (copy == NULL)
+        return SRL_ENOMEM;
     rcu_read_lock();
     cds_lfht_for_each_entry(l->ht, &it, n, ht) {
         node_visit(n);
@@ -721,6 +828,7 @@ static int64_t local_foreach(srl_limiter *lim, srl_foreach_fn fn, void *ctx)
         if (node_lock(l, n) != 0) {
             node_done(n);
             rcu_read_unlock();
+            free(copy);
             return SRL_ETIMEDOUT;   /* as the shared store: a walk does not skip keys silently */
         }
         if (node_dead(n)) {
@@ -731,9 +839,12 @@ static int64_t local_foreach(srl_limiter *lim, srl_foreach_fn fn, void *ctx)
         uint64_t now = srl__now(lim);
         e.allowed = __atomic_load_n(&n->allowed, __ATOMIC_RELAXED);
         e.denied = __atomic_load_n(&n->denied, __ATOMIC_RELAXED);
-        e.last_ns = lim->algo->last_ns(&lim->policy, node_state(n));
-        lim->algo->decide(&lim->policy, node_state(n), now, 1, 0, &e.now);
-        e.at_rest = lim->algo->at_rest(&lim->policy, node_state(n), now);
+        e.last_ns = srl__cmp_last_ns(&lim->cmp, node_state(n));
+        srl__cmp_decide(&lim->cmp, node_state(n), now, 1, 0, &e.now);
+        e.at_rest = srl__cmp_at_rest(&lim->cmp, node_state(n), now);
+        e.inflight = srl__cmp_inflight(&lim->cmp, node_state(n));
+        memcpy(copy, node_state(n), l->state_bytes);
+        e.state = copy;   /* fn runs outside the node's lock: it gets a copy */
         pthread_mutex_unlock(&n->lock);
         e.key_len = n->key_len;
         e.display = node_key(l, n);
@@ -746,6 +857,7 @@ static int64_t local_foreach(srl_limiter *lim, srl_foreach_fn fn, void *ctx)
             break;
     }
     rcu_read_unlock();
+    free(copy);
     return visited;
 }
 
@@ -785,6 +897,8 @@ static const struct srl__store_ops local_ops = {
     .info = local_info,
     .foreach = local_foreach,
     .check = NULL, /* srl_check: SRL_ENOTSUP, as srl.h documents */
+    .enter = local_enter,
+    .leave = local_leave,
     .close = local_close,
 };
 
@@ -804,18 +918,18 @@ int srl_open_local(const srl_config *cfg, srl_limiter **out)
     int rc = srl__open_prologue(cfg, 0, &unused, &cfg, out);
     if (rc != 0)
         return rc;
-    const struct srl__algo *algo = srl__algo_get(cfg->policy.algorithm);
-    if (algo == NULL)
-        return SRL_EPOLICY;
 
     size_t bytes = (sizeof(struct local) + CACHE_LINE - 1) / CACHE_LINE * CACHE_LINE;
     struct local *l = aligned_alloc(CACHE_LINE, bytes);
     if (l == NULL)
         return SRL_ENOMEM;
     memset(l, 0, sizeof *l);
-    srl__limiter_init(&l->lim, &local_ops, cfg);
+    if (srl__limiter_init(&l->lim, &local_ops, cfg) != 0) {
+        free(l);
+        return SRL_EPOLICY;
+    }
     l->lim.impl = l;
-    l->state_bytes = (algo->size(&cfg->policy) + 7) / 8 * 8;
+    l->state_bytes = l->lim.cmp.state_bytes;
     l->capacity = cfg->capacity;
     l->key_display = cfg->key_display;
     l->creator_pid = getpid();

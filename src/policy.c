@@ -54,7 +54,7 @@ int srl_policy_validate(const srl_policy *p)
         return SRL_EINVAL;
     if (srl__algo_get(p->algorithm) == NULL)
         return SRL_EPOLICY;
-    if (p->permits < 1)
+    if (p->permits < 1 || p->reserved[0] != 0 || p->reserved[1] != 0)
         return SRL_EPOLICY;
     if (p->algorithm == SRL_CONCURRENCY) {
         /* window_ns is max_hold there, 0 meaning none. */

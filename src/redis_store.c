@@ -227,6 +227,12 @@ static const char sc_lua[] = LUA_PROLOGUE
     "local rest = curr > 0 and 2 * W - e or (prev > 0 and W - e or 0)\n"
     "return {0, rem, behind + wait, rest > 0 and behind + rest or 0}\n";
 
+/* The one limit a Redis limiter has (srl_open_redis refuses compounds). */
+static inline const srl_policy *rpol(const srl_limiter *lim)
+{
+    return &lim->cmp.limits.limit[0];
+}
+
 static const char *const algo_lua[] = {
     [SRL_TOKEN_BUCKET] = tb_lua,
     [SRL_SLIDING_LOG] = sl_lua,
@@ -422,7 +428,7 @@ static redisReply *command(struct rstore *r, int argc, const char **argv, const 
 /* Under mu: SCRIPT LOAD the acquire script; 0 or an SRL_E* code. */
 static int load_script(struct rstore *r)
 {
-    const char *lua = algo_lua[r->lim.policy.algorithm];
+    const char *lua = algo_lua[rpol(&r->lim)->algorithm];
     const char *argv[] = {"SCRIPT", "LOAD", lua};
     size_t lens[] = {6, 4, strlen(lua)};
     int rc;
@@ -444,7 +450,7 @@ static int load_script(struct rstore *r)
 static int open_cfg(struct rstore *r)
 {
     char ptext[SRL_POLICY_TEXT_MAX], cfgkey[PREFIX_MAX + 8];
-    int rc = srl_policy_format(&r->lim.policy, ptext, sizeof ptext);
+    int rc = srl_policy_format(rpol(&r->lim), ptext, sizeof ptext);
     if (rc < 0)
         return rc;
     snprintf(cfgkey, sizeof cfgkey, "%s:cfg", r->u.prefix);
@@ -481,8 +487,8 @@ static int decide(srl_limiter *lim, const void *key, size_t len, uint32_t cost, 
     snprintf(cfg, sizeof cfg, "%s:cfg", r->u.prefix);
     snprintf(st, sizeof st, "%s:stats", r->u.prefix);
     snprintf(a_cost, sizeof a_cost, "%u", cost);
-    snprintf(a_P, sizeof a_P, "%u", lim->policy.permits);
-    snprintf(a_W, sizeof a_W, "%llu", (unsigned long long)lim->policy.window_ns);
+    snprintf(a_P, sizeof a_P, "%u", rpol(lim)->permits);
+    snprintf(a_W, sizeof a_W, "%llu", (unsigned long long)rpol(lim)->window_ns);
 
     pthread_mutex_lock(&r->mu);
     int rc = r->sha[0] == '\0' ? load_script(r) : 0;
@@ -543,7 +549,7 @@ static int decide(srl_limiter *lim, const void *key, size_t len, uint32_t cost, 
             v[i] = rep->element[i]->integer;
         }
         if (ok) {
-            *d = (srl_decision){.allowed = (int)v[0], .limit = lim->policy.permits,
+            *d = (srl_decision){.allowed = (int)v[0], .limit = rpol(lim)->permits,
                                 .remaining = (uint32_t)v[1], .retry_after_ns = (uint64_t)v[2],
                                 .reset_after_ns = (uint64_t)v[3], .flags = 0};
             rc = 0;
@@ -621,7 +627,8 @@ static int rs_info(srl_limiter *lim, srl_info *out)
     struct rstore *r = rs_of(lim);
     memset(out, 0, sizeof *out);
     out->kind = SRL_STORE_REDIS;
-    out->policy = lim->policy;
+    out->policy = *rpol(lim);
+    out->limits = lim->cmp.limits;
     out->on_full = lim->on_full;
     out->capacity = r->capacity;
     out->creator_pid = (int32_t)r->pid;
@@ -697,7 +704,10 @@ int srl_open_redis(const char *uri, const srl_config *cfg, srl_limiter **out)
         return rc;
     if (uri == NULL)
         return SRL_EINVAL;
-    if (!exact_in_lua(&cfg->policy))
+    /* One limit of the four rate algorithms: compounds and in-flight units
+     * have no script yet. */
+    if (cfg->limits.count != 1 || cfg->policy.algorithm == SRL_CONCURRENCY ||
+        !exact_in_lua(&cfg->policy))
         return SRL_ENOTSUP;
 
     struct rstore *r = calloc(1, sizeof *r);
@@ -708,7 +718,7 @@ int srl_open_redis(const char *uri, const srl_config *cfg, srl_limiter **out)
         free(r);
         return rc;
     }
-    srl__limiter_init(&r->lim, &redis_ops, cfg);
+    (void)srl__limiter_init(&r->lim, &redis_ops, cfg);   /* cfg normalised: cannot fail */
     r->lim.impl = r;
     r->capacity = cfg->capacity;
     r->pid = getpid();

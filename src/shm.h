@@ -39,7 +39,8 @@
 #include "testhooks.h"
 
 #define SRL__SHM_MAGIC "SRLSHM\0\1"
-#define SRL__SHM_VERSION 3u            /* 3: header checksum, creator identity */
+#define SRL__SHM_VERSION 4u            /* 3: header checksum, creator identity;
+                                           4: compound limits, slot meta word */
 #define SRL__SHM_SLOTS 16u              /* slots per bucket */
 #define SRL__SHM_HEADER_BYTES 4096u     /* header page; the table follows */
 #define SRL__SHM_HASH_KEY_BYTES 16u     /* SipHash takes a 128-bit key */
@@ -57,9 +58,6 @@ struct srl__shm_header {
     uint32_t version;
     uint32_t state;              /* INIT -> READY (release), or INIT -> FAILED */
     uint64_t abi;                /* srl__shm_abi_word() of the creator */
-    uint32_t algorithm;
-    uint32_t permits;
-    uint64_t window_ns;
     uint64_t buckets;
     uint64_t capacity;           /* buckets * SRL__SHM_SLOTS */
     uint64_t table_offset;       /* == SRL__SHM_HEADER_BYTES */
@@ -67,7 +65,7 @@ struct srl__shm_header {
     uint32_t slots_per_bucket;
     uint32_t bucket_bytes;
     uint32_t slot_bytes;
-    uint32_t state_bytes;        /* algo size rounded up to 8 */
+    uint32_t state_bytes;        /* the compound state: srl__cmp state_bytes */
     uint32_t key_display;
     uint32_t on_full;            /* the creator's choice (informational) */
     uint32_t mode;
@@ -76,6 +74,8 @@ struct srl__shm_header {
     uint8_t hash_key[SRL__SHM_HASH_KEY_BYTES];
     uint64_t creator_start;      /* its start time (proc.h), 0 unknown */
     uint64_t creator_pidns;      /* its PID namespace inode, 0 unknown */
+    srl_limits limits;           /* the policy: 1..SRL_LIMITS_MAX limits, canonical
+                                    (reserved words zero: srl_limits_validate) */
     uint64_t header_sum;         /* srl__shm_header_sum(), written last before READY */
 };
 
@@ -104,6 +104,7 @@ struct srl__shm_bucket {
     uint64_t evicted;
     uint32_t reset_slots;
     uint32_t timeouts;
+    uint64_t reclaimed;             /* in-flight units of dead or expired holders freed */
     /* then: undo copy of one state (state_bytes), then the slots */
 };
 
@@ -111,18 +112,27 @@ _Static_assert(SRL__SHM_SLOTS % 8 == 0, "tags are scanned 8 at a time");
 _Static_assert(offsetof(struct srl__shm_bucket, tags) == sizeof(pthread_mutex_t),
                "the tag words add no padding after the mutex (the ABI word's head size holds)");
 
-/* Slot layout inside a bucket (offsets from the slot's start):
+/* Slot layout inside a bucket (offsets from the slot's start), named here
+ * once; srl__shm_geometry and every accessor use these:
  *   0   uint8  fp[16]
- *   16  state[state_bytes]   (8-aligned)
+ *   16  meta: uint16 tier, uint16 flags, uint32 reserved  (all 0 in layout 4:
+ *       room for tiers and bans without another layout; checked zero)
+ *   24  state[state_bytes]   the compound state (8-aligned), then counters:
  *   +0  uint32 allowed, uint32 denied  (per key, saturating)
  *   +8  uint16 key_len                 (only if key_display > 0)
  *   +10 display[key_display]           (only if key_display > 0)
  * rounded up to 8 bytes.  key_len serves rlctl's display alone, so with no
  * display copy it is not stored (srl_entry.key_len reads 0, "unknown"): a
- * token-bucket slot is then 16 + 24 + 8 = 48 bytes, and a bucket of 16 is a
- * 104-byte head + 24-byte undo copy + 768 = 896 bytes, 56 per slot. */
+ * token-bucket slot is then 16 + 8 + 24 + 8 = 56 bytes. */
 #define SRL__SLOT_FP 0u
-#define SRL__SLOT_STATE 16u
+#define SRL__SLOT_META 16u
+#define SRL__SLOT_META_BYTES 8u
+#define SRL__SLOT_STATE (SRL__SLOT_META + SRL__SLOT_META_BYTES)
+#define SRL__CTR_ALLOWED 0u            /* from counters_off */
+#define SRL__CTR_DENIED 4u
+#define SRL__CTR_BYTES 8u
+#define SRL__CTR_KEY_LEN 8u            /* key_display > 0 only */
+#define SRL__CTR_DISPLAY 10u
 
 /* The private handle.  Everything used to compute an address lives here,
  * copied from the header once at open. */
@@ -299,6 +309,9 @@ int srl__shm_acquire(srl_limiter *lim, const void *key, size_t len, uint32_t cos
 int srl__shm_peek(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
                   srl_decision *d);
 int srl__shm_reset_key(srl_limiter *lim, const void *key, size_t len);
+int srl__shm_enter(srl_limiter *lim, const void *key, size_t len, srl_lease *lease,
+                   srl_decision *d);
+int srl__shm_leave(srl_limiter *lim, srl_lease *lease);
 int srl__shm_refund(srl_limiter *lim, const void *key, size_t len, uint32_t cost);
 int64_t srl__shm_evict_idle(srl_limiter *lim);
 int64_t srl__shm_foreach(srl_limiter *lim, srl_foreach_fn fn, void *ctx);

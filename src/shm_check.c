@@ -48,9 +48,8 @@ static void check_header(struct srl__shm *s, struct report *r)
     if (h->buckets != s->buckets || h->capacity != s->buckets * SRL__SHM_SLOTS ||
         h->bucket_bytes != s->bucket_bytes || h->slot_bytes != s->slot_bytes ||
         h->state_bytes != s->state_bytes || h->total_bytes != s->map_bytes ||
-        h->key_display != s->key_display || h->permits != s->lim.policy.permits ||
-        h->window_ns != s->lim.policy.window_ns ||
-        h->algorithm != (uint32_t)s->lim.policy.algorithm)
+        h->key_display != s->key_display ||
+        memcmp(&h->limits, &s->lim.cmp.limits, sizeof h->limits) != 0)
         problem(r, "header: geometry or policy changed since open");
 }
 
@@ -79,7 +78,7 @@ static void check_bucket(struct srl__shm *s, uint64_t b, uint64_t now, struct re
         if (!srl__shm_slot_len_ok(s, b, i))
             problem(r, "bucket %llu slot %u: key length %u out of range", (unsigned long long)b,
                     i, *srl__shm_slot_key_len(s, b, i));
-        if (!s->lim.algo->valid(&s->lim.policy, srl__shm_slot_state(s, b, i), now))
+        if (!srl__cmp_valid(&s->lim.cmp, srl__shm_slot_state(s, b, i), now))
             problem(r, "bucket %llu slot %u: invalid state", (unsigned long long)b, i);
         for (unsigned j = i + 1; j < SRL__SHM_SLOTS; j++)
             if (bk->tags[j] != 0 && memcmp(srl__shm_slot(s, b, j), fp, SRL__SHM_FP_BYTES) == 0)

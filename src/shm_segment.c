@@ -57,15 +57,23 @@ uint64_t srl__shm_abi_word(void)
 
 int srl__shm_geometry(struct srl__shm *s, const srl_config *cfg)
 {
-    const struct srl__algo *a = srl__algo_get(cfg->policy.algorithm);
-    if (a == NULL)
+    struct srl__compound c;
+    srl_limits one;
+    const srl_limits *l = &cfg->limits;
+    if (l->count == 0) {   /* a config not normalised by the prologue */
+        if (srl_limits_of(&cfg->policy, &one) != 0)
+            return SRL_EPOLICY;
+        l = &one;
+    }
+    if (srl__cmp_init(&c, l) != 0)
         return SRL_EPOLICY;
-    size_t state = round_up(a->size(&cfg->policy), 8);
+    size_t state = c.state_bytes;
     size_t counters = SRL__SLOT_STATE + state;
     /* key_len (2 bytes) is stored only with a display copy: it serves rlctl's
-     * display alone, and without it a token-bucket slot is 48 bytes, not 56. */
-    size_t keyinfo = cfg->key_display > 0 ? 2 + (size_t)cfg->key_display : 0;
-    size_t slot = round_up(counters + 4 + 4 + keyinfo, 8);
+     * display alone, and without it a token-bucket slot is 56 bytes, not 64. */
+    size_t keyinfo = cfg->key_display > 0 ? SRL__CTR_DISPLAY - SRL__CTR_KEY_LEN +
+                                                (size_t)cfg->key_display : 0;
+    size_t slot = round_up(counters + SRL__CTR_BYTES + keyinfo, 8);
     size_t undo = round_up(sizeof(struct srl__shm_bucket), 8);
     size_t slots = round_up(undo + state, 8);
     size_t bucket = round_up(slots + SRL__SHM_SLOTS * slot, 64);
@@ -149,7 +157,8 @@ static struct srl__shm *handle_new(const srl_config *cfg, srl_store_kind kind,
     struct srl__shm *s = calloc(1, sizeof *s);
     if (s == NULL)
         return NULL;
-    srl__limiter_init(&s->lim, ops, cfg);
+    /* cfg was normalised and validated by the prologue: this cannot fail. */
+    (void)srl__limiter_init(&s->lim, ops, cfg);
     s->lim.impl = s;
     s->kind = kind;
     s->fd = -1;
@@ -165,9 +174,7 @@ static void header_fill(struct srl__shm_header *h, const struct srl__shm *s,
     h->version = SRL__SHM_VERSION;
     h->state = SRL__SHM_INIT;
     h->abi = srl__shm_abi_word();
-    h->algorithm = (uint32_t)cfg->policy.algorithm;
-    h->permits = cfg->policy.permits;
-    h->window_ns = cfg->policy.window_ns;
+    h->limits = cfg->limits;
     h->buckets = s->buckets;
     h->capacity = s->buckets * SRL__SHM_SLOTS;
     h->table_offset = SRL__SHM_HEADER_BYTES;
@@ -261,14 +268,18 @@ static int validate(struct srl__shm *s, const struct srl__shm_header *hp, uint64
         return SRL_ECORRUPT;
     srl_config seg;
     srl_config_init(&seg);
-    seg.policy.algorithm = (srl_algorithm)h.algorithm;
-    seg.policy.permits = h.permits;
-    seg.policy.window_ns = h.window_ns;
+    /* srl_limits_validate knows every algorithm, and wants every reserved
+     * word zero: an unknown algorithm number or a stray bit is corruption. */
+    seg.limits = h.limits;
     seg.capacity = h.capacity;
     seg.key_display = h.key_display;
     seg.on_full = h.on_full == SRL_ON_FULL_DENY ? SRL_ON_FULL_DENY : SRL_ON_FULL_ALLOW;
-    if (h.algorithm > SRL_GCRA || srl_policy_validate(&seg.policy) != 0 ||
-        h.capacity == 0 || h.capacity > SRL_CAPACITY_MAX || h.key_display > SRL_KEY_DISPLAY_MAX ||
+    srl_limits canon;
+    if (srl_limits_validate(&seg.limits) != 0 || srl__limits_canonical(&seg.limits, &canon) != 0 ||
+        memcmp(&canon, &seg.limits, sizeof canon) != 0)
+        return SRL_ECORRUPT;   /* a creator writes the canonical form only */
+    seg.policy = seg.limits.limit[0];
+    if (h.capacity == 0 || h.capacity > SRL_CAPACITY_MAX || h.key_display > SRL_KEY_DISPLAY_MAX ||
         h.slots_per_bucket != SRL__SHM_SLOTS || h.table_offset != SRL__SHM_HEADER_BYTES)
         return SRL_ECORRUPT;
     struct srl__shm g = {0};
@@ -283,10 +294,8 @@ static int validate(struct srl__shm *s, const struct srl__shm_header *hp, uint64
         int rc = srl__shm_geometry(&want, cfg);
         if (rc != 0)
             return rc;
-        if (cfg->policy.algorithm != seg.policy.algorithm ||
-            cfg->policy.permits != seg.policy.permits ||
-            cfg->policy.window_ns != seg.policy.window_ns || want.buckets != g.buckets ||
-            cfg->key_display != h.key_display)
+        if (memcmp(&cfg->limits, &seg.limits, sizeof seg.limits) != 0 ||
+            want.buckets != g.buckets || cfg->key_display != h.key_display)
             return SRL_EMISMATCH;
     }
     s->buckets = g.buckets;
@@ -423,7 +432,8 @@ static int open_existing(struct srl__shm *s, int fd, const srl_config *cfg,
             adopted.lock_timeout_ms = cfg->lock_timeout_ms;
             adopted.ticker = cfg->ticker;
         }
-        srl__limiter_init(&s->lim, s->lim.ops, &adopted);
+        if (srl__limiter_init(&s->lim, s->lim.ops, &adopted) != 0)
+            return SRL_ECORRUPT;
         s->lim.impl = s;
     }
     void *p = mmap(NULL, s->map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -505,6 +515,8 @@ int srl__shm_segment_open(const char *name, const srl_config *cfg, unsigned flag
     int rc = srl__open_prologue(cfg, !(flags & SRL_CREATE), &defaults, &use, out);
     if (rc != 0)
         return rc;
+    if (cfg != NULL)
+        cfg = use;   /* normalised: limits always filled; NULL still means adopt */
     if ((flags & ~(SRL_CREATE | SRL_EXCL | SRL_ADOPT)) != 0 ||
         ((flags & SRL_EXCL) && !(flags & SRL_CREATE)) ||
         ((flags & SRL_ADOPT) && (flags & SRL_CREATE)))

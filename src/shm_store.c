@@ -34,6 +34,7 @@ static int shm_stats(srl_limiter *lim, srl_stats *out)
         st.reset_slots += __atomic_load_n(&bk->reset_slots, __ATOMIC_RELAXED);
         st.evicted += __atomic_load_n(&bk->evicted, __ATOMIC_RELAXED);
         st.timeouts += __atomic_load_n(&bk->timeouts, __ATOMIC_RELAXED);
+        st.reclaimed += __atomic_load_n(&bk->reclaimed, __ATOMIC_RELAXED);
     }
     *out = st;
     return 0;
@@ -45,7 +46,10 @@ static int shm_info(srl_limiter *lim, srl_info *out)
     const struct srl__shm_header *h = srl__shm_hdr(s);
     memset(out, 0, sizeof *out);
     out->kind = s->kind;
-    out->policy = lim->policy;
+    out->policy = lim->cmp.limits.limit[0];
+    out->limits = lim->cmp.limits;
+    out->state_bytes = s->state_bytes;
+    out->layout_version = h->version;
     out->on_full = lim->on_full;
     out->capacity = s->buckets * SRL__SHM_SLOTS;
     out->key_display = s->key_display;
@@ -78,6 +82,8 @@ const struct srl__store_ops srl__shm_ops = {
     .info = shm_info,
     .foreach = srl__shm_foreach,
     .check = srl__shm_check,
+    .enter = srl__shm_enter,
+    .leave = srl__shm_leave,
     .close = shm_close,
 };
 

@@ -28,12 +28,15 @@
  * a lock-free tag reader never sees a tag before the fp it stands for.
  */
 #include "shm.h"
+#include "proc.h"
 
 #include <errno.h>
 #include <sched.h>
 #include <sodium.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ------------------------------------------------------------ hashing */
 
@@ -79,19 +82,19 @@ void srl__shm_hash(const struct srl__shm *s, const void *key, size_t len, struct
 
 static uint32_t *slot_allowed(const struct srl__shm *s, uint64_t b, unsigned i)
 {
-    return (uint32_t *)(srl__shm_slot(s, b, i) + s->counters_off);
+    return (uint32_t *)(srl__shm_slot(s, b, i) + s->counters_off + SRL__CTR_ALLOWED);
 }
 
 static uint32_t *slot_denied(const struct srl__shm *s, uint64_t b, unsigned i)
 {
-    return (uint32_t *)(srl__shm_slot(s, b, i) + s->counters_off + 4);
+    return (uint32_t *)(srl__shm_slot(s, b, i) + s->counters_off + SRL__CTR_DENIED);
 }
 
 /* key_len and the display copy exist only when key_display > 0; without
  * them a slot ends after its counters.  Callers check key_display first. */
 uint16_t *srl__shm_slot_key_len(const struct srl__shm *s, uint64_t b, unsigned i)
 {
-    return (uint16_t *)(srl__shm_slot(s, b, i) + s->counters_off + 8);
+    return (uint16_t *)(srl__shm_slot(s, b, i) + s->counters_off + SRL__CTR_KEY_LEN);
 }
 
 /* key_len is in range, or is not stored at all (key_display 0). */
@@ -105,7 +108,7 @@ bool srl__shm_slot_len_ok(const struct srl__shm *s, uint64_t b, unsigned i)
 
 static unsigned char *slot_display(const struct srl__shm *s, uint64_t b, unsigned i)
 {
-    return srl__shm_slot(s, b, i) + s->counters_off + 10;
+    return srl__shm_slot(s, b, i) + s->counters_off + SRL__CTR_DISPLAY;
 }
 
 int srl__shm_find_locked(const struct srl__shm *s, uint64_t b, const struct srl__shm_key *k)
@@ -129,9 +132,11 @@ bool srl__shm_slot_valid(const struct srl__shm *s, uint64_t b, unsigned i, uint6
     const uint8_t *fp = srl__shm_slot(s, b, i);
     uint64_t c1, c2;
     srl__shm_fp_buckets(s, fp, &c1, &c2);
+    static const uint8_t zero_meta[SRL__SLOT_META_BYTES];
     return srl__shm_bucket(s, b)->tags[i] == srl__shm_fp_tag(fp) && (b == c1 || b == c2) &&
            srl__shm_slot_len_ok(s, b, i) &&
-           s->lim.algo->valid(&s->lim.policy, srl__shm_slot_state(s, b, i), now);
+           memcmp(fp + SRL__SLOT_META, zero_meta, SRL__SLOT_META_BYTES) == 0 &&
+           srl__cmp_valid(&s->lim.cmp, srl__shm_slot_state(s, b, i), now);
 }
 
 void srl__shm_slot_reset(struct srl__shm *s, uint64_t b, unsigned i, uint64_t now)
@@ -146,12 +151,14 @@ void srl__shm_slot_reset(struct srl__shm *s, uint64_t b, unsigned i, uint64_t no
         srl__shm_tag_store(bk, i, 0);
         return;
     }
-    s->lim.algo->init(&s->lim.policy, srl__shm_slot_state(s, b, i), now);
+    /* Layout 4 writes no meta bits: any are damage, cleared with the state. */
+    memset(srl__shm_slot(s, b, i) + SRL__SLOT_META, 0, SRL__SLOT_META_BYTES);
+    srl__cmp_state_init(&s->lim.cmp, srl__shm_slot_state(s, b, i), now);
 }
 
 static bool slot_at_rest(const struct srl__shm *s, uint64_t b, unsigned i, uint64_t now)
 {
-    return s->lim.algo->at_rest(&s->lim.policy, srl__shm_slot_state(s, b, i), now);
+    return srl__cmp_at_rest(&s->lim.cmp, srl__shm_slot_state(s, b, i), now);
 }
 
 static uint32_t sat_inc(uint32_t v)
@@ -174,14 +181,52 @@ static void count(struct srl__shm *s, uint64_t b, unsigned i, const srl_decision
     }
 }
 
+/* One request: an admission of `cost` (srl_acquire), or one unit for the
+ * caller (srl_enter: lease != NULL, filled on admission). */
+struct shm_req {
+    uint32_t cost;
+    srl_lease *lease;
+};
+
+/* A holder is dead when it has certainly exited (proc.h); one in another
+ * PID namespace, or that cannot be judged, is alive. */
+static int holder_alive(const struct srl__proc *who, void *ctx)
+{
+    (void)ctx;
+    return srl__proc_state(who) != SRL__PROC_DEAD;
+}
+
+/* Decide rq on the state of b/i at now (bucket b locked, undo record open). */
+static void decide_state(struct srl__shm *s, uint64_t b, unsigned i, uint64_t now,
+                         const struct shm_req *rq, srl_decision *d)
+{
+    void *state = srl__shm_slot_state(s, b, i);
+    if (rq->lease == NULL) {
+        srl__cmp_decide(&s->lim.cmp, state, now, rq->cost, 1, d);
+        return;
+    }
+    struct srl__proc me;
+    srl__proc_self(&me);
+    uint32_t entry, gen, freed;
+    srl__cmp_enter(&s->lim.cmp, state, now, &me, holder_alive, NULL, d, &entry, &gen, &freed);
+    if (freed > 0)
+        SRL__SHM_COUNT(srl__shm_bucket(s, b)->reclaimed, freed);
+    if (gen != 0) {
+        rq->lease->owner = s->lim.lease_owner;
+        memcpy(rq->lease->where, srl__shm_slot(s, b, i) + SRL__SLOT_FP, SRL__SHM_FP_BYTES);
+        rq->lease->entry = entry;
+        rq->lease->gen = gen;
+    }
+}
+
 /* Decide for the existing key in b/i, in place, under the undo record
  * (bucket b locked). */
-static void decide_slot(struct srl__shm *s, uint64_t b, unsigned i, uint32_t cost,
+static void decide_slot(struct srl__shm *s, uint64_t b, unsigned i, const struct shm_req *rq,
                         srl_decision *d)
 {
     srl__shm_undo_begin(s, b, i);
     uint64_t now = srl__now(&s->lim);
-    s->lim.algo->decide(&s->lim.policy, srl__shm_slot_state(s, b, i), now, cost, 1, d);
+    decide_state(s, b, i, now, rq, d);
     srl__shm_undo_end(s, b);
     count(s, b, i, d);
 }
@@ -198,15 +243,42 @@ static void decide_slot_unlocked(struct srl__shm *s, uint64_t b, unsigned i, uin
     memcpy(copy, srl__shm_slot_state(s, b, i), s->state_bytes);
     sched_yield();
     uint64_t now = srl__now(&s->lim);
-    s->lim.algo->decide(&s->lim.policy, copy, now, cost, 1, d);
+    srl__cmp_decide(&s->lim.cmp, copy, now, cost, 1, d);
     memcpy(srl__shm_slot_state(s, b, i), copy, s->state_bytes);
+}
+
+/* Broken on purpose (SRL__SHM_TEST_NOLOCK_ENTER): srl_enter the same way,
+ * on a copy, without the lock.  Only the in-flight race test uses it. */
+static void enter_slot_unlocked(struct srl__shm *s, uint64_t b, unsigned i, srl_lease *lease,
+                                srl_decision *d)
+{
+    unsigned char *copy = malloc(s->state_bytes);
+    if (copy == NULL)
+        abort();
+    memcpy(copy, srl__shm_slot_state(s, b, i), s->state_bytes);
+    sched_yield();
+    struct srl__proc me;
+    srl__proc_self(&me);
+    uint32_t entry, gen, freed;
+    srl__cmp_enter(&s->lim.cmp, copy, srl__now(&s->lim), &me, NULL, NULL, d, &entry, &gen,
+                   &freed);
+    memcpy(srl__shm_slot_state(s, b, i), copy, s->state_bytes);
+    free(copy);
+    if (gen != 0) {
+        lease->owner = s->lim.lease_owner;
+        memcpy(lease->where, srl__shm_slot(s, b, i) + SRL__SLOT_FP, SRL__SHM_FP_BYTES);
+        lease->entry = entry;
+        lease->gen = gen;
+    }
 }
 #endif
 
 /* Fill free slot i of bucket b with key k and decide its first request
- * (bucket b locked).  The tag is stored last. */
+ * (bucket b locked).  The tag is stored last: until then the slot is free,
+ * so a crash here leaves nothing to repair. */
 static void insert(struct srl__shm *s, uint64_t b, unsigned i, const struct srl__shm_key *k,
-                   const void *key, size_t len, uint64_t now, uint32_t cost, srl_decision *d)
+                   const void *key, size_t len, uint64_t now, const struct shm_req *rq,
+                   srl_decision *d)
 {
     unsigned char *slot = srl__shm_slot(s, b, i);
     memset(slot, 0, s->slot_bytes);
@@ -217,8 +289,13 @@ static void insert(struct srl__shm *s, uint64_t b, unsigned i, const struct srl_
         memcpy(slot_display(s, b, i), key, shown);
     }
     void *state = srl__shm_slot_state(s, b, i);
-    s->lim.algo->init(&s->lim.policy, state, now);
-    s->lim.algo->decide(&s->lim.policy, state, now, cost, 1, d);
+    srl__cmp_state_init(&s->lim.cmp, state, now);
+    if (s->lim.cmp.conc >= 0)
+        /* Generations start anywhere, so a lease kept across the key's
+         * eviction and return is unlikely to name a new unit (srl_leave
+         * also checks the holder's pid). */
+        srl__conc_seed(srl__cmp_conc_state(&s->lim.cmp, state), randombytes_random());
+    decide_state(s, b, i, now, rq, d);
     count(s, b, i, d);
     srl__shm_tag_store(srl__shm_bucket(s, b), i, k->tag);
 }
@@ -533,7 +610,7 @@ static int degraded(struct srl__shm *s, int rc, srl_decision *d)
  * again, so two first requests can both insert.  Only the race tests; the
  * yield between get and put stands for a preemption there. */
 static int acquire_get_then_put(struct srl__shm *s, const struct srl__shm_key *k,
-                                const void *key, size_t len, uint32_t cost,
+                                const void *key, size_t len, const struct shm_req *rq,
                                 struct timespec *deadline, srl_decision *d)
 {
     uint64_t cand[2] = {k->b1, k->b2};
@@ -543,7 +620,7 @@ static int acquire_get_then_put(struct srl__shm *s, const struct srl__shm_key *k
             return degraded(s, rc, d);
         int i = srl__shm_find_locked(s, cand[c], k);
         if (i >= 0) {
-            decide_slot(s, cand[c], (unsigned)i, cost, d);
+            decide_slot(s, cand[c], (unsigned)i, rq, d);
             srl__shm_unlock(s, cand[c]);
             return 0;
         }
@@ -556,7 +633,7 @@ static int acquire_get_then_put(struct srl__shm *s, const struct srl__shm_key *k
             return degraded(s, rc, d);
         int i = free_slot(s, cand[c]);
         if (i >= 0) {
-            insert(s, cand[c], (unsigned)i, k, key, len, srl__now(&s->lim), cost, d);
+            insert(s, cand[c], (unsigned)i, k, key, len, srl__now(&s->lim), rq, d);
             srl__shm_unlock(s, cand[c]);
             return 0;
         }
@@ -567,8 +644,9 @@ static int acquire_get_then_put(struct srl__shm *s, const struct srl__shm_key *k
 }
 #endif
 
-int srl__shm_acquire(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
-                     srl_decision *d)
+/* srl_acquire and srl_enter: find or insert the key, decide rq on it. */
+static int decide_key(srl_limiter *lim, const void *key, size_t len, const struct shm_req *rq,
+                      srl_decision *d)
 {
     struct srl__shm *s = lim->impl;
     struct srl__shm_key k;
@@ -576,12 +654,16 @@ int srl__shm_acquire(srl_limiter *lim, const void *key, size_t len, uint32_t cos
     struct timespec deadline = SRL__SHM_NO_DEADLINE;
 
 #ifdef SRL_MUTANTS
-    if (s->test_flags & SRL__SHM_TEST_NOLOCK_DECIDE) {
+    unsigned broken = rq->lease == NULL ? SRL__SHM_TEST_NOLOCK_DECIDE : SRL__SHM_TEST_NOLOCK_ENTER;
+    if (s->test_flags & broken) {
         uint64_t cand[2] = {k.b1, k.b2};
         for (int c = 0; c < 2; c++) {
             int i = srl__shm_find_locked(s, cand[c], &k);   /* without the lock: broken */
             if (i >= 0) {
-                decide_slot_unlocked(s, cand[c], (unsigned)i, cost, d);
+                if (rq->lease == NULL)
+                    decide_slot_unlocked(s, cand[c], (unsigned)i, rq->cost, d);
+                else
+                    enter_slot_unlocked(s, cand[c], (unsigned)i, rq->lease, d);
                 return 0;
             }
         }
@@ -594,13 +676,13 @@ int srl__shm_acquire(srl_limiter *lim, const void *key, size_t len, uint32_t cos
     if (rc != 0)
         return degraded(s, rc, d);
     if (i >= 0) {
-        decide_slot(s, b, (unsigned)i, cost, d);
+        decide_slot(s, b, (unsigned)i, rq, d);
         srl__shm_unlock(s, b);
         return 0;
     }
 #ifdef SRL_MUTANTS
     if (s->test_flags & SRL__SHM_TEST_GET_THEN_PUT)
-        return acquire_get_then_put(s, &k, key, len, cost, &deadline, d);
+        return acquire_get_then_put(s, &k, key, len, rq, &deadline, d);
 #endif
 
     rc = lock_pair(s, &k, &deadline);
@@ -608,7 +690,7 @@ int srl__shm_acquire(srl_limiter *lim, const void *key, size_t len, uint32_t cos
         return degraded(s, rc, d);
     i = find_pair(s, &k, &b);
     if (i >= 0) {
-        decide_slot(s, b, (unsigned)i, cost, d);
+        decide_slot(s, b, (unsigned)i, rq, d);
         unlock_pair(s, &k);
         return 0;
     }
@@ -639,17 +721,30 @@ int srl__shm_acquire(srl_limiter *lim, const void *key, size_t len, uint32_t cos
         unlock_pair(s, &k);
         return 0;
     }
-    insert(s, b, (unsigned)i, &k, key, len, now, cost, d);
+    insert(s, b, (unsigned)i, &k, key, len, now, rq, d);
     unlock_pair(s, &k);
     return 0;
 }
 
-/* Lock the bucket holding key; 0 with it locked and *slot >= 0; 0 with
- * nothing locked and *slot = -1 if absent; or a lock error. */
-static int locate(struct srl__shm *s, const void *key, size_t len, struct srl__shm_key *k,
-                  uint64_t *bucket, int *slot)
+int srl__shm_acquire(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
+                     srl_decision *d)
 {
-    srl__shm_hash(s, key, len, k);
+    struct shm_req rq = {cost, NULL};
+    return decide_key(lim, key, len, &rq, d);
+}
+
+int srl__shm_enter(srl_limiter *lim, const void *key, size_t len, srl_lease *lease,
+                   srl_decision *d)
+{
+    struct shm_req rq = {1, lease};
+    return decide_key(lim, key, len, &rq, d);
+}
+
+/* Lock the bucket holding k; 0 with it locked and *slot >= 0; 0 with
+ * nothing locked and *slot = -1 if absent; or a lock error. */
+static int locate_k(struct srl__shm *s, const struct srl__shm_key *k, uint64_t *bucket,
+                    int *slot)
+{
     struct timespec deadline = SRL__SHM_NO_DEADLINE;
     int rc = find_fast(s, k, &deadline, bucket, slot);
     if (rc != 0 || *slot >= 0)
@@ -671,6 +766,37 @@ static int locate(struct srl__shm *s, const void *key, size_t len, struct srl__s
     return 0;
 }
 
+static int locate(struct srl__shm *s, const void *key, size_t len, struct srl__shm_key *k,
+                  uint64_t *bucket, int *slot)
+{
+    srl__shm_hash(s, key, len, k);
+    return locate_k(s, k, bucket, slot);
+}
+
+/* The lease names its key by fingerprint, so the key is found wherever
+ * relocation moved it; the unit by (entry, gen) and its holder's pid. */
+int srl__shm_leave(srl_limiter *lim, srl_lease *lease)
+{
+    struct srl__shm *s = lim->impl;
+    struct srl__shm_key k;
+    memcpy(k.fp, lease->where, SRL__SHM_FP_BYTES);
+    srl__shm_fp_buckets(s, k.fp, &k.b1, &k.b2);
+    k.tag = srl__shm_fp_tag(k.fp);
+    uint64_t b;
+    int i;
+    int rc = locate_k(s, &k, &b, &i);
+    if (rc != 0)
+        return rc;
+    if (i < 0)
+        return SRL_ENOENT;   /* the key is gone: its units were reclaimed */
+    srl__shm_undo_begin(s, b, (unsigned)i);
+    rc = srl__cmp_leave(&lim->cmp, srl__shm_slot_state(s, b, (unsigned)i), lease->entry,
+                        lease->gen, (int32_t)getpid());
+    srl__shm_undo_end(s, b);
+    srl__shm_unlock(s, b);
+    return rc;
+}
+
 int srl__shm_peek(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
                   srl_decision *d)
 {
@@ -683,7 +809,7 @@ int srl__shm_peek(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
         return degraded(s, rc, d);
     if (i < 0)
         return SRL_ENOENT;
-    lim->algo->decide(&lim->policy, srl__shm_slot_state(s, b, (unsigned)i), srl__now(lim), cost,
+    srl__cmp_decide(&lim->cmp, srl__shm_slot_state(s, b, (unsigned)i), srl__now(lim), cost,
                       0, d);
     srl__shm_unlock(s, b);
     return 0;
@@ -709,7 +835,7 @@ int srl__shm_refund(srl_limiter *lim, const void *key, size_t len, uint32_t cost
                 unsigned char copy[s->state_bytes] __attribute__((aligned(8)));
                 memcpy(copy, srl__shm_slot_state(s, cand[c], (unsigned)i), s->state_bytes);
                 sched_yield();
-                lim->algo->refund(&lim->policy, copy, srl__now(lim), cost);
+                srl__cmp_refund(&lim->cmp, copy, srl__now(lim), cost);
                 memcpy(srl__shm_slot_state(s, cand[c], (unsigned)i), copy, s->state_bytes);
                 return 0;
             }
@@ -722,7 +848,7 @@ int srl__shm_refund(srl_limiter *lim, const void *key, size_t len, uint32_t cost
     if (i < 0)
         return SRL_ENOENT;
     srl__shm_undo_begin(s, b, (unsigned)i);
-    lim->algo->refund(&lim->policy, srl__shm_slot_state(s, b, (unsigned)i), srl__now(lim), cost);
+    srl__cmp_refund(&lim->cmp, srl__shm_slot_state(s, b, (unsigned)i), srl__now(lim), cost);
     srl__shm_undo_end(s, b);
     srl__shm_unlock(s, b);
     return 0;
@@ -764,6 +890,18 @@ int64_t srl__shm_evict_idle(srl_limiter *lim)
             continue;
         uint64_t now = srl__now(lim);
         for (unsigned i = 0; i < SRL__SHM_SLOTS; i++) {
+            if (bk->tags[i] != 0 && lim->cmp.conc >= 0) {
+                /* Dead holders' and max_hold-expired units first (undo
+                 * record: a crash mid-reclaim restores the whole state). */
+                srl__shm_undo_begin(s, b, i);
+                uint32_t freed = srl__conc_reclaim(
+                    &lim->cmp.limits.limit[lim->cmp.conc],
+                    srl__cmp_conc_state(&lim->cmp, srl__shm_slot_state(s, b, i)), now,
+                    holder_alive, NULL);
+                srl__shm_undo_end(s, b);
+                if (freed > 0)
+                    SRL__SHM_COUNT(bk->reclaimed, freed);
+            }
             if (bk->tags[i] != 0 && slot_at_rest(s, b, i, now)) {
                 srl__shm_tag_store(bk, i, 0);
                 SRL__SHM_COUNT(bk->evicted, 1);
@@ -810,9 +948,11 @@ int64_t srl__shm_foreach(srl_limiter *lim, srl_foreach_fn fn, void *ctx)
             memcpy(e.fingerprint, srl__shm_slot(s, b, i), SRL__SHM_FP_BYTES);
             e.allowed = __atomic_load_n(slot_allowed(s, b, i), __ATOMIC_RELAXED);
             e.denied = __atomic_load_n(slot_denied(s, b, i), __ATOMIC_RELAXED);
-            e.last_ns = lim->algo->last_ns(&lim->policy, state);
-            lim->algo->decide(&lim->policy, (void *)state, now, 1, 0, &e.now);
-            e.at_rest = lim->algo->at_rest(&lim->policy, state, now);
+            e.last_ns = srl__cmp_last_ns(&lim->cmp, state);
+            srl__cmp_decide(&lim->cmp, (void *)state, now, 1, 0, &e.now);
+            e.at_rest = srl__cmp_at_rest(&lim->cmp, state, now);
+            e.inflight = srl__cmp_inflight(&lim->cmp, state);
+            e.state = state;   /* valid while fn runs: the bucket stays locked */
             n++;
             stop = fn(&e, ctx);
         }

@@ -19,8 +19,8 @@
 #include "srl.h"
 #include "testutil.h"
 
-static const srl_policy four = {SRL_CONCURRENCY, 4, 0};
-static const srl_policy four_hold_10s = {SRL_CONCURRENCY, 4, 10 * SEC};
+static const srl_policy four = {.algorithm = SRL_CONCURRENCY, .permits = 4, .window_ns = 0};
+static const srl_policy four_hold_10s = {.algorithm = SRL_CONCURRENCY, .permits = 4, .window_ns = 10 * SEC};
 
 /* Liveness fake: pids listed in dead[] are dead, everyone else alive. */
 struct fake {

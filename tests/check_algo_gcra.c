@@ -18,7 +18,7 @@
 #include "testutil.h"
 #include "algotest.h"
 
-static const srl_policy five_per_s = {SRL_GCRA, 5, 1 * SEC};
+static const srl_policy five_per_s = {.algorithm = SRL_GCRA, .permits = 5, .window_ns = 1 * SEC};
 
 START_TEST(gcra_follows_the_token_bucket_trace_at_five_per_second)
 {
@@ -50,8 +50,8 @@ START_TEST(gcra_decides_exactly_like_the_token_bucket_when_the_interval_is_exact
               {1u << 20, (1ull << 20) * 1000003}, {UINT32_MAX, (uint64_t)UINT32_MAX * 73000000}};
     uint64_t seed = 0x2545f4914f6cdd1dull;
     for (unsigned k = 0; k < sizeof ps / sizeof ps[0]; k++) {
-        srl_policy g = {SRL_GCRA, ps[k].permits, ps[k].window};
-        srl_policy t = {SRL_TOKEN_BUCKET, ps[k].permits, ps[k].window};
+        srl_policy g = {.algorithm = SRL_GCRA, .permits = ps[k].permits, .window_ns = ps[k].window};
+        srl_policy t = {.algorithm = SRL_TOKEN_BUCKET, .permits = ps[k].permits, .window_ns = ps[k].window};
         ck_assert_int_eq(srl_policy_validate(&g), 0);
         uint64_t gs[1], ts[3];
         uint64_t now = 777;
@@ -78,7 +78,7 @@ END_TEST
 
 START_TEST(gcra_rounds_the_interval_up_and_keeps_the_burst_exact)
 {
-    srl_policy p = {SRL_GCRA, 3, 1 * SEC};   /* T = 333333334 ns, tau = 1000000002 ns */
+    srl_policy p = {.algorithm = SRL_GCRA, .permits = 3, .window_ns = 1 * SEC};   /* T = 333333334 ns, tau = 1000000002 ns */
     uint64_t s;
     srl_state_init(&p, &s, 0);
     ck_allowed(acq(&p, &s, 0, 1), 2);
@@ -96,7 +96,7 @@ END_TEST
 
 START_TEST(gcra_cost_above_one_and_equal_to_permits)
 {
-    srl_policy p = {SRL_GCRA, 10, 1 * SEC};   /* T = 100 ms */
+    srl_policy p = {.algorithm = SRL_GCRA, .permits = 10, .window_ns = 1 * SEC};   /* T = 100 ms */
     uint64_t s, before;
     srl_state_init(&p, &s, 0);
     ck_allowed(acq(&p, &s, 0, 4), 6);
@@ -183,7 +183,7 @@ START_TEST(gcra_largest_permits_and_window_do_not_overflow)
 {
     static const uint64_t windows[] = {365ull * 86400 * SEC, SRL_WINDOW_MAX_NS};
     for (unsigned w = 0; w < 2; w++) {
-        srl_policy p = {SRL_GCRA, UINT32_MAX, windows[w]};
+        srl_policy p = {.algorithm = SRL_GCRA, .permits = UINT32_MAX, .window_ns = windows[w]};
         uint64_t T = windows[w] / UINT32_MAX + (windows[w] % UINT32_MAX != 0);
         uint64_t s;
         srl_state_init(&p, &s, 0);
@@ -201,7 +201,7 @@ END_TEST
 
 START_TEST(gcra_is_at_rest_exactly_when_it_decides_like_a_fresh_state)
 {
-    srl_policy p = {SRL_GCRA, 4, 4 * SEC};
+    srl_policy p = {.algorithm = SRL_GCRA, .permits = 4, .window_ns = 4 * SEC};
     uint64_t s, fresh;
     srl_state_init(&p, &s, 0);
     acq(&p, &s, 0, 1);
@@ -216,7 +216,7 @@ END_TEST
 
 START_TEST(gcra_valid_rejects_a_tat_beyond_one_burst_ahead)
 {
-    srl_policy p = {SRL_GCRA, 5, SEC};
+    srl_policy p = {.algorithm = SRL_GCRA, .permits = 5, .window_ns = SEC};
     uint64_t s = 1 * SEC + 1 * SEC;       /* now + tau: a drained bucket */
     ck_assert_int_eq(srl_state_valid(&p, &s, 1 * SEC), 1);
     s++;

@@ -24,7 +24,7 @@ struct sc_state {
     uint32_t curr;
 };
 
-static const srl_policy ten_per_min = {SRL_SLIDING_COUNTER, 10, 60 * SEC};
+static const srl_policy ten_per_min = {.algorithm = SRL_SLIDING_COUNTER, .permits = 10, .window_ns = 60 * SEC};
 
 START_TEST(sliding_counter_follows_the_trace_at_ten_per_minute)
 {
@@ -92,7 +92,7 @@ END_TEST
 
 START_TEST(sliding_counter_cost_equal_to_permits_and_two_windows_later_everything_is_gone)
 {
-    srl_policy p = {SRL_SLIDING_COUNTER, 4, 1};   /* a 1 ns window: the coarsest case */
+    srl_policy p = {.algorithm = SRL_SLIDING_COUNTER, .permits = 4, .window_ns = 1};   /* a 1 ns window: the coarsest case */
     struct sc_state s;
     srl_state_init(&p, &s, 0);
     ck_allowed(acq(&p, &s, 0, 4), 0);
@@ -156,7 +156,7 @@ END_TEST
 
 START_TEST(sliding_counter_clock_going_backwards_counts_as_no_time)
 {
-    srl_policy p = {SRL_SLIDING_COUNTER, 2, 60 * SEC};
+    srl_policy p = {.algorithm = SRL_SLIDING_COUNTER, .permits = 2, .window_ns = 60 * SEC};
     struct sc_state s;
     srl_state_init(&p, &s, 0);
     acq(&p, &s, 70 * SEC, 1);   /* window 60 s, curr 1 */
@@ -180,7 +180,7 @@ START_TEST(sliding_counter_largest_permits_and_window_do_not_overflow)
     static const uint64_t windows[] = {365ull * 86400 * SEC, SRL_WINDOW_MAX_NS};
     for (unsigned w = 0; w < 2; w++) {
         uint64_t W = windows[w];
-        srl_policy p = {SRL_SLIDING_COUNTER, UINT32_MAX, W};
+        srl_policy p = {.algorithm = SRL_SLIDING_COUNTER, .permits = UINT32_MAX, .window_ns = W};
         struct sc_state s;
         srl_state_init(&p, &s, 0);
         uint32_t chunk = 1u << 31;
@@ -204,9 +204,9 @@ END_TEST
 START_TEST(sliding_counter_retry_after_is_the_exact_first_passing_time)
 {
     static const srl_policy ps[] = {
-        {SRL_SLIDING_COUNTER, 10, 60 * SEC}, {SRL_SLIDING_COUNTER, 7, 1000003},
-        {SRL_SLIDING_COUNTER, 1, 1}, {SRL_SLIDING_COUNTER, 1000, 999},
-        {SRL_SLIDING_COUNTER, 3, 7}, {SRL_SLIDING_COUNTER, UINT32_MAX, SRL_WINDOW_MAX_NS},
+        {.algorithm = SRL_SLIDING_COUNTER, .permits = 10, .window_ns = 60 * SEC}, {.algorithm = SRL_SLIDING_COUNTER, .permits = 7, .window_ns = 1000003},
+        {.algorithm = SRL_SLIDING_COUNTER, .permits = 1, .window_ns = 1}, {.algorithm = SRL_SLIDING_COUNTER, .permits = 1000, .window_ns = 999},
+        {.algorithm = SRL_SLIDING_COUNTER, .permits = 3, .window_ns = 7}, {.algorithm = SRL_SLIDING_COUNTER, .permits = UINT32_MAX, .window_ns = SRL_WINDOW_MAX_NS},
     };
     uint64_t seed = 88172645463325252ull;
     unsigned denials = 0, next_window = 0;

@@ -33,7 +33,7 @@ static struct sl_state *new_state(const srl_policy *p, uint64_t now)
     return s;
 }
 
-static const srl_policy three_per_s = {SRL_SLIDING_LOG, 3, 1 * SEC};
+static const srl_policy three_per_s = {.algorithm = SRL_SLIDING_LOG, .permits = 3, .window_ns = 1 * SEC};
 
 START_TEST(sliding_log_follows_the_trace_at_three_per_second)
 {
@@ -77,7 +77,7 @@ END_TEST
 
 START_TEST(sliding_log_cost_above_one_waits_for_the_entry_that_makes_room)
 {
-    srl_policy p = {SRL_SLIDING_LOG, 5, 1 * SEC};
+    srl_policy p = {.algorithm = SRL_SLIDING_LOG, .permits = 5, .window_ns = 1 * SEC};
     struct sl_state *s = new_state(&p, 0);
     ck_allowed(acq(&p, s, 0, 3), 2);
     ck_allowed(acq(&p, s, 100 * MS, 2), 0);          /* log: 0,0,0,100,100 */
@@ -98,7 +98,7 @@ END_TEST
 
 START_TEST(sliding_log_cost_equal_to_permits_needs_an_empty_window)
 {
-    srl_policy p = {SRL_SLIDING_LOG, 4, 1 * SEC};
+    srl_policy p = {.algorithm = SRL_SLIDING_LOG, .permits = 4, .window_ns = 1 * SEC};
     struct sl_state *s = new_state(&p, 0);
     ck_allowed(acq(&p, s, 0, 4), 0);
     ck_denied(acq(&p, s, 10, 4), SEC - 10);
@@ -176,7 +176,7 @@ END_TEST
 
 START_TEST(sliding_log_largest_log_and_window_do_not_overflow)
 {
-    srl_policy p = {SRL_SLIDING_LOG, SRL_SLIDING_LOG_PERMITS_MAX, SRL_WINDOW_MAX_NS};
+    srl_policy p = {.algorithm = SRL_SLIDING_LOG, .permits = SRL_SLIDING_LOG_PERMITS_MAX, .window_ns = SRL_WINDOW_MAX_NS};
     struct sl_state *s = new_state(&p, 0);
     uint32_t admitted = 0;
     for (uint32_t chunk = 1000; admitted < p.permits;) {
@@ -216,8 +216,8 @@ END_TEST
 START_TEST(sliding_log_retry_after_is_the_exact_first_passing_time)
 {
     static const srl_policy ps[] = {
-        {SRL_SLIDING_LOG, 3, 1 * SEC}, {SRL_SLIDING_LOG, 7, 1000003},
-        {SRL_SLIDING_LOG, 1, 1}, {SRL_SLIDING_LOG, 64, 999},
+        {.algorithm = SRL_SLIDING_LOG, .permits = 3, .window_ns = 1 * SEC}, {.algorithm = SRL_SLIDING_LOG, .permits = 7, .window_ns = 1000003},
+        {.algorithm = SRL_SLIDING_LOG, .permits = 1, .window_ns = 1}, {.algorithm = SRL_SLIDING_LOG, .permits = 64, .window_ns = 999},
     };
     uint64_t seed = 88172645463325252ull;
     for (unsigned k = 0; k < sizeof ps / sizeof ps[0]; k++) {
@@ -266,7 +266,7 @@ END_TEST
 
 START_TEST(sliding_log_valid_rejects_every_corrupted_field)
 {
-    srl_policy p = {SRL_SLIDING_LOG, 4, 1 * SEC};
+    srl_policy p = {.algorithm = SRL_SLIDING_LOG, .permits = 4, .window_ns = 1 * SEC};
     struct sl_state *s = new_state(&p, 0);
     acq(&p, s, 100, 1);
     acq(&p, s, 200, 1);

@@ -24,7 +24,7 @@ struct tb_state {
     uint32_t pad;
 };
 
-static const srl_policy five_per_s = {SRL_TOKEN_BUCKET, 5, 1 * SEC};
+static const srl_policy five_per_s = {.algorithm = SRL_TOKEN_BUCKET, .permits = 5, .window_ns = 1 * SEC};
 
 START_TEST(token_bucket_follows_the_two_key_trace_at_five_per_second)
 {
@@ -77,7 +77,7 @@ END_TEST
 
 START_TEST(token_bucket_cost_above_one_takes_that_many_tokens)
 {
-    srl_policy p = {SRL_TOKEN_BUCKET, 10, 1 * SEC};
+    srl_policy p = {.algorithm = SRL_TOKEN_BUCKET, .permits = 10, .window_ns = 1 * SEC};
     struct tb_state s, before;
     srl_state_init(&p, &s, 0);
     ck_allowed(acq(&p, &s, 0, 4), 6);
@@ -93,7 +93,7 @@ END_TEST
 
 START_TEST(token_bucket_cost_equal_to_permits_passes_only_when_full)
 {
-    srl_policy p = {SRL_TOKEN_BUCKET, 8, 8 * SEC};
+    srl_policy p = {.algorithm = SRL_TOKEN_BUCKET, .permits = 8, .window_ns = 8 * SEC};
     struct tb_state s;
     srl_state_init(&p, &s, 0);
     ck_allowed(acq(&p, &s, 0, 8), 0);
@@ -139,7 +139,7 @@ END_TEST
 
 START_TEST(token_bucket_idle_for_years_still_caps_at_permits)
 {
-    srl_policy p = {SRL_TOKEN_BUCKET, 1000, 1 * SEC};
+    srl_policy p = {.algorithm = SRL_TOKEN_BUCKET, .permits = 1000, .window_ns = 1 * SEC};
     struct tb_state s;
     srl_state_init(&p, &s, 0);
     acq(&p, &s, 0, 1000);
@@ -186,7 +186,7 @@ START_TEST(token_bucket_largest_permits_and_window_do_not_overflow)
 {
     static const uint64_t windows[] = {365ull * 86400 * SEC, SRL_WINDOW_MAX_NS};
     for (unsigned w = 0; w < 2; w++) {
-        srl_policy p = {SRL_TOKEN_BUCKET, UINT32_MAX, windows[w]};
+        srl_policy p = {.algorithm = SRL_TOKEN_BUCKET, .permits = UINT32_MAX, .window_ns = windows[w]};
         struct tb_state s;
         srl_state_init(&p, &s, 0);
         uint64_t admitted = 0;
@@ -215,8 +215,8 @@ START_TEST(token_bucket_retry_after_is_the_exact_first_passing_time)
 {
     /* windows not divisible by permits, so every wait rounds */
     static const srl_policy ps[] = {
-        {SRL_TOKEN_BUCKET, 3, 1 * SEC}, {SRL_TOKEN_BUCKET, 7, 1000003}, {SRL_TOKEN_BUCKET, 1, 1},
-        {SRL_TOKEN_BUCKET, 1000, 999}, {SRL_TOKEN_BUCKET, UINT32_MAX, SRL_WINDOW_MAX_NS},
+        {.algorithm = SRL_TOKEN_BUCKET, .permits = 3, .window_ns = 1 * SEC}, {.algorithm = SRL_TOKEN_BUCKET, .permits = 7, .window_ns = 1000003}, {.algorithm = SRL_TOKEN_BUCKET, .permits = 1, .window_ns = 1},
+        {.algorithm = SRL_TOKEN_BUCKET, .permits = 1000, .window_ns = 999}, {.algorithm = SRL_TOKEN_BUCKET, .permits = UINT32_MAX, .window_ns = SRL_WINDOW_MAX_NS},
     };
     uint64_t seed = 88172645463325252ull;
     for (unsigned k = 0; k < sizeof ps / sizeof ps[0]; k++) {
@@ -250,7 +250,7 @@ END_TEST
 
 START_TEST(token_bucket_is_at_rest_exactly_when_it_decides_like_a_fresh_state)
 {
-    srl_policy p = {SRL_TOKEN_BUCKET, 4, 4 * SEC};
+    srl_policy p = {.algorithm = SRL_TOKEN_BUCKET, .permits = 4, .window_ns = 4 * SEC};
     struct tb_state s, fresh;
     srl_state_init(&p, &s, 0);
     acq(&p, &s, 0, 1);

@@ -56,12 +56,12 @@ START_TEST(ratelimit_policy_gives_quota_and_window_in_seconds)
         const char *name;
         const char *text;
     } cases[] = {
-        {{SRL_TOKEN_BUCKET, 100, 60 * SEC}, NULL, "\"default\";q=100;w=60"},
-        {{SRL_GCRA, 10, 1 * SEC}, "api", "\"api\";q=10;w=1"},
-        {{SRL_SLIDING_LOG, 5, 15 * 60 * SEC}, "login.v2-x_y", "\"login.v2-x_y\";q=5;w=900"},
-        {{SRL_SLIDING_COUNTER, 3, 1500 * MS}, NULL, "\"default\";q=3;w=2"},
-        {{SRL_TOKEN_BUCKET, 3, 1}, NULL, "\"default\";q=3;w=1"},
-        {{SRL_TOKEN_BUCKET, UINT32_MAX, SRL_WINDOW_MAX_NS}, NULL,
+        {{.algorithm = SRL_TOKEN_BUCKET, .permits = 100, .window_ns = 60 * SEC}, NULL, "\"default\";q=100;w=60"},
+        {{.algorithm = SRL_GCRA, .permits = 10, .window_ns = 1 * SEC}, "api", "\"api\";q=10;w=1"},
+        {{.algorithm = SRL_SLIDING_LOG, .permits = 5, .window_ns = 15 * 60 * SEC}, "login.v2-x_y", "\"login.v2-x_y\";q=5;w=900"},
+        {{.algorithm = SRL_SLIDING_COUNTER, .permits = 3, .window_ns = 1500 * MS}, NULL, "\"default\";q=3;w=2"},
+        {{.algorithm = SRL_TOKEN_BUCKET, .permits = 3, .window_ns = 1}, NULL, "\"default\";q=3;w=1"},
+        {{.algorithm = SRL_TOKEN_BUCKET, .permits = UINT32_MAX, .window_ns = SRL_WINDOW_MAX_NS}, NULL,
          "\"default\";q=4294967295;w=316224000"},
     };
     for (unsigned i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -91,7 +91,7 @@ END_TEST
 
 START_TEST(header_helpers_return_enobufs_one_byte_short_and_leave_the_buffer_untouched)
 {
-    srl_policy p = {SRL_TOKEN_BUCKET, 100, 60 * SEC};
+    srl_policy p = {.algorithm = SRL_TOKEN_BUCKET, .permits = 100, .window_ns = 60 * SEC};
     srl_decision ok = {.allowed = 1, .remaining = 42, .reset_after_ns = 17 * SEC};
     srl_decision no = denied(6000000001ull);
     char buf[64];
@@ -120,7 +120,7 @@ END_TEST
 START_TEST(header_helpers_reject_bad_names_invalid_policies_and_nulls)
 {
     static const char *const bad_names[] = {"", "a b", "q\"", "x;y", "a,b", "caf\xc3\xa9", "t=1"};
-    srl_policy p = {SRL_TOKEN_BUCKET, 100, 60 * SEC};
+    srl_policy p = {.algorithm = SRL_TOKEN_BUCKET, .permits = 100, .window_ns = 60 * SEC};
     srl_decision d = {.allowed = 1, .remaining = 1};
     char buf[64];
     memset(buf, '#', sizeof buf);
@@ -128,7 +128,7 @@ START_TEST(header_helpers_reject_bad_names_invalid_policies_and_nulls)
         ck_assert_int_eq(srl_format_ratelimit_policy(&p, bad_names[i], buf, sizeof buf), SRL_EINVAL);
         ck_assert_int_eq(srl_format_ratelimit(&d, bad_names[i], buf, sizeof buf), SRL_EINVAL);
     }
-    srl_policy bad = {SRL_TOKEN_BUCKET, 0, SEC};
+    srl_policy bad = {.algorithm = SRL_TOKEN_BUCKET, .permits = 0, .window_ns = SEC};
     ck_assert_int_eq(srl_format_ratelimit_policy(&bad, NULL, buf, sizeof buf), SRL_EPOLICY);
     ck_assert_int_eq(srl_format_ratelimit_policy(NULL, NULL, buf, sizeof buf), SRL_EINVAL);
     ck_assert_int_eq(srl_format_ratelimit_policy(&p, NULL, NULL, 10), SRL_EINVAL);
@@ -143,7 +143,7 @@ END_TEST
 
 START_TEST(header_values_follow_a_real_decision)
 {
-    srl_policy p = {SRL_SLIDING_COUNTER, 10, 60 * SEC};
+    srl_policy p = {.algorithm = SRL_SLIDING_COUNTER, .permits = 10, .window_ns = 60 * SEC};
     uint64_t st[2];
     srl_state_init(&p, st, 0);
     srl_decision d;

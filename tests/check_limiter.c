@@ -16,7 +16,7 @@ static srl_limiter *open_kind(int kind, uint32_t permits, fake_clock *clk)
 {
     srl_config cfg;
     srl_config_init(&cfg);
-    cfg.policy = (srl_policy){SRL_TOKEN_BUCKET, permits, 1 * SEC};
+    cfg.policy = (srl_policy){.algorithm = SRL_TOKEN_BUCKET, .permits = permits, .window_ns = 1 * SEC};
     cfg.capacity = 64;
     cfg.ticker = fake_ticker(clk);
     srl_limiter *lim = NULL;
@@ -198,20 +198,20 @@ START_TEST(default_ticker_is_coarse_only_when_the_emission_interval_is_100_resol
     uint64_t r = srl_coarse_resolution_ns();
     ck_assert_uint_gt(r, 0);
     ck_assert_uint_lt(r, SEC);              /* Linux: one timer tick */
-    srl_policy at = {SRL_GCRA, 10, 10 * 100 * r};
-    srl_policy below = {SRL_GCRA, 10, 10 * 100 * r - 1};
+    srl_policy at = {.algorithm = SRL_GCRA, .permits = 10, .window_ns = 10 * 100 * r};
+    srl_policy below = {.algorithm = SRL_GCRA, .permits = 10, .window_ns = 10 * 100 * r - 1};
     ck_assert_ptr_eq(srl_default_ticker(&at), srl_monotonic_coarse_ns);
     ck_assert_ptr_eq(srl_default_ticker(&below), srl_monotonic_ns);
-    srl_policy fast = {SRL_TOKEN_BUCKET, 100, SEC};         /* T = 10 ms */
-    srl_policy slow = {SRL_TOKEN_BUCKET, 100, 60 * SEC};    /* T = 600 ms */
+    srl_policy fast = {.algorithm = SRL_TOKEN_BUCKET, .permits = 100, .window_ns = SEC};         /* T = 10 ms */
+    srl_policy slow = {.algorithm = SRL_TOKEN_BUCKET, .permits = 100, .window_ns = 60 * SEC};    /* T = 600 ms */
     ck_assert_ptr_eq(srl_default_ticker(&fast), r * 100 <= 10 * MS ? srl_monotonic_coarse_ns
                                                                     : srl_monotonic_ns);
     ck_assert_ptr_eq(srl_default_ticker(&slow), r * 100 <= 600 * MS ? srl_monotonic_coarse_ns
                                                                      : srl_monotonic_ns);
     /* permits * 100 r overflowing 64 bits: the precise clock, no wrap */
-    srl_policy huge = {SRL_TOKEN_BUCKET, UINT32_MAX, SRL_WINDOW_MAX_NS};
+    srl_policy huge = {.algorithm = SRL_TOKEN_BUCKET, .permits = UINT32_MAX, .window_ns = SRL_WINDOW_MAX_NS};
     ck_assert_ptr_eq(srl_default_ticker(&huge), srl_monotonic_ns);
-    srl_policy bad = {SRL_TOKEN_BUCKET, 0, SEC};
+    srl_policy bad = {.algorithm = SRL_TOKEN_BUCKET, .permits = 0, .window_ns = SEC};
     ck_assert_ptr_eq(srl_default_ticker(&bad), srl_monotonic_ns);
     ck_assert_ptr_eq(srl_default_ticker(NULL), srl_monotonic_ns);
 }
@@ -240,8 +240,8 @@ START_TEST(a_limiter_without_a_ticker_reads_the_clock_the_rule_picks)
     srl_config_init(&cfg);
     cfg.capacity = 16;
     /* _i 0: T = 1000 r (coarse); 1: T = r / 10 (precise) */
-    cfg.policy = _i == 0 ? (srl_policy){SRL_TOKEN_BUCKET, 1, 1000 * r}
-                         : (srl_policy){SRL_TOKEN_BUCKET, 10, r};
+    cfg.policy = _i == 0 ? (srl_policy){.algorithm = SRL_TOKEN_BUCKET, .permits = 1, .window_ns = 1000 * r}
+                         : (srl_policy){.algorithm = SRL_TOKEN_BUCKET, .permits = 10, .window_ns = r};
     srl_ticker_fn want = _i == 0 ? srl_monotonic_coarse_ns : srl_monotonic_ns;
     ck_assert_ptr_eq(srl_default_ticker(&cfg.policy), want);
     srl_limiter *lim;

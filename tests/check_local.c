@@ -25,7 +25,7 @@ static srl_limiter *open_local(srl_algorithm algo, uint32_t permits, uint64_t wi
 {
     srl_config cfg;
     srl_config_init(&cfg);
-    cfg.policy = (srl_policy){algo, permits, window_ns};
+    cfg.policy = (srl_policy){.algorithm = algo, .permits = permits, .window_ns = window_ns};
     cfg.capacity = capacity;
     cfg.on_full = on_full;
     cfg.key_display = 4;

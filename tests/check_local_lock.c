@@ -42,7 +42,7 @@ static srl_limiter *open_stalling(struct stall *st, srl_on_full on_full)
     st->armed = 0;
     srl_config cfg;
     srl_config_init(&cfg);
-    cfg.policy = (srl_policy){SRL_TOKEN_BUCKET, 3, 60 * SEC};
+    cfg.policy = (srl_policy){.algorithm = SRL_TOKEN_BUCKET, .permits = 3, .window_ns = 60 * SEC};
     cfg.capacity = 16;
     cfg.on_full = on_full;
     cfg.lock_timeout_ms = 50;

@@ -46,7 +46,7 @@ static srl_limiter *open_tb(uint32_t permits, uint64_t window_ns, uint64_t capac
 {
     srl_config cfg;
     srl_config_init(&cfg);
-    cfg.policy = (srl_policy){SRL_TOKEN_BUCKET, permits, window_ns};
+    cfg.policy = (srl_policy){.algorithm = SRL_TOKEN_BUCKET, .permits = permits, .window_ns = window_ns};
     cfg.capacity = capacity;
     cfg.ticker = fake_ticker(clock);
     srl_limiter *lim = NULL;

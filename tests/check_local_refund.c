@@ -14,7 +14,7 @@ START_TEST(local_refund_gives_back_exactly_what_it_names)
     fake_clock *c = fake_clock_shared(3 * SEC);   /* frozen: nothing refills */
     srl_config cfg;
     srl_config_init(&cfg);
-    cfg.policy = (srl_policy){(srl_algorithm)_i, REFUND_PERMITS, 60 * SEC};
+    cfg.policy = (srl_policy){.algorithm = (srl_algorithm)_i, .permits = REFUND_PERMITS, .window_ns = 60 * SEC};
     cfg.capacity = 16;
     cfg.ticker = fake_ticker(c);
     srl_limiter *lim;

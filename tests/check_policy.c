@@ -239,22 +239,22 @@ START_TEST(policy_validate_enforces_every_limit)
         srl_policy p;
         int rc;
     } cases[] = {
-        {{SRL_TOKEN_BUCKET, 1, 1}, 0},
-        {{SRL_TOKEN_BUCKET, 0, SEC}, SRL_EPOLICY},
-        {{SRL_TOKEN_BUCKET, 5, 0}, SRL_EPOLICY},
-        {{SRL_TOKEN_BUCKET, 5, SRL_WINDOW_MAX_NS}, 0},
-        {{SRL_TOKEN_BUCKET, 5, SRL_WINDOW_MAX_NS + 1}, SRL_EPOLICY},
-        {{SRL_GCRA, UINT32_MAX, UINT64_MAX}, SRL_EPOLICY},
-        {{SRL_SLIDING_LOG, SRL_SLIDING_LOG_PERMITS_MAX, SEC}, 0},
-        {{SRL_SLIDING_LOG, SRL_SLIDING_LOG_PERMITS_MAX + 1, SEC}, SRL_EPOLICY},
-        {{SRL_SLIDING_COUNTER, SRL_SLIDING_LOG_PERMITS_MAX + 1, SEC}, 0},
-        {{SRL_CONCURRENCY, 4, 0}, 0},
-        {{SRL_CONCURRENCY, SRL_CONCURRENCY_MAX, SRL_WINDOW_MAX_NS}, 0},
-        {{SRL_CONCURRENCY, SRL_CONCURRENCY_MAX + 1, 0}, SRL_EPOLICY},
-        {{SRL_CONCURRENCY, 0, 0}, SRL_EPOLICY},
-        {{SRL_CONCURRENCY, 4, SRL_WINDOW_MAX_NS + 1}, SRL_EPOLICY},
-        {{(srl_algorithm)5, 5, SEC}, SRL_EPOLICY},
-        {{(srl_algorithm)-1, 5, SEC}, SRL_EPOLICY},
+        {{.algorithm = SRL_TOKEN_BUCKET, .permits = 1, .window_ns = 1}, 0},
+        {{.algorithm = SRL_TOKEN_BUCKET, .permits = 0, .window_ns = SEC}, SRL_EPOLICY},
+        {{.algorithm = SRL_TOKEN_BUCKET, .permits = 5, .window_ns = 0}, SRL_EPOLICY},
+        {{.algorithm = SRL_TOKEN_BUCKET, .permits = 5, .window_ns = SRL_WINDOW_MAX_NS}, 0},
+        {{.algorithm = SRL_TOKEN_BUCKET, .permits = 5, .window_ns = SRL_WINDOW_MAX_NS + 1}, SRL_EPOLICY},
+        {{.algorithm = SRL_GCRA, .permits = UINT32_MAX, .window_ns = UINT64_MAX}, SRL_EPOLICY},
+        {{.algorithm = SRL_SLIDING_LOG, .permits = SRL_SLIDING_LOG_PERMITS_MAX, .window_ns = SEC}, 0},
+        {{.algorithm = SRL_SLIDING_LOG, .permits = SRL_SLIDING_LOG_PERMITS_MAX + 1, .window_ns = SEC}, SRL_EPOLICY},
+        {{.algorithm = SRL_SLIDING_COUNTER, .permits = SRL_SLIDING_LOG_PERMITS_MAX + 1, .window_ns = SEC}, 0},
+        {{.algorithm = SRL_CONCURRENCY, .permits = 4, .window_ns = 0}, 0},
+        {{.algorithm = SRL_CONCURRENCY, .permits = SRL_CONCURRENCY_MAX, .window_ns = SRL_WINDOW_MAX_NS}, 0},
+        {{.algorithm = SRL_CONCURRENCY, .permits = SRL_CONCURRENCY_MAX + 1, .window_ns = 0}, SRL_EPOLICY},
+        {{.algorithm = SRL_CONCURRENCY, .permits = 0, .window_ns = 0}, SRL_EPOLICY},
+        {{.algorithm = SRL_CONCURRENCY, .permits = 4, .window_ns = SRL_WINDOW_MAX_NS + 1}, SRL_EPOLICY},
+        {{.algorithm = (srl_algorithm)5, .permits = 5, .window_ns = SEC}, SRL_EPOLICY},
+        {{.algorithm = (srl_algorithm)-1, .permits = 5, .window_ns = SEC}, SRL_EPOLICY},
     };
     for (unsigned i = 0; i < sizeof cases / sizeof cases[0]; i++)
         ck_assert_msg(srl_policy_validate(&cases[i].p) == cases[i].rc, "case %u", i);
@@ -268,17 +268,17 @@ START_TEST(policy_format_writes_the_canonical_text_with_the_largest_exact_unit)
         srl_policy p;
         const char *text;
     } cases[] = {
-        {{SRL_TOKEN_BUCKET, 100, 60 * SEC}, "token_bucket:100/1m"},
-        {{SRL_TOKEN_BUCKET, 100, 90 * SEC}, "token_bucket:100/90s"},
-        {{SRL_GCRA, 10, 1500 * MS}, "gcra:10/1500ms"},
-        {{SRL_SLIDING_LOG, 5, 15 * 60 * SEC}, "sliding_log:5/15m"},
-        {{SRL_SLIDING_COUNTER, 1, 86400 * SEC}, "sliding_counter:1/1d"},
-        {{SRL_SLIDING_COUNTER, 1, 2 * 86400 * SEC + 3600 * SEC}, "sliding_counter:1/49h"},
-        {{SRL_TOKEN_BUCKET, 3, 1}, "token_bucket:3/1ns"},
-        {{SRL_TOKEN_BUCKET, 3, 1001}, "token_bucket:3/1001ns"},
-        {{SRL_TOKEN_BUCKET, 3, 2000}, "token_bucket:3/2us"},
-        {{SRL_TOKEN_BUCKET, UINT32_MAX, SRL_WINDOW_MAX_NS}, "token_bucket:4294967295/3660d"},
-        {{SRL_SLIDING_COUNTER, UINT32_MAX, SRL_WINDOW_MAX_NS - 1},
+        {{.algorithm = SRL_TOKEN_BUCKET, .permits = 100, .window_ns = 60 * SEC}, "token_bucket:100/1m"},
+        {{.algorithm = SRL_TOKEN_BUCKET, .permits = 100, .window_ns = 90 * SEC}, "token_bucket:100/90s"},
+        {{.algorithm = SRL_GCRA, .permits = 10, .window_ns = 1500 * MS}, "gcra:10/1500ms"},
+        {{.algorithm = SRL_SLIDING_LOG, .permits = 5, .window_ns = 15 * 60 * SEC}, "sliding_log:5/15m"},
+        {{.algorithm = SRL_SLIDING_COUNTER, .permits = 1, .window_ns = 86400 * SEC}, "sliding_counter:1/1d"},
+        {{.algorithm = SRL_SLIDING_COUNTER, .permits = 1, .window_ns = 2 * 86400 * SEC + 3600 * SEC}, "sliding_counter:1/49h"},
+        {{.algorithm = SRL_TOKEN_BUCKET, .permits = 3, .window_ns = 1}, "token_bucket:3/1ns"},
+        {{.algorithm = SRL_TOKEN_BUCKET, .permits = 3, .window_ns = 1001}, "token_bucket:3/1001ns"},
+        {{.algorithm = SRL_TOKEN_BUCKET, .permits = 3, .window_ns = 2000}, "token_bucket:3/2us"},
+        {{.algorithm = SRL_TOKEN_BUCKET, .permits = UINT32_MAX, .window_ns = SRL_WINDOW_MAX_NS}, "token_bucket:4294967295/3660d"},
+        {{.algorithm = SRL_SLIDING_COUNTER, .permits = UINT32_MAX, .window_ns = SRL_WINDOW_MAX_NS - 1},
          "sliding_counter:4294967295/316223999999999999ns"},
     };
     for (unsigned i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -292,7 +292,7 @@ END_TEST
 
 START_TEST(policy_format_needs_room_for_the_nul_and_writes_nothing_when_short)
 {
-    srl_policy p = {SRL_TOKEN_BUCKET, 100, 60 * SEC};   /* "token_bucket:100/1m", 19 chars */
+    srl_policy p = {.algorithm = SRL_TOKEN_BUCKET, .permits = 100, .window_ns = 60 * SEC};   /* "token_bucket:100/1m", 19 chars */
     char buf[32];
     memset(buf, 'x', sizeof buf);
     ck_assert_int_eq(srl_policy_format(&p, buf, 19), SRL_ENOBUFS);
@@ -301,7 +301,7 @@ START_TEST(policy_format_needs_room_for_the_nul_and_writes_nothing_when_short)
         ck_assert_int_eq(buf[i], 'x');
     ck_assert_int_eq(srl_policy_format(&p, buf, 20), 19);
     ck_assert_str_eq(buf, "token_bucket:100/1m");
-    srl_policy bad = {SRL_TOKEN_BUCKET, 0, SEC};
+    srl_policy bad = {.algorithm = SRL_TOKEN_BUCKET, .permits = 0, .window_ns = SEC};
     ck_assert_int_eq(srl_policy_format(&bad, buf, sizeof buf), SRL_EPOLICY);
     ck_assert_int_eq(srl_policy_format(NULL, buf, sizeof buf), SRL_EINVAL);
     ck_assert_int_eq(srl_policy_format(&p, NULL, 10), SRL_EINVAL);
@@ -329,7 +329,7 @@ START_TEST(policy_format_then_parse_returns_the_same_policy)
                     seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
                     win = 1 + seed % SRL_WINDOW_MAX_NS;
                 }
-                srl_policy p = {(srl_algorithm)a, permits[k], win}, q;
+                srl_policy p = {.algorithm = (srl_algorithm)a, .permits = permits[k], .window_ns = win}, q;
                 if (srl_policy_validate(&p) != 0) {
                     ck_assert(a == SRL_SLIDING_LOG && permits[k] > SRL_SLIDING_LOG_PERMITS_MAX);
                     continue;

@@ -102,7 +102,7 @@ static srl_config gcra_cfg(uint32_t permits, uint64_t window)
 {
     srl_config cfg;
     srl_config_init(&cfg);
-    cfg.policy = (srl_policy){SRL_GCRA, permits, window};
+    cfg.policy = (srl_policy){.algorithm = SRL_GCRA, .permits = permits, .window_ns = window};
     return cfg;
 }
 

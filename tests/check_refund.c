@@ -27,12 +27,12 @@
 /* Policies per algorithm: 1 permit, a few, and a window that permits do
  * not divide (GCRA's T rounds up, the bucket keeps a partial token). */
 static const srl_policy policies[] = {
-    {SRL_TOKEN_BUCKET, 1, SEC},        {SRL_TOKEN_BUCKET, 5, SEC},
-    {SRL_TOKEN_BUCKET, 7, 999},        {SRL_GCRA, 1, SEC},
-    {SRL_GCRA, 5, SEC},                {SRL_GCRA, 7, 999},
-    {SRL_SLIDING_LOG, 1, SEC},         {SRL_SLIDING_LOG, 5, SEC},
-    {SRL_SLIDING_LOG, 7, 999},         {SRL_SLIDING_COUNTER, 1, SEC},
-    {SRL_SLIDING_COUNTER, 5, SEC},     {SRL_SLIDING_COUNTER, 7, 999},
+    {.algorithm = SRL_TOKEN_BUCKET, .permits = 1, .window_ns = SEC},        {.algorithm = SRL_TOKEN_BUCKET, .permits = 5, .window_ns = SEC},
+    {.algorithm = SRL_TOKEN_BUCKET, .permits = 7, .window_ns = 999},        {.algorithm = SRL_GCRA, .permits = 1, .window_ns = SEC},
+    {.algorithm = SRL_GCRA, .permits = 5, .window_ns = SEC},                {.algorithm = SRL_GCRA, .permits = 7, .window_ns = 999},
+    {.algorithm = SRL_SLIDING_LOG, .permits = 1, .window_ns = SEC},         {.algorithm = SRL_SLIDING_LOG, .permits = 5, .window_ns = SEC},
+    {.algorithm = SRL_SLIDING_LOG, .permits = 7, .window_ns = 999},         {.algorithm = SRL_SLIDING_COUNTER, .permits = 1, .window_ns = SEC},
+    {.algorithm = SRL_SLIDING_COUNTER, .permits = 5, .window_ns = SEC},     {.algorithm = SRL_SLIDING_COUNTER, .permits = 7, .window_ns = 999},
 };
 #define N_POLICIES (sizeof policies / sizeof policies[0])
 
@@ -186,7 +186,7 @@ START_TEST(refund_boundaries_by_algorithm)
     srl_decision d;
     /* token bucket 5/1s: 5 taken at t, 400 ms later 2 are back; refund 4
      * gives 5 (capped), not 6, and the partial token is dropped */
-    srl_policy tb = {SRL_TOKEN_BUCKET, 5, SEC};
+    srl_policy tb = {.algorithm = SRL_TOKEN_BUCKET, .permits = 5, .window_ns = SEC};
     state_buf s;
     after_k(&tb, &s, 0, SEC, 5);
     ck_assert_int_eq(srl_state_refund(&tb, &s, SEC + 400 * MS, 4), 0);
@@ -196,7 +196,7 @@ START_TEST(refund_boundaries_by_algorithm)
     ck_assert_int_eq(srl_state_at_rest(&tb, &s, SEC + 400 * MS), 1);
     /* GCRA 5/1s (T = 200 ms): 5 taken at t, tat = t + 1 s; refund 2 at
      * t + 100 ms -> tat = t + 600 ms; refund 5 -> tat = now, not before */
-    srl_policy g = {SRL_GCRA, 5, SEC};
+    srl_policy g = {.algorithm = SRL_GCRA, .permits = 5, .window_ns = SEC};
     after_k(&g, &s, 0, SEC, 5);
     ck_assert_int_eq(srl_state_refund(&g, &s, SEC + 100 * MS, 2), 0);
     ck_assert_uint_eq(s.w[0], SEC + 600 * MS);
@@ -205,7 +205,7 @@ START_TEST(refund_boundaries_by_algorithm)
     ck_assert_uint_eq(peek(&g, &s, SEC + 100 * MS, 1).remaining, 4);
     /* sliding log 3/1s: entries at 0, 0.5 s, 0.9 s; at 1.2 s the first has
      * left; refund 3 drops the two live ones only */
-    srl_policy sl = {SRL_SLIDING_LOG, 3, SEC};
+    srl_policy sl = {.algorithm = SRL_SLIDING_LOG, .permits = 3, .window_ns = SEC};
     after_k(&sl, &s, 0, 0, 1);
     ck_assert_int_eq(acq(&sl, &s, 500 * MS, 1).allowed, 1);
     ck_assert_int_eq(acq(&sl, &s, 900 * MS, 1).allowed, 1);
@@ -217,7 +217,7 @@ START_TEST(refund_boundaries_by_algorithm)
     ck_assert_int_eq(srl_state_at_rest(&sl, &s, 1200 * MS), 1);
     /* sliding counter 4/1s: 3 in window [0,1s), 1 in [1s,2s); at 1.5 s a
      * refund of 4 takes the current window's 1 only */
-    srl_policy sc = {SRL_SLIDING_COUNTER, 4, SEC};
+    srl_policy sc = {.algorithm = SRL_SLIDING_COUNTER, .permits = 4, .window_ns = SEC};
     after_k(&sc, &s, 0, 100 * MS, 3);
     ck_assert_int_eq(acq(&sc, &s, 1200 * MS, 1).allowed, 1);
     ck_assert_int_eq(srl_state_refund(&sc, &s, 1500 * MS, 4), 0);

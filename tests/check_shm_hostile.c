@@ -17,10 +17,11 @@
  *     magic -> SRL_EFOREIGN; version, ABI word -> SRL_EVERSION;
  *     state INIT with a live creator -> SRL_ETIMEDOUT after the bounded wait,
  *     FAILED -> SRL_ESTALE after the retries, anything else -> SRL_ECORRUPT;
- *     algorithm, buckets, capacity, table_offset, total_bytes and the four
+ *     limits (but limit 0's permits and window), buckets, capacity,
+ *     table_offset, total_bytes and the four
  *     geometry words -> SRL_ECORRUPT (geometry is recomputed from policy and
  *     capacity and must equal every stored word);
- *     permits, window_ns -> SRL_ECORRUPT if invalid, else ADOPTED by an
+ *     limit 0's permits, window_ns -> SRL_ECORRUPT if invalid, else ADOPTED by an
  *     opener without a config (and SRL_EMISMATCH with one): the header has no
  *     checksum, so a valid-looking policy cannot be told from the real one;
  *     key_display -> SRL_ECORRUPT if it changes the slot or bucket size,
@@ -102,7 +103,7 @@ static srl_config config(srl_algorithm a, uint32_t permits, uint64_t capacity, u
 {
     srl_config cfg;
     srl_config_init(&cfg);
-    cfg.policy = (srl_policy){a, permits, 60 * SEC};
+    cfg.policy = (srl_policy){.algorithm = a, .permits = permits, .window_ns = 60 * SEC};
     cfg.capacity = capacity;
     cfg.key_display = kd;
     return cfg;
@@ -229,13 +230,13 @@ static int expected_open(size_t off, const struct srl__shm_header *h, bool *adop
         return h->state == SRL__SHM_INIT ? SRL_ETIMEDOUT     /* our own pid: alive */
              : h->state == SRL__SHM_FAILED ? SRL_ESTALE
              : SRL_ECORRUPT;
-    if (IN(off, permits)) {
+    if (IN(off, limits.limit[0].permits)) {
         *adopt = true;
-        return h->permits == 0 ? SRL_ECORRUPT : 0;
+        return h->limits.limit[0].permits == 0 ? SRL_ECORRUPT : 0;
     }
-    if (IN(off, window_ns)) {
+    if (IN(off, limits.limit[0].window_ns)) {
         *adopt = true;
-        return h->window_ns == 0 || h->window_ns > SRL_WINDOW_MAX_NS ? SRL_ECORRUPT : 0;
+        return h->limits.limit[0].window_ns == 0 || h->limits.limit[0].window_ns > SRL_WINDOW_MAX_NS ? SRL_ECORRUPT : 0;
     }
     if (IN(off, key_display)) {
         /* Accepted only if the slot and bucket sizes stay what they are. */
@@ -251,9 +252,11 @@ static int expected_open(size_t off, const struct srl__shm_header *h, bool *adop
         IN(off, hash_key) || IN(off, creator_start) || IN(off, creator_pidns) ||
         IN(off, header_sum))
         return 0;
-    /* algorithm (any other value changes the state size or is unknown),
-     * buckets, capacity, table_offset, total_bytes, slots_per_bucket,
-     * bucket_bytes, slot_bytes, state_bytes: geometry. */
+    /* The rest of limits (count, algorithm: any other value changes the
+     * state size or is unknown; limits 1..3 and the reserved words must be
+     * zero in the canonical form), buckets, capacity, table_offset,
+     * total_bytes, slots_per_bucket, bucket_bytes, slot_bytes, state_bytes:
+     * corruption or geometry. */
     return SRL_ECORRUPT;
 }
 
@@ -298,8 +301,8 @@ START_TEST(every_header_byte_set_to_a_bad_value_is_refused_with_its_code_or_prov
                 srl_info info;
                 int rc = open_and_use(name, NULL, 0, &info);
                 ck_assert_msg(rc == 0, "header byte %zu = %#x: rc %d, want 0", off, bad, rc);
-                ck_assert_uint_eq(info.policy.permits, h.permits);
-                ck_assert_uint_eq(info.policy.window_ns, h.window_ns);
+                ck_assert_uint_eq(info.policy.permits, h.limits.limit[0].permits);
+                ck_assert_uint_eq(info.policy.window_ns, h.limits.limit[0].window_ns);
                 ck_assert_uint_eq(info.key_display, h.key_display);
                 ck_assert_int_eq(info.on_full, h.on_full == 1 ? SRL_ON_FULL_DENY : SRL_ON_FULL_ALLOW);
                 ck_assert_uint_eq(info.capacity, 64);
@@ -376,8 +379,8 @@ START_TEST(header_fields_that_lie_together_are_corrupt_unless_the_file_really_ho
     shm_poke(name, 0, &orig, sizeof orig);
 
     /* A sliding log of 4096 permits (32 KiB states), consistent, file too small. */
-    shm_poke32(name, F(algorithm), SRL_SLIDING_LOG);
-    shm_poke32(name, F(permits), 4096);
+    shm_poke32(name, F(limits.limit[0].algorithm), SRL_SLIDING_LOG);
+    shm_poke32(name, F(limits.limit[0].permits), 4096);
     shm_poke32(name, F(state_bytes), 8 + 8 * 4096);
     srl_config log = config(SRL_SLIDING_LOG, 4096, 64, 0);
     ck_assert_uint_eq(geometry_of(&log).state_bytes, 8 + 8 * 4096);
@@ -387,7 +390,7 @@ START_TEST(header_fields_that_lie_together_are_corrupt_unless_the_file_really_ho
     shm_poke32(name, F(bucket_bytes), (uint32_t)bucket);
     shm_poke64(name, F(total_bytes), 4096 + orig.buckets * bucket);
     reseal(name);
-    assert_refused(name, NULL, 0, SRL_ECORRUPT, F(algorithm), SRL_SLIDING_LOG);
+    assert_refused(name, NULL, 0, SRL_ECORRUPT, F(limits.limit[0].algorithm), SRL_SLIDING_LOG);
     shm_poke(name, 0, &orig, sizeof orig);
 
     /* table_offset that lies, alone and with total_bytes moved to match. */
@@ -409,7 +412,7 @@ START_TEST(header_fields_that_lie_together_are_corrupt_unless_the_file_really_ho
         unsigned char *hb = (unsigned char *)&h;
         int n = 1 + (int)rnd_below(&seed, 6);
         for (int k = 0; k < n; k++) {
-            size_t off = F(algorithm) + rnd_below(&seed, sizeof h - F(algorithm));
+            size_t off = F(buckets) + rnd_below(&seed, sizeof h - F(buckets));
             unsigned kind = (unsigned)rnd_below(&seed, 3);
             hb[off] = kind == 0 ? 0 : kind == 1 ? 0xff : (unsigned char)rnd_next(&seed);
         }

@@ -79,7 +79,7 @@ static srl_config race_config(srl_algorithm algo, uint32_t permits, uint64_t cap
 {
     srl_config cfg;
     srl_config_init(&cfg);
-    cfg.policy = (srl_policy){algo, permits, 60 * SEC};
+    cfg.policy = (srl_policy){.algorithm = algo, .permits = permits, .window_ns = 60 * SEC};
     cfg.capacity = capacity;
     cfg.ticker = fake_ticker(clock);
     cfg.lock_timeout_ms = 10000;   /* a slow sanitizer run is not a stuck owner */

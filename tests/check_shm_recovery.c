@@ -73,7 +73,7 @@ static struct seg seg_new(srl_on_full on_full, uint32_t timeout_ms)
     strcpy(s.name, unique_name("recovery"));
     s.clock = fake_clock_shared(7 * SEC);   /* frozen */
     srl_config_init(&s.cfg);
-    s.cfg.policy = (srl_policy){SRL_TOKEN_BUCKET, PERMITS, 60 * SEC};
+    s.cfg.policy = (srl_policy){.algorithm = SRL_TOKEN_BUCKET, .permits = PERMITS, .window_ns = 60 * SEC};
     s.cfg.capacity = 16;
     s.cfg.on_full = on_full;
     s.cfg.lock_timeout_ms = timeout_ms;
@@ -210,7 +210,7 @@ START_TEST(a_request_killed_after_its_decision_is_rolled_back)
             _exit(4);
         srl__shm_undo_begin(sh, k.b1, (unsigned)i);
         srl_decision d;
-        srl_state_acquire(&lim->policy, srl__shm_slot_state(sh, k.b1, (unsigned)i), 7 * SEC, 1,
+        srl_state_acquire(&lim->cmp.limits.limit[0], srl__shm_slot_state(sh, k.b1, (unsigned)i), 7 * SEC, 1,
                           &d);
         if (!d.allowed || d.remaining != 0)
             _exit(5);
@@ -360,7 +360,7 @@ START_TEST(a_worker_killed_mid_relocation_leaves_one_state_for_the_key)
     fake_clock *c = fake_clock_shared(7 * SEC);
     srl_config cfg;
     srl_config_init(&cfg);
-    cfg.policy = (srl_policy){SRL_TOKEN_BUCKET, PERMITS, 60 * SEC};
+    cfg.policy = (srl_policy){.algorithm = SRL_TOKEN_BUCKET, .permits = PERMITS, .window_ns = 60 * SEC};
     cfg.capacity = 256;
     cfg.ticker = fake_ticker(c);
     srl_limiter *lim;
@@ -437,7 +437,7 @@ static srl_limiter *open_buckets(char name[128], uint64_t n, struct srl__shm **s
     strcpy(name, unique_name("recovery"));
     srl_config cfg;
     srl_config_init(&cfg);
-    cfg.policy = (srl_policy){SRL_TOKEN_BUCKET, PERMITS, 60 * SEC};
+    cfg.policy = (srl_policy){.algorithm = SRL_TOKEN_BUCKET, .permits = PERMITS, .window_ns = 60 * SEC};
     cfg.capacity = n * SRL__SHM_SLOTS;
     cfg.key_display = 0;
     cfg.lock_timeout_ms = 50;

@@ -38,7 +38,7 @@ static srl_config config(srl_algorithm algo, uint32_t permits, fake_clock *c)
 {
     srl_config cfg;
     srl_config_init(&cfg);
-    cfg.policy = (srl_policy){algo, permits, 60 * SEC};
+    cfg.policy = (srl_policy){.algorithm = algo, .permits = permits, .window_ns = 60 * SEC};
     cfg.capacity = 64;
     cfg.ticker = fake_ticker(c);
     cfg.lock_timeout_ms = 10000;   /* a slow sanitizer run is not a stuck owner */

@@ -44,7 +44,7 @@ static srl_config config(uint32_t permits, uint64_t capacity)
 {
     srl_config cfg;
     srl_config_init(&cfg);
-    cfg.policy = (srl_policy){SRL_TOKEN_BUCKET, permits, 60 * SEC};
+    cfg.policy = (srl_policy){.algorithm = SRL_TOKEN_BUCKET, .permits = permits, .window_ns = 60 * SEC};
     cfg.capacity = capacity;
     return cfg;
 }
@@ -203,7 +203,7 @@ START_TEST(a_header_whose_geometry_disagrees_with_its_policy_is_corrupt)
     ck_assert_int_eq(srl_unlink(name), 0);
 
     name = make_segment(&cfg);
-    shm_poke32(name, offsetof(struct srl__shm_header, permits), 0);   /* invalid policy */
+    shm_poke32(name, offsetof(struct srl__shm_header, limits.limit[0].permits), 0);   /* invalid policy */
     ck_assert_int_eq(open_rc(name, NULL, 0), SRL_ECORRUPT);
     ck_assert_int_eq(srl_unlink(name), 0);
 
@@ -273,9 +273,10 @@ START_TEST(opening_without_a_config_adopts_the_segments_policy)
 }
 END_TEST
 
-/* No display copy: a 48-byte slot (fp 16 + state 24 + counters 8, no key_len)
- * and a 128-byte head + undo copy per 16 slots = 56 bytes per slot. */
-START_TEST(a_token_bucket_slot_without_key_display_costs_exactly_56_segment_bytes)
+/* No display copy: a 56-byte slot (fp 16 + meta 8 + state 24 + counters 8,
+ * no key_len) and a 128-byte head + undo copy per 16 slots = 64 bytes per
+ * slot (layout 4; layout 3 had no meta word: 56). */
+START_TEST(a_token_bucket_slot_without_key_display_costs_exactly_64_segment_bytes)
 {
     srl_config cfg = config(100, 65536);
     ck_assert_uint_eq(cfg.key_display, 0);
@@ -284,8 +285,8 @@ START_TEST(a_token_bucket_slot_without_key_display_costs_exactly_56_segment_byte
     srl_info info;
     ck_assert_int_eq(srl_info_get(lim, &info), 0);
     ck_assert_uint_eq(info.capacity, 65536);
-    ck_assert_uint_eq(info.slot_bytes, 48);
-    ck_assert_uint_eq(info.segment_bytes - SRL__SHM_HEADER_BYTES, 56 * info.capacity);
+    ck_assert_uint_eq(info.slot_bytes, 56);
+    ck_assert_uint_eq(info.segment_bytes - SRL__SHM_HEADER_BYTES, 64 * info.capacity);
     srl_close(lim);
 }
 END_TEST
@@ -673,7 +674,7 @@ static Suite *suite(void)
     tcase_add_test(tc, a_header_whose_geometry_disagrees_with_its_policy_is_corrupt);
     tcase_add_test(tc, another_policy_capacity_or_display_is_a_mismatch);
     tcase_add_test(tc, opening_without_a_config_adopts_the_segments_policy);
-    tcase_add_test(tc, a_token_bucket_slot_without_key_display_costs_exactly_56_segment_bytes);
+    tcase_add_test(tc, a_token_bucket_slot_without_key_display_costs_exactly_64_segment_bytes);
     tcase_add_test(tc, random_bytes_at_the_name_are_foreign);
     tcase_add_test(tc, an_empty_file_at_the_name_is_stale_after_the_bounded_wait);
     tcase_add_test(tc, a_creator_that_died_before_ready_leaves_a_stale_segment);

@@ -31,7 +31,7 @@ static srl_limiter *open_anon(uint64_t capacity, srl_on_full on_full, fake_clock
 {
     srl_config cfg;
     srl_config_init(&cfg);
-    cfg.policy = (srl_policy){SRL_TOKEN_BUCKET, PERMITS, SEC};
+    cfg.policy = (srl_policy){.algorithm = SRL_TOKEN_BUCKET, .permits = PERMITS, .window_ns = SEC};
     cfg.capacity = capacity;
     cfg.on_full = on_full;
     cfg.ticker = fake_ticker(c);
@@ -325,7 +325,7 @@ START_TEST(a_held_bucket_lock_does_not_delay_a_key_of_other_buckets)
     fake_clock *c = fake_clock_shared(0);
     srl_config cfg;
     srl_config_init(&cfg);
-    cfg.policy = (srl_policy){SRL_TOKEN_BUCKET, PERMITS, SEC};
+    cfg.policy = (srl_policy){.algorithm = SRL_TOKEN_BUCKET, .permits = PERMITS, .window_ns = SEC};
     cfg.capacity = 1024;
     cfg.lock_timeout_ms = 20;
     cfg.ticker = fake_ticker(c);

@@ -17,7 +17,7 @@
 
 static srl_policy policy_of(int a)
 {
-    srl_policy p = {(srl_algorithm)a, 16, 4 * SEC};
+    srl_policy p = {.algorithm = (srl_algorithm)a, .permits = 16, .window_ns = 4 * SEC};
     return p;
 }
 
@@ -34,7 +34,7 @@ START_TEST(state_size_is_fixed_per_algorithm_and_zero_for_an_invalid_policy)
     bad.window_ns = 0;
     ck_assert_uint_eq(srl_state_size(&bad), 0);
     ck_assert_uint_eq(srl_state_size(NULL), 0);
-    srl_policy log = {SRL_SLIDING_LOG, SRL_SLIDING_LOG_PERMITS_MAX, SEC};
+    srl_policy log = {.algorithm = SRL_SLIDING_LOG, .permits = SRL_SLIDING_LOG_PERMITS_MAX, .window_ns = SEC};
     ck_assert_uint_eq(srl_state_size(&log), 8 + 8 * SRL_SLIDING_LOG_PERMITS_MAX);
 }
 END_TEST

@@ -41,7 +41,7 @@ static struct store open_store(int kind, srl_algorithm algo, uint32_t permits,
 {
     srl_config cfg;
     srl_config_init(&cfg);
-    cfg.policy = (srl_policy){algo, permits, window_ns};
+    cfg.policy = (srl_policy){.algorithm = algo, .permits = permits, .window_ns = window_ns};
     cfg.capacity = 100;
     cfg.key_display = 8;
     cfg.ticker = fake_ticker(clock);

@@ -25,6 +25,13 @@ int main(void)
     FIELD(srl_policy, algorithm);
     FIELD(srl_policy, permits);
     FIELD(srl_policy, window_ns);
+    FIELD(srl_policy, reserved);
+
+    STRUCT(srl_limits);
+    FIELD(srl_limits, count);
+    FIELD(srl_limits, reserved0);
+    FIELD(srl_limits, limit);
+    FIELD(srl_limits, reserved);
 
     STRUCT(srl_decision);
     FIELD(srl_decision, allowed);
@@ -48,6 +55,8 @@ int main(void)
     FIELD(srl_config, lock_timeout_ms);
     FIELD(srl_config, ticker);
     FIELD(srl_config, owner_uid);
+    FIELD(srl_config, limits);
+    FIELD(srl_config, reserved);
 
     STRUCT(srl_stats);
     FIELD(srl_stats, capacity);
@@ -59,6 +68,8 @@ int main(void)
     FIELD(srl_stats, reset_slots);
     FIELD(srl_stats, evicted);
     FIELD(srl_stats, timeouts);
+    FIELD(srl_stats, reclaimed);
+    FIELD(srl_stats, reserved);
 
     STRUCT(srl_policy_error);
     FIELD(srl_policy_error, offset);
@@ -68,7 +79,7 @@ int main(void)
 
     STRUCT(srl_lease);
     FIELD(srl_lease, owner);
-    FIELD(srl_lease, slot);
+    FIELD(srl_lease, where);
     FIELD(srl_lease, entry);
     FIELD(srl_lease, gen);
     FIELD(srl_lease, reserved);

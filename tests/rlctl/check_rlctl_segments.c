@@ -680,7 +680,7 @@ START_TEST(a_truncated_segment_is_named_as_such_by_info_and_ls)
     RUN(&r, 65, "info", name);
     snprintf(want, sizeof want,
              "rlctl: %s: segment is corrupt (header or table inconsistent): its file is 5000 "
-             "bytes but its header says 7680: it was truncated (workers still using it die of "
+             "bytes but its header says 8192: it was truncated (workers still using it die of "
              "SIGBUS): stop them, 'rlctl destroy %s', and restart them\n",
              name, name);
     ck_assert_str_eq(r.err, want);

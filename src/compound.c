@@ -1,0 +1,314 @@
+/*
+ * compound.c - one key's state under a compound policy: the store-facing
+ * srl__cmp_* calls (compound.h) and the public srl_limits_state_* built on
+ * them.  The text side of srl_limits (parse, format, validate) is limits.c.
+ *
+ * Layout of a compound state: limit i's state at off[i], each size rounded
+ * up to 8, back to back, in the order the policy text gave; each slice is
+ * byte for byte that limit's single state, so tools read one limit with the
+ * srl_state_* calls at srl_limits_state_offset.
+ */
+#include <assert.h>
+#include <string.h>
+
+#include "compound.h"
+
+#define ALIGN8(n) (((n) + 7u) & ~(size_t)7u)
+
+int srl__limits_canonical(const srl_limits *l, srl_limits *out)
+{
+    if (srl_limits_validate(l) != 0)
+        return SRL_EPOLICY;
+    srl_limits c;
+    memset(&c, 0, sizeof c);
+    c.count = l->count;
+    for (uint32_t i = 0; i < l->count; i++) {
+        c.limit[i].algorithm = l->limit[i].algorithm;
+        c.limit[i].permits = l->limit[i].permits;
+        c.limit[i].window_ns = l->limit[i].window_ns;
+    }
+    *out = c;
+    return 0;
+}
+
+int srl__cmp_init(struct srl__compound *c, const srl_limits *l)
+{
+    if (srl_limits_validate(l) != 0)
+        return SRL_EPOLICY;
+    memset(c, 0, sizeof *c);
+    c->limits = *l;
+    c->count = l->count;
+    c->conc = -1;
+    c->min_permits = UINT32_MAX;
+    size_t off = 0;
+    for (uint32_t i = 0; i < l->count; i++) {
+        const srl_policy *p = &l->limit[i];
+        c->algo[i] = srl__algo_get(p->algorithm);
+        c->off[i] = (uint32_t)off;
+        off += ALIGN8(c->algo[i]->size(p));
+        if (p->permits < c->min_permits)
+            c->min_permits = p->permits;
+        if (p->algorithm == SRL_CONCURRENCY)
+            c->conc = (int32_t)i;
+    }
+    c->state_bytes = (uint32_t)off;
+    return 0;
+}
+
+void srl__cmp_state_init(const struct srl__compound *c, void *state, uint64_t now)
+{
+    for (uint32_t i = 0; i < c->count; i++)
+        c->algo[i]->init(&c->limits.limit[i], (char *)state + c->off[i], now);
+}
+
+/* Is decision a more binding than b?  Among denials the largest retry_after;
+ * an allowed one never binds over a denial; among admissions the least
+ * remaining.  Ties keep the earlier limit. */
+static int binds_more(const srl_decision *a, const srl_decision *b)
+{
+    if (a->allowed != b->allowed)
+        return !a->allowed;
+    if (!a->allowed)
+        return a->retry_after_ns > b->retry_after_ns;
+    return a->remaining < b->remaining;
+}
+
+/* Fold per-limit decisions into the compound one. */
+static void fold(const struct srl__compound *c, const srl_decision *each, srl_decision *d)
+{
+    uint32_t b = 0;
+    uint32_t remaining = each[0].remaining;
+    uint64_t reset = each[0].reset_after_ns;
+    for (uint32_t i = 1; i < c->count; i++) {
+        if (binds_more(&each[i], &each[b]))
+            b = i;
+        if (each[i].remaining < remaining)
+            remaining = each[i].remaining;
+        if (each[i].reset_after_ns > reset)
+            reset = each[i].reset_after_ns;
+    }
+    *d = each[b];
+    d->remaining = remaining;
+    d->reset_after_ns = reset;
+    d->binding = b;
+}
+
+/* Decide every limit but `skip` without writing; 1 if all admit. */
+static int dry_run(const struct srl__compound *c, void *state, uint64_t now, uint32_t cost,
+                   int32_t skip, srl_decision *each)
+{
+    int all = 1;
+    for (uint32_t i = 0; i < c->count; i++) {
+        if ((int32_t)i == skip)
+            continue;
+        c->algo[i]->decide(&c->limits.limit[i], (char *)state + c->off[i], now, cost, 0,
+                           &each[i]);
+        all &= each[i].allowed != 0;
+    }
+    return all;
+}
+
+void srl__cmp_decide(const struct srl__compound *c, void *state, uint64_t now, uint32_t cost,
+                     int commit, srl_decision *d)
+{
+    if (c->count == 1) {   /* the common case: one vtable call */
+        assert(!(commit && c->conc >= 0));
+        c->algo[0]->decide(&c->limits.limit[0], state, now, cost, commit, d);
+        d->binding = 0;
+        return;
+    }
+    assert(!(commit && c->conc >= 0));
+    srl_decision each[SRL_LIMITS_MAX];
+    int all = dry_run(c, state, now, cost, -1, each);
+    if (all && commit)
+        for (uint32_t i = 0; i < c->count; i++)
+            c->algo[i]->decide(&c->limits.limit[i], (char *)state + c->off[i], now, cost, 1,
+                               &each[i]);
+    fold(c, each, d);
+}
+
+void srl__cmp_refund(const struct srl__compound *c, void *state, uint64_t now, uint32_t cost)
+{
+    for (uint32_t i = 0; i < c->count; i++)
+        if ((int32_t)i != c->conc)
+            c->algo[i]->refund(&c->limits.limit[i], (char *)state + c->off[i], now, cost);
+}
+
+bool srl__cmp_at_rest(const struct srl__compound *c, const void *state, uint64_t now)
+{
+    for (uint32_t i = 0; i < c->count; i++)
+        if (!c->algo[i]->at_rest(&c->limits.limit[i], (const char *)state + c->off[i], now))
+            return false;
+    return true;
+}
+
+bool srl__cmp_valid(const struct srl__compound *c, const void *state, uint64_t now)
+{
+    for (uint32_t i = 0; i < c->count; i++)
+        if (!c->algo[i]->valid(&c->limits.limit[i], (const char *)state + c->off[i], now))
+            return false;
+    return true;
+}
+
+uint64_t srl__cmp_last_ns(const struct srl__compound *c, const void *state)
+{
+    uint64_t last = 0;
+    for (uint32_t i = 0; i < c->count; i++) {
+        uint64_t t = c->algo[i]->last_ns(&c->limits.limit[i], (const char *)state + c->off[i]);
+        if (t > last)
+            last = t;
+    }
+    return last;
+}
+
+void srl__cmp_enter(const struct srl__compound *c, void *state, uint64_t now,
+                    const struct srl__proc *who, srl__conc_alive_fn alive, void *ctx,
+                    srl_decision *d, uint32_t *entry, uint32_t *gen, uint32_t *reclaimed)
+{
+    assert(c->conc >= 0);
+    const uint32_t k = (uint32_t)c->conc;
+    const srl_policy *cp = &c->limits.limit[k];
+    void *cs = (char *)state + c->off[k];
+    srl_decision each[SRL_LIMITS_MAX];
+    *gen = 0;
+    *reclaimed = 0;
+    /* Reclaim before judging the unit limit, so a dead holder never causes a
+     * denial (freeing an abandoned unit is repair, not admission: it is done
+     * even if a rate limit then denies). */
+    c->algo[k]->decide(cp, cs, now, 1, 0, &each[k]);
+    if (!each[k].allowed) {
+        *reclaimed = srl__conc_reclaim(cp, cs, now, alive, ctx);
+        c->algo[k]->decide(cp, cs, now, 1, 0, &each[k]);
+    }
+    int all = dry_run(c, state, now, 1, (int32_t)k, each) && each[k].allowed;
+    if (all) {
+        for (uint32_t i = 0; i < c->count; i++)
+            if (i != k)
+                c->algo[i]->decide(&c->limits.limit[i], (char *)state + c->off[i], now, 1, 1,
+                                   &each[i]);
+        /* Cannot deny now: a unit is free and nothing else touched it. */
+        srl__conc_enter(cp, cs, now, who, NULL, NULL, &each[k], entry, gen);
+        assert(*gen != 0);
+    }
+    if (c->count == 1) {
+        *d = each[0];
+        d->binding = 0;
+    } else {
+        fold(c, each, d);
+    }
+}
+
+int srl__cmp_leave(const struct srl__compound *c, void *state, uint32_t entry, uint32_t gen,
+                   int32_t pid)
+{
+    const srl_policy *cp = &c->limits.limit[c->conc];
+    void *cs = srl__cmp_conc_state(c, state);
+    struct srl__proc who;
+    uint64_t since;
+    if (!srl__conc_holder(cp, cs, entry, &who, &since) || who.pid != pid)
+        return SRL_ENOENT;
+    return srl__conc_leave(cp, cs, entry, gen);
+}
+
+uint32_t srl__cmp_inflight(const struct srl__compound *c, const void *state)
+{
+    if (c->conc < 0)
+        return 0;
+    return srl__conc_inflight((const char *)state + c->off[c->conc]);
+}
+
+/* ------------------------------------------------ the public pure core */
+
+size_t srl_limits_state_size(const srl_limits *l)
+{
+    struct srl__compound c;
+    return srl__cmp_init(&c, l) == 0 ? c.state_bytes : 0;
+}
+
+size_t srl_limits_state_offset(const srl_limits *l, uint32_t i)
+{
+    struct srl__compound c;
+    if (srl__cmp_init(&c, l) != 0 || i >= c.count)
+        return 0;
+    return c.off[i];
+}
+
+/* Resolve l and check state; SRL_EINVAL for NULL, SRL_EPOLICY for l. */
+static int resolve(const srl_limits *l, const void *state, struct srl__compound *c)
+{
+    if (l == NULL || state == NULL)
+        return SRL_EINVAL;
+    return srl__cmp_init(c, l);
+}
+
+static int cost_ok(const struct srl__compound *c, uint32_t cost)
+{
+    return cost >= 1 && cost <= c->min_permits;
+}
+
+int srl_limits_state_init(const srl_limits *l, void *state, uint64_t now)
+{
+    struct srl__compound c;
+    int rc = resolve(l, state, &c);
+    if (rc == 0)
+        srl__cmp_state_init(&c, state, now);
+    return rc;
+}
+
+static int decide(const srl_limits *l, void *state, uint64_t now, uint32_t cost, int commit,
+                  srl_decision *d)
+{
+    struct srl__compound c;
+    int rc = resolve(l, state, &c);
+    if (rc != 0)
+        return rc;
+    if (d == NULL)
+        return SRL_EINVAL;
+    if (commit && c.conc >= 0)
+        return SRL_ENOTSUP;   /* a unit needs a holder: srl_enter */
+    if (!cost_ok(&c, cost))
+        return SRL_ECOST;
+    srl__cmp_decide(&c, state, now, cost, commit, d);
+    return 0;
+}
+
+int srl_limits_state_acquire(const srl_limits *l, void *state, uint64_t now, uint32_t cost,
+                             srl_decision *d)
+{
+    return decide(l, state, now, cost, 1, d);
+}
+
+int srl_limits_state_peek(const srl_limits *l, const void *state, uint64_t now,
+                          uint32_t cost, srl_decision *d)
+{
+    /* commit = 0 writes nothing: the cast only lets one decide() serve both. */
+    return decide(l, (void *)state, now, cost, 0, d);
+}
+
+int srl_limits_state_refund(const srl_limits *l, void *state, uint64_t now, uint32_t cost)
+{
+    struct srl__compound c;
+    int rc = resolve(l, state, &c);
+    if (rc != 0)
+        return rc;
+    if (c.conc >= 0)
+        return SRL_ENOTSUP;   /* a unit is given back by srl_leave */
+    if (!cost_ok(&c, cost))
+        return SRL_ECOST;
+    srl__cmp_refund(&c, state, now, cost);
+    return 0;
+}
+
+int srl_limits_state_at_rest(const srl_limits *l, const void *state, uint64_t now)
+{
+    struct srl__compound c;
+    int rc = resolve(l, state, &c);
+    return rc != 0 ? rc : srl__cmp_at_rest(&c, state, now);
+}
+
+int srl_limits_state_valid(const srl_limits *l, const void *state, uint64_t now)
+{
+    struct srl__compound c;
+    int rc = resolve(l, state, &c);
+    return rc != 0 ? rc : srl__cmp_valid(&c, state, now);
+}
