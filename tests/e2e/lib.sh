@@ -371,6 +371,9 @@ entered() { find "$ctl/$1" -name 'in.*' | wc -l; }
 answered() { find "$res" -name "$1.*" ! -name '*.tmp' | wc -l; }
 settled() { [ $(( $(entered "$1") + $(answered "$1") )) -ge "$2" ]; }
 release() { : >"$ctl/$1/release"; }
+# at_least entered|answered PHASE N: a condition for wait_until, evaluated
+# on each poll (a "$(...)" argument would be evaluated once, before it)
+at_least() { [ "$("$1" "$2")" -ge "$3" ]; }
 wave_wait() { local p; for p in "${wave_pids[@]}"; do wait "$p"; done; wave_pids=(); }
 # in_flight NAME KEY: units of KEY held now, as `rlctl get` (srl_peek) sees
 # them: limit - remaining (0 for a key not tracked)

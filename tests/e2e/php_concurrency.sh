@@ -105,7 +105,7 @@ wait_until 30 killed || fail "2: php-fpm did not kill pool t's worker"
 check_eq "2: php-fpm timed the worker out" 1 \
   "$(grep -c "\[pool t\] child [0-9]*, script '.*inflight.php' .*execution timed out" "$e2e_tmp/fpm.log")"
 echo "note: $(grep -o "\[pool t\] child [0-9]* exited on signal [0-9]* ([A-Z]*)" "$e2e_tmp/fpm.log")"
-wait_until 30 test "$(answered kt)" -ge 1 || fail "2: the killed request's client did not finish"
+wait_until 30 at_least answered kt 1 || fail "2: the killed request's client did not finish"
 check_eq "2: the killed worker ran no shutdown function" 0 "$(downs kt)"
 check_eq "2: the dead worker's unit still counts until the key is next full" 2 \
   "$(in_flight "$srl_name" k3)"
