@@ -131,6 +131,7 @@ release w1; wave_wait
 check_eq "1: after the release: 200" $LIMIT "$(with 200 w1)"
 wait_until 20 idle "$name" 127.0.0.1 || true
 check_eq "1: every unit given back: in flight" 0 "$(in_flight "$name" 127.0.0.1)"
+idle "$name" 127.0.0.1 || die "1: units leaked: every wave below would be judged on a full key"
 
 # --- 2: kill -9 the child serving a held request
 fire k1 $LIMIT
@@ -139,6 +140,7 @@ check_eq "2: held" $LIMIT "$(entered k1)"
 conns=$(ss -tnpH state established "( sport = :$e2e_port )")
 victim=$(sed -n 's/.*pid=\([0-9]*\),.*/\1/p' <<<"$conns" | head -1)
 k=$(grep -c "pid=$victim," <<<"$conns")
+[ -n "$victim" ] || die "2: no server-side connection found (ss -tnp): $conns"
 check_eq "2: server-side connections of the held requests" $LIMIT "$(grep -c . <<<"$conns")"
 check_range "2: requests the victim child ($victim) serves" 1 2 "$k"
 [ "$mpm" = prefork ] && check_eq "2: prefork: one request per child" 1 "$k"

@@ -93,6 +93,7 @@ check_eq "1: the admitted scripts' shutdown functions ran" $((2 * LIMIT)) \
 wait_until 20 idle "$srl_name" k1 || true
 check_eq "1: every unit back: k1 in flight" 0 "$(in_flight "$srl_name" k1)"
 check_eq "1: every unit back: k2 in flight" 0 "$(in_flight "$srl_name" k2)"
+idle "$srl_name" k1 && idle "$srl_name" k2 || die "1: units leaked: the waves below would be judged on full keys"
 
 # --- 2: request_terminate_timeout kills a holder
 req k a k3
