@@ -7,7 +7,9 @@
  *   SrlLimiter NAME POLICY CAPACITY [key_display=N] [on_full=allow|deny]
  *              [policy_name=TOKEN]
  *                      main server only: declare a limiter, i.e. the srl
- *                      segment /dev/shm/NAME with that policy and capacity;
+ *                      segment /dev/shm/NAME with that policy and capacity
+ *                      (POLICY may be a compound, "A + B", one argument:
+ *                      quote it);
  *                      policy_name: the name in RateLimit-Policy/RateLimit
  *                      (default NAME without its "/")
  *   SrlOnFull allow|deny
@@ -124,7 +126,9 @@ typedef struct srl_ap_limiter {
     const char *name;          /* segment name as written ("/api" or "api") */
     const char *token;         /* name without the "/": the registry key */
     const char *header_name;   /* the policy name in the headers: policy_name= or token */
-    srl_policy policy;
+    srl_limits limits;         /* the policy: one limit, or a compound */
+    int concurrency;           /* one of them is concurrency:N (SrlConcurrency) */
+    uint32_t min_permits;      /* the least permits of its rate limits (SrlCost) */
     uint64_t capacity;
     uint32_t key_display;
     int on_full;               /* SRL_ON_FULL_*, or -1: take SrlOnFull */
@@ -222,10 +226,18 @@ static const char *cmd_limiter(cmd_parms *cmd, void *dconf, int argc, char *cons
                             "[A-Za-z0-9._-], not all dots, optionally after a '/'", argv[0],
                             SRL_NAME_MAX);
     srl_policy_error pe;
-    int rc = srl_policy_parse_ex(argv[1], &l->policy, &pe);
+    int rc = srl_limits_parse_ex(argv[1], &l->limits, &pe);
     if (rc != 0)
         return apr_psprintf(cmd->pool, "SrlLimiter %s: bad policy '%s' at byte %u: %s",
                             argv[0], argv[1], (unsigned)pe.offset, pe.message);
+    l->min_permits = UINT32_MAX;
+    for (uint32_t i = 0; i < l->limits.count; i++) {
+        const srl_policy *p = &l->limits.limit[i];
+        if (p->algorithm == SRL_CONCURRENCY)
+            l->concurrency = 1;
+        else if (p->permits < l->min_permits)
+            l->min_permits = p->permits;
+    }
     char *end = NULL;
     apr_int64_t cap = apr_strtoi64(argv[2], &end, 10);
     if (end == argv[2] || *end != '\0' || cap < 1 || (uint64_t)cap > SRL_CAPACITY_MAX)
@@ -312,10 +324,10 @@ static const char *find_limiter(cmd_parms *cmd, const char *directive, const cha
     if (l == NULL)
         return apr_psprintf(cmd->pool, "%s %s: no such limiter; declare it first "
                             "with SrlLimiter in the main server configuration", directive, arg);
-    int is_conc = l->policy.algorithm == SRL_CONCURRENCY;
+    int is_conc = l->concurrency;
     if (is_conc != concurrency) {
-        char pol[SRL_POLICY_TEXT_MAX];
-        srl_policy_format(&l->policy, pol, sizeof pol);
+        char pol[SRL_LIMITS_TEXT_MAX];
+        srl_limits_format(&l->limits, pol, sizeof pol);
         return apr_psprintf(cmd->pool, "%s %s: limiter %s (%s) has %s policy '%s': apply it "
                             "with %s %s", directive, arg, l->name, l->defined_at,
                             is_conc ? "the in-flight" : "a rate", pol,
@@ -370,10 +382,10 @@ static const char *cmd_cost(cmd_parms *cmd, void *dconf, const char *arg)
     apr_int64_t n = apr_strtoi64(arg, &end, 10);
     if (end == arg || *end != '\0' || n < 1 || n > UINT32_MAX)
         return apr_psprintf(cmd->pool, "SrlCost '%s' must be 1..%u", arg, UINT32_MAX);
-    if (d->limiter != NULL && (uint64_t)n > d->limiter->policy.permits)
+    if (d->limiter != NULL && (uint64_t)n > d->limiter->min_permits)
         return apr_psprintf(cmd->pool, "SrlCost %s exceeds the %u permits of limiter %s: "
                             "such a request could never pass", arg,
-                            d->limiter->policy.permits, d->limiter->name);
+                            d->limiter->min_permits, d->limiter->name);
     d->cost = (uint32_t)n;
     return NULL;
 }
@@ -481,7 +493,12 @@ static int hand_to_worker(apr_pool_t *p, server_rec *s, const srl_ap_limiter *l)
 static void limiter_config(const srl_ap_registry *reg, const srl_ap_limiter *l, srl_config *cfg)
 {
     srl_config_init(cfg);
-    cfg->policy = l->policy;
+    /* One limit as the plain policy (what every earlier version wrote), a
+     * compound as srl_limits: the store reads limits when its count > 0. */
+    if (l->limits.count == 1)
+        cfg->policy = l->limits.limit[0];
+    else
+        cfg->limits = l->limits;
     cfg->capacity = l->capacity;
     cfg->key_display = l->key_display;
     cfg->on_full = (srl_on_full)(l->on_full >= 0 ? l->on_full : reg->on_full);
@@ -530,8 +547,11 @@ static int open_limiter(apr_pool_t *pconf, server_rec *s, const srl_ap_registry 
     }
     apr_pool_cleanup_register(pconf, l, limiter_close, apr_pool_cleanup_null);
 
-    char buf[256];
-    rc = srl_format_ratelimit_policy(&l->policy, l->header_name, buf, sizeof buf);
+    if (l->concurrency)
+        return hand_to_worker(pconf, s, l);   /* no RateLimit headers: apply_decision */
+    /* One item per limit, up to 4 of ~"NAME.i";q=4294967295;w=315360000 */
+    char buf[4 * (SRL_NAME_MAX + 40)];
+    rc = srl_format_ratelimit_policies(&l->limits, l->header_name, buf, sizeof buf);
     if (rc < 0) {
         ap_log_error(APLOG_MARK, APLOG_EMERG, 0, s, "SrlLimiter %s: cannot format its "
                      "RateLimit-Policy: %s", l->name, srl_strerror(rc));
@@ -564,8 +584,8 @@ static int srl_post_config(apr_pool_t *pconf, apr_pool_t *plog, apr_pool_t *ptem
         int rc = open_limiter(pconf, s, reg, l);
         if (rc != OK)
             return rc;
-        char pol[SRL_POLICY_TEXT_MAX];
-        srl_policy_format(&l->policy, pol, sizeof pol);
+        char pol[SRL_LIMITS_TEXT_MAX];
+        srl_limits_format(&l->limits, pol, sizeof pol);
         ap_log_error(APLOG_MARK, APLOG_INFO, 0, s,
                      "SrlLimiter %s: %s, %" APR_UINT64_T_FMT " keys, open", l->name, pol,
                      (apr_uint64_t)l->capacity);
@@ -601,9 +621,9 @@ static const char *request_key(request_rec *r, const srl_ap_dir *d)
 
 static void set_headers(request_rec *r, const srl_ap_limiter *l, const srl_decision *dec)
 {
-    char buf[128];
+    char buf[SRL_NAME_MAX + 64];   /* "NAME.i";r=4294967295;t=315360000 */
     apr_table_setn(r->err_headers_out, "RateLimit-Policy", l->policy_header);
-    if (srl_format_ratelimit(dec, l->header_name, buf, sizeof buf) >= 0)
+    if (srl_format_ratelimit_binding(&l->limits, dec, l->header_name, buf, sizeof buf) >= 0)
         apr_table_set(r->err_headers_out, "RateLimit", buf);
     if (!dec->allowed && srl_format_retry_after(dec, buf, sizeof buf) >= 0)
         apr_table_set(r->err_headers_out, "Retry-After", buf);
@@ -634,7 +654,7 @@ static int apply_decision(request_rec *r, const srl_ap_dir *d, const char *direc
                           const srl_ap_limiter *l, const srl_decision *dec, const char *key,
                           size_t len)
 {
-    int conc = l->policy.algorithm == SRL_CONCURRENCY;
+    int conc = l->concurrency;
     int code = d->status != 0 ? d->status : HTTP_TOO_MANY_REQUESTS;
     if (!dec->allowed)
         apr_table_setn(r->subprocess_env, "SRL_LIMITED", "1");

@@ -27,6 +27,10 @@
 #      concurrency refusal is a 503 with Retry-After 1 and takes no rate
 #      permit (rlctl info of the rate limiter); a rate refusal (503, with
 #      RateLimit headers) gives its unit back
+#   6  compound limiters: SrlConcurrency of concurrency:2 + token_bucket:3/1d
+#      (all or nothing: a concurrency refusal takes no permit, a rate
+#      refusal no unit), and SrlLimit of two token buckets (RateLimit-Policy
+#      has one item per limit, RateLimit the binding one)
 mpm=${1:?usage: apache_concurrency.sh prefork|event}
 here=$(cd "$(dirname "$0")" && pwd)
 export SRL_E2E_DIR=${SRL_E2E_DIR:-$here}
@@ -39,13 +43,14 @@ e2e_tmpdir "apc-$mpm"
 e2e_port=$(free_port)
 token="srl-e2e-apc-$mpm-$$"
 name="/$token"
-e2e_segments+=("$name" "$name-b" "$name-r")
+e2e_segments+=("$name" "$name-b" "$name-r" "$name-m" "$name-c")
 if [ "$mpm" = prefork ]; then cgimod="cgi_module /usr/lib/apache2/modules/mod_cgi.so"
 else cgimod="cgid_module /usr/lib/apache2/modules/mod_cgid.so"; fi
 
 ctl="$e2e_tmp/ctl"       # the handlers' phase directories (written by www-data)
 res="$e2e_tmp/res"       # one file per answered request: "STATUS RETRY-AFTER RATELIMIT"
-mkdir -p "$e2e_tmp/htdocs/cgi" "$e2e_tmp/htdocs/both" "$ctl" "$res"
+mkdir -p "$e2e_tmp/htdocs/cgi" "$e2e_tmp/htdocs/both" "$e2e_tmp/htdocs/mix" "$e2e_tmp/htdocs/two" \
+  "$ctl" "$res"
 chmod 0777 "$ctl"
 cat >"$e2e_tmp/htdocs/cgi/slow.cgi" <<CGI
 #!/bin/sh
@@ -57,8 +62,10 @@ printf 'Content-Type: text/plain\n\nok\n'
 CGI
 printf '#!/bin/sh\nexit 1\n' >"$e2e_tmp/htdocs/cgi/broken.cgi"     # no headers: a 500
 printf '#!/bin/sh\nprintf "Content-Type: text/plain\\n\\nquick\\n"\n' >"$e2e_tmp/htdocs/cgi/quick.cgi"
-cp "$e2e_tmp/htdocs/cgi/slow.cgi" "$e2e_tmp/htdocs/cgi/quick.cgi" "$e2e_tmp/htdocs/both/"
-chmod 0755 "$e2e_tmp"/htdocs/cgi/*.cgi "$e2e_tmp"/htdocs/both/*.cgi
+for d in both mix two; do
+  cp "$e2e_tmp/htdocs/cgi/slow.cgi" "$e2e_tmp/htdocs/cgi/quick.cgi" "$e2e_tmp/htdocs/$d/"
+done
+chmod 0755 "$e2e_tmp"/htdocs/*/*.cgi
 
 body="LoadModule $cgimod
 SrlLimiter $name concurrency:$LIMIT 64 key_display=32
@@ -75,6 +82,18 @@ SrlLimiter $name-r token_bucket:3/1d 64 key_display=32
     SrlConcurrency $name-b
     SrlLimit $name-r
     SrlStatus 503
+</Directory>
+SrlLimiter $name-m \"concurrency:2 + token_bucket:3/1d\" 64
+SrlLimiter $name-c \"token_bucket:10/1d + token_bucket:2/1d\" 64
+<Directory \"$e2e_tmp/htdocs/mix\">
+    Options +ExecCGI
+    SetHandler cgi-script
+    SrlConcurrency $name-m
+</Directory>
+<Directory \"$e2e_tmp/htdocs/two\">
+    Options +ExecCGI
+    SetHandler cgi-script
+    SrlLimit $name-c
 </Directory>"
 
 # --- C: configuration-time refusals (apache2 -t, nothing started)
@@ -211,6 +230,31 @@ check_eq "5: rate limit of 3: the holder's permit, then 2 admitted, then a 503 w
   "$(sed 's/;t=[0-9]*$//' "$e2e_tmp/both.out" | paste -sd'|')"
 wait_until 20 idle "$name-b" 127.0.0.1 || true
 check_eq "5: the rate-refused request gave its unit back: in flight" 0 "$(in_flight "$name-b" 127.0.0.1)"
+
+# --- 6: compound limiters
+fire m1 3 /mix/slow.cgi
+wait_until 30 settled m1 3 || fail "6: the compound wave did not settle"
+check_eq "6: concurrency:2 + token_bucket:3/1d: inside at once" 2 "$(entered m1)"
+check_eq "6: the third refused by the unit count: 429 with Retry-After 1" 1 \
+  "$(cat "$res"/m1.* | grep -cx '429 1 -')"
+release m1; wave_wait
+for i in 1 2; do
+  curl -s -o /dev/null -w '%{http_code} %header{retry-after}\n' "http://127.0.0.1:$e2e_port/mix/quick.cgi"
+done >"$e2e_tmp/mix.out"
+check_eq "6: the refusal took no permit: one more admitted" 200 "$(sed -n 1p "$e2e_tmp/mix.out" | cut -d" " -f1)"
+read -r st ra < <(sed -n 2p "$e2e_tmp/mix.out")
+check_eq "6: then the token bucket refuses" 429 "$st"
+check_range "6: ... with Retry-After of one token (1d/3)" 28000 28800 "$ra"
+for i in 1 2 3; do
+  curl -s -o /dev/null -D - "http://127.0.0.1:$e2e_port/two/quick.cgi" | tr -d '\r' |
+    awk 'NR == 1 {s = $2} tolower($1) == "ratelimit-policy:" {sub(/^[^ ]* /, ""); p = $0}
+         tolower($1) == "ratelimit:" {sub(/^[^ ]* /, ""); sub(/;t=.*/, ""); r = $0}
+         END {print s "|" r "|" p}'
+done >"$e2e_tmp/two.out"
+pol="\"$token-c.0\";q=10;w=86400, \"$token-c.1\";q=2;w=86400"
+check_eq "6: SrlLimit of two token buckets: status|RateLimit (binding)|RateLimit-Policy" \
+  "200|\"$token-c.1\";r=1|$pol 200|\"$token-c.1\";r=0|$pol 429|\"$token-c.1\";r=0|$pol" \
+  "$(paste -sd' ' "$e2e_tmp/two.out")"
 
 stop_pid "$apache_pid"
 check_eq "apache2 stopped by its pid" gone "$(kill -0 "$apache_pid" 2>/dev/null && echo running || echo gone)"
