@@ -82,7 +82,7 @@ final class Srl
 
     private FFI $ffi;
     private ?FFI\CData $lim;     /* srl_limiter * */
-    private FFI\CData $policy;   /* srl_policy */
+    private FFI\CData $limits;   /* srl_limits: the policy, one limit or a compound */
     private string $token;       /* the policy's name in the headers */
     private ?FFI\CData $last = null; /* srl_decision of the last acquire() or enter() */
     /* The leases enter() handed out and not yet left, spl_object_id =>
@@ -142,13 +142,21 @@ final class Srl
         $cfg = $ffi->new('srl_config');
         $ffi->srl_config_init(FFI::addr($cfg));
         $perr = $ffi->new('srl_policy_error');
-        $rc = $ffi->srl_policy_parse_ex($policy, FFI::addr($cfg->policy), FFI::addr($perr));
+        $limits = $ffi->new('srl_limits');
+        $rc = $ffi->srl_limits_parse_ex($policy, FFI::addr($limits), FFI::addr($perr));
         if ($rc < 0) {
             /* the library's message names the bad part and the fix */
             throw new SrlException("srl: policy '$policy': " . FFI::string($perr->message), $rc);
         }
         if ($capacity < 1) {
             throw new InvalidArgumentException("capacity must be at least 1, got $capacity");
+        }
+        /* One limit as the plain policy, a compound as srl_limits (as mod_srl
+         * does, so both open the same segment alike). */
+        if ($limits->count === 1) {
+            FFI::memcpy($cfg->policy, $limits->limit[0], FFI::sizeof($cfg->policy));
+        } else {
+            FFI::memcpy($cfg->limits, $limits, FFI::sizeof($limits));
         }
         $cfg->capacity = $capacity;
         /* A misspelt option (key_dispaly) must not be dropped silently: it
@@ -177,8 +185,7 @@ final class Srl
         self::check($ffi, $ffi->srl_open_shared($name, FFI::addr($cfg), $flags, FFI::addr($out)),
                     "open '$name'");
         $this->lim = $out;
-        $this->policy = $ffi->new('srl_policy');
-        FFI::memcpy($this->policy, $cfg->policy, FFI::sizeof($this->policy));
+        $this->limits = $limits;
     }
 
     public function __destruct()
@@ -358,19 +365,16 @@ final class Srl
             throw new LogicException('sendHeaders() before acquire()');
         }
         $d = $this->last;
-        if ($this->isConcurrency()) {
-            /* No RateLimit headers: a quota per window is not what an
-             * in-flight limit is (mod_srl sends none either). */
-            if ($d->allowed) {
-                return true;
-            }
-            header('Retry-After: ' . $this->format('srl_format_retry_after', FFI::addr($d)));
-            http_response_code(429);
-            return false;
+        /* No RateLimit headers for an in-flight limit: a quota per window is
+         * not what it is (mod_srl sends none either). */
+        if (!$this->isConcurrency()) {
+            /* one item per limit; RateLimit: the binding one */
+            header('RateLimit-Policy: ' . $this->format('srl_format_ratelimit_policies',
+                                                         FFI::addr($this->limits), $this->token));
+            header('RateLimit: ' . $this->format('srl_format_ratelimit_binding',
+                                                  FFI::addr($this->limits), FFI::addr($d),
+                                                  $this->token));
         }
-        header('RateLimit-Policy: ' . $this->format('srl_format_ratelimit_policy',
-                                                     FFI::addr($this->policy), $this->token));
-        header('RateLimit: ' . $this->format('srl_format_ratelimit', FFI::addr($d), $this->token));
         if ($d->allowed) {
             return true;
         }
@@ -388,7 +392,12 @@ final class Srl
 
     private function isConcurrency(): bool
     {
-        return $this->policy->algorithm === 4;   /* SRL_CONCURRENCY */
+        for ($i = 0; $i < $this->limits->count; $i++) {
+            if ($this->limits->limit[$i]->algorithm === 4) {   /* SRL_CONCURRENCY */
+                return true;
+            }
+        }
+        return false;
     }
 
     /* After a deciding call: a lock that timed out (or can no longer be
@@ -421,13 +430,12 @@ final class Srl
         ];
     }
 
-    /* Call one srl_format_* function into a buffer; its text. */
-    private function format(string $fn, FFI\CData $what, ?string $name = null): string
+    /* Call one srl_format_* function with args, then a buffer; its text.
+     * 1024 bytes: 4 RateLimit-Policy items of a 200-byte name fit. */
+    private function format(string $fn, mixed ...$args): string
     {
-        $buf = $this->ffi->new('char[128]');
-        $n = $name === null
-            ? $this->ffi->$fn($what, $buf, 128)
-            : $this->ffi->$fn($what, $name, $buf, 128);
+        $buf = $this->ffi->new('char[1024]');
+        $n = $this->ffi->$fn(...[...$args, $buf, 1024]);
         self::check($this->ffi, $n < 0 ? $n : 0, $fn);
         return FFI::string($buf, $n);
     }

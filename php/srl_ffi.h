@@ -103,6 +103,7 @@ typedef struct srl_policy_error {
 int srl_policy_parse(const char *text, srl_policy *out);
 int srl_policy_parse_ex(const char *text, srl_policy *out, srl_policy_error *err);
 int srl_policy_format(const srl_policy *p, char *buf, size_t len);
+int srl_limits_parse_ex(const char *text, srl_limits *out, srl_policy_error *err);
 
 void srl_config_init(srl_config *cfg);
 int srl_open_shared(const char *name, const srl_config *cfg, unsigned flags,
@@ -135,3 +136,7 @@ int srl_format_ratelimit_policy(const srl_policy *p, const char *name, char *buf
                                 size_t len);
 int srl_format_ratelimit(const srl_decision *d, const char *name, char *buf,
                          size_t len);
+int srl_format_ratelimit_policies(const srl_limits *l, const char *name, char *buf,
+                                  size_t len);
+int srl_format_ratelimit_binding(const srl_limits *l, const srl_decision *d,
+                                 const char *name, char *buf, size_t len);

@@ -24,6 +24,10 @@
 #      false, decision() of a refusal, close() leaves held leases, acquire()
 #      on a concurrency limiter and enter() on a rate limiter throw
 #      SRL_ENOTSUP naming the right call
+#   5  compounds: concurrency:1 + token_bucket:2/1d admits all or nothing
+#      (a unit refusal takes no permit, a rate refusal no unit); under fpm
+#      a compound of two token buckets sends one RateLimit-Policy item per
+#      limit and RateLimit for the binding one
 here=$(cd "$(dirname "$0")" && pwd)
 export SRL_E2E_DIR=${SRL_E2E_DIR:-$here}
 . "$here/lib.sh"
@@ -36,7 +40,7 @@ srl_name="/$srl_token"
 srl_policy="concurrency:$LIMIT"
 srl_capacity=64
 srl_key_display=32
-e2e_segments+=("$srl_name" "$srl_name-rate")
+e2e_segments+=("$srl_name" "$srl_name-rate" "$srl_name-cmp" "$srl_name-two")
 ctl="$e2e_tmp/ctl"; res="$e2e_tmp/res"
 mkdir -p "$ctl" "$res"; chmod 0777 "$ctl"
 fcgi_script=inflight.php
@@ -173,6 +177,31 @@ check_eq "4: enter() on a rate limiter: SRL_ENOTSUP, naming acquire()" \
   "$(sed -n 7p <<<"$out")"
 check_eq "4: nothing else printed" 7 "$(grep -c . <<<"$out")"
 check_eq "4: k4 in flight after the CLI exited" 0 "$(in_flight "$srl_name" k4)"
+
+# --- 5: compounds
+out=$(SRL_NAME="$srl_name-cmp" SRL_PHP_DIR="$SRL_PHP_DIR" \
+      LD_LIBRARY_PATH="$SRL_LIBDIR" as_worker php -n -d extension=ffi -d ffi.enable=1 -r '
+  require getenv("SRL_PHP_DIR") . "/Srl.php";
+  $s = new Srl(getenv("SRL_NAME"), "concurrency:1 + token_bucket:2/1d", 64);
+  $a = $s->enter("k"); $b = $s->enter("k", $d);
+  echo var_export($a->held(), true), " ", var_export($b, true), " ", $d["retry_after"], "\n";
+  $a->leave(); $c = $s->enter("k"); echo var_export($c->held(), true), "\n"; $c->leave();
+  $e = $s->enter("k", $d);
+  echo var_export($e, true), " ", $d["retry_after"], "\n";' 2>&1)
+check_eq "5: concurrency:1 + token_bucket:2/1d: held, the second refused by the unit (Retry-After 1)" \
+  "true NULL 1" "$(sed -n 1p <<<"$out")"
+check_eq "5: ... which took no permit: after leave() one more is admitted" true "$(sed -n 2p <<<"$out")"
+read -r e ra <<<"$(sed -n 3p <<<"$out")"
+check_eq "5: then the token bucket refuses (with the unit free)" NULL "$e"
+check_range "5: ... Retry-After one token (1d/2)" 43000 43200 "$ra"
+r=$(fcgi_script=limit.php fcgi a two SRL_NAME="$srl_name-two" \
+    SRL_POLICY="token_bucket:10/1d + token_bucket:2/1d")
+header() { tr -d '\r' <<<"$2" | sed -n "s/^$1: //Ip" | head -1; }
+check_eq "5: fpm: RateLimit-Policy of a compound: one item per limit" \
+  "\"$srl_token-two.0\";q=10;w=86400, \"$srl_token-two.1\";q=2;w=86400" "$(header RateLimit-Policy "$r")"
+rl=$(header RateLimit "$r")
+check_eq "5: fpm: RateLimit names the binding limit (the one with the least left)" \
+  "\"$srl_token-two.1\";r=1" "${rl%%;t=*}"
 
 stop_pid "$fpm_pid" QUIT
 check_eq "php-fpm stopped by its pid" gone "$(kill -0 "$fpm_pid" 2>/dev/null && echo running || echo gone)"
