@@ -337,14 +337,16 @@ final class Srl
         return true;
     }
 
-    /* The segment's counters (capacity, used, allowed, denied, ...). */
+    /* The segment's counters (capacity, used, allowed, denied, ...,
+     * reclaimed: in-flight units freed because their holder died or held
+     * them past max_hold). */
     public function stats(): array
     {
         $s = $this->ffi->new('srl_stats');
         self::check($this->ffi, $this->ffi->srl_stats_get($this->handle(), FFI::addr($s)), 'stats');
         $out = [];
         foreach (['capacity', 'used', 'allowed', 'denied', 'full', 'recovered', 'reset_slots',
-                  'evicted', 'timeouts'] as $f) {
+                  'evicted', 'timeouts', 'reclaimed'] as $f) {
             $out[$f] = $s->$f;
         }
         return $out;

@@ -118,6 +118,11 @@ req k2 a k3; req k2 a k3
 wait_until 30 settled k2 2 || fail "2: the new requests did not settle"
 check_eq "2: new requests admitted (the dead worker's unit came back)" 1 "$(entered k2)"
 check_eq "2: new requests refused (the live holder keeps its unit)" 1 "$(count k2 '^Status: 429')"
+reclaimed=$(SRL_NAME="$srl_name" SRL_POLICY="$srl_policy" SRL_PHP_DIR="$SRL_PHP_DIR" LD_LIBRARY_PATH="$SRL_LIBDIR" \
+  as_worker php -n -d extension=ffi -d ffi.enable=1 -r '
+  require getenv("SRL_PHP_DIR") . "/Srl.php";
+  echo (new Srl(getenv("SRL_NAME"), getenv("SRL_POLICY"), 64, ["key_display" => 32]))->stats()["reclaimed"];')
+check_eq "2: Srl::stats(): units reclaimed from dead holders" 1 "$reclaimed"
 release k; release k2; wave_wait
 check_eq "2: the live holders answered" 2 "$(( $(count k '^srl .* allowed=1 ') + $(count k2 '^srl .* allowed=1 ') ))"
 wait_until 20 idle "$srl_name" k3 || true
