@@ -89,6 +89,12 @@ final class Srl
      * WeakReference: close() leaves them while the handle still exists
      * (without keeping a dropped lease alive, whose destructor leaves). */
     private array $leases = [];
+    /* Every lease held in this request, of every Srl, the same way; left
+     * by one shutdown function, registered with the first lease of the
+     * request (static properties live for one request, as do shutdown
+     * functions: one per lease would pile up in a long-running CLI loop). */
+    private static array $held = [];
+    private static bool $atShutdown = false;
 
     private static ?FFI $shared = null;   /* what ffi() returns */
     private static string $binding = '';
@@ -254,13 +260,20 @@ final class Srl
         }
         $l = new SrlLease($this, $lease, $lease->gen !== 0, $decision);
         if ($l->held()) {
+            /* Weak references: a lease the script drops is left by its
+             * destructor at once, not kept until the end of the request. */
             $weak = WeakReference::create($l);
             $this->leases[spl_object_id($l)] = $weak;
-            /* A weak reference: a lease the script drops is left by its
-             * destructor at once, not kept until the end of the request. */
-            register_shutdown_function(static function () use ($weak): void {
-                $weak->get()?->leaveQuietly();
-            });
+            self::$held[spl_object_id($l)] = $weak;
+            if (!self::$atShutdown) {
+                self::$atShutdown = true;
+                register_shutdown_function(static function (): void {
+                    foreach (self::$held as $w) {
+                        $w->get()?->leaveQuietly();
+                    }
+                    self::$held = [];
+                });
+            }
         }
         return $l;
     }
@@ -278,7 +291,7 @@ final class Srl
     /* SrlLease's side of leave(): srl_leave on its srl_lease.  @internal */
     public function leaveUnit(SrlLease $lease, FFI\CData $unit): bool
     {
-        unset($this->leases[spl_object_id($lease)]);
+        unset($this->leases[spl_object_id($lease)], self::$held[spl_object_id($lease)]);
         if ($this->lim === null) {
             return false;   /* close() left every lease before it unmapped */
         }

@@ -18,8 +18,10 @@
 #      is next full, then 2 new requests: exactly 1 admitted (the dead
 #      worker's unit came back, the live holder keeps its own), 1 refused
 #   3  every other way a script ends leaves: an uncaught exception, a fatal
-#      error (no destructor runs: only the shutdown function leaves), exit(), unset($lease) (the unit is
-#      free at once): 3 in a row each, limit 2, never refused
+#      error (no destructor runs: only the shutdown function leaves), exit(),
+#      unset($lease) (the unit is free at once): 3 in a row each, limit 2,
+#      never refused, all served by one worker (pool one: 1 child), so the
+#      shutdown function is registered anew in each request
 #   4  the CLI: leave() true then false, Srl::leave() of a left lease
 #      false, decision() of a refusal, close() leaves held leases, acquire()
 #      on a concurrency limiter and enter() on a rate limiter throw
@@ -45,7 +47,8 @@ ctl="$e2e_tmp/ctl"; res="$e2e_tmp/res"
 mkdir -p "$ctl" "$res"; chmod 0777 "$ctl"
 fcgi_script=inflight.php
 fpm_pool_extra_t="request_terminate_timeout = 2s"
-fpm_start a b t
+fpm_pool_extra_one="pm.max_children = 1"
+fpm_start a b t one
 
 # req PHASE POOL KEY [MODE]: one request in the background; its FastCGI
 # response lands in res/PHASE.N.
@@ -130,12 +133,14 @@ check_eq "2: every unit back: in flight" 0 "$(in_flight "$srl_name" k3)"
 
 # --- 3: an uncaught exception, a fatal error, exit(), unset($lease): each leaves
 for mode in throw fatal exit unset; do
-  for i in 1 2 3; do req "m-$mode" a "k-$mode" "$mode"; wave_wait; done
+  for i in 1 2 3; do req "m-$mode" one "k-$mode" "$mode"; wave_wait; done
   check_eq "3: $mode, 3 in a row: admitted" 3 "$(count "m-$mode" '^srl .* allowed=1 ')"
   check_eq "3: $mode: refused" 0 "$(count "m-$mode" '^srl .* allowed=0 ')"
   wait_until 20 idle "$srl_name" "k-$mode" || true
   check_eq "3: $mode: in flight afterwards" 0 "$(in_flight "$srl_name" "k-$mode")"
 done
+check_eq "3: one worker served them all" 1 \
+  "$(cat "$res"/m-*.* | sed -n 's/^srl pid=\([0-9]*\) .*/\1/p' | sort -u | wc -l)"
 check_eq "3: throw: the exception was uncaught" 3 \
   "$(count m-throw 'Uncaught RuntimeException: inflight.php: thrown on purpose')"
 check_eq "3: fatal: died of the memory limit" 3 "$(count m-fatal 'Allowed memory size of [0-9]+ bytes exhausted')"
@@ -162,6 +167,12 @@ out=$(SRL_NAME="$srl_name" SRL_POLICY="$srl_policy" SRL_PHP_DIR="$SRL_PHP_DIR" \
        var_export($b->leave(), true), "\n";
   try { $p->acquire("k4"); echo "no exception\n"; }
   catch (SrlException $e) { echo $e->getCode(), " ", $e->getMessage(), "\n"; }
+  for ($i = 0; $i < 21000; $i++) {
+      if ($i === 1000) { $m = memory_get_usage(); }
+      $s2 = $s2 ?? new Srl($n, getenv("SRL_POLICY"), 64, ["key_display" => 32]);
+      $s2->enter("k4m")->leave();
+  }
+  echo "growth ", memory_get_usage() - $m < 100000 ? "small" : "large: " . (memory_get_usage() - $m), "\n";
   $r = new Srl("$n-rate", "token_bucket:5/1d", 64);
   try { $r->enter("k4"); echo "no exception\n"; }
   catch (SrlException $e) { echo $e->getCode(), " ", $e->getMessage(), "\n"; }
@@ -179,8 +190,10 @@ check_eq "4: acquire() on a concurrency limiter: SRL_ENOTSUP, naming enter()" \
   "$(sed -n 6p <<<"$out")"
 check_eq "4: enter() on a rate limiter: SRL_ENOTSUP, naming acquire()" \
   "-18 srl: enter() needs a concurrency policy (concurrency:N): use acquire(): operation not supported by this limiter" \
-  "$(sed -n 7p <<<"$out")"
-check_eq "4: nothing else printed" 7 "$(grep -c . <<<"$out")"
+  "$(sed -n 8p <<<"$out")"
+check_eq "4: 20000 enter/leave cycles in one process: memory growth below 100 kB" \
+  "growth small" "$(sed -n 7p <<<"$out")"
+check_eq "4: nothing else printed" 8 "$(grep -c . <<<"$out")"
 check_eq "4: k4 in flight after the CLI exited" 0 "$(in_flight "$srl_name" k4)"
 
 # --- 5: compounds
