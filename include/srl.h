@@ -145,10 +145,13 @@ typedef enum srl_algorithm {
     SRL_CONCURRENCY = 4       /* at most N in flight at once: srl_enter/srl_leave */
 } srl_algorithm;
 
+/* Nanoseconds per second: every time in srl is integer nanoseconds. */
+#define SRL_NS_PER_S 1000000000ull
+
 /* Limits enforced by srl_policy_validate(). */
 #define SRL_PERMITS_MAX UINT32_MAX               /* permits per window */
 #define SRL_SLIDING_LOG_PERMITS_MAX 4096u        /* its state is 8 B per permit */
-#define SRL_WINDOW_MAX_NS (3660ull * 86400 * 1000000000ull) /* 3660 days, ~10 years */
+#define SRL_WINDOW_MAX_NS (3660ull * 86400 * SRL_NS_PER_S) /* 3660 days, ~10 years */
 #define SRL_CONCURRENCY_MAX 1024u               /* its state is 32 B per unit */
 
 typedef struct srl_policy {
@@ -156,8 +159,10 @@ typedef struct srl_policy {
     uint32_t permits;         /* N: 1..SRL_PERMITS_MAX */
     uint64_t window_ns;       /* window length: 1..SRL_WINDOW_MAX_NS; for
                                  SRL_CONCURRENCY max_hold, 0 = none */
-    uint64_t reserved[2];     /* room to grow (burst, penalty); zero, else
-                                 srl_policy_validate says SRL_EPOLICY */
+    uint32_t burst;           /* token_bucket and gcra: capacity, 1..SRL_PERMITS_MAX,
+                                 refilled at permits per window; 0 = permits */
+    uint32_t reserved0;       /* zero, else SRL_EPOLICY */
+    uint64_t reserved;        /* room to grow (penalty); zero, else SRL_EPOLICY */
 } srl_policy;
 
 /*
@@ -165,6 +170,13 @@ typedef struct srl_policy {
  * token_bucket, sliding_log, sliding_counter, gcra.  WINDOW is a positive
  * integer with an optional count before the unit: "1m", "15m", "500ms",
  * "s" (= 1s).  Units: ns, us, ms, s, m, h, d.
+ * A token bucket or GCRA may take ",burst=B" after the window: it then holds
+ * up to B permits (the largest cost, and what a fresh key may send at once)
+ * and refills N per WINDOW, e.g. "token_bucket:100/1m,burst=20" (20 at once,
+ * then one per 600 ms).  It decides exactly as "token_bucket:20/12s" (the
+ * window scaled to the burst) whenever that window is a whole number of ns;
+ * the burst form says it without the arithmetic.  B must refill within
+ * SRL_WINDOW_MAX_NS (B * WINDOW / N); burst=N is the same as none.
  * Or "concurrency:N" / "concurrency:N,max_hold=WINDOW": at most N
  * (1..SRL_CONCURRENCY_MAX) requests of a key in flight at once (srl_enter);
  * a unit held longer than max_hold counts as abandoned even if its holder
@@ -325,7 +337,7 @@ SRL_API int srl_state_valid(const srl_policy *p, const void *state, uint64_t now
 
 /*
  * SRL_CONCURRENCY through the pure core: srl_state_peek reports whether a
- * unit is free (remaining = units free), srl_state_at_rest is "nothing in
+ * unit is free (remaining = units an entry of cost would leave free), srl_state_at_rest is "nothing in
  * flight", srl_state_valid checks the holder table.  srl_state_acquire and
  * srl_state_refund return SRL_ENOTSUP: a unit needs a recorded holder, so
  * it is taken by srl_enter and given back by srl_leave.
@@ -476,6 +488,7 @@ SRL_API int srl_name_check(const char *name);
 SRL_API int srl_open_shared(const char *name, const srl_config *cfg,
                             unsigned flags, srl_limiter **out);
 
+
 /* The same table in an anonymous MAP_SHARED mapping: create, then fork. */
 SRL_API int srl_open_anonymous(const srl_config *cfg, srl_limiter **out);
 
@@ -606,6 +619,30 @@ SRL_API int srl_enter(srl_limiter *lim, const void *key, size_t len, srl_lease *
                       srl_decision *d);
 SRL_API int srl_leave(srl_limiter *lim, srl_lease *lease);
 
+/* Who holds unit i (0..N-1) of a concurrency state (srl_entry.state at
+ * srl_limits_state_offset of the concurrency limit): 1 and *out filled, 0
+ * if the unit is free, SRL_EINVAL for a NULL argument or a policy that is
+ * not a valid concurrency limit.  For rlctl and monitoring. */
+typedef struct srl_holder {
+    int32_t pid;              /* in the holder's PID namespace */
+    uint32_t reserved0;
+    uint64_t start;           /* its start time, clock ticks since boot (0: unknown) */
+    uint64_t pidns;           /* its PID namespace inode (0: unknown) */
+    uint64_t since_ns;        /* ticker time of the admission */
+    uint64_t reserved[2];
+} srl_holder;
+
+SRL_API int srl_holder_get(const srl_policy *p, const void *state, uint32_t i, srl_holder *out);
+
+/* A copy of key's whole state (srl_info.state_bytes bytes: every limit's
+ * slice at srl_limits_state_offset), taken under the key's lock, for tools
+ * that show more than a decision (the holders of a concurrency limit:
+ * srl_holder_get; each limit of a compound: srl_state_peek on its slice).
+ * Returns 0, SRL_ENOENT (not tracked), SRL_ENOBUFS (buflen too small),
+ * SRL_EKEY, SRL_EINVAL, a lock error, or SRL_ENOTSUP (Redis). */
+SRL_API int srl_key_state(srl_limiter *lim, const void *key, size_t len, void *buf,
+                          size_t buflen);
+
 /* The decision a request of cost would get, changing nothing.
  * SRL_ENOENT if the key is not tracked (a new key would be allowed). */
 SRL_API int srl_peek(srl_limiter *lim, const void *key, size_t len,
@@ -678,6 +715,22 @@ typedef struct srl_info {
 } srl_info;
 
 SRL_API int srl_info_get(srl_limiter *lim, srl_info *out);
+
+/*
+ * What differs between cfg and an existing segment that refused it with
+ * SRL_EMISMATCH: open the segment again with SRL_ADOPT, take its srl_info,
+ * and call this.  buf gets one sentence per difference, joined by "; ",
+ * naming both sides and what to do, e.g.
+ *   "policy: the segment has token_bucket:100/1m, this config asks for
+ *    gcra:100/1m (use the segment's policy, or another segment name, or
+ *    destroy it: its keys start fresh)"
+ * and likewise for capacity (in whole buckets: 1000 keys ask for 1008
+ * slots) and key_display.  Returns how many things differ (0: none, the
+ * segment would be accepted), or SRL_EINVAL, or SRL_ENOBUFS (buf was
+ * truncated, NUL-terminated).  512 bytes suffice.
+ */
+SRL_API int srl_mismatch_explain(const srl_config *cfg, const srl_info *segment, char *buf,
+                                 size_t len);
 
 /* One tracked key, as srl_foreach shows it. */
 typedef struct srl_entry {

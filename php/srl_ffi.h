@@ -30,7 +30,9 @@ typedef struct srl_policy {
     srl_algorithm algorithm;
     uint32_t permits;
     uint64_t window_ns;
-    uint64_t reserved[2];
+    uint32_t burst;
+    uint32_t reserved0;
+    uint64_t reserved;
 } srl_policy;
 
 typedef struct srl_limits {

@@ -164,18 +164,18 @@ static void key_release(key_view *k)
 typedef struct {
     PyObject_HEAD
     srl_decision d;
-    srl_policy policy;
+    srl_limits limits;   /* the limiter's, for the text and the headers */
 } DecisionObject;
 
 static PyTypeObject *Decision_type;
 
-static PyObject *decision_new(const srl_decision *d, const srl_policy *p)
+static PyObject *decision_new(const srl_decision *d, const srl_limits *p)
 {
     DecisionObject *o = PyObject_New(DecisionObject, Decision_type);
     if (o == NULL)
         return NULL;
     o->d = *d;
-    o->policy = *p;
+    o->limits = *p;
     return (PyObject *)o;
 }
 
@@ -202,20 +202,20 @@ static PyObject *Decision_get_retry_after(PyObject *self, void *c)
     return PyLong_FromString(buf, NULL, 10);
 }
 
-/* The canonical text of p ("token_bucket:100/1m"). */
-static PyObject *policy_text(const srl_policy *p)
+/* The canonical text of p ("token_bucket:100/1m", or limits joined by " + "). */
+static PyObject *policy_text(const srl_limits *p)
 {
-    char buf[SRL_POLICY_TEXT_MAX];
-    int n = srl_policy_format(p, buf, sizeof buf);
+    char buf[SRL_LIMITS_TEXT_MAX];
+    int n = srl_limits_format(p, buf, sizeof buf);
     if (n < 0)
-        return raise_srl(n, "srl_policy_format");
+        return raise_srl(n, "srl_limits_format");
     return PyUnicode_FromStringAndSize(buf, n);
 }
 
 static PyObject *Decision_get_policy(PyObject *self, void *c)
 {
     (void)c;
-    return policy_text(&((DecisionObject *)self)->policy);
+    return policy_text(&((DecisionObject *)self)->limits);
 }
 
 static int Decision_bool(PyObject *self)
@@ -247,6 +247,9 @@ static PyMemberDef Decision_members[] = {
      .doc = "nanoseconds until the key is at rest"},
     {.name = "flags", .type = T_UINT, .offset = offsetof(DecisionObject, d.flags),
      .flags = READONLY, .doc = "FLAG_UNTRACKED | FLAG_DEGRADED"},
+    {.name = "binding", .type = T_UINT, .offset = offsetof(DecisionObject, d.binding),
+     .flags = READONLY,
+     .doc = "a compound policy's binding limit (the one that denied, or has least left)"},
     {.name = NULL},
 };
 
@@ -280,7 +283,7 @@ static PyType_Spec Decision_spec = {
 typedef struct {
     PyObject_HEAD
     srl_limiter *lim;
-    srl_policy policy;
+    srl_limits limits;
     srl_store_kind kind;
 } LimiterObject;
 
@@ -333,11 +336,12 @@ static int config_from(srl_config *cfg, PyObject *policy, unsigned long long cap
         text = PyUnicode_AsUTF8(policy);
         if (text == NULL)
             return -1;
-        rc = srl_policy_parse(text, &cfg->policy);
+        srl_policy_error pe;
+        rc = srl_limits_parse_ex(text, &cfg->limits, &pe);
         if (rc < 0) {
-            char what[160];
-            snprintf(what, sizeof what,
-                     "policy '%.80s' (want [ALGO:]N/WINDOW, e.g. gcra:100/1m)", text);
+            char what[320];
+            snprintf(what, sizeof what, "policy '%.80s' at byte %u: %s", text,
+                     (unsigned)pe.offset, pe.message);
             raise_srl(rc, what);
             return -1;
         }
@@ -373,7 +377,7 @@ static PyObject *limiter_wrap(PyTypeObject *cls, srl_limiter *lim)
         return NULL;
     }
     o->lim = lim;
-    o->policy = info.policy;
+    o->limits = info.limits;
     o->kind = info.kind;
     return (PyObject *)o;
 }
@@ -408,6 +412,20 @@ static PyObject *Limiter_shared(PyObject *cls, PyObject *args, PyObject *kw)
      * geometry and on_full are adopted (and the default lock timeout used);
      * with a policy, the segment must match it (SRL_EMISMATCH otherwise). */
     rc = srl_open_shared(name, (policy == Py_None && !create) ? NULL : &cfg, flags, &lim);
+    if (rc == SRL_EMISMATCH) {
+        /* Say what differs: the segment's own config, through an adopting open. */
+        char why[512] = "";
+        srl_limiter *seg;
+        srl_info info;
+        if (srl_open_shared(name, NULL, SRL_ADOPT, &seg) == 0) {
+            if (srl_info_get(seg, &info) == 0)
+                srl_mismatch_explain(&cfg, &info, why, sizeof why);
+            srl_close(seg);
+        }
+        char msg[800];
+        snprintf(msg, sizeof msg, "srl_open_shared('%.200s'): %s", name, why);
+        return raise_srl(rc, msg);
+    }
     if (rc < 0) {
         snprintf(what, sizeof what, "srl_open_shared('%.200s')", name);
         return raise_srl(rc, what);
@@ -490,7 +508,7 @@ static PyObject *Limiter_acquire(PyObject *op, PyObject *args, PyObject *kw)
     rc = srl_acquire(self->lim, k.data, k.len, (uint32_t)cost, &d);
     key_release(&k);
     if (rc == SRL_ETIMEDOUT || rc == SRL_ENOTRECOVERABLE) {
-        PyObject *dec = decision_new(&d, &self->policy);
+        PyObject *dec = decision_new(&d, &self->limits);
         if (dec == NULL)
             return NULL;
         raise_srl_with(rc, "srl_acquire", dec);
@@ -499,7 +517,7 @@ static PyObject *Limiter_acquire(PyObject *op, PyObject *args, PyObject *kw)
     }
     if (rc < 0)
         return raise_srl(rc, "srl_acquire");
-    return decision_new(&d, &self->policy);
+    return decision_new(&d, &self->limits);
 }
 
 static PyObject *Limiter_peek(PyObject *op, PyObject *args, PyObject *kw)
@@ -518,7 +536,7 @@ static PyObject *Limiter_peek(PyObject *op, PyObject *args, PyObject *kw)
         Py_RETURN_NONE;
     if (rc < 0)
         return raise_srl(rc, "srl_peek");
-    return decision_new(&d, &self->policy);
+    return decision_new(&d, &self->limits);
 }
 
 static PyObject *Limiter_reset(PyObject *op, PyObject *key)
@@ -617,7 +635,7 @@ static PyObject *Limiter_exit(PyObject *op, PyObject *args)
 static PyObject *Limiter_get_policy(PyObject *op, void *c)
 {
     (void)c;
-    return policy_text(&((LimiterObject *)op)->policy);
+    return policy_text(&((LimiterObject *)op)->limits);
 }
 
 static PyObject *Limiter_get_kind(PyObject *op, void *c)
@@ -715,7 +733,7 @@ static PyObject *headers(PyObject *self, PyObject *args, PyObject *kw)
     static char *kwlist[] = {"decision", "name", NULL};
     PyObject *dobj, *list, *item;
     const char *name = NULL;
-    char buf[256];
+    char buf[1024];   /* four limits' RateLimit-Policy items */
     const DecisionObject *d;
     int n;
 
@@ -727,13 +745,13 @@ static PyObject *headers(PyObject *self, PyObject *args, PyObject *kw)
     list = PyList_New(0);
     if (list == NULL)
         return NULL;
-    n = srl_format_ratelimit_policy(&d->policy, name, buf, sizeof buf);
+    n = srl_format_ratelimit_policies(&d->limits, name, buf, sizeof buf);
     if (n < 0)
         goto srl_fail;
     if ((item = pair("RateLimit-Policy", buf)) == NULL || PyList_Append(list, item) < 0)
         goto py_fail;
     Py_DECREF(item);
-    n = srl_format_ratelimit(&d->d, name, buf, sizeof buf);
+    n = srl_format_ratelimit_binding(&d->limits, &d->d, name, buf, sizeof buf);
     if (n < 0)
         goto srl_fail;
     if ((item = pair("RateLimit", buf)) == NULL || PyList_Append(list, item) < 0)

@@ -39,6 +39,13 @@ struct srl__algo {
     uint64_t (*last_ns)(const srl_policy *p, const void *state);
 };
 
+/* What a fresh state of p holds: burst for token_bucket and gcra when set,
+ * else permits.  The largest cost p can ever admit. */
+static inline uint32_t srl__capacity(const srl_policy *p)
+{
+    return p->burst != 0 ? p->burst : p->permits;
+}
+
 /* The vtable for a, or NULL for an unknown value. */
 const struct srl__algo *srl__algo_get(srl_algorithm a);
 

@@ -103,7 +103,7 @@ static void report(const srl_policy *p, void *state, uint64_t now, int allowed,
     /* No time-based promise for a full key unless max_hold gives one: a
      * retry hint of 1 s is what an HTTP Retry-After can say at least. */
     uint64_t exp = soonest_expiry(p, state, now);
-    d->retry_after_ns = allowed ? 0 : (exp != 0 ? exp : 1000000000ull);
+    d->retry_after_ns = allowed ? 0 : (exp != 0 ? exp : SRL_NS_PER_S);
     d->reset_after_ns = h->count == 0 ? 0 : exp;
 }
 
@@ -113,7 +113,10 @@ static void conc_decide(const srl_policy *p, void *state, uint64_t now, uint32_t
     assert(commit == 0);
     (void)commit;
     const struct conc_head *h = state;
-    report(p, state, now, h->count + cost <= p->permits, d);
+    int allowed = h->count + cost <= p->permits;
+    report(p, state, now, allowed, d);
+    if (allowed)
+        d->remaining -= cost;   /* what an admission would leave, as every algorithm says */
 }
 
 static void conc_refund(const srl_policy *p, void *state, uint64_t now, uint32_t cost)

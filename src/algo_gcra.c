@@ -4,13 +4,14 @@
  *
  * State (8 bytes): tat, the theoretical arrival time: the time at which the
  * key would be back to a full burst.  With emission interval T and burst
- * tolerance tau = permits * T, a request of cost c at `now` computes
+ * tolerance tau = B * T (B = burst, or permits when there is none), a request of cost c at `now` computes
  * tat' = max(tat, now) + c*T and passes iff tat' - now <= tau.
  *
  * T = ceil(W / permits).  Where W is not a multiple of permits, the
  * sustained rate is therefore slightly slower than nominal (each request
  * waits up to 1 ns longer than W / permits); the burst stays exactly
- * permits.  tau = permits * T < W + permits < 2^60, so no sum here
+ * B.  tau = B * T <= B * W / permits + B <= SRL_WINDOW_MAX_NS + 2^32 < 2^60
+ * (srl_policy_validate bounds B * W / permits), so no sum here
  * overflows for now < 2^63; sums saturate anyway.
  *
  * init() sets tat = 0, which max(tat, now) reads as "full" at any time, so
@@ -46,7 +47,7 @@ static uint64_t gcra_T(const srl_policy *p)
 
 static uint64_t gcra_tau(const srl_policy *p)
 {
-    srl__u128 tau = (srl__u128)p->permits * gcra_T(p);
+    srl__u128 tau = (srl__u128)srl__capacity(p) * gcra_T(p);
     return tau > UINT64_MAX ? UINT64_MAX : (uint64_t)tau;
 }
 
@@ -67,7 +68,7 @@ static void gcra_init(const srl_policy *p, void *state, uint64_t now)
 static void gcra_decide(const srl_policy *p, void *state, uint64_t now, uint32_t cost,
                         int commit, srl_decision *d)
 {
-    assert(cost >= 1 && cost <= p->permits);
+    assert(cost >= 1 && cost <= srl__capacity(p));
     struct gcra_state *s = state;
     uint64_t T = gcra_T(p), tau = gcra_tau(p);
     uint64_t base = s->tat > now ? s->tat : now;
@@ -75,7 +76,7 @@ static void gcra_decide(const srl_policy *p, void *state, uint64_t now, uint32_t
     uint64_t next = srl__sat_add(base, (uint64_t)cost * T);
     uint64_t need = next - now;                       /* consumed after this request */
 
-    d->limit = p->permits;
+    d->limit = srl__capacity(p);
     d->flags = 0;
     d->binding = 0;
     if (need <= tau) {

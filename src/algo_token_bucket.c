@@ -1,7 +1,8 @@
 /*
  * algo_token_bucket.c - the token bucket (default algorithm), exact in integers.
  *
- * A bucket holds up to `permits` tokens and refills `permits` per window.
+ * A bucket holds up to B tokens (B = burst, or permits when there is none)
+ * and refills `permits` per window.
  * To stay exact without floating point, a token is divided into W units
  * (W = window_ns) and every elapsed nanosecond adds `permits` units:
  * permits tokens per W ns, with no rounding at all.  `frac` holds the units
@@ -11,14 +12,14 @@
  *   last_ns  time of the last refill that was stored (= last admitted
  *            request, or init time); never moves backwards
  *   frac     partial token, in units (< W); 0 whenever the bucket is full
- *   tokens   whole tokens, 0..permits
+ *   tokens   whole tokens, 0..B
  *   pad      always 0
  *
  * Refill is computed on demand from the elapsed time and is compositional
  * (refilling to t1 then to t2 gives the same as refilling to t2 directly,
  * the cap included), which is why a denied request may skip storing it:
  * it changes nothing.  Overflow: elapsed < 2^64 and permits < 2^32, so
- * elapsed * permits + frac < 2^97 fits in 128 bits; (permits - tokens) * W
+ * elapsed * permits + frac < 2^97 fits in 128 bits; (B - tokens) * W
  * < 2^91.
  *
  * Concurrency: none here; callers hold the key's lock (see algo.h).
@@ -42,15 +43,16 @@ static void tb_refill(const srl_policy *p, const struct tb_state *s, uint64_t no
                       uint32_t *tokens, uint64_t *frac)
 {
     uint64_t elapsed = now > s->last_ns ? now - s->last_ns : 0;
-    if (s->tokens >= p->permits) {
-        *tokens = p->permits;
+    const uint32_t cap = srl__capacity(p);
+    if (s->tokens >= cap) {
+        *tokens = cap;
         *frac = 0;
         return;
     }
     srl__u128 units = (srl__u128)s->frac + (srl__u128)elapsed * p->permits;
     srl__u128 add = units / p->window_ns;
-    if (add >= (srl__u128)(p->permits - s->tokens)) {
-        *tokens = p->permits;
+    if (add >= (srl__u128)(cap - s->tokens)) {
+        *tokens = cap;
         *frac = 0;
     } else {
         *tokens = s->tokens + (uint32_t)add;
@@ -75,14 +77,15 @@ static size_t tb_size(const srl_policy *p)
 
 static void tb_init(const srl_policy *p, void *state, uint64_t now)
 {
-    struct tb_state s = {.last_ns = now, .frac = 0, .tokens = p->permits, .pad = 0};
+    struct tb_state s = {.last_ns = now, .frac = 0, .tokens = srl__capacity(p), .pad = 0};
     memcpy(state, &s, sizeof s);
 }
 
 static void tb_decide(const srl_policy *p, void *state, uint64_t now, uint32_t cost,
                       int commit, srl_decision *d)
 {
-    assert(cost >= 1 && cost <= p->permits);
+    const uint32_t cap = srl__capacity(p);
+    assert(cost >= 1 && cost <= cap);
     struct tb_state *s = state;
     uint32_t tokens;
     uint64_t frac;
@@ -91,7 +94,7 @@ static void tb_decide(const srl_policy *p, void *state, uint64_t now, uint32_t c
     /* A ticker behind last_ns sees no refill until it passes last_ns again:
      * waits are reported in that ticker's time, so they include the gap. */
     uint64_t behind = s->last_ns > now ? s->last_ns - now : 0;
-    d->limit = p->permits;
+    d->limit = cap;
     d->flags = 0;
     d->binding = 0;
     if (tokens >= cost) {
@@ -99,7 +102,7 @@ static void tb_decide(const srl_policy *p, void *state, uint64_t now, uint32_t c
         d->allowed = 1;
         d->remaining = tokens;
         d->retry_after_ns = 0;
-        d->reset_after_ns = srl__sat_add(behind, tb_wait(p, tokens, frac, p->permits));
+        d->reset_after_ns = srl__sat_add(behind, tb_wait(p, tokens, frac, cap));
         if (commit) {
             s->tokens = tokens;
             s->frac = frac;
@@ -109,7 +112,7 @@ static void tb_decide(const srl_policy *p, void *state, uint64_t now, uint32_t c
         d->allowed = 0;
         d->remaining = tokens;
         d->retry_after_ns = srl__sat_add(behind, tb_wait(p, tokens, frac, cost));
-        d->reset_after_ns = srl__sat_add(behind, tb_wait(p, tokens, frac, p->permits));
+        d->reset_after_ns = srl__sat_add(behind, tb_wait(p, tokens, frac, cap));
     }
 }
 
@@ -121,10 +124,11 @@ static void tb_refund(const srl_policy *p, void *state, uint64_t now, uint32_t c
     uint32_t tokens;
     uint64_t frac;
     tb_refill(p, s, now, &tokens, &frac);
-    if (tokens >= p->permits)
+    const uint32_t cap = srl__capacity(p);
+    if (tokens >= cap)
         return;
-    if (cost >= p->permits - tokens) {
-        tokens = p->permits;
+    if (cost >= cap - tokens) {
+        tokens = cap;
         frac = 0;   /* a full bucket holds no partial token */
     } else {
         tokens += cost;
@@ -142,16 +146,17 @@ static bool tb_at_rest(const srl_policy *p, const void *state, uint64_t now)
     tb_refill(p, s, now, &tokens, &frac);
     /* Full, and no stored time ahead of now (a future last_ns would delay
      * the refill after the next request, unlike a fresh state's). */
-    return tokens == p->permits && s->last_ns <= now;
+    return tokens == srl__capacity(p) && s->last_ns <= now;
 }
 
 static bool tb_valid(const srl_policy *p, const void *state, uint64_t now)
 {
     (void)now;
     const struct tb_state *s = state;
-    if (s->tokens > p->permits || s->frac >= p->window_ns || s->pad != 0)
+    const uint32_t cap = srl__capacity(p);
+    if (s->tokens > cap || s->frac >= p->window_ns || s->pad != 0)
         return false;
-    if (s->tokens == p->permits && s->frac != 0)
+    if (s->tokens == cap && s->frac != 0)
         return false;
     return true;
 }
@@ -161,7 +166,7 @@ static uint64_t tb_last_ns(const srl_policy *p, const void *state)
     const struct tb_state *s = state;
     /* Every admission leaves fewer than permits tokens stored, so a stored
      * full bucket was never written by a request. */
-    return s->tokens >= p->permits ? 0 : s->last_ns;
+    return s->tokens >= srl__capacity(p) ? 0 : s->last_ns;
 }
 
 const struct srl__algo srl__algo_token_bucket = {

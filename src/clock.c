@@ -25,23 +25,23 @@
 
 #define SRL__COARSE_FACTOR 100u
 
-static uint64_t read_ns(clockid_t id)
+uint64_t srl__clock_ns(clockid_t id)
 {
     struct timespec ts;
     clock_gettime(id, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    return (uint64_t)ts.tv_sec * SRL_NS_PER_S + (uint64_t)ts.tv_nsec;
 }
 
 uint64_t srl_monotonic_ns(void *ignored)
 {
     (void)ignored;
-    return read_ns(CLOCK_MONOTONIC);
+    return srl__clock_ns(CLOCK_MONOTONIC);
 }
 
 uint64_t srl_monotonic_coarse_ns(void *ignored)
 {
     (void)ignored;
-    return read_ns(CLOCK_MONOTONIC_COARSE);
+    return srl__clock_ns(CLOCK_MONOTONIC_COARSE);
 }
 
 uint64_t srl_coarse_resolution_ns(void)
@@ -53,7 +53,7 @@ uint64_t srl_coarse_resolution_ns(void)
         if (clock_getres(CLOCK_MONOTONIC_COARSE, &ts) != 0)
             r = UINT64_MAX; /* no coarse clock: never chosen */
         else
-            r = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+            r = (uint64_t)ts.tv_sec * SRL_NS_PER_S + (uint64_t)ts.tv_nsec;
         if (r == 0)
             r = 1;
         __atomic_store_n(&cached, r, __ATOMIC_RELAXED);

@@ -26,6 +26,8 @@ int srl__limits_canonical(const srl_limits *l, srl_limits *out)
         c.limit[i].algorithm = l->limit[i].algorithm;
         c.limit[i].permits = l->limit[i].permits;
         c.limit[i].window_ns = l->limit[i].window_ns;
+        /* burst = permits is no burst: one canonical form for one behaviour */
+        c.limit[i].burst = l->limit[i].burst == l->limit[i].permits ? 0 : l->limit[i].burst;
     }
     *out = c;
     return 0;
@@ -46,8 +48,8 @@ int srl__cmp_init(struct srl__compound *c, const srl_limits *l)
         c->algo[i] = srl__algo_get(p->algorithm);
         c->off[i] = (uint32_t)off;
         off += ALIGN8(c->algo[i]->size(p));
-        if (p->permits < c->min_permits)
-            c->min_permits = p->permits;
+        if (srl__capacity(p) < c->min_permits)
+            c->min_permits = srl__capacity(p);
         if (p->algorithm == SRL_CONCURRENCY)
             c->conc = (int32_t)i;
     }

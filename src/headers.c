@@ -20,11 +20,10 @@
 
 #include "algo.h"
 
-#define NS_PER_S 1000000000ull
 
 static unsigned long long ceil_seconds(uint64_t ns)
 {
-    return ns / NS_PER_S + (ns % NS_PER_S != 0);
+    return ns / SRL_NS_PER_S + (ns % SRL_NS_PER_S != 0);
 }
 
 /* A policy name must be a non-empty token of [A-Za-z0-9_.-]. */

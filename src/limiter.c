@@ -19,7 +19,7 @@ void srl_config_init(srl_config *cfg)
     if (cfg == NULL)
         return;
     *cfg = (srl_config){
-        .policy = {SRL_TOKEN_BUCKET, 100, 60ull * 1000000000ull},
+        .policy = {.algorithm = SRL_TOKEN_BUCKET, .permits = 100, .window_ns = 60 * SRL_NS_PER_S},
         .capacity = 65536,
         .key_display = 0,
         .mode = 0600,
@@ -116,10 +116,10 @@ void srl__decide_on_full(const srl_limiter *lim, unsigned flag, srl_decision *d)
     const srl_policy *p = &lim->cmp.limits.limit[0];
     /* Denied without a state to ask: the honest wait is one window (a
      * concurrency limit has none: the same 1 s hint as a full key). */
-    uint64_t wait = p->algorithm == SRL_CONCURRENCY ? 1000000000ull : p->window_ns;
+    uint64_t wait = p->algorithm == SRL_CONCURRENCY ? SRL_NS_PER_S : p->window_ns;
     *d = (srl_decision){
         .allowed = allow,
-        .limit = p->permits,
+        .limit = srl__capacity(p),
         .remaining = 0,
         .retry_after_ns = allow ? 0 : wait,
         .reset_after_ns = wait,
@@ -252,4 +252,18 @@ int srl_leave(srl_limiter *lim, srl_lease *lease)
     int rc = lim->ops->leave(lim, lease);
     lease->gen = 0;           /* a second leave is SRL_ENOENT without a lookup */
     return rc;
+}
+
+int srl_key_state(srl_limiter *lim, const void *key, size_t len, void *buf, size_t buflen)
+{
+    if (lim == NULL || buf == NULL)
+        return SRL_EINVAL;
+    int rc = check_key(key, len);
+    if (rc != 0)
+        return rc;
+    if (lim->ops->key_state == NULL)
+        return SRL_ENOTSUP;
+    if (buflen < lim->cmp.state_bytes)
+        return SRL_ENOBUFS;
+    return lim->ops->key_state(lim, key, len, buf);
 }

@@ -16,6 +16,8 @@
 #ifndef SRL_LIMITER_H
 #define SRL_LIMITER_H
 
+#include <time.h>
+
 #include "compound.h"
 #include "srl.h"
 
@@ -36,6 +38,8 @@ struct srl__store_ops {
     int (*enter)(srl_limiter *lim, const void *key, size_t len, srl_lease *lease,
                  srl_decision *d);
     int (*leave)(srl_limiter *lim, srl_lease *lease);
+    /* srl_key_state (may be NULL: SRL_ENOTSUP); buf holds cmp.state_bytes. */
+    int (*key_state)(srl_limiter *lim, const void *key, size_t len, void *buf);
     void (*close)(srl_limiter *lim);
 };
 
@@ -55,6 +59,9 @@ struct srl_limiter {
  * defaulted).  Returns 0 or SRL_EPOLICY. */
 int srl__limiter_init(srl_limiter *lim, const struct srl__store_ops *ops,
                       const srl_config *cfg);
+
+/* clock_gettime(id) in nanoseconds (clock.c). */
+uint64_t srl__clock_ns(clockid_t id);
 
 /* Read the limiter's ticker.  Call inside the key's lock. */
 static inline uint64_t srl__now(const srl_limiter *lim)

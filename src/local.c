@@ -218,8 +218,8 @@ static int node_lock(struct local *l, struct lnode *n)
     struct timespec dl;
     clock_gettime(CLOCK_REALTIME, &dl);
     uint64_t ns = (uint64_t)dl.tv_nsec + (uint64_t)l->lim.lock_timeout_ms * 1000000ull;
-    dl.tv_sec += (time_t)(ns / 1000000000ull);
-    dl.tv_nsec = (long)(ns % 1000000000ull);
+    dl.tv_sec += (time_t)(ns / SRL_NS_PER_S);
+    dl.tv_nsec = (long)(ns % SRL_NS_PER_S);
     if (pthread_mutex_timedlock(&n->lock, &dl) == 0)
         return 0;
     shard_add(&my_shard(l)->timeouts, 1);
@@ -681,6 +681,17 @@ static int local_peek(srl_limiter *lim, const void *key, size_t len, uint32_t co
     return 0;
 }
 
+static int local_key_state(srl_limiter *lim, const void *key, size_t len, void *buf)
+{
+    struct lnode *n = NULL;
+    int rc = lock_key(local_of(lim), key, len, &n);
+    if (rc != 0)
+        return rc;
+    memcpy(buf, node_state(n), local_of(lim)->state_bytes);
+    unlock_key(n);
+    return 0;
+}
+
 /* Under the node's lock, as an admission. */
 static int local_refund(srl_limiter *lim, const void *key, size_t len, uint32_t cost)
 {
@@ -899,6 +910,7 @@ static const struct srl__store_ops local_ops = {
     .check = NULL, /* srl_check: SRL_ENOTSUP, as srl.h documents */
     .enter = local_enter,
     .leave = local_leave,
+    .key_state = local_key_state,
     .close = local_close,
 };
 
@@ -933,9 +945,7 @@ int srl_open_local(const srl_config *cfg, srl_limiter **out)
     l->capacity = cfg->capacity;
     l->key_display = cfg->key_display;
     l->creator_pid = getpid();
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    l->created_unix_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    l->created_unix_ns = srl__clock_ns(CLOCK_REALTIME);
     randombytes_buf(l->hash_key, sizeof l->hash_key);
 
     /* Start small and let the table grow with the live keys; it never needs

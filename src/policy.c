@@ -54,8 +54,17 @@ int srl_policy_validate(const srl_policy *p)
         return SRL_EINVAL;
     if (srl__algo_get(p->algorithm) == NULL)
         return SRL_EPOLICY;
-    if (p->permits < 1 || p->reserved[0] != 0 || p->reserved[1] != 0)
+    if (p->permits < 1 || p->reserved0 != 0 || p->reserved != 0)
         return SRL_EPOLICY;
+    if (p->burst != 0) {
+        /* Only the bucket algorithms have a capacity apart from their rate,
+         * and a full burst must refill within the longest window. */
+        if (p->algorithm != SRL_TOKEN_BUCKET && p->algorithm != SRL_GCRA)
+            return SRL_EPOLICY;
+        if ((unsigned __int128)p->burst * p->window_ns >
+            (unsigned __int128)SRL_WINDOW_MAX_NS * p->permits)
+            return SRL_EPOLICY;
+    }
     if (p->algorithm == SRL_CONCURRENCY) {
         /* window_ns is max_hold there, 0 meaning none. */
         if (p->permits > SRL_CONCURRENCY_MAX || p->window_ns > SRL_WINDOW_MAX_NS)
@@ -74,10 +83,10 @@ static const struct {
     const char *name;
     uint64_t ns;
 } units[] = {
-    {"d", 86400ull * 1000000000ull},
-    {"h", 3600ull * 1000000000ull},
-    {"m", 60ull * 1000000000ull},
-    {"s", 1000000000ull},
+    {"d", 86400 * SRL_NS_PER_S},
+    {"h", 3600 * SRL_NS_PER_S},
+    {"m", 60 * SRL_NS_PER_S},
+    {"s", SRL_NS_PER_S},
     {"ms", 1000000ull},
     {"us", 1000ull},
     {"ns", 1ull},
@@ -314,12 +323,33 @@ int srl_policy_parse_ex(const char *text, srl_policy *out, srl_policy_error *err
         quote(q, sizeof q, wp, wlen);
         return fail(&pe, wp, wlen, "window %s above 3660d", q);
     }
+    p.permits = (uint32_t)permits;
+    static const char bu[] = ",burst=";
+    if (p.algorithm != SRL_CONCURRENCY && strncmp(s, bu, sizeof bu - 1) == 0) {
+        if (p.algorithm != SRL_TOKEN_BUCKET && p.algorithm != SRL_GCRA)
+            return fail(&pe, s, strlen(s), "burst= is for token_bucket and gcra (a %s has no "
+                        "capacity apart from its rate)", srl_algorithm_name(p.algorithm));
+        s += sizeof bu - 1;
+        const char *bp = s;
+        uint64_t burst;
+        if (*s < '0' || *s > '9')
+            return fail(&pe, s, *s ? 1 : 0, "expected a number after 'burst=', e.g. burst=20");
+        int bover = parse_uint(&s, SRL_PERMITS_MAX, &burst);
+        size_t blen = (size_t)(s - bp);
+        quote(q, sizeof q, bp, blen);
+        if (bover || burst == 0)
+            return fail(&pe, bp, blen, "burst %s must be 1..%u", q, (unsigned)SRL_PERMITS_MAX);
+        p.burst = burst == permits ? 0 : (uint32_t)burst;
+        if ((unsigned __int128)burst * p.window_ns >
+            (unsigned __int128)SRL_WINDOW_MAX_NS * permits)
+            return fail(&pe, bp, blen, "burst %s takes longer than 3660d to refill at %u per "
+                        "window", q, (unsigned)permits);
+    }
     if (*s != '\0') {
         size_t tlen = strlen(s);
         quote(q, sizeof q, s, tlen);
         return fail(&pe, s, tlen, "trailing text '%s' after the policy", q);
     }
-    p.permits = (uint32_t)permits;
 
     if (srl_policy_validate(&p) != 0)   /* every limit is checked above; kept as a guard */
         return fail(&pe, text, strlen(text), "invalid policy");
@@ -352,6 +382,8 @@ int srl_policy_format(const srl_policy *p, char *buf, size_t len)
                  p->algorithm == SRL_CONCURRENCY ? "%s:%u,max_hold=%llu%s" : "%s:%u/%llu%s",
                  srl_algorithm_name(p->algorithm), (unsigned)p->permits,
                  (unsigned long long)(p->window_ns / units[u].ns), units[u].name);
+    if (n > 0 && p->burst != 0 && p->burst != p->permits && (size_t)n < sizeof tmp)
+        n += snprintf(tmp + n, sizeof tmp - (size_t)n, ",burst=%u", (unsigned)p->burst);
 out:
     if (n < 0 || (size_t)n >= sizeof tmp)
         return SRL_EPOLICY;   /* cannot happen for a valid policy: 49 chars at most */

@@ -706,7 +706,7 @@ int srl_open_redis(const char *uri, const srl_config *cfg, srl_limiter **out)
         return SRL_EINVAL;
     /* One limit of the four rate algorithms: compounds and in-flight units
      * have no script yet. */
-    if (cfg->limits.count != 1 || cfg->policy.algorithm == SRL_CONCURRENCY ||
+    if (cfg->limits.count != 1 || cfg->policy.algorithm == SRL_CONCURRENCY || cfg->policy.burst ||
         !exact_in_lua(&cfg->policy))
         return SRL_ENOTSUP;
 

@@ -80,6 +80,16 @@ struct srl__shm_header {
 };
 
 _Static_assert(sizeof(struct srl__shm_header) <= SRL__SHM_HEADER_BYTES, "header fits its page");
+
+/* Rare counters of the whole segment, in the header page after the header
+ * (not covered by header_sum: they change after READY).  Written with
+ * atomic adds only on paths that are rare by nature (a dead holder's unit
+ * reclaimed), never by a plain decision; read as hints (untrusted). */
+struct srl__shm_live {
+    uint64_t reclaimed;          /* in-flight units of dead or expired holders freed */
+};
+#define SRL__SHM_LIVE_OFFSET 2048u
+_Static_assert(sizeof(struct srl__shm_header) <= SRL__SHM_LIVE_OFFSET, "live counters follow the header");
 _Static_assert(sizeof(((srl_entry *)0)->fingerprint) == SRL__SHM_FP_BYTES,
                "srl_foreach hands out the whole stored fingerprint");
 
@@ -104,7 +114,6 @@ struct srl__shm_bucket {
     uint64_t evicted;
     uint32_t reset_slots;
     uint32_t timeouts;
-    uint64_t reclaimed;             /* in-flight units of dead or expired holders freed */
     /* then: undo copy of one state (state_bytes), then the slots */
 };
 
@@ -229,6 +238,11 @@ static inline struct srl__shm_header *srl__shm_hdr(const struct srl__shm *s)
     return (struct srl__shm_header *)s->base;
 }
 
+static inline struct srl__shm_live *srl__shm_live(const struct srl__shm *s)
+{
+    return (struct srl__shm_live *)(s->base + SRL__SHM_LIVE_OFFSET);
+}
+
 static inline struct srl__shm_bucket *srl__shm_bucket(const struct srl__shm *s, uint64_t b)
 {
     return (struct srl__shm_bucket *)(s->base + SRL__SHM_HEADER_BYTES +
@@ -312,6 +326,7 @@ int srl__shm_reset_key(srl_limiter *lim, const void *key, size_t len);
 int srl__shm_enter(srl_limiter *lim, const void *key, size_t len, srl_lease *lease,
                    srl_decision *d);
 int srl__shm_leave(srl_limiter *lim, srl_lease *lease);
+int srl__shm_key_state(srl_limiter *lim, const void *key, size_t len, void *buf);
 int srl__shm_refund(srl_limiter *lim, const void *key, size_t len, uint32_t cost);
 int64_t srl__shm_evict_idle(srl_limiter *lim);
 int64_t srl__shm_foreach(srl_limiter *lim, srl_foreach_fn fn, void *ctx);

@@ -80,6 +80,10 @@ static void check_bucket(struct srl__shm *s, uint64_t b, uint64_t now, struct re
                     i, *srl__shm_slot_key_len(s, b, i));
         if (!srl__cmp_valid(&s->lim.cmp, srl__shm_slot_state(s, b, i), now))
             problem(r, "bucket %llu slot %u: invalid state", (unsigned long long)b, i);
+        static const uint8_t zero_meta[SRL__SLOT_META_BYTES];
+        if (memcmp(fp + SRL__SLOT_META, zero_meta, SRL__SLOT_META_BYTES) != 0)
+            problem(r, "bucket %llu slot %u: meta word set (layout 4 writes none)",
+                    (unsigned long long)b, i);
         for (unsigned j = i + 1; j < SRL__SHM_SLOTS; j++)
             if (bk->tags[j] != 0 && memcmp(srl__shm_slot(s, b, j), fp, SRL__SHM_FP_BYTES) == 0)
                 problem(r, "bucket %llu: slots %u and %u hold the same key",

@@ -136,9 +136,9 @@ struct timespec srl__shm_deadline(const struct srl__shm *s)
     uint64_t ms = s->lim.lock_timeout_ms;
     ts.tv_sec += (time_t)(ms / 1000u);
     ts.tv_nsec += (long)(ms % 1000u) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
+    if (ts.tv_nsec >= (long)SRL_NS_PER_S) {
         ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
+        ts.tv_nsec -= (long)SRL_NS_PER_S;
     }
     return ts;
 }

@@ -126,9 +126,7 @@ int srl__shm_name(const char *name, char buf[256])
 
 static uint64_t wall_ns(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    return srl__clock_ns(CLOCK_REALTIME);
 }
 
 static uint64_t mono_ms(void)

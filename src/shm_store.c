@@ -34,8 +34,8 @@ static int shm_stats(srl_limiter *lim, srl_stats *out)
         st.reset_slots += __atomic_load_n(&bk->reset_slots, __ATOMIC_RELAXED);
         st.evicted += __atomic_load_n(&bk->evicted, __ATOMIC_RELAXED);
         st.timeouts += __atomic_load_n(&bk->timeouts, __ATOMIC_RELAXED);
-        st.reclaimed += __atomic_load_n(&bk->reclaimed, __ATOMIC_RELAXED);
     }
+    st.reclaimed = __atomic_load_n(&srl__shm_live(s)->reclaimed, __ATOMIC_RELAXED);
     *out = st;
     return 0;
 }
@@ -84,6 +84,7 @@ const struct srl__store_ops srl__shm_ops = {
     .check = srl__shm_check,
     .enter = srl__shm_enter,
     .leave = srl__shm_leave,
+    .key_state = srl__shm_key_state,
     .close = shm_close,
 };
 

@@ -210,7 +210,7 @@ static void decide_state(struct srl__shm *s, uint64_t b, unsigned i, uint64_t no
     uint32_t entry, gen, freed;
     srl__cmp_enter(&s->lim.cmp, state, now, &me, holder_alive, NULL, d, &entry, &gen, &freed);
     if (freed > 0)
-        SRL__SHM_COUNT(srl__shm_bucket(s, b)->reclaimed, freed);
+        __atomic_add_fetch(&srl__shm_live(s)->reclaimed, freed, __ATOMIC_RELAXED);
     if (gen != 0) {
         rq->lease->owner = s->lim.lease_owner;
         memcpy(rq->lease->where, srl__shm_slot(s, b, i) + SRL__SLOT_FP, SRL__SHM_FP_BYTES);
@@ -854,6 +854,22 @@ int srl__shm_refund(srl_limiter *lim, const void *key, size_t len, uint32_t cost
     return 0;
 }
 
+int srl__shm_key_state(srl_limiter *lim, const void *key, size_t len, void *buf)
+{
+    struct srl__shm *s = lim->impl;
+    struct srl__shm_key k;
+    uint64_t b;
+    int i;
+    int rc = locate(s, key, len, &k, &b, &i);
+    if (rc != 0)
+        return rc;
+    if (i < 0)
+        return SRL_ENOENT;
+    memcpy(buf, srl__shm_slot_state(s, b, (unsigned)i), s->state_bytes);
+    srl__shm_unlock(s, b);
+    return 0;
+}
+
 int srl__shm_reset_key(srl_limiter *lim, const void *key, size_t len)
 {
     struct srl__shm *s = lim->impl;
@@ -900,7 +916,7 @@ int64_t srl__shm_evict_idle(srl_limiter *lim)
                     holder_alive, NULL);
                 srl__shm_undo_end(s, b);
                 if (freed > 0)
-                    SRL__SHM_COUNT(bk->reclaimed, freed);
+                    __atomic_add_fetch(&srl__shm_live(s)->reclaimed, freed, __ATOMIC_RELAXED);
             }
             if (bk->tags[i] != 0 && slot_at_rest(s, b, i, now)) {
                 srl__shm_tag_store(bk, i, 0);

@@ -3,7 +3,7 @@
  *
  * This file owns the argument checks the algorithms may assume (algo.h):
  * a valid policy (else SRL_EPOLICY), non-NULL pointers (else SRL_EINVAL),
- * 1 <= cost <= permits (else SRL_ECOST).  A failing call writes neither the
+ * 1 <= cost <= capacity (burst, else permits; else SRL_ECOST).  A failing call writes neither the
  * state nor the decision.  Then it dispatches to srl__algo_get().
  *
  * No locks: the caller owns the state's storage and serialises access to
@@ -11,6 +11,7 @@
  * so casting away const there is sound.
  */
 #include "algo.h"
+#include <string.h>
 
 /* The vtable for a valid p, else NULL with *rc set. */
 static const struct srl__algo *checked(const srl_policy *p, int *rc)
@@ -47,7 +48,7 @@ static int decide(const srl_policy *p, const void *state, uint64_t now, uint32_t
         return rc;
     if (state == NULL || d == NULL)
         return SRL_EINVAL;
-    if (cost == 0 || cost > p->permits)
+    if (cost == 0 || cost > srl__capacity(p))
         return SRL_ECOST;
     a->decide(p, (void *)state, now, cost, commit, d);
     return 0;
@@ -77,7 +78,7 @@ int srl_state_refund(const srl_policy *p, void *state, uint64_t now, uint32_t co
         return SRL_ENOTSUP;   /* a unit is given back by srl_leave */
     if (state == NULL)
         return SRL_EINVAL;
-    if (cost == 0 || cost > p->permits)
+    if (cost == 0 || cost > srl__capacity(p))
         return SRL_ECOST;
     a->refund(p, state, now, cost);
     return 0;
@@ -105,4 +106,21 @@ int srl_state_valid(const srl_policy *p, const void *state, uint64_t now)
     if (state == NULL)
         return SRL_EINVAL;
     return a->valid(p, state, now) ? 1 : 0;
+}
+
+int srl_holder_get(const srl_policy *p, const void *state, uint32_t i, srl_holder *out)
+{
+    if (p == NULL || state == NULL || out == NULL || p->algorithm != SRL_CONCURRENCY ||
+        srl_policy_validate(p) != 0)
+        return SRL_EINVAL;
+    struct srl__proc who;
+    uint64_t since;
+    if (!srl__conc_holder(p, state, i, &who, &since))
+        return 0;
+    memset(out, 0, sizeof *out);
+    out->pid = who.pid;
+    out->start = who.start;
+    out->pidns = who.pidns;
+    out->since_ns = since;
+    return 1;
 }

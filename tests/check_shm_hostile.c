@@ -1045,6 +1045,13 @@ START_TEST(srl_check_reports_each_documented_kind_of_table_damage_exactly_once)
                       (want));                                                               \
     } while (0)
 
+    /* Layout 4's meta word (tier, flags) is written by nobody yet. */
+    slot[SRL__SLOT_META + 2] = 0x01;
+    EXPECT_PROBLEMS(1, "meta word set");
+    ck_assert_ptr_nonnull(strstr(l.last, "meta word set"));
+    slot[SRL__SLOT_META + 2] = 0;
+    EXPECT_PROBLEMS(0, "meta word restored");
+
     BK(&v, b, tags)[i] = (uint8_t)(tag == 0xff ? 0xfe : tag + 1);
     EXPECT_PROBLEMS(1, "tag without a matching fingerprint");
     ck_assert_ptr_nonnull(strstr(l.last, "does not match its fingerprint"));

@@ -246,6 +246,41 @@ START_TEST(another_policy_capacity_or_display_is_a_mismatch)
 }
 END_TEST
 
+/* srl_mismatch_explain names each difference the open refused, both sides
+ * and the fix, and nothing when the config would be accepted. */
+START_TEST(a_mismatch_is_explained_field_by_field)
+{
+    srl_config cfg = config(100, 1000);
+    const char *name = make_segment(&cfg);
+    srl_limiter *seg;
+    ck_assert_int_eq(srl_open_shared(name, NULL, SRL_ADOPT, &seg), 0);
+    srl_info info;
+    ck_assert_int_eq(srl_info_get(seg, &info), 0);
+    srl_close(seg);
+    char why[512];
+    ck_assert_int_eq(srl_mismatch_explain(&cfg, &info, why, sizeof why), 0);
+    ck_assert_str_eq(why, "");
+    srl_config other = cfg;
+    ck_assert_int_eq(srl_limits_parse_ex("gcra:100/1m + token_bucket:5000/1d", &other.limits, NULL),
+                     0);
+    other.capacity = 2000;
+    other.key_display = 8;
+    ck_assert_int_eq(open_rc(name, &other, 0), SRL_EMISMATCH);
+    ck_assert_int_eq(srl_mismatch_explain(&other, &info, why, sizeof why), 3);
+    ck_assert_str_eq(why,
+        "policy: the segment has token_bucket:100/1m, this config asks for gcra:100/1m + "
+        "token_bucket:5000/1d (use the segment's policy, or another segment name, or destroy "
+        "it: its keys start fresh); capacity: the segment holds 1008 slots, this config asks "
+        "for 2000 keys (2000 slots in buckets of 16): ask for 1008, or make a new segment; "
+        "key_display: the segment keeps 0 bytes per key, this config asks for 8 (it is part of "
+        "the slot size: use 0)");
+    ck_assert_int_eq(srl_mismatch_explain(&other, &info, why, 40), SRL_ENOBUFS);
+    ck_assert_uint_eq(strlen(why), 39);
+    ck_assert_int_eq(srl_mismatch_explain(NULL, &info, why, sizeof why), SRL_EINVAL);
+    ck_assert_int_eq(srl_unlink(name), 0);
+}
+END_TEST
+
 START_TEST(opening_without_a_config_adopts_the_segments_policy)
 {
     srl_config cfg = config(7, 40);
@@ -688,6 +723,7 @@ static Suite *suite(void)
     tcase_add_test(tc, bad_names_and_flags_are_einval_and_create_nothing);
     tcase_add_test(tc, empty_and_too_long_keys_are_ekey_and_change_nothing);
     tcase_add_test(tc, a_closed_segment_keeps_its_states_for_the_next_opener);
+    tcase_add_test(tc, a_mismatch_is_explained_field_by_field);
     suite_add_tcase(s, tc);
     return s;
 }

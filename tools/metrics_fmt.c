@@ -30,7 +30,7 @@
 
 enum fam {
     F_UP, F_INFO, F_DECISIONS, F_KEYS, F_CAPACITY, F_LOAD, F_RECOVERED, F_RESET, F_EVICTED,
-    F_TIMEOUTS, F_BYTES, F_PERMITS, F_WINDOW, F_CREATED, F_COUNT
+    F_RECLAIMED, F_TIMEOUTS, F_BYTES, F_PERMITS, F_WINDOW, F_CREATED, F_COUNT
 };
 
 static const struct family {
@@ -52,6 +52,8 @@ static const struct family {
     [F_RESET] = {"srl_reset_slots_total", "counter",
                  "Key states reset to fresh by repair (failed validation)"},
     [F_EVICTED] = {"srl_evicted_total", "counter", "Key states at rest reclaimed"},
+    [F_RECLAIMED] = {"srl_reclaimed_total", "counter",
+                     "In-flight units freed because their holder died or held them past max_hold"},
     [F_TIMEOUTS] = {"srl_lock_timeouts_total", "counter", "Bucket lock waits that timed out"},
     [F_BYTES] = {"srl_segment_bytes", "gauge", "Size of the shared-memory segment"},
     [F_PERMITS] = {"srl_policy_permits", "gauge", "Requests a key may make per window"},
@@ -155,9 +157,9 @@ static void sample(const struct out *o, enum fam f, const srl__metrics_seg *g)
     if (f == F_UP)
         label(o, "status", g->status, 0);
     if (f == F_INFO) {
-        char pol[SRL_POLICY_TEXT_MAX];
+        char pol[SRL_LIMITS_TEXT_MAX];
         const char *alg = srl_algorithm_name(in->policy.algorithm);
-        if (srl_policy_format(&in->policy, pol, sizeof pol) < 0)
+        if (srl_limits_format(&in->limits, pol, sizeof pol) < 0)
             snprintf(pol, sizeof pol, "?");
         label(o, "policy", pol, 0);
         label(o, "algorithm", alg != NULL ? alg : "?", 0);
@@ -173,6 +175,7 @@ static void sample(const struct out *o, enum fam f, const srl__metrics_seg *g)
     case F_RECOVERED: u64(o, s->recovered); break;
     case F_RESET: u64(o, s->reset_slots); break;
     case F_EVICTED: u64(o, s->evicted); break;
+    case F_RECLAIMED: u64(o, s->reclaimed); break;
     case F_TIMEOUTS: u64(o, s->timeouts); break;
     case F_BYTES: u64(o, in->segment_bytes); break;
     case F_PERMITS: u64(o, in->policy.permits); break;

@@ -28,18 +28,28 @@ int main(int argc, char **argv)
         printf("rlctl %d.%d.%d\n", SRL_VERSION_MAJOR, SRL_VERSION_MINOR, SRL_VERSION_PATCH);
         return rlctl_flush(EX_OK);
     }
-    /* A global option, before the command: --owner USER or --owner=USER. */
-    if (argc >= 2 && strncmp(argv[1], "--owner", 7) == 0 &&
-        (argv[1][7] == '\0' || argv[1][7] == '=')) {
-        const char *user = argv[1][7] == '=' ? argv[1] + 8 : (argc >= 3 ? argv[2] : NULL);
-        if (user == NULL || *user == '\0') {
-            fputs("rlctl: --owner needs a user name or uid\n", stderr);
+    /* Global options, before the command, in any order: --owner USER and
+     * --mode M (each also as --owner=USER, --mode=M).  After the command,
+     * --mode is create's own (the mode it creates with). */
+    for (;;) {
+        int is_owner = argc >= 2 && strncmp(argv[1], "--owner", 7) == 0 &&
+                       (argv[1][7] == '\0' || argv[1][7] == '=');
+        int is_mode = argc >= 2 && strncmp(argv[1], "--mode", 6) == 0 &&
+                      (argv[1][6] == '\0' || argv[1][6] == '=');
+        if (!is_owner && !is_mode)
+            break;
+        size_t len = is_owner ? 7 : 6;
+        int joined = argv[1][len] == '=';
+        const char *val = joined ? argv[1] + len + 1 : (argc >= 3 ? argv[2] : NULL);
+        if (val == NULL || *val == '\0') {
+            fprintf(stderr, "rlctl: %s needs %s\n", is_owner ? "--owner" : "--mode",
+                    is_owner ? "a user name or uid" : "octal permission bits (e.g. 0660)");
             return EX_USAGE;
         }
-        int shift = argv[1][7] == '=' ? 1 : 2;
-        int orc = rlctl_owner_apply(user);
+        int orc = is_owner ? rlctl_owner_apply(val) : rlctl_mode_apply(val);
         if (orc != 0)
             return orc;
+        int shift = joined ? 1 : 2;
         argv[shift] = argv[0];
         argv += shift;
         argc -= shift;

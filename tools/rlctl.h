@@ -14,7 +14,8 @@
  *   rlctl_args.c    argument parsing (options, numbers, keys, names)
  *   rlctl_escape.c  key escaping for terminals and JSON
  *   rlctl_json.c    a small JSON writer (commas, nesting, string escaping)
- *   rlctl_fmt.c     human formats: durations, byte sizes, aligned tables
+ *   rlctl_fmt.c     human formats: durations, byte sizes, aligned tables;
+ *                   parsing seconds (-i, RLCTL_PROGRESS_DELAY)
  *   rlctl_open.c    opening segments, valid names; srl error -> message
  *   rlctl_errors.c  each srl error code's exit status and remedy
  *   rlctl_seg.c     commands on whole segments: create destroy check
@@ -24,6 +25,7 @@
  *   rlctl_list.c    list: the tracked keys, sorted and cut to --top
  *   rlctl_keys.c    commands on one key: get try reset
  *   rlctl_evict.c   evict: drop (or with --dry-run count) the keys at rest
+ *   rlctl_progress.c  the progress line of long walks (tty stderr only)
  *   rlctl_watch.c   watch: live rates from srl_stats deltas
  *   rlctl_metrics.c metrics: Prometheus text (formatted by metrics_fmt.c,
  *                   shared with mod_srl), --output written atomically
@@ -35,6 +37,9 @@
 #define RLCTL_H
 
 #include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -69,7 +74,13 @@ enum {
     RLCTL_O_ALL = 1u << 13,
     RLCTL_O_FORCE = 1u << 14,
     RLCTL_O_OUTPUT = 1u << 15,
+    RLCTL_O_KEYS = 1u << 16,
+    RLCTL_O_ALL_KEYS = 1u << 17,
 };
+
+/* list refuses to print more keys than this without --top or --all-keys
+ * (5M keys took 41 s and 1.37 GB of JSON). */
+#define RLCTL_LIST_MAX_KEYS 100000u
 
 /* rlctl_cmd.takes_name: NAME... (zero or more names, in o->names). */
 #define RLCTL_NAMES 2
@@ -80,7 +91,9 @@ typedef struct rlctl_opts {
     const struct rlctl_cmd *cmd;
     unsigned seen;            /* RLCTL_O_* given on the command line */
     int json, hex, dry_run, all, force;
-    srl_policy policy;
+    int keys;                 /* ls --keys: walk each segment (USED, LOAD, warnings) */
+    int all_keys;             /* list --all-keys: no RLCTL_LIST_MAX_KEYS refusal */
+    srl_limits limits;        /* --policy: one limit or a compound */
     uint64_t capacity;
     uint32_t key_display;
     uint32_t mode;
@@ -123,14 +136,18 @@ void rlctl_help(const struct rlctl_cmd *c);
 int rlctl_parse(int argc, char **argv, rlctl_opts *o);
 void rlctl_opts_free(rlctl_opts *o);
 int rlctl_parse_u64(const char *s, uint64_t max, uint64_t *out);
-int rlctl_parse_seconds(const char *s, uint64_t *ns);
 /* rlctl_parse's result when --help was asked for and printed. */
 #define RLCTL_HELP_SHOWN (-1)
 
-/* rlctl_owner.c: --owner USER (root drops to USER; others trust its uid). */
+/* rlctl_owner.c: --owner USER (root drops to USER; others trust its uid);
+ * --mode M (the group/other bits a segment may grant: srl_config.mode). */
 int rlctl_owner_apply(const char *user);
+int rlctl_mode_apply(const char *arg);
+uint32_t rlctl_trusted_mode(void);
 uint32_t rlctl_trusted_uid(void);
 void rlctl_owner_remedy(const char *name);
+/* The login name of uid, or the number when it has none. */
+void rlctl_owner_name(uint32_t uid, char *buf, size_t len);
 /* rlctl_open.c: 1 if NAME's file is shorter than its header says. */
 int rlctl_truncated(const char *name, uint64_t *size, uint64_t *total);
 
@@ -144,8 +161,9 @@ char *rlctl_key_label(const srl_entry *e);
 
 /* rlctl_json.c.  RLCTL_JSON_SCHEMA: the first field of every top-level
  * object; raised when a field changes type or meaning (2: retry_after and
- * mode became numbers). */
-#define RLCTL_JSON_SCHEMA 2
+ * mode became numbers; 3: ls counts keys only with --keys, used and
+ * load_factor are null without). */
+#define RLCTL_JSON_SCHEMA 3
 typedef struct rlctl_json {
     FILE *f;
     int depth;
@@ -168,6 +186,9 @@ void rlctl_json_ratio(rlctl_json *j, const char *key, uint64_t num, uint64_t den
 void rlctl_json_milli(rlctl_json *j, const char *key, uint64_t milli);
 void rlctl_json_end(rlctl_json *j); /* newline after the top-level value */
 
+/* rlctl_fmt.c: "2", "0.5": seconds with up to 9 decimals, 1 ms .. 1 day
+ * (-i, RLCTL_PROGRESS_DELAY); 0 or -1. */
+int rlctl_parse_seconds(const char *s, uint64_t *ns);
 /* rlctl_fmt.c: into buf (at least 48 bytes). */
 const char *rlctl_fmt_duration(uint64_t ns, char *buf, size_t len);
 const char *rlctl_fmt_bytes(uint64_t bytes, char *buf, size_t len);
@@ -212,6 +233,9 @@ int rlctl_fail(const char *name, int rc);
 /* rlctl_fail for a command: with --json also {"error", "code", "remedy",
  * "exit_status"} on stdout. */
 int rlctl_fail_cmd(const rlctl_opts *o, int rc);
+/* The config every open of an existing segment passes: the trust of
+ * --owner and --mode, nothing else (the segment's own policy is adopted). */
+void rlctl_open_config(srl_config *cfg);
 /* Open an existing segment (its own policy and geometry).  Returns 0 or an
  * exit code after printing the message. */
 int rlctl_open(const rlctl_opts *o, srl_limiter **out);
@@ -221,13 +245,38 @@ const char *rlctl_seg_name(const srl_info *in, const char *typed);
 /* Finish a command's output: EX_IOERR if stdout could not be written. */
 int rlctl_flush(int status);
 
+/* rlctl_progress.c: the progress line of a long walk (see the file).
+ * begin draws nothing (and starts no thread) unless stderr is a tty and
+ * --json was not given.  unit NULL: the line shows the elapsed time only;
+ * else "DONE of TOTAL UNIT (P %)" (TOTAL 0: unknown, "DONE UNIT"), UNIT
+ * being unit_one for a count of 1. */
+typedef struct rlctl_progress {
+    int on, stop, drawn;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    char what[320];
+    const char *unit_one, *unit;
+    uint64_t total, start_ns, delay_ns;
+    _Atomic uint64_t done;
+} rlctl_progress;
+void rlctl_progress_begin(rlctl_progress *p, const rlctl_opts *o, const char *unit_one,
+                          const char *unit, uint64_t total, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
+static inline void rlctl_progress_add(rlctl_progress *p, uint64_t n)
+{
+    atomic_fetch_add_explicit(&p->done, n, memory_order_relaxed);
+}
+void rlctl_progress_end(rlctl_progress *p);
+
 /* rlctl_ls.c: one segment as ls and metrics see it. */
 struct rlctl_seg {
     char name[260];
     const char *status;       /* rlctl_status_of(open_rc) */
     int open_rc;
+    int counted;              /* stats read (a walk of every bucket) */
     srl_info info;            /* valid when open_rc == 0 */
-    srl_stats stats;
+    srl_stats stats;          /* valid when counted */
 };
 struct rlctl_segs {
     struct rlctl_seg *v;
@@ -235,12 +284,13 @@ struct rlctl_segs {
     size_t skipped;           /* foreign or others' forbidden, left out (no --all) */
 };
 const char *rlctl_status_of(int rc); /* "ok", "stale", "forbidden", ... */
-/* Open NAME ("/" optional), read its info and stats, close it. */
-void rlctl_probe(const char *name, struct rlctl_seg *g);
+/* Open NAME ("/" optional), read its info and, if walk, its stats (with a
+ * progress line per o), close it. */
+void rlctl_probe(const rlctl_opts *o, const char *name, int walk, struct rlctl_seg *g);
 /* The segments under /dev/shm by name: every srl segment, plus foreign and
- * forbidden objects when all.  Returns EX_OK (free out->v) or an exit code
- * after printing why. */
-int rlctl_scan(int all, struct rlctl_segs *out);
+ * forbidden objects with o->all; stats read only if walk.  Returns EX_OK
+ * (free out->v) or an exit code after printing why. */
+int rlctl_scan(const rlctl_opts *o, int walk, struct rlctl_segs *out);
 
 /* rlctl_health.c: conditions of a readable segment that need attention. */
 enum {
@@ -250,7 +300,12 @@ enum {
     RLCTL_WARN_TIMEOUTS = 1u << 3,  /* stats.timeouts > 0 */
     RLCTL_WARN_TRUNCATED = 1u << 4, /* info.file_bytes < info.segment_bytes */
 };
+/* st NULL: the counters were not read; only what the header and the file
+ * show (truncated) is judged. */
 unsigned rlctl_warnings(const srl_info *in, const srl_stats *st);
+/* The conditions that need srl_stats (a walk). */
+#define RLCTL_WARN_NEED_STATS \
+    (RLCTL_WARN_LOAD | RLCTL_WARN_UNTRACKED | RLCTL_WARN_REPAIRED | RLCTL_WARN_TIMEOUTS)
 /* "ok", or the tokens joined by ',' ("load,untracked"); buf >= 48 bytes. */
 const char *rlctl_warnings_text(unsigned w, char *buf, size_t len);
 /* One "warning: TOKEN: what it means" line per condition, and for load or
@@ -271,5 +326,16 @@ int rlctl_cmd_reset(const rlctl_opts *o);
 int rlctl_cmd_evict(const rlctl_opts *o);
 int rlctl_cmd_watch(const rlctl_opts *o);
 int rlctl_cmd_metrics(const rlctl_opts *o);
+
+/* rlctl_detail.c: get's per-limit and in-flight lines for one tracked key. */
+typedef struct rlctl_detail {
+    void *state;              /* the key's state copy, NULL: nothing more to show */
+    uint64_t now;             /* ticker time of the copy */
+} rlctl_detail;
+int rlctl_detail_load(srl_limiter *lim, const srl_info *in, const void *key, size_t len,
+                      rlctl_detail *out);
+void rlctl_detail_print(const srl_info *in, const rlctl_detail *d);
+void rlctl_detail_json(rlctl_json *j, const srl_info *in, const rlctl_detail *d);
+void rlctl_detail_free(rlctl_detail *d);
 
 #endif

@@ -22,7 +22,8 @@
 #include <string.h>
 
 enum { OPT_JSON = 256, OPT_HEX, OPT_POLICY, OPT_CAPACITY, OPT_KEY_DISPLAY, OPT_MODE,
-       OPT_ON_FULL, OPT_COST, OPT_SORT, OPT_TOP, OPT_DRY_RUN, OPT_OUTPUT };
+       OPT_ON_FULL, OPT_COST, OPT_SORT, OPT_TOP, OPT_DRY_RUN, OPT_OUTPUT, OPT_KEYS,
+       OPT_ALL_KEYS };
 
 static const struct option long_opts[] = {
     {"json", no_argument, NULL, OPT_JSON},
@@ -37,6 +38,8 @@ static const struct option long_opts[] = {
     {"top", required_argument, NULL, OPT_TOP},
     {"dry-run", no_argument, NULL, OPT_DRY_RUN},
     {"output", required_argument, NULL, OPT_OUTPUT},
+    {"keys", no_argument, NULL, OPT_KEYS},
+    {"all-keys", no_argument, NULL, OPT_ALL_KEYS},
     {"interval", required_argument, NULL, 'i'},
     {"count", required_argument, NULL, 'n'},
     {"all", no_argument, NULL, 'a'},
@@ -123,38 +126,6 @@ static int parse_count(const char *s, uint64_t max, uint64_t *out)
     if (rlctl_parse_u64(s, max / mult, &v) != 0)
         return -1;
     *out = v * mult;
-    return 0;
-}
-
-/* "2", "0.5", "1.25": seconds with up to 9 decimals, 1 ms .. 1 day. */
-int rlctl_parse_seconds(const char *s, uint64_t *ns)
-{
-    uint64_t whole = 0, frac = 0, scale = 1000000000ull;
-    const char *p = s;
-    if (*p < '0' || *p > '9')
-        return -1;
-    for (; *p >= '0' && *p <= '9'; p++) {
-        whole = whole * 10 + (uint64_t)(*p - '0');
-        if (whole > 86400)
-            return -1;
-    }
-    if (*p == '.') {
-        p++;
-        if (*p < '0' || *p > '9')
-            return -1;
-        for (; *p >= '0' && *p <= '9'; p++) {
-            if (scale == 1)
-                return -1; /* finer than a nanosecond */
-            scale /= 10;
-            frac += (uint64_t)(*p - '0') * scale;
-        }
-    }
-    if (*p != '\0')
-        return -1;
-    uint64_t v = whole * 1000000000ull + frac;
-    if (v < 1000000ull || v > 86400ull * 1000000000ull)
-        return -1;
-    *ns = v;
     return 0;
 }
 
@@ -261,6 +232,8 @@ static unsigned option_bit(int opt)
     case OPT_TOP: return RLCTL_O_TOP;
     case OPT_DRY_RUN: return RLCTL_O_DRY_RUN;
     case OPT_OUTPUT: return RLCTL_O_OUTPUT;
+    case OPT_KEYS: return RLCTL_O_KEYS;
+    case OPT_ALL_KEYS: return RLCTL_O_ALL_KEYS;
     case 'i': return RLCTL_O_INTERVAL;
     case 'n': return RLCTL_O_COUNT;
     case 'a': return RLCTL_O_ALL;
@@ -286,6 +259,8 @@ static int take_option(rlctl_opts *o, int opt, const char *arg)
     case OPT_JSON: o->json = 1; return 0;
     case OPT_HEX: o->hex = 1; return 0;
     case OPT_DRY_RUN: o->dry_run = 1; return 0;
+    case OPT_KEYS: o->keys = 1; return 0;
+    case OPT_ALL_KEYS: o->all_keys = 1; return 0;
     case OPT_OUTPUT:
         if (arg[0] == '\0')
             return bad_value(cmd, "--output", arg, "a file name");
@@ -296,7 +271,7 @@ static int take_option(rlctl_opts *o, int opt, const char *arg)
     case OPT_POLICY:
     {
         srl_policy_error pe;
-        if (srl_policy_parse_ex(arg, &o->policy, &pe) != 0) {
+        if (srl_limits_parse_ex(arg, &o->limits, &pe) != 0) {
             /* the library's message names the bad part and the fix */
             char *f;
             int rc = usage_error(cmd, "--policy: invalid value '%s': %s", shown(arg, &f),
@@ -425,6 +400,8 @@ int rlctl_parse(int argc, char **argv, rlctl_opts *o)
         if (rc != 0)
             return rc;
     }
+    if ((o->seen & RLCTL_O_TOP) && (o->seen & RLCTL_O_ALL_KEYS))
+        return usage_error(o->cmd, "give --top N or --all-keys, not both");
     int npos = sub_argc - optind;
     if (o->cmd->takes_name == RLCTL_NAMES) {
         for (int i = optind; i < sub_argc; i++) {

@@ -31,16 +31,19 @@ static const struct rlctl_cmd commands[] = {
      "destroy NAME [--force] [--json]",
      "Remove a segment's name; processes that have it open keep using it.\n"
      "--force removes it even if it is not an srl segment."},
-    {"ls", rlctl_cmd_ls, RLCTL_O_ALL | JSON_O, 0, 0, "ls [--all] [--json]",
-     "List the srl segments of this host with their status (ok, or what needs\n"
-     "attention), policy, capacity, use and size.  --all: also foreign and\n"
-     "forbidden objects."},
+    {"ls", rlctl_cmd_ls, RLCTL_O_ALL | RLCTL_O_KEYS | JSON_O, 0, 0,
+     "ls [--keys] [--all] [--json]",
+     "List the srl segments of this host with their status, policy, capacity,\n"
+     "size and owner, from their headers only (cheap at any size).  --keys also\n"
+     "reads every bucket: keys in use, load, and the load, untracked, repaired\n"
+     "and timeouts warnings.  --all: also foreign and forbidden objects."},
     {"info", rlctl_cmd_info, JSON_O, 1, 0, "info NAME [--json]",
      "A segment's policy, geometry, owner, counters and warnings."},
-    {"list", rlctl_cmd_list, RLCTL_O_SORT | RLCTL_O_TOP | JSON_O, 1, 0,
-     "list NAME [--sort denied|allowed|recent] [--top N] [--json]",
+    {"list", rlctl_cmd_list, RLCTL_O_SORT | RLCTL_O_TOP | RLCTL_O_ALL_KEYS | JSON_O, 1, 0,
+     "list NAME [--sort denied|allowed|recent] [--top N | --all-keys] [--json]",
      "The tracked keys with their counts and state; --sort and --top keep the\n"
-     "biggest N."},
+     "biggest N.  More than 100000 keys without --top are refused (exit 64)\n"
+     "unless --all-keys insists."},
     {"get", rlctl_cmd_get, KEY_O | RLCTL_O_COST, 1, 1,
      "get NAME [--hex] KEY [--cost N] [--json]",
      "The decision a request for KEY would get now, changing nothing.\n"
@@ -92,7 +95,7 @@ void rlctl_usage(FILE *f, const struct rlctl_cmd *only)
         fprintf(f, "usage: rlctl %s\n", only->synopsis);
         return;
     }
-    fputs("usage: rlctl [--owner USER] COMMAND [ARGS]   (see rlctl(1))\n", f);
+    fputs("usage: rlctl [--owner USER] [--mode M] COMMAND [ARGS]   (see rlctl(1))\n", f);
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(f, "       rlctl %s\n", commands[i].synopsis);
 }

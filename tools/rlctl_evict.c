@@ -9,6 +9,9 @@
  * it reports at rest; it changes nothing (a key may of course come to rest,
  * or leave it, between a dry run and a real one).
  *
+ * On a terminal a progress line shows while the walk runs
+ * (rlctl_progress.c).
+ *
  * Its own file so the race test can build rlctl with a deliberately broken
  * evict (tests/rlctl/broken_evict.c) in its place.
  */
@@ -16,11 +19,14 @@
 
 struct rest_count {
     uint64_t at_rest;
+    rlctl_progress *progress;
 };
 
 static int count_at_rest(const srl_entry *e, void *ctx)
 {
-    ((struct rest_count *)ctx)->at_rest += e->at_rest != 0;
+    struct rest_count *c = ctx;
+    c->at_rest += e->at_rest != 0;
+    rlctl_progress_add(c->progress, 1);
     return 0;
 }
 
@@ -30,8 +36,20 @@ int rlctl_cmd_evict(const rlctl_opts *o)
     int status = rlctl_open(o, &lim);
     if (status != 0)
         return status;
-    struct rest_count c = {0};
+    /* The progress line (on a tty only): keys checked for a dry run (a
+     * walk with a callback), the elapsed time for srl_evict_idle (none). */
+    rlctl_progress p;
+    srl_info in;
+    uint64_t buckets = srl_info_get(lim, &in) == 0 ? in.buckets : 0;
+    if (o->dry_run)
+        rlctl_progress_begin(&p, o, "key checked", "keys checked", 0,
+                             "rlctl: evict --dry-run: %s", o->name);
+    else
+        rlctl_progress_begin(&p, o, NULL, NULL, 0, "rlctl: evict: %s: %" PRIu64 " %s", o->name,
+                             buckets, rlctl_plural(buckets, "bucket", "buckets"));
+    struct rest_count c = {.progress = &p};
     int64_t n = o->dry_run ? srl_foreach(lim, count_at_rest, &c) : srl_evict_idle(lim);
+    rlctl_progress_end(&p);
     srl_close(lim);
     if (n < 0)
         return rlctl_fail_cmd(o, (int)n);

@@ -178,3 +178,37 @@ void rlctl_table_free(rlctl_table *t)
     t->cells = NULL;
     t->nrows = t->cap = 0;
 }
+
+/* The inverse of a format, here so that rlctl_args.c and rlctl_progress.c
+ * (RLCTL_PROGRESS_DELAY) share it without calling each other. */
+/* "2", "0.5", "1.25": seconds with up to 9 decimals, 1 ms .. 1 day. */
+int rlctl_parse_seconds(const char *s, uint64_t *ns)
+{
+    uint64_t whole = 0, frac = 0, scale = 1000000000ull;
+    const char *p = s;
+    if (*p < '0' || *p > '9')
+        return -1;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        whole = whole * 10 + (uint64_t)(*p - '0');
+        if (whole > 86400)
+            return -1;
+    }
+    if (*p == '.') {
+        p++;
+        if (*p < '0' || *p > '9')
+            return -1;
+        for (; *p >= '0' && *p <= '9'; p++) {
+            if (scale == 1)
+                return -1; /* finer than a nanosecond */
+            scale /= 10;
+            frac += (uint64_t)(*p - '0') * scale;
+        }
+    }
+    if (*p != '\0')
+        return -1;
+    uint64_t v = whole * 1000000000ull + frac;
+    if (v < 1000000ull || v > 86400ull * 1000000000ull)
+        return -1;
+    *ns = v;
+    return 0;
+}

@@ -1,8 +1,9 @@
 /*
  * rlctl_health.c - what in a readable segment needs the operator.
  *
- * Five conditions, judged from srl_info + srl_stats alone (no walk, no
- * lock beyond srl_stats_get's):
+ * Five conditions, judged from srl_info + srl_stats alone (no lock beyond
+ * srl_stats_get's, which walks every bucket; truncated needs srl_info only,
+ * and is all that ls judges without --keys):
  *   load       used >= 90 % of capacity: inserts soon fail (or already do)
  *   untracked  decisions were made by on_full because the table was full
  *   repaired   buckets were repaired after a lock owner died
@@ -38,6 +39,10 @@ static const struct {
 unsigned rlctl_warnings(const srl_info *in, const srl_stats *st)
 {
     unsigned w = 0;
+    if (in->kind == SRL_STORE_SHARED && in->file_bytes < in->segment_bytes)
+        w |= RLCTL_WARN_TRUNCATED;
+    if (st == NULL) /* not walked (ls without --keys): the header's word only */
+        return w;
     /* used * 10 >= capacity * 9, in 128 bits: no overflow, no rounding. */
     if (in->capacity != 0 &&
         (unsigned __int128)st->used * 10 >= (unsigned __int128)in->capacity * 9)
@@ -48,8 +53,6 @@ unsigned rlctl_warnings(const srl_info *in, const srl_stats *st)
         w |= RLCTL_WARN_REPAIRED;
     if (st->timeouts != 0)
         w |= RLCTL_WARN_TIMEOUTS;
-    if (in->kind == SRL_STORE_SHARED && in->file_bytes < in->segment_bytes)
-        w |= RLCTL_WARN_TRUNCATED;
     return w;
 }
 

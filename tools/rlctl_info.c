@@ -15,19 +15,8 @@
 #include "rlctl.h"
 
 #include <errno.h>
-#include <pwd.h>
 #include <signal.h>
 #include <time.h>
-
-static void owner_name(uint32_t uid, char *buf, size_t len)
-{
-    struct passwd pw, *res = NULL;
-    char scratch[1024];
-    if (getpwuid_r((uid_t)uid, &pw, scratch, sizeof scratch, &res) == 0 && res != NULL)
-        snprintf(buf, len, "%s", res->pw_name);
-    else
-        snprintf(buf, len, "%u", uid);
-}
 
 static uint64_t age_ns(uint64_t created_unix_ns)
 {
@@ -43,6 +32,15 @@ static void iso_time(uint64_t unix_ns, char *buf, size_t len)
     struct tm tm;
     if (gmtime_r(&t, &tm) == NULL || strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
         snprintf(buf, len, "?");
+}
+
+/* The policy has an in-flight limit: its reclaim count is worth a row. */
+static int has_units(const srl_info *in)
+{
+    for (uint32_t i = 0; i < in->limits.count; i++)
+        if (in->limits.limit[i].algorithm == SRL_CONCURRENCY)
+            return 1;
+    return 0;
 }
 
 static void info_json(const char *name, const srl_info *in, const srl_stats *st, const char *pol,
@@ -85,6 +83,8 @@ static void info_json(const char *name, const srl_info *in, const srl_stats *st,
     rlctl_json_u64(&j, "recovered", st->recovered);
     rlctl_json_u64(&j, "reset_slots", st->reset_slots);
     rlctl_json_u64(&j, "evicted", st->evicted);
+    if (has_units(in))
+        rlctl_json_u64(&j, "reclaimed", st->reclaimed);
     rlctl_json_u64(&j, "timeouts", st->timeouts);
     rlctl_json_end_obj(&j);
     rlctl_json_end(&j);
@@ -135,6 +135,8 @@ static void info_text(const char *name, const srl_info *in, const srl_stats *st,
     ROW("reset slots", "%" PRIu64, st->reset_slots);
     ROW("evicted", "%" PRIu64, st->evicted);
     ROW("timeouts", "%" PRIu64, st->timeouts);
+    if (has_units(in))
+        ROW("reclaimed", "%" PRIu64 " (in-flight units of dead or stuck holders)", st->reclaimed);
     rlctl_warnings_explain(w, name, pol, in->capacity, stdout);
 }
 
@@ -147,15 +149,21 @@ int rlctl_cmd_info(const rlctl_opts *o)
     srl_info in;
     srl_stats st;
     int rc = srl_info_get(lim, &in);
-    if (rc == 0)
+    if (rc == 0) {
+        rlctl_progress p;
+        rlctl_progress_begin(&p, o, NULL, NULL, 0, "rlctl: info: counting %s: %" PRIu64 " %s",
+                             rlctl_seg_name(&in, o->name), in.buckets,
+                             rlctl_plural(in.buckets, "bucket", "buckets"));
         rc = srl_stats_get(lim, &st);
+        rlctl_progress_end(&p);
+    }
     srl_close(lim);
     if (rc != 0)
         return rlctl_fail_cmd(o, rc);
-    char pol[SRL_POLICY_TEXT_MAX], owner[64];
-    if (srl_policy_format(&in.policy, pol, sizeof pol) < 0)
+    char pol[SRL_LIMITS_TEXT_MAX], owner[64];
+    if (srl_limits_format(&in.limits, pol, sizeof pol) < 0)
         snprintf(pol, sizeof pol, "?");
-    owner_name(in.owner_uid, owner, sizeof owner);
+    rlctl_owner_name(in.owner_uid, owner, sizeof owner);
     uint64_t age = age_ns(in.created_unix_ns);
     if (o->json)
         info_json(rlctl_seg_name(&in, o->name), &in, &st, pol, owner, age);

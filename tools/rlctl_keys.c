@@ -64,12 +64,15 @@ static void untracked_decision(const srl_info *in, int full, uint32_t cost, srl_
                             .flags = SRL_DECISION_UNTRACKED};
         return;
     }
-    uint64_t state[64]; /* srl_state_size() is far below 512 bytes */
-    if (srl_state_size(&in->policy) > sizeof state ||
-        srl_state_init(&in->policy, state, 0) != 0 ||
-        srl_state_peek(&in->policy, state, 0, cost, d) != 0)
+    /* A fresh state of every limit (a sliding log or a concurrency holder
+     * table can be tens of KiB, so it is allocated). */
+    size_t n = srl_limits_state_size(&in->limits);
+    void *state = n > 0 ? calloc(1, n) : NULL;
+    if (state == NULL || srl_limits_state_init(&in->limits, state, 0) != 0 ||
+        srl_limits_state_peek(&in->limits, state, 0, cost, d) != 0)
         *d = (srl_decision){.allowed = 1, .limit = in->policy.permits,
                             .remaining = in->policy.permits - cost};
+    free(state);
 }
 
 int rlctl_cmd_get(const rlctl_opts *o)
@@ -81,10 +84,13 @@ int rlctl_cmd_get(const rlctl_opts *o)
     srl_decision d;
     srl_info in;
     srl_stats st;
+    rlctl_detail more = {0};
     int rc = srl_peek(lim, o->key, o->key_len, o->cost, &d);
     int irc = srl_info_get(lim, &in);
     if (irc == 0)
         irc = srl_stats_get(lim, &st);
+    if (irc == 0 && rc == 0)
+        irc = rlctl_detail_load(lim, &in, o->key, o->key_len, &more);
     srl_close(lim);
     if (rc != 0 && rc != SRL_ENOENT)
         return rlctl_fail_cmd(o, rc);
@@ -95,8 +101,10 @@ int rlctl_cmd_get(const rlctl_opts *o)
     if (rc == SRL_ENOENT)
         untracked_decision(&in, full, o->cost, &d);
     char *key = key_text(o);
-    if (key == NULL)
+    if (key == NULL) {
+        rlctl_detail_free(&more);
         return EX_OSERR;
+    }
     if (o->json) {
         rlctl_json j;
         rlctl_json_init(&j, stdout);
@@ -106,6 +114,7 @@ int rlctl_cmd_get(const rlctl_opts *o)
         rlctl_json_bool(&j, "tracked", rc == 0);
         rlctl_json_u64(&j, "cost", o->cost);
         decision_json(&j, &d);
+        rlctl_detail_json(&j, &in, &more);
         rlctl_json_end_obj(&j);
         rlctl_json_end(&j);
     } else if (rc == SRL_ENOENT && full) {
@@ -128,7 +137,9 @@ int rlctl_cmd_get(const rlctl_opts *o)
         else
             printf("%s: a request of cost %u would be denied now: retry after %s; at rest in %s\n",
                    key, o->cost, rlctl_fmt_duration(d.retry_after_ns, ra, sizeof ra), rs);
+        rlctl_detail_print(&in, &more);
     }
+    rlctl_detail_free(&more);
     free(key);
     return rlctl_flush(rc == 0 ? EX_OK : RLCTL_EX_NO);
 }
@@ -144,6 +155,14 @@ int rlctl_cmd_try(const rlctl_opts *o)
     srl_close(lim);
     /* On a lock timeout (or an unrecoverable lock) d is still filled. */
     int degraded = rc == SRL_ETIMEDOUT || rc == SRL_ENOTRECOVERABLE;
+    if (rc == SRL_ENOTSUP) {
+        int st = rlctl_fail_cmd(o, rc);
+        fprintf(stderr, "rlctl: %s: 'try' takes permits of a rate limit, and this policy has an "
+                        "in-flight (concurrency) limit, whose units only the workers that hold "
+                        "them can take and give back (srl_enter/srl_leave); 'rlctl get %s KEY' "
+                        "shows who holds them\n", o->name, o->name);
+        return st;
+    }
     if (rc != 0 && !degraded)
         return rlctl_fail_cmd(o, rc);
     char *key = key_text(o);

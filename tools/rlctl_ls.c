@@ -3,12 +3,13 @@
  *
  * POSIX shared memory objects are the regular files of /dev/shm (ipcs does
  * not see them).  ls opens each one whose name srl accepts, read-only in
- * intent: srl_open_shared without SRL_CREATE and with cfg NULL, which
- * adopts the segment's own policy and never writes a header.  What the open
+ * intent: srl_open_shared with SRL_ADOPT, never SRL_CREATE, which adopts
+ * the segment's own policy and never writes a header; its config carries
+ * only the trust (--owner, --mode).  What the open
  * says decides the row:
- *   ok                      an srl segment: policy, capacity, use, size;
- *                           or instead of ok what needs attention (load,
- *                           untracked, repaired, timeouts: rlctl_health.c)
+ *   ok                      an srl segment: policy, capacity, size, owner;
+ *                           or instead of ok what needs attention
+ *                           (rlctl_health.c)
  *   stale/corrupt/version   srl segments that need the operator: always shown
  *   busy                    its creator did not finish in time (ETIMEDOUT)
  *   foreign/forbidden       other programs' objects, or other users' we may
@@ -17,6 +18,15 @@
  *                           (owned by our euid: its mode is refused) is
  *                           always shown: only its owner can fix it.
  *   (vanished)              removed between readdir and open: skipped
+ *
+ * Cheap by default: the open reads the header and the file's size, nothing
+ * more, so ls costs the same at 16 slots and at 50M.  Keys in use, load
+ * and the warnings that come from counters (load, untracked, repaired,
+ * timeouts) need srl_stats_get, a walk of every bucket (~2 s at 10M
+ * slots): only with --keys.  Without it STATUS can only say what the
+ * header and the file say (ok, truncated, stale, ...), so a last line says
+ * that the counters were not read and how to read them; in JSON "counted"
+ * is false and used/load_factor are null, never a guessed 0.
  * Rows are sorted by name.
  */
 #include "rlctl.h"
@@ -45,16 +55,25 @@ const char *rlctl_status_of(int rc)
     }
 }
 
-void rlctl_probe(const char *name, struct rlctl_seg *g)
+void rlctl_probe(const rlctl_opts *o, const char *name, int walk, struct rlctl_seg *g)
 {
     *g = (struct rlctl_seg){0};
     snprintf(g->name, sizeof g->name, "%s%s", name[0] == '/' ? "" : "/", name);
     srl_limiter *lim;
-    int rc = srl_open_shared(g->name, NULL, 0, &lim);
+    srl_config cfg;
+    rlctl_open_config(&cfg);
+    int rc = srl_open_shared(g->name, &cfg, SRL_ADOPT, &lim);
     if (rc == 0) {
         rc = srl_info_get(lim, &g->info);
-        if (rc == 0)
+        if (rc == 0 && walk) {
+            rlctl_progress p;
+            rlctl_progress_begin(&p, o, NULL, NULL, 0, "rlctl: %s: counting %s: %" PRIu64 " %s",
+                                 o->cmd->name, g->name, g->info.buckets,
+                                 rlctl_plural(g->info.buckets, "bucket", "buckets"));
             rc = srl_stats_get(lim, &g->stats);
+            rlctl_progress_end(&p);
+            g->counted = rc == 0;
+        }
         srl_close(lim);
     }
     g->open_rc = rc;
@@ -65,16 +84,17 @@ void rlctl_probe(const char *name, struct rlctl_seg *g)
 }
 
 /* Probe one name; returns 0, or -1 on ENOMEM.  Adds a row if it is shown. */
-static int probe(struct rlctl_segs *s, const char *file, int all, int ours)
+static int probe(const rlctl_opts *o, struct rlctl_segs *s, const char *file, int walk,
+                 int ours)
 {
     struct rlctl_seg g;
-    rlctl_probe(file, &g);
+    rlctl_probe(o, file, walk, &g);
     int rc = g.open_rc;
     if (rc == SRL_ENOENT)
         return 0;
     /* Refused although it is ours (its mode lets others write it): the
      * operator must fix it, so it is always shown. */
-    if (!all && (rc == SRL_EFOREIGN || (rc == SRL_EACCES && !ours))) {
+    if (!o->all && (rc == SRL_EFOREIGN || (rc == SRL_EACCES && !ours))) {
         s->skipped++;
         return 0;
     }
@@ -95,20 +115,23 @@ static int by_name(const void *a, const void *b)
     return strcmp(((const struct rlctl_seg *)a)->name, ((const struct rlctl_seg *)b)->name);
 }
 
-/* A readable segment's status is its warnings ("ok" when none). */
+/* A readable segment's status is its warnings ("ok" when none): those of
+ * the counters only when they were read. */
 static const char *shown_status(const struct rlctl_seg *g, char *buf, size_t len)
 {
     if (g->open_rc != 0)
         return g->status;
-    return rlctl_warnings_text(rlctl_warnings(&g->info, &g->stats), buf, len);
+    return rlctl_warnings_text(rlctl_warnings(&g->info, g->counted ? &g->stats : NULL), buf,
+                               len);
 }
 
-static void print_json(const struct rlctl_segs *s)
+static void print_json(const struct rlctl_segs *s, int walk)
 {
     rlctl_json j;
     rlctl_json_init(&j, stdout);
     rlctl_json_begin_obj(&j, NULL);
     rlctl_json_str(&j, "dir", RLCTL_SHM_DIR);
+    rlctl_json_bool(&j, "counted", walk);
     rlctl_json_begin_arr(&j, "segments");
     for (size_t i = 0; i < s->n; i++) {
         const struct rlctl_seg *g = &s->v[i];
@@ -117,14 +140,22 @@ static void print_json(const struct rlctl_segs *s)
         char health[48];
         rlctl_json_str(&j, "status", shown_status(g, health, sizeof health));
         if (g->open_rc == 0) {
-            char pol[SRL_POLICY_TEXT_MAX];
-            if (srl_policy_format(&g->info.policy, pol, sizeof pol) < 0)
+            char pol[SRL_LIMITS_TEXT_MAX], owner[64];
+            if (srl_limits_format(&g->info.limits, pol, sizeof pol) < 0)
                 snprintf(pol, sizeof pol, "?");
             rlctl_json_str(&j, "policy", pol);
             rlctl_json_u64(&j, "capacity", g->info.capacity);
-            rlctl_json_u64(&j, "used", g->stats.used);
-            rlctl_json_ratio(&j, "load_factor", g->stats.used, g->info.capacity);
+            if (g->counted) {
+                rlctl_json_u64(&j, "used", g->stats.used);
+                rlctl_json_ratio(&j, "load_factor", g->stats.used, g->info.capacity);
+            } else {
+                rlctl_json_null(&j, "used");
+                rlctl_json_null(&j, "load_factor");
+            }
             rlctl_json_u64(&j, "segment_bytes", g->info.segment_bytes);
+            rlctl_json_u64(&j, "owner_uid", g->info.owner_uid);
+            rlctl_owner_name(g->info.owner_uid, owner, sizeof owner);
+            rlctl_json_str(&j, "owner", owner);
         } else {
             rlctl_json_str(&j, "error", srl_strerror(g->open_rc));
         }
@@ -136,32 +167,44 @@ static void print_json(const struct rlctl_segs *s)
     rlctl_json_end(&j);
 }
 
-static int print_text(const struct rlctl_segs *s)
+static int print_text(const struct rlctl_segs *s, int walk)
 {
-    static const char *const hdr[] = {"NAME", "STATUS", "POLICY", "CAPACITY", "USED", "LOAD",
-                                      "SIZE"};
-    static const unsigned char right[] = {0, 0, 0, 1, 1, 1, 1};
+    static const char *const hdr_keys[] = {"NAME", "STATUS", "POLICY", "CAPACITY", "USED",
+                                           "LOAD", "SIZE", "OWNER"};
+    static const unsigned char right_keys[] = {0, 0, 0, 1, 1, 1, 1, 0};
+    static const char *const hdr[] = {"NAME", "STATUS", "POLICY", "CAPACITY", "SIZE", "OWNER"};
+    static const unsigned char right[] = {0, 0, 0, 1, 1, 0};
     rlctl_table t;
-    rlctl_table_init(&t, 7, hdr, right);
+    rlctl_table_init(&t, walk ? 8 : 6, walk ? hdr_keys : hdr, walk ? right_keys : right);
+    size_t readable = 0;
     for (size_t i = 0; i < s->n; i++) {
         const struct rlctl_seg *g = &s->v[i];
-        char pol[SRL_POLICY_TEXT_MAX] = "-", cap[24] = "-", used[24] = "-", load[24] = "-",
-             size[48] = "-";
+        char pol[SRL_LIMITS_TEXT_MAX] = "-", cap[24] = "-", used[24] = "-", load[24] = "-",
+             size[48] = "-", owner[64] = "-";
         if (g->open_rc == 0) {
-            if (srl_policy_format(&g->info.policy, pol, sizeof pol) < 0)
+            readable++;
+            if (srl_limits_format(&g->info.limits, pol, sizeof pol) < 0)
                 snprintf(pol, sizeof pol, "?");
             snprintf(cap, sizeof cap, "%" PRIu64, g->info.capacity);
-            snprintf(used, sizeof used, "%" PRIu64, g->stats.used);
-            rlctl_fmt_percent(g->stats.used, g->info.capacity, load, sizeof load);
+            if (g->counted) {
+                snprintf(used, sizeof used, "%" PRIu64, g->stats.used);
+                rlctl_fmt_percent(g->stats.used, g->info.capacity, load, sizeof load);
+            }
             rlctl_fmt_bytes(g->info.segment_bytes, size, sizeof size);
+            rlctl_owner_name(g->info.owner_uid, owner, sizeof owner);
         }
         char health[48];
-        const char *row[] = {g->name, shown_status(g, health, sizeof health), pol, cap, used,
-                             load, size};
-        rlctl_table_add(&t, row);
+        const char *st = shown_status(g, health, sizeof health);
+        const char *row_keys[] = {g->name, st, pol, cap, used, load, size, owner};
+        const char *row[] = {g->name, st, pol, cap, size, owner};
+        rlctl_table_add(&t, walk ? row_keys : row);
     }
     int rc = rlctl_table_print(&t, stdout);
     rlctl_table_free(&t);
+    if (rc == 0 && !walk && readable > 0)
+        printf("(keys not counted: STATUS says only what the headers say; 'rlctl ls --keys' "
+               "reads every bucket for USED, LOAD and the load, untracked, repaired and "
+               "timeouts warnings)\n");
     if (s->skipped)
         printf("(%zu skipped: not srl segments, or another user's that rlctl may not open; "
                "'rlctl ls --all' lists them)\n",
@@ -169,7 +212,7 @@ static int print_text(const struct rlctl_segs *s)
     return rc;
 }
 
-int rlctl_scan(int all, struct rlctl_segs *out)
+int rlctl_scan(const rlctl_opts *o, int walk, struct rlctl_segs *out)
 {
     DIR *d = opendir(RLCTL_SHM_DIR);
     if (d == NULL) {
@@ -188,7 +231,7 @@ int rlctl_scan(int all, struct rlctl_segs *out)
         struct stat st;
         if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
             continue;
-        if (probe(&s, e->d_name, all, st.st_uid == geteuid()) != 0) {
+        if (probe(o, &s, e->d_name, walk, st.st_uid == geteuid()) != 0) {
             fputs("rlctl: out of memory\n", stderr);
             status = EX_OSERR;
             break;
@@ -208,12 +251,12 @@ int rlctl_scan(int all, struct rlctl_segs *out)
 int rlctl_cmd_ls(const rlctl_opts *o)
 {
     struct rlctl_segs s;
-    int status = rlctl_scan(o->all, &s);
+    int status = rlctl_scan(o, o->keys, &s);
     if (status == EX_OK) {
         if (o->json)
-            print_json(&s);
+            print_json(&s, o->keys);
         else
-            status = print_text(&s);
+            status = print_text(&s, o->keys);
     }
     free(s.v);
     return rlctl_flush(status);

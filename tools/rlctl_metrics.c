@@ -88,7 +88,7 @@ int rlctl_cmd_metrics(const rlctl_opts *o)
             return EX_OSERR;
         }
         for (int i = 0; i < o->nnames; i++) {
-            rlctl_probe(o->names[i], &s.v[i]);
+            rlctl_probe(o, o->names[i], 1, &s.v[i]);
             if (s.v[i].open_rc != 0) {
                 int code = rlctl_fail(o->names[i], s.v[i].open_rc);
                 if (status == EX_OK)
@@ -97,7 +97,7 @@ int rlctl_cmd_metrics(const rlctl_opts *o)
         }
         s.n = (size_t)o->nnames;
     } else {
-        int rc = rlctl_scan(o->all, &s);
+        int rc = rlctl_scan(o, 1, &s);
         if (rc != EX_OK)
             return rc;
     }

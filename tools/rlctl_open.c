@@ -115,11 +115,17 @@ int rlctl_fail_cmd(const rlctl_opts *o, int rc)
     return status;
 }
 
+void rlctl_open_config(srl_config *cfg)
+{
+    srl_config_init(cfg);
+    cfg->owner_uid = rlctl_trusted_uid();
+    cfg->mode = rlctl_trusted_mode();
+}
+
 int rlctl_open(const rlctl_opts *o, srl_limiter **out)
 {
     srl_config cfg;
-    srl_config_init(&cfg);
-    cfg.owner_uid = rlctl_trusted_uid();
+    rlctl_open_config(&cfg);
     int rc = srl_open_shared(o->name, &cfg, SRL_ADOPT, out);
     return rc == 0 ? 0 : rlctl_fail_cmd(o, rc);
 }

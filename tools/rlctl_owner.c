@@ -13,6 +13,12 @@
  * names the one other uid it trusts (srl_config.owner_uid), which it may
  * map only if that user gave it access (mode and group).
  *
+ * `rlctl --mode M`: the group/other write bits this run accepts on a
+ * segment (srl_config.mode; default 0600: none).  A segment created 0660
+ * to share with a group is refused by every opener that does not say it
+ * trusts that group, rlctl included, so the operator says it here, as a
+ * PHP worker says it with its 'mode' option.
+ *
  * Process-global state, set once from main before any command runs.
  */
 #include "rlctl.h"
@@ -26,6 +32,29 @@
 #include <unistd.h>
 
 static uint32_t trusted = SRL_OWNER_SELF;
+static uint32_t accepted_mode = 0600;
+
+uint32_t rlctl_trusted_mode(void)
+{
+    return accepted_mode;
+}
+
+int rlctl_mode_apply(const char *arg)
+{
+    char *end;
+    errno = 0;
+    unsigned long m = strtoul(arg, &end, 8);
+    if (arg[0] < '0' || arg[0] > '7' || *end != '\0' || errno != 0 || m > 0777 ||
+        strlen(arg) > 4) {
+        char *shown = rlctl_escape((const unsigned char *)arg, strlen(arg));
+        fprintf(stderr, "rlctl: --mode: invalid value '%s': expected octal permission bits, "
+                "e.g. 0660 to accept a segment its group may write\n", shown ? shown : "?");
+        free(shown);
+        return EX_USAGE;
+    }
+    accepted_mode = (uint32_t)m;
+    return 0;
+}
 
 uint32_t rlctl_trusted_uid(void)
 {
@@ -105,7 +134,18 @@ void rlctl_owner_remedy(const char *name)
         return;
     }
     fprintf(stderr,
-            ": its mode %04o lets group or others write it, which srl refuses: "
-            "'chmod 600 %s' if nobody else should",
-            (unsigned)(st.st_mode & 0777), path);
+            ": its mode %04o lets group or others write it, which srl refuses unless told: "
+            "'chmod 600 %s' if nobody else should, or 'rlctl --mode %04o ...' if they are "
+            "trusted",
+            (unsigned)(st.st_mode & 0777), path, (unsigned)(st.st_mode & 0777));
+}
+
+void rlctl_owner_name(uint32_t uid, char *buf, size_t len)
+{
+    struct passwd pw, *res = NULL;
+    char scratch[1024];
+    if (getpwuid_r((uid_t)uid, &pw, scratch, sizeof scratch, &res) == 0 && res != NULL)
+        snprintf(buf, len, "%s", res->pw_name);
+    else
+        snprintf(buf, len, "%u", uid);
 }

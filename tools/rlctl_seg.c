@@ -74,7 +74,7 @@ int rlctl_cmd_create(const rlctl_opts *o)
 {
     srl_config cfg;
     srl_config_init(&cfg);
-    cfg.policy = o->policy;
+    cfg.limits = o->limits;
     cfg.capacity = o->capacity;
     cfg.key_display = o->key_display;
     cfg.mode = o->mode;
@@ -104,8 +104,8 @@ int rlctl_cmd_create(const rlctl_opts *o)
     if (rc != 0)
         return rlctl_fail_cmd(o, rc);
     int64_t after = shm_free();
-    char pol[SRL_POLICY_TEXT_MAX];
-    if (srl_policy_format(&info.policy, pol, sizeof pol) < 0)
+    char pol[SRL_LIMITS_TEXT_MAX];
+    if (srl_limits_format(&info.limits, pol, sizeof pol) < 0)
         snprintf(pol, sizeof pol, "?");
     if (o->json) {
         rlctl_json j;
@@ -151,6 +151,12 @@ int rlctl_cmd_create(const rlctl_opts *o)
     if (before >= 0 && after >= 0 && before >= after)
         printf(" (%s taken)", rlctl_fmt_bytes((uint64_t)(before - after), b, sizeof b));
     putchar('\n');
+    /* Group or other write: every opener refuses it unless it says it
+     * trusts them (srl.h, design.md "Trust"), rlctl included. */
+    if (info.mode & 022)
+        printf("mode %04o: openers must accept it: 'rlctl --mode %04o ...', and the workers' "
+               "mode option (PHP 'mode' => 0%o); others refuse it as forbidden\n",
+               info.mode, info.mode, info.mode);
     return rlctl_flush(EX_OK);
 }
 
@@ -158,7 +164,9 @@ int rlctl_cmd_destroy(const rlctl_opts *o)
 {
     if (!o->force) {
         srl_limiter *lim;
-        int rc = srl_open_shared(o->name, NULL, 0, &lim);
+        srl_config cfg;
+        rlctl_open_config(&cfg);
+        int rc = srl_open_shared(o->name, &cfg, SRL_ADOPT, &lim);
         if (rc == 0)
             srl_close(lim);
         else if (rc == SRL_EFOREIGN) {
@@ -232,7 +240,13 @@ int rlctl_cmd_check(const rlctl_opts *o)
     if (status != 0)
         return status;
     struct problems p = {0};
+    rlctl_progress pr;
+    srl_info in;
+    uint64_t buckets = srl_info_get(lim, &in) == 0 ? in.buckets : 0;
+    rlctl_progress_begin(&pr, o, NULL, NULL, 0, "rlctl: check: %s: %" PRIu64 " %s", o->name,
+                         buckets, rlctl_plural(buckets, "bucket", "buckets"));
     int64_t n = srl_check(lim, collect, &p);
+    rlctl_progress_end(&pr);
     srl_close(lim);
     if (n < 0) {
         status = rlctl_fail_cmd(o, (int)n);

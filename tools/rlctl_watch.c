@@ -228,8 +228,8 @@ int rlctl_cmd_watch(const rlctl_opts *o)
     uint64_t ino = name_inode(o->name);
     srl_info info;
     int rc = srl_info_get(lim, &info);
-    char pol[SRL_POLICY_TEXT_MAX] = "?", title[400], line[320];
-    if (rc == 0 && srl_policy_format(&info.policy, pol, sizeof pol) < 0)
+    char pol[SRL_LIMITS_TEXT_MAX] = "?", title[400], line[320];
+    if (rc == 0 && srl_limits_format(&info.limits, pol, sizeof pol) < 0)
         snprintf(pol, sizeof pol, "?");
     struct screen *scr = calloc(1, sizeof *scr);
     if (scr == NULL) {
@@ -271,7 +271,9 @@ int rlctl_cmd_watch(const rlctl_opts *o)
             if (now_ino != 0 && now_ino != ino) {
                 srl_limiter *fresh = NULL;
                 srl_info fi;
-                if (srl_open_shared(o->name, NULL, 0, &fresh) == 0 &&
+                srl_config cfg;
+                rlctl_open_config(&cfg);
+                if (srl_open_shared(o->name, &cfg, SRL_ADOPT, &fresh) == 0 &&
                     srl_info_get(fresh, &fi) == 0) {
                     srl_close(lim);
                     lim = fresh;

@@ -58,6 +58,20 @@ class TestDecisions(unittest.TestCase):
         self.assertEqual((d.allowed, d.remaining, d.retry_after), (False, 2, TOKEN_S))
         self.assertEqual(lim.acquire("k", 2).remaining, 0)
 
+    def test_compound_all_or_nothing(self):
+        for lim in (srl.Limiter.local("token_bucket:10/1d + sliding_log:3/1d"),
+                    srl.Limiter.anonymous("token_bucket:10/1d+sliding_log:3/1d", capacity=64)):
+            with lim:
+                self.assertEqual(lim.policy, "token_bucket:10/1d + sliding_log:3/1d")
+                self.assertEqual([lim.acquire("k").remaining for _ in range(3)], [2, 1, 0])
+                d = lim.acquire("k")
+                self.assertEqual((d.allowed, d.binding, d.limit, d.retry_after), (False, 1, 3, 86400))
+                self.assertEqual(dict(srl.headers(d, "api"))["RateLimit-Policy"],
+                                 '"api.0";q=10;w=86400, "api.1";q=3;w=86400')
+        with self.assertRaises(srl.PolicyError) as e:
+            srl.Limiter.local("token_bucket:10/1d + ")
+        self.assertIn("empty limit", str(e.exception))
+
     def test_sliding_log_exact(self):
         lim = srl.Limiter.local("sliding_log:3/1d")
         self.assertEqual([lim.acquire(b"k").remaining for _ in range(3)], [2, 1, 0])
@@ -188,6 +202,10 @@ class TestShared(unittest.TestCase):
         self.assertSrlError(srl.ExistsError, -8,
                             lambda: srl.Limiter.shared(n, "5/1d", capacity=128, exclusive=True))
         self.assertSrlError(srl.MismatchError, -9, lambda: srl.Limiter.shared(n, "6/1d", capacity=128))
+        with self.assertRaises(srl.MismatchError) as e:
+            srl.Limiter.shared(n, "6/1d", capacity=128)
+        self.assertIn("policy: the segment has token_bucket:5/1d, this config asks for "
+                      "token_bucket:6/1d", str(e.exception))
         self.assertSrlError(srl.MismatchError, -9, lambda: srl.Limiter.shared(n, "5/1d", capacity=4096))
         self.assertSrlError(srl.ArgumentError, -1, lambda: srl.Limiter.shared("bad/name", "5/1d"))
         # Failed calls changed no count.

@@ -25,6 +25,8 @@ int main(void)
     FIELD(srl_policy, algorithm);
     FIELD(srl_policy, permits);
     FIELD(srl_policy, window_ns);
+    FIELD(srl_policy, burst);
+    FIELD(srl_policy, reserved0);
     FIELD(srl_policy, reserved);
 
     STRUCT(srl_limits);

@@ -17,16 +17,17 @@ struct bad_args {
     const char *usage;      /* the second line */
 };
 
+#define TOP_USAGE "usage: rlctl [--owner USER] [--mode M] COMMAND [ARGS]   (see rlctl(1))"
+
 START_TEST(bad_arguments_exit_64_with_the_reason_and_a_usage_line)
 {
     char name[160];
     seg_name(name, sizeof name, "args");
     const char *N = name;
     const struct bad_args cases[] = {
-        {{NULL}, "rlctl: no command given", "usage: rlctl [--owner USER] COMMAND [ARGS]   (see rlctl(1))"},
-        {{"frob"}, "rlctl: unknown command 'frob'", "usage: rlctl [--owner USER] COMMAND [ARGS]   (see rlctl(1))"},
-        {{"\x1b[2J"}, "rlctl: unknown command '\\x1b[2J'",
-         "usage: rlctl [--owner USER] COMMAND [ARGS]   (see rlctl(1))"},
+        {{NULL}, "rlctl: no command given", TOP_USAGE},
+        {{"frob"}, "rlctl: unknown command 'frob'", TOP_USAGE},
+        {{"\x1b[2J"}, "rlctl: unknown command '\\x1b[2J'", TOP_USAGE},
         {{"info"}, "rlctl: info: missing NAME", "usage: rlctl info NAME [--json]"},
         {{"try", N}, "rlctl: try: missing KEY",
          "usage: rlctl try NAME [--hex] KEY [--cost N] [--json]"},
@@ -71,10 +72,10 @@ START_TEST(bad_arguments_exit_64_with_the_reason_and_a_usage_line)
          "rlctl: create: --on-full: invalid value 'maybe': expected allow or deny", NULL},
         {{"list", N, "--top", "0"},
          "rlctl: list: --top: invalid value '0': expected a positive number of keys",
-         "usage: rlctl list NAME [--sort denied|allowed|recent] [--top N] [--json]"},
+         "usage: rlctl list NAME [--sort denied|allowed|recent] [--top N | --all-keys] [--json]"},
         {{"list", N, "--sort", "size"},
          "rlctl: list: --sort: invalid value 'size': expected denied, allowed or recent",
-         "usage: rlctl list NAME [--sort denied|allowed|recent] [--top N] [--json]"},
+         "usage: rlctl list NAME [--sort denied|allowed|recent] [--top N | --all-keys] [--json]"},
         {{"get", N, "--sort", "denied", "k"},
          "rlctl: get: --sort is not an option of this command",
          "usage: rlctl get NAME [--hex] KEY [--cost N] [--json]"},
@@ -118,7 +119,8 @@ START_TEST(bad_arguments_exit_64_with_the_reason_and_a_usage_line)
     ck_assert(!shm_exists(name)); /* no failed create left anything */
     run_result r;
     RUN(&r, 0, "--help");
-    ck_assert_msg(strncmp(r.out, "usage: rlctl [--owner USER] COMMAND", 35) == 0, "got: %s", r.out);
+    ck_assert_msg(strncmp(r.out, "usage: rlctl [--owner USER] [--mode M] COMMAND", 46) == 0,
+                  "got: %s", r.out);
     run_free(&r);
 }
 END_TEST
@@ -126,7 +128,7 @@ END_TEST
 START_TEST(help_for_one_command_and_did_you_mean)
 {
     const char *list_usage =
-        "usage: rlctl list NAME [--sort denied|allowed|recent] [--top N] [--json]\n\n"
+        "usage: rlctl list NAME [--sort denied|allowed|recent] [--top N | --all-keys] [--json]\n\n"
         "The tracked keys with their counts and state;";
     const char *const forms[][4] = {{"help", "list"}, {"--help", "list"}, {"list", "--help"},
                                     {"-h", "list"}};

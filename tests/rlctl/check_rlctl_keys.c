@@ -12,8 +12,11 @@
  * unlinks whatever a failed test left behind.
  */
 #include <check.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <sysexits.h>
 #include <unistd.h>
 
@@ -60,7 +63,7 @@ START_TEST(try_allows_exactly_the_permits_then_exits_1_with_the_retry_time)
     uint64_t ra_ns = json_get_u64(v, "retry_after_ns");
     /* A number (schema 2), whole seconds rounded up like Retry-After. */
     ck_assert_uint_eq(json_get_u64(v, "retry_after"), (ra_ns + 999999999) / 1000000000);
-    ck_assert_uint_eq(json_get_u64(v, "schema_version"), 2);
+    ck_assert_uint_eq(json_get_u64(v, "schema_version"), 3);
     ck_assert_uint_le(ra_ns, 720ull * 1000000000ull);
     ck_assert_uint_gt(ra_ns, 600ull * 1000000000ull);
     ck_assert_int_eq(json_get_bool(v, "untracked"), 0);
@@ -570,8 +573,10 @@ START_TEST(list_top_without_sort_keeps_the_footer_and_hints_at_key_display)
         RUN(&r, 0, "try", name, keys[i]);
         run_free(&r);
     }
-    const char *hint = "(keys shown by fingerprint: this segment keeps no key bytes; create it "
-                       "with --key-display 32 to see them, 32 more bytes per slot)\n";
+    /* The hint's cost figures: check_rlctl_walks.c */
+    const char *hint = "\n(keys shown by fingerprint: this segment keeps no key bytes; to see "
+                       "them, recreate it with --key-display 32 and open it with key_display 32 "
+                       "in the workers: ";
     RUN(&r, 0, "list", name, "--top", "2");
     ck_assert_msg(strstr(r.out, "\n(2 of 4 keys shown)\n") != NULL, "%s", r.out);
     ck_assert_msg(strstr(r.out, hint) != NULL, "%s", r.out);
@@ -587,6 +592,102 @@ START_TEST(list_top_without_sort_keeps_the_footer_and_hints_at_key_display)
     RUN(&r, 0, "list", name);
     ck_assert_msg(strstr(r.out, "keys shown by fingerprint") == NULL, "%s", r.out);
     ck_assert_msg(strstr(r.out, "keys shown)") == NULL, "%s", r.out);
+    run_free(&r);
+    seg_destroy(name);
+}
+END_TEST
+
+/* ------------------------------------------------------ in flight, compound */
+
+/* A worker process (forked, the public API) holds two units of key k and
+ * waits to be killed; rlctl sees them with its pid, evict leaves them while
+ * it lives and frees them once it is dead, and info counts the reclaim. */
+START_TEST(get_names_the_pids_holding_units_and_evict_frees_a_dead_holders_units)
+{
+    char name[160], want[200];
+    seg_name(name, sizeof name, "units");
+    seg_create(name, "concurrency:3", "64", "8");
+    int ready[2];
+    ck_assert_int_eq(pipe(ready), 0);
+    pid_t p = fork();
+    ck_assert_int_ge(p, 0);
+    if (p == 0) {
+        srl_limiter *lim;
+        if (srl_open_shared(name, NULL, 0, &lim) != 0)
+            _exit(1);
+        for (int i = 0; i < 2; i++) {
+            srl_lease l;
+            srl_decision d;
+            if (srl_enter(lim, "k", 1, &l, &d) != 0 || !d.allowed)
+                _exit(2);
+        }
+        if (write(ready[1], "x", 1) != 1)
+            _exit(3);
+        for (;;)
+            pause();
+    }
+    char c;
+    ck_assert_int_eq(read(ready[0], &c, 1), 1);
+    run_result r;
+    RUN(&r, 0, "get", name, "k");
+    ck_assert_msg(strncmp(r.out, "k: a request of cost 1 would be allowed now, leaving 0 of 3;",
+                          60) == 0, "%s", r.out);
+    snprintf(want, sizeof want, "  limit 0 (concurrency:3): 2 of 3 in flight: pid %d for ",
+             (int)p);
+    ck_assert_msg(strstr(r.out, want) != NULL, "want '%s' in:\n%s", want, r.out);
+    ck_assert_msg(strstr(strstr(r.out, want) + strlen(want), ", pid ") != NULL, "%s", r.out);
+    run_free(&r);
+    RUN(&r, 0, "get", name, "k", "--json");
+    json_value *v = parse_out(&r);
+    const json_value *lims = json_get(v, "limits");
+    ck_assert_uint_eq(lims->n, 1);
+    ck_assert_uint_eq(json_get_u64(lims->items[0], "inflight"), 2);
+    ck_assert_uint_eq(json_get(lims->items[0], "holders")->n, 2);
+    json_free(v);
+    run_free(&r);
+    RUN(&r, 0, "evict", name);   /* the holder lives: nothing at rest */
+    snprintf(want, sizeof want, "%s: evicted 0 keys at rest\n", name);
+    ck_assert_str_eq(r.out, want);
+    run_free(&r);
+    ck_assert_int_eq(kill(p, SIGKILL), 0);
+    ck_assert_int_eq(waitpid(p, NULL, 0), p);
+    RUN(&r, 0, "evict", name);   /* dead: its units are freed, the key is at rest */
+    snprintf(want, sizeof want, "%s: evicted 1 keys at rest\n", name);
+    ck_assert_str_eq(r.out, want);
+    run_free(&r);
+    RUN(&r, 1, "get", name, "k");
+    run_free(&r);
+    RUN(&r, 0, "info", name);
+    ck_assert_msg(strstr(r.out, "reclaimed:      2 (in-flight units of dead or stuck holders)\n")
+                  != NULL, "%s", r.out);
+    run_free(&r);
+    close(ready[0]);
+    close(ready[1]);
+    seg_destroy(name);
+}
+END_TEST
+
+/* Each limit of a compound is shown, and a denial took nothing from the
+ * limit that would have admitted it. */
+START_TEST(get_shows_every_limit_of_a_compound_policy)
+{
+    char name[160];
+    seg_name(name, sizeof name, "compound");
+    seg_create(name, "token_bucket:10/1h + sliding_log:3/1h", "64", "8");
+    run_result r;
+    for (int i = 0; i < 3; i++) {
+        RUN(&r, 0, "try", name, "k");
+        run_free(&r);
+    }
+    RUN(&r, 1, "try", name, "k");
+    run_free(&r);
+    RUN(&r, 0, "get", name, "k");
+    ck_assert_msg(strstr(r.out, "\n  limit 0 (token_bucket:10/1h): 7 of 10 left\n"
+                                "  limit 1 (sliding_log:3/1h): none left, retry after ") != NULL,
+                  "%s", r.out);
+    run_free(&r);
+    RUN(&r, 0, "info", name);
+    ck_assert_msg(strstr(r.out, "token_bucket:10/1h + sliding_log:3/1h") != NULL, "%s", r.out);
     run_free(&r);
     seg_destroy(name);
 }
@@ -609,6 +710,8 @@ int main(void)
     tcase_add_test(tc, list_sorts_by_denied_allowed_or_recent_and_cuts_to_top);
     tcase_add_test(tc, list_on_gcra_and_sliding_counter_refuses_sort_recent_and_explains_idle);
     tcase_add_test(tc, evict_dry_run_counts_the_keys_at_rest_then_evict_removes_exactly_them);
+    tcase_add_test(tc, get_names_the_pids_holding_units_and_evict_frees_a_dead_holders_units);
+    tcase_add_test(tc, get_shows_every_limit_of_a_compound_policy);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }
