@@ -14,7 +14,8 @@
 #      with Retry-After 1 and no RateLimit header; after the release the 4
 #      answer 200 and every unit is given back (rlctl get: 0 in flight)
 #   2  kill -9 the child serving one held request (found by its connection,
-#      ss -p): its unit is still counted (it is alive for peek), then with 3
+#      ss -p; rlctl get lists exactly those children as holders): its unit
+#      is still counted and its pid listed until the key is next full, then with 3
 #      (prefork; event: 4 minus the killed child's requests) held by live
 #      children, k+1 new requests: exactly k admitted (the dead child's units
 #      come back), 1 answered 429; after the release all units come back
@@ -163,6 +164,8 @@ k=$(grep -c "pid=$victim," <<<"$conns")
 check_eq "2: server-side connections of the held requests" $LIMIT "$(grep -c . <<<"$conns")"
 check_range "2: requests the victim child ($victim) serves" 1 2 "$k"
 [ "$mpm" = prefork ] && check_eq "2: prefork: one request per child" 1 "$k"
+check_eq "2: rlctl get: the holders are the children serving the held requests" \
+  "$(sed -n 's/.*pid=\([0-9]*\),.*/\1/p' <<<"$conns" | sort | paste -sd' ')" "$(holders "$name" 127.0.0.1)"
 kill -KILL "$victim"
 # Until the parent reaps it (its monitor loop, about once a second) the
 # victim is a zombie, which srl cannot tell from a live process (kill 0 and
@@ -172,9 +175,13 @@ wait_until 30 at_least answered k1 "$k" || fail "2: the killed requests were not
 check_eq "2: requests cut off by the kill" "$k" "$(with 000 k1)"
 check_eq "2: the dead child's units still counted until the key is next full" $LIMIT \
   "$(in_flight "$name" 127.0.0.1)"
+check_eq "2: rlctl get: ... and its pid still listed among the holders" "$k" \
+  "$(holders "$name" 127.0.0.1 | tr ' ' '\n' | grep -cx "$victim")"
 fire k2 $((k + 1))
 wait_until 30 settled k2 $((k + 1)) || fail "2: the new requests did not settle"
 check_eq "2: new requests admitted (the dead child's units came back)" "$k" "$(entered k2)"
+check_eq "2: rlctl get: the dead child is no holder any more" 0 \
+  "$(holders "$name" 127.0.0.1 | tr ' ' '\n' | grep -cx "$victim")"
 check_eq "2: new requests refused (the live holders keep theirs)" 1 "$(with 429 k2)"
 release k1; release k2; wave_wait
 check_eq "2: the surviving held requests: 200" $((LIMIT - k)) "$(with 200 k1)"

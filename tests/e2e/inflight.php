@@ -12,7 +12,7 @@
  *             throw  throw an uncaught exception
  *             fatal  die of a fatal error (memory exhausted)
  *             exit   call exit() in the middle
- *             unset  unset the lease, report the key's free units (peek)
+ *             unset  unset the lease, report what one more enter would get (peek)
  * Prints "srl pid=N allowed=0|1 remaining=N retry_after=N" and, refused, the
  * 429 headers (Srl::sendHeaders()).
  */
@@ -56,7 +56,9 @@ switch (param('SRL_MODE', 'hold')) {
         exit;
     case 'unset':
         unset($lease);
+        /* peek: whether one more enter would be admitted, and what it would leave */
         $p = $srl->peek($key);
-        echo 'after unset: free=', $p === null ? 'untracked' : $p['remaining'], "\n";
+        echo 'after unset: ', $p === null ? 'untracked'
+            : sprintf('allowed=%d remaining=%d', $p['allowed'] ? 1 : 0, $p['remaining']), "\n";
         break;
 }

@@ -375,15 +375,23 @@ release() { : >"$ctl/$1/release"; }
 # on each poll (a "$(...)" argument would be evaluated once, before it)
 at_least() { [ "$("$1" "$2")" -ge "$3" ]; }
 wave_wait() { local p; for p in "${wave_pids[@]}"; do wait "$p"; done; wave_pids=(); }
-# in_flight NAME KEY: units of KEY held now, as `rlctl get` (srl_peek) sees
-# them: limit - remaining (0 for a key not tracked)
-in_flight() {
+# in_flight NAME KEY: units of KEY held now, as `rlctl get --json` shows
+# them (the concurrency limit's "inflight"; 0 for a key not tracked);
+# holders NAME KEY: the pids holding them, sorted, space-separated.
+rlctl_inflight() {
   rlctl_as_owner get "$1" "$2" --json 2>/dev/null | python3 -c '
 import json, sys
 try:
-    d = json.load(sys.stdin); print(d["limit"] - d["remaining"])
+    d = json.load(sys.stdin)
+    c = [l for l in d.get("limits", []) if "inflight" in l]
+    if sys.argv[1] == "count":
+        print(c[0]["inflight"] if c else 0 if not d["tracked"] else "no inflight field")
+    else:
+        print(" ".join(sorted(str(h["pid"]) for l in c for h in l["holders"])))
 except (ValueError, KeyError) as e:
-    print("unparsable: %s" % e)'
+    print("unparsable: %s" % e)' "$3"
 }
+in_flight() { rlctl_inflight "$1" "$2" count; }
+holders() { rlctl_inflight "$1" "$2" pids; }
 # idle NAME KEY: nothing of KEY in flight
 idle() { [ "$(in_flight "$1" "$2")" = 0 ]; }

@@ -117,10 +117,15 @@ wait_until 30 at_least answered kt 1 || fail "2: the killed request's client did
 check_eq "2: the killed worker ran no shutdown function" 0 "$(downs kt)"
 check_eq "2: the dead worker's unit still counts until the key is next full" 2 \
   "$(in_flight "$srl_name" k3)"
+dead=$(sed -n 's/.*\[pool t\] child \([0-9]*\) exited on signal.*/\1/p' "$e2e_tmp/fpm.log" | head -1)
+check_eq "2: rlctl get: the dead worker ($dead) still listed as a holder" 1 \
+  "$(holders "$srl_name" k3 | tr ' ' '\n' | grep -cx "$dead")"
 req k2 a k3; req k2 a k3
 wait_until 30 settled k2 2 || fail "2: the new requests did not settle"
 check_eq "2: new requests admitted (the dead worker's unit came back)" 1 "$(entered k2)"
 check_eq "2: new requests refused (the live holder keeps its unit)" 1 "$(count k2 '^Status: 429')"
+check_eq "2: rlctl get: the dead worker is no holder any more" 0 \
+  "$(holders "$srl_name" k3 | tr ' ' '\n' | grep -cx "$dead")"
 reclaimed=$(SRL_NAME="$srl_name" SRL_POLICY="$srl_policy" SRL_PHP_DIR="$SRL_PHP_DIR" LD_LIBRARY_PATH="$SRL_LIBDIR" \
   as_worker php -n -d extension=ffi -d ffi.enable=1 -r '
   require getenv("SRL_PHP_DIR") . "/Srl.php";
@@ -144,8 +149,8 @@ check_eq "3: one worker served them all" 1 \
 check_eq "3: throw: the exception was uncaught" 3 \
   "$(count m-throw 'Uncaught RuntimeException: inflight.php: thrown on purpose')"
 check_eq "3: fatal: died of the memory limit" 3 "$(count m-fatal 'Allowed memory size of [0-9]+ bytes exhausted')"
-check_eq "3: unset: the unit is free at once (peek in the same request)" 3 \
-  "$(count m-unset "^after unset: free=$LIMIT\$")"
+check_eq "3: unset: the unit is free at once (peek: one more enter would be admitted, leaving 1)" 3 \
+  "$(count m-unset "^after unset: allowed=1 remaining=$((LIMIT - 1))\$")"
 
 # --- 4: the CLI: idempotent leave, close(), errors
 out=$(SRL_NAME="$srl_name" SRL_POLICY="$srl_policy" SRL_PHP_DIR="$SRL_PHP_DIR" \
@@ -161,9 +166,10 @@ out=$(SRL_NAME="$srl_name" SRL_POLICY="$srl_policy" SRL_PHP_DIR="$SRL_PHP_DIR" \
   echo "third ", var_export($c, true), " ", var_export($d["allowed"], true), " ",
        $d["retry_after"], " ", var_export($s->decision()["allowed"], true), "\n";
   $p = new Srl($n, getenv("SRL_POLICY"), 64, ["key_display" => 32]);
-  echo "free before close ", $p->peek("k4")["remaining"], "\n";
+  echo "before close: another enter allowed ", var_export($p->peek("k4")["allowed"], true), "\n";
   $s->close();
-  echo "free after close ", $p->peek("k4")["remaining"], " ", var_export($a->held(), true), " ",
+  echo "after close: allowed ", var_export($p->peek("k4")["allowed"], true), " leaving ",
+       $p->peek("k4")["remaining"], " ", var_export($a->held(), true), " ",
        var_export($b->leave(), true), "\n";
   try { $p->acquire("k4"); echo "no exception\n"; }
   catch (SrlException $e) { echo $e->getCode(), " ", $e->getMessage(), "\n"; }
@@ -182,9 +188,10 @@ check_eq "4: leave() true, then false; Srl::leave() of it false; no longer held"
   "leave true false false false" "$(sed -n 2p <<<"$out")"
 check_eq "4: the third enter of limit 2: null, decision refused, Retry-After 1, decision() agrees" \
   "third NULL false 1 false" "$(sed -n 3p <<<"$out")"
-check_eq "4: two held: free units" "free before close 0" "$(sed -n 4p <<<"$out")"
+check_eq "4: two held: another enter would be refused" "before close: another enter allowed false" \
+  "$(sed -n 4p <<<"$out")"
 check_eq "4: close() left both; a left lease is not held and leave() is false" \
-  "free after close 2 false false" "$(sed -n 5p <<<"$out")"
+  "after close: allowed true leaving 1 false false" "$(sed -n 5p <<<"$out")"
 check_eq "4: acquire() on a concurrency limiter: SRL_ENOTSUP, naming enter()" \
   "-18 srl: acquire() on a concurrency limiter: use enter(): operation not supported by this limiter" \
   "$(sed -n 6p <<<"$out")"
