@@ -5,13 +5,15 @@
  * the per-request check.
  *
  *   SrlLimiter NAME POLICY CAPACITY [key_display=N] [on_full=allow|deny]
- *              [policy_name=TOKEN]
+ *              [policy_name=TOKEN] [redis=URI]
  *                      main server only: declare a limiter, i.e. the srl
  *                      segment /dev/shm/NAME with that policy and capacity
  *                      (POLICY may be a compound, "A + B", one argument:
  *                      quote it);
  *                      policy_name: the name in RateLimit-Policy/RateLimit
- *                      (default NAME without its "/")
+ *                      (default NAME without its "/"); redis=URI: the
+ *                      limiter is the Redis store at URI (srl_open_redis,
+ *                      one limit for every host), not a segment
  *   SrlOnFull allow|deny
  *                      main server only: what a full table (or a stuck lock)
  *                      decides for limiters without on_full= (default allow)
@@ -74,6 +76,21 @@
  * is not what it is); a refusal carries Retry-After (srl's hint: 1 s, or
  * until the oldest unit passes max_hold).
  *
+ * Redis stores (redis=URI).  The parent opens the store in post_config as
+ * it opens a segment (so another policy stored under the uri's prefix, a
+ * refused password or a server that does not answer fails the start, with
+ * the reason); the pre-config pass opens it without a config (the stored
+ * policy, never creating the prefix) and compares policies.  The children
+ * inherit the handle and each makes its own connection on its first
+ * request (srl re-connects after fork: the parent's socket is never
+ * shared); threads of an event child share that connection under srl's
+ * mutex.  A Redis outage while running never fails a request: srl returns
+ * on_full's decision flagged degraded within the uri's timeout_ms, logged
+ * as a warning.  The parent's health pass skips Redis limiters (the
+ * parent must never wait on the network).  The uri may hold a password:
+ * it is never logged (messages name the limiter and its config line).
+ * No host tier yet: redis= is the Redis store alone.
+ *
  * Metrics.  `SetHandler srl-metrics` in a <Location> serves every
  * limiter's counters as Prometheus text, like mod_status: the same series
  * as `rlctl metrics`, from the same formatter (tools/metrics_fmt.c is
@@ -134,6 +151,7 @@ typedef struct srl_ap_limiter {
     int on_full;               /* SRL_ON_FULL_*, or -1: take SrlOnFull */
     const char *defined_at;    /* "file:line", for messages */
     const char *policy_header; /* RateLimit-Policy value, set in post_config */
+    const char *redis;         /* redis=URI: a Redis store, not a segment; else NULL */
     srl_limiter *lim;          /* open from post_config on; NULL before */
 } srl_ap_limiter;
 
@@ -216,7 +234,7 @@ static const char *cmd_limiter(cmd_parms *cmd, void *dconf, int argc, char *cons
         return err;
     if (argc < 3)
         return "SrlLimiter NAME POLICY CAPACITY [key_display=N] [on_full=allow|deny] "
-               "[policy_name=TOKEN]";
+               "[policy_name=TOKEN] [redis=URI]";
 
     srl_ap_limiter *l = apr_pcalloc(cmd->pool, sizeof *l);
     l->name = argv[0];
@@ -265,12 +283,27 @@ static const char *cmd_limiter(cmd_parms *cmd, void *dconf, int argc, char *cons
                 return apr_psprintf(cmd->pool, "SrlLimiter %s: policy_name '%s' must be 1..%u "
                                     "of [A-Za-z0-9._-], not all dots", argv[0], t, SRL_NAME_MAX);
             l->header_name = t;
+        } else if (strncasecmp(a, "redis=", 6) == 0) {
+            char why[200];
+            if (srl_redis_uri_check(a + 6, why, sizeof why) != 0)
+                return apr_psprintf(cmd->pool, "SrlLimiter %s: redis=: %s", argv[0], why);
+            l->redis = a + 6;
         } else {
             return apr_psprintf(cmd->pool, "SrlLimiter %s: unknown option '%s' (known: "
-                                "key_display=N, on_full=allow|deny, policy_name=TOKEN)",
+                                "key_display=N, on_full=allow|deny, policy_name=TOKEN, "
+                                "redis=URI)",
                                 argv[0], a);
         }
     }
+    /* The Redis store has scripts for one rate limit only (srl_open_redis):
+     * say so now rather than at the start. */
+    if (l->redis != NULL && (l->limits.count != 1 || l->concurrency))
+        return apr_psprintf(cmd->pool, "SrlLimiter %s: redis= takes one rate limit, not a "
+                            "compound or a concurrency policy (the Redis store has no "
+                            "script for them yet): use a segment (no redis=)", argv[0]);
+    if (l->redis != NULL && l->key_display != 0)
+        return apr_psprintf(cmd->pool, "SrlLimiter %s: key_display is for a segment; a Redis "
+                            "store (redis=) keeps every key whole", argv[0]);
     l->defined_at = apr_psprintf(cmd->pool, "%s:%d", cmd->directive->filename,
                                  cmd->directive->line_num);
 
@@ -444,8 +477,26 @@ static apr_status_t limiter_close(void *data)
     return APR_SUCCESS;
 }
 
-static const char *open_remedy(int rc)
+static const char *open_remedy(const srl_ap_limiter *l, int rc)
 {
+    if (l->redis != NULL) {
+        switch (rc) {
+        case SRL_EMISMATCH:
+            return " (another policy is stored under the uri's prefix: use another prefix=, "
+                   "or give every host the same policy)";
+        case SRL_EACCES:
+            return " (the Redis server refused the uri's user or password)";
+        case SRL_ETIMEDOUT:
+            return " (the Redis server did not answer within timeout_ms)";
+        case SRL_ESYS:
+            return " (is the Redis server running at the uri's address?)";
+        case SRL_ENOTSUP:
+            return " (this policy does not fit the Redis store's exact arithmetic, see "
+                   "srl_open_redis in srl.h, or srl was built without hiredis)";
+        default:
+            return "";
+        }
+    }
     switch (rc) {
     case SRL_EMISMATCH:
         return " (the segment exists with another policy or capacity: use another name, or "
@@ -516,19 +567,33 @@ static void limiter_config(const srl_ap_registry *reg, const srl_ap_limiter *l, 
  * -k start` still waits for the answer: on the real pass the server has
  * already detached and its launcher exited 0.  A missing one is fine (the
  * real pass creates it); nothing is created here. */
+/* What a limiter is, for messages (never the uri: it may hold a password). */
+static const char *store_what(const srl_ap_limiter *l)
+{
+    return l->redis != NULL ? "its Redis store" : "the segment";
+}
+
 static int precheck_limiter(server_rec *s, const srl_ap_registry *reg, const srl_ap_limiter *l)
 {
     srl_config cfg;
     limiter_config(reg, l, &cfg);
     srl_limiter *lim = NULL;
-    int rc = srl_open_shared(l->name, &cfg, 0, &lim);
-    if (rc == 0)
-        srl_close(lim);
+    /* A Redis store is opened without a config: its stored policy, and no
+     * prefix created by what may be a syntax check. */
+    int rc = l->redis != NULL ? srl_open_redis(l->redis, NULL, &lim)
+                              : srl_open_shared(l->name, &cfg, 0, &lim);
+    srl_info in;
+    if (rc == 0 && l->redis != NULL && srl_info_get(lim, &in) == 0 &&
+        (in.policy.algorithm != l->limits.limit[0].algorithm ||
+         in.policy.permits != l->limits.limit[0].permits ||
+         in.policy.window_ns != l->limits.limit[0].window_ns))
+        rc = SRL_EMISMATCH;
+    srl_close(lim);
     if (rc == 0 || rc == SRL_ENOENT)
         return OK;
     ap_log_error(APLOG_MARK, APLOG_EMERG, rc == SRL_ESYS ? errno : 0, s,
-                 "SrlLimiter %s (%s): cannot open the segment: %s%s", l->name, l->defined_at,
-                 srl_strerror(rc), open_remedy(rc));
+                 "SrlLimiter %s (%s): cannot open %s: %s%s", l->name, l->defined_at,
+                 store_what(l), srl_strerror(rc), open_remedy(l, rc));
     return HTTP_INTERNAL_SERVER_ERROR;
 }
 
@@ -538,11 +603,12 @@ static int open_limiter(apr_pool_t *pconf, server_rec *s, const srl_ap_registry 
     srl_config cfg;
     limiter_config(reg, l, &cfg);
 
-    int rc = srl_open_shared(l->name, &cfg, SRL_CREATE, &l->lim);
+    int rc = l->redis != NULL ? srl_open_redis(l->redis, &cfg, &l->lim)
+                              : srl_open_shared(l->name, &cfg, SRL_CREATE, &l->lim);
     if (rc != 0) {
         ap_log_error(APLOG_MARK, APLOG_EMERG, rc == SRL_ESYS ? errno : 0, s,
-                     "SrlLimiter %s (%s): cannot open the segment: %s%s", l->name,
-                     l->defined_at, srl_strerror(rc), open_remedy(rc));
+                     "SrlLimiter %s (%s): cannot open %s: %s%s", l->name,
+                     l->defined_at, store_what(l), srl_strerror(rc), open_remedy(l, rc));
         return HTTP_INTERNAL_SERVER_ERROR;
     }
     apr_pool_cleanup_register(pconf, l, limiter_close, apr_pool_cleanup_null);
@@ -558,7 +624,7 @@ static int open_limiter(apr_pool_t *pconf, server_rec *s, const srl_ap_registry 
         return HTTP_INTERNAL_SERVER_ERROR;
     }
     l->policy_header = apr_pstrdup(pconf, buf);
-    return hand_to_worker(pconf, s, l);
+    return l->redis != NULL ? OK : hand_to_worker(pconf, s, l);
 }
 
 static int srl_post_config(apr_pool_t *pconf, apr_pool_t *plog, apr_pool_t *ptemp,
@@ -586,9 +652,13 @@ static int srl_post_config(apr_pool_t *pconf, apr_pool_t *plog, apr_pool_t *ptem
             return rc;
         char pol[SRL_LIMITS_TEXT_MAX];
         srl_limits_format(&l->limits, pol, sizeof pol);
-        ap_log_error(APLOG_MARK, APLOG_INFO, 0, s,
-                     "SrlLimiter %s: %s, %" APR_UINT64_T_FMT " keys, open", l->name, pol,
-                     (apr_uint64_t)l->capacity);
+        if (l->redis != NULL)
+            ap_log_error(APLOG_MARK, APLOG_INFO, 0, s, "SrlLimiter %s: %s, Redis store, open",
+                         l->name, pol);
+        else
+            ap_log_error(APLOG_MARK, APLOG_INFO, 0, s,
+                         "SrlLimiter %s: %s, %" APR_UINT64_T_FMT " keys, open", l->name, pol,
+                         (apr_uint64_t)l->capacity);
     }
     return OK;
 }
@@ -814,7 +884,10 @@ static int srl_monitor(apr_pool_t *p, server_rec *s)
         const srl_ap_limiter *l = APR_ARRAY_IDX(reg->limiters, i, srl_ap_limiter *);
         srl_info in;
         srl_stats st;
-        if (l->lim == NULL || srl_info_get(l->lim, &in) != 0 || srl_stats_get(l->lim, &st) != 0)
+        /* A Redis store's stats are a round trip: the parent never waits on
+         * the network (rlctl info URI shows them). */
+        if (l->lim == NULL || l->redis != NULL || srl_info_get(l->lim, &in) != 0 ||
+            srl_stats_get(l->lim, &st) != 0)
             continue;
         unsigned w = rlctl_warnings(&in, &st);
         char what[96];
@@ -836,8 +909,9 @@ static int srl_monitor(apr_pool_t *p, server_rec *s)
 
 static const command_rec srl_cmds[] = {
     AP_INIT_TAKE_ARGV("SrlLimiter", cmd_limiter, NULL, RSRC_CONF,
-                      "NAME POLICY CAPACITY [key_display=N] [on_full=allow|deny]: declare a "
-                      "host-wide limiter (the shared-memory segment /dev/shm/NAME)"),
+                      "NAME POLICY CAPACITY [key_display=N] [on_full=allow|deny] "
+                      "[policy_name=TOKEN] [redis=URI]: declare a host-wide limiter (the "
+                      "shared-memory segment /dev/shm/NAME), or a fleet-wide one in Redis"),
     AP_INIT_TAKE1("SrlOnFull", cmd_on_full, NULL, RSRC_CONF,
                   "allow|deny: the answer of a full table for limiters without on_full="),
     AP_INIT_TAKE1("SrlLimit", cmd_apply, NULL, RSRC_CONF | ACCESS_CONF,

@@ -27,7 +27,7 @@
  *        - srl_open_local():     an in-process store (liburcu lock-free hash
  *                                table) for one threaded process;
  *        - srl_open_redis():     states in a Redis server, one limit across
- *                                hosts (GCRA only; see its comment).
+ *                                hosts (see its comment).
  *      The same srl_acquire / srl_evict_idle / srl_stats calls work on all.
  *
  *   3. Header helpers: Retry-After, RateLimit-Policy and RateLimit field
@@ -162,7 +162,8 @@ typedef struct srl_policy {
     uint32_t burst;           /* token_bucket and gcra: capacity, 1..SRL_PERMITS_MAX,
                                  refilled at permits per window; 0 = permits */
     uint32_t reserved0;       /* zero, else SRL_EPOLICY */
-    uint64_t reserved;        /* room to grow (penalty); zero, else SRL_EPOLICY */
+    uint64_t penalty_ns;      /* rate limits: a denied key is refused for this
+                                 long from the denial (0: none), <= SRL_WINDOW_MAX_NS */
 } srl_policy;
 
 /*
@@ -177,6 +178,12 @@ typedef struct srl_policy {
  * window scaled to the burst) whenever that window is a whole number of ns;
  * the burst form says it without the arithmetic.  B must refill within
  * SRL_WINDOW_MAX_NS (B * WINDOW / N); burst=N is the same as none.
+ * Any rate limit may then take ",penalty=WINDOW": a request it denies (by
+ * srl_acquire; srl_peek never bans) bans the key for WINDOW from that
+ * denial: every request is refused until then, with retry_after the time
+ * left, e.g. "sliding_log:5/1m,penalty=15m" (fail2ban's bantime).  The
+ * ban is not extended by the requests it refuses, and a refund does not
+ * lift it.  Order: ALGO:N/WINDOW[,burst=B][,penalty=WINDOW].
  * Or "concurrency:N" / "concurrency:N,max_hold=WINDOW": at most N
  * (1..SRL_CONCURRENCY_MAX) requests of a key in flight at once (srl_enter);
  * a unit held longer than max_hold counts as abandoned even if its holder
@@ -529,8 +536,30 @@ SRL_API int srl_open_local(const srl_config *cfg, srl_limiter **out);
  * to 1 s; calls in between fail at once with the same code).  One connection per limiter, shared by threads under a mutex,
  * re-made in a forked child.  srl_stats_get: allowed and denied from P:stats
  * (all hosts), timeouts of this handle, used 0 (not counted).
- * srl_foreach, srl_evict_idle and srl_check: SRL_ENOTSUP (Redis expires
- * idle keys itself).  Built only with hiredis (meson -Dredis=enabled|auto);
+ *
+ * cfg NULL adopts the policy stored under the prefix (as rlctl does):
+ * SRL_ENOENT if none is stored (nothing is created), SRL_ECORRUPT if the
+ * stored text is no policy, SRL_ENOTSUP if it is one this store cannot run
+ * (a compound, a concurrency limit, a bound above); on_full, lock_timeout_ms and
+ * capacity are then srl_config_init's.  srl_info: name is the prefix,
+ * key_display SRL_KEY_MAX (the whole key is kept), created_unix_ns the
+ * server's clock when P:cfg was made.
+ *
+ * srl_foreach walks P:k:* with SCAN (COUNT 100 a batch, MATCH with the
+ * prefix's glob characters escaped) and peeks each batch's keys in one
+ * pipelined round trip; the connection's mutex is held for one batch, never
+ * while fn runs, and every reply is awaited at most timeout_ms (a server
+ * that stops answering: SRL_ETIMEDOUT, keys already given to fn stay
+ * given).  As SCAN promises: a key present for the whole walk is visited,
+ * one created or expired during it may not be, and a key may be visited
+ * twice if Redis shrinks its table meanwhile.  Each srl_entry has the key
+ * whole (display, display_len = key_len), now (the peek for cost 1); the
+ * store keeps no per-key counts or fingerprint, so allowed, denied,
+ * last_ns and fingerprint are 0, and at_rest is 0 (a state at rest is
+ * deleted, PX being its time to rest).  A value under P:k: the script
+ * cannot read (written by hand) is skipped.  srl_evict_idle returns 0
+ * (Redis already drops each state when it comes to rest); srl_check:
+ * SRL_ENOTSUP.  Built only with hiredis (meson -Dredis=enabled|auto);
  * without it srl_open_redis returns SRL_ENOTSUP.
  */
 SRL_API int srl_open_redis(const char *uri, const srl_config *cfg, srl_limiter **out);

@@ -39,6 +39,19 @@
  * srl_strerror()'s text.  A lock that timed out (or can no longer be used)
  * is not thrown: the library still decides by the segment's on_full rule,
  * and acquire() returns that decision with 'degraded' => true.
+ *
+ * More than one host: with the option 'redis' => URI the limiter lives in
+ * a Redis server (srl_open_redis) instead of a segment, one limit for every
+ * host that opens the same server and prefix:
+ *
+ *     $srl = new Srl('api', 'token_bucket:100/1m', 65536,
+ *                    ['redis' => 'unix:///run/redis/redis.sock?prefix=api&timeout_ms=50']);
+ *
+ * NAME is then only the policy's name in the RateLimit headers.  A server
+ * that is slow or down does not throw either: acquire() returns on_full's
+ * decision with 'degraded' => true, after at most timeout_ms, and the
+ * library reconnects by itself.  Each php-fpm worker makes its own
+ * connection, lazily, on its first request after the fork.
  */
 declare(strict_types=1);
 
@@ -132,11 +145,17 @@ final class Srl
      * segment with another policy or capacity throws (SRL_EMISMATCH).
      * Options: key_display (0..255), on_full ('allow' | 'deny'), mode
      * (permission bits of a created segment, default 0600), flags
-     * (Srl::CREATE, default; 0 to only open).  Any other option throws
-     * InvalidArgumentException naming it, before anything is opened.
+     * (Srl::CREATE, default; 0 to only open), redis (a uri: open the Redis
+     * store there instead of a segment; another policy stored under its
+     * prefix throws SRL_EMISMATCH, a bad uri SRL_EINVAL with the reason).
+     * Any other option, or a segment-only one (key_display, mode, flags)
+     * with redis, throws InvalidArgumentException naming it, before
+     * anything is opened.
      */
     /* The options the constructor takes; any other key is an error. */
-    private const OPTIONS = ['key_display', 'on_full', 'mode', 'flags'];
+    private const OPTIONS = ['key_display', 'on_full', 'mode', 'flags', 'redis'];
+    /* What a Redis store has no use for (no segment, no display copy). */
+    private const SEGMENT_ONLY = ['key_display', 'mode', 'flags'];
 
     public function __construct(string $name, string $policy, int $capacity, array $options = [])
     {
@@ -172,6 +191,17 @@ final class Srl
             throw new InvalidArgumentException("unknown option '" . reset($unknown)
                 . "' (known: " . implode(', ', self::OPTIONS) . ')');
         }
+        $redis = $options['redis'] ?? null;
+        if ($redis !== null) {
+            if (!is_string($redis)) {
+                throw new InvalidArgumentException('redis must be a uri string');
+            }
+            $seg = array_intersect(array_map('strval', array_keys($options)), self::SEGMENT_ONLY);
+            if ($seg !== []) {
+                throw new InvalidArgumentException("option '" . reset($seg)
+                    . "' is for a segment; a Redis store (redis) does not take it");
+            }
+        }
         if (isset($options['key_display'])) {
             $cfg->key_display = self::u32((int)$options['key_display'], 'key_display');
         }
@@ -188,8 +218,18 @@ final class Srl
         $flags = (int)($options['flags'] ?? self::CREATE);
 
         $out = $ffi->new('srl_limiter *');
-        self::check($ffi, $ffi->srl_open_shared($name, FFI::addr($cfg), $flags, FFI::addr($out)),
-                    "open '$name'");
+        if ($redis !== null) {
+            $why = $ffi->new('char[200]');
+            if ($ffi->srl_redis_uri_check($redis, $why, 200) < 0) {
+                /* the library's reason names the bad part, never the password */
+                throw new SrlException('srl: ' . FFI::string($why), SrlError::EINVAL);
+            }
+            self::check($ffi, $ffi->srl_open_redis($redis, FFI::addr($cfg), FFI::addr($out)),
+                        "open redis store '$name'");
+        } else {
+            self::check($ffi, $ffi->srl_open_shared($name, FFI::addr($cfg), $flags,
+                                                    FFI::addr($out)), "open '$name'");
+        }
         $this->lim = $out;
         $this->limits = $limits;
     }
@@ -226,7 +266,7 @@ final class Srl
         $d = $this->ffi->new('srl_decision');
         $rc = $this->ffi->srl_acquire($lim, $key, strlen($key), self::u32($cost, 'cost'),
                                       FFI::addr($d));
-        $this->decided($rc, $this->isConcurrency()
+        $this->decided($rc, $d, $this->isConcurrency()
             ? 'acquire() on a concurrency limiter: use enter()' : 'acquire');
         $this->last = $d;
         return $this->toArray($d);
@@ -251,7 +291,7 @@ final class Srl
         $d = $this->ffi->new('srl_decision');
         $lease = $this->ffi->new('srl_lease');
         $rc = $this->ffi->srl_enter($lim, $key, strlen($key), FFI::addr($lease), FFI::addr($d));
-        $this->decided($rc, $this->isConcurrency()
+        $this->decided($rc, $d, $this->isConcurrency()
             ? 'enter' : 'enter() needs a concurrency policy (concurrency:N): use acquire()');
         $this->last = $d;
         $decision = $this->toArray($d);
@@ -415,11 +455,13 @@ final class Srl
         return false;
     }
 
-    /* After a deciding call: a lock that timed out (or can no longer be
-     * used) still decided, by on_full; other errors throw. */
-    private function decided(int $rc, string $what): void
+    /* After a deciding call: a lock that timed out, or a Redis server that
+     * did not answer (SRL_ETIMEDOUT, SRL_ESYS, ...), still decided: the
+     * library filled $d from on_full and flagged it degraded; other errors
+     * leave it zero and throw. */
+    private function decided(int $rc, FFI\CData $d, string $what): void
     {
-        if ($rc !== 0 && $rc !== SrlError::ETIMEDOUT && $rc !== SrlError::ENOTRECOVERABLE) {
+        if ($rc !== 0 && ($d->flags & self::DECISION_DEGRADED) === 0) {
             self::check($this->ffi, $rc, $what);
         }
     }

@@ -32,7 +32,7 @@ typedef struct srl_policy {
     uint64_t window_ns;
     uint32_t burst;
     uint32_t reserved0;
-    uint64_t reserved;
+    uint64_t penalty_ns;
 } srl_policy;
 
 typedef struct srl_limits {
@@ -110,6 +110,8 @@ int srl_limits_parse_ex(const char *text, srl_limits *out, srl_policy_error *err
 void srl_config_init(srl_config *cfg);
 int srl_open_shared(const char *name, const srl_config *cfg, unsigned flags,
                     srl_limiter **out);
+int srl_open_redis(const char *uri, const srl_config *cfg, srl_limiter **out);
+int srl_redis_uri_check(const char *uri, char *why, size_t whylen);
 void srl_close(srl_limiter *lim);
 int srl_unlink(const char *name);
 

@@ -55,6 +55,21 @@ extern const struct srl__algo srl__algo_sliding_counter;
 extern const struct srl__algo srl__algo_gcra;
 extern const struct srl__algo srl__algo_concurrency;
 
+/* One limit with its options (penalty.c): what compound.c and state.c call
+ * for every limit, never the vtable directly.  Without a penalty each is
+ * the vtable call; with one, the state gains a trailing u64 (the ban's end)
+ * and a committed denial bans the key for penalty_ns.  srl__limit_ban
+ * records a denial decided elsewhere (a compound's dry run). */
+size_t srl__limit_size(const srl_policy *p);
+void srl__limit_init(const srl_policy *p, void *state, uint64_t now);
+void srl__limit_decide(const srl_policy *p, void *state, uint64_t now, uint32_t cost,
+                       int commit, srl_decision *d);
+void srl__limit_ban(const srl_policy *p, void *state, uint64_t now, srl_decision *d);
+void srl__limit_refund(const srl_policy *p, void *state, uint64_t now, uint32_t cost);
+bool srl__limit_at_rest(const srl_policy *p, const void *state, uint64_t now);
+bool srl__limit_valid(const srl_policy *p, const void *state, uint64_t now);
+uint64_t srl__limit_last_ns(const srl_policy *p, const void *state);
+
 /* Concurrency (algo_concurrency.c): holder-aware calls on a valid
  * SRL_CONCURRENCY state; callers hold the key's lock. */
 typedef int (*srl__conc_alive_fn)(const struct srl__proc *who, void *ctx); /* 0: dead */

@@ -28,6 +28,7 @@ int srl__limits_canonical(const srl_limits *l, srl_limits *out)
         c.limit[i].window_ns = l->limit[i].window_ns;
         /* burst = permits is no burst: one canonical form for one behaviour */
         c.limit[i].burst = l->limit[i].burst == l->limit[i].permits ? 0 : l->limit[i].burst;
+        c.limit[i].penalty_ns = l->limit[i].penalty_ns;
     }
     *out = c;
     return 0;
@@ -47,7 +48,8 @@ int srl__cmp_init(struct srl__compound *c, const srl_limits *l)
         const srl_policy *p = &l->limit[i];
         c->algo[i] = srl__algo_get(p->algorithm);
         c->off[i] = (uint32_t)off;
-        off += ALIGN8(c->algo[i]->size(p));
+        off += ALIGN8(srl__limit_size(p));
+        c->penalty |= p->penalty_ns != 0;
         if (srl__capacity(p) < c->min_permits)
             c->min_permits = srl__capacity(p);
         if (p->algorithm == SRL_CONCURRENCY)
@@ -60,7 +62,7 @@ int srl__cmp_init(struct srl__compound *c, const srl_limits *l)
 void srl__cmp_state_init(const struct srl__compound *c, void *state, uint64_t now)
 {
     for (uint32_t i = 0; i < c->count; i++)
-        c->algo[i]->init(&c->limits.limit[i], (char *)state + c->off[i], now);
+        srl__limit_init(&c->limits.limit[i], (char *)state + c->off[i], now);
 }
 
 /* Is decision a more binding than b?  Among denials the largest retry_after;
@@ -95,6 +97,18 @@ static void fold(const struct srl__compound *c, const srl_decision *each, srl_de
     d->binding = b;
 }
 
+/* A committed denial: each limit that denied bans the key for its penalty
+ * (the others, and every algorithm state, stay as they were). */
+static void ban_deniers(const struct srl__compound *c, void *state, uint64_t now, int32_t skip,
+                        srl_decision *each)
+{
+    if (!c->penalty)
+        return;
+    for (uint32_t i = 0; i < c->count; i++)
+        if ((int32_t)i != skip && !each[i].allowed)
+            srl__limit_ban(&c->limits.limit[i], (char *)state + c->off[i], now, &each[i]);
+}
+
 /* Decide every limit but `skip` without writing; 1 if all admit. */
 static int dry_run(const struct srl__compound *c, void *state, uint64_t now, uint32_t cost,
                    int32_t skip, srl_decision *each)
@@ -103,8 +117,8 @@ static int dry_run(const struct srl__compound *c, void *state, uint64_t now, uin
     for (uint32_t i = 0; i < c->count; i++) {
         if ((int32_t)i == skip)
             continue;
-        c->algo[i]->decide(&c->limits.limit[i], (char *)state + c->off[i], now, cost, 0,
-                           &each[i]);
+        srl__limit_decide(&c->limits.limit[i], (char *)state + c->off[i], now, cost, 0,
+                          &each[i]);
         all &= each[i].allowed != 0;
     }
     return all;
@@ -113,19 +127,23 @@ static int dry_run(const struct srl__compound *c, void *state, uint64_t now, uin
 void srl__cmp_decide(const struct srl__compound *c, void *state, uint64_t now, uint32_t cost,
                      int commit, srl_decision *d)
 {
-    if (c->count == 1) {   /* the common case: one vtable call */
-        assert(!(commit && c->conc >= 0));
-        c->algo[0]->decide(&c->limits.limit[0], state, now, cost, commit, d);
+    assert(!(commit && c->conc >= 0));
+    if (c->count == 1) {   /* the common case: one call, the vtable's without a penalty */
+        if (!c->penalty)
+            c->algo[0]->decide(&c->limits.limit[0], state, now, cost, commit, d);
+        else
+            srl__limit_decide(&c->limits.limit[0], state, now, cost, commit, d);
         d->binding = 0;
         return;
     }
-    assert(!(commit && c->conc >= 0));
     srl_decision each[SRL_LIMITS_MAX];
     int all = dry_run(c, state, now, cost, -1, each);
     if (all && commit)
         for (uint32_t i = 0; i < c->count; i++)
-            c->algo[i]->decide(&c->limits.limit[i], (char *)state + c->off[i], now, cost, 1,
-                               &each[i]);
+            srl__limit_decide(&c->limits.limit[i], (char *)state + c->off[i], now, cost, 1,
+                              &each[i]);
+    else if (commit)
+        ban_deniers(c, state, now, -1, each);
     fold(c, each, d);
 }
 
@@ -133,13 +151,13 @@ void srl__cmp_refund(const struct srl__compound *c, void *state, uint64_t now, u
 {
     for (uint32_t i = 0; i < c->count; i++)
         if ((int32_t)i != c->conc)
-            c->algo[i]->refund(&c->limits.limit[i], (char *)state + c->off[i], now, cost);
+            srl__limit_refund(&c->limits.limit[i], (char *)state + c->off[i], now, cost);
 }
 
 bool srl__cmp_at_rest(const struct srl__compound *c, const void *state, uint64_t now)
 {
     for (uint32_t i = 0; i < c->count; i++)
-        if (!c->algo[i]->at_rest(&c->limits.limit[i], (const char *)state + c->off[i], now))
+        if (!srl__limit_at_rest(&c->limits.limit[i], (const char *)state + c->off[i], now))
             return false;
     return true;
 }
@@ -147,7 +165,7 @@ bool srl__cmp_at_rest(const struct srl__compound *c, const void *state, uint64_t
 bool srl__cmp_valid(const struct srl__compound *c, const void *state, uint64_t now)
 {
     for (uint32_t i = 0; i < c->count; i++)
-        if (!c->algo[i]->valid(&c->limits.limit[i], (const char *)state + c->off[i], now))
+        if (!srl__limit_valid(&c->limits.limit[i], (const char *)state + c->off[i], now))
             return false;
     return true;
 }
@@ -156,7 +174,7 @@ uint64_t srl__cmp_last_ns(const struct srl__compound *c, const void *state)
 {
     uint64_t last = 0;
     for (uint32_t i = 0; i < c->count; i++) {
-        uint64_t t = c->algo[i]->last_ns(&c->limits.limit[i], (const char *)state + c->off[i]);
+        uint64_t t = srl__limit_last_ns(&c->limits.limit[i], (const char *)state + c->off[i]);
         if (t > last)
             last = t;
     }
@@ -186,11 +204,13 @@ void srl__cmp_enter(const struct srl__compound *c, void *state, uint64_t now,
     if (all) {
         for (uint32_t i = 0; i < c->count; i++)
             if (i != k)
-                c->algo[i]->decide(&c->limits.limit[i], (char *)state + c->off[i], now, 1, 1,
-                                   &each[i]);
+                srl__limit_decide(&c->limits.limit[i], (char *)state + c->off[i], now, 1, 1,
+                                  &each[i]);
         /* Cannot deny now: a unit is free and nothing else touched it. */
         srl__conc_enter(cp, cs, now, who, NULL, NULL, &each[k], entry, gen);
         assert(*gen != 0);
+    } else {
+        ban_deniers(c, state, now, (int32_t)k, each);
     }
     if (c->count == 1) {
         *d = each[0];

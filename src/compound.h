@@ -37,6 +37,7 @@ struct srl__compound {
     uint32_t state_bytes;                       /* sum of 8-aligned sizes */
     uint32_t min_permits;                       /* the largest cost every limit takes */
     int32_t conc;                               /* index of the concurrency limit, -1 none */
+    int penalty;                                /* some limit has a ban period */
 };
 
 /* *out = l's used limits (limit[0..count)) with every other byte zero: the

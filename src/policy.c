@@ -54,8 +54,10 @@ int srl_policy_validate(const srl_policy *p)
         return SRL_EINVAL;
     if (srl__algo_get(p->algorithm) == NULL)
         return SRL_EPOLICY;
-    if (p->permits < 1 || p->reserved0 != 0 || p->reserved != 0)
+    if (p->permits < 1 || p->reserved0 != 0 || p->penalty_ns > SRL_WINDOW_MAX_NS)
         return SRL_EPOLICY;
+    if (p->penalty_ns != 0 && p->algorithm == SRL_CONCURRENCY)
+        return SRL_EPOLICY;   /* a unit limit denies no one for long: it has no ban */
     if (p->burst != 0) {
         /* Only the bucket algorithms have a capacity apart from their rate,
          * and a full burst must refill within the longest window. */
@@ -213,6 +215,48 @@ static int is_word(char c)
            (c >= '0' && c <= '9');
 }
 
+/* A window "[count]unit" at *sp: 0 with *ns set and *sp past it, or the
+ * error (fail()).  what names it in messages ("window", "penalty"). */
+static int parse_window(struct perr *pe, const char **sp, const char *what, uint64_t *ns)
+{
+    char q[4 * QUOTE_MAX + 8];
+    const char *s = *sp;
+    const char *wp = s;   /* [count] unit */
+    uint64_t count = 1;
+    int count_over = 0;
+    if (*s >= '0' && *s <= '9') {
+        count_over = parse_uint(&s, UINT64_MAX, &count);
+        if (!count_over && count == 0)
+            return fail(pe, wp, (size_t)(s - wp), "%s must be 1ns or more", what);
+    }
+    const char *up = s;
+    while ((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z'))
+        s++;
+    size_t ulen = (size_t)(s - up);
+    if (ulen == 0) {
+        if (up == wp)
+            return strcmp(what, "window") == 0
+                       ? fail(pe, up, *up ? 1 : 0, "expected a window after '/', e.g. 1m or 500ms")
+                       : fail(pe, up, *up ? 1 : 0, "expected a %s time, e.g. 15m", what);
+        return fail(pe, up, *up ? 1 : 0, "missing unit after the count (units: " UNITS_LIST ")");
+    }
+    uint64_t unit = 0;
+    for (unsigned u = 0; u < N_UNITS; u++)
+        if (strlen(units[u].name) == ulen && memcmp(up, units[u].name, ulen) == 0)
+            unit = units[u].ns;
+    if (unit == 0) {
+        quote(q, sizeof q, up, ulen);
+        return fail(pe, up, ulen, "unknown unit '%s' (units: " UNITS_LIST ")", q);
+    }
+    size_t wlen = (size_t)(s - wp);
+    if (count_over || __builtin_mul_overflow(count, unit, ns) || *ns > SRL_WINDOW_MAX_NS) {
+        quote(q, sizeof q, wp, wlen);
+        return fail(pe, wp, wlen, "%s %s above 3660d", what, q);
+    }
+    *sp = s;
+    return 0;
+}
+
 int srl_policy_parse_ex(const char *text, srl_policy *out, srl_policy_error *err)
 {
     if (err != NULL)
@@ -257,7 +301,7 @@ int srl_policy_parse_ex(const char *text, srl_policy *out, srl_policy_error *err
     }
 
     const char *np = s;
-    uint64_t permits, count = 1;
+    uint64_t permits;
     if (*s < '0' || *s > '9')
         return fail(&pe, s, *s ? 1 : 0, "expected N, a number 1..%u, e.g. 100/1m",
                     (unsigned)SRL_PERMITS_MAX);
@@ -293,36 +337,9 @@ int srl_policy_parse_ex(const char *text, srl_policy *out, srl_policy_error *err
         s++;
     }
 
-    const char *wp = s;   /* the window: [count] unit */
-    int count_over = 0;
-    if (*s >= '0' && *s <= '9') {
-        count_over = parse_uint(&s, UINT64_MAX, &count);
-        if (!count_over && count == 0)
-            return fail(&pe, wp, (size_t)(s - wp), "window must be 1ns or more");
-    }
-    const char *up = s;
-    while ((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z'))
-        s++;
-    size_t ulen = (size_t)(s - up);
-    if (ulen == 0) {
-        if (up == wp)
-            return fail(&pe, up, *up ? 1 : 0, "expected a window after '/', e.g. 1m or 500ms");
-        return fail(&pe, up, *up ? 1 : 0, "missing unit after the count (units: " UNITS_LIST ")");
-    }
-    uint64_t unit = 0;
-    for (unsigned u = 0; u < N_UNITS; u++)
-        if (strlen(units[u].name) == ulen && memcmp(up, units[u].name, ulen) == 0)
-            unit = units[u].ns;
-    if (unit == 0) {
-        quote(q, sizeof q, up, ulen);
-        return fail(&pe, up, ulen, "unknown unit '%s' (units: " UNITS_LIST ")", q);
-    }
-    size_t wlen = (size_t)(s - wp);
-    if (count_over || __builtin_mul_overflow(count, unit, &p.window_ns) ||
-        p.window_ns > SRL_WINDOW_MAX_NS) {
-        quote(q, sizeof q, wp, wlen);
-        return fail(&pe, wp, wlen, "window %s above 3660d", q);
-    }
+    int wrc = parse_window(&pe, &s, "window", &p.window_ns);
+    if (wrc != 0)
+        return wrc;
     p.permits = (uint32_t)permits;
     static const char bu[] = ",burst=";
     if (p.algorithm != SRL_CONCURRENCY && strncmp(s, bu, sizeof bu - 1) == 0) {
@@ -344,6 +361,13 @@ int srl_policy_parse_ex(const char *text, srl_policy *out, srl_policy_error *err
             (unsigned __int128)SRL_WINDOW_MAX_NS * permits)
             return fail(&pe, bp, blen, "burst %s takes longer than 3660d to refill at %u per "
                         "window", q, (unsigned)permits);
+    }
+    static const char pen[] = ",penalty=";
+    if (p.algorithm != SRL_CONCURRENCY && strncmp(s, pen, sizeof pen - 1) == 0) {
+        s += sizeof pen - 1;
+        wrc = parse_window(&pe, &s, "penalty", &p.penalty_ns);
+        if (wrc != 0)
+            return wrc;
     }
     if (*s != '\0') {
         size_t tlen = strlen(s);
@@ -384,6 +408,13 @@ int srl_policy_format(const srl_policy *p, char *buf, size_t len)
                  (unsigned long long)(p->window_ns / units[u].ns), units[u].name);
     if (n > 0 && p->burst != 0 && p->burst != p->permits && (size_t)n < sizeof tmp)
         n += snprintf(tmp + n, sizeof tmp - (size_t)n, ",burst=%u", (unsigned)p->burst);
+    if (n > 0 && p->penalty_ns != 0 && (size_t)n < sizeof tmp) {
+        unsigned v = 0;
+        while (p->penalty_ns % units[v].ns != 0)
+            v++;
+        n += snprintf(tmp + n, sizeof tmp - (size_t)n, ",penalty=%llu%s",
+                      (unsigned long long)(p->penalty_ns / units[v].ns), units[v].name);
+    }
 out:
     if (n < 0 || (size_t)n >= sizeof tmp)
         return SRL_EPOLICY;   /* cannot happen for a valid policy: 49 chars at most */

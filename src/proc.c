@@ -12,12 +12,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* Field 22 of /proc/PID/stat, or 0.  The command name (field 2) is in
- * parentheses and may hold spaces or ')': fields are counted from the last
- * ')'. */
-static uint64_t start_time(int32_t pid)
+/* From /proc/PID/stat: field 3 (the state letter) into *state and field 22
+ * (the start time) returned, or 0 (and *state 0) if unreadable.  The
+ * command name (field 2) is in parentheses and may hold spaces or ')':
+ * fields are counted from the last ')'. */
+static uint64_t stat_of(int32_t pid, char *state)
 {
     char path[64], buf[1024];
+    *state = 0;
     snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
@@ -28,9 +30,10 @@ static uint64_t start_time(int32_t pid)
         return 0;
     buf[n] = '\0';
     char *p = strrchr(buf, ')');
-    if (p == NULL)
+    if (p == NULL || p[1] != ' ')
         return 0;
     p++;
+    *state = p[1];
     /* After ')': field 3 (state) is the first token; 22 is the 20th. */
     for (int field = 3; field < 22; field++) {
         p = strchr(p + 1, ' ');
@@ -51,7 +54,8 @@ static uint64_t pid_ns(void)
 void srl__proc_self(struct srl__proc *p)
 {
     p->pid = (int32_t)getpid();
-    p->start = start_time(p->pid);
+    char state;
+    p->start = stat_of(p->pid, &state);
     p->pidns = pid_ns();
 }
 
@@ -64,10 +68,13 @@ int srl__proc_state(const struct srl__proc *p)
         return SRL__PROC_UNKNOWN;
     if (kill((pid_t)p->pid, 0) != 0 && errno == ESRCH)
         return SRL__PROC_DEAD;
-    if (p->start != 0) {
-        uint64_t now = start_time(p->pid);
-        if (now != 0 && now != p->start)
-            return SRL__PROC_DEAD;   /* the pid was reused */
-    }
+    char state;
+    uint64_t now = stat_of(p->pid, &state);
+    /* A zombie (killed, not yet reaped by its parent) has exited: its units
+     * must not wait for the parent's next reaping pass. */
+    if (state == 'Z' || state == 'X')
+        return SRL__PROC_DEAD;
+    if (p->start != 0 && now != 0 && now != p->start)
+        return SRL__PROC_DEAD;   /* the pid was reused */
     return SRL__PROC_ALIVE;
 }

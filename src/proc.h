@@ -29,8 +29,9 @@ enum { SRL__PROC_DEAD = 0, SRL__PROC_ALIVE = 1, SRL__PROC_UNKNOWN = 2 };
 /* The calling process. */
 void srl__proc_self(struct srl__proc *p);
 
-/* SRL__PROC_DEAD if p has certainly exited (no such pid, or that pid is now
- * another process), SRL__PROC_ALIVE if it runs, SRL__PROC_UNKNOWN if it is
+/* SRL__PROC_DEAD if p has certainly exited (no such pid, a zombie not yet
+ * reaped, or that pid is now another process), SRL__PROC_ALIVE if it runs
+ * (a stopped process too), SRL__PROC_UNKNOWN if it is
  * in another PID namespace. */
 int srl__proc_state(const struct srl__proc *p);
 

@@ -240,14 +240,21 @@ static const char *const algo_lua[] = {
     [SRL_GCRA] = gcra_lua,
 };
 
-/* Creates P:cfg or checks it: 1 same policy, 0 another policy. */
+/* Creates P:cfg or checks it.  ARGV[1]: this opener's policy text, or ''
+ * to adopt the stored one (srl_open_redis with cfg NULL: never creates).
+ * Returns {1, policy, esec, eusec} (same policy, or adopted, or created),
+ * {0} (another policy is stored) or {-1} (adopting, and nothing is stored). */
 static const char open_lua[] =
     "if redis.replicate_commands then redis.replicate_commands() end\n"
-    "local p = redis.call('HGET', KEYS[1], 'policy')\n"
-    "if p then if p == ARGV[1] then return 1 else return 0 end end\n"
+    "local c = redis.call('HMGET', KEYS[1], 'policy', 'esec', 'eusec')\n"
+    "if c[1] then\n"
+    "  if ARGV[1] ~= '' and c[1] ~= ARGV[1] then return {0} end\n"
+    "  return {1, c[1], c[2] or '0', c[3] or '0'}\n"
+    "end\n"
+    "if ARGV[1] == '' then return {-1} end\n"
     "local t = redis.call('TIME')\n"
     "redis.call('HSET', KEYS[1], 'policy', ARGV[1], 'esec', t[1], 'eusec', t[2])\n"
-    "return 1\n";
+    "return {1, ARGV[1], t[1], t[2]}\n";
 
 struct rstore {
     srl_limiter lim;
@@ -264,6 +271,7 @@ struct rstore {
     int fixed_time;           /* test hook: pass srl__now() instead of TIME */
     int broken_no_pid_check;  /* test hook: share the parent's socket after fork */
     uint64_t created_unix_ns;
+    srl_policy adopted;       /* open with cfg NULL: the policy read from P:cfg */
 };
 
 static struct rstore *rs_of(srl_limiter *lim) { return lim->impl; }
@@ -287,31 +295,49 @@ static void drop(struct rstore *r)
     r->c = NULL;
 }
 
-/* One command on c, with SIGPIPE kept from the caller; *e: errno after it.
- * hiredis write()s: a server gone away must not kill the caller with
- * SIGPIPE.  Block it in this thread for the call and swallow only a SIGPIPE
- * this write raised (one already pending stays pending). */
-static redisReply *raw(redisContext *c, int argc, const char **argv, const size_t *lens, int *e)
+/* hiredis write()s: a server gone away must not kill the caller with
+ * SIGPIPE.  Block it in this thread around the I/O and swallow only a
+ * SIGPIPE that I/O raised (one already pending stays pending). */
+struct pipe_guard {
+    sigset_t set, old;
+    int was_pending;
+};
+
+static void pipe_guard_begin(struct pipe_guard *g)
 {
-    sigset_t pipe_set, old;
-    sigemptyset(&pipe_set);
-    sigaddset(&pipe_set, SIGPIPE);
-    pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+    sigemptyset(&g->set);
+    sigaddset(&g->set, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &g->set, &g->old);
     sigset_t pending;
     sigpending(&pending);
-    int was_pending = sigismember(&pending, SIGPIPE);
-    errno = 0;
-    redisReply *rep = redisCommandArgv(c, argc, argv, lens);
-    *e = errno;
-    if (!was_pending) {
+    g->was_pending = sigismember(&pending, SIGPIPE);
+}
+
+static void pipe_guard_end(struct pipe_guard *g)
+{
+    int saved = errno;
+    if (!g->was_pending) {
+        sigset_t pending;
         sigpending(&pending);
         if (sigismember(&pending, SIGPIPE)) {
             struct timespec zero = {0, 0};
-            while (sigtimedwait(&pipe_set, NULL, &zero) < 0 && errno == EINTR) {
+            while (sigtimedwait(&g->set, NULL, &zero) < 0 && errno == EINTR) {
             }
         }
     }
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_sigmask(SIG_SETMASK, &g->old, NULL);
+    errno = saved;
+}
+
+/* One command on c, with SIGPIPE kept from the caller; *e: errno after it. */
+static redisReply *raw(redisContext *c, int argc, const char **argv, const size_t *lens, int *e)
+{
+    struct pipe_guard g;
+    pipe_guard_begin(&g);
+    errno = 0;
+    redisReply *rep = redisCommandArgv(c, argc, argv, lens);
+    *e = errno;
+    pipe_guard_end(&g);
     return rep;
 }
 
@@ -359,13 +385,6 @@ static int handshake(struct rstore *r, redisContext *c)
     return 0;
 }
 
-static uint64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* Under mu: make sure r->c is a live connection of this process.  After a
  * failed connect the next attempts wait: 10 ms, doubling up to 1 s; calls
  * in between fail at once with the last connect's code, so a server that is
@@ -376,7 +395,7 @@ static int ensure(struct rstore *r)
         drop(r);   /* the parent's socket: never share a stream with it */
     if (r->c != NULL)
         return 0;
-    if (r->failures > 0 && mono_ns() < r->retry_at_ns)
+    if (r->failures > 0 && srl__clock_ns(CLOCK_MONOTONIC) < r->retry_at_ns)
         return r->last_rc;
     uint32_t ms = r->u.timeout_ms ? r->u.timeout_ms : r->lim.lock_timeout_ms;
     struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
@@ -399,7 +418,7 @@ static int ensure(struct rstore *r)
         redisFree(c);
         uint64_t wait_ms = r->failures < 7 ? 10ull << r->failures : 1000;
         r->failures++;
-        r->retry_at_ns = mono_ns() + wait_ms * 1000000ull;
+        r->retry_at_ns = srl__clock_ns(CLOCK_MONOTONIC) + wait_ms * 1000000ull;
         r->last_rc = rc;
         return rc;
     }
@@ -445,12 +464,17 @@ static int load_script(struct rstore *r)
     return rc;
 }
 
-/* Under mu: create P:cfg with this policy, or check the stored one.
- * 0, SRL_EMISMATCH or a connection error. */
-static int open_cfg(struct rstore *r)
+static int exact_in_lua(const srl_policy *p);
+
+/* Under mu: create P:cfg with this limiter's policy, or check the stored
+ * one; with adopt, take the stored policy instead (never create).  Sets
+ * created_unix_ns from the server's TIME at P:cfg's creation.  0,
+ * SRL_EMISMATCH, SRL_ENOENT (adopt: no P:cfg), SRL_ECORRUPT (adopt: a
+ * policy text this version cannot use) or a connection error. */
+static int open_cfg(struct rstore *r, int adopt)
 {
-    char ptext[SRL_POLICY_TEXT_MAX], cfgkey[PREFIX_MAX + 8];
-    int rc = srl_policy_format(rpol(&r->lim), ptext, sizeof ptext);
+    char ptext[SRL_POLICY_TEXT_MAX] = "", cfgkey[PREFIX_MAX + 8];
+    int rc = adopt ? 0 : srl_policy_format(rpol(&r->lim), ptext, sizeof ptext);
     if (rc < 0)
         return rc;
     snprintf(cfgkey, sizeof cfgkey, "%s:cfg", r->u.prefix);
@@ -459,10 +483,44 @@ static int open_cfg(struct rstore *r)
     redisReply *rep = command(r, 5, argv, lens, &rc);
     if (rep == NULL)
         return rc;
-    rc = rep->type == REDIS_REPLY_ERROR     ? reply_error(rep)
-         : rep->type != REDIS_REPLY_INTEGER ? SRL_ESYS
-         : rep->integer == 1                ? 0
-                                            : SRL_EMISMATCH;
+    rc = SRL_ESYS;
+    redisReply *const *e = rep->element;
+    if (rep->type == REDIS_REPLY_ERROR) {
+        rc = reply_error(rep);
+    } else if (rep->type == REDIS_REPLY_ARRAY && rep->elements >= 1 &&
+               e[0]->type == REDIS_REPLY_INTEGER && e[0]->integer != 1) {
+        rc = e[0]->integer == 0 ? SRL_EMISMATCH : SRL_ENOENT;
+    } else if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 4 &&
+               e[0]->type == REDIS_REPLY_INTEGER) {
+        int strings = 1;
+        for (size_t i = 1; i < 4; i++)
+            strings &= e[i]->type == REDIS_REPLY_STRING;
+        rc = strings ? 0 : SRL_ESYS;
+        srl_policy p;
+        if (rc == 0 && adopt) {
+            /* The stored text comes from another host: parse it as
+             * untrusted, and only a policy this store can run is taken. */
+            if (e[1]->len >= sizeof ptext)
+                rc = SRL_ECORRUPT;
+            else
+                memcpy(ptext, e[1]->str, e[1]->len + 1);
+            if (rc == 0 && srl_policy_parse(ptext, &p) != 0) {
+                /* A compound a newer host stored is a policy this store
+                 * cannot run yet, not damage. */
+                srl_limits l;
+                srl_policy_error pe;
+                rc = srl_limits_parse_ex(ptext, &l, &pe) == 0 ? SRL_ENOTSUP : SRL_ECORRUPT;
+            } else if (rc == 0 && (p.burst || p.penalty_ns || !exact_in_lua(&p))) {
+                rc = SRL_ENOTSUP;   /* e.g. concurrency: no script holds leases */
+            }
+            if (rc == 0)
+                r->adopted = p;   /* srl_open_redis re-inits the limiter with it */
+        }
+        if (rc == 0) {
+            uint64_t sec = strtoull(e[2]->str, NULL, 10), usec = strtoull(e[3]->str, NULL, 10);
+            r->created_unix_ns = sec * SRL_NS_PER_S + usec * 1000ull;
+        }
+    }
     freeReplyObject(rep);
     return rc;
 }
@@ -475,48 +533,99 @@ static size_t key_name(const struct rstore *r, const char *what, const void *key
     return n + len;
 }
 
+/* The arguments of one EVALSHA of the algorithm's script, but the key. */
+struct script_call {
+    char cfg[PREFIX_MAX + 8], st[PREFIX_MAX + 8];
+    char a_cost[24], a_P[24], a_W[24], a_now[24], a_mode[2];
+    const char *argv[11];
+    size_t lens[11];
+};
+
+/* Fill *sc for mode and cost; then script_argv() per key and attempt. */
+static void script_init(const srl_limiter *lim, struct script_call *sc, char mode, uint32_t cost)
+{
+    const struct rstore *r = lim->impl;
+    snprintf(sc->cfg, sizeof sc->cfg, "%s:cfg", r->u.prefix);
+    snprintf(sc->st, sizeof sc->st, "%s:stats", r->u.prefix);
+    snprintf(sc->a_cost, sizeof sc->a_cost, "%u", cost);
+    snprintf(sc->a_P, sizeof sc->a_P, "%u", rpol(lim)->permits);
+    snprintf(sc->a_W, sizeof sc->a_W, "%llu", (unsigned long long)rpol(lim)->window_ns);
+    sc->a_mode[0] = mode;
+    sc->a_mode[1] = '\0';
+}
+
+/* Under mu (r->sha is read): argv/lens for one key.  The injected time is
+ * read now, per call, as decide always did. */
+static void script_argv(srl_limiter *lim, struct script_call *sc, const char *key, size_t klen)
+{
+    struct rstore *r = lim->impl;
+    sc->a_now[0] = '\0';
+    if (r->fixed_time)
+        snprintf(sc->a_now, sizeof sc->a_now, "%llu", (unsigned long long)srl__now(lim));
+    const char *argv[] = {"EVALSHA", r->sha, "3", key, sc->cfg, sc->st,
+                          sc->a_mode, sc->a_cost, sc->a_P, sc->a_W, sc->a_now};
+    for (int i = 0; i < 11; i++) {
+        sc->argv[i] = argv[i];
+        sc->lens[i] = i == 3 ? klen : strlen(argv[i]);
+    }
+}
+
+/* 1 and *d filled if rep is a script's decision {allowed, remaining,
+ * retry_after, reset_after}, all non-negative integers; else 0. */
+static int reply_decision(const srl_limiter *lim, const redisReply *rep, srl_decision *d)
+{
+    if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 4)
+        return 0;
+    long long v[4];
+    for (int i = 0; i < 4; i++) {
+        if (rep->element[i]->type != REDIS_REPLY_INTEGER || rep->element[i]->integer < 0)
+            return 0;
+        v[i] = rep->element[i]->integer;
+    }
+    *d = (srl_decision){.allowed = v[0] != 0, .limit = rpol(lim)->permits,
+                        .remaining = (uint32_t)v[1], .retry_after_ns = (uint64_t)v[2],
+                        .reset_after_ns = (uint64_t)v[3], .flags = 0};
+    return 1;
+}
+
+/* What to do about a script's error reply: reload the script (NOSCRIPT: the
+ * server restarted or flushed its scripts) or re-create P:cfg (SRLNOCFG:
+ * a server restarted without persistence lost it, and every state with it:
+ * start the prefix over with this policy).  Under mu.  1 if one of them
+ * was done (*rc its result: retry if 0), else 0. */
+static int script_recover(struct rstore *r, const redisReply *rep, int *rc)
+{
+    if (rep->type != REDIS_REPLY_ERROR)
+        return 0;
+    if (strncmp(rep->str, "NOSCRIPT", 8) == 0)
+        *rc = load_script(r);
+    else if (strncmp(rep->str, "SRLNOCFG", 8) == 0)
+        *rc = open_cfg(r, 0);
+    else
+        return 0;
+    return 1;
+}
+
 /* One run of the script.  mode: 'a' acquire, 'p' peek (fill *d), 'r'
  * refund (d is NULL). */
 static int decide(srl_limiter *lim, const void *key, size_t len, uint32_t cost, char mode,
                   srl_decision *d)
 {
     struct rstore *r = rs_of(lim);
-    char kbuf[PREFIX_MAX + 8 + SRL_KEY_MAX], cfg[PREFIX_MAX + 8], st[PREFIX_MAX + 8];
-    char a_cost[24], a_P[24], a_W[24], a_now[24] = "", a_mode[2] = {mode, '\0'};
+    char kbuf[PREFIX_MAX + 8 + SRL_KEY_MAX];
     size_t klen = key_name(r, "k:", key, len, kbuf);
-    snprintf(cfg, sizeof cfg, "%s:cfg", r->u.prefix);
-    snprintf(st, sizeof st, "%s:stats", r->u.prefix);
-    snprintf(a_cost, sizeof a_cost, "%u", cost);
-    snprintf(a_P, sizeof a_P, "%u", rpol(lim)->permits);
-    snprintf(a_W, sizeof a_W, "%llu", (unsigned long long)rpol(lim)->window_ns);
+    struct script_call sc;
+    script_init(lim, &sc, mode, cost);
 
     pthread_mutex_lock(&r->mu);
     int rc = r->sha[0] == '\0' ? load_script(r) : 0;
     redisReply *rep = NULL;
     for (int attempt = 0; rc == 0 && attempt < 3; attempt++) {
-        if (r->fixed_time)
-            snprintf(a_now, sizeof a_now, "%llu", (unsigned long long)srl__now(lim));
-        const char *argv[] = {"EVALSHA", r->sha, "3", kbuf, cfg, st,
-                              a_mode, a_cost, a_P, a_W, a_now};
-        size_t lens[11];
-        for (int i = 0; i < 11; i++)
-            lens[i] = strlen(argv[i]);
-        lens[3] = klen;
-        rep = command(r, 11, argv, lens, &rc);
-        if (rep != NULL && rep->type == REDIS_REPLY_ERROR &&
-            strncmp(rep->str, "NOSCRIPT", 8) == 0 && attempt < 2) {
+        script_argv(lim, &sc, kbuf, klen);
+        rep = command(r, 11, sc.argv, sc.lens, &rc);
+        if (rep != NULL && attempt < 2 && script_recover(r, rep, &rc)) {
             freeReplyObject(rep);
             rep = NULL;
-            rc = load_script(r);   /* the server restarted or flushed its scripts */
-            continue;
-        }
-        if (rep != NULL && rep->type == REDIS_REPLY_ERROR &&
-            strncmp(rep->str, "SRLNOCFG", 8) == 0 && attempt < 2) {
-            /* A server restarted without persistence lost P:cfg (and every
-             * state with it): start the prefix over with this policy. */
-            freeReplyObject(rep);
-            rep = NULL;
-            rc = open_cfg(r);
             continue;
         }
         break;
@@ -541,19 +650,8 @@ static int decide(srl_limiter *lim, const void *key, size_t len, uint32_t cost, 
     } else if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 1 && d == NULL &&
                rep->element[0]->type == REDIS_REPLY_INTEGER && rep->element[0]->integer == -2) {
         rc = 0;   /* refunded */
-    } else if (d != NULL && rep->type == REDIS_REPLY_ARRAY && rep->elements == 4) {
-        long long v[4];
-        int ok = 1;
-        for (int i = 0; i < 4; i++) {
-            ok &= rep->element[i]->type == REDIS_REPLY_INTEGER && rep->element[i]->integer >= 0;
-            v[i] = rep->element[i]->integer;
-        }
-        if (ok) {
-            *d = (srl_decision){.allowed = (int)v[0], .limit = rpol(lim)->permits,
-                                .remaining = (uint32_t)v[1], .retry_after_ns = (uint64_t)v[2],
-                                .reset_after_ns = (uint64_t)v[3], .flags = 0};
-            rc = 0;
-        }
+    } else if (d != NULL && reply_decision(lim, rep, d)) {
+        rc = 0;
     }
     freeReplyObject(rep);
     return rc;
@@ -631,24 +729,188 @@ static int rs_info(srl_limiter *lim, srl_info *out)
     out->limits = lim->cmp.limits;
     out->on_full = lim->on_full;
     out->capacity = r->capacity;
+    out->key_display = SRL_KEY_MAX;   /* the whole key is in its Redis key's name */
     out->creator_pid = (int32_t)r->pid;
     out->created_unix_ns = r->created_unix_ns;
     snprintf(out->name, sizeof out->name, "%s", r->u.prefix);
     return 0;
 }
 
-static int64_t rs_notsup(srl_limiter *lim)
+/* srl_evict_idle: every state is written with PX/PEXPIRE for exactly the
+ * time until it comes to rest (rounded up to the next ms), so Redis itself
+ * drops each key at rest: there is never one left to evict. */
+static int64_t rs_evict_idle(srl_limiter *lim)
 {
     (void)lim;
-    return SRL_ENOTSUP;
+    return 0;
+}
+
+/*
+ * srl_foreach: SCAN the prefix's state keys (MATCH P:k:*, with the prefix's
+ * glob characters escaped) in batches of SCAN_COUNT, and peek each batch's
+ * keys with the script (mode 'p', cost 1), pipelined: two round trips per
+ * batch, each reply awaited at most timeout_ms.  The mutex is held for one
+ * batch and released before fn runs, so other threads' decisions go on
+ * between batches and fn may take as long as it likes.
+ *
+ * What SCAN guarantees, and so what a walk sees: every key that exists for
+ * the whole walk is visited; keys created or expired meanwhile may or may
+ * not be; a key may be visited twice if Redis shrinks its table during the
+ * walk.  A key that vanished between SCAN and its peek (it came to rest or
+ * was reset) is not visited.  A key under P:k: that is not a state of this
+ * policy (a nested prefix such as P:k:x, a value written by hand: the
+ * script answers an error) is skipped, not counted.
+ */
+#define SCAN_COUNT "100"
+
+struct walk_batch {
+    redisReply *scan;         /* SCAN's reply; scan->element[1] the keys */
+    redisReply **peek;        /* one reply per key */
+    size_t n;
+};
+
+static void walk_batch_free(struct walk_batch *b)
+{
+    for (size_t i = 0; b->peek != NULL && i < b->n; i++)
+        if (b->peek[i] != NULL)
+            freeReplyObject(b->peek[i]);
+    free(b->peek);
+    if (b->scan != NULL)
+        freeReplyObject(b->scan);
+    *b = (struct walk_batch){0};
+}
+
+/* Under mu: peek every key of b, pipelined.  0 or a connection error. */
+static int walk_peek(srl_limiter *lim, struct walk_batch *b)
+{
+    struct rstore *r = rs_of(lim);
+    int rc = r->sha[0] == '\0' ? load_script(r) : 0;
+    if (rc == 0)
+        rc = ensure(r);
+    if (rc != 0)
+        return rc;
+    struct script_call sc;
+    script_init(lim, &sc, 'p', 1);
+    struct pipe_guard g;
+    pipe_guard_begin(&g);
+    for (size_t i = 0; i < b->n && rc == 0; i++) {
+        const redisReply *k = b->scan->element[1]->element[i];
+        script_argv(lim, &sc, k->str, k->len);
+        if (redisAppendCommandArgv(r->c, 11, sc.argv, sc.lens) != REDIS_OK)
+            rc = SRL_ENOMEM;
+    }
+    int e = 0;
+    for (size_t i = 0; i < b->n && rc == 0; i++) {
+        errno = 0;
+        void *rep = NULL;
+        if (redisGetReply(r->c, &rep) != REDIS_OK) {
+            e = errno;
+            rc = io_error(r->c, e);
+        }
+        b->peek[i] = rep;
+    }
+    pipe_guard_end(&g);
+    if (rc != 0)
+        drop(r);   /* replies may be left unread: never reuse the stream */
+    return rc;
+}
+
+/* Under mu: one SCAN step from cursor (updated in place) and the peeks of
+ * the keys it returned.  0 or an SRL_E* code (b is then empty). */
+static int walk_batch(srl_limiter *lim, char cursor[32], const char *pattern,
+                      struct walk_batch *b)
+{
+    struct rstore *r = rs_of(lim);
+    const char *argv[] = {"SCAN", cursor, "MATCH", pattern, "COUNT", SCAN_COUNT};
+    size_t lens[6];
+    for (int i = 0; i < 6; i++)
+        lens[i] = strlen(argv[i]);
+    int rc;
+    b->scan = command(r, 6, argv, lens, &rc);
+    if (b->scan == NULL)
+        return rc;
+    const redisReply *s = b->scan;
+    int ok = s->type == REDIS_REPLY_ARRAY && s->elements == 2 &&
+             s->element[0]->type == REDIS_REPLY_STRING && s->element[0]->len < 32 &&
+             s->element[1]->type == REDIS_REPLY_ARRAY;
+    for (size_t i = 0; ok && i < s->element[1]->elements; i++)
+        ok = s->element[1]->element[i]->type == REDIS_REPLY_STRING;
+    if (!ok) {
+        rc = s->type == REDIS_REPLY_ERROR ? reply_error(s) : SRL_ESYS;
+        walk_batch_free(b);
+        return rc;
+    }
+    memcpy(cursor, s->element[0]->str, s->element[0]->len + 1);
+    b->n = s->element[1]->elements;
+    if (b->n == 0)
+        return 0;
+    b->peek = calloc(b->n, sizeof *b->peek);
+    if (b->peek == NULL) {
+        walk_batch_free(b);
+        return SRL_ENOMEM;
+    }
+    for (int attempt = 0; attempt < 3; attempt++) {
+        rc = walk_peek(lim, b);
+        int again = 0;
+        for (size_t i = 0; rc == 0 && i < b->n && !again; i++)
+            again = attempt < 2 && script_recover(r, b->peek[i], &rc);
+        if (!again || rc != 0)
+            break;
+        for (size_t i = 0; i < b->n; i++) {
+            freeReplyObject(b->peek[i]);
+            b->peek[i] = NULL;
+        }
+    }
+    if (rc != 0)
+        walk_batch_free(b);
+    return rc;
 }
 
 static int64_t rs_foreach(srl_limiter *lim, srl_foreach_fn fn, void *ctx)
 {
-    (void)lim;
-    (void)fn;
-    (void)ctx;
-    return SRL_ENOTSUP;
+    struct rstore *r = rs_of(lim);
+    /* MATCH treats * ? [ ] \ as glob syntax: escape them in the prefix. */
+    char pattern[2 * PREFIX_MAX + 8];
+    size_t o = 0;
+    for (const char *p = r->u.prefix; *p != '\0'; p++) {
+        if (strchr("*?[]\\", *p) != NULL)
+            pattern[o++] = '\\';
+        pattern[o++] = *p;
+    }
+    memcpy(pattern + o, ":k:*", 5);
+    size_t plen = strlen(r->u.prefix) + 3;   /* "P:k:" */
+
+    char cursor[32] = "0";
+    int64_t visited = 0;
+    do {
+        struct walk_batch b = {0};
+        pthread_mutex_lock(&r->mu);
+        int rc = walk_batch(lim, cursor, pattern, &b);
+        if (rc == SRL_ETIMEDOUT)
+            r->timeouts++;
+        pthread_mutex_unlock(&r->mu);
+        if (rc != 0)
+            return rc;   /* as the shared store: a walk does not skip keys silently */
+        for (size_t i = 0; i < b.n; i++) {
+            const redisReply *k = b.scan->element[1]->element[i];
+            srl_entry e = {0};
+            /* The server is not trusted to have honoured MATCH. */
+            if (k->len <= plen || k->len - plen > SRL_KEY_MAX ||
+                memcmp(k->str, r->u.prefix, plen - 3) != 0 ||
+                memcmp(k->str + plen - 3, ":k:", 3) != 0 ||
+                !reply_decision(lim, b.peek[i], &e.now))
+                continue;
+            e.display = (const unsigned char *)k->str + plen;
+            e.display_len = e.key_len = (uint32_t)(k->len - plen);
+            visited++;
+            if (fn(&e, ctx)) {
+                walk_batch_free(&b);
+                return visited;
+            }
+        }
+        walk_batch_free(&b);
+    } while (strcmp(cursor, "0") != 0);
+    return visited;
 }
 
 static void rs_close(srl_limiter *lim)
@@ -665,7 +927,7 @@ static const struct srl__store_ops redis_ops = {
     .peek = rs_peek,
     .refund = rs_refund,
     .reset_key = rs_reset_key,
-    .evict_idle = rs_notsup,
+    .evict_idle = rs_evict_idle,
     .stats = rs_stats,
     .info = rs_info,
     .foreach = rs_foreach,
@@ -698,16 +960,19 @@ static int exact_in_lua(const srl_policy *p)
 
 int srl_open_redis(const char *uri, const srl_config *cfg, srl_limiter **out)
 {
-    srl_config unused;
-    int rc = srl__open_prologue(cfg, 0, &unused, &cfg, out);
+    /* cfg NULL: adopt the policy stored under the prefix (rlctl does). */
+    srl_config defaults;
+    int adopt = cfg == NULL;
+    int rc = srl__open_prologue(cfg, 1, &defaults, &cfg, out);
     if (rc != 0)
         return rc;
     if (uri == NULL)
         return SRL_EINVAL;
     /* One limit of the four rate algorithms: compounds and in-flight units
-     * have no script yet. */
-    if (cfg->limits.count != 1 || cfg->policy.algorithm == SRL_CONCURRENCY || cfg->policy.burst ||
-        !exact_in_lua(&cfg->policy))
+     * have no script yet, nor a burst apart from the rate or a ban period.
+     * Adopting: the stored policy is checked by open_cfg. */
+    if (!adopt && (cfg->limits.count != 1 || cfg->policy.algorithm == SRL_CONCURRENCY ||
+                   cfg->policy.burst || cfg->policy.penalty_ns || !exact_in_lua(&cfg->policy)))
         return SRL_ENOTSUP;
 
     struct rstore *r = calloc(1, sizeof *r);
@@ -722,12 +987,18 @@ int srl_open_redis(const char *uri, const srl_config *cfg, srl_limiter **out)
     r->lim.impl = r;
     r->capacity = cfg->capacity;
     r->pid = getpid();
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    r->created_unix_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
     pthread_mutex_init(&r->mu, NULL);
 
-    rc = open_cfg(r);
+    rc = open_cfg(r, adopt);
+    if (rc == 0 && adopt) {
+        /* The adopted policy, normalised as the prologue would (a compound
+         * of one), picks the default ticker as a config would. */
+        defaults.policy = r->adopted;
+        rc = srl_limits_of(&r->adopted, &defaults.limits) == 0
+                 ? srl__limiter_init(&r->lim, &redis_ops, &defaults)
+                 : SRL_ECORRUPT;
+        r->lim.impl = r;
+    }
     if (rc == 0)
         rc = load_script(r);
     if (rc != 0) {

@@ -96,8 +96,10 @@ _Static_assert(sizeof(((srl_entry *)0)->fingerprint) == SRL__SHM_FP_BYTES,
 /* Head of every bucket.  Counters are written only under the bucket's lock
  * (timeouts excepted: the waiter that timed out does not hold it, so that
  * one is an atomic add); readers sum them with relaxed loads.  The rare
- * counters are 32 bits to keep a token-bucket slot within 64 bytes of
- * segment per slot of capacity; they are summed into 64 bits. */
+ * counters are 32 bits, summed into 64: a head that grows by a word can
+ * round every bucket up by a cache line (the slot-cost test in
+ * tests/check_shm_segment.c catches that).  Rarer counters still live in
+ * the header page (struct srl__shm_live). */
 struct srl__shm_bucket {
     pthread_mutex_t mu;
     union {                         /* 8-aligned: also read as two words (SWAR scan) */
@@ -131,8 +133,9 @@ _Static_assert(offsetof(struct srl__shm_bucket, tags) == sizeof(pthread_mutex_t)
  *   +8  uint16 key_len                 (only if key_display > 0)
  *   +10 display[key_display]           (only if key_display > 0)
  * rounded up to 8 bytes.  key_len serves rlctl's display alone, so with no
- * display copy it is not stored (srl_entry.key_len reads 0, "unknown"): a
- * token-bucket slot is then 16 + 8 + 24 + 8 = 56 bytes. */
+ * display copy it is not stored (srl_entry.key_len reads 0, "unknown").
+ * What a slot and a bucket then cost is asserted, not restated here:
+ * tests/check_shm_segment.c (a_token_bucket_slot_without_key_display_...). */
 #define SRL__SLOT_FP 0u
 #define SRL__SLOT_META 16u
 #define SRL__SLOT_META_BYTES 8u
@@ -180,13 +183,17 @@ struct srl__shm_key {
 uint64_t srl__shm_abi_word(void);
 /* Geometry for a config: fills the size fields of s (buckets .. slots_off). */
 int srl__shm_geometry(struct srl__shm *s, const srl_config *cfg);
-/* Open (and maybe create) a named segment; test_flags = SRL__SHM_TEST_*
- * (testhooks.h; always 0, and ignored, without SRL_MUTANTS).
- * ops is the handle's store ops (srl__shm_ops): passed in, so that this
- * file needs nothing of shm_store.c, which calls it. */
+/* Open (and maybe create) a named segment.  ops is the handle's store ops
+ * (srl__shm_ops): passed in, so that this file needs nothing of
+ * shm_store.c, which calls it.  The test build adds
+ * srl__shm_segment_open_test, the same with SRL__SHM_TEST_* open flags. */
 int srl__shm_segment_open(const char *name, const srl_config *cfg, unsigned flags,
-                          unsigned test_flags, const struct srl__store_ops *ops,
-                          srl_limiter **out);
+                          const struct srl__store_ops *ops, srl_limiter **out);
+#ifdef SRL_MUTANTS
+int srl__shm_segment_open_test(const char *name, const srl_config *cfg, unsigned flags,
+                               unsigned test_flags, const struct srl__store_ops *ops,
+                               srl_limiter **out);
+#endif
 int srl__shm_segment_open_anonymous(const srl_config *cfg, const struct srl__store_ops *ops,
                                     srl_limiter **out);
 /* 0 if name is a valid segment name; writes "/name" into buf[256]. */
@@ -339,8 +346,7 @@ int srl__shm_table_init(struct srl__shm *s);
 
 extern const struct srl__store_ops srl__shm_ops;
 /* The segment openers with srl__shm_ops (srl__shm_segment_open*). */
-int srl__shm_open(const char *name, const srl_config *cfg, unsigned flags,
-                  unsigned test_flags, srl_limiter **out);
+int srl__shm_open(const char *name, const srl_config *cfg, unsigned flags, srl_limiter **out);
 int srl__shm_open_anonymous(const srl_config *cfg, srl_limiter **out);
 
 #endif

@@ -504,9 +504,9 @@ static int open_round(struct srl__shm *s, const char *path, const srl_config *cf
     return rc;
 }
 
-int srl__shm_segment_open(const char *name, const srl_config *cfg, unsigned flags,
-                          unsigned test_flags, const struct srl__store_ops *ops,
-                          srl_limiter **out)
+/* srl__shm_segment_open with the test build's open flags (0 when shipped). */
+static int segment_open(const char *name, const srl_config *cfg, unsigned flags,
+                        unsigned test_flags, const struct srl__store_ops *ops, srl_limiter **out)
 {
     srl_config defaults;
     const srl_config *use;
@@ -551,6 +551,21 @@ int srl__shm_segment_open(const char *name, const srl_config *cfg, unsigned flag
     *out = &s->lim;
     return 0;
 }
+
+int srl__shm_segment_open(const char *name, const srl_config *cfg, unsigned flags,
+                          const struct srl__store_ops *ops, srl_limiter **out)
+{
+    return segment_open(name, cfg, flags, 0, ops, out);
+}
+
+#ifdef SRL_MUTANTS
+int srl__shm_segment_open_test(const char *name, const srl_config *cfg, unsigned flags,
+                               unsigned test_flags, const struct srl__store_ops *ops,
+                               srl_limiter **out)
+{
+    return segment_open(name, cfg, flags, test_flags, ops, out);
+}
+#endif
 
 int srl__shm_segment_open_anonymous(const srl_config *cfg, const struct srl__store_ops *ops,
                                     srl_limiter **out)

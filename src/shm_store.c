@@ -95,11 +95,18 @@ void srl__shm_set_test_flags(srl_limiter *lim, unsigned flags)
 }
 #endif
 
-int srl__shm_open(const char *name, const srl_config *cfg, unsigned flags,
-                  unsigned test_flags, srl_limiter **out)
+int srl__shm_open(const char *name, const srl_config *cfg, unsigned flags, srl_limiter **out)
 {
-    return srl__shm_segment_open(name, cfg, flags, test_flags, &srl__shm_ops, out);
+    return srl__shm_segment_open(name, cfg, flags, &srl__shm_ops, out);
 }
+
+#ifdef SRL_MUTANTS
+int srl__shm_open_test(const char *name, const srl_config *cfg, unsigned flags,
+                       unsigned test_flags, srl_limiter **out)
+{
+    return srl__shm_segment_open_test(name, cfg, flags, test_flags, &srl__shm_ops, out);
+}
+#endif
 
 int srl__shm_open_anonymous(const srl_config *cfg, srl_limiter **out)
 {
@@ -108,7 +115,7 @@ int srl__shm_open_anonymous(const srl_config *cfg, srl_limiter **out)
 
 int srl_open_shared(const char *name, const srl_config *cfg, unsigned flags, srl_limiter **out)
 {
-    return srl__shm_open(name, cfg, flags, 0, out);
+    return srl__shm_open(name, cfg, flags, out);
 }
 
 int srl_open_anonymous(const srl_config *cfg, srl_limiter **out)

@@ -24,7 +24,7 @@ size_t srl_state_size(const srl_policy *p)
 {
     int rc;
     const struct srl__algo *a = checked(p, &rc);
-    return a ? a->size(p) : 0;
+    return a ? srl__limit_size(p) : 0;
 }
 
 int srl_state_init(const srl_policy *p, void *state, uint64_t now)
@@ -35,7 +35,7 @@ int srl_state_init(const srl_policy *p, void *state, uint64_t now)
         return rc;
     if (state == NULL)
         return SRL_EINVAL;
-    a->init(p, state, now);
+    srl__limit_init(p, state, now);
     return 0;
 }
 
@@ -50,7 +50,7 @@ static int decide(const srl_policy *p, const void *state, uint64_t now, uint32_t
         return SRL_EINVAL;
     if (cost == 0 || cost > srl__capacity(p))
         return SRL_ECOST;
-    a->decide(p, (void *)state, now, cost, commit, d);
+    srl__limit_decide(p, (void *)state, now, cost, commit, d);
     return 0;
 }
 
@@ -80,7 +80,7 @@ int srl_state_refund(const srl_policy *p, void *state, uint64_t now, uint32_t co
         return SRL_EINVAL;
     if (cost == 0 || cost > srl__capacity(p))
         return SRL_ECOST;
-    a->refund(p, state, now, cost);
+    srl__limit_refund(p, state, now, cost);
     return 0;
 }
 
@@ -92,7 +92,7 @@ int srl_state_at_rest(const srl_policy *p, const void *state, uint64_t now)
         return rc;
     if (state == NULL)
         return SRL_EINVAL;
-    return a->at_rest(p, state, now) ? 1 : 0;
+    return srl__limit_at_rest(p, state, now) ? 1 : 0;
 }
 
 /* 1 or 0; for an invalid policy or a NULL state, the negative error code
@@ -105,7 +105,7 @@ int srl_state_valid(const srl_policy *p, const void *state, uint64_t now)
         return rc;
     if (state == NULL)
         return SRL_EINVAL;
-    return a->valid(p, state, now) ? 1 : 0;
+    return srl__limit_valid(p, state, now) ? 1 : 0;
 }
 
 int srl_holder_get(const srl_policy *p, const void *state, uint32_t i, srl_holder *out)

@@ -26,7 +26,7 @@
 
 #include "srl.h"
 
-/* The shared-memory store (srl__shm_open's test_flags, srl__shm_set_test_flags). */
+/* The shared-memory store (srl__shm_open_test, srl__shm_set_test_flags). */
 enum {
     SRL__SHM_TEST_NO_READY = 0x1u,      /* creator stops before publishing READY */
     SRL__SHM_TEST_NOLOCK_DECIDE = 0x2u, /* broken: decide an existing key without its lock */
@@ -36,6 +36,10 @@ enum {
 };
 /* Set SRL__SHM_TEST_* on an open shared/anonymous limiter (src/shm_store.c). */
 void srl__shm_set_test_flags(srl_limiter *lim, unsigned flags);
+/* srl__shm_open with SRL__SHM_TEST_* flags that act during the open
+ * (SRL__SHM_TEST_NO_READY); the shipped srl__shm_open takes none. */
+int srl__shm_open_test(const char *name, const srl_config *cfg, unsigned flags,
+                       unsigned test_flags, srl_limiter **out);
 
 /* The in-process store (src/local.c).  Each reintroduces one bug the design
  * closes, so a test can show it catches it. */

@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "srl.h"
+#include "redis_testutil.h"
 #include "testutil.h"
 
 int srl__redis_fixed_time(srl_limiter *lim, int on);
@@ -39,47 +40,14 @@ static char sock[96];
 static char uri[160];
 static const char *srv_extra[5];   /* more redis-server arguments, NULL-ended */
 
-static int sock_ready(void)
-{
-    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
-    struct sockaddr_un a = {.sun_family = AF_UNIX};
-    snprintf(a.sun_path, sizeof a.sun_path, "%s", sock);
-    int ok = connect(fd, (struct sockaddr *)&a, sizeof a) == 0;
-    close(fd);
-    return ok;
-}
-
-/* Start redis-server on `sock`; returns its pid once it accepts. */
 static pid_t server_start(void)
 {
-    unlink(sock);
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0) {
-        int null = open("/dev/null", O_WRONLY);
-        dup2(null, 1);
-        dup2(null, 2);
-        const char *argv[16] = {"redis-server", "--port", "0", "--unixsocket", sock,
-                                "--save", "", "--appendonly", "no", "--dir", dir};
-        for (int i = 0; i < 4 && srv_extra[i] != NULL; i++)
-            argv[11 + i] = srv_extra[i];
-        execvp("redis-server", (char *const *)argv);
-        _exit(127);
-    }
-    /* Readiness poll, bounded by the test's timeout, not a timing assumption. */
-    while (!sock_ready()) {
-        int st;
-        ck_assert_int_eq(waitpid(pid, &st, WNOHANG), 0);
-        usleep(5000);
-    }
-    return pid;
+    return redis_server_start(dir, sock, srv_extra);
 }
 
 static void server_stop(pid_t pid)
 {
-    kill(pid, SIGCONT);
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
+    redis_server_stop(pid);
 }
 
 static pid_t setup_server(void)
@@ -209,7 +177,8 @@ START_TEST(trace_matches_core)
     ck_assert_int_eq(srl_info_get(lim, &info), 0);
     ck_assert_int_eq(info.kind, SRL_STORE_REDIS);
     ck_assert_str_eq(info.name, "srl");
-    ck_assert_int_eq(srl_evict_idle(lim), SRL_ENOTSUP);
+    /* Redis drops each state when it comes to rest: nothing to evict. */
+    ck_assert_int_eq(srl_evict_idle(lim), 0);
 
     ck_assert_int_eq(srl_reset_key(lim, "k", 1), 0);
     ck_assert_int_eq(srl_peek(lim, "k", 1, 1, &d), SRL_ENOENT);
@@ -537,7 +506,7 @@ START_TEST(closed_mid_reply)
     if (pid == 0) {
         int fd = accept(lfd, NULL, NULL);
         static const char *const replies[] = {
-            ":1\r\n",                                                  /* EVAL open_lua */
+            "*4\r\n:1\r\n$1\r\nx\r\n$1\r\n0\r\n$1\r\n0\r\n",            /* EVAL open_lua */
             "$40\r\n0123456789012345678901234567890123456789\r\n",    /* SCRIPT LOAD */
             "*4\r\n:1\r\n:9",                                          /* EVALSHA, cut */
         };
@@ -573,6 +542,260 @@ START_TEST(closed_mid_reply)
 }
 END_TEST
 
+/* ------------------------------------------------------------ walks */
+
+static long long redis_int(redisContext *c, const char *fmt, const char *arg)
+{
+    redisReply *r = redisCommand(c, fmt, arg);
+    ck_assert_ptr_nonnull(r);
+    ck_assert_int_eq(r->type, REDIS_REPLY_INTEGER);
+    long long v = r->integer;
+    freeReplyObject(r);
+    return v;
+}
+
+/* The server's count of SCAN commands (INFO commandstats). */
+static long long scan_calls(void)
+{
+    redisContext *c = redisConnectUnix(sock);
+    ck_assert(c != NULL && c->err == 0);
+    redisReply *r = redisCommand(c, "INFO commandstats");
+    ck_assert_int_eq(r->type, REDIS_REPLY_STRING);
+    const char *at = strstr(r->str, "cmdstat_scan:calls=");
+    long long n = at != NULL ? atoll(at + 19) : 0;
+    freeReplyObject(r);
+    redisFree(c);
+    return n;
+}
+
+struct seen {
+    unsigned char *hits;      /* per key index */
+    unsigned n;               /* callbacks */
+    unsigned stop_at;         /* return 1 on this callback (0: never) */
+    uint32_t want_remaining;
+    int bad;                  /* an entry not as expected */
+};
+
+/* Keys are "key-%05u"; anything else is a bad entry. */
+static int count_visit(const srl_entry *e, void *ctx)
+{
+    struct seen *s = ctx;
+    char k[16] = {0};
+    unsigned i;
+    s->n++;
+    if (e->key_len != 9 || e->display_len != 9 || e->at_rest != 0 || e->allowed != 0 ||
+        e->denied != 0 || e->last_ns != 0 || e->now.allowed != 1 ||
+        e->now.remaining != s->want_remaining || e->now.flags != 0)
+        s->bad++;
+    memcpy(k, e->display, e->display_len < 15 ? e->display_len : 15);
+    if (sscanf(k, "key-%05u", &i) != 1 || i >= 100000)
+        s->bad++;
+    else
+        s->hits[i]++;
+    return s->stop_at != 0 && s->n == s->stop_at;
+}
+
+/* One walk with fresh counts; srl_foreach's result. */
+static int64_t walk_count(srl_limiter *lim, struct seen *s, unsigned nkeys, unsigned stop_at)
+{
+    memset(s->hits, 0, nkeys);
+    s->n = 0;
+    s->stop_at = stop_at;
+    return srl_foreach(lim, count_visit, s);
+}
+
+static srl_limiter *walk_open(const char *u, srl_algorithm algo, fake_clock *clk)
+{
+    srl_config cfg = gcra_cfg(100, 3600 * SEC);
+    cfg.policy.algorithm = algo;
+    cfg.ticker = fake_ticker(clk);
+    srl_limiter *lim = NULL;
+    ck_assert_int_eq(srl_open_redis(u, &cfg, &lim), 0);
+    ck_assert_int_eq(srl__redis_fixed_time(lim, 1), 0);
+    return lim;
+}
+
+/* n keys key-00000.., each acquired twice. */
+static void walk_fill(srl_limiter *lim, unsigned n)
+{
+    srl_decision d;
+    for (unsigned i = 0; i < n; i++) {
+        char k[16];
+        snprintf(k, sizeof k, "key-%05u", i);
+        for (int j = 0; j < 2; j++) {
+            ck_assert_int_eq(srl_acquire(lim, k, 9, 1, &d), 0);
+            ck_assert_int_eq(d.allowed, 1);
+        }
+    }
+}
+
+/* _i: the algorithm.  2500 keys, each taken twice, span many SCAN batches
+ * of 100; the walk visits each exactly once with the peek of cost 1
+ * (100 - 2 taken - 1 peeked = 97 remaining, for every algorithm at a fixed
+ * time), and skips what is not a state: keys of other prefixes (one whose
+ * name is a glob matching this one's if MATCH were not escaped), and
+ * values under P:k: the script cannot read. */
+START_TEST(walk_visits_every_key_once_over_many_batches)
+{
+    pid_t srv = setup_server();
+    fake_clock clk = {.now = 1000 * SEC};
+    enum { N = 2500 };
+    char u[300];
+    snprintf(u, sizeof u, "%s?prefix=a%%2A", uri);   /* prefix "a*" */
+    srl_limiter *lim = walk_open(u, (srl_algorithm)_i, &clk);
+    walk_fill(lim, N);
+    snprintf(u, sizeof u, "%s?prefix=ab", uri);      /* "ab:k:..." matches a*:k:* unescaped */
+    srl_limiter *other = walk_open(u, (srl_algorithm)_i, &clk);
+    walk_fill(other, 7);
+    redisContext *c = redisConnectUnix(sock);
+    ck_assert(c != NULL && c->err == 0);
+    freeReplyObject(redisCommand(c, "SET a*:k:bad notanumber"));
+    freeReplyObject(redisCommand(c, "HSET a*:k:hash f v"));
+    redisFree(c);
+
+    long long scans = scan_calls();
+    struct seen s = {.hits = calloc(N, 1), .want_remaining = 97};
+    ck_assert_int_eq(srl_foreach(lim, count_visit, &s), N);
+    long long batches = scan_calls() - scans;
+    ck_assert_uint_eq(s.n, N);
+    ck_assert_int_eq(s.bad, 0);
+    for (unsigned i = 0; i < N; i++)
+        ck_assert_msg(s.hits[i] == 1, "key-%05u visited %u times", i, s.hits[i]);
+    /* SCAN's COUNT 100 over a table of >= 2500 keys: many batches. */
+    ck_assert_int_ge(batches, 10);
+    /* The walk only peeked: nothing was counted, no state changed. */
+    srl_stats st;
+    ck_assert_int_eq(srl_stats_get(lim, &st), 0);
+    ck_assert_uint_eq(st.allowed, 2 * N);
+    ck_assert_uint_eq(st.denied, 0);
+    ck_assert_int_eq(walk_count(lim, &s, N, 0), N);
+    ck_assert_int_eq(s.bad, 0);
+
+    /* The other prefix sees its own 7. */
+    ck_assert_int_eq(walk_count(other, &s, N, 0), 7);
+    ck_assert_int_eq(s.bad, 0);
+    free(s.hits);
+    ck_assert_int_eq(srl_evict_idle(lim), 0);
+    srl_close(other);
+    srl_close(lim);
+    teardown_server(srv);
+}
+END_TEST
+
+/* A server, a limiter at a fixed time with nkeys keys, and a visit log. */
+struct walk_fx {
+    pid_t srv;
+    fake_clock clk;
+    srl_limiter *lim;
+    struct seen s;
+};
+
+static void walk_setup(struct walk_fx *f, const char *opts, srl_algorithm algo, unsigned nkeys)
+{
+    f->srv = setup_server();
+    f->clk.now = 5 * SEC;
+    char u[300];
+    snprintf(u, sizeof u, "%s%s", uri, opts);
+    f->lim = walk_open(u, algo, &f->clk);
+    f->s = (struct seen){.hits = calloc(nkeys, 1), .want_remaining = 97};
+    ck_assert_int_eq(srl_foreach(f->lim, count_visit, &f->s), 0);   /* nothing yet */
+    walk_fill(f->lim, nkeys);
+}
+
+static void walk_teardown(struct walk_fx *f)
+{
+    free(f->s.hits);
+    srl_close(f->lim);
+    teardown_server(f->srv);
+}
+
+/* fn's nonzero return stops the walk: within the first batch, and deep in
+ * a later one; the count returned includes the stopping entry. */
+START_TEST(walk_stops_when_fn_says_so)
+{
+    struct walk_fx f;
+    walk_setup(&f, "", SRL_GCRA, 1000);
+    unsigned stops[] = {1, 7, 450};
+    for (size_t t = 0; t < sizeof stops / sizeof stops[0]; t++) {
+        ck_assert_int_eq(walk_count(f.lim, &f.s, 1000, stops[t]), stops[t]);
+        ck_assert_uint_eq(f.s.n, stops[t]);
+        ck_assert_int_eq(f.s.bad, 0);
+    }
+    /* A key reset is no longer visited; the others are. */
+    ck_assert_int_eq(srl_reset_key(f.lim, "key-00003", 9), 0);
+    ck_assert_int_eq(walk_count(f.lim, &f.s, 1000, 0), 999);
+    ck_assert_uint_eq(f.s.hits[3], 0);
+    ck_assert_uint_eq(f.s.hits[4], 1);
+    walk_teardown(&f);
+}
+END_TEST
+
+/* A stopped server: the walk returns SRL_ETIMEDOUT within the timeout (no
+ * hang), counted in stats; resumed, the walk is whole again. */
+START_TEST(walk_on_a_stopped_server_times_out)
+{
+    struct walk_fx f;
+    walk_setup(&f, "?timeout_ms=200", SRL_TOKEN_BUCKET, 300);
+    ck_assert_int_eq(kill(f.srv, SIGSTOP), 0);
+    ck_assert_int_eq(walk_count(f.lim, &f.s, 300, 0), SRL_ETIMEDOUT);
+    ck_assert_uint_eq(f.s.n, 0);
+    srl_stats st;
+    ck_assert_int_eq(kill(f.srv, SIGCONT), 0);
+    ck_assert_int_eq(srl_stats_get(f.lim, &st), 0);
+    ck_assert_uint_eq(st.timeouts, 1);
+    ck_assert_int_eq(walk_count(f.lim, &f.s, 300, 0), 300);
+    ck_assert_int_eq(f.s.bad, 0);
+    walk_teardown(&f);
+}
+END_TEST
+
+/* cfg NULL adopts the prefix's stored policy (rlctl's way in); a prefix
+ * with none is SRL_ENOENT and is not created; a stored text that is no
+ * policy is SRL_ECORRUPT, one this store cannot run SRL_ENOTSUP. */
+START_TEST(open_without_config_adopts_the_stored_policy)
+{
+    pid_t srv = setup_server();
+    srl_limiter *lim = NULL, *ad = NULL;
+    ck_assert_int_eq(srl_open_redis(uri, NULL, &ad), SRL_ENOENT);
+    ck_assert_ptr_null(ad);
+    redisContext *c = redisConnectUnix(sock);
+    ck_assert(c != NULL && c->err == 0);
+    ck_assert_int_eq(redis_int(c, "EXISTS %s", "srl:cfg"), 0);
+    srl_config cfg = gcra_cfg(7, 60 * SEC);
+    cfg.policy.algorithm = SRL_SLIDING_LOG;
+    ck_assert_int_eq(srl_open_redis(uri, &cfg, &lim), 0);
+    ck_assert_int_eq(srl_open_redis(uri, NULL, &ad), 0);
+    srl_info a, b;
+    ck_assert_int_eq(srl_info_get(lim, &a), 0);
+    ck_assert_int_eq(srl_info_get(ad, &b), 0);
+    ck_assert_int_eq(b.policy.algorithm, SRL_SLIDING_LOG);
+    ck_assert_uint_eq(b.policy.permits, 7);
+    ck_assert_uint_eq(b.policy.window_ns, 60 * SEC);
+    /* Both report when P:cfg was made, by the server's clock. */
+    ck_assert_uint_eq(a.created_unix_ns, b.created_unix_ns);
+    ck_assert_uint_gt(b.created_unix_ns, 1600000000ull * SEC);
+    srl_decision d;
+    ck_assert_int_eq(srl_acquire(lim, "k", 1, 1, &d), 0);
+    ck_assert_int_eq(srl_peek(ad, "k", 1, 1, &d), 0);
+    ck_assert_uint_eq(d.remaining, 5);
+    srl_close(ad);
+    freeReplyObject(redisCommand(c, "HSET srl:cfg policy nonsense"));
+    ck_assert_int_eq(srl_open_redis(uri, NULL, &ad), SRL_ECORRUPT);
+    /* Policies this store cannot run (yet) are SRL_ENOTSUP, not damage. */
+    freeReplyObject(redisCommand(c, "HSET srl:cfg policy concurrency:3"));
+    ck_assert_int_eq(srl_open_redis(uri, NULL, &ad), SRL_ENOTSUP);
+    freeReplyObject(redisCommand(c, "HSET srl:cfg policy %s",
+                                 "token_bucket:10/1s + token_bucket:1000/1d"));
+    ck_assert_int_eq(srl_open_redis(uri, NULL, &ad), SRL_ENOTSUP);
+    freeReplyObject(redisCommand(c, "HSET srl:cfg policy %s", "token_bucket:10/1s,burst=20"));
+    ck_assert_int_eq(srl_open_redis(uri, NULL, &ad), SRL_ENOTSUP);
+    ck_assert_ptr_null(ad);
+    redisFree(c);
+    srl_close(lim);
+    teardown_server(srv);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("redis");
@@ -587,6 +810,11 @@ int main(void)
     tcase_add_test(tc, killed_server_reconnects);
     tcase_add_test(tc, auth_and_db);
     tcase_add_test(tc, closed_mid_reply);
+    tcase_add_loop_test(tc, walk_visits_every_key_once_over_many_batches, SRL_TOKEN_BUCKET,
+                        SRL_GCRA + 1);
+    tcase_add_test(tc, walk_stops_when_fn_says_so);
+    tcase_add_test(tc, walk_on_a_stopped_server_times_out);
+    tcase_add_test(tc, open_without_config_adopts_the_stored_policy);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -21,7 +21,7 @@
  *     table_offset, total_bytes and the four
  *     geometry words -> SRL_ECORRUPT (geometry is recomputed from policy and
  *     capacity and must equal every stored word);
- *     limit 0's permits, window_ns -> SRL_ECORRUPT if invalid, else ADOPTED by an
+ *     limit 0's permits, window_ns, burst -> SRL_ECORRUPT if invalid, else ADOPTED by an
  *     opener without a config (and SRL_EMISMATCH with one): the header has no
  *     checksum, so a valid-looking policy cannot be told from the real one;
  *     key_display -> SRL_ECORRUPT if it changes the slot or bucket size,
@@ -174,7 +174,7 @@ static int open_and_use(const char *name, const srl_config *cfg, unsigned flags,
     srl_decision d;
     ck_assert_int_eq(srl_acquire(lim, "probe", 5, 1, &d), 0);
     ck_assert_int_eq(d.allowed, 1);
-    ck_assert_uint_eq(d.limit, info->policy.permits);
+    ck_assert_uint_eq(d.limit, info->policy.burst ? info->policy.burst : info->policy.permits);
     ck_assert_int_eq(srl_check(lim, NULL, NULL), 0);
     ck_assert_int_eq(srl_reset_key(lim, "probe", 5), 0);
     srl_close(lim);
@@ -233,6 +233,15 @@ static int expected_open(size_t off, const struct srl__shm_header *h, bool *adop
     if (IN(off, limits.limit[0].permits)) {
         *adopt = true;
         return h->limits.limit[0].permits == 0 ? SRL_ECORRUPT : 0;
+    }
+    if (IN(off, limits.limit[0].burst)) {
+        /* Another capacity for the same state size: adopted, unless it is
+         * the non-canonical burst = permits (a creator writes 0 for that). */
+        *adopt = true;
+        return h->limits.limit[0].burst == h->limits.limit[0].permits ||
+                       srl_policy_validate(&h->limits.limit[0]) != 0
+                   ? SRL_ECORRUPT   /* too big to refill within 3660 d */
+                   : 0;
     }
     if (IN(off, limits.limit[0].window_ns)) {
         *adopt = true;

@@ -184,7 +184,7 @@ static int race_trial(unsigned test_flags, int trial)
     char nm[128];
     snprintf(nm, sizeof nm, "%s", unique_name("inflight-race"));
     srl_limiter *lim;
-    ck_assert_int_eq(srl__shm_open(nm, &cfg, SRL_CREATE | SRL_EXCL, 0, &lim), 0);
+    ck_assert_int_eq(srl__shm_open(nm, &cfg, SRL_CREATE | SRL_EXCL, &lim), 0);
     srl__shm_set_test_flags(lim, test_flags);
     /* The key exists before the race: the broken variant applies to an
      * existing key (an insert always runs under both locks). */
@@ -407,6 +407,47 @@ START_TEST(a_stopped_holder_keeps_its_units_until_it_dies)
 }
 END_TEST
 
+/* A holder killed while its parent has not reaped it is a zombie: it has
+ * exited, and its unit is reclaimed at once, not after the reaping. */
+START_TEST(a_killed_holder_not_yet_reaped_is_dead)
+{
+    srl_config cfg = config_text("concurrency:1", NULL);
+    srl_limiter *lim;
+    ck_assert_int_eq(srl_open_anonymous(&cfg, &lim), 0);
+    pid_t p = fork();
+    ck_assert_int_ge(p, 0);
+    if (p == 0) {
+        srl_lease l;
+        srl_decision d;
+        if (srl_enter(lim, "k", 1, &l, &d) != 0 || !d.allowed)
+            _exit(1);
+        raise(SIGKILL);
+    }
+    /* Arranged, not hoped for: wait (unreaped) until it is a zombie. */
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)p);
+    for (;;) {
+        char buf[512] = "";
+        FILE *f = fopen(path, "r");
+        ck_assert_ptr_nonnull(f);
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[n] = '\0';
+        const char *q = strrchr(buf, ')');
+        if (q != NULL && q[1] == ' ' && q[2] == 'Z')
+            break;
+        sched_yield();
+    }
+    srl_lease l = inflight_enter_ok(lim, "k", 0);   /* the zombie's unit was freed */
+    srl_stats st;
+    ck_assert_int_eq(srl_stats_get(lim, &st), 0);
+    ck_assert_uint_eq(st.reclaimed, 1);
+    ck_assert_int_eq(srl_leave(lim, &l), 0);
+    ck_assert_int_eq(waitpid(p, NULL, 0), p);
+    srl_close(lim);
+}
+END_TEST
+
 START_TEST(a_unit_held_past_max_hold_is_freed_although_its_holder_lives)
 {
     fake_clock *c = fake_clock_shared(5 * SEC);
@@ -531,6 +572,7 @@ int main(void)
     tcase_add_test(tc, workers_killed_holding_units_are_reclaimed_and_nothing_is_released_twice);
     tcase_add_test(tc, a_unit_whose_pid_now_names_another_process_is_reclaimed_when_the_key_is_full);
     tcase_add_test(tc, a_stopped_holder_keeps_its_units_until_it_dies);
+    tcase_add_test(tc, a_killed_holder_not_yet_reaped_is_dead);
     tcase_add_test(tc, a_unit_held_past_max_hold_is_freed_although_its_holder_lives);
     tcase_add_test(tc, a_segment_stores_every_limit_and_another_compound_is_a_mismatch);
     tcase_add_test(tc, eight_processes_on_a_compound_get_exactly_the_tightest_limit);

@@ -372,7 +372,7 @@ START_TEST(a_creator_that_died_before_ready_leaves_a_stale_segment)
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
         srl_limiter *lim;
-        int rc = srl__shm_open(name, &cfg, SRL_CREATE | SRL_EXCL, SRL__SHM_TEST_NO_READY, &lim);
+        int rc = srl__shm_open_test(name, &cfg, SRL_CREATE | SRL_EXCL, SRL__SHM_TEST_NO_READY, &lim);
         _exit(rc == 0 ? 0 : 1);   /* dies holding an INIT segment */
     }
     int status;
@@ -393,7 +393,7 @@ START_TEST(a_live_creator_that_never_finishes_times_out)
     char name[128];
     strcpy(name, unique_name("slow"));
     srl_limiter *creator;
-    ck_assert_int_eq(srl__shm_open(name, &cfg, SRL_CREATE | SRL_EXCL, SRL__SHM_TEST_NO_READY,
+    ck_assert_int_eq(srl__shm_open_test(name, &cfg, SRL_CREATE | SRL_EXCL, SRL__SHM_TEST_NO_READY,
                                    &creator), 0);
     ck_assert_int_eq(open_rc(name, &cfg, SRL_CREATE), SRL_ETIMEDOUT);
     srl_close(creator);
@@ -422,7 +422,7 @@ START_TEST(a_waiter_whose_creator_fails_starts_over_and_creates_it_itself)
     char name[128];
     strcpy(name, unique_name("failed"));
     srl_limiter *creator;
-    ck_assert_int_eq(srl__shm_open(name, &cfg, SRL_CREATE | SRL_EXCL, SRL__SHM_TEST_NO_READY,
+    ck_assert_int_eq(srl__shm_open_test(name, &cfg, SRL_CREATE | SRL_EXCL, SRL__SHM_TEST_NO_READY,
                                    &creator), 0);
     int fds[2];
     ck_assert_int_eq(pipe(fds), 0);

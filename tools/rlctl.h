@@ -17,6 +17,8 @@
  *   rlctl_fmt.c     human formats: durations, byte sizes, aligned tables;
  *                   parsing seconds (-i, RLCTL_PROGRESS_DELAY)
  *   rlctl_open.c    opening segments, valid names; srl error -> message
+ *   rlctl_redis.c   Redis stores named by uri: telling a uri from a name,
+ *                   the uri with its password hidden, remedies
  *   rlctl_errors.c  each srl error code's exit status and remedy
  *   rlctl_seg.c     commands on whole segments: create destroy check
  *   rlctl_info.c    info: one segment's header, geometry and counters
@@ -103,7 +105,10 @@ typedef struct rlctl_opts {
     uint64_t top;             /* 0: no limit */
     uint64_t interval_ns;     /* watch: default 1 s */
     uint64_t count;           /* watch: 0 = until interrupted */
-    const char *name;         /* segment name, as typed */
+    const char *name;         /* segment name as typed, or the uri with its
+                                 password hidden (what messages show) */
+    const char *uri;          /* a Redis store's uri as typed, else NULL */
+    char *name_buf;           /* malloc'd storage of name for a uri */
     char *const *names;       /* RLCTL_NAMES commands: the names, nnames of them */
     int nnames;
     const char *output;       /* --output FILE */
@@ -121,6 +126,7 @@ struct rlctl_cmd {
     int takes_key;            /* KEY positional required */
     const char *synopsis;     /* after "rlctl " */
     const char *help;         /* what it does, for --help (lines of < 80 columns) */
+    int redis;                /* NAME may be a Redis uri (rlctl_redis.c) */
 };
 
 /* rlctl_commands.c */
@@ -225,6 +231,16 @@ const rlctl_err *rlctl_err_lookup(int rc);
 /* Its exit status; EX_SOFTWARE for an unknown code. */
 int rlctl_exit_code(int rc);
 
+/* rlctl_redis.c.  A NAME is a Redis store's uri when it starts with
+ * "redis://" or "unix://": a segment name holds no ':' (srl_name_check), so
+ * the two never overlap. */
+int rlctl_is_uri(const char *name);
+/* The uri with its password (userinfo or ?password=) shown as "***";
+ * malloc'd, NULL on ENOMEM. */
+char *rlctl_uri_redacted(const char *uri);
+/* What to do about rc from a Redis store (NULL: nothing to add). */
+const char *rlctl_redis_remedy(int rc);
+
 /* rlctl_open.c */
 /* 1 if name follows srl's segment-name rule (see the definition). */
 int rlctl_name_valid(const char *name);
@@ -236,8 +252,9 @@ int rlctl_fail_cmd(const rlctl_opts *o, int rc);
 /* The config every open of an existing segment passes: the trust of
  * --owner and --mode, nothing else (the segment's own policy is adopted). */
 void rlctl_open_config(srl_config *cfg);
-/* Open an existing segment (its own policy and geometry).  Returns 0 or an
- * exit code after printing the message. */
+/* Open an existing segment (its own policy and geometry), or with o->uri
+ * the Redis store there (its stored policy).  Returns 0 or an exit code
+ * after printing the message. */
 int rlctl_open(const rlctl_opts *o, srl_limiter **out);
 /* The segment's own name from srl_info (normalised, with its "/") when it
  * is a valid name, else the name as typed: never bytes unchecked. */

@@ -348,6 +348,29 @@ void rlctl_opts_free(rlctl_opts *o)
 {
     free(o->key);
     o->key = NULL;
+    free(o->name_buf);
+    o->name_buf = NULL;
+}
+
+/* NAME is a Redis uri: the command must take one, and srl must accept it
+ * (srl_redis_uri_check's reason names the bad part, never the password). */
+static int take_uri(rlctl_opts *o, const char *uri)
+{
+    if (!o->cmd->redis)
+        return usage_error(o->cmd, "a Redis uri names a store for info, get, reset and list "
+                                   "only; %s takes a segment name",
+                           o->cmd->name);
+    char why[200];
+    if (srl_redis_uri_check(uri, why, sizeof why) != 0)
+        return usage_error(o->cmd, "%s", why);
+    o->name_buf = rlctl_uri_redacted(uri);
+    if (o->name_buf == NULL) {
+        fputs("rlctl: out of memory\n", stderr);
+        return EX_OSERR;
+    }
+    o->uri = uri;
+    o->name = o->name_buf;
+    return 0;
 }
 
 int rlctl_parse(int argc, char **argv, rlctl_opts *o)
@@ -424,7 +447,11 @@ int rlctl_parse(int argc, char **argv, rlctl_opts *o)
         free(f);
         return rc;
     }
-    if (o->cmd->takes_name) {
+    if (o->cmd->takes_name && rlctl_is_uri(sub_argv[optind])) {
+        int rc = take_uri(o, sub_argv[optind]);
+        if (rc != 0)
+            return rc;
+    } else if (o->cmd->takes_name) {
         o->name = sub_argv[optind];
         if (!rlctl_name_valid(o->name))
             return bad_name(o->cmd, o->name);

@@ -26,46 +26,48 @@ static const struct rlctl_cmd commands[] = {
      "Create a segment.  --capacity takes a number of keys (10k, 1M: 1000s);\n"
      "--key-display B keeps the first B bytes of each key for list (B more\n"
      "bytes per slot; 0 shows fingerprints); --on-full says what a new key gets\n"
-     "when every slot is taken; --mode is octal (default 0600)."},
+     "when every slot is taken; --mode is octal (default 0600).", 0},
     {"destroy", rlctl_cmd_destroy, RLCTL_O_FORCE | JSON_O, 1, 0,
      "destroy NAME [--force] [--json]",
      "Remove a segment's name; processes that have it open keep using it.\n"
-     "--force removes it even if it is not an srl segment."},
+     "--force removes it even if it is not an srl segment.", 0},
     {"ls", rlctl_cmd_ls, RLCTL_O_ALL | RLCTL_O_KEYS | JSON_O, 0, 0,
      "ls [--keys] [--all] [--json]",
      "List the srl segments of this host with their status, policy, capacity,\n"
      "size and owner, from their headers only (cheap at any size).  --keys also\n"
      "reads every bucket: keys in use, load, and the load, untracked, repaired\n"
-     "and timeouts warnings.  --all: also foreign and forbidden objects."},
-    {"info", rlctl_cmd_info, JSON_O, 1, 0, "info NAME [--json]",
-     "A segment's policy, geometry, owner, counters and warnings."},
+     "and timeouts warnings.  --all: also foreign and forbidden objects.", 0},
+    {"info", rlctl_cmd_info, JSON_O, 1, 0, "info NAME|URI [--json]",
+     "A segment's policy, geometry, owner, counters and warnings; or a Redis\n"
+     "store's (URI: redis://... or unix://...) policy and fleet-wide counters.", 1},
     {"list", rlctl_cmd_list, RLCTL_O_SORT | RLCTL_O_TOP | RLCTL_O_ALL_KEYS | JSON_O, 1, 0,
-     "list NAME [--sort denied|allowed|recent] [--top N | --all-keys] [--json]",
+     "list NAME|URI [--sort denied|allowed|recent] [--top N | --all-keys] [--json]",
      "The tracked keys with their counts and state; --sort and --top keep the\n"
      "biggest N.  More than 100000 keys without --top are refused (exit 64)\n"
-     "unless --all-keys insists."},
+     "unless --all-keys insists.  A Redis store is walked with SCAN, in batches;\n"
+     "--top N stops after N keys (no --sort: Redis keeps no per-key counts).", 1},
     {"get", rlctl_cmd_get, KEY_O | RLCTL_O_COST, 1, 1,
-     "get NAME [--hex] KEY [--cost N] [--json]",
+     "get NAME|URI [--hex] KEY [--cost N] [--json]",
      "The decision a request for KEY would get now, changing nothing.\n"
-     "Exit 0 tracked, 1 not tracked."},
+     "Exit 0 tracked, 1 not tracked.", 1},
     {"try", rlctl_cmd_try, KEY_O | RLCTL_O_COST, 1, 1,
      "try NAME [--hex] KEY [--cost N] [--json]",
-     "Make one request for KEY, as a worker would.  Exit 0 allowed, 1 denied."},
-    {"reset", rlctl_cmd_reset, KEY_O, 1, 1, "reset NAME [--hex] KEY [--json]",
-     "Forget KEY: its next request starts fresh.  Exit 1 if it was not tracked."},
+     "Make one request for KEY, as a worker would.  Exit 0 allowed, 1 denied.", 0},
+    {"reset", rlctl_cmd_reset, KEY_O, 1, 1, "reset NAME|URI [--hex] KEY [--json]",
+     "Forget KEY: its next request starts fresh.  Exit 1 if it was not tracked.", 1},
     {"evict", rlctl_cmd_evict, RLCTL_O_DRY_RUN | JSON_O, 1, 0,
      "evict NAME [--dry-run] [--json]",
-     "Drop every key at rest (dropping it changes no decision)."},
+     "Drop every key at rest (dropping it changes no decision).", 0},
     {"check", rlctl_cmd_check, JSON_O, 1, 0, "check NAME [--json]",
-     "Verify every invariant of the table.  Exit 1 if problems were found."},
+     "Verify every invariant of the table.  Exit 1 if problems were found.", 0},
     {"watch", rlctl_cmd_watch, RLCTL_O_INTERVAL | RLCTL_O_COUNT | JSON_O, 1, 0,
      "watch NAME [-i SECONDS] [-n COUNT] [--json]",
      "Live per-second rates every SECONDS (default 1), COUNT times or until\n"
-     "interrupted."},
+     "interrupted.", 0},
     {"metrics", rlctl_cmd_metrics, RLCTL_O_ALL | RLCTL_O_OUTPUT, RLCTL_NAMES, 0,
      "metrics [NAME...] [--all] [--output FILE]",
      "Prometheus text for the NAMEs (default: every segment); --output FILE\n"
-     "replaces FILE atomically, for node_exporter's textfile collector."},
+     "replaces FILE atomically, for node_exporter's textfile collector.", 0},
 };
 
 const struct rlctl_cmd *rlctl_commands(size_t *n)

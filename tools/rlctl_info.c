@@ -11,6 +11,10 @@
  *
  * The JSON object is flat: every counter is a top-level integer field
  * (allowed, denied, used, ...), which the e2e scripts rely on.
+ *
+ * A Redis store (NAME a uri) has no geometry, owner or file: info shows
+ * its prefix, policy, when its P:cfg was made (the server's clock) and the
+ * fleet-wide allowed/denied of P:stats; timeouts are this rlctl's own.
  */
 #include "rlctl.h"
 
@@ -140,6 +144,40 @@ static void info_text(const char *name, const srl_info *in, const srl_stats *st,
     rlctl_warnings_explain(w, name, pol, in->capacity, stdout);
 }
 
+static void info_redis(const char *name, const srl_info *in, const srl_stats *st,
+                       const char *pol, uint64_t age, int json)
+{
+    char a[48], b[48];
+    if (json) {
+        rlctl_json j;
+        rlctl_json_init(&j, stdout);
+        rlctl_json_begin_obj(&j, NULL);
+        rlctl_json_str(&j, "name", name);
+        rlctl_json_str(&j, "store", "redis");
+        rlctl_json_str(&j, "prefix", in->name);
+        rlctl_json_str(&j, "policy", pol);
+        rlctl_json_str(&j, "algorithm", srl_algorithm_name(in->policy.algorithm));
+        rlctl_json_u64(&j, "permits", in->policy.permits);
+        rlctl_json_u64(&j, "window_ns", in->policy.window_ns);
+        rlctl_json_u64(&j, "created_unix_ns", in->created_unix_ns);
+        rlctl_json_u64(&j, "age_ns", age);
+        rlctl_json_u64(&j, "allowed", st->allowed);
+        rlctl_json_u64(&j, "denied", st->denied);
+        rlctl_json_u64(&j, "timeouts", st->timeouts);
+        rlctl_json_end_obj(&j);
+        rlctl_json_end(&j);
+        return;
+    }
+    ROW("name", "%s", name);
+    ROW("store", "redis (prefix %s)", in->name);
+    ROW("policy", "%s", pol);
+    iso_time(in->created_unix_ns, a, sizeof a);
+    ROW("created", "%s (age %s, the server's clock)", a, rlctl_fmt_duration(age, b, sizeof b));
+    ROW("allowed", "%" PRIu64 " (every host)", st->allowed);
+    ROW("denied", "%" PRIu64 " (every host)", st->denied);
+    ROW("keys", "not counted: 'rlctl list' walks them");
+}
+
 int rlctl_cmd_info(const rlctl_opts *o)
 {
     srl_limiter *lim;
@@ -165,7 +203,9 @@ int rlctl_cmd_info(const rlctl_opts *o)
         snprintf(pol, sizeof pol, "?");
     rlctl_owner_name(in.owner_uid, owner, sizeof owner);
     uint64_t age = age_ns(in.created_unix_ns);
-    if (o->json)
+    if (in.kind == SRL_STORE_REDIS)
+        info_redis(o->name, &in, &st, pol, age, o->json);
+    else if (o->json)
         info_json(rlctl_seg_name(&in, o->name), &in, &st, pol, owner, age);
     else
         info_text(rlctl_seg_name(&in, o->name), &in, &st, pol, owner, age);

@@ -96,8 +96,9 @@ int rlctl_cmd_get(const rlctl_opts *o)
         return rlctl_fail_cmd(o, rc);
     if (irc != 0)
         return rlctl_fail_cmd(o, irc);
-    /* Every slot taken: a new key cannot get one, on_full decides. */
-    int full = st.used >= in.capacity;
+    /* Every slot taken: a new key cannot get one, on_full decides.  A
+     * Redis store has no slots to run out of. */
+    int full = in.kind != SRL_STORE_REDIS && st.used >= in.capacity;
     if (rc == SRL_ENOENT)
         untracked_decision(&in, full, o->cost, &d);
     char *key = key_text(o);

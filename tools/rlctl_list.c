@@ -21,6 +21,17 @@
  * key ends in "..." and LEN shows the real length; with no display copy
  * (key_display 0) the fingerprint is shown instead, and LEN is "-" (such a
  * segment does not store key lengths; JSON reports key_len 0).
+ *
+ * A Redis store (NAME a uri) is walked by srl_foreach with SCAN, a batch
+ * of keys at a time (see srl_open_redis); --top N stops the walk after N
+ * keys, so `list URI --top N` costs a few round trips however many keys
+ * the fleet has.  The store cannot count its keys beforehand, so without
+ * --top or --all-keys the walk itself is bounded: it stops at
+ * RLCTL_LIST_MAX_KEYS + 1 keys and the listing is refused, as for a big
+ * segment.  It keeps the whole key (shown as is) but no per-key counts or
+ * time of last use: the table drops ALLOWED, DENIED, IDLE and AT_REST (a
+ * key at rest is deleted), --sort is refused, and the JSON keeps its
+ * fields with allowed/denied 0 and idle_ns null.
  */
 #include "rlctl.h"
 
@@ -189,7 +200,10 @@ static int print_json(const char *name, const srl_info *in, const struct walk *w
     return 0;
 }
 
-static int print_text(const rlctl_opts *o, const char *name, const struct walk *w, uint64_t now)
+/* The table.  A Redis store keeps no per-key counts, time of last use or
+ * state at rest: its rows have only the columns in redis_cols. */
+static int print_text(const rlctl_opts *o, const char *name, const struct walk *w, uint64_t now,
+                      int redis)
 {
     /* RESET_AFTER_NEXT, not RESET_AFTER: the value is the peek's, so it is
      * what a request of cost 1 now would be told (until at rest AFTER that
@@ -201,8 +215,16 @@ static int print_text(const rlctl_opts *o, const char *name, const struct walk *
     static const char *const hdr[] = {"KEY", "LEN", "ALLOWED", "DENIED", "AVAILABLE",
                                       "RETRY_AFTER", "RESET_AFTER_NEXT", "IDLE", "AT_REST"};
     static const unsigned char right[] = {0, 1, 1, 1, 1, 1, 1, 1, 0};
+    static const size_t redis_cols[] = {0, 1, 4, 5, 6};
+    size_t ncols = redis ? sizeof redis_cols / sizeof redis_cols[0] : 9;
+    const char *h[9];
+    unsigned char rt[9];
+    for (size_t c = 0; c < ncols; c++) {
+        h[c] = hdr[redis ? redis_cols[c] : c];
+        rt[c] = right[redis ? redis_cols[c] : c];
+    }
     rlctl_table t;
-    rlctl_table_init(&t, 9, hdr, right);
+    rlctl_table_init(&t, ncols, h, rt);
     /* Building and printing millions of rows takes longer than the walk
      * (3M: 2 s walk, 6 s rows).  Shown only when stdout is not the
      * terminal: there the rows themselves are the progress, and a line
@@ -236,7 +258,10 @@ static int print_text(const rlctl_opts *o, const char *name, const struct walk *
         else
             snprintf(idle, sizeof idle, "-");
         const char *row[] = {key, len, al, de, rem, ra, rs, idle, r->at_rest ? "yes" : "no"};
-        rlctl_table_add(&t, row);
+        const char *out[9];
+        for (size_t c = 0; c < ncols; c++)
+            out[c] = row[redis ? redis_cols[c] : c];
+        rlctl_table_add(&t, out);
         free(key);
     }
     int rc = rlctl_table_print(&t, stdout);
@@ -343,6 +368,14 @@ int rlctl_cmd_list(const rlctl_opts *o)
         return rlctl_fail_cmd(o, rc);
     }
     const char *name = rlctl_seg_name(&info, o->name);
+    int redis = info.kind == SRL_STORE_REDIS;
+    if (redis && o->sort != RLCTL_SORT_NONE) {
+        fputs("rlctl: list: --sort: a Redis store keeps no per-key counts or time of last "
+              "use; list it without --sort (--top N shows the first N keys found)\n",
+              stderr);
+        srl_close(lim);
+        return EX_USAGE;
+    }
     /* gcra and sliding_counter keep no time of last use (their state is a
      * theoretical arrival time or two counts): sorting by it would silently
      * give table order, so say so instead. */
@@ -362,7 +395,7 @@ int rlctl_cmd_list(const rlctl_opts *o)
      * after it, for the "(N of M keys shown)" footer only. */
     srl_stats st;
     int have = 0;
-    if (o->top == 0) {
+    if (o->top == 0 && !redis) {
         rc = count_keys(o, lim, &info, &st);
         if (rc != 0) {
             srl_close(lim);
@@ -377,11 +410,25 @@ int rlctl_cmd_list(const rlctl_opts *o)
     rlctl_progress p;
     rlctl_progress_begin(&p, o, "key", "keys", have ? st.used : 0, "rlctl: list: %s", name);
     struct walk w = {.sort = o->sort, .top = o->top, .progress = &p};
+    /* A Redis store cannot be counted first: bound the walk itself. */
+    int bounded = redis && o->top == 0 && !o->all_keys;
+    if (bounded)
+        w.top = RLCTL_LIST_MAX_KEYS + 1;
     int64_t visited = srl_foreach(lim, visit, &w);
     rlctl_progress_end(&p);
-    if (!have)
+    if (!have && !redis)
         have = count_keys(o, lim, &info, &st) == 0;
     srl_close(lim);
+    if (bounded && visited >= 0 && w.n > RLCTL_LIST_MAX_KEYS) {
+        for (size_t i = 0; i < w.n; i++)
+            free(w.v[i].display);
+        free(w.v);
+        fprintf(stderr,
+                "rlctl: list: %s holds more than %u keys: give --top N for the first N SCAN "
+                "finds, or --all-keys to list every one\n",
+                name, RLCTL_LIST_MAX_KEYS);
+        return rlctl_flush(EX_USAGE);
+    }
     /* Idle times against the default ticker, which shared segments use. */
     uint64_t now = srl_monotonic_ns(NULL);
     if (visited < 0) {
@@ -392,7 +439,8 @@ int rlctl_cmd_list(const rlctl_opts *o)
     } else {
         sort_rows(&w);
         cut_to_top(&w);
-        rc = o->json ? print_json(o->name, &info, &w, visited, now) : print_text(o, name, &w, now);
+        rc = o->json ? print_json(o->name, &info, &w, visited, now)
+                     : print_text(o, name, &w, now, redis);
         if (rc < 0) {
             fputs("rlctl: out of memory\n", stderr);
             status = EX_OSERR;
@@ -404,7 +452,12 @@ int rlctl_cmd_list(const rlctl_opts *o)
             if (have && o->top != 0 && o->sort == RLCTL_SORT_NONE && w.n == o->top &&
                 st.used > total)
                 total = st.used;
-            if (!o->json && rc == 0)
+            if (!o->json && rc == 0 && redis && o->top != 0 && w.n == o->top)
+                printf("(%zu %s shown; --top stopped the walk, there may be more)\n", w.n,
+                       rlctl_plural(w.n, "key", "keys"));
+            else if (!o->json && rc == 0 && redis)
+                printf("(%zu %s)\n", w.n, rlctl_plural(w.n, "key", "keys"));
+            else if (!o->json && rc == 0)
                 print_notes(&info, &w, total);
         }
     }

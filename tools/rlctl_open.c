@@ -74,15 +74,28 @@ static int say_truncated(const char *name)
     return 1;
 }
 
+/* What srl's code means for NAME: a segment, or a Redis store's uri. */
+static const char *what_failed(const char *name, int rc)
+{
+    int uri = name != NULL && rlctl_is_uri(name);
+    if (rc == SRL_ENOENT)
+        return uri ? "no srl limiter at this uri" : "no such segment";
+    if (rc == SRL_EACCES && uri)
+        return "the Redis server refused access";   /* srl_strerror speaks of segments */
+    return srl_strerror(rc);
+}
+
 int rlctl_fail(const char *name, int rc)
 {
     int saved_errno = errno;
-    const char *what = rc == SRL_ENOENT ? "no such segment" : srl_strerror(rc);
-    fprintf(stderr, "rlctl: %s: %s", name != NULL ? name : "-", what);
+    fprintf(stderr, "rlctl: %s: %s", name != NULL ? name : "-", what_failed(name, rc));
     if (rc == SRL_ESYS)
         fprintf(stderr, ": %s", strerror(saved_errno));
     const rlctl_err *e = rlctl_err_lookup(rc);
-    if (rc == SRL_EACCES && name != NULL)
+    const char *redis = name != NULL && rlctl_is_uri(name) ? rlctl_redis_remedy(rc) : NULL;
+    if (redis != NULL)
+        fprintf(stderr, ": %s", redis);
+    else if (rc == SRL_EACCES && name != NULL)
         rlctl_owner_remedy(name);
     else if (!(rc == SRL_ECORRUPT && name != NULL && say_truncated(name)) && e != NULL &&
              e->remedy != NULL)
@@ -98,12 +111,15 @@ int rlctl_fail_cmd(const rlctl_opts *o, int rc)
         /* With --json the failure is JSON on stdout as well, so a script
          * reading stdout sees an object, not nothing. */
         const rlctl_err *e = rlctl_err_lookup(rc);
-        const char *r = e != NULL ? e->remedy : NULL;
+        const char *r = rlctl_is_uri(o->name != NULL ? o->name : "") ? rlctl_redis_remedy(rc)
+                                                                       : NULL;
+        if (r == NULL)
+            r = e != NULL ? e->remedy : NULL;
         rlctl_json j;
         rlctl_json_init(&j, stdout);
         rlctl_json_begin_obj(&j, NULL);
         rlctl_json_str(&j, "name", o->name != NULL ? o->name : "-");
-        rlctl_json_str(&j, "error", rc == SRL_ENOENT ? "no such segment" : srl_strerror(rc));
+        rlctl_json_str(&j, "error", what_failed(o->name, rc));
         rlctl_json_i64(&j, "code", rc);
         if (r != NULL)
             rlctl_json_str(&j, "remedy", r);
@@ -124,6 +140,10 @@ void rlctl_open_config(srl_config *cfg)
 
 int rlctl_open(const rlctl_opts *o, srl_limiter **out)
 {
+    if (o->uri != NULL) {   /* adopt the stored policy; never create (rlctl_redis.c) */
+        int rc = srl_open_redis(o->uri, NULL, out);
+        return rc == 0 ? 0 : rlctl_fail_cmd(o, rc);
+    }
     srl_config cfg;
     rlctl_open_config(&cfg);
     int rc = srl_open_shared(o->name, &cfg, SRL_ADOPT, out);
@@ -141,6 +161,10 @@ int rlctl_flush(int status)
 
 const char *rlctl_seg_name(const srl_info *in, const char *typed)
 {
+    /* A Redis store's name is its prefix, not a segment: keep the uri
+     * (as typed, password hidden). */
+    if (in->kind == SRL_STORE_REDIS)
+        return typed;
     return memchr(in->name, '\0', sizeof in->name) != NULL && rlctl_name_valid(in->name)
                ? in->name
                : typed;

@@ -255,6 +255,32 @@ http() {
   python3 "$SRL_E2E_DIR/httpc.py" "$mode" 127.0.0.1 "$e2e_port" "$path" "$count" "$@"
 }
 
+# ----------------------------------------------------------------- redis
+
+# redis_start: a redis-server of this test on $e2e_tmp/redis/redis.sock (mode
+# 0777, so the servers' workers reach it), no TCP port, no persistence,
+# running as the workers' user (so a worker-side test may SIGSTOP it),
+# stopped by its pid at exit; sets redis_pid and redis_sock.
+redis_start() {
+  command -v redis-server >/dev/null || die "redis-server is not installed"
+  redis_sock="$e2e_tmp/redis/redis.sock"
+  mkdir -p "$e2e_tmp/redis"
+  chmod 0755 "$e2e_tmp/redis"
+  [ "$(id -u)" -eq 0 ] && chown "$e2e_user:$e2e_group" "$e2e_tmp/redis"
+  local args=(redis-server --port 0 --unixsocket "$redis_sock" --unixsocketperm 777 --save ""
+              --appendonly no --dir "$e2e_tmp/redis" --logfile "$e2e_tmp/redis/redis.log")
+  # Not through as_worker: $! must be redis-server's own pid (setpriv execs).
+  if [ "$(id -u)" -eq 0 ]; then
+    setpriv --reuid="$e2e_user" --regid="$e2e_group" --clear-groups -- "${args[@]}" &
+  else
+    "${args[@]}" &
+  fi
+  redis_pid=$!
+  e2e_pids+=("$redis_pid")
+  e2e_logs+=("$e2e_tmp/redis/redis.log")
+  wait_until 20 redis-cli -s "$redis_sock" ping >/dev/null || die "redis-server did not start"
+}
+
 # ------------------------------------------------------------------- php
 
 # php_ini: $e2e_tmp/php.ini is the build's srl-build.ini (php/srl.ini with
@@ -322,15 +348,15 @@ fcgi() {
   local pool=$1 key=$2 script=${fcgi_script:-limit.php}; shift 2
   env -i SCRIPT_FILENAME="$SRL_E2E_DIR/$script" SCRIPT_NAME="/$script" REQUEST_METHOD=GET \
     SRL_PHP_DIR="$SRL_PHP_DIR" SRL_NAME="$srl_name" SRL_POLICY="$srl_policy" \
-    SRL_CAPACITY="$srl_capacity" SRL_KEY_DISPLAY="${srl_key_display:-0}" SRL_KEY="$key" "$@" \
-    cgi-fcgi -bind -connect "$e2e_tmp/$pool.sock"
+    SRL_CAPACITY="$srl_capacity" SRL_KEY_DISPLAY="${srl_key_display:-0}" SRL_KEY="$key" \
+    SRL_REDIS="${srl_redis:-}" "$@" cgi-fcgi -bind -connect "$e2e_tmp/$pool.sock"
 }
 
 # cli KEY REPEAT: REPEAT acquires from one PHP CLI process (ffi.enable=1).
 cli() {
   SRL_PHP_DIR="$SRL_PHP_DIR" SRL_NAME="$srl_name" SRL_POLICY="$srl_policy" \
     SRL_CAPACITY="$srl_capacity" SRL_KEY_DISPLAY="${srl_key_display:-0}" SRL_KEY="$1" \
-    SRL_REPEAT="$2" SRL_POOL=cli \
+    SRL_REPEAT="$2" SRL_POOL=cli SRL_REDIS="${srl_redis:-}" \
     LD_LIBRARY_PATH="$SRL_LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
     as_worker php -n -d extension=ffi -d ffi.enable=1 "$SRL_E2E_DIR/limit.php"
 }

@@ -6,6 +6,7 @@
  * variables) or by the CLI (the same names in the environment):
  *   SRL_PHP_DIR  where Srl.php is        SRL_KEY     the key
  *   SRL_NAME, SRL_POLICY, SRL_CAPACITY, SRL_KEY_DISPLAY (0)   the segment
+ *   SRL_REDIS    a Redis uri: the store there instead ('' or unset: none)
  *   SRL_REPEAT   acquires to make (1)    SRL_SLEEP_MS pause after them (0)
  * Prints one line per acquire:
  *   srl pool=P pid=N allowed=0|1 remaining=N retry_after=N limit=N ffi=scope|load

@@ -20,6 +20,13 @@
 #   4  errors throw SrlException with the SRL_E* code (another policy or
 #      capacity: EMISMATCH; bad policy, cost 0 or above the permits, empty
 #      key, missing segment without CREATE) and change no count
+#   6  'redis' => URI (a redis-server of the test, unix socket): one key
+#      through fpm, the CLI, then both pools and CLI processes at once: the
+#      same exact counts and headers as on a segment, rlctl info URI agrees,
+#      the segment is untouched; a segment-only option, another policy under
+#      the prefix and a bad uri are refused; a stopped server gives on_full's
+#      degraded decision within timeout_ms, not an exception, and recovers;
+#      a killed one (SRL_ESYS) degrades too
 here=$(cd "$(dirname "$0")" && pwd)
 export SRL_E2E_DIR=${SRL_E2E_DIR:-$here}
 . "$here/lib.sh"
@@ -84,18 +91,26 @@ r=$(env -i SCRIPT_FILENAME="$e2e_tmp/rogue.php" REQUEST_METHOD=GET cgi-fcgi -bin
 check_eq "1: a script's own FFI::cdef under fpm is refused" \
   'rogue: FFI API is restricted by "ffi.enable" configuration directive' "$(grep '^rogue: ' <<<"$r")"
 
+# burst DIR KEY N M SLEEP_MS: N requests to each pool and M CLI processes (2
+# acquires each) for KEY at once, their answers in DIR/a*, b*, c*; sets all.
+burst() {
+  local dir=$1 key=$2 n=$3 m=$4 ms=$5 i p
+  local pids=()
+  mkdir -p "$dir"
+  for i in $(seq 1 "$n"); do
+    fcgi a "$key" SRL_SLEEP_MS="$ms" >"$dir/a$i" 2>&1 & pids+=($!)
+    fcgi b "$key" SRL_SLEEP_MS="$ms" >"$dir/b$i" 2>&1 & pids+=($!)
+  done
+  for i in $(seq 1 "$m"); do
+    cli "$key" 2 >"$dir/c$i" 2>&1 & pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p"; done
+  all=$(cat "$dir"/*)
+}
+
 # --- 2: one key from both pools and the CLI at once
-out="$e2e_tmp/out"; mkdir -p "$out"
-jobs_pids=()
-for i in $(seq 1 15); do
-  fcgi a shared SRL_SLEEP_MS=150 >"$out/a$i" 2>&1 & jobs_pids+=($!)
-  fcgi b shared SRL_SLEEP_MS=150 >"$out/b$i" 2>&1 & jobs_pids+=($!)
-done
-for i in $(seq 1 10); do
-  cli shared 2 >"$out/c$i" 2>&1 & jobs_pids+=($!)
-done
-for p in "${jobs_pids[@]}"; do wait "$p"; done
-all=$(cat "$out"/*)
+out="$e2e_tmp/out"
+burst "$out" shared 15 10 150
 check_eq "2: answers (15 + 15 fpm requests, 10 CLI x 2)" 50 "$(grep -c '^srl ' <<<"$all")"
 check_eq "2: admitted host-wide" $LIMIT "$(grep -c '^srl .* allowed=1 ' <<<"$all")"
 check_eq "2: denied host-wide" $((50 - LIMIT)) "$(grep -c '^srl .* allowed=0 ' <<<"$all")"
@@ -139,7 +154,7 @@ typo=$(SRL_NAME="$srl_name-typo" LD_LIBRARY_PATH="$SRL_LIBDIR" as_worker php -n 
   try { new Srl(getenv("SRL_NAME"), "token_bucket:20/1d", 1024, ["key_dispaly" => 32]); echo "no exception\n"; }
   catch (InvalidArgumentException $e) { echo $e->getMessage(), "\n"; }')
 check_eq "4: a misspelt option is refused, named" \
-  "unknown option 'key_dispaly' (known: key_display, on_full, mode, flags)" "$typo"
+  "unknown option 'key_dispaly' (known: key_display, on_full, mode, flags, redis)" "$typo"
 check_eq "4: ... before anything was created" absent \
   "$([ -e "/dev/shm/$srl_token-typo" ] && echo present || echo absent)"
 check_eq "4: a missing segment without Srl::CREATE: SRL_ENOENT" -7 \
@@ -178,6 +193,70 @@ check_eq "5: refund cost 0: SRL_ECOST" -3 "$(sed -n 5p <<<"$out")"
 check_eq "5: refund above the permits: SRL_ECOST" -3 "$(sed -n 6p <<<"$out")"
 check_eq "5: the refund segment is gone" absent \
   "$([ -e "/dev/shm/${refund_name#/}" ] && echo present || echo absent)"
+
+# --- 6: 'redis' => URI: the same limit, held by a Redis server
+redis_start
+srl_redis="unix://$redis_sock?prefix=e2e-php"
+r=$(fcgi a fleet)
+line=$(grep '^srl ' <<<"$r")
+check_eq "6: first fpm request on Redis: allowed" 1 "$(field allowed "$line")"
+check_eq "6: first fpm request on Redis: remaining" $((LIMIT - 1)) "$(field remaining "$line")"
+check_eq "6: RateLimit-Policy" "\"$srl_token\";q=$LIMIT;w=86400" "$(header RateLimit-Policy "$r")"
+c=$(cli fleet $((LIMIT - 1)))
+check_eq "6: CLI process on Redis: admitted" $((LIMIT - 1)) "$(grep -c ' allowed=1 ' <<<"$c")"
+check_eq "6: CLI process on Redis: remaining counts down" "$(seq $((LIMIT - 2)) -1 0 | tr '\n' ' ')" \
+  "$(sed -n 's/.* remaining=\([0-9]*\) .*/\1/p' <<<"$c" | tr '\n' ' ')"
+r=$(fcgi b fleet)
+elapsed=$(( $(date +%s) - started + 1 ))
+check_eq "6: fpm pool b after the CLI: Status" "429 Too Many Requests" "$(header Status "$r")"
+check_range "6: Retry-After (one token)" $((TOKEN_S - elapsed)) $TOKEN_S "$(header Retry-After "$r")"
+out="$e2e_tmp/out6"   # (5 reused $out for its output)
+burst "$out" fleet2 10 5 100
+check_eq "6: answers (10 + 10 fpm requests, 5 CLI x 2)" 30 "$(grep -c '^srl ' <<<"$all")"
+check_eq "6: admitted fleet-wide" $LIMIT "$(grep -c '^srl .* allowed=1 ' <<<"$all")"
+check_eq "6: every denied fpm request answered 429" \
+  "$(cat "$out"/a* "$out"/b* | grep -c '^srl .* allowed=0 ')" \
+  "$(cat "$out"/a* "$out"/b* | tr -d '\r' | grep -c '^Status: 429 Too Many Requests$')"
+check_eq "6: rlctl info URI: allowed" $((2 * LIMIT)) "$(rlctl_count "$srl_redis" allowed)"
+check_eq "6: rlctl info URI: denied" $((1 + 30 - LIMIT)) "$(rlctl_count "$srl_redis" denied)"
+check_eq "6: rlctl list URI: keys" 2 \
+  "$("$SRL_RLCTL" list "$srl_redis" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["visited"])')"
+check_eq "6: the segment is untouched: allowed" 40 "$(rlctl_count "$srl_name" allowed)"
+php_redis() { # php_redis CODE: run a snippet with $u the uri, print its output
+  U="$srl_redis" RPID="$redis_pid" RSOCK="$redis_sock" LD_LIBRARY_PATH="$SRL_LIBDIR" \
+    as_worker php -n -d extension=ffi -d ffi.enable=1 -r '
+    require getenv("SRL_PHP_DIR") . "/Srl.php"; $u = getenv("U");
+    try { '"$1"'; } catch (Throwable $e) { echo get_class($e), " ", $e->getCode(), " ", $e->getMessage(), "\n"; }'
+}
+check_eq "6: a segment-only option with redis is refused, named" \
+  "InvalidArgumentException 0 option 'key_display' is for a segment; a Redis store (redis) does not take it" \
+  "$(php_redis 'new Srl("x", "token_bucket:20/1d", 1024, ["redis" => $u, "key_display" => 8])')"
+check_eq "6: another policy under the prefix: SRL_EMISMATCH" \
+  "SrlException -9 srl: open redis store 'x': segment exists with a different policy or geometry" \
+  "$(php_redis 'new Srl("x", "token_bucket:21/1d", 1024, ["redis" => $u])')"
+check_eq "6: a bad uri: SRL_EINVAL with the reason" \
+  "SrlException -1 srl: redis uri: port must be 1..65535, not '99999'" \
+  "$(php_redis 'new Srl("x", "token_bucket:20/1d", 1024, ["redis" => "redis://h:99999"])')"
+fault=$(php_redis '
+  $s = new Srl("x", "token_bucket:20/1d", 1024,
+               ["redis" => "unix://" . getenv("RSOCK") . "?prefix=e2e-fault&timeout_ms=200",
+                "on_full" => "deny"]);
+  $show = function ($d) { echo ($d["allowed"] ? 1 : 0), " ", ($d["degraded"] ? 1 : 0), "\n"; };
+  $show($s->acquire("k"));
+  shell_exec("kill -STOP " . getenv("RPID"));
+  $t = microtime(true);
+  $show($s->acquire("k"));
+  echo (microtime(true) - $t < 5 ? "bounded" : "slow"), "\n";
+  shell_exec("kill -CONT " . getenv("RPID"));
+  $show($s->acquire("k"));
+  shell_exec("kill -KILL " . getenv("RPID"));
+  $show($s->acquire("k"));' 2>&1)
+check_eq "6: Redis answering: allowed, not degraded" "1 0" "$(sed -n 1p <<<"$fault")"
+check_eq "6: Redis stopped: on_full deny, degraded, no exception" "0 1" "$(sed -n 2p <<<"$fault")"
+check_eq "6: ... answered within the timeout, not hung" bounded "$(sed -n 3p <<<"$fault")"
+check_eq "6: Redis resumed: allowed again" "1 0" "$(sed -n 4p <<<"$fault")"
+check_eq "6: Redis killed (SRL_ESYS): on_full deny, degraded, no exception" "0 1" \
+  "$(sed -n 5p <<<"$fault")"
 
 stop_pid "$fpm_pid" QUIT
 check_eq "php-fpm stopped by its pid" gone "$(kill -0 "$fpm_pid" 2>/dev/null && echo running || echo gone)"

@@ -28,21 +28,21 @@ START_TEST(bad_arguments_exit_64_with_the_reason_and_a_usage_line)
         {{NULL}, "rlctl: no command given", TOP_USAGE},
         {{"frob"}, "rlctl: unknown command 'frob'", TOP_USAGE},
         {{"\x1b[2J"}, "rlctl: unknown command '\\x1b[2J'", TOP_USAGE},
-        {{"info"}, "rlctl: info: missing NAME", "usage: rlctl info NAME [--json]"},
+        {{"info"}, "rlctl: info: missing NAME", "usage: rlctl info NAME|URI [--json]"},
         {{"try", N}, "rlctl: try: missing KEY",
          "usage: rlctl try NAME [--hex] KEY [--cost N] [--json]"},
         {{"info", N, "extra"}, "rlctl: info: unexpected argument 'extra'",
-         "usage: rlctl info NAME [--json]"},
+         "usage: rlctl info NAME|URI [--json]"},
         {{"info", N, "--bogus"}, "rlctl: info: unknown option '--bogus'",
-         "usage: rlctl info NAME [--json]"},
+         "usage: rlctl info NAME|URI [--json]"},
         {{"info", "bad/name"},
          "rlctl: info: invalid segment name 'bad/name': expected \"/\" then 1..200 of "
          "[A-Za-z0-9._-]",
-         "usage: rlctl info NAME [--json]"},
+         "usage: rlctl info NAME|URI [--json]"},
         {{"info", "/.."},
          "rlctl: info: invalid segment name '/..': expected \"/\" then 1..200 of "
          "[A-Za-z0-9._-]",
-         "usage: rlctl info NAME [--json]"},
+         "usage: rlctl info NAME|URI [--json]"},
         {{"create", N, "--policy", "bogus", "--capacity", "10"},
          "rlctl: create: --policy: invalid value 'bogus': unknown algorithm 'bogus' "
          "(algorithms: token_bucket sliding_log sliding_counter gcra concurrency)",
@@ -72,21 +72,21 @@ START_TEST(bad_arguments_exit_64_with_the_reason_and_a_usage_line)
          "rlctl: create: --on-full: invalid value 'maybe': expected allow or deny", NULL},
         {{"list", N, "--top", "0"},
          "rlctl: list: --top: invalid value '0': expected a positive number of keys",
-         "usage: rlctl list NAME [--sort denied|allowed|recent] [--top N | --all-keys] [--json]"},
+         "usage: rlctl list NAME|URI [--sort denied|allowed|recent] [--top N | --all-keys] [--json]"},
         {{"list", N, "--sort", "size"},
          "rlctl: list: --sort: invalid value 'size': expected denied, allowed or recent",
-         "usage: rlctl list NAME [--sort denied|allowed|recent] [--top N | --all-keys] [--json]"},
+         "usage: rlctl list NAME|URI [--sort denied|allowed|recent] [--top N | --all-keys] [--json]"},
         {{"get", N, "--sort", "denied", "k"},
          "rlctl: get: --sort is not an option of this command",
-         "usage: rlctl get NAME [--hex] KEY [--cost N] [--json]"},
+         "usage: rlctl get NAME|URI [--hex] KEY [--cost N] [--json]"},
         {{"get", N, "--hex", "abc"},
          "rlctl: get: KEY: invalid value 'abc': expected an even number of hex digits (--hex)",
-         "usage: rlctl get NAME [--hex] KEY [--cost N] [--json]"},
+         "usage: rlctl get NAME|URI [--hex] KEY [--cost N] [--json]"},
         {{"get", N, "--hex", "zz"},
          "rlctl: get: KEY: invalid value 'zz': expected hex digits only (--hex)",
-         "usage: rlctl get NAME [--hex] KEY [--cost N] [--json]"},
+         "usage: rlctl get NAME|URI [--hex] KEY [--cost N] [--json]"},
         {{"get", N, ""}, "rlctl: get: KEY is empty",
-         "usage: rlctl get NAME [--hex] KEY [--cost N] [--json]"},
+         "usage: rlctl get NAME|URI [--hex] KEY [--cost N] [--json]"},
         {{"try", N, "k", "--cost", "0"},
          "rlctl: try: --cost: invalid value '0': expected a number of permits, 1..4294967295",
          "usage: rlctl try NAME [--hex] KEY [--cost N] [--json]"},
@@ -128,7 +128,7 @@ END_TEST
 START_TEST(help_for_one_command_and_did_you_mean)
 {
     const char *list_usage =
-        "usage: rlctl list NAME [--sort denied|allowed|recent] [--top N | --all-keys] [--json]\n\n"
+        "usage: rlctl list NAME|URI [--sort denied|allowed|recent] [--top N | --all-keys] [--json]\n\n"
         "The tracked keys with their counts and state;";
     const char *const forms[][4] = {{"help", "list"}, {"--help", "list"}, {"list", "--help"},
                                     {"-h", "list"}};

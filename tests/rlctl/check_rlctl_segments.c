@@ -610,7 +610,7 @@ START_TEST(damaged_segments_exit_65_are_listed_by_ls_and_destroy_removes_them)
         srl_config_init(&cfg);
         cfg.capacity = 64;
         srl_limiter *lim;
-        _exit(srl__shm_open(sta, &cfg, SRL_CREATE | SRL_EXCL, SRL__SHM_TEST_NO_READY, &lim) == 0
+        _exit(srl__shm_open_test(sta, &cfg, SRL_CREATE | SRL_EXCL, SRL__SHM_TEST_NO_READY, &lim) == 0
                   ? 0 : 1);
     }
     int ws;

@@ -15,6 +15,7 @@ asserts each of its fields.
 import json
 import os
 import re
+import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -64,6 +65,7 @@ def main():
     doc = documented()
     pid = os.getpid()
     name = "/rlctl-json-fields-%d" % pid
+    units = "/rlctl-json-units-%d" % pid
     foreign = "/dev/shm/rlctl-json-foreign-%d" % pid
     seen = {}
 
@@ -73,6 +75,7 @@ def main():
     try:
         add(".B create", outputs("create", name, "--policy", "token_bucket:5/1h",
                                  "--capacity", "64", "--key-display", "8", "--json"))
+        rlctl("create", units, "--policy", "concurrency:2 + token_bucket:5/1h", "--capacity", "64")
         rlctl("try", name, "k")
         with open(foreign, "wb") as f:
             f.write(b"not an srl segment" * 10)
@@ -88,10 +91,20 @@ def main():
         add(".B evict", outputs("evict", name, "--json"))
         add(".B check", outputs("check", name, "--json"))
         add(".B watch", outputs("watch", name, "-i", "0.01", "-n", "2", "--json", lines=True))
+        # A unit limit with a rate limit, one unit held by a live worker:
+        # get's "limits" (with holders) and info's "reclaimed".
+        holder = subprocess.Popen([os.environ["RLCTL_WORKER"], units, "hold", "1", "6b"],
+                                  stdout=subprocess.PIPE)
+        check(holder.stdout.readline() == b"held\n", "the holder did not enter")
+        add(".B info", outputs("info", units, "--json"))
+        add('.BR get ", " try', outputs("get", units, "k", "--json"))
+        holder.kill()
+        holder.wait()
         add(".B destroy", outputs("destroy", name, "--json"))
         add("any failure", outputs("info", name, "--json"))
     finally:
         rlctl("destroy", name)
+        rlctl("destroy", units)
         if os.path.exists(foreign):
             os.unlink(foreign)
 

@@ -2,6 +2,10 @@
  * rlctl_worker.c - a stand-in for a server worker, for the rlctl tests.
  *
  *   rlctl_worker NAME until-stopped MIN_ROUNDS HEXKEY...
+ *   rlctl_worker NAME hold N HEXKEY
+ *
+ * hold: srl_enter N units of the key (a concurrency policy), print "held\n"
+ * and wait until killed (a holder for rlctl to show, or to die holding).
  *
  * Opens the existing segment NAME (its own policy: cfg NULL, no create) and
  * acquires every key (given in hex, so keys may be binary) once per round,
@@ -68,6 +72,34 @@ static void on_term(int sig)
     stop = 1;
 }
 
+static int hold(const char *name, const char *count, const char *hexkey)
+{
+    struct key k;
+    char *end;
+    unsigned long n = strtoul(count, &end, 10);
+    if (*end != '\0' || decode(&k, hexkey) != 0)
+        return 64;
+    srl_limiter *lim;
+    int rc = srl_open_shared(name, NULL, 0, &lim);
+    if (rc != 0) {
+        fprintf(stderr, "rlctl_worker: %s: %s\n", name, srl_strerror(rc));
+        return 2;
+    }
+    for (unsigned long i = 0; i < n; i++) {
+        srl_lease l;
+        srl_decision d;
+        rc = srl_enter(lim, k.bytes, k.len, &l, &d);
+        if (rc != 0 || !d.allowed) {
+            fprintf(stderr, "rlctl_worker: enter: %s\n", rc ? srl_strerror(rc) : "denied");
+            return 2;
+        }
+    }
+    printf("held\n");
+    fflush(stdout);
+    for (;;)
+        pause();
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 5) {
@@ -76,6 +108,8 @@ int main(int argc, char **argv)
     }
     const char *name = argv[1];
     char *end;
+    if (strcmp(argv[2], "hold") == 0)
+        return hold(name, argv[3], argv[4]);
     if (strcmp(argv[2], "until-stopped") != 0)
         return 64;
     struct sigaction sa;

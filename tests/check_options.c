@@ -1,6 +1,7 @@
 /*
- * check_burst.c - a burst apart from the rate ("token_bucket:100/1m,burst=20")
- * for the token bucket and GCRA, in the pure core and in a store.
+ * check_options.c - the options of a limit: a burst apart from the rate
+ * ("token_bucket:100/1m,burst=20") and a ban period (",penalty=10m"), in the
+ * pure core, in compounds and in the stores.
  *
  *   text:        parse, canonical form (burst=N is no burst), every error.
  *   equivalence: N/W,burst=B decides exactly as B/(W*B/N) when that window
@@ -10,6 +11,12 @@
  *   trace:       token_bucket:100/1m,burst=20 from a fresh key: 20 at once,
  *                the 21st waits exactly 600 ms, one more every 600 ms, a cost
  *                above the burst is SRL_ECOST; the same on a shared segment.
+ *   penalty:     sliding_log:3/1m,penalty=10m: the 4th request bans the key
+ *                for 10 min from that denial (retry_after says so) although
+ *                the window frees a permit after 1 min; a peek never bans;
+ *                a refund never lifts a ban; at rest only once it is over;
+ *                in a compound only the limit that denied bans, and no
+ *                other limit's state changes; the same on both stores.
  */
 #include <check.h>
 #include <string.h>
@@ -172,13 +179,115 @@ START_TEST(a_burst_of_20_refills_one_every_600ms_in_the_core_and_on_a_segment)
 }
 END_TEST
 
+START_TEST(penalty_is_parsed_formatted_and_refused_on_a_unit_limit)
+{
+    char buf[SRL_POLICY_TEXT_MAX];
+    srl_policy p = parse("sliding_log:3/1m,penalty=10m");
+    ck_assert_uint_eq(p.penalty_ns, 600 * SEC);
+    ck_assert_int_ge(srl_policy_format(&p, buf, sizeof buf), 0);
+    ck_assert_str_eq(buf, "sliding_log:3/1m,penalty=10m");
+    p = parse("gcra:10/1s,burst=20,penalty=90s");
+    ck_assert_int_ge(srl_policy_format(&p, buf, sizeof buf), 0);
+    ck_assert_str_eq(buf, "gcra:10/1s,burst=20,penalty=90s");
+    ck_assert_uint_eq(srl_state_size(&p), 8 + 8);   /* the ban's end follows the state */
+    refused("token_bucket:5/1m,penalty=", "expected a penalty time, e.g. 15m");
+    refused("token_bucket:5/1m,penalty=5x", "unknown unit 'x'");
+    refused("token_bucket:5/1m,penalty=3661d", "penalty 3661d above 3660d");
+    refused("concurrency:4,penalty=1m", "expected ',max_hold=WINDOW' or the end");
+    srl_policy bad = {.algorithm = SRL_CONCURRENCY, .permits = 4, .penalty_ns = SEC};
+    ck_assert_int_eq(srl_policy_validate(&bad), SRL_EPOLICY);
+}
+END_TEST
+
+/* The ban on one state: the core through srl_state_*, or a store. */
+static void penalty_trace_core(void)
+{
+    srl_policy p = parse("sliding_log:3/1m,penalty=10m");
+    uint64_t st[8];
+    srl_decision d;
+    uint64_t t0 = 100 * SEC;
+    ck_assert_int_eq(srl_state_init(&p, st, t0), 0);
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(srl_state_acquire(&p, st, t0, 1, &d), 0);
+    ck_assert_int_eq(srl_state_peek(&p, st, t0, 1, &d), 0);   /* a peek never bans */
+    ck_assert_int_eq(d.allowed, 0);
+    ck_assert_uint_eq(d.retry_after_ns, 60 * SEC);
+    ck_assert_int_eq(srl_state_acquire(&p, st, t0 + SEC, 1, &d), 0);
+    ck_assert_int_eq(d.allowed, 0);
+    ck_assert_uint_eq(d.retry_after_ns, 600 * SEC);
+    ck_assert_int_eq(srl_state_acquire(&p, st, t0 + 120 * SEC, 1, &d), 0);  /* window free */
+    ck_assert_int_eq(d.allowed, 0);
+    ck_assert_uint_eq(d.retry_after_ns, 481 * SEC);              /* the ban is not extended */
+    ck_assert_int_eq(srl_state_refund(&p, st, t0 + 120 * SEC, 3), 0);
+    ck_assert_int_eq(srl_state_peek(&p, st, t0 + 120 * SEC, 1, &d), 0);
+    ck_assert_int_eq(d.allowed, 0);                              /* a refund lifts no ban */
+    ck_assert_int_eq(srl_state_at_rest(&p, st, t0 + 600 * SEC), 0);
+    ck_assert_int_eq(srl_state_at_rest(&p, st, t0 + 601 * SEC), 1);
+    ck_assert_int_eq(srl_state_acquire(&p, st, t0 + 601 * SEC, 1, &d), 0);
+    ck_assert_int_eq(d.allowed, 1);
+    ck_assert_int_eq(srl_state_valid(&p, st, t0 + 601 * SEC), 1);
+}
+
+static void penalty_trace_store(srl_limiter *lim, fake_clock *c)
+{
+    srl_decision d;
+    uint64_t t0 = c->now;
+    for (int i = 0; i < 2; i++) {
+        ck_assert_int_eq(srl_acquire(lim, "k", 1, 1, &d), 0);
+        ck_assert_int_eq(d.allowed, 1);
+    }
+    ck_assert_int_eq(srl_acquire(lim, "k", 1, 1, &d), 0);
+    ck_assert_int_eq(d.allowed, 0);
+    ck_assert_uint_eq(d.binding, 1);
+    ck_assert_uint_eq(d.retry_after_ns, 300 * SEC);
+    c->now = t0 + 120 * SEC;   /* the log's window has passed: only the ban denies */
+    ck_assert_int_eq(srl_peek(lim, "k", 1, 1, &d), 0);
+    ck_assert_int_eq(d.allowed, 0);
+    ck_assert_uint_eq(d.retry_after_ns, 180 * SEC);
+    /* The token bucket took exactly the 2 admitted: its slice is untouched by the ban. */
+    srl_info info;
+    ck_assert_int_eq(srl_info_get(lim, &info), 0);
+    unsigned char st[256];
+    ck_assert_int_eq(srl_key_state(lim, "k", 1, st, sizeof st), 0);
+    ck_assert_int_eq(srl_state_peek(&info.limits.limit[0], st, t0, 1, &d), 0);
+    ck_assert_uint_eq(d.remaining, 97);
+    c->now = t0 + 300 * SEC;
+    ck_assert_int_eq(srl_acquire(lim, "k", 1, 1, &d), 0);
+    ck_assert_int_eq(d.allowed, 1);
+    ck_assert_uint_eq(info.state_bytes, 24 + 8 + 8 * 2 + 8);
+}
+
+START_TEST(a_denial_bans_the_key_for_the_penalty_in_the_core_in_a_compound_and_in_stores)
+{
+    penalty_trace_core();
+    for (int store = 0; store < 2; store++) {
+        fake_clock *c = fake_clock_shared(50 * SEC);
+        srl_config cfg;
+        srl_config_init(&cfg);
+        ck_assert_int_eq(srl_limits_parse_ex("token_bucket:100/1h + sliding_log:2/1m,penalty=5m",
+                                             &cfg.limits, NULL), 0);
+        cfg.capacity = 64;
+        cfg.ticker = fake_ticker(c);
+        srl_limiter *lim;
+        ck_assert_int_eq(store == 0 ? srl_open_anonymous(&cfg, &lim) : srl_open_local(&cfg, &lim),
+                         0);
+        penalty_trace_store(lim, c);
+        if (store == 0)
+            ck_assert_int_eq(srl_check(lim, NULL, NULL), 0);
+        srl_close(lim);
+    }
+}
+END_TEST
+
 int main(void)
 {
-    Suite *s = suite_create("burst");
+    Suite *s = suite_create("options");
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, burst_is_parsed_formatted_canonically_and_refused_where_it_means_nothing);
     tcase_add_test(tc, a_burst_decides_exactly_as_the_rate_scaled_to_its_window);
     tcase_add_test(tc, a_burst_of_20_refills_one_every_600ms_in_the_core_and_on_a_segment);
+    tcase_add_test(tc, penalty_is_parsed_formatted_and_refused_on_a_unit_limit);
+    tcase_add_test(tc, a_denial_bans_the_key_for_the_penalty_in_the_core_in_a_compound_and_in_stores);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

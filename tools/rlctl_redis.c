@@ -1,0 +1,106 @@
+/*
+ * rlctl_redis.c - rlctl on a Redis store (srl_open_redis) named by its uri.
+ *
+ * Which NAMEs are uris: those that start with "redis://" or "unix://".  A
+ * segment name is "/" then [A-Za-z0-9._-] only (srl_name_check), so it can
+ * never hold the ':' of a scheme: no NAME is both, and a typo in a uri's
+ * scheme ("rediss://") is refused as a bad segment name, not guessed at.
+ * info, get, reset and list take a uri (rlctl_cmd.redis); the commands on
+ * a segment's table or file (create, destroy, ls, check, evict, try, watch,
+ * metrics) do not.
+ *
+ * What rlctl prints for a uri: the uri as typed with its password replaced
+ * by "***" (in the userinfo, and a password= option), so a password never
+ * reaches a terminal, a log or --json output.  The password is still on
+ * rlctl's command line (ps shows it to other users of the host): prefer a
+ * unix socket whose permissions admit only the operators, or an ACL user
+ * limited to the prefix's keys.
+ *
+ * rlctl opens a uri with srl_open_redis(uri, NULL): the store's own policy
+ * is adopted from P:cfg and nothing is ever created there.
+ */
+#include "rlctl.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int rlctl_is_uri(const char *name)
+{
+    return strncmp(name, "redis://", 8) == 0 || strncmp(name, "unix://", 7) == 0;
+}
+
+/* Copy [s, e) to out, or "***" if hide; returns the new end of out. */
+static char *put(char *out, const char *s, const char *e, int hide)
+{
+    if (hide)
+        return memcpy(out, "***", 3), out + 3;
+    memcpy(out, s, (size_t)(e - s));
+    return out + (e - s);
+}
+
+char *rlctl_uri_redacted(const char *uri)
+{
+    size_t n = strlen(uri);
+    char *out = malloc(n + 4 * 8 + 1);   /* each hidden part grows by at most 3 */
+    if (out == NULL)
+        return NULL;
+    const char *body = uri + (uri[0] == 'r' ? 8 : 7);
+    const char *q = strchr(body, '?');
+    const char *end = q != NULL ? q : uri + n;
+    /* The userinfo ends at the last '@' of a redis:// authority (srl's rule,
+     * so a raw '@' in a password is hidden whole), at "@/" for unix://. */
+    const char *at = NULL;
+    if (uri[0] == 'r') {
+        for (const char *p = body; p < end; p++)
+            if (*p == '@')
+                at = p;
+    } else if (body[0] != '/') {
+        at = strstr(body, "@/");
+        if (at != NULL && at >= end)
+            at = NULL;
+    }
+    char *o = put(out, uri, body, 0);
+    if (at != NULL) {
+        const char *colon = memchr(body, ':', (size_t)(at - body));
+        o = put(o, body, colon != NULL ? colon + 1 : body, 0);
+        o = put(o, NULL, NULL, 1);
+        body = at;
+    }
+    o = put(o, body, end, 0);
+    /* Options: k=v joined by '&'; password's value is hidden. */
+    for (const char *p = q; p != NULL && *p != '\0';) {
+        const char *amp = strchr(p + 1, '&');
+        const char *stop = amp != NULL ? amp : uri + n;
+        int pw = strncmp(p + 1, "password=", 9) == 0;
+        o = put(o, p, pw ? p + 10 : stop, 0);
+        if (pw)
+            o = put(o, NULL, NULL, 1);
+        p = amp;
+    }
+    *o = '\0';
+    return out;
+}
+
+const char *rlctl_redis_remedy(int rc)
+{
+    switch (rc) {
+    case SRL_ENOENT:
+        return "no host has opened a limiter under this prefix yet (no PREFIX:cfg): check "
+               "the uri's db and prefix=";
+    case SRL_EACCES:
+        return "give the user and password the workers' uri gives (user:password@ or "
+               "?password=)";
+    case SRL_ETIMEDOUT:
+        return "the Redis server did not answer within timeout_ms: check that it runs, or "
+               "raise ?timeout_ms=";
+    case SRL_ESYS:
+        return "check that the Redis server runs at this address";
+    case SRL_ECORRUPT:
+        return "PREFIX:cfg or a key's value was not written by srl: delete the prefix's keys "
+               "and let the workers start it over";
+    case SRL_EINVAL:
+        return "the server has no such db: check the uri's /db or ?db=";
+    default:
+        return NULL;
+    }
+}
