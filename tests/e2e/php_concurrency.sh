@@ -16,8 +16,9 @@
 #      shutdown function ran, every unit is back (rlctl get: 0 in flight)
 #   2  a worker killed by request_terminate_timeout while it holds a unit:
 #      its shutdown functions never ran, its unit still counts and its pid is
-#      listed (rlctl get) until the key is next full, then 2 new requests: exactly 1 admitted (the dead
-#      worker's unit came back, the live holder keeps its own), 1 refused;
+#      listed (rlctl get) until the key is next full, then 2 new requests:
+#      exactly 1 admitted (the dead worker's unit came back, the live holder
+#      keeps its own), 1 refused;
 #      Srl::stats() counts 1 reclaimed
 #   3  every other way a script ends leaves: an uncaught exception, a fatal
 #      error (no destructor runs: only the shutdown function leaves), exit(),
