@@ -16,10 +16,12 @@
 #      answer 200 and every unit is given back (rlctl get: 0 in flight)
 #   2  kill -9 the child serving one held request (found by its connection,
 #      ss -p; rlctl get lists exactly those children as holders): its unit
-#      is still counted and its pid listed until the key is next full, then with 3
-#      (prefork; event: 4 minus the killed child's requests) held by live
-#      children, k+1 new requests: exactly k admitted (the dead child's units
-#      come back), 1 answered 429; after the release all units come back
+#      is still counted and its pid listed until the key is next full (no
+#      wait for the parent to reap it: a zombie holder is dead), then with
+#      4 - k held by live children (k = the victim's requests: 1 under
+#      prefork, 1 or 2 under event), k+1 new requests: exactly k admitted
+#      (the dead child's units come back, its pid is no holder any more),
+#      1 answered 429; after the release all units come back
 #   3  a second wave of 5: exactly 4 admitted, 1 refused (nothing leaked,
 #      nothing given back twice)
 #   4  every exit path leaves: a CGI that fails (500) 6 times in a row is
