@@ -7,7 +7,9 @@
  *   SrlLimiter NAME POLICY CAPACITY [key_display=N] [on_full=allow|deny]
  *              [policy_name=TOKEN] [redis=URI]
  *                      main server only: declare a limiter, i.e. the srl
- *                      segment /dev/shm/NAME with that policy and capacity;
+ *                      segment /dev/shm/NAME with that policy and capacity
+ *                      (POLICY may be a compound, "A + B", one argument:
+ *                      quote it);
  *                      policy_name: the name in RateLimit-Policy/RateLimit
  *                      (default NAME without its "/"); redis=URI: the
  *                      limiter is the Redis store at URI (srl_open_redis,
@@ -24,6 +26,11 @@
  *   SrlWarnInterval S  how often the parent logs limiters needing attention
  *   SrlStatus CODE     the status of a refusal, 400..599 (default 429),
  *                      like nginx's limit_req_status
+ *   SrlConcurrency NAME|off
+ *                      server or <Location>/<Directory>: at most N requests
+ *                      of a key in flight at once, NAME a limiter declared
+ *                      with a concurrency:N policy (keyed by SrlKey, refused
+ *                      with SrlStatus, dry run by SrlDryRun, as SrlLimit)
  *
  * Segment lifecycle.  Segments are opened (created if missing) by the parent
  * in post_config, on the real configuration pass only: the first, pre-config
@@ -51,6 +58,23 @@
  * with Retry-After as well.  They go into r->err_headers_out so that they
  * survive an error response.  The hook returns DECLINED when it allows:
  * returning OK would, under the legacy "Satisfy Any", grant access.
+ *
+ * In flight (SrlConcurrency).  The same access_checker enters the key
+ * (srl_enter) before the rate limit is decided, so a request refused for
+ * concurrency takes no rate permit; a request the rate limit then refuses
+ * gives its unit back with everything else, below.  The unit is left in a
+ * cleanup of r->pool, registered only once a unit is held: that pool is
+ * destroyed on every way a request ends (response sent, client gone,
+ * handler error, internal redirect chain, keep-alive or not), after the log
+ * phase, so the unit is held for the whole request.  The cleanup's child
+ * variant is apr_pool_cleanup_null: a CGI forked by this child runs the
+ * child cleanups before exec and must not leave the parent's unit.  A
+ * child killed mid-request (SIGKILL, segfault) runs no cleanup: srl
+ * reclaims its units by itself (the holder's pid and start time are in the
+ * unit; srl.h, "In-flight limits"), at the latest when the key is next
+ * full.  No RateLimit headers for a concurrency limit (a quota per window
+ * is not what it is); a refusal carries Retry-After (srl's hint: 1 s, or
+ * until the oldest unit passes max_hold).
  *
  * Redis stores (redis=URI).  The parent opens the store in post_config as
  * it opens a segment (so another policy stored under the uri's prefix, a
@@ -119,7 +143,9 @@ typedef struct srl_ap_limiter {
     const char *name;          /* segment name as written ("/api" or "api") */
     const char *token;         /* name without the "/": the registry key */
     const char *header_name;   /* the policy name in the headers: policy_name= or token */
-    srl_policy policy;
+    srl_limits limits;         /* the policy: one limit, or a compound */
+    int concurrency;           /* one of them is concurrency:N (SrlConcurrency) */
+    uint32_t min_permits;      /* the least permits of its rate limits (SrlCost) */
     uint64_t capacity;
     uint32_t key_display;
     int on_full;               /* SRL_ON_FULL_*, or -1: take SrlOnFull */
@@ -150,7 +176,16 @@ typedef struct srl_ap_dir {
     uint32_t cost;             /* 0: inherit (1 at the top) */
     int dry_run;               /* -1: inherit (off at the top) */
     int status;                /* 0: inherit (429 at the top) */
+    srl_ap_limiter *conc;      /* SrlConcurrency; NULL with conc_set: "off" */
+    int conc_set;
 } srl_ap_dir;
+
+/* One unit a request holds, left by the request pool's cleanup. */
+typedef struct srl_ap_held {
+    const srl_ap_limiter *limiter;
+    server_rec *server;        /* for the cleanup's log line (r may be half gone) */
+    srl_lease lease;
+} srl_ap_held;
 
 /* ------------------------------------------------------------ registry */
 
@@ -209,10 +244,18 @@ static const char *cmd_limiter(cmd_parms *cmd, void *dconf, int argc, char *cons
                             "[A-Za-z0-9._-], not all dots, optionally after a '/'", argv[0],
                             SRL_NAME_MAX);
     srl_policy_error pe;
-    int rc = srl_policy_parse_ex(argv[1], &l->policy, &pe);
+    int rc = srl_limits_parse_ex(argv[1], &l->limits, &pe);
     if (rc != 0)
         return apr_psprintf(cmd->pool, "SrlLimiter %s: bad policy '%s' at byte %u: %s",
                             argv[0], argv[1], (unsigned)pe.offset, pe.message);
+    l->min_permits = UINT32_MAX;
+    for (uint32_t i = 0; i < l->limits.count; i++) {
+        const srl_policy *p = &l->limits.limit[i];
+        if (p->algorithm == SRL_CONCURRENCY)
+            l->concurrency = 1;
+        else if (p->permits < l->min_permits)
+            l->min_permits = p->permits;
+    }
     char *end = NULL;
     apr_int64_t cap = apr_strtoi64(argv[2], &end, 10);
     if (end == argv[2] || *end != '\0' || cap < 1 || (uint64_t)cap > SRL_CAPACITY_MAX)
@@ -252,6 +295,12 @@ static const char *cmd_limiter(cmd_parms *cmd, void *dconf, int argc, char *cons
                                 argv[0], a);
         }
     }
+    /* The Redis store has scripts for one rate limit only (srl_open_redis):
+     * say so now rather than at the start. */
+    if (l->redis != NULL && (l->limits.count != 1 || l->concurrency))
+        return apr_psprintf(cmd->pool, "SrlLimiter %s: redis= takes one rate limit, not a "
+                            "compound or a concurrency policy (the Redis store has no "
+                            "script for them yet): use a segment (no redis=)", argv[0]);
     if (l->redis != NULL && l->key_display != 0)
         return apr_psprintf(cmd->pool, "SrlLimiter %s: key_display is for a segment; a Redis "
                             "store (redis=) keeps every key whole", argv[0]);
@@ -294,22 +343,45 @@ static const char *cmd_warn_interval(cmd_parms *cmd, void *dconf, const char *ar
     return NULL;
 }
 
-static const char *cmd_limit(cmd_parms *cmd, void *dconf, const char *arg)
+/* The limiter named by arg (after "SrlLimit" or "SrlConcurrency"), which must
+ * be declared and of the right kind: a concurrency limiter is entered, a rate
+ * limiter acquired, and each directive takes only its own (the other call
+ * would answer SRL_ENOTSUP on every request). */
+static const char *find_limiter(cmd_parms *cmd, const char *directive, const char *arg,
+                                int concurrency, srl_ap_limiter **out)
 {
-    srl_ap_dir *d = dconf;
-    d->limiter_set = 1;
-    if (strcasecmp(arg, "off") == 0) {
-        d->limiter = NULL;
-        return NULL;
-    }
     const char *token = name_token(arg);
     srl_ap_registry *reg = registry_get(cmd->pool, 0);
-    d->limiter = (token == NULL || reg == NULL)
-                     ? NULL : apr_hash_get(reg->by_name, token, APR_HASH_KEY_STRING);
-    if (d->limiter == NULL)
-        return apr_psprintf(cmd->pool, "SrlLimit %s: no such limiter; declare it first "
-                            "with SrlLimiter in the main server configuration", arg);
+    srl_ap_limiter *l = (token == NULL || reg == NULL)
+                            ? NULL : apr_hash_get(reg->by_name, token, APR_HASH_KEY_STRING);
+    if (l == NULL)
+        return apr_psprintf(cmd->pool, "%s %s: no such limiter; declare it first "
+                            "with SrlLimiter in the main server configuration", directive, arg);
+    int is_conc = l->concurrency;
+    if (is_conc != concurrency) {
+        char pol[SRL_LIMITS_TEXT_MAX];
+        srl_limits_format(&l->limits, pol, sizeof pol);
+        return apr_psprintf(cmd->pool, "%s %s: limiter %s (%s) has %s policy '%s': apply it "
+                            "with %s %s", directive, arg, l->name, l->defined_at,
+                            is_conc ? "the in-flight" : "a rate", pol,
+                            is_conc ? "SrlConcurrency" : "SrlLimit", arg);
+    }
+    *out = l;
     return NULL;
+}
+
+/* SrlLimit (cmd->info NULL) and SrlConcurrency (non-NULL): the limiter to
+ * apply here, or "off" to stop an inherited one. */
+static const char *cmd_apply(cmd_parms *cmd, void *dconf, const char *arg)
+{
+    srl_ap_dir *d = dconf;
+    int conc = cmd->info != NULL;
+    srl_ap_limiter **slot = conc ? &d->conc : &d->limiter;
+    *(conc ? &d->conc_set : &d->limiter_set) = 1;
+    *slot = NULL;
+    if (strcasecmp(arg, "off") == 0)
+        return NULL;
+    return find_limiter(cmd, cmd->cmd->name, arg, conc, slot);
 }
 
 static const char *cmd_key(cmd_parms *cmd, void *dconf, const char *arg)
@@ -343,10 +415,10 @@ static const char *cmd_cost(cmd_parms *cmd, void *dconf, const char *arg)
     apr_int64_t n = apr_strtoi64(arg, &end, 10);
     if (end == arg || *end != '\0' || n < 1 || n > UINT32_MAX)
         return apr_psprintf(cmd->pool, "SrlCost '%s' must be 1..%u", arg, UINT32_MAX);
-    if (d->limiter != NULL && (uint64_t)n > d->limiter->policy.permits)
+    if (d->limiter != NULL && (uint64_t)n > d->limiter->min_permits)
         return apr_psprintf(cmd->pool, "SrlCost %s exceeds the %u permits of limiter %s: "
                             "such a request could never pass", arg,
-                            d->limiter->policy.permits, d->limiter->name);
+                            d->limiter->min_permits, d->limiter->name);
     d->cost = (uint32_t)n;
     return NULL;
 }
@@ -390,6 +462,8 @@ static void *merge_dir(apr_pool_t *p, void *basev, void *addv)
     d->cost = add->cost != 0 ? add->cost : base->cost;
     d->dry_run = add->dry_run != -1 ? add->dry_run : base->dry_run;
     d->status = add->status != 0 ? add->status : base->status;
+    d->conc = add->conc_set ? add->conc : base->conc;
+    d->conc_set = base->conc_set || add->conc_set;
     return d;
 }
 
@@ -470,7 +544,12 @@ static int hand_to_worker(apr_pool_t *p, server_rec *s, const srl_ap_limiter *l)
 static void limiter_config(const srl_ap_registry *reg, const srl_ap_limiter *l, srl_config *cfg)
 {
     srl_config_init(cfg);
-    cfg->policy = l->policy;
+    /* One limit as the plain policy (what every earlier version wrote), a
+     * compound as srl_limits: the store reads limits when its count > 0. */
+    if (l->limits.count == 1)
+        cfg->policy = l->limits.limit[0];
+    else
+        cfg->limits = l->limits;
     cfg->capacity = l->capacity;
     cfg->key_display = l->key_display;
     cfg->on_full = (srl_on_full)(l->on_full >= 0 ? l->on_full : reg->on_full);
@@ -505,8 +584,9 @@ static int precheck_limiter(server_rec *s, const srl_ap_registry *reg, const srl
                               : srl_open_shared(l->name, &cfg, 0, &lim);
     srl_info in;
     if (rc == 0 && l->redis != NULL && srl_info_get(lim, &in) == 0 &&
-        (in.policy.algorithm != l->policy.algorithm || in.policy.permits != l->policy.permits ||
-         in.policy.window_ns != l->policy.window_ns))
+        (in.policy.algorithm != l->limits.limit[0].algorithm ||
+         in.policy.permits != l->limits.limit[0].permits ||
+         in.policy.window_ns != l->limits.limit[0].window_ns))
         rc = SRL_EMISMATCH;
     srl_close(lim);
     if (rc == 0 || rc == SRL_ENOENT)
@@ -533,8 +613,11 @@ static int open_limiter(apr_pool_t *pconf, server_rec *s, const srl_ap_registry 
     }
     apr_pool_cleanup_register(pconf, l, limiter_close, apr_pool_cleanup_null);
 
-    char buf[256];
-    rc = srl_format_ratelimit_policy(&l->policy, l->header_name, buf, sizeof buf);
+    if (l->concurrency)
+        return hand_to_worker(pconf, s, l);   /* no RateLimit headers: apply_decision */
+    /* One item per limit, up to 4 of ~"NAME.i";q=4294967295;w=315360000 */
+    char buf[4 * (SRL_NAME_MAX + 40)];
+    rc = srl_format_ratelimit_policies(&l->limits, l->header_name, buf, sizeof buf);
     if (rc < 0) {
         ap_log_error(APLOG_MARK, APLOG_EMERG, 0, s, "SrlLimiter %s: cannot format its "
                      "RateLimit-Policy: %s", l->name, srl_strerror(rc));
@@ -567,8 +650,8 @@ static int srl_post_config(apr_pool_t *pconf, apr_pool_t *plog, apr_pool_t *ptem
         int rc = open_limiter(pconf, s, reg, l);
         if (rc != OK)
             return rc;
-        char pol[SRL_POLICY_TEXT_MAX];
-        srl_policy_format(&l->policy, pol, sizeof pol);
+        char pol[SRL_LIMITS_TEXT_MAX];
+        srl_limits_format(&l->limits, pol, sizeof pol);
         if (l->redis != NULL)
             ap_log_error(APLOG_MARK, APLOG_INFO, 0, s, "SrlLimiter %s: %s, Redis store, open",
                          l->name, pol);
@@ -608,12 +691,104 @@ static const char *request_key(request_rec *r, const srl_ap_dir *d)
 
 static void set_headers(request_rec *r, const srl_ap_limiter *l, const srl_decision *dec)
 {
-    char buf[128];
+    char buf[SRL_NAME_MAX + 64];   /* "NAME.i";r=4294967295;t=315360000 */
     apr_table_setn(r->err_headers_out, "RateLimit-Policy", l->policy_header);
-    if (srl_format_ratelimit(dec, l->header_name, buf, sizeof buf) >= 0)
+    if (srl_format_ratelimit_binding(&l->limits, dec, l->header_name, buf, sizeof buf) >= 0)
         apr_table_set(r->err_headers_out, "RateLimit", buf);
     if (!dec->allowed && srl_format_retry_after(dec, buf, sizeof buf) >= 0)
         apr_table_set(r->err_headers_out, "Retry-After", buf);
+}
+
+/* A call that failed: on a degraded decision (a lock timed out or cannot be
+ * used) srl decided by on_full and the request goes on with that decision;
+ * anything else is this server's fault, a 500. */
+static int check_call(request_rec *r, const char *directive, const srl_ap_limiter *l, int rc,
+                      const srl_decision *dec)
+{
+    if (rc == 0)
+        return OK;
+    if (!(dec->flags & SRL_DECISION_DEGRADED)) {
+        ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, r, "%s %s: %s", directive, l->name,
+                      srl_strerror(rc));
+        return HTTP_INTERNAL_SERVER_ERROR;
+    }
+    ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, r, "%s %s: %s; decided by on_full (%s)",
+                  directive, l->name, srl_strerror(rc), dec->allowed ? "allowed" : "denied");
+    return OK;
+}
+
+/* What a decision makes of the request: DECLINED (go on: returning OK
+ * would grant access under "Satisfy Any") or the refusal's status.  A rate
+ * decision sets RateLimit-Policy and RateLimit; every refusal Retry-After. */
+static int apply_decision(request_rec *r, const srl_ap_dir *d, const char *directive,
+                          const srl_ap_limiter *l, const srl_decision *dec, const char *key,
+                          size_t len)
+{
+    int conc = l->concurrency;
+    int code = d->status != 0 ? d->status : HTTP_TOO_MANY_REQUESTS;
+    if (!dec->allowed)
+        apr_table_setn(r->subprocess_env, "SRL_LIMITED", "1");
+    if (d->dry_run == 1) {
+        if (!dec->allowed)
+            ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, r, "%s %s: dry run: would "
+                          "answer %d to %s for %s", directive, l->name, code, r->useragent_ip,
+                          ap_escape_logitem(r->pool, r->uri));
+        return DECLINED;
+    }
+    if (!conc) {
+        set_headers(r, l, dec);
+    } else if (!dec->allowed) {
+        char buf[32];
+        if (srl_format_retry_after(dec, buf, sizeof buf) >= 0)
+            apr_table_set(r->err_headers_out, "Retry-After", buf);
+    }
+    if (dec->allowed)
+        return DECLINED;
+    ap_log_rerror(APLOG_MARK, APLOG_INFO, 0, r, "%s %s: %d to %s for key \"%s\" on %s%s",
+                  directive, l->name, code, r->useragent_ip,
+                  ap_escape_logitem(r->pool, apr_pstrmemdup(r->pool, key, len)),
+                  ap_escape_logitem(r->pool, r->uri),
+                  conc ? apr_psprintf(r->pool, " (%u in flight)",
+                                      (unsigned)(dec->limit - dec->remaining)) : "");
+    return code;
+}
+
+/* r->pool's cleanup: give the request's unit back, however the request
+ * ended.  Runs after the log phase.  SRL_ENOENT: srl reclaimed the unit
+ * already (held longer than max_hold), nothing to give back. */
+static apr_status_t leave_cleanup(void *data)
+{
+    srl_ap_held *h = data;
+    int rc = srl_leave(h->limiter->lim, &h->lease);
+    if (rc == SRL_ENOENT)
+        ap_log_error(APLOG_MARK, APLOG_INFO, 0, h->server, "SrlConcurrency %s: the unit "
+                     "was reclaimed before the request ended (held longer than max_hold)",
+                     h->limiter->name);
+    else if (rc != 0)
+        ap_log_error(APLOG_MARK, APLOG_ERR, 0, h->server, "SrlConcurrency %s: cannot give "
+                     "the unit back: %s (srl reclaims it once this process is gone)",
+                     h->limiter->name, srl_strerror(rc));
+    return APR_SUCCESS;
+}
+
+/* SrlConcurrency: take a unit for the whole request, or refuse. */
+static int enter_concurrency(request_rec *r, const srl_ap_dir *d, const char *key, size_t len)
+{
+    const srl_ap_limiter *l = d->conc;
+    srl_ap_held *h = apr_pcalloc(r->pool, sizeof *h);
+    srl_decision dec;
+    memset(&dec, 0, sizeof dec);
+    int rc = check_call(r, "SrlConcurrency", l, srl_enter(l->lim, key, len, &h->lease, &dec),
+                        &dec);
+    if (rc != OK)
+        return rc;
+    /* gen 0: no unit is held (refused, or allowed by on_full without one). */
+    if (h->lease.gen != 0) {
+        h->limiter = l;
+        h->server = r->server;
+        apr_pool_cleanup_register(r->pool, h, leave_cleanup, apr_pool_cleanup_null);
+    }
+    return apply_decision(r, d, "SrlConcurrency", l, &dec, key, len);
 }
 
 static int srl_access_checker(request_rec *r)
@@ -621,52 +796,38 @@ static int srl_access_checker(request_rec *r)
     if (!ap_is_initial_req(r))
         return DECLINED;
     const srl_ap_dir *d = ap_get_module_config(r->per_dir_config, &srl_module);
-    const srl_ap_limiter *l = d->limiter;
-    if (l == NULL || l->lim == NULL)
+    const srl_ap_limiter *l = d->limiter != NULL && d->limiter->lim != NULL ? d->limiter : NULL;
+    const srl_ap_limiter *c = d->conc != NULL && d->conc->lim != NULL ? d->conc : NULL;
+    if (l == NULL && c == NULL)
         return DECLINED;
 
     const char *key = request_key(r, d);
     size_t len = key != NULL ? strlen(key) : 0;
     if (len == 0) {
-        ap_log_rerror(APLOG_MARK, APLOG_DEBUG, 0, r, "SrlLimit %s: request has no key, "
-                      "not limited", l->name);
+        ap_log_rerror(APLOG_MARK, APLOG_DEBUG, 0, r, "%s %s: request has no key, "
+                      "not limited", l != NULL ? "SrlLimit" : "SrlConcurrency",
+                      (l != NULL ? l : c)->name);
         return DECLINED;
     }
     if (len > SRL_KEY_MAX)
         len = SRL_KEY_MAX;   /* longer keys are told apart by their first 4096 bytes */
 
-    srl_decision dec;
-    memset(&dec, 0, sizeof dec);
-    int rc = srl_acquire(l->lim, key, len, d->cost != 0 ? d->cost : 1, &dec);
-    if (rc != 0) {
-        if (!(dec.flags & SRL_DECISION_DEGRADED)) {
-            ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, r, "SrlLimit %s: %s", l->name,
-                          srl_strerror(rc));
-            return HTTP_INTERNAL_SERVER_ERROR;
-        }
-        ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, r, "SrlLimit %s: %s; decided by "
-                      "on_full (%s)", l->name, srl_strerror(rc),
-                      dec.allowed ? "allowed" : "denied");
+    /* In flight first: a request refused for concurrency takes no rate
+     * permit.  One the rate limit refuses below gives its unit back when
+     * r->pool goes, like any other. */
+    if (c != NULL) {
+        int rc = enter_concurrency(r, d, key, len);
+        if (rc != DECLINED || l == NULL)
+            return rc;
     }
 
-    if (!dec.allowed)
-        apr_table_setn(r->subprocess_env, "SRL_LIMITED", "1");
-    if (d->dry_run == 1) {
-        if (!dec.allowed)
-            ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, r, "SrlLimit %s: dry run: would "
-                          "answer 429 to %s for %s", l->name, r->useragent_ip,
-                          ap_escape_logitem(r->pool, r->uri));
-        return DECLINED;
-    }
-    set_headers(r, l, &dec);
-    if (dec.allowed)
-        return DECLINED;
-    int code = d->status != 0 ? d->status : HTTP_TOO_MANY_REQUESTS;
-    ap_log_rerror(APLOG_MARK, APLOG_INFO, 0, r, "SrlLimit %s: %d to %s for key \"%s\" on %s",
-                  l->name, code, r->useragent_ip,
-                  ap_escape_logitem(r->pool, apr_pstrmemdup(r->pool, key, len)),
-                  ap_escape_logitem(r->pool, r->uri));
-    return code;
+    srl_decision dec;
+    memset(&dec, 0, sizeof dec);
+    int rc = check_call(r, "SrlLimit", l,
+                        srl_acquire(l->lim, key, len, d->cost != 0 ? d->cost : 1, &dec), &dec);
+    if (rc != OK)
+        return rc;
+    return apply_decision(r, d, "SrlLimit", l, &dec, key, len);
 }
 
 /* ------------------------------------------------------------- metrics */
@@ -753,7 +914,7 @@ static const command_rec srl_cmds[] = {
                       "shared-memory segment /dev/shm/NAME), or a fleet-wide one in Redis"),
     AP_INIT_TAKE1("SrlOnFull", cmd_on_full, NULL, RSRC_CONF,
                   "allow|deny: the answer of a full table for limiters without on_full="),
-    AP_INIT_TAKE1("SrlLimit", cmd_limit, NULL, RSRC_CONF | ACCESS_CONF,
+    AP_INIT_TAKE1("SrlLimit", cmd_apply, NULL, RSRC_CONF | ACCESS_CONF,
                   "NAME|off: apply the named limiter to this server or section"),
     AP_INIT_TAKE1("SrlKey", cmd_key, NULL, RSRC_CONF | ACCESS_CONF,
                   "ip|header:NAME|env:NAME|expr:EXPRESSION: the key requests are counted by"),
@@ -764,6 +925,9 @@ static const command_rec srl_cmds[] = {
     AP_INIT_TAKE1("SrlWarnInterval", cmd_warn_interval, NULL, RSRC_CONF,
                   "SECONDS: how often the parent logs limiters that need attention "
                   "(default 60)"),
+    AP_INIT_TAKE1("SrlConcurrency", cmd_apply, "concurrency", RSRC_CONF | ACCESS_CONF,
+                  "NAME|off: at most the named concurrency limiter's N requests of a key "
+                  "in flight at once here"),
     AP_INIT_TAKE1("SrlStatus", cmd_status, NULL, RSRC_CONF | ACCESS_CONF,
                   "CODE: the status of a refused request, 400..599 (default 429)"),
     {NULL}

@@ -23,6 +23,18 @@
  * once per request.  Objects are not shared between processes: a forked
  * child that wants to limit opens its own.
  *
+ * In-flight limits (policy "concurrency:N"): enter() returns an SrlLease
+ * while the request is inside, or null when N requests of the key are in
+ * flight already.  The unit goes back when the lease is left: leave(), the
+ * lease's destructor, a shutdown function registered by enter(), or
+ * Srl::close(), whichever comes first (the others find it left).  A worker
+ * killed before any of them runs (SIGKILL, request_terminate_timeout) is
+ * covered by the library: it records each unit's holder and reclaims a dead
+ * one's units by itself.
+ *
+ *     $lease = $srl->enter($clientIp);
+ *     if ($lease === null) { $srl->sendHeaders(); exit; }   // 429 + Retry-After
+ *
  * Errors from the library throw SrlException carrying the SRL_E* code and
  * srl_strerror()'s text.  A lock that timed out (or can no longer be used)
  * is not thrown: the library still decides by the segment's on_full rule,
@@ -83,9 +95,19 @@ final class Srl
 
     private FFI $ffi;
     private ?FFI\CData $lim;     /* srl_limiter * */
-    private FFI\CData $policy;   /* srl_policy */
+    private FFI\CData $limits;   /* srl_limits: the policy, one limit or a compound */
     private string $token;       /* the policy's name in the headers */
-    private ?FFI\CData $last = null; /* srl_decision of the last acquire() */
+    private ?FFI\CData $last = null; /* srl_decision of the last acquire() or enter() */
+    /* The leases enter() handed out and not yet left, spl_object_id =>
+     * WeakReference: close() leaves them while the handle still exists
+     * (without keeping a dropped lease alive, whose destructor leaves). */
+    private array $leases = [];
+    /* Every lease held in this request, of every Srl, the same way; left
+     * by one shutdown function, registered with the first lease of the
+     * request (static properties live for one request, as do shutdown
+     * functions: one per lease would pile up in a long-running CLI loop). */
+    private static array $held = [];
+    private static bool $atShutdown = false;
 
     private static ?FFI $shared = null;   /* what ffi() returns */
     private static string $binding = '';
@@ -145,13 +167,21 @@ final class Srl
         $cfg = $ffi->new('srl_config');
         $ffi->srl_config_init(FFI::addr($cfg));
         $perr = $ffi->new('srl_policy_error');
-        $rc = $ffi->srl_policy_parse_ex($policy, FFI::addr($cfg->policy), FFI::addr($perr));
+        $limits = $ffi->new('srl_limits');
+        $rc = $ffi->srl_limits_parse_ex($policy, FFI::addr($limits), FFI::addr($perr));
         if ($rc < 0) {
             /* the library's message names the bad part and the fix */
             throw new SrlException("srl: policy '$policy': " . FFI::string($perr->message), $rc);
         }
         if ($capacity < 1) {
             throw new InvalidArgumentException("capacity must be at least 1, got $capacity");
+        }
+        /* One limit as the plain policy, a compound as srl_limits (as mod_srl
+         * does, so both open the same segment alike). */
+        if ($limits->count === 1) {
+            FFI::memcpy($cfg->policy, $limits->limit[0], FFI::sizeof($cfg->policy));
+        } else {
+            FFI::memcpy($cfg->limits, $limits, FFI::sizeof($limits));
         }
         $cfg->capacity = $capacity;
         /* A misspelt option (key_dispaly) must not be dropped silently: it
@@ -201,8 +231,7 @@ final class Srl
                                                     FFI::addr($out)), "open '$name'");
         }
         $this->lim = $out;
-        $this->policy = $ffi->new('srl_policy');
-        FFI::memcpy($this->policy, $cfg->policy, FFI::sizeof($this->policy));
+        $this->limits = $limits;
     }
 
     public function __destruct()
@@ -210,9 +239,14 @@ final class Srl
         $this->close();
     }
 
-    /* Unmap the segment (it stays, with its states).  Idempotent. */
+    /* Leave every lease still held, then unmap the segment (it stays, with
+     * its states).  Idempotent. */
     public function close(): void
     {
+        foreach ($this->leases as $weak) {
+            $weak->get()?->leave();
+        }
+        $this->leases = [];
         if ($this->lim !== null) {
             $this->ffi->srl_close($this->lim);
             $this->lim = null;
@@ -232,14 +266,87 @@ final class Srl
         $d = $this->ffi->new('srl_decision');
         $rc = $this->ffi->srl_acquire($lim, $key, strlen($key), self::u32($cost, 'cost'),
                                       FFI::addr($d));
-        /* A lock that timed out, or a Redis server that did not answer
-         * (SRL_ETIMEDOUT, SRL_ESYS, ...): the library filled *d from on_full
-         * and flagged it degraded; other errors leave it zero. */
-        if ($rc !== 0 && ($d->flags & self::DECISION_DEGRADED) === 0) {
-            self::check($this->ffi, $rc, 'acquire');
-        }
+        $this->decided($rc, $d, $this->isConcurrency()
+            ? 'acquire() on a concurrency limiter: use enter()' : 'acquire');
         $this->last = $d;
         return $this->toArray($d);
+    }
+
+    /*
+     * Enter one request of `key` on a concurrency limiter (policy
+     * "concurrency:N[,max_hold=W]"): an SrlLease if fewer than N requests
+     * of the key are in flight (it is now one of them), else null.  Either
+     * way $decision receives the decision (as acquire() returns it:
+     * remaining = units free, retry_after = 1 or until the oldest unit
+     * passes max_hold), decision() returns it, and sendHeaders() answers it
+     * (429 with Retry-After when refused).  The unit is given back by
+     * $lease->leave(), the lease's destructor (unset, end of scope), close(),
+     * or at the latest when the request ends (a shutdown function), whichever
+     * comes first.  A lock that timed out decides by on_full: allowed gives
+     * a lease that holds nothing (held() false).
+     */
+    public function enter(string $key, ?array &$decision = null): ?SrlLease
+    {
+        $lim = $this->handle();
+        $d = $this->ffi->new('srl_decision');
+        $lease = $this->ffi->new('srl_lease');
+        $rc = $this->ffi->srl_enter($lim, $key, strlen($key), FFI::addr($lease), FFI::addr($d));
+        $this->decided($rc, $d, $this->isConcurrency()
+            ? 'enter' : 'enter() needs a concurrency policy (concurrency:N): use acquire()');
+        $this->last = $d;
+        $decision = $this->toArray($d);
+        if (!$decision['allowed']) {
+            return null;
+        }
+        $l = new SrlLease($this, $lease, $lease->gen !== 0, $decision);
+        if ($l->held()) {
+            /* Weak references: a lease the script drops is left by its
+             * destructor at once, not kept until the end of the request. */
+            $weak = WeakReference::create($l);
+            $this->leases[spl_object_id($l)] = $weak;
+            self::$held[spl_object_id($l)] = $weak;
+            if (!self::$atShutdown) {
+                self::$atShutdown = true;
+                register_shutdown_function(static function (): void {
+                    foreach (self::$held as $w) {
+                        $w->get()?->leaveQuietly();
+                    }
+                    self::$held = [];
+                });
+            }
+        }
+        return $l;
+    }
+
+    /*
+     * Give a lease's unit back (SrlLease::leave() calls this).  True if this
+     * call gave it back; false if it was left already or srl reclaimed it
+     * (held longer than max_hold).  Other errors throw.
+     */
+    public function leave(SrlLease $lease): bool
+    {
+        return $lease->leave();
+    }
+
+    /* SrlLease's side of leave(): srl_leave on its srl_lease.  @internal */
+    public function leaveUnit(SrlLease $lease, FFI\CData $unit): bool
+    {
+        unset($this->leases[spl_object_id($lease)], self::$held[spl_object_id($lease)]);
+        if ($this->lim === null) {
+            return false;   /* close() left every lease before it unmapped */
+        }
+        $rc = $this->ffi->srl_leave($this->lim, FFI::addr($unit));
+        if ($rc === SrlError::ENOENT) {
+            return false;
+        }
+        self::check($this->ffi, $rc, 'leave');
+        return true;
+    }
+
+    /* The decision of the last acquire() or enter(), as they return it; null before one. */
+    public function decision(): ?array
+    {
+        return $this->last === null ? null : $this->toArray($this->last);
     }
 
     /* The decision acquire() would give, taking nothing; null for an untracked key. */
@@ -283,14 +390,16 @@ final class Srl
         return true;
     }
 
-    /* The segment's counters (capacity, used, allowed, denied, ...). */
+    /* The segment's counters (capacity, used, allowed, denied, ...,
+     * reclaimed: in-flight units freed because their holder died or held
+     * them past max_hold). */
     public function stats(): array
     {
         $s = $this->ffi->new('srl_stats');
         self::check($this->ffi, $this->ffi->srl_stats_get($this->handle(), FFI::addr($s)), 'stats');
         $out = [];
         foreach (['capacity', 'used', 'allowed', 'denied', 'full', 'recovered', 'reset_slots',
-                  'evicted', 'timeouts'] as $f) {
+                  'evicted', 'timeouts', 'reclaimed'] as $f) {
             $out[$f] = $s->$f;
         }
         return $out;
@@ -299,6 +408,8 @@ final class Srl
     /*
      * Send the headers of the last acquire(): RateLimit-Policy and
      * RateLimit always, Retry-After and status 429 when it was denied.
+     * After enter() (a concurrency limiter): Retry-After and 429 when it
+     * was refused, nothing when admitted.
      * Returns whether the request was allowed (so `if (!$srl->sendHeaders())
      * exit;` ends a limited request).  The header values are formatted by
      * the library (srl_format_*), exactly as mod_srl formats them.
@@ -309,9 +420,16 @@ final class Srl
             throw new LogicException('sendHeaders() before acquire()');
         }
         $d = $this->last;
-        header('RateLimit-Policy: ' . $this->format('srl_format_ratelimit_policy',
-                                                     FFI::addr($this->policy), $this->token));
-        header('RateLimit: ' . $this->format('srl_format_ratelimit', FFI::addr($d), $this->token));
+        /* No RateLimit headers for an in-flight limit: a quota per window is
+         * not what it is (mod_srl sends none either). */
+        if (!$this->isConcurrency()) {
+            /* one item per limit; RateLimit: the binding one */
+            header('RateLimit-Policy: ' . $this->format('srl_format_ratelimit_policies',
+                                                         FFI::addr($this->limits), $this->token));
+            header('RateLimit: ' . $this->format('srl_format_ratelimit_binding',
+                                                  FFI::addr($this->limits), FFI::addr($d),
+                                                  $this->token));
+        }
         if ($d->allowed) {
             return true;
         }
@@ -325,6 +443,27 @@ final class Srl
     {
         $ffi = self::ffi();
         self::check($ffi, $ffi->srl_unlink($name), "unlink '$name'");
+    }
+
+    private function isConcurrency(): bool
+    {
+        for ($i = 0; $i < $this->limits->count; $i++) {
+            if ($this->limits->limit[$i]->algorithm === 4) {   /* SRL_CONCURRENCY */
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /* After a deciding call: a lock that timed out, or a Redis server that
+     * did not answer (SRL_ETIMEDOUT, SRL_ESYS, ...), still decided: the
+     * library filled $d from on_full and flagged it degraded; other errors
+     * leave it zero and throw. */
+    private function decided(int $rc, FFI\CData $d, string $what): void
+    {
+        if ($rc !== 0 && ($d->flags & self::DECISION_DEGRADED) === 0) {
+            self::check($this->ffi, $rc, $what);
+        }
     }
 
     private function handle(): FFI\CData
@@ -348,13 +487,12 @@ final class Srl
         ];
     }
 
-    /* Call one srl_format_* function into a buffer; its text. */
-    private function format(string $fn, FFI\CData $what, ?string $name = null): string
+    /* Call one srl_format_* function with args, then a buffer; its text.
+     * 1024 bytes: 4 RateLimit-Policy items of a 200-byte name fit. */
+    private function format(string $fn, mixed ...$args): string
     {
-        $buf = $this->ffi->new('char[128]');
-        $n = $name === null
-            ? $this->ffi->$fn($what, $buf, 128)
-            : $this->ffi->$fn($what, $name, $buf, 128);
+        $buf = $this->ffi->new('char[1024]');
+        $n = $this->ffi->$fn(...[...$args, $buf, 1024]);
         self::check($this->ffi, $n < 0 ? $n : 0, $fn);
         return FFI::string($buf, $n);
     }
@@ -372,5 +510,63 @@ final class Srl
         if ($rc < 0) {
             throw new SrlException("srl: $what: " . $ffi->srl_strerror($rc), $rc);
         }
+    }
+}
+
+/*
+ * One unit of an in-flight limit, held from Srl::enter() until it is left.
+ * Leaving is idempotent: leave() returns true only for the call that gave
+ * the unit back.  The lease keeps its Srl alive (the handle its unit needs);
+ * Srl::close() leaves it first if the Srl is closed before.  Not shared
+ * between processes: a forked child does not hold its parent's units.
+ */
+final class SrlLease
+{
+    private ?Srl $srl;
+
+    /* Made by Srl::enter() only. */
+    public function __construct(Srl $srl, private FFI\CData $unit, bool $held,
+                                private array $decision)
+    {
+        $this->srl = $held ? $srl : null;
+    }
+
+    public function __destruct()
+    {
+        $this->leaveQuietly();
+    }
+
+    /* Give the unit back; true if this call did, false if it was left already. */
+    public function leave(): bool
+    {
+        $srl = $this->srl;
+        if ($srl === null) {
+            return false;
+        }
+        $this->srl = null;   /* before the call: never a second srl_leave */
+        return $srl->leaveUnit($this, $this->unit);
+    }
+
+    /* leave() for destructors and shutdown functions, which must not throw:
+     * an error is logged (error_log) and the unit is left to srl's reclaim. */
+    public function leaveQuietly(): void
+    {
+        try {
+            $this->leave();
+        } catch (Throwable $e) {
+            error_log('srl: leaving an in-flight unit: ' . $e->getMessage());
+        }
+    }
+
+    /* Whether this lease still holds its unit. */
+    public function held(): bool
+    {
+        return $this->srl !== null;
+    }
+
+    /* The decision that admitted it (Srl::enter()'s $decision). */
+    public function decision(): array
+    {
+        return $this->decision;
     }
 }

@@ -105,6 +105,7 @@ typedef struct srl_policy_error {
 int srl_policy_parse(const char *text, srl_policy *out);
 int srl_policy_parse_ex(const char *text, srl_policy *out, srl_policy_error *err);
 int srl_policy_format(const srl_policy *p, char *buf, size_t len);
+int srl_limits_parse_ex(const char *text, srl_limits *out, srl_policy_error *err);
 
 void srl_config_init(srl_config *cfg);
 int srl_open_shared(const char *name, const srl_config *cfg, unsigned flags,
@@ -122,8 +123,24 @@ int srl_reset_key(srl_limiter *lim, const char *key, size_t len);
 int srl_refund(srl_limiter *lim, const char *key, size_t len, uint32_t cost);
 int srl_stats_get(srl_limiter *lim, srl_stats *out);
 
+typedef struct srl_lease {
+    uint64_t owner;
+    uint64_t where[2];
+    uint32_t entry;
+    uint32_t gen;
+    uint64_t reserved;
+} srl_lease;
+
+int srl_enter(srl_limiter *lim, const char *key, size_t len, srl_lease *lease,
+              srl_decision *d);
+int srl_leave(srl_limiter *lim, srl_lease *lease);
+
 int srl_format_retry_after(const srl_decision *d, char *buf, size_t len);
 int srl_format_ratelimit_policy(const srl_policy *p, const char *name, char *buf,
                                 size_t len);
 int srl_format_ratelimit(const srl_decision *d, const char *name, char *buf,
                          size_t len);
+int srl_format_ratelimit_policies(const srl_limits *l, const char *name, char *buf,
+                                  size_t len);
+int srl_format_ratelimit_binding(const srl_limits *l, const srl_decision *d,
+                                 const char *name, char *buf, size_t len);

@@ -97,22 +97,7 @@ SrlLimiter $name-st token_bucket:1/1d 16 policy_name=custom-L
 </Location>"
 
 # --- configuration-time behaviour, before any server runs
-mkdir -p "$e2e_tmp/htdocs" "$e2e_tmp/run"
-cat >"$e2e_tmp/check.conf" <<CONF
-ServerRoot "$e2e_tmp"
-ServerName 127.0.0.1
-Listen 127.0.0.1:$e2e_port
-LoadModule mpm_${mpm}_module /usr/lib/apache2/modules/mod_mpm_${mpm}.so
-LoadModule authz_core_module /usr/lib/apache2/modules/mod_authz_core.so
-LoadModule dir_module /usr/lib/apache2/modules/mod_dir.so
-LoadModule setenvif_module /usr/lib/apache2/modules/mod_setenvif.so
-LoadModule srl_module $SRL_MOD
-PidFile "$e2e_tmp/run/check.pid"
-DefaultRuntimeDir "$e2e_tmp/run"
-ErrorLog "$e2e_tmp/check.log"
-DocumentRoot "$e2e_tmp/htdocs"
-$body
-CONF
+apache_check_conf "$mpm" "$body"
 out=$(/usr/sbin/apache2 -d "$e2e_tmp" -f "$e2e_tmp/check.conf" -t 2>&1); rc=$?
 check_eq "apache2 -t accepts the configuration (exit status)" 0 "$rc"
 check_eq "apache2 -t created no segment (first pass only)" absent \

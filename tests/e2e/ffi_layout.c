@@ -79,6 +79,13 @@ int main(void)
     FIELD(srl_policy_error, message);
     FIELD(srl_policy_error, reserved);
 
+    STRUCT(srl_lease);
+    FIELD(srl_lease, owner);
+    FIELD(srl_lease, where);
+    FIELD(srl_lease, entry);
+    FIELD(srl_lease, gen);
+    FIELD(srl_lease, reserved);
+
     printf("srl_algorithm %zu\n", sizeof(srl_algorithm));
     printf("srl_on_full %zu\n", sizeof(srl_on_full));
 

@@ -161,6 +161,29 @@ except (ValueError, KeyError, TypeError) as e:
 
 # ---------------------------------------------------------------- apache
 
+# apache_check_conf MPM CONF_BODY: write $e2e_tmp/check.conf, a configuration
+# for `apache2 -t` and for starts that must fail (no User, log check.log),
+# with the modules the tests' bodies use.
+apache_check_conf() {
+  local moddir=/usr/lib/apache2/modules
+  mkdir -p "$e2e_tmp/htdocs" "$e2e_tmp/run"
+  cat >"$e2e_tmp/check.conf" <<CONF
+ServerRoot "$e2e_tmp"
+ServerName 127.0.0.1
+Listen 127.0.0.1:$e2e_port
+LoadModule mpm_${1}_module $moddir/mod_mpm_${1}.so
+LoadModule authz_core_module $moddir/mod_authz_core.so
+LoadModule dir_module $moddir/mod_dir.so
+LoadModule setenvif_module $moddir/mod_setenvif.so
+LoadModule srl_module $SRL_MOD
+PidFile "$e2e_tmp/run/check.pid"
+DefaultRuntimeDir "$e2e_tmp/run"
+ErrorLog "$e2e_tmp/check.log"
+DocumentRoot "$e2e_tmp/htdocs"
+$2
+CONF
+}
+
 # apache_start MPM CONF_BODY: write httpd.conf in $e2e_tmp and start apache2
 # in the foreground (as our child), on $e2e_port; sets apache_pid.
 apache_start() {
@@ -274,8 +297,16 @@ php_ini() {
   fi
 }
 
+# fpm_need: what the php-fpm tests need, or die naming what is missing.
+fpm_need() {
+  need "$SRL_LIBDIR/libsrl.so.0" "$SRL_RLCTL" "$SRL_PHP_DIR/Srl.php" "$SRL_PHP_DIR/srl_ffi.h"
+  command -v php-fpm8.2 >/dev/null || die "php-fpm8.2 is not installed"
+  command -v cgi-fcgi >/dev/null || die "cgi-fcgi (libfcgi-bin) is not installed"
+}
+
 # fpm_start POOL...: php-fpm with one static pool of 4 children per name,
-# each on $e2e_tmp/POOL.sock; sets fpm_pid.
+# each on $e2e_tmp/POOL.sock; sets fpm_pid.  $fpm_pool_extra_POOL, if set,
+# is added to that pool's section (e.g. request_terminate_timeout = 2s).
 fpm_start() {
   php_ini
   {
@@ -293,6 +324,8 @@ fpm_start() {
       echo "pm.max_children = 4"
       echo "env[SRL_POOL] = $p"
       echo "catch_workers_output = yes"
+      local extra="fpm_pool_extra_$p"
+      [ -n "${!extra:-}" ] && echo "${!extra}"
     done
   } >"$e2e_tmp/fpm.conf"
   e2e_logs+=("$e2e_tmp/fpm.log")
@@ -308,11 +341,12 @@ fpm_start() {
   check_eq "php-fpm pid file names the process we started" "$fpm_pid" "$(cat "$e2e_tmp/fpm.pid")"
 }
 
-# fcgi POOL KEY [VAR=VALUE...]: one request to tests/e2e/limit.php through
-# cgi-fcgi; prints the whole FastCGI response (headers, blank line, body).
+# fcgi POOL KEY [VAR=VALUE...]: one request to tests/e2e/limit.php (or
+# $fcgi_script) through cgi-fcgi; prints the whole FastCGI response
+# (headers, blank line, body).
 fcgi() {
-  local pool=$1 key=$2; shift 2
-  env -i SCRIPT_FILENAME="$SRL_E2E_DIR/limit.php" SCRIPT_NAME=/limit.php REQUEST_METHOD=GET \
+  local pool=$1 key=$2 script=${fcgi_script:-limit.php}; shift 2
+  env -i SCRIPT_FILENAME="$SRL_E2E_DIR/$script" SCRIPT_NAME="/$script" REQUEST_METHOD=GET \
     SRL_PHP_DIR="$SRL_PHP_DIR" SRL_NAME="$srl_name" SRL_POLICY="$srl_policy" \
     SRL_CAPACITY="$srl_capacity" SRL_KEY_DISPLAY="${srl_key_display:-0}" SRL_KEY="$key" \
     SRL_REDIS="${srl_redis:-}" "$@" cgi-fcgi -bind -connect "$e2e_tmp/$pool.sock"
@@ -350,3 +384,40 @@ rlctl_agrees_hot() {
   check_eq "3: rlctl info: denied" $((M - LIMIT)) "$(rlctl_count "$1" denied)"
   check_eq "3: rlctl info: keys tracked" 1 "$(rlctl_count "$1" used)"
 }
+
+# ------------------------------------------------------ in-flight waves
+# The in-flight tests (apache_concurrency.sh, php_concurrency.sh) start
+# requests in the background whose handlers create $ctl/PHASE/in.* once
+# admitted and then wait for $ctl/PHASE/release; each answered request
+# leaves $res/PHASE.N.  A wave is judged once it has settled: every request
+# has either entered its handler or been answered.
+wave_pids=()
+wave_dir() { mkdir -p "$ctl/$1"; chmod 0777 "$ctl/$1"; }
+entered() { find "$ctl/$1" -name 'in.*' | wc -l; }
+answered() { find "$res" -name "$1.*" ! -name '*.tmp' | wc -l; }
+settled() { [ $(( $(entered "$1") + $(answered "$1") )) -ge "$2" ]; }
+release() { : >"$ctl/$1/release"; }
+# at_least entered|answered PHASE N: a condition for wait_until, evaluated
+# on each poll (a "$(...)" argument would be evaluated once, before it)
+at_least() { [ "$("$1" "$2")" -ge "$3" ]; }
+wave_wait() { local p; for p in "${wave_pids[@]}"; do wait "$p"; done; wave_pids=(); }
+# in_flight NAME KEY: units of KEY held now, as `rlctl get --json` shows
+# them (the concurrency limit's "inflight"; 0 for a key not tracked);
+# holders NAME KEY: the pids holding them, sorted, space-separated.
+rlctl_inflight() {
+  rlctl_as_owner get "$1" "$2" --json 2>/dev/null | python3 -c '
+import json, sys
+try:
+    d = json.load(sys.stdin)
+    c = [l for l in d.get("limits", []) if "inflight" in l]
+    if sys.argv[1] == "count":
+        print(c[0]["inflight"] if c else 0 if not d["tracked"] else "no inflight field")
+    else:
+        print(" ".join(sorted(str(h["pid"]) for l in c for h in l["holders"])))
+except (ValueError, KeyError) as e:
+    print("unparsable: %s" % e)' "$3"
+}
+in_flight() { rlctl_inflight "$1" "$2" count; }
+holders() { rlctl_inflight "$1" "$2" pids; }
+# idle NAME KEY: nothing of KEY in flight
+idle() { [ "$(in_flight "$1" "$2")" = 0 ]; }

@@ -15,21 +15,9 @@
  */
 declare(strict_types=1);
 
-function param(string $k, ?string $default = null): ?string
-{
-    if (isset($_SERVER[$k]) && is_string($_SERVER[$k])) {
-        return $_SERVER[$k];
-    }
-    $v = getenv($k);
-    return $v === false ? $default : $v;
-}
+require_once __DIR__ . '/param.php';
 
-require_once param('SRL_PHP_DIR') . '/Srl.php';
-
-$redis = param('SRL_REDIS', '');
-$srl = new Srl(param('SRL_NAME'), param('SRL_POLICY'), (int)param('SRL_CAPACITY'),
-               $redis !== '' ? ['redis' => $redis]
-                             : ['key_display' => (int)param('SRL_KEY_DISPLAY', '0')]);
+$srl = srl_from_params();
 $pool = getenv('SRL_POOL') ?: 'none';
 $n = (int)param('SRL_REPEAT', '1');
 $lines = '';

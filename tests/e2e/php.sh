@@ -30,9 +30,7 @@
 here=$(cd "$(dirname "$0")" && pwd)
 export SRL_E2E_DIR=${SRL_E2E_DIR:-$here}
 . "$here/lib.sh"
-need "$SRL_LIBDIR/libsrl.so.0" "$SRL_RLCTL" "$SRL_PHP_DIR/Srl.php" "$SRL_PHP_DIR/srl_ffi.h"
-command -v php-fpm8.2 >/dev/null || die "php-fpm8.2 is not installed"
-command -v cgi-fcgi >/dev/null || die "cgi-fcgi (libfcgi-bin) is not installed"
+fpm_need
 
 LIMIT=20
 TOKEN_S=4320                 # 1d / 20
