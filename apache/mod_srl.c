@@ -573,6 +573,24 @@ static const char *store_what(const srl_ap_limiter *l)
     return l->redis != NULL ? "its Redis store" : "the segment";
 }
 
+/* After SRL_EMISMATCH on a segment: what differs, from the segment's own
+ * config (an adopting open), as "; why" for the log line, or "". */
+static const char *mismatch_why(apr_pool_t *p, const srl_ap_limiter *l, const srl_config *cfg,
+                                int rc)
+{
+    if (rc != SRL_EMISMATCH || l->redis != NULL)
+        return "";
+    srl_limiter *seg;
+    srl_info in;
+    char why[512];
+    /* cfg's trust (owner_uid, mode) applies to the adopting open too. */
+    if (srl_open_shared(l->name, cfg, SRL_ADOPT, &seg) != 0)
+        return "";
+    int n = srl_info_get(seg, &in) == 0 ? srl_mismatch_explain(cfg, &in, why, sizeof why) : 0;
+    srl_close(seg);
+    return n > 0 ? apr_pstrcat(p, "; ", why, NULL) : "";
+}
+
 static int precheck_limiter(server_rec *s, const srl_ap_registry *reg, const srl_ap_limiter *l)
 {
     srl_config cfg;
@@ -592,8 +610,9 @@ static int precheck_limiter(server_rec *s, const srl_ap_registry *reg, const srl
     if (rc == 0 || rc == SRL_ENOENT)
         return OK;
     ap_log_error(APLOG_MARK, APLOG_EMERG, rc == SRL_ESYS ? errno : 0, s,
-                 "SrlLimiter %s (%s): cannot open %s: %s%s", l->name, l->defined_at,
-                 store_what(l), srl_strerror(rc), open_remedy(l, rc));
+                 "SrlLimiter %s (%s): cannot open %s: %s%s%s", l->name, l->defined_at,
+                 store_what(l), srl_strerror(rc), open_remedy(l, rc),
+                 mismatch_why(s->process->pool, l, &cfg, rc));
     return HTTP_INTERNAL_SERVER_ERROR;
 }
 
@@ -607,8 +626,9 @@ static int open_limiter(apr_pool_t *pconf, server_rec *s, const srl_ap_registry 
                               : srl_open_shared(l->name, &cfg, SRL_CREATE, &l->lim);
     if (rc != 0) {
         ap_log_error(APLOG_MARK, APLOG_EMERG, rc == SRL_ESYS ? errno : 0, s,
-                     "SrlLimiter %s (%s): cannot open %s: %s%s", l->name,
-                     l->defined_at, store_what(l), srl_strerror(rc), open_remedy(l, rc));
+                     "SrlLimiter %s (%s): cannot open %s: %s%s%s", l->name,
+                     l->defined_at, store_what(l), srl_strerror(rc), open_remedy(l, rc),
+                     mismatch_why(pconf, l, &cfg, rc));
         return HTTP_INTERNAL_SERVER_ERROR;
     }
     apr_pool_cleanup_register(pconf, l, limiter_close, apr_pool_cleanup_null);

@@ -227,8 +227,12 @@ final class Srl
             self::check($ffi, $ffi->srl_open_redis($redis, FFI::addr($cfg), FFI::addr($out)),
                         "open redis store '$name'");
         } else {
-            self::check($ffi, $ffi->srl_open_shared($name, FFI::addr($cfg), $flags,
-                                                    FFI::addr($out)), "open '$name'");
+            $rc = $ffi->srl_open_shared($name, FFI::addr($cfg), $flags, FFI::addr($out));
+            if ($rc === SrlError::EMISMATCH) {
+                throw new SrlException("srl: open '$name': " . $ffi->srl_strerror($rc)
+                                       . self::mismatchWhy($ffi, $name, $cfg), $rc);
+            }
+            self::check($ffi, $rc, "open '$name'");
         }
         $this->lim = $out;
         $this->limits = $limits;
@@ -503,6 +507,22 @@ final class Srl
             throw new InvalidArgumentException("$what must be 0..4294967295, got $v");
         }
         return $v;
+    }
+
+    /* After SRL_EMISMATCH: "; what differs" from the segment's own config
+     * (an adopting open with this config's trust), or "" if it cannot be had. */
+    private static function mismatchWhy(FFI $ffi, string $name, $cfg): string
+    {
+        $seg = $ffi->new('srl_limiter *');
+        if ($ffi->srl_open_shared($name, FFI::addr($cfg), 4 /* SRL_ADOPT */, FFI::addr($seg)) != 0) {
+            return '';
+        }
+        $info = $ffi->new('srl_info');
+        $why = $ffi->new('char[512]');
+        $n = $ffi->srl_info_get($seg, FFI::addr($info)) == 0
+            ? $ffi->srl_mismatch_explain(FFI::addr($cfg), FFI::addr($info), $why, 512) : 0;
+        $ffi->srl_close($seg);
+        return $n > 0 ? '; ' . FFI::string($why) : '';
     }
 
     private static function check(FFI $ffi, int $rc, string $what): void

@@ -93,6 +93,35 @@ typedef struct srl_stats {
     uint64_t reserved[3];
 } srl_stats;
 
+typedef enum srl_store_kind {
+    SRL_STORE_SHARED = 0, SRL_STORE_ANONYMOUS = 1, SRL_STORE_LOCAL = 2, SRL_STORE_REDIS = 3
+} srl_store_kind;
+
+typedef struct srl_info {
+    srl_store_kind kind;
+    srl_policy policy;
+    srl_on_full on_full;
+    uint64_t capacity;
+    uint32_t key_display;
+    uint32_t slots_per_bucket;
+    uint64_t buckets;
+    uint64_t segment_bytes;
+    uint32_t slot_bytes;
+    uint32_t mode;
+    uint32_t owner_uid;
+    int32_t creator_pid;
+    uint64_t created_unix_ns;
+    char name[256];
+    uint64_t file_bytes;
+    srl_limits limits;
+    uint32_t state_bytes;
+    uint32_t layout_version;
+    uint64_t reserved[4];
+} srl_info;
+
+int srl_info_get(srl_limiter *lim, srl_info *out);
+int srl_mismatch_explain(const srl_config *cfg, const srl_info *segment, char *buf, size_t len);
+
 const char *srl_strerror(int code);
 
 typedef struct srl_policy_error {

@@ -417,7 +417,7 @@ static PyObject *Limiter_shared(PyObject *cls, PyObject *args, PyObject *kw)
         char why[512] = "";
         srl_limiter *seg;
         srl_info info;
-        if (srl_open_shared(name, NULL, SRL_ADOPT, &seg) == 0) {
+        if (srl_open_shared(name, &cfg, SRL_ADOPT, &seg) == 0) {   /* cfg: its trust */
             if (srl_info_get(seg, &info) == 0)
                 srl_mismatch_explain(&cfg, &info, why, sizeof why);
             srl_close(seg);

@@ -291,6 +291,8 @@ timeout 30 /usr/sbin/apache2 -d "$e2e_tmp" -f "$e2e_tmp/mismatch-k.conf" -k star
 check_eq "I: apache2 -k start itself fails (exit status), before it detaches" 1 "$?"
 check_eq "I: -k start: no server left running" absent \
   "$([ -s "$e2e_tmp/run/mismatch-k.pid" ] && kill -0 "$(cat "$e2e_tmp/run/mismatch-k.pid")" 2>/dev/null && echo running || echo absent)"
+check_eq "I: the log says what differs, both sides" 1 \
+  "$(grep -c "; policy: the segment has token_bucket:$LIMIT/1d, this config asks for token_bucket:$((LIMIT + 1))/1d" "$e2e_tmp/mismatch.log")"
 check_eq "I: -k start: the log names the mismatch" 1 \
   "$(grep -c "SrlLimiter $name (.*): cannot open the segment: segment exists with a different policy" "$e2e_tmp/mismatch-k.log")"
 check_eq "I: the states were left alone (rlctl info: allowed)" 47 "$(rlctl_count "$name" allowed)"

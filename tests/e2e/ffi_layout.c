@@ -60,6 +60,27 @@ int main(void)
     FIELD(srl_config, limits);
     FIELD(srl_config, reserved);
 
+    STRUCT(srl_info);
+    FIELD(srl_info, kind);
+    FIELD(srl_info, policy);
+    FIELD(srl_info, on_full);
+    FIELD(srl_info, capacity);
+    FIELD(srl_info, key_display);
+    FIELD(srl_info, slots_per_bucket);
+    FIELD(srl_info, buckets);
+    FIELD(srl_info, segment_bytes);
+    FIELD(srl_info, slot_bytes);
+    FIELD(srl_info, mode);
+    FIELD(srl_info, owner_uid);
+    FIELD(srl_info, creator_pid);
+    FIELD(srl_info, created_unix_ns);
+    FIELD(srl_info, name);
+    FIELD(srl_info, file_bytes);
+    FIELD(srl_info, limits);
+    FIELD(srl_info, state_bytes);
+    FIELD(srl_info, layout_version);
+    FIELD(srl_info, reserved);
+
     STRUCT(srl_stats);
     FIELD(srl_stats, capacity);
     FIELD(srl_stats, used);
@@ -88,6 +109,7 @@ int main(void)
 
     printf("srl_algorithm %zu\n", sizeof(srl_algorithm));
     printf("srl_on_full %zu\n", sizeof(srl_on_full));
+    printf("srl_store_kind %zu\n", sizeof(srl_store_kind));
 
 #define PHP_CONST(name, code, msg) printf("SrlError::%s %d\n", #name, code);
     SRL_ERRNO_MAP(PHP_CONST)

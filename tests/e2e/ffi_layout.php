@@ -8,7 +8,8 @@
 declare(strict_types=1);
 
 $ffi = FFI::load($argv[1] . '/srl_ffi.h');
-foreach (['srl_policy', 'srl_limits', 'srl_decision', 'srl_ticker', 'srl_config', 'srl_stats',
+foreach (['srl_policy', 'srl_limits', 'srl_decision', 'srl_ticker', 'srl_config', 'srl_info',
+          'srl_stats',
           'srl_policy_error', 'srl_lease'] as $t) {
     $type = $ffi->type($t);
     printf("%s %d\n", $t, FFI::sizeof($type));
@@ -16,7 +17,7 @@ foreach (['srl_policy', 'srl_limits', 'srl_decision', 'srl_ticker', 'srl_config'
         printf("%s.%s %d\n", $t, $f, $type->getStructFieldOffset($f));
     }
 }
-foreach (['srl_algorithm', 'srl_on_full'] as $t) {
+foreach (['srl_algorithm', 'srl_on_full', 'srl_store_kind'] as $t) {
     printf("%s %d\n", $t, FFI::sizeof($ffi->type($t)));
 }
 

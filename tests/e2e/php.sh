@@ -144,6 +144,12 @@ check_eq "4: another policy on the segment: SrlException code (SRL_EMISMATCH)" -
   "$(php_err '$s = new Srl(getenv("SRL_NAME"), "token_bucket:21/1d", 1024)')"
 check_eq "4: another capacity on the segment: SRL_EMISMATCH" -9 \
   "$(php_err '$s = new Srl(getenv("SRL_NAME"), "token_bucket:20/1d", 999999)')"
+check_eq "4: the mismatch says what differs, both sides" \
+  "srl: open '$srl_name': segment exists with a different policy or geometry; policy: the segment has token_bucket:20/1d, this config asks for token_bucket:21/1d" \
+  "$(SRL_NAME="$srl_name" LD_LIBRARY_PATH="$SRL_LIBDIR" as_worker php -n -d extension=ffi -d ffi.enable=1 -r '
+    require getenv("SRL_PHP_DIR") . "/Srl.php";
+    try { new Srl(getenv("SRL_NAME"), "token_bucket:21/1d", 1024); }
+    catch (SrlException $e) { echo explode(" (use", $e->getMessage())[0], "\n"; }')"
 check_eq "4: a bad policy: SRL_EPOLICY" -2 "$(php_err '$s = new Srl(getenv("SRL_NAME"), "token_bucket:20/1parsec", 1024)')"
 check_eq "4: cost above the permits: SRL_ECOST" -3 \
   "$(php_err '(new Srl(getenv("SRL_NAME"), "token_bucket:20/1d", 1024))->acquire("k4", 21)')"
