@@ -183,8 +183,8 @@ static void print_per_decision(const struct report *R)
     printf("\n### Two limits in one decision (token_bucket + gcra, all or nothing)\n\n");
     printf("The allow token bucket alone, and as a compound with the allow GCRA "
            "(\"token_bucket:1e9/1h + gcra:1e9/1h\"): one slot and one lock for both, each "
-           "limit decided twice (a dry run, then the commit). Timed in the same interleaved "
-           "group.\n\n");
+           "limit decided once, committed from a copy that a denial restores. Timed in the "
+           "same interleaved group.\n\n");
     printf("| keys | dist | shared, 1 limit | shared, 2 limits | 2/1 | local, 1 limit | "
            "local, 2 limits | 2/1 |\n");
     printf("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
