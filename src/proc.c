@@ -51,12 +51,20 @@ static uint64_t pid_ns(void)
     return stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
 }
 
+/* Two /proc reads per call would be paid by every srl_enter: cached per
+ * thread (no sharing, no lock) and recomputed when the pid changes (after
+ * fork the child's copy still names the parent). */
 void srl__proc_self(struct srl__proc *p)
 {
-    p->pid = (int32_t)getpid();
-    char state;
-    p->start = stat_of(p->pid, &state);
-    p->pidns = pid_ns();
+    static _Thread_local struct srl__proc self;
+    int32_t pid = (int32_t)getpid();
+    if (self.pid != pid) {
+        char state;
+        self.start = stat_of(pid, &state);
+        self.pidns = pid_ns();
+        self.pid = pid;
+    }
+    *p = self;
 }
 
 int srl__proc_state(const struct srl__proc *p)
