@@ -8,10 +8,13 @@
  * state sits at offset 0, so a single-limit store decides through one
  * vtable call (the fast path below), with no loop and no second pass.
  *
- * All or nothing (several limits): every limit decides with commit = 0
- * first; only if all admit does each decide again with commit = 1.  Both
- * passes see the same state and now, and decide() is a pure function of
- * them, so the committing pass admits too and a denial writes no byte.
+ * All or nothing (several limits): a state of up to 256 bytes is committed
+ * limit by limit from a stack copy that a denial restores (one decide per
+ * limit); a larger one (long sliding logs) decides every limit with commit
+ * = 0 first and only if all admit does each decide again with commit = 1.
+ * decide() is a pure function of (state, now), so either way a denial
+ * leaves every byte as it was (a ban period aside, which is the point of
+ * one: see penalty.c).
  *
  * A concurrency limit (at most one per compound) takes part in srl__cmp_enter
  * only: its units need a holder.  srl__cmp_decide with commit on a compound
