@@ -209,9 +209,16 @@ void srl__conc_enter(const srl_policy *p, void *state, uint64_t now,
         report(p, state, now, 0, d);
         return;
     }
+    /* count < permits means a free entry exists in a valid state; a state
+     * damaged in the segment may say so falsely, so the search is bounded
+     * and finding none is a denial (srl_check reports the state). */
     uint32_t i = 0;
-    while (e[i].gen != 0)
-        i++;   /* terminates: count < permits means a free entry exists */
+    while (i < p->permits && e[i].gen != 0)
+        i++;
+    if (i == p->permits) {
+        report(p, state, now, 0, d);
+        return;
+    }
     /* A generation no live entry holds (after 2^32 admissions gen_seq
      * wraps; at most permits values are taken, so this ends quickly). */
     uint32_t g;

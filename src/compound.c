@@ -230,13 +230,15 @@ void srl__cmp_enter(const struct srl__compound *c, void *state, uint64_t now,
     }
     int all = dry_run(c, state, now, 1, (int32_t)k, each) && each[k].allowed;
     if (all) {
-        for (uint32_t i = 0; i < c->count; i++)
-            if (i != k)
-                srl__limit_decide(&c->limits.limit[i], (char *)state + c->off[i], now, 1, 1,
-                                  &each[i]);
-        /* Cannot deny now: a unit is free and nothing else touched it. */
+        /* The unit first: in a valid state it is free (the report said so),
+         * but a holder table damaged in the segment can claim a free entry
+         * it does not have, and then nothing may be taken at all. */
         srl__conc_enter(cp, cs, now, who, NULL, NULL, &each[k], entry, gen);
-        assert(*gen != 0);
+        if (*gen != 0)
+            for (uint32_t i = 0; i < c->count; i++)
+                if (i != k)
+                    srl__limit_decide(&c->limits.limit[i], (char *)state + c->off[i], now, 1,
+                                      1, &each[i]);
     } else {
         ban_deniers(c, state, now, (int32_t)k, each);
     }
