@@ -1418,6 +1418,36 @@ END_TEST
 
 /* A header rewritten under a live handle: the handle keeps using its
  * private geometry (no out-of-bounds access) and srl_check says so. */
+/* The header page after the header: the live counters (struct srl__shm_live,
+ * written after READY, so outside the checksum) and the unused rest.  Any
+ * bytes there are read as a hint at most: the open, the decisions and
+ * srl_check are unaffected, and srl_stats.reclaimed reports what is there. */
+START_TEST(bytes_after_the_header_are_hints_never_trusted)
+{
+    guard(60);
+    srl_config cfg = config(SRL_TOKEN_BUCKET, 3, 64, 0);
+    const char *name = make_segment("live", &cfg);
+    unsigned char junk[SRL__SHM_HEADER_BYTES - sizeof(struct srl__shm_header)];
+    memset(junk, 0xff, sizeof junk);
+    shm_poke(name, sizeof(struct srl__shm_header), junk, sizeof junk);
+    srl_limiter *lim;
+    ck_assert_int_eq(srl_open_shared(name, &cfg, 0, &lim), 0);
+    srl_stats st;
+    ck_assert_int_eq(srl_stats_get(lim, &st), 0);
+    ck_assert_uint_eq(st.reclaimed, UINT64_MAX);   /* shown as found, nothing derived */
+    srl_decision d;
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(srl_acquire(lim, "k", 1, 1, &d), 0);
+        ck_assert_int_eq(d.allowed, 1);
+    }
+    ck_assert_int_eq(srl_acquire(lim, "k", 1, 1, &d), 0);
+    ck_assert_int_eq(d.allowed, 0);
+    ck_assert_int_eq(srl_check(lim, NULL, NULL), 0);
+    srl_close(lim);
+    ck_assert_int_eq(srl_unlink(name), 0);
+}
+END_TEST
+
 START_TEST(a_header_rewritten_under_a_live_handle_is_reported_and_never_followed)
 {
     guard(60);
@@ -1560,6 +1590,7 @@ static Suite *suite(void)
     tcase_add_test(tc, another_users_segment_is_eacces_for_every_opener_root_included_unless_its_owner_is_named);
     tcase_add_test(tc, a_world_writable_segment_is_eacces_unless_the_opener_asked_for_that_mode);
     tcase_add_loop_test(tc, random_bytes_over_the_table_never_crash_hang_or_read_out_of_bounds, 0, 5);
+    tcase_add_test(tc, bytes_after_the_header_are_hints_never_trusted);
     tcase_add_test(tc, srl_check_reports_each_documented_kind_of_table_damage_exactly_once);
     tcase_add_test(tc, a_sliding_log_count_beyond_permits_does_not_stall_its_bucket);
     tcase_add_test(tc, random_bytes_over_a_bucket_mutex_give_a_bounded_error_never_a_crash_or_a_hang);
