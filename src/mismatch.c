@@ -3,8 +3,8 @@
  * refuses a config with SRL_EMISMATCH.
  *
  * It compares exactly what the segment open compares (shm_segment.c,
- * validate): the canonical limits, the capacity rounded up to whole
- * buckets, and key_display.  Pure: no segment is touched, the caller
+ * validate): the canonical limits, the capacity in whole buckets (from
+ * srl__shm_geometry, as the open computes it), and key_display.  Pure: no segment is touched, the caller
  * brings the segment's srl_info (an open with SRL_ADOPT).
  */
 #include <stdarg.h>
@@ -75,7 +75,12 @@ int srl_mismatch_explain(const srl_config *cfg, const srl_info *seg, char *buf, 
         say(&o, "policy: the segment has %s, this config asks for %s (use the segment's policy, "
                 "or another segment name, or destroy it: its keys start fresh)", a, b);
     }
-    uint64_t slots = (cfg->capacity + SRL__SHM_SLOTS - 1) / SRL__SHM_SLOTS * SRL__SHM_SLOTS;
+    /* The slots cfg would get: the open's own geometry, not a copy of its rounding. */
+    struct srl__shm g;
+    memset(&g, 0, sizeof g);
+    if (srl__shm_geometry(&g, cfg) != 0)
+        return SRL_EINVAL;
+    uint64_t slots = g.buckets * SRL__SHM_SLOTS;
     if (slots != seg->capacity)
         say(&o, "capacity: the segment holds %llu slots, this config asks for %llu keys (%llu "
                 "slots in buckets of %u): ask for %llu, or make a new segment",

@@ -19,7 +19,7 @@ int rlctl_detail_load(srl_limiter *lim, const srl_info *in, const void *key, siz
                       rlctl_detail *out)
 {
     memset(out, 0, sizeof *out);
-    if (in->limits.count <= 1 && in->policy.algorithm != SRL_CONCURRENCY)
+    if (in->limits.count <= 1 && !rlctl_has_units(in))
         return 0;   /* one rate limit: the decision says it all */
     out->state = calloc(1, in->state_bytes ? in->state_bytes : 1);
     if (out->state == NULL)
