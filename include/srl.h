@@ -234,6 +234,8 @@ SRL_API const char *srl_algorithm_name(srl_algorithm a);
 /* srl_decision.flags */
 #define SRL_DECISION_UNTRACKED 0x1u /* table full: decided by on_full, not by a state */
 #define SRL_DECISION_DEGRADED 0x2u  /* lock timed out: decided by on_full, see srl_acquire */
+#define SRL_DECISION_LOCAL 0x4u     /* tiered: a denial answered by the host's
+                                       memory of the fleet's, no round trip */
 
 typedef struct srl_decision {
     int allowed;              /* 1 allowed, 0 denied */
@@ -564,6 +566,54 @@ SRL_API int srl_open_local(const srl_config *cfg, srl_limiter **out);
  */
 SRL_API int srl_open_redis(const char *uri, const srl_config *cfg, srl_limiter **out);
 
+/*
+ * The fleet's limit on Redis with the host in front: srl_open_redis(uri,
+ * cfg) decides, and the host's shared segment shm_name (/dev/shm/NAME,
+ * opened as srl_open_shared(shm_name, ..., flags) opens it: same names,
+ * flags, owner and mode rules) remembers, per key, "denied by the fleet
+ * for cost c until T".  Until T every worker of the host that asks for
+ * that key with a cost >= c is answered on the host: denied, remaining 0,
+ * retry_after_ns = T - now (reset_after_ns the same, a lower bound),
+ * flags SRL_DECISION_LOCAL, without a round trip.  A smaller cost, a key
+ * without a ban and any request after T go to Redis.
+ *
+ *   - T = the host's monotonic time read before the request was sent plus
+ *     Redis's retry_after: the ban ends no later than Redis's own denial
+ *     (the server decided after the read), so clock skew between hosts
+ *     plays no part.  The host only ever denies: every admission is
+ *     Redis's, so the fleet never admits more than the limit.  A local
+ *     denial is one Redis would give too, except after a refund or a reset
+ *     made on another host (which this host does not hear of: it keeps
+ *     denying until T, never longer than Redis's retry_after).
+ *   - srl_reset_key and srl_refund act on Redis and clear this host's
+ *     memory of the key; rlctl reset on the host segment clears it alone.
+ *   - Redis slow or down: as srl_open_redis (SRL_ETIMEDOUT or SRL_ESYS,
+ *     on_full's answer flagged SRL_DECISION_DEGRADED); bans already
+ *     remembered are still answered locally.  A degraded answer is never
+ *     remembered.  A full host table remembers nothing more (those keys
+ *     go to Redis each time); a host lock error skips the host.
+ *   - srl_stats_get: Redis's counters (allowed, denied: all hosts) plus
+ *     local_denied, this host segment's local answers (every worker of the
+ *     host), capacity, used, evicted, recovered and timeouts of the host
+ *     segment.  srl_info: kind SRL_STORE_TIERED, the policy, on_full and
+ *     key_display of the Redis store, name, capacity and the geometry
+ *     fields of the host segment.
+ *   - srl_peek answers locally likewise, else asks Redis; srl_foreach walks
+ *     Redis's keys; srl_evict_idle drops the host's ended bans; srl_check
+ *     checks the host segment; srl_enter/srl_leave/srl_key_state:
+ *     SRL_ENOTSUP, as on Redis.
+ *
+ * The host segment is an ordinary segment of policy
+ * "gcra:1/3660d,penalty=3660d" (docs/design.md, "The host tier"): rlctl
+ * list/get/reset on it show a banned key as denied with its retry_after
+ * and clear a ban.  cfg: as srl_open_redis (not NULL); capacity, mode,
+ * owner_uid, key_display and lock_timeout_ms also make the host segment.
+ * Errors: those of srl_open_redis and of srl_open_shared.  Without hiredis:
+ * SRL_ENOTSUP.
+ */
+SRL_API int srl_open_tiered(const char *shm_name, const char *uri, const srl_config *cfg,
+                            unsigned flags, srl_limiter **out);
+
 /* 0 if uri is one srl_open_redis accepts, else SRL_EINVAL with why[]
  * (NUL-terminated, truncated to whylen; may be NULL) naming the bad part,
  * e.g. "redis uri: port must be 1..65535, not '99999'".  Parses only: no
@@ -708,7 +758,10 @@ typedef struct srl_stats {
     uint64_t timeouts;        /* lock waits that timed out */
     uint64_t reclaimed;       /* in-flight units freed because their holder died
                                  or held them past max_hold */
-    uint64_t reserved[3];     /* room to grow; zeroed */
+    uint64_t local_denied;    /* tiered: denials answered by the host segment
+                                 (SRL_DECISION_LOCAL), every worker of the host;
+                                 0 for every other store */
+    uint64_t reserved[2];     /* room to grow; zeroed */
 } srl_stats;
 
 /* Sum the per-bucket counters (no shared counter exists on the hot path). */
@@ -716,7 +769,8 @@ SRL_API int srl_stats_get(srl_limiter *lim, srl_stats *out);
 
 typedef enum srl_store_kind {
     SRL_STORE_SHARED = 0, SRL_STORE_ANONYMOUS = 1, SRL_STORE_LOCAL = 2,
-    SRL_STORE_REDIS = 3       /* srl_open_redis; name holds the key prefix */
+    SRL_STORE_REDIS = 3,      /* srl_open_redis; name holds the key prefix */
+    SRL_STORE_TIERED = 4      /* srl_open_tiered; name holds the host segment */
 } srl_store_kind;
 
 typedef struct srl_info {

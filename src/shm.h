@@ -336,6 +336,16 @@ int srl__shm_leave(srl_limiter *lim, srl_lease *lease);
 int srl__shm_key_state(srl_limiter *lim, const void *key, size_t len, void *buf);
 int srl__shm_refund(srl_limiter *lim, const void *key, size_t len, uint32_t cost);
 int64_t srl__shm_evict_idle(srl_limiter *lim);
+/* For a store layered on a segment (tiered.c): call fn on key's state under
+ * its bucket lock and undo record, with the segment's `now`.  insert: a
+ * missing key is inserted fresh first (as srl_acquire would); else a
+ * missing key is SRL_ENOENT and fn is not called.  fn returns 1 if it
+ * answered the key as a denial (counted as one, per bucket and per key), 0
+ * otherwise (not counted).  Returns 0, SRL_ENOENT, SRL_ENOSPC (insert into
+ * a full table), or a lock error (SRL_ETIMEDOUT, ...). */
+typedef int (*srl__shm_apply_fn)(void *state, uint64_t now, void *ctx);
+int srl__shm_apply(srl_limiter *lim, const void *key, size_t len, int insert,
+                   srl__shm_apply_fn fn, void *ctx);
 int64_t srl__shm_foreach(srl_limiter *lim, srl_foreach_fn fn, void *ctx);
 /* shm_check.c: the invariant checker (srl_check). */
 int64_t srl__shm_check(srl_limiter *lim, srl_report_fn fn, void *ctx);

@@ -186,13 +186,28 @@ static void count(struct srl__shm *s, uint64_t b, unsigned i, const srl_decision
 struct shm_req {
     uint32_t cost;
     srl_lease *lease;
+    srl__shm_apply_fn apply;        /* srl__shm_apply: fn instead of a decision */
+    void *ctx;
 };
+
+/* Count rq's outcome: a decision always; an apply only when it says so
+ * (d->allowed = 0: it answered the key as a denial). */
+static void count_req(struct srl__shm *s, uint64_t b, unsigned i, const struct shm_req *rq,
+                      const srl_decision *d)
+{
+    if (rq->apply == NULL || !d->allowed)
+        count(s, b, i, d);
+}
 
 /* Decide rq on the state of b/i at now (bucket b locked, undo record open). */
 static void decide_state(struct srl__shm *s, uint64_t b, unsigned i, uint64_t now,
                          const struct shm_req *rq, srl_decision *d)
 {
     void *state = srl__shm_slot_state(s, b, i);
+    if (rq->apply != NULL) {
+        d->allowed = !rq->apply(state, now, rq->ctx);
+        return;
+    }
     if (rq->lease == NULL) {
         srl__cmp_decide(&s->lim.cmp, state, now, rq->cost, 1, d);
         return;
@@ -220,7 +235,7 @@ static void decide_slot(struct srl__shm *s, uint64_t b, unsigned i, const struct
     uint64_t now = srl__now(&s->lim);
     decide_state(s, b, i, now, rq, d);
     srl__shm_undo_end(s, b);
-    count(s, b, i, d);
+    count_req(s, b, i, rq, d);
 }
 
 #ifdef SRL_MUTANTS
@@ -288,7 +303,7 @@ static void insert(struct srl__shm *s, uint64_t b, unsigned i, const struct srl_
          * also checks the holder's pid). */
         srl__conc_seed(srl__cmp_conc_state(&s->lim.cmp, state), randombytes_random());
     decide_state(s, b, i, now, rq, d);
-    count(s, b, i, d);
+    count_req(s, b, i, rq, d);
     srl__shm_tag_store(srl__shm_bucket(s, b), i, k->tag);
 }
 
@@ -705,6 +720,10 @@ static int decide_key(srl_limiter *lim, const void *key, size_t len, const struc
          * other (in b1, whose lock we hold), plus once in `full`. */
         struct srl__shm_bucket *bk = srl__shm_bucket(s, k.b1);
         srl__decide_on_full(lim, SRL_DECISION_UNTRACKED, d);
+        if (rq->apply != NULL) {   /* not a decision: nothing to count */
+            unlock_pair(s, &k);
+            return SRL_ENOSPC;
+        }
         SRL__SHM_COUNT(bk->full, 1);
         if (d->allowed)
             SRL__SHM_COUNT(bk->allowed, 1);
@@ -721,14 +740,14 @@ static int decide_key(srl_limiter *lim, const void *key, size_t len, const struc
 int srl__shm_acquire(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
                      srl_decision *d)
 {
-    struct shm_req rq = {cost, NULL};
+    struct shm_req rq = {cost, NULL, NULL, NULL};
     return decide_key(lim, key, len, &rq, d);
 }
 
 int srl__shm_enter(srl_limiter *lim, const void *key, size_t len, srl_lease *lease,
                    srl_decision *d)
 {
-    struct shm_req rq = {1, lease};
+    struct shm_req rq = {1, lease, NULL, NULL};
     return decide_key(lim, key, len, &rq, d);
 }
 
@@ -787,6 +806,29 @@ int srl__shm_leave(srl_limiter *lim, srl_lease *lease)
     srl__shm_undo_end(s, b);
     srl__shm_unlock(s, b);
     return rc;
+}
+
+int srl__shm_apply(srl_limiter *lim, const void *key, size_t len, int insert,
+                   srl__shm_apply_fn fn, void *ctx)
+{
+    srl_decision d;
+    if (insert) {
+        struct shm_req rq = {1, NULL, fn, ctx};
+        return decide_key(lim, key, len, &rq, &d);
+    }
+    struct srl__shm *s = lim->impl;
+    struct srl__shm_key k;
+    uint64_t b;
+    int i;
+    int rc = locate(s, key, len, &k, &b, &i);
+    if (rc != 0)
+        return rc;
+    if (i < 0)
+        return SRL_ENOENT;
+    struct shm_req rq = {1, NULL, fn, ctx};
+    decide_slot(s, b, (unsigned)i, &rq, &d);
+    srl__shm_unlock(s, b);
+    return 0;
 }
 
 int srl__shm_peek(srl_limiter *lim, const void *key, size_t len, uint32_t cost,

@@ -57,5 +57,14 @@ int srl__shm_open_test(const char *name, const srl_config *cfg, unsigned flags,
  * is not local or unknown flags. */
 int srl__local_set_broken(srl_limiter *lim, unsigned flags);
 
+/* The tiered store (src/tiered.c).  Each breaks one rule of its design. */
+#define SRL__TIERED_TEST_ANY_COST 0x1u    /* a ban answers every cost, smaller ones too */
+#define SRL__TIERED_TEST_RESET_KEEPS 0x2u /* reset and refund leave the host's ban */
+#define SRL__TIERED_TEST_LOCAL_ALLOW 0x4u /* after an admission with remaining > 0, admit
+                                             the handle's next request on the host */
+#define SRL__TIERED_TEST_NO_MEMORY 0x8u   /* Redis's denials are not remembered */
+/* Switch them on (SRL_EINVAL for a limiter that is not tiered). */
+int srl__tiered_set_test_flags(srl_limiter *lim, unsigned flags);
+
 #endif /* SRL_MUTANTS */
 #endif
