@@ -90,11 +90,13 @@ typedef struct srl_stats {
     uint64_t evicted;
     uint64_t timeouts;
     uint64_t reclaimed;
-    uint64_t reserved[3];
+    uint64_t local_denied;
+    uint64_t reserved[2];
 } srl_stats;
 
 typedef enum srl_store_kind {
-    SRL_STORE_SHARED = 0, SRL_STORE_ANONYMOUS = 1, SRL_STORE_LOCAL = 2, SRL_STORE_REDIS = 3
+    SRL_STORE_SHARED = 0, SRL_STORE_ANONYMOUS = 1, SRL_STORE_LOCAL = 2, SRL_STORE_REDIS = 3,
+    SRL_STORE_TIERED = 4
 } srl_store_kind;
 
 typedef struct srl_info {
@@ -140,6 +142,8 @@ void srl_config_init(srl_config *cfg);
 int srl_open_shared(const char *name, const srl_config *cfg, unsigned flags,
                     srl_limiter **out);
 int srl_open_redis(const char *uri, const srl_config *cfg, srl_limiter **out);
+int srl_open_tiered(const char *shm_name, const char *uri, const srl_config *cfg,
+                    unsigned flags, srl_limiter **out);
 int srl_redis_uri_check(const char *uri, char *why, size_t whylen);
 void srl_close(srl_limiter *lim);
 int srl_unlink(const char *name);

@@ -651,7 +651,8 @@ static PyObject *Limiter_stats(PyObject *op, PyObject *unused)
         dict_set_u64(d, "allowed", s.allowed) < 0 || dict_set_u64(d, "denied", s.denied) < 0 ||
         dict_set_u64(d, "full", s.full) < 0 || dict_set_u64(d, "recovered", s.recovered) < 0 ||
         dict_set_u64(d, "reset_slots", s.reset_slots) < 0 ||
-        dict_set_u64(d, "evicted", s.evicted) < 0 || dict_set_u64(d, "timeouts", s.timeouts) < 0) {
+        dict_set_u64(d, "evicted", s.evicted) < 0 || dict_set_u64(d, "timeouts", s.timeouts) < 0 ||
+        dict_set_u64(d, "local_denied", s.local_denied) < 0) {
         Py_DECREF(d);
         return NULL;
     }
@@ -690,10 +691,10 @@ static PyObject *Limiter_get_policy(PyObject *op, void *c)
 
 static PyObject *Limiter_get_kind(PyObject *op, void *c)
 {
-    static const char *const kinds[] = {"shared", "anonymous", "local", "redis"};
+    static const char *const kinds[] = {"shared", "anonymous", "local", "redis", "tiered"};
     unsigned k = (unsigned)((LimiterObject *)op)->kind;
     (void)c;
-    return PyUnicode_FromString(k < 4 ? kinds[k] : "unknown");
+    return PyUnicode_FromString(k < sizeof kinds / sizeof kinds[0] ? kinds[k] : "unknown");
 }
 
 static PyObject *Limiter_get_closed(PyObject *op, void *c)
@@ -755,7 +756,7 @@ static PyMethodDef Limiter_methods[] = {
 
 static PyGetSetDef Limiter_getset[] = {
     {.name = "policy", .get = Limiter_get_policy, .doc = "canonical text of the policy"},
-    {.name = "kind", .get = Limiter_get_kind, .doc = "'shared', 'anonymous', 'local' or 'redis'"},
+    {.name = "kind", .get = Limiter_get_kind, .doc = "'shared', 'anonymous', 'local', 'redis' or 'tiered'"},
     {.name = "closed", .get = Limiter_get_closed, .doc = "True after close()"},
     {.name = NULL},
 };
@@ -907,6 +908,7 @@ PyMODINIT_FUNC PyInit__srl(void)
             goto fail;
     if (add_int(m, "FLAG_UNTRACKED", SRL_DECISION_UNTRACKED) < 0 ||
         add_int(m, "FLAG_DEGRADED", SRL_DECISION_DEGRADED) < 0 ||
+        add_int(m, "FLAG_LOCAL", SRL_DECISION_LOCAL) < 0 ||
         add_int(m, "KEY_MAX", SRL_KEY_MAX) < 0)
         goto fail;
     return m;

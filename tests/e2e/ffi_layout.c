@@ -92,6 +92,7 @@ int main(void)
     FIELD(srl_stats, evicted);
     FIELD(srl_stats, timeouts);
     FIELD(srl_stats, reclaimed);
+    FIELD(srl_stats, local_denied);
     FIELD(srl_stats, reserved);
 
     STRUCT(srl_policy_error);
