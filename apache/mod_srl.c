@@ -12,8 +12,9 @@
  *                      quote it);
  *                      policy_name: the name in RateLimit-Policy/RateLimit
  *                      (default NAME without its "/"); redis=URI: the
- *                      limiter is the Redis store at URI (srl_open_redis,
- *                      one limit for every host), not a segment
+ *                      limit is decided by the Redis store at URI (one
+ *                      limit for every host), with the segment NAME as the
+ *                      host tier in front (srl_open_tiered)
  *   SrlOnFull allow|deny
  *                      main server only: what a full table (or a stuck lock)
  *                      decides for limiters without on_full= (default allow)
@@ -89,7 +90,10 @@
  * as a warning.  The parent's health pass skips Redis limiters (the
  * parent must never wait on the network).  The uri may hold a password:
  * it is never logged (messages name the limiter and its config line).
- * No host tier yet: redis= is the Redis store alone.
+ * The host tier: the limiter is srl_open_tiered(NAME, URI): the segment
+ * NAME (created and handed to the worker user as any other) remembers
+ * the fleet's denials, so an abusive key is answered in the child without
+ * a round trip (SRL_DECISION_LOCAL; counted in srl_stats.local_denied).
  *
  * Metrics.  `SetHandler srl-metrics` in a <Location> serves every
  * limiter's counters as Prometheus text, like mod_status: the same series
@@ -483,7 +487,8 @@ static const char *open_remedy(const srl_ap_limiter *l, int rc)
         switch (rc) {
         case SRL_EMISMATCH:
             return " (another policy is stored under the uri's prefix: use another prefix=, "
-                   "or give every host the same policy)";
+                   "or give every host the same policy; or the segment NAME, the host "
+                   "tier, exists as another limiter's: `rlctl destroy NAME`)";
         case SRL_EACCES:
             return " (the Redis server refused the uri's user or password)";
         case SRL_ETIMEDOUT:
@@ -570,7 +575,7 @@ static void limiter_config(const srl_ap_registry *reg, const srl_ap_limiter *l, 
 /* What a limiter is, for messages (never the uri: it may hold a password). */
 static const char *store_what(const srl_ap_limiter *l)
 {
-    return l->redis != NULL ? "its Redis store" : "the segment";
+    return l->redis != NULL ? "its Redis store and host segment" : "the segment";
 }
 
 /* After SRL_EMISMATCH on a segment: what differs, from the segment's own
@@ -622,7 +627,7 @@ static int open_limiter(apr_pool_t *pconf, server_rec *s, const srl_ap_registry 
     srl_config cfg;
     limiter_config(reg, l, &cfg);
 
-    int rc = l->redis != NULL ? srl_open_redis(l->redis, &cfg, &l->lim)
+    int rc = l->redis != NULL ? srl_open_tiered(l->name, l->redis, &cfg, SRL_CREATE, &l->lim)
                               : srl_open_shared(l->name, &cfg, SRL_CREATE, &l->lim);
     if (rc != 0) {
         ap_log_error(APLOG_MARK, APLOG_EMERG, rc == SRL_ESYS ? errno : 0, s,
@@ -644,7 +649,7 @@ static int open_limiter(apr_pool_t *pconf, server_rec *s, const srl_ap_registry 
         return HTTP_INTERNAL_SERVER_ERROR;
     }
     l->policy_header = apr_pstrdup(pconf, buf);
-    return l->redis != NULL ? OK : hand_to_worker(pconf, s, l);
+    return hand_to_worker(pconf, s, l);   /* a tiered limiter's host segment too */
 }
 
 static int srl_post_config(apr_pool_t *pconf, apr_pool_t *plog, apr_pool_t *ptemp,
@@ -673,8 +678,9 @@ static int srl_post_config(apr_pool_t *pconf, apr_pool_t *plog, apr_pool_t *ptem
         char pol[SRL_LIMITS_TEXT_MAX];
         srl_limits_format(&l->limits, pol, sizeof pol);
         if (l->redis != NULL)
-            ap_log_error(APLOG_MARK, APLOG_INFO, 0, s, "SrlLimiter %s: %s, Redis store, open",
-                         l->name, pol);
+            ap_log_error(APLOG_MARK, APLOG_INFO, 0, s,
+                         "SrlLimiter %s: %s, Redis store with host segment %s, open", l->name,
+                         pol, l->name);
         else
             ap_log_error(APLOG_MARK, APLOG_INFO, 0, s,
                          "SrlLimiter %s: %s, %" APR_UINT64_T_FMT " keys, open", l->name, pol,

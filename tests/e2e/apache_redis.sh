@@ -14,8 +14,13 @@
 #      9..0 across the hosts, 429s with Retry-After one token, RateLimit-Policy
 #   B  30 requests for one key held open at once, 15 per host: exactly 10
 #      admitted fleet-wide, every refusal a 429 with Retry-After
-#   C  rlctl info URI: allowed and denied of A + B exactly; rlctl list URI
-#      has the two keys, neither with a permit left
+#   C  rlctl info URI: allowed of A + B exactly, and Redis's denials plus
+#      the host segments' local answers (rlctl info fleet1/fleet2: denied)
+#      their denials exactly; rlctl list URI has the two keys, neither with
+#      a permit left
+#   L  the host tier: 5 more requests for B's key on each host are all 429
+#      with Retry-After, answered on the hosts (no EVALSHA reaches Redis,
+#      INFO commandstats) and counted in the host segments
 #   D  Redis stopped (SIGSTOP): a request is answered 429 by on_full=deny
 #      within the timeout, the error log says so; resumed (SIGCONT): a new
 #      key is admitted again
@@ -32,7 +37,7 @@ LIMIT=10
 TOKEN_S=8640              # 1d / 10
 e2e_tmpdir apache-redis
 base=$e2e_tmp
-e2e_segments+=(/fleet1 /fleet2)   # none should exist; a broken mod_srl would make them
+e2e_segments+=(/fleet1 /fleet2)   # the host tiers' segments, named after the limiters
 started=$(date +%s)
 redis_start
 uri="unix://$redis_sock?prefix=e2e-ap&timeout_ms=300"
@@ -124,11 +129,25 @@ check_eq "B: every 429 has a Retry-After" $((30 - LIMIT)) \
 
 # --- C: rlctl on the uri agrees
 check_eq "C: rlctl info URI: allowed" $((2 * LIMIT)) "$(rlctl_count "$uri" allowed)"
-check_eq "C: rlctl info URI: denied" $((2 + 30 - LIMIT)) "$(rlctl_count "$uri" denied)"
+local1=$(rlctl_count fleet1 denied); local2=$(rlctl_count fleet2 denied)
+check_eq "C: Redis's denials + the hosts' local answers" $((2 + 30 - LIMIT)) \
+  "$(( $(rlctl_count "$uri" denied) + local1 + local2 ))"
+check_range "C: ... of which answered on the hosts (A's last request at least)" 1 \
+  $((2 + 30 - LIMIT - 2)) $((local1 + local2))
 check_eq "C: rlctl list URI: the two keys, nothing available" "hold-B 0
 seq-A 0" "$("$SRL_RLCTL" list "$uri" --json | python3 -c '
 import json, sys
 print("\n".join(sorted("%s %d" % (k["key"], k["available"]) for k in json.load(sys.stdin)["keys"])))')"
+
+# --- L: the host tier answers a banned key without Redis
+evalsha() { rcli INFO commandstats | sed -n 's/^cmdstat_evalsha:calls=\([0-9]*\),.*/\1/p'; }
+calls=$(evalsha)
+l=$( { on "$port1" seq 5 /x "X-Key: hold-B"; on "$port2" seq 5 /x "X-Key: hold-B"; } )
+check_eq "L: 10 more requests for B's key: 429" 10 "$(count_status 429 "$l")"
+check_eq "L: ... each with a Retry-After" 10 "$(awk -F'\t' '$2 ~ /^[0-9]+$/' <<<"$l" | wc -l)"
+check_eq "L: ... none reached Redis (EVALSHA calls)" "$calls" "$(evalsha)"
+check_eq "L: ... counted by the host segments" $((local1 + local2 + 10)) \
+  "$(( $(rlctl_count fleet1 denied) + $(rlctl_count fleet2 denied) ))"
 
 # --- D: Redis stopped, then resumed
 kill -STOP "$redis_pid"
@@ -154,7 +173,7 @@ check_eq "E: another policy under the prefix: apache2 -k start exit status" 1 "$
 check_eq "E: no server left running" absent \
   "$([ -s "$base/run/check.pid" ] && kill -0 "$(cat "$base/run/check.pid")" 2>/dev/null && echo running || echo absent)"
 check_eq "E: the log names the mismatch and the remedy" 1 \
-  "$(grep -c "SrlLimiter fleet1 (.*): cannot open its Redis store: segment exists with a different policy or geometry (another policy is stored under the uri's prefix" "$base/mismatch.log")"
+  "$(grep -c "SrlLimiter fleet1 (.*): cannot open its Redis store and host segment: segment exists with a different policy or geometry (another policy is stored under the uri's prefix" "$base/mismatch.log")"
 check_eq "E: the log does not hold the uri" 0 "$(grep -c "$redis_sock" "$base/mismatch.log")"
 check_eq "E: the states were left alone (rlctl info URI: allowed)" "$allowed" \
   "$(rlctl_count "$uri" allowed)"
