@@ -604,9 +604,11 @@ SRL_API int srl_open_redis(const char *uri, const srl_config *cfg, srl_limiter *
  *     SRL_ENOTSUP, as on Redis.
  *
  * The host segment is an ordinary segment of policy
- * "gcra:1/3660d,penalty=3660d" (docs/design.md, "The host tier"): rlctl
- * list/get/reset on it show a banned key as denied with its retry_after
- * and clear a ban.  cfg: as srl_open_redis (not NULL); capacity, mode,
+ * "gcra:1/3660d,penalty=3660d" (docs/design.md, "The host tier") whose
+ * keys are "P:key", P the uri's key prefix (so limiters of two prefixes
+ * may share one host segment): rlctl list/get/reset on it show a banned
+ * key as denied with its retry_after and clear a ban.  Two Redis servers
+ * (or dbs) with the same prefix must not share a host segment.  cfg: as srl_open_redis (not NULL); capacity, mode,
  * owner_uid, key_display and lock_timeout_ms also make the host segment.
  * Errors: those of srl_open_redis and of srl_open_shared.  Without hiredis:
  * SRL_ENOTSUP.

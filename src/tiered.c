@@ -16,6 +16,9 @@
  *            the ban's eviction);
  *     until  the penalty's end: T, the end of the fleet's denial in host
  *            time.
+ *   A key's entry in the host segment is named "P:key", P the Redis key
+ *   prefix: limiters of two prefixes (two fleets, two policies) may share a
+ *   host segment without one's bans answering the other's keys.
  *   Read with the segment's own semantics (rlctl list/get on it) a ban is a
  *   key denied with retry_after T - now, at rest at T, valid while
  *   T <= now + 3660d: eviction, crash repair and srl_check need nothing new.
@@ -39,6 +42,7 @@
  *   Redis store's connection mutex, never both at once (the host is asked,
  *   released, then Redis is asked, then the host is written).
  */
+#include "redis_uri.h"
 #include "shm.h"
 
 #include <stdlib.h>
@@ -53,10 +57,15 @@ struct ban {
     uint64_t until;
 };
 
+/* The longest host key: "P:" then the key. */
+#define HOST_KEY_MAX (SRL__REDIS_PREFIX_MAX + 1 + SRL_KEY_MAX)
+
 struct tiered {
     srl_limiter lim;            /* first: the facade's head */
     srl_limiter *redis;
     srl_limiter *host;
+    size_t plen;                /* bytes of prefix[] used */
+    char prefix[SRL__REDIS_PREFIX_MAX + 1];   /* "P:", not NUL-terminated */
 #ifdef SRL_MUTANTS
     unsigned test_flags;        /* SRL__TIERED_TEST_* (testhooks.h) */
     uint32_t credit;            /* SRL__TIERED_TEST_LOCAL_ALLOW's admissions */
@@ -64,6 +73,14 @@ struct tiered {
 };
 
 static struct tiered *tr_of(srl_limiter *lim) { return lim->impl; }
+
+/* key's name in the host segment, "P:key", in buf[HOST_KEY_MAX]; its length. */
+static size_t host_key(const struct tiered *t, const void *key, size_t len, char *buf)
+{
+    memcpy(buf, t->prefix, t->plen);
+    memcpy(buf + t->plen, key, len);
+    return t->plen + len;
+}
 
 static inline unsigned test_flags(const struct tiered *t)
 {
@@ -103,7 +120,9 @@ static int host_answer(struct tiered *t, const void *key, size_t len, uint32_t c
                        srl_decision *d)
 {
     struct ask a = {cost, count, SRL__MUTANT(test_flags(t), SRL__TIERED_TEST_ANY_COST), 0};
-    if (srl__shm_apply(t->host, key, len, 0, ask_fn, &a) != 0 || a.left == 0)
+    char hk[HOST_KEY_MAX];
+    size_t hlen = host_key(t, key, len, hk);
+    if (srl__shm_apply(t->host, hk, hlen, 0, ask_fn, &a) != 0 || a.left == 0)
         return 0;   /* no ban, or the host is unusable: Redis decides */
     *d = (srl_decision){
         .allowed = 0,
@@ -132,7 +151,9 @@ static void host_remember(struct tiered *t, const void *key, size_t len, uint32_
 {
     uint64_t wait = d->retry_after_ns < SRL_WINDOW_MAX_NS ? d->retry_after_ns : SRL_WINDOW_MAX_NS;
     struct ban n = {cost, srl__sat_add(t0, wait)};
-    (void)srl__shm_apply(t->host, key, len, 1, remember_fn, &n);
+    char hk[HOST_KEY_MAX];
+    size_t hlen = host_key(t, key, len, hk);
+    (void)srl__shm_apply(t->host, hk, hlen, 1, remember_fn, &n);
 }
 
 /* Forget key's ban on this host: 0, or SRL_ENOENT if it had none. */
@@ -140,7 +161,10 @@ static int host_forget(struct tiered *t, const void *key, size_t len)
 {
     if (SRL__MUTANT(test_flags(t), SRL__TIERED_TEST_RESET_KEEPS))
         return SRL_ENOENT;
-    return srl_reset_key(t->host, key, len);
+    char hk[HOST_KEY_MAX];
+    size_t hlen = host_key(t, key, len, hk);
+    /* The store's own call: "P:key" may be longer than SRL_KEY_MAX. */
+    return srl__shm_reset_key(t->host, hk, hlen);
 }
 
 /* ------------------------------------------------------------ the ops */
@@ -340,8 +364,15 @@ int srl_open_tiered(const char *shm_name, const char *uri, const srl_config *cfg
     t->lim.impl = t;
     srl_config h;
     rc = srl_open_redis(uri, use, &t->redis);
+    srl_info ri;
     if (rc == 0)
+        rc = srl_info_get(t->redis, &ri);
+    if (rc == 0) {
+        t->plen = strnlen(ri.name, SRL__REDIS_PREFIX_MAX);
+        memcpy(t->prefix, ri.name, t->plen);
+        t->prefix[t->plen++] = ':';
         rc = host_config(use, t->lim.ticker, &h);
+    }
     if (rc == 0)
         rc = srl_open_shared(shm_name, &h, flags, &t->host);
     if (rc == 0)

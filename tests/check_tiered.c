@@ -462,13 +462,15 @@ static int ban_then(unsigned broken, int clear)
         ck_assert_int_eq(srl_refund(lim, "k", 1, 1), 0);
         want_allowed = 1;
     } else {
-        /* rlctl reset on the host segment: an ordinary segment, adopted. */
+        /* rlctl reset on the host segment: an ordinary segment, adopted;
+         * the key is named there with its Redis prefix ("host:k"). */
         srl_limiter *host = NULL;
         ck_assert_int_eq(srl_open_shared(name, NULL, 0, &host), 0);
-        ck_assert_int_eq(srl_peek(host, "k", 1, 1, &d), 0);   /* rlctl get: banned */
+        ck_assert_int_eq(srl_peek(host, "k", 1, 1, &d), SRL_ENOENT);
+        ck_assert_int_eq(srl_peek(host, "host:k", 6, 1, &d), 0);   /* rlctl get: banned */
         ck_assert_int_eq(d.allowed, 0);
         ck_assert_uint_gt(d.retry_after_ns, 0);
-        ck_assert_int_eq(srl_reset_key(host, "k", 1), 0);
+        ck_assert_int_eq(srl_reset_key(host, "host:k", 6), 0);
         srl_close(host);
     }
     ck_assert_int_eq(srl_acquire(lim, "k", 1, 1, &d), 0);
@@ -557,14 +559,38 @@ START_TEST(a_garbage_ban_in_the_segment_is_not_answered)
     };
     for (size_t i = 0; i < 2; i++) {
         char key[8];
-        int n = snprintf(key, sizeof key, "g%zu", i);
+        int n = snprintf(key, sizeof key, "srl:g%zu", i);   /* "P:key" */
         ck_assert_int_eq(srl__shm_apply(host, key, (size_t)n, 1, write_garbage, (void *)bad[i]), 0);
         srl_decision d;
-        ck_assert_int_eq(srl_acquire(lim, key, (size_t)n, 1, &d), 0);
+        ck_assert_int_eq(srl_acquire(lim, key + 4, (size_t)n - 4, 1, &d), 0);
         ck_assert_msg(d.allowed == 1 && d.flags == 0, "garbage %zu answered", i);
     }
     srl_close(host);
     srl_close(lim);
+    srl_unlink(name);
+    teardown_server(srv);
+}
+END_TEST
+
+/* Two fleets (prefixes) on one host segment: one's ban never answers the
+ * other's key of the same name. */
+START_TEST(two_prefixes_on_one_host_segment_keep_their_bans_apart)
+{
+    pid_t srv = setup_server();
+    srl_config cfg = gcra_cfg(1);
+    const char *name = unique_name("shared");
+    use_prefix("fleetA");
+    srl_limiter *a = open_tiered(name, uri, &cfg, 0);
+    use_prefix("fleetB");
+    srl_limiter *b = open_tiered(name, uri, &cfg, 0);
+    srl_decision d;
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(srl_acquire(a, "k", 1, 1, &d), 0);
+    ck_assert_uint_eq(d.flags, SRL_DECISION_LOCAL);
+    ck_assert_int_eq(srl_acquire(b, "k", 1, 1, &d), 0);
+    ck_assert_msg(d.allowed == 1 && d.flags == 0, "fleet B's key answered by fleet A's ban");
+    srl_close(a);
+    srl_close(b);
     srl_unlink(name);
     teardown_server(srv);
 }
@@ -603,6 +629,7 @@ int main(void)
     tcase_add_test(tc, a_ban_that_outlives_a_reset_is_caught);
     tcase_add_test(tc, redis_stopped_bans_still_answered_other_keys_degrade);
     tcase_add_test(tc, a_garbage_ban_in_the_segment_is_not_answered);
+    tcase_add_test(tc, two_prefixes_on_one_host_segment_keep_their_bans_apart);
     tcase_add_test(tc, a_segment_of_another_policy_is_refused);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
