@@ -40,14 +40,17 @@
  * is not thrown: the library still decides by the segment's on_full rule,
  * and acquire() returns that decision with 'degraded' => true.
  *
- * More than one host: with the option 'redis' => URI the limiter lives in
- * a Redis server (srl_open_redis) instead of a segment, one limit for every
- * host that opens the same server and prefix:
+ * More than one host: with the option 'redis' => URI the limit lives in a
+ * Redis server, one limit for every host that opens the same server and
+ * prefix, with the segment NAME as the host tier in front (srl_open_tiered):
+ * a key Redis denied is answered on the host until the denial ends, without
+ * a round trip ('local' => true in the decision):
  *
  *     $srl = new Srl('api', 'token_bucket:100/1m', 65536,
  *                    ['redis' => 'unix:///run/redis/redis.sock?prefix=api&timeout_ms=50']);
  *
- * NAME is then only the policy's name in the RateLimit headers.  A server
+ * NAME is then the host segment (its keys are PREFIX:KEY for rlctl) and the
+ * policy's name in the RateLimit headers.  A server
  * that is slow or down does not throw either: acquire() returns on_full's
  * decision with 'degraded' => true, after at most timeout_ms, and the
  * library reconnects by itself.  Each php-fpm worker makes its own
@@ -92,6 +95,7 @@ final class Srl
 
     private const DECISION_UNTRACKED = 0x1;
     private const DECISION_DEGRADED = 0x2;
+    private const DECISION_LOCAL = 0x4;
 
     private FFI $ffi;
     private ?FFI\CData $lim;     /* srl_limiter * */
@@ -145,9 +149,10 @@ final class Srl
      * segment with another policy or capacity throws (SRL_EMISMATCH).
      * Options: key_display (0..255), on_full ('allow' | 'deny'), mode
      * (permission bits of a created segment, default 0600), flags
-     * (Srl::CREATE, default; 0 to only open), redis (a uri: open the Redis
-     * store there instead of a segment; another policy stored under its
-     * prefix throws SRL_EMISMATCH, a bad uri SRL_EINVAL with the reason).
+     * (Srl::CREATE, default; 0 to only open), redis (a uri: the limit is
+     * decided by the Redis store there, NAME is the host tier's segment;
+     * another policy stored under its prefix, or a segment NAME of another
+     * limiter, throws SRL_EMISMATCH, a bad uri SRL_EINVAL with the reason).
      * Any other option, or a segment-only one (key_display, mode, flags)
      * with redis, throws InvalidArgumentException naming it, before
      * anything is opened.
@@ -224,7 +229,8 @@ final class Srl
                 /* the library's reason names the bad part, never the password */
                 throw new SrlException('srl: ' . FFI::string($why), SrlError::EINVAL);
             }
-            self::check($ffi, $ffi->srl_open_redis($redis, FFI::addr($cfg), FFI::addr($out)),
+            self::check($ffi, $ffi->srl_open_tiered($name, $redis, FFI::addr($cfg), self::CREATE,
+                                                    FFI::addr($out)),
                         "open redis store '$name'");
         } else {
             $rc = $ffi->srl_open_shared($name, FFI::addr($cfg), $flags, FFI::addr($out));
@@ -396,14 +402,15 @@ final class Srl
 
     /* The segment's counters (capacity, used, allowed, denied, ...,
      * reclaimed: in-flight units freed because their holder died or held
-     * them past max_hold). */
+     * them past max_hold; local_denied: with redis, the denials the host
+     * answered itself). */
     public function stats(): array
     {
         $s = $this->ffi->new('srl_stats');
         self::check($this->ffi, $this->ffi->srl_stats_get($this->handle(), FFI::addr($s)), 'stats');
         $out = [];
         foreach (['capacity', 'used', 'allowed', 'denied', 'full', 'recovered', 'reset_slots',
-                  'evicted', 'timeouts', 'reclaimed'] as $f) {
+                  'evicted', 'timeouts', 'reclaimed', 'local_denied'] as $f) {
             $out[$f] = $s->$f;
         }
         return $out;
@@ -488,6 +495,7 @@ final class Srl
             'reset' => intdiv($d->reset_after_ns + 999999999, 1000000000),
             'untracked' => ($d->flags & self::DECISION_UNTRACKED) !== 0,
             'degraded' => ($d->flags & self::DECISION_DEGRADED) !== 0,
+            'local' => ($d->flags & self::DECISION_LOCAL) !== 0,
         ];
     }
 

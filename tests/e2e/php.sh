@@ -22,8 +22,10 @@
 #      key, missing segment without CREATE) and change no count
 #   6  'redis' => URI (a redis-server of the test, unix socket): one key
 #      through fpm, the CLI, then both pools and CLI processes at once: the
-#      same exact counts and headers as on a segment, rlctl info URI agrees,
-#      the segment is untouched; a segment-only option, another policy under
+#      same exact counts and headers as on a segment, with the segment
+#      NAME-fleet as the host tier: Redis's denials plus the host's local
+#      answers (rlctl info NAME-fleet, and acquire()'s 'local') are the
+#      denials exactly; rlctl info URI agrees, 1-5's segment is untouched; a segment-only option, another policy under
 #      the prefix and a bad uri are refused; a stopped server gives on_full's
 #      degraded decision within timeout_ms, not an exception, and recovers;
 #      a killed one (SRL_ESYS) degrades too
@@ -200,14 +202,18 @@ check_eq "5: refund above the permits: SRL_ECOST" -3 "$(sed -n 6p <<<"$out")"
 check_eq "5: the refund segment is gone" absent \
   "$([ -e "/dev/shm/${refund_name#/}" ] && echo present || echo absent)"
 
-# --- 6: 'redis' => URI: the same limit, held by a Redis server
+# --- 6: 'redis' => URI: the same limit, held by a Redis server, with the
+# segment NAME as the host tier (another name than 1-5's segment)
 redis_start
 srl_redis="unix://$redis_sock?prefix=e2e-php"
+seg_name=$srl_name
+srl_name="$srl_name-fleet"
+e2e_segments+=("$srl_name" /x)
 r=$(fcgi a fleet)
 line=$(grep '^srl ' <<<"$r")
 check_eq "6: first fpm request on Redis: allowed" 1 "$(field allowed "$line")"
 check_eq "6: first fpm request on Redis: remaining" $((LIMIT - 1)) "$(field remaining "$line")"
-check_eq "6: RateLimit-Policy" "\"$srl_token\";q=$LIMIT;w=86400" "$(header RateLimit-Policy "$r")"
+check_eq "6: RateLimit-Policy" "\"$srl_token-fleet\";q=$LIMIT;w=86400" "$(header RateLimit-Policy "$r")"
 c=$(cli fleet $((LIMIT - 1)))
 check_eq "6: CLI process on Redis: admitted" $((LIMIT - 1)) "$(grep -c ' allowed=1 ' <<<"$c")"
 check_eq "6: CLI process on Redis: remaining counts down" "$(seq $((LIMIT - 2)) -1 0 | tr '\n' ' ')" \
@@ -224,10 +230,15 @@ check_eq "6: every denied fpm request answered 429" \
   "$(cat "$out"/a* "$out"/b* | grep -c '^srl .* allowed=0 ')" \
   "$(cat "$out"/a* "$out"/b* | tr -d '\r' | grep -c '^Status: 429 Too Many Requests$')"
 check_eq "6: rlctl info URI: allowed" $((2 * LIMIT)) "$(rlctl_count "$srl_redis" allowed)"
-check_eq "6: rlctl info URI: denied" $((1 + 30 - LIMIT)) "$(rlctl_count "$srl_redis" denied)"
+local6=$(rlctl_count "$srl_name" denied)
+check_eq "6: Redis's denials + the host tier's local answers" $((1 + 30 - LIMIT)) \
+  "$(( $(rlctl_count "$srl_redis" denied) + ${local6//[^0-9]/0} ))"
+check_range "6: ... of which answered on the host" 1 $((1 + 30 - LIMIT - 1)) "$local6"
+check_eq "6: ... each one an acquire() with 'local' => true" "$local6" \
+  "$(grep -c '^srl .* allowed=0 .* local=1 ' <<<"$all")"
 check_eq "6: rlctl list URI: keys" 2 \
   "$("$SRL_RLCTL" list "$srl_redis" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["visited"])')"
-check_eq "6: the segment is untouched: allowed" 40 "$(rlctl_count "$srl_name" allowed)"
+check_eq "6: the segment is untouched: allowed" 40 "$(rlctl_count "$seg_name" allowed)"
 php_redis() { # php_redis CODE: run a snippet with $u the uri, print its output
   U="$srl_redis" RPID="$redis_pid" RSOCK="$redis_sock" LD_LIBRARY_PATH="$SRL_LIBDIR" \
     as_worker php -n -d extension=ffi -d ffi.enable=1 -r '
