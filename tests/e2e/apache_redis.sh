@@ -129,20 +129,11 @@ check_eq "B: every 429 has a Retry-After" $((30 - LIMIT)) \
 
 # --- C: rlctl on the uri agrees
 check_eq "C: rlctl info URI: allowed" $((2 * LIMIT)) "$(rlctl_count "$uri" allowed)"
-# add N...: their sum, or the first that is not a count (rlctl's failure).
-add() {
-  local t=0 v
-  for v in "$@"; do
-    [[ $v =~ ^[0-9]+$ ]] || { echo "not a count: $v"; return; }
-    t=$((t + v))
-  done
-  echo "$t"
-}
 local1=$(rlctl_count fleet1 denied); local2=$(rlctl_count fleet2 denied)
 check_eq "C: Redis's denials + the hosts' local answers" $((2 + 30 - LIMIT)) \
-  "$(add "$(rlctl_count "$uri" denied)" "$local1" "$local2")"
+  "$(count_sum "$(rlctl_count "$uri" denied)" "$local1" "$local2")"
 check_range "C: ... of which answered on the hosts (A's last request at least)" 1 \
-  $((2 + 30 - LIMIT - 2)) "$(add "$local1" "$local2")"
+  $((2 + 30 - LIMIT - 2)) "$(count_sum "$local1" "$local2")"
 check_eq "C: rlctl list URI: the two keys, nothing available" "hold-B 0
 seq-A 0" "$("$SRL_RLCTL" list "$uri" --json | python3 -c '
 import json, sys
@@ -155,8 +146,8 @@ l=$( { on "$port1" seq 5 /x "X-Key: hold-B"; on "$port2" seq 5 /x "X-Key: hold-B
 check_eq "L: 10 more requests for B's key: 429" 10 "$(count_status 429 "$l")"
 check_eq "L: ... each with a Retry-After" 10 "$(awk -F'\t' '$2 ~ /^[0-9]+$/' <<<"$l" | wc -l)"
 check_eq "L: ... none reached Redis (EVALSHA calls)" "$calls" "$(evalsha)"
-check_eq "L: ... counted by the host segments" "$(add "$local1" "$local2" 10)" \
-  "$(add "$(rlctl_count fleet1 denied)" "$(rlctl_count fleet2 denied)")"
+check_eq "L: ... counted by the host segments" "$(count_sum "$local1" "$local2" 10)" \
+  "$(count_sum "$(rlctl_count fleet1 denied)" "$(rlctl_count fleet2 denied)")"
 
 # --- D: Redis stopped, then resumed
 kill -STOP "$redis_pid"

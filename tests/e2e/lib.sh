@@ -119,6 +119,17 @@ rlctl_as_owner() {
   fi
 }
 
+# count_sum N...: their sum, or the first that is not a count (an
+# rlctl_count that failed), so a check fails instead of the script.
+count_sum() {
+  local t=0 v
+  for v in "$@"; do
+    [[ $v =~ ^[0-9]+$ ]] || { echo "not a count: $v"; return; }
+    t=$((t + v))
+  done
+  echo "$t"
+}
+
 # rlctl_count NAME FIELD: a member of `rlctl info NAME --json` (the first
 # number or string of that name, at any depth), or "rlctl-failed: ...".
 rlctl_count() {

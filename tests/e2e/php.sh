@@ -232,7 +232,7 @@ check_eq "6: every denied fpm request answered 429" \
 check_eq "6: rlctl info URI: allowed" $((2 * LIMIT)) "$(rlctl_count "$srl_redis" allowed)"
 local6=$(rlctl_count "$srl_name" denied)
 check_eq "6: Redis's denials + the host tier's local answers" $((1 + 30 - LIMIT)) \
-  "$(( $(rlctl_count "$srl_redis" denied) + ${local6//[^0-9]/0} ))"
+  "$(count_sum "$(rlctl_count "$srl_redis" denied)" "$local6")"
 check_range "6: ... of which answered on the host" 1 $((1 + 30 - LIMIT - 1)) "$local6"
 check_eq "6: ... each one an acquire() with 'local' => true" "$local6" \
   "$(grep -c '^srl .* allowed=0 .* local=1 ' <<<"$all")"
