@@ -301,6 +301,21 @@ void bench_create_big(uint64_t capacity, bench_create_result *out);
 
 /* ------------------------------------------------------------ redis.c */
 
+/* redis_tiered.c: srl_open_redis and srl_open_tiered on the same server. */
+typedef struct bench_tiered_cell {
+    double rate;                  /* decisions/s, one client */
+    double evalsha_per_decision;  /* the server's EVALSHA count / decisions */
+    uint64_t decisions, admitted, local;
+} bench_tiered_cell;
+
+typedef struct bench_tiered_result {
+    int available;
+    char why[160];
+    uint32_t flood_limit;         /* the flood's key: this many permits, 100x the requests */
+    uint32_t distinct_keys;
+    bench_tiered_cell cell[2][2]; /* [flood, distinct][redis, tiered] */
+} bench_tiered_result;
+
 typedef struct bench_redis_result {
     int available;            /* 0: not built, or redis-server missing */
     char why[160];            /* when not available, or on error */
@@ -309,6 +324,7 @@ typedef struct bench_redis_result {
     double rate_placed[3];    /* one client on the server's CPU, on the other CPU, unpinned */
     double rate2;             /* the same with two client processes */
     double allowed_frac;
+    bench_tiered_result tiered;
 } bench_redis_result;
 
 void bench_redis_run(const bench_opts *o, const bench_keys *k, const bench_seq *seq,

@@ -6,7 +6,8 @@
  * persistence), loading the script once (SCRIPT LOAD), timing EVALSHA
  * decisions with one request per round trip (no pipelining: a worker must
  * wait for its answer before it serves the request), from one client and
- * from two forked clients, then SHUTDOWN NOSAVE, reaping the server (kill
+ * from two forked clients, then srl's Redis and tiered stores under a
+ * flood (redis_tiered.c), then SHUTDOWN NOSAVE, reaping the server (kill
  * by pid if it does not go), and removing the directory.
  *
  * The script is GCRA, the same algorithm as srl's gcra: the state is one
@@ -42,6 +43,9 @@
 #include <unistd.h>
 
 #include <hiredis/hiredis.h>
+
+/* redis_tiered.c, on this server. */
+void bench_tiered_run(redisContext *c, const char *sock, bench_tiered_result *out);
 
 static const char gcra_lua[] =
     "local interval = tonumber(ARGV[1])\n"      /* us per permit: W / N */
@@ -330,6 +334,7 @@ void bench_redis_run(const bench_opts *o, const bench_keys *k, const bench_seq *
         out->rate2 = pg->rate[0] + pg->rate[1];
         munmap(pg, sizeof *pg);
     }
+    bench_tiered_run(c, s.sock, &out->tiered);
     out->available = 1;
     server_stop(&s, c);
 }

@@ -220,6 +220,34 @@ static void print_per_decision(const struct report *R)
     printf("\n");
 }
 
+/* srl_open_tiered beside srl_open_redis on the same server (redis_tiered.c). */
+static void print_tiered(const bench_tiered_result *t)
+{
+    printf("#### srl's Redis store and the host tier (srl_open_tiered), 1 client\n\n");
+    if (!t->available) {
+        printf("Not measured: %s.\n\n", t->why[0] ? t->why : "unknown reason");
+        return;
+    }
+    static const char *scen[2] = {"flood", "distinct"};
+    printf("flood: one key of %u permits, %u requests (100x); distinct: %u keys, one "
+           "request each.\n\n", t->flood_limit, 100 * t->flood_limit, t->distinct_keys);
+    printf("| scenario | store | decisions/s | tiered / redis | EVALSHA per decision | "
+           "admitted | answered locally |\n");
+    printf("| --- | --- | ---: | ---: | ---: | ---: | ---: |\n");
+    char g[64];
+    for (int sc = 0; sc < 2; sc++)
+        for (int st = 0; st < 2; st++) {
+            const bench_tiered_cell *c = &t->cell[sc][st];
+            const bench_tiered_cell *base = &t->cell[sc][0];
+            printf("| %s | %s | %.0f | %s | %.4f | %llu | %llu (%.2f %%) |\n", scen[sc],
+                   st ? "tiered" : "redis", c->rate,
+                   st ? ratio(c->rate, base->rate, base->rate > 0, g, sizeof g) : "1.00x",
+                   c->evalsha_per_decision, (unsigned long long)c->admitted,
+                   (unsigned long long)c->local, 100.0 * (double)c->local / (double)c->decisions);
+        }
+    printf("\n");
+}
+
 static void print_redis(const struct report *R)
 {
     char a[64];
@@ -252,6 +280,7 @@ static void print_redis(const struct report *R)
     (void)a;
     if (r->allowed_frac < 0.999)
         printf("WARNING: the Redis script allowed only %.1f%%.\n\n", 100 * r->allowed_frac);
+    print_tiered(&r->tiered);
 }
 
 static void print_scaling(const struct report *R)
