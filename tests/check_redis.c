@@ -557,15 +557,7 @@ static long long redis_int(redisContext *c, const char *fmt, const char *arg)
 /* The server's count of SCAN commands (INFO commandstats). */
 static long long scan_calls(void)
 {
-    redisContext *c = redisConnectUnix(sock);
-    ck_assert(c != NULL && c->err == 0);
-    redisReply *r = redisCommand(c, "INFO commandstats");
-    ck_assert_int_eq(r->type, REDIS_REPLY_STRING);
-    const char *at = strstr(r->str, "cmdstat_scan:calls=");
-    long long n = at != NULL ? atoll(at + 19) : 0;
-    freeReplyObject(r);
-    redisFree(c);
-    return n;
+    return redis_command_calls(sock, "scan");
 }
 
 struct seen {

@@ -73,19 +73,10 @@ static srl_config gcra_cfg(uint32_t permits)
     return cfg;
 }
 
-/* The server's count of EVALSHA commands (INFO commandstats): one per
- * decision that reached Redis. */
+/* The server's count of EVALSHA commands: one per decision that reached Redis. */
 static long long evalsha_calls(void)
 {
-    redisContext *c = redisConnectUnix(sock);
-    ck_assert(c != NULL && c->err == 0);
-    redisReply *r = redisCommand(c, "INFO commandstats");
-    ck_assert_int_eq(r->type, REDIS_REPLY_STRING);
-    const char *at = strstr(r->str, "cmdstat_evalsha:calls=");
-    long long n = at != NULL ? atoll(at + 22) : 0;
-    freeReplyObject(r);
-    redisFree(c);
-    return n;
+    return redis_command_calls(sock, "evalsha");
 }
 
 static srl_limiter *open_tiered(const char *name, const char *u, const srl_config *cfg,

@@ -7,8 +7,11 @@
 
 #include <check.h>
 #include <fcntl.h>
+#include <hiredis/hiredis.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -53,4 +56,20 @@ void redis_server_stop(pid_t pid)
     kill(pid, SIGCONT);
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
+}
+
+long long redis_command_calls(const char *sock, const char *cmd)
+{
+    redisContext *c = redisConnectUnix(sock);
+    ck_assert(c != NULL && c->err == 0);
+    redisReply *r = redisCommand(c, "INFO commandstats");
+    ck_assert_ptr_nonnull(r);
+    ck_assert_int_eq(r->type, REDIS_REPLY_STRING);
+    char field[64];
+    int n = snprintf(field, sizeof field, "cmdstat_%s:calls=", cmd);
+    const char *at = strstr(r->str, field);
+    long long calls = at != NULL ? atoll(at + n) : 0;
+    freeReplyObject(r);
+    redisFree(c);
+    return calls;
 }

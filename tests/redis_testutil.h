@@ -14,5 +14,9 @@
 pid_t redis_server_start(const char *dir, const char *sock, const char *const *extra);
 /* SIGCONT (it may be stopped), SIGKILL, reap. */
 void redis_server_stop(pid_t pid);
+/* The server's count of calls of command cmd, lower case ("evalsha",
+ * "scan"), from INFO commandstats (0 if never called).  Fails the test if
+ * the server does not answer. */
+long long redis_command_calls(const char *sock, const char *cmd);
 
 #endif
