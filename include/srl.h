@@ -27,7 +27,9 @@
  *        - srl_open_local():     an in-process store (liburcu lock-free hash
  *                                table) for one threaded process;
  *        - srl_open_redis():     states in a Redis server, one limit across
- *                                hosts (see its comment).
+ *                                hosts (see its comment);
+ *        - srl_open_tiered():    the Redis store with the host's segment in
+ *                                front answering the fleet's denials.
  *      The same srl_acquire / srl_evict_idle / srl_stats calls work on all.
  *
  *   3. Header helpers: Retry-After, RateLimit-Policy and RateLimit field

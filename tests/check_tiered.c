@@ -14,7 +14,8 @@
  *   - cost: a ban learnt for cost c answers cost >= c, a smaller cost goes to
  *     Redis (a table of steps, each checked against the server's count);
  *   - the local retry_after is Redis's minus the host time elapsed, and the
- *     ban ends at T;
+ *     ban ends at T; srl_stats/srl_info of a tiered limiter; the host
+ *     segment checks clean and an ended ban is evicted;
  *   - srl_reset_key, srl_refund and a reset on the host segment (rlctl's)
  *     clear the host's memory;
  *   - Redis stopped: the bans are still answered, other keys degrade;
@@ -425,6 +426,14 @@ START_TEST(the_local_retry_after_is_the_fleet_s_minus_host_time_elapsed)
     ck_assert_str_eq(in.name, name);
     ck_assert_uint_eq(in.policy.permits, 1);
     ck_assert_uint_eq(in.layout_version, SRL__SHM_VERSION);
+    /* The host segment checks clean; a ban that ended is at rest: evicted. */
+    ck_assert_int_eq(srl_check(lim, NULL, NULL), 0);
+    ck_assert_int_eq(srl_evict_idle(lim), 0);
+    clk.now += 30ull * 86400 * SEC;
+    ck_assert_int_eq(srl_evict_idle(lim), 1);
+    ck_assert_int_eq(srl_stats_get(lim, &st), 0);
+    ck_assert_uint_eq(st.used, 0);
+    ck_assert_uint_eq(st.evicted, 1);
     srl_close(lim);
     srl_unlink(name);
     teardown_server(srv);
