@@ -234,6 +234,8 @@ SRL_API const char *srl_algorithm_name(srl_algorithm a);
 /* srl_decision.flags */
 #define SRL_DECISION_UNTRACKED 0x1u /* table full: decided by on_full, not by a state */
 #define SRL_DECISION_DEGRADED 0x2u  /* lock timed out: decided by on_full, see srl_acquire */
+#define SRL_DECISION_WOULD_DENY 0x4u /* dry run (SRL_CONFIG_DRY_RUN): the limiter would
+                                       have denied; allowed is 1, the rest as denied */
 
 typedef struct srl_decision {
     int allowed;              /* 1 allowed, 0 denied */
@@ -450,8 +452,35 @@ typedef struct srl_config {
     srl_limits limits;        /* a compound policy (srl_limits_parse_ex): when
                                  count > 0 it is the policy and `policy` is
                                  ignored (default count 0) */
-    uint64_t reserved[4];     /* room to grow; zeroed by srl_config_init */
+    uint32_t flags;           /* SRL_CONFIG_*: this opener's choices, not the
+                                 segment's (never stored, never compared) */
+    uint32_t reserved0;       /* zero, else SRL_EINVAL */
+    uint64_t reserved[3];     /* room to grow; zeroed by srl_config_init */
 } srl_config;
+
+/*
+ * srl_config.flags.
+ *
+ * SRL_CONFIG_DRY_RUN: this handle never refuses.  Every srl_acquire and
+ * srl_enter is decided, written and counted exactly as without the flag
+ * (the key's state, srl_stats.allowed/denied and the per-key counts are
+ * those an enforcing limiter would have after the same requests), but a
+ * decision that would deny comes back with allowed = 1 and
+ * SRL_DECISION_WOULD_DENY set; limit, remaining, retry_after_ns,
+ * reset_after_ns and binding stay the denial's (so retry_after_ns > 0 says
+ * how long an enforcing limiter would refuse).  A would-be denial takes
+ * nothing, as a denial does (a ",penalty=" ban starts as it would), and is
+ * counted in srl_stats.would_deny too.  srl_enter: a would-be refusal is
+ * admitted without a unit (lease->gen = 0, so srl_leave says SRL_ENOENT):
+ * units in flight stay those of the enforcing limiter, never above N.
+ * On_full decisions (a full table, SRL_DECISION_UNTRACKED, and a stuck
+ * lock, SRL_DECISION_DEGRADED) that deny are turned the same way; the
+ * degraded ones are not counted (they never are).  srl_peek turns its
+ * answer likewise and counts nothing.  The flag is per handle: an enforcing
+ * and a dry-run handle may share one segment (mod_srl's SrlDryRun per
+ * <Location>), each deciding on the same states.
+ */
+#define SRL_CONFIG_DRY_RUN 0x1u
 
 /* Defaults: token_bucket:100/1m, capacity 65536, display 0, mode 0600,
  * allow on full, 1000 ms lock timeout, the policy's default clock
@@ -708,7 +737,10 @@ typedef struct srl_stats {
     uint64_t timeouts;        /* lock waits that timed out */
     uint64_t reclaimed;       /* in-flight units freed because their holder died
                                  or held them past max_hold */
-    uint64_t reserved[3];     /* room to grow; zeroed */
+    uint64_t would_deny;      /* decisions a dry-run handle (SRL_CONFIG_DRY_RUN)
+                                 allowed that would have been denied (also in
+                                 denied); Redis: this handle's only */
+    uint64_t reserved[2];     /* room to grow; zeroed */
 } srl_stats;
 
 /* Sum the per-bucket counters (no shared counter exists on the hot path). */
