@@ -840,6 +840,8 @@ SRL_API int64_t srl_check(srl_limiter *lim, srl_report_fn fn, void *ctx);
 /*
  * Retry-After value: whole seconds, rounded up ("7" for 6.000000001 s);
  * "0" for an allowed decision.  Returns the length written or SRL_ENOBUFS.
+ * Here and in srl_format_ratelimit*, a dry run's would-be denial (allowed
+ * with SRL_DECISION_WOULD_DENY) is formatted as the denial it stands for.
  */
 SRL_API int srl_format_retry_after(const srl_decision *d, char *buf, size_t len);
 
