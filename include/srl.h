@@ -622,7 +622,8 @@ SRL_API int srl_unlink(const char *name);
  * filled, from on_full, with SRL_DECISION_DEGRADED set, so a caller that
  * ignores the error gets the configured fail-open or fail-closed answer.
  * On other errors *d is untouched.  A full table is not an error: *d comes
- * from on_full with SRL_DECISION_UNTRACKED set.
+ * from on_full with SRL_DECISION_UNTRACKED set.  A handle opened with
+ * SRL_CONFIG_DRY_RUN never answers allowed = 0 (see srl_config.flags).
  */
 SRL_API int srl_acquire(srl_limiter *lim, const void *key, size_t len,
                         uint32_t cost, srl_decision *d);
@@ -662,6 +663,8 @@ SRL_API int srl_acquire(srl_limiter *lim, const void *key, size_t len,
  * A key whose table is full is decided by on_full (SRL_DECISION_UNTRACKED):
  * lease->gen stays 0 even if on_full allows, and srl_leave of that lease
  * is SRL_ENOENT.  Reclaimed units are counted in srl_stats.reclaimed.
+ * A dry-run handle (SRL_CONFIG_DRY_RUN) admits a would-be refusal without
+ * a unit: allowed = 1, SRL_DECISION_WOULD_DENY, lease->gen = 0.
  * Errors of srl_enter: those of srl_acquire; srl_leave: SRL_EINVAL,
  * SRL_ENOENT, SRL_ETIMEDOUT, SRL_ENOTRECOVERABLE, SRL_ECORRUPT.
  */
