@@ -141,8 +141,11 @@ static int dry_run_turn(const srl_limiter *lim, int rc, srl_decision *d)
 {
     if (!lim->dry_run)
         return rc;
+    /* The codes a store answers with a degraded decision (srl_acquire; Redis
+     * adds SRL_ESYS and SRL_EACCES); the flag tells them from the same code
+     * with *d untouched (Redis's SRL_ECORRUPT). */
     bool filled = rc == 0 || ((rc == SRL_ETIMEDOUT || rc == SRL_ENOTRECOVERABLE ||
-                               rc == SRL_ECORRUPT || rc == SRL_ESYS) &&
+                               rc == SRL_ECORRUPT || rc == SRL_ESYS || rc == SRL_EACCES) &&
                               (d->flags & SRL_DECISION_DEGRADED));
     if (filled && !d->allowed) {
         d->allowed = 1;
