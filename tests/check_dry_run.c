@@ -22,6 +22,8 @@
  *   peek:       turns like acquire, counts nothing.
  *   full:       a full table with on_full deny: allowed, UNTRACKED and
  *               WOULD_DENY, counted.
+ *   degraded:   a stuck bucket lock with on_full deny: SRL_ETIMEDOUT with
+ *               allowed, DEGRADED and WOULD_DENY, not counted.
  *   config:     an unknown flag bit or reserved0 != 0 is SRL_EINVAL.
  *   8 procs:    8 forked workers in dry run on one key of a shared segment,
  *               started together on a spinning barrier, frozen time: every
@@ -37,6 +39,7 @@
 #include <unistd.h>
 
 #include "inflight_testutil.h"
+#include "shm.h"   /* internal: a forked holder takes the bucket lock */
 #include "shm_testutil.h"
 #include "srl.h"
 #include "testutil.h"
@@ -305,6 +308,50 @@ START_TEST(a_dry_run_on_a_full_table_that_denies_admits_and_counts_it)
 }
 END_TEST
 
+/* A bucket lock held by a live process: the degraded on_full denial is
+ * turned as well (the error code stays), and counted nowhere. */
+START_TEST(a_dry_run_degraded_denial_is_turned_and_not_counted)
+{
+    fake_clock *c = fake_clock_shared(7 * SEC);
+    srl_config cd = config("token_bucket:2/1h", c, SRL_CONFIG_DRY_RUN);
+    cd.capacity = 1;                  /* one bucket: every key's */
+    cd.on_full = SRL_ON_FULL_DENY;
+    cd.lock_timeout_ms = 20;
+    srl_limiter *dry;
+    ck_assert_int_eq(srl_open_anonymous(&cd, &dry), 0);
+    struct srl__shm *s = dry->impl;
+    ck_assert_uint_eq(s->buckets, 1);
+    int go[2], done[2];
+    ck_assert_int_eq(pipe(go), 0);
+    ck_assert_int_eq(pipe(done), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        struct timespec dl = srl__shm_deadline(s);
+        char x = 1;
+        if (srl__shm_lock(s, 0, &dl) != 0 || write(go[1], &x, 1) != 1 || read(done[0], &x, 1) != 1)
+            _exit(1);
+        srl__shm_unlock(s, 0);
+        _exit(0);
+    }
+    char x;
+    ck_assert_int_eq(read(go[0], &x, 1), 1);
+    srl_decision d;
+    ck_assert_int_eq(srl_acquire(dry, "k", 1, 1, &d), SRL_ETIMEDOUT);
+    ck_assert_int_eq(d.allowed, 1);
+    ck_assert_uint_eq(d.flags, SRL_DECISION_DEGRADED | SRL_DECISION_WOULD_DENY);
+    ck_assert_int_eq(write(done[1], &x, 1), 1);
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    srl_stats st = stats(dry);
+    ck_assert_uint_eq(st.timeouts, 1);
+    ck_assert_uint_eq(st.denied, 0);
+    ck_assert_uint_eq(st.would_deny, 0);
+    srl_close(dry);
+}
+END_TEST
+
 START_TEST(an_unknown_config_flag_or_reserved_word_is_refused)
 {
     srl_config cfg;
@@ -420,6 +467,7 @@ int main(void)
     tcase_add_loop_test(tc, a_dry_run_peek_turns_like_acquire_and_counts_nothing, 0, ST_COUNT);
     tcase_add_loop_test(tc, a_dry_run_on_a_full_table_that_denies_admits_and_counts_it, 0,
                         ST_COUNT);
+    tcase_add_test(tc, a_dry_run_degraded_denial_is_turned_and_not_counted);
     tcase_add_test(tc, an_unknown_config_flag_or_reserved_word_is_refused);
     tcase_add_test(tc, eight_processes_in_dry_run_on_one_key_count_exactly_the_would_be_denials);
     suite_add_tcase(s, tc);
