@@ -18,7 +18,8 @@
  *               taken from the segment with SRL_ADOPT).
  *   enter:      a dry-run srl_enter that would be refused is admitted
  *               without a unit (lease gen 0, srl_leave SRL_ENOENT); the
- *               units in flight never exceed N.
+ *               units in flight never exceed N; with a rate limit in the
+ *               compound, a refusal by either takes neither.
  *   peek:       turns like acquire, counts nothing.
  *   full:       a full table with on_full deny: allowed, UNTRACKED and
  *               WOULD_DENY, counted.
@@ -259,6 +260,42 @@ START_TEST(a_dry_run_enter_that_would_be_refused_is_admitted_without_a_unit)
 }
 END_TEST
 
+/* _i: store kind.  A compound with a concurrency limit: a would-be refusal
+ * by either limit takes no unit and no permit. */
+START_TEST(a_dry_run_compound_enter_takes_nothing_when_either_limit_would_refuse)
+{
+    fake_clock *c = fake_clock_shared(7 * SEC);
+    srl_config cd = config("concurrency:2 + token_bucket:3/1h", c, SRL_CONFIG_DRY_RUN);
+    char nm[128];
+    srl_limiter *dry = open_store(_i, &cd, nm);
+    srl_lease l1, l2, l3;
+    srl_decision d;
+    ck_assert_int_eq(srl_enter(dry, "k", 1, &l1, &d), 0);
+    ck_assert_int_eq(srl_enter(dry, "k", 1, &l2, &d), 0);
+    ck_assert_uint_eq(d.flags, 0);
+    ck_assert_int_eq(srl_enter(dry, "k", 1, &l3, &d), 0);      /* no unit free */
+    ck_assert_uint_eq(d.flags, SRL_DECISION_WOULD_DENY);
+    ck_assert_uint_eq(l3.gen, 0);
+    ck_assert_uint_eq(d.binding, 0);
+    ck_assert_int_eq(srl_leave(dry, &l1), 0);
+    ck_assert_int_eq(srl_enter(dry, "k", 1, &l1, &d), 0);      /* the third permit */
+    ck_assert_uint_eq(d.flags, 0);
+    ck_assert_uint_ne(l1.gen, 0);
+    ck_assert_int_eq(srl_leave(dry, &l1), 0);
+    ck_assert_int_eq(srl_enter(dry, "k", 1, &l1, &d), 0);      /* a unit, no permit */
+    ck_assert_uint_eq(d.flags, SRL_DECISION_WOULD_DENY);
+    ck_assert_uint_eq(d.binding, 1);
+    ck_assert_uint_eq(d.retry_after_ns, 1200 * SEC);
+    ck_assert_uint_eq(l1.gen, 0);
+    ck_assert_uint_eq(inflight_total(dry), 1);
+    srl_stats st = stats(dry);
+    ck_assert_uint_eq(st.allowed, 3);
+    ck_assert_uint_eq(st.denied, 2);
+    ck_assert_uint_eq(st.would_deny, 2);
+    close_store(dry, nm);
+}
+END_TEST
+
 /* _i: store kind. */
 START_TEST(a_dry_run_peek_turns_like_acquire_and_counts_nothing)
 {
@@ -464,6 +501,8 @@ int main(void)
     tcase_add_test(tc, an_enforcing_and_a_dry_run_handle_on_one_segment_share_the_state_and_the_counts);
     tcase_add_loop_test(tc, a_dry_run_enter_that_would_be_refused_is_admitted_without_a_unit, 0,
                         ST_COUNT);
+    tcase_add_loop_test(tc, a_dry_run_compound_enter_takes_nothing_when_either_limit_would_refuse,
+                        0, ST_COUNT);
     tcase_add_loop_test(tc, a_dry_run_peek_turns_like_acquire_and_counts_nothing, 0, ST_COUNT);
     tcase_add_loop_test(tc, a_dry_run_on_a_full_table_that_denies_admits_and_counts_it, 0,
                         ST_COUNT);
