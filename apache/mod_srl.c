@@ -23,7 +23,12 @@
  *                      the request's key (default ip: r->useragent_ip)
  *   SrlCost N          permits one request takes (default 1)
  *   SrlDryRun On|Off   On: never refuse; log the would-be 429 and set
- *                      SRL_LIMITED=1 in the request's environment
+ *                      SRL_LIMITED=1 in the request's environment.  Decided
+ *                      through the limiter's second handle, opened with
+ *                      SRL_CONFIG_DRY_RUN on the same segment: the states
+ *                      and counts are as if enforced, the library flags the
+ *                      would-be refusal (SRL_DECISION_WOULD_DENY) and counts
+ *                      it in srl_stats.would_deny (rlctl info "would deny")
  *   SrlWarnInterval S  how often the parent logs limiters needing attention
  *   SrlStatus CODE     the status of a refusal, 400..599 (default 429),
  *                      like nginx's limit_req_status
@@ -157,6 +162,8 @@ typedef struct srl_ap_limiter {
     const char *policy_header; /* RateLimit-Policy value, set in post_config */
     const char *redis;         /* redis=URI: a Redis store, not a segment; else NULL */
     srl_limiter *lim;          /* open from post_config on; NULL before */
+    srl_limiter *dry;          /* the same store opened with SRL_CONFIG_DRY_RUN,
+                                  for SrlDryRun On (opened with lim) */
 } srl_ap_limiter;
 
 /* Every limiter of one configuration generation (lives in pconf). */
@@ -187,6 +194,7 @@ typedef struct srl_ap_dir {
 /* One unit a request holds, left by the request pool's cleanup. */
 typedef struct srl_ap_held {
     const srl_ap_limiter *limiter;
+    srl_limiter *lim;          /* the handle that entered (lim or dry): the lease's owner */
     server_rec *server;        /* for the cleanup's log line (r may be half gone) */
     srl_lease lease;
 } srl_ap_held;
@@ -477,7 +485,9 @@ static apr_status_t limiter_close(void *data)
 {
     srl_ap_limiter *l = data;
     srl_close(l->lim);   /* unmaps; the segment and its states stay */
+    srl_close(l->dry);
     l->lim = NULL;
+    l->dry = NULL;
     return APR_SUCCESS;
 }
 
@@ -629,6 +639,17 @@ static int open_limiter(apr_pool_t *pconf, server_rec *s, const srl_ap_registry 
 
     int rc = l->redis != NULL ? srl_open_tiered(l->name, l->redis, &cfg, SRL_CREATE, &l->lim)
                               : srl_open_shared(l->name, &cfg, SRL_CREATE, &l->lim);
+    if (rc == 0) {
+        /* SrlDryRun's handle: the same store, this opener's dry-run flag
+         * (not compared with the segment, not stored in it). */
+        cfg.flags |= SRL_CONFIG_DRY_RUN;
+        rc = l->redis != NULL ? srl_open_redis(l->redis, &cfg, &l->dry)
+                              : srl_open_shared(l->name, &cfg, 0, &l->dry);
+        if (rc != 0) {
+            srl_close(l->lim);
+            l->lim = NULL;
+        }
+    }
     if (rc != 0) {
         ap_log_error(APLOG_MARK, APLOG_EMERG, rc == SRL_ESYS ? errno : 0, s,
                      "SrlLimiter %s (%s): cannot open %s: %s%s%s", l->name,
@@ -752,10 +773,12 @@ static int apply_decision(request_rec *r, const srl_ap_dir *d, const char *direc
 {
     int conc = l->concurrency;
     int code = d->status != 0 ? d->status : HTTP_TOO_MANY_REQUESTS;
-    if (!dec->allowed)
+    /* SrlDryRun's handle allows; the library marks what it would refuse. */
+    int refused = !dec->allowed || (dec->flags & SRL_DECISION_WOULD_DENY);
+    if (refused)
         apr_table_setn(r->subprocess_env, "SRL_LIMITED", "1");
     if (d->dry_run == 1) {
-        if (!dec->allowed)
+        if (refused)
             ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, r, "%s %s: dry run: would "
                           "answer %d to %s for %s", directive, l->name, code, r->useragent_ip,
                           ap_escape_logitem(r->pool, r->uri));
@@ -785,7 +808,7 @@ static int apply_decision(request_rec *r, const srl_ap_dir *d, const char *direc
 static apr_status_t leave_cleanup(void *data)
 {
     srl_ap_held *h = data;
-    int rc = srl_leave(h->limiter->lim, &h->lease);
+    int rc = srl_leave(h->lim, &h->lease);
     if (rc == SRL_ENOENT)
         ap_log_error(APLOG_MARK, APLOG_INFO, 0, h->server, "SrlConcurrency %s: the unit "
                      "was reclaimed before the request ended (held longer than max_hold)",
@@ -804,13 +827,16 @@ static int enter_concurrency(request_rec *r, const srl_ap_dir *d, const char *ke
     srl_ap_held *h = apr_pcalloc(r->pool, sizeof *h);
     srl_decision dec;
     memset(&dec, 0, sizeof dec);
-    int rc = check_call(r, "SrlConcurrency", l, srl_enter(l->lim, key, len, &h->lease, &dec),
+    srl_limiter *lim = d->dry_run == 1 ? l->dry : l->lim;
+    int rc = check_call(r, "SrlConcurrency", l, srl_enter(lim, key, len, &h->lease, &dec),
                         &dec);
     if (rc != OK)
         return rc;
-    /* gen 0: no unit is held (refused, or allowed by on_full without one). */
+    /* gen 0: no unit is held (refused, allowed by on_full without one, or
+     * a dry run's would-be refusal, admitted without one). */
     if (h->lease.gen != 0) {
         h->limiter = l;
+        h->lim = lim;
         h->server = r->server;
         apr_pool_cleanup_register(r->pool, h, leave_cleanup, apr_pool_cleanup_null);
     }
@@ -850,7 +876,8 @@ static int srl_access_checker(request_rec *r)
     srl_decision dec;
     memset(&dec, 0, sizeof dec);
     int rc = check_call(r, "SrlLimit", l,
-                        srl_acquire(l->lim, key, len, d->cost != 0 ? d->cost : 1, &dec), &dec);
+                        srl_acquire(d->dry_run == 1 ? l->dry : l->lim, key, len,
+                                    d->cost != 0 ? d->cost : 1, &dec), &dec);
     if (rc != OK)
         return rc;
     return apply_decision(r, d, "SrlLimit", l, &dec, key, len);

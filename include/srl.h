@@ -236,8 +236,10 @@ SRL_API const char *srl_algorithm_name(srl_algorithm a);
 /* srl_decision.flags */
 #define SRL_DECISION_UNTRACKED 0x1u /* table full: decided by on_full, not by a state */
 #define SRL_DECISION_DEGRADED 0x2u  /* lock timed out: decided by on_full, see srl_acquire */
-#define SRL_DECISION_LOCAL 0x4u     /* tiered: a denial answered by the host's
+#define SRL_DECISION_LOCAL 0x8u     /* tiered: a denial answered by the host's
                                        memory of the fleet's, no round trip */
+#define SRL_DECISION_WOULD_DENY 0x4u /* dry run (SRL_CONFIG_DRY_RUN): the limiter would
+                                       have denied; allowed is 1, the rest as denied */
 
 typedef struct srl_decision {
     int allowed;              /* 1 allowed, 0 denied */
@@ -454,8 +456,35 @@ typedef struct srl_config {
     srl_limits limits;        /* a compound policy (srl_limits_parse_ex): when
                                  count > 0 it is the policy and `policy` is
                                  ignored (default count 0) */
-    uint64_t reserved[4];     /* room to grow; zeroed by srl_config_init */
+    uint32_t flags;           /* SRL_CONFIG_*: this opener's choices, not the
+                                 segment's (never stored, never compared) */
+    uint32_t reserved0;       /* zero, else SRL_EINVAL */
+    uint64_t reserved[3];     /* room to grow; zeroed by srl_config_init */
 } srl_config;
+
+/*
+ * srl_config.flags.
+ *
+ * SRL_CONFIG_DRY_RUN: this handle never refuses.  Every srl_acquire and
+ * srl_enter is decided, written and counted exactly as without the flag
+ * (the key's state, srl_stats.allowed/denied and the per-key counts are
+ * those an enforcing limiter would have after the same requests), but a
+ * decision that would deny comes back with allowed = 1 and
+ * SRL_DECISION_WOULD_DENY set; limit, remaining, retry_after_ns,
+ * reset_after_ns and binding stay the denial's (so retry_after_ns > 0 says
+ * how long an enforcing limiter would refuse).  A would-be denial takes
+ * nothing, as a denial does (a ",penalty=" ban starts as it would), and is
+ * counted in srl_stats.would_deny too.  srl_enter: a would-be refusal is
+ * admitted without a unit (lease->gen = 0, so srl_leave says SRL_ENOENT):
+ * units in flight stay those of the enforcing limiter, never above N.
+ * On_full decisions (a full table, SRL_DECISION_UNTRACKED, and a stuck
+ * lock, SRL_DECISION_DEGRADED) that deny are turned the same way; the
+ * degraded ones are not counted (they never are).  srl_peek turns its
+ * answer likewise and counts nothing.  The flag is per handle: an enforcing
+ * and a dry-run handle may share one segment (mod_srl's SrlDryRun per
+ * <Location>), each deciding on the same states.
+ */
+#define SRL_CONFIG_DRY_RUN 0x1u
 
 /* Defaults: token_bucket:100/1m, capacity 65536, display 0, mode 0600,
  * allow on full, 1000 ms lock timeout, the policy's default clock
@@ -647,7 +676,8 @@ SRL_API int srl_unlink(const char *name);
  * filled, from on_full, with SRL_DECISION_DEGRADED set, so a caller that
  * ignores the error gets the configured fail-open or fail-closed answer.
  * On other errors *d is untouched.  A full table is not an error: *d comes
- * from on_full with SRL_DECISION_UNTRACKED set.
+ * from on_full with SRL_DECISION_UNTRACKED set.  A handle opened with
+ * SRL_CONFIG_DRY_RUN never answers allowed = 0 (see srl_config.flags).
  */
 SRL_API int srl_acquire(srl_limiter *lim, const void *key, size_t len,
                         uint32_t cost, srl_decision *d);
@@ -687,6 +717,8 @@ SRL_API int srl_acquire(srl_limiter *lim, const void *key, size_t len,
  * A key whose table is full is decided by on_full (SRL_DECISION_UNTRACKED):
  * lease->gen stays 0 even if on_full allows, and srl_leave of that lease
  * is SRL_ENOENT.  Reclaimed units are counted in srl_stats.reclaimed.
+ * A dry-run handle (SRL_CONFIG_DRY_RUN) admits a would-be refusal without
+ * a unit: allowed = 1, SRL_DECISION_WOULD_DENY, lease->gen = 0.
  * Errors of srl_enter: those of srl_acquire; srl_leave: SRL_EINVAL,
  * SRL_ENOENT, SRL_ETIMEDOUT, SRL_ENOTRECOVERABLE, SRL_ECORRUPT.
  */
@@ -765,7 +797,10 @@ typedef struct srl_stats {
     uint64_t local_denied;    /* tiered: denials answered by the host segment
                                  (SRL_DECISION_LOCAL), every worker of the host;
                                  0 for every other store */
-    uint64_t reserved[2];     /* room to grow; zeroed */
+    uint64_t would_deny;      /* decisions a dry-run handle (SRL_CONFIG_DRY_RUN)
+                                 allowed that would have been denied (also in
+                                 denied); Redis: this handle's only */
+    uint64_t reserved[1];     /* room to grow; zeroed */
 } srl_stats;
 
 /* Sum the per-bucket counters (no shared counter exists on the hot path). */
@@ -866,6 +901,8 @@ SRL_API int64_t srl_check(srl_limiter *lim, srl_report_fn fn, void *ctx);
 /*
  * Retry-After value: whole seconds, rounded up ("7" for 6.000000001 s);
  * "0" for an allowed decision.  Returns the length written or SRL_ENOBUFS.
+ * Here and in srl_format_ratelimit*, a dry run's would-be denial (allowed
+ * with SRL_DECISION_WOULD_DENY) is formatted as the denial it stands for.
  */
 SRL_API int srl_format_retry_after(const srl_decision *d, char *buf, size_t len);
 

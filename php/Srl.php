@@ -95,13 +95,16 @@ final class Srl
 
     private const DECISION_UNTRACKED = 0x1;
     private const DECISION_DEGRADED = 0x2;
-    private const DECISION_LOCAL = 0x4;
+    private const DECISION_LOCAL = 0x8;
+    private const DECISION_WOULD_DENY = 0x4;
+    private const CONFIG_DRY_RUN = 0x1;   /* srl_config.flags SRL_CONFIG_DRY_RUN */
 
     private FFI $ffi;
     private ?FFI\CData $lim;     /* srl_limiter * */
     private FFI\CData $limits;   /* srl_limits: the policy, one limit or a compound */
     private string $token;       /* the policy's name in the headers */
     private ?FFI\CData $last = null; /* srl_decision of the last acquire() or enter() */
+    private bool $dryRun = false;    /* option dry_run: sendHeaders() sends nothing */
     /* The leases enter() handed out and not yet left, spl_object_id =>
      * WeakReference: close() leaves them while the handle still exists
      * (without keeping a dropped lease alive, whose destructor leaves). */
@@ -152,13 +155,17 @@ final class Srl
      * (Srl::CREATE, default; 0 to only open), redis (a uri: the limit is
      * decided by the Redis store there, NAME is the host tier's segment;
      * another policy stored under its prefix, or a segment NAME of another
-     * limiter, throws SRL_EMISMATCH, a bad uri SRL_EINVAL with the reason).
-     * Any other option, or a segment-only one (key_display, mode, flags)
+     * limiter, throws SRL_EMISMATCH, a bad uri SRL_EINVAL with the reason),
+     * dry_run (true: never refuse; a decision that would deny is allowed with
+     * 'wouldDeny' => true and counted in stats()['would_deny'], the key's
+     * state and counters as if enforced; this handle's choice only, not the
+     * segment's: other openers keep enforcing).  Any other option, or a
+     * segment-only one (key_display, mode, flags)
      * with redis, throws InvalidArgumentException naming it, before
      * anything is opened.
      */
     /* The options the constructor takes; any other key is an error. */
-    private const OPTIONS = ['key_display', 'on_full', 'mode', 'flags', 'redis'];
+    private const OPTIONS = ['key_display', 'on_full', 'mode', 'flags', 'redis', 'dry_run'];
     /* What a Redis store has no use for (no segment, no display copy). */
     private const SEGMENT_ONLY = ['key_display', 'mode', 'flags'];
 
@@ -220,6 +227,13 @@ final class Srl
                 default => throw new InvalidArgumentException("on_full must be 'allow' or 'deny'"),
             };
         }
+        if (isset($options['dry_run'])) {
+            if (!is_bool($options['dry_run'])) {
+                throw new InvalidArgumentException('dry_run must be true or false');
+            }
+            $this->dryRun = $options['dry_run'];
+            $cfg->flags = $this->dryRun ? self::CONFIG_DRY_RUN : 0;
+        }
         $flags = (int)($options['flags'] ?? self::CREATE);
 
         $out = $ffi->new('srl_limiter *');
@@ -268,7 +282,9 @@ final class Srl
      * them).  Returns allowed, remaining (requests of cost 1 still allowed),
      * retry_after (whole seconds to wait, rounded up; 0 when allowed), limit,
      * reset (seconds, rounded up, until the key is back at rest), untracked
-     * (the table was full) and degraded (a lock timed out).
+     * (the table was full), degraded (a lock timed out) and wouldDeny (dry
+     * run: allowed, but an enforcing limiter would have denied; remaining
+     * and retry_after are then the denial's).
      */
     public function acquire(string $key, int $cost = 1): array
     {
@@ -403,14 +419,15 @@ final class Srl
     /* The segment's counters (capacity, used, allowed, denied, ...,
      * reclaimed: in-flight units freed because their holder died or held
      * them past max_hold; local_denied: with redis, the denials the host
-     * answered itself). */
+     * answered itself; would_deny: denials dry-run handles allowed, also
+     * in denied). */
     public function stats(): array
     {
         $s = $this->ffi->new('srl_stats');
         self::check($this->ffi, $this->ffi->srl_stats_get($this->handle(), FFI::addr($s)), 'stats');
         $out = [];
         foreach (['capacity', 'used', 'allowed', 'denied', 'full', 'recovered', 'reset_slots',
-                  'evicted', 'timeouts', 'reclaimed', 'local_denied'] as $f) {
+                  'evicted', 'timeouts', 'reclaimed', 'local_denied', 'would_deny'] as $f) {
             $out[$f] = $s->$f;
         }
         return $out;
@@ -424,6 +441,8 @@ final class Srl
      * Returns whether the request was allowed (so `if (!$srl->sendHeaders())
      * exit;` ends a limited request).  The header values are formatted by
      * the library (srl_format_*), exactly as mod_srl formats them.
+     * With dry_run: no header, and true (the request goes on; mod_srl's
+     * SrlDryRun sends none either).
      */
     public function sendHeaders(): bool
     {
@@ -431,6 +450,9 @@ final class Srl
             throw new LogicException('sendHeaders() before acquire()');
         }
         $d = $this->last;
+        if ($this->dryRun) {
+            return true;
+        }
         /* No RateLimit headers for an in-flight limit: a quota per window is
          * not what it is (mod_srl sends none either). */
         if (!$this->isConcurrency()) {
@@ -496,6 +518,7 @@ final class Srl
             'untracked' => ($d->flags & self::DECISION_UNTRACKED) !== 0,
             'degraded' => ($d->flags & self::DECISION_DEGRADED) !== 0,
             'local' => ($d->flags & self::DECISION_LOCAL) !== 0,
+            'wouldDeny' => ($d->flags & self::DECISION_WOULD_DENY) !== 0,
         ];
     }
 

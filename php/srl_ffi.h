@@ -76,7 +76,9 @@ typedef struct srl_config {
     srl_ticker ticker;
     uint32_t owner_uid;
     srl_limits limits;
-    uint64_t reserved[4];
+    uint32_t flags;
+    uint32_t reserved0;
+    uint64_t reserved[3];
 } srl_config;
 
 typedef struct srl_stats {
@@ -91,7 +93,8 @@ typedef struct srl_stats {
     uint64_t timeouts;
     uint64_t reclaimed;
     uint64_t local_denied;
-    uint64_t reserved[2];
+    uint64_t would_deny;
+    uint64_t reserved[1];
 } srl_stats;
 
 typedef enum srl_store_kind {

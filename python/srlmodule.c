@@ -246,15 +246,24 @@ static PyMemberDef Decision_members[] = {
      .offset = offsetof(DecisionObject, d.reset_after_ns), .flags = READONLY,
      .doc = "nanoseconds until the key is at rest"},
     {.name = "flags", .type = T_UINT, .offset = offsetof(DecisionObject, d.flags),
-     .flags = READONLY, .doc = "FLAG_UNTRACKED | FLAG_DEGRADED"},
+     .flags = READONLY, .doc = "FLAG_UNTRACKED | FLAG_DEGRADED | FLAG_WOULD_DENY"},
     {.name = "binding", .type = T_UINT, .offset = offsetof(DecisionObject, d.binding),
      .flags = READONLY,
      .doc = "a compound policy's binding limit (the one that denied, or has least left)"},
     {.name = NULL},
 };
 
+static PyObject *Decision_get_would_deny(PyObject *self, void *c)
+{
+    (void)c;
+    return PyBool_FromLong((((DecisionObject *)self)->d.flags & SRL_DECISION_WOULD_DENY) != 0);
+}
+
 static PyGetSetDef Decision_getset[] = {
     {.name = "allowed", .get = Decision_get_allowed, .doc = "True if the request was admitted"},
+    {.name = "would_deny", .get = Decision_get_would_deny,
+     .doc = "dry run: admitted, but an enforcing limiter would have denied (retry_after, "
+            "remaining are the denial's)"},
     {.name = "retry_after", .get = Decision_get_retry_after,
      .doc = "whole seconds to wait, rounded up (the Retry-After value); 0 when allowed"},
     {.name = "policy", .get = Decision_get_policy, .doc = "canonical text of the policy"},
@@ -385,20 +394,20 @@ static PyObject *limiter_wrap(PyTypeObject *cls, srl_limiter *lim)
 static PyObject *Limiter_shared(PyObject *cls, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"name", "policy", "capacity", "key_display", "on_full",
-                             "create", "exclusive", "lock_timeout_ms", "mode", NULL};
+                             "create", "exclusive", "lock_timeout_ms", "mode", "dry_run", NULL};
     const char *name, *on_full = "allow";
     PyObject *policy = Py_None;
     unsigned long long capacity = 65536, key_display = 0, lock_timeout_ms = 1000, mode = 0600;
-    int create = 1, exclusive = 0, rc;
+    int create = 1, exclusive = 0, dry_run = 0, rc;
     srl_config cfg;
     srl_limiter *lim = NULL;
     unsigned flags;
     char what[300];
 
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|OO&O&spp$O&O&:shared", kwlist, &name,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|OO&O&spp$O&O&p:shared", kwlist, &name,
                                      &policy, to_u64, &capacity, to_u64, &key_display,
                                      &on_full, &create, &exclusive, to_u64, &lock_timeout_ms,
-                                     to_u64, &mode))
+                                     to_u64, &mode, &dry_run))
         return NULL;
     if (create && policy == Py_None) {
         PyErr_SetString(PyExc_TypeError,
@@ -408,10 +417,15 @@ static PyObject *Limiter_shared(PyObject *cls, PyObject *args, PyObject *kw)
     if (config_from(&cfg, policy, capacity, key_display, on_full, lock_timeout_ms, mode) < 0)
         return NULL;
     flags = (create ? SRL_CREATE : 0u) | (exclusive ? SRL_EXCL : 0u);
+    cfg.flags = dry_run ? SRL_CONFIG_DRY_RUN : 0u;
     /* Without create and without a policy, cfg NULL: the segment's policy,
      * geometry and on_full are adopted (and the default lock timeout used);
-     * with a policy, the segment must match it (SRL_EMISMATCH otherwise). */
-    rc = srl_open_shared(name, (policy == Py_None && !create) ? NULL : &cfg, flags, &lim);
+     * with a policy, the segment must match it (SRL_EMISMATCH otherwise).
+     * A dry run adopts through SRL_ADOPT, so that cfg still carries it. */
+    if (policy == Py_None && !create && dry_run)
+        rc = srl_open_shared(name, &cfg, SRL_ADOPT, &lim);
+    else
+        rc = srl_open_shared(name, (policy == Py_None && !create) ? NULL : &cfg, flags, &lim);
     if (rc == SRL_EMISMATCH) {
         /* Say what differs: the segment's own config, through an adopting open. */
         char why[512] = "";
@@ -436,17 +450,18 @@ static PyObject *Limiter_shared(PyObject *cls, PyObject *args, PyObject *kw)
 static PyObject *open_unnamed(PyObject *cls, PyObject *args, PyObject *kw, int local)
 {
     static char *kwlist[] = {"policy", "capacity", "key_display", "on_full",
-                             "lock_timeout_ms", NULL};
+                             "lock_timeout_ms", "dry_run", NULL};
     const char *on_full = "allow";
     PyObject *policy;
     unsigned long long capacity = 65536, key_display = 0, lock_timeout_ms = 1000;
     srl_config cfg;
     srl_limiter *lim = NULL;
-    int rc;
+    int rc, dry_run = 0;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kw, local ? "O|O&O&s$O&:local" : "O|O&O&s$O&:anonymous",
+    if (!PyArg_ParseTupleAndKeywords(args, kw,
+                                     local ? "O|O&O&s$O&p:local" : "O|O&O&s$O&p:anonymous",
                                      kwlist, &policy, to_u64, &capacity, to_u64, &key_display,
-                                     &on_full, to_u64, &lock_timeout_ms))
+                                     &on_full, to_u64, &lock_timeout_ms, &dry_run))
         return NULL;
     if (policy == Py_None) {
         PyErr_SetString(PyExc_TypeError, "a policy is needed, e.g. \"100/1m\"");
@@ -454,6 +469,7 @@ static PyObject *open_unnamed(PyObject *cls, PyObject *args, PyObject *kw, int l
     }
     if (config_from(&cfg, policy, capacity, key_display, on_full, lock_timeout_ms, 0600) < 0)
         return NULL;
+    cfg.flags = dry_run ? SRL_CONFIG_DRY_RUN : 0u;
     rc = local ? srl_open_local(&cfg, &lim) : srl_open_anonymous(&cfg, &lim);
     if (rc < 0)
         return raise_srl(rc, local ? "srl_open_local" : "srl_open_anonymous");
@@ -652,7 +668,8 @@ static PyObject *Limiter_stats(PyObject *op, PyObject *unused)
         dict_set_u64(d, "full", s.full) < 0 || dict_set_u64(d, "recovered", s.recovered) < 0 ||
         dict_set_u64(d, "reset_slots", s.reset_slots) < 0 ||
         dict_set_u64(d, "evicted", s.evicted) < 0 || dict_set_u64(d, "timeouts", s.timeouts) < 0 ||
-        dict_set_u64(d, "local_denied", s.local_denied) < 0) {
+        dict_set_u64(d, "local_denied", s.local_denied) < 0 ||
+        dict_set_u64(d, "would_deny", s.would_deny) < 0) {
         Py_DECREF(d);
         return NULL;
     }
@@ -723,17 +740,21 @@ static PyMethodDef Limiter_methods[] = {
     {"shared", (PyCFunction)(void (*)(void))Limiter_shared,
      METH_VARARGS | METH_KEYWORDS | METH_CLASS,
      "shared(name, policy, capacity=65536, key_display=0, on_full='allow', create=True,\n"
-     "       exclusive=False, *, lock_timeout_ms=1000, mode=0o600)\n"
+     "       exclusive=False, *, lock_timeout_ms=1000, mode=0o600, dry_run=False)\n"
      "Open (or create) the host-wide segment /dev/shm/NAME.  With create=False the\n"
      "policy may be None: the segment's policy, capacity, key_display and on_full are\n"
-     "adopted (the other arguments are then ignored)."},
+     "adopted (the other arguments are then ignored).  dry_run=True: never refuse\n"
+     "(SRL_CONFIG_DRY_RUN): a would-be denial is allowed with decision.would_deny\n"
+     "True and counted in stats()['would_deny']; this handle's choice only."},
     {"anonymous", (PyCFunction)(void (*)(void))Limiter_anonymous,
      METH_VARARGS | METH_KEYWORDS | METH_CLASS,
-     "anonymous(policy, capacity=65536, key_display=0, on_full='allow', *, lock_timeout_ms=1000)\n"
+     "anonymous(policy, capacity=65536, key_display=0, on_full='allow', *, lock_timeout_ms=1000,\n"
+     "          dry_run=False)\n"
      "A table in an anonymous shared mapping: create it, then fork the workers."},
     {"local", (PyCFunction)(void (*)(void))Limiter_local,
      METH_VARARGS | METH_KEYWORDS | METH_CLASS,
-     "local(policy, capacity=65536, key_display=0, on_full='allow', *, lock_timeout_ms=1000)\n"
+     "local(policy, capacity=65536, key_display=0, on_full='allow', *, lock_timeout_ms=1000,\n"
+     "      dry_run=False)\n"
      "An in-process store; create it after fork, in the process that uses it."},
     {"acquire", (PyCFunction)(void (*)(void))Limiter_acquire, METH_VARARGS | METH_KEYWORDS,
      "acquire(key, cost=1) -> Decision.  key: str (UTF-8) or bytes."},
@@ -909,6 +930,7 @@ PyMODINIT_FUNC PyInit__srl(void)
     if (add_int(m, "FLAG_UNTRACKED", SRL_DECISION_UNTRACKED) < 0 ||
         add_int(m, "FLAG_DEGRADED", SRL_DECISION_DEGRADED) < 0 ||
         add_int(m, "FLAG_LOCAL", SRL_DECISION_LOCAL) < 0 ||
+        add_int(m, "FLAG_WOULD_DENY", SRL_DECISION_WOULD_DENY) < 0 ||
         add_int(m, "KEY_MAX", SRL_KEY_MAX) < 0)
         goto fail;
     return m;

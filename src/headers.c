@@ -64,11 +64,18 @@ static int emit(char *buf, size_t len, const char *fmt, ...)
     return n;
 }
 
+/* A dry run's would-be denial (allowed, SRL_DECISION_WOULD_DENY) reads as
+ * the denial it stands for: its header values say what enforcing would send. */
+static int admitted(const srl_decision *d)
+{
+    return d->allowed && !(d->flags & SRL_DECISION_WOULD_DENY);
+}
+
 int srl_format_retry_after(const srl_decision *d, char *buf, size_t len)
 {
     if (d == NULL || buf == NULL)
         return SRL_EINVAL;
-    uint64_t ns = d->allowed ? 0 : d->retry_after_ns;
+    uint64_t ns = admitted(d) ? 0 : d->retry_after_ns;
     return emit(buf, len, "%llu", ceil_seconds(ns));
 }
 
@@ -92,7 +99,7 @@ int srl_format_ratelimit(const srl_decision *d, const char *name, char *buf, siz
     int rc = check_name(&name);
     if (rc != 0)
         return rc;
-    uint64_t ns = d->allowed ? d->reset_after_ns : d->retry_after_ns;
+    uint64_t ns = admitted(d) ? d->reset_after_ns : d->retry_after_ns;
     return emit(buf, len, "\"%s\";r=%u;t=%llu", name, (unsigned)d->remaining,
                 ceil_seconds(ns));
 }

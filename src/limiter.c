@@ -8,6 +8,7 @@
 #include "limiter.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <sodium.h>
 #include <string.h>
 #include <unistd.h>
@@ -44,6 +45,8 @@ int srl__config_check(const srl_config *cfg)
     if ((cfg->mode & ~0777u) != 0)
         return SRL_EINVAL;
     if (cfg->on_full != SRL_ON_FULL_ALLOW && cfg->on_full != SRL_ON_FULL_DENY)
+        return SRL_EINVAL;
+    if ((cfg->flags & ~SRL_CONFIG_DRY_RUN) != 0 || cfg->reserved0 != 0)
         return SRL_EINVAL;
     for (size_t i = 0; i < sizeof cfg->reserved / sizeof cfg->reserved[0]; i++)
         if (cfg->reserved[i] != 0)
@@ -99,6 +102,7 @@ int srl__limiter_init(srl_limiter *lim, const struct srl__store_ops *ops,
     if (srl__cmp_init(&lim->cmp, &cfg->limits) != 0)
         return SRL_EPOLICY;
     lim->on_full = cfg->on_full;
+    lim->dry_run = (cfg->flags & SRL_CONFIG_DRY_RUN) != 0;
     lim->lock_timeout_ms = cfg->lock_timeout_ms ? cfg->lock_timeout_ms : 1000;
     lim->ticker = cfg->ticker;
     if (lim->ticker.now == NULL)
@@ -129,6 +133,27 @@ void srl__decide_on_full(const srl_limiter *lim, unsigned flag, srl_decision *d)
 
 /* ------------------------------------------------------------ dispatch */
 
+/* Dry run (SRL_CONFIG_DRY_RUN): the store decided, wrote and counted as an
+ * enforcing handle would (and counted would_deny where it counts denied);
+ * here only the answer turns.  rc: the store's result; *d is filled on 0
+ * and on a degraded decision, untouched on any other error. */
+static int dry_run_turn(const srl_limiter *lim, int rc, srl_decision *d)
+{
+    if (!lim->dry_run)
+        return rc;
+    /* The codes a store answers with a degraded decision (srl_acquire; Redis
+     * adds SRL_ESYS and SRL_EACCES); the flag tells them from the same code
+     * with *d untouched (Redis's SRL_ECORRUPT). */
+    bool filled = rc == 0 || ((rc == SRL_ETIMEDOUT || rc == SRL_ENOTRECOVERABLE ||
+                               rc == SRL_ECORRUPT || rc == SRL_ESYS || rc == SRL_EACCES) &&
+                              (d->flags & SRL_DECISION_DEGRADED));
+    if (filled && !d->allowed) {
+        d->allowed = 1;
+        d->flags |= SRL_DECISION_WOULD_DENY;
+    }
+    return rc;
+}
+
 static int check_key(const void *key, size_t len)
 {
     if (key == NULL && len != 0)
@@ -157,14 +182,14 @@ int srl_acquire(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
     if (lim != NULL && lim->cmp.conc >= 0)
         return SRL_ENOTSUP;   /* a unit needs a holder: srl_enter */
     int rc = check_request(lim, key, len, cost, d);
-    return rc != 0 ? rc : lim->ops->acquire(lim, key, len, cost, d);
+    return rc != 0 ? rc : dry_run_turn(lim, lim->ops->acquire(lim, key, len, cost, d), d);
 }
 
 int srl_peek(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
              srl_decision *d)
 {
     int rc = check_request(lim, key, len, cost, d);
-    return rc != 0 ? rc : lim->ops->peek(lim, key, len, cost, d);
+    return rc != 0 ? rc : dry_run_turn(lim, lim->ops->peek(lim, key, len, cost, d), d);
 }
 
 int srl_refund(srl_limiter *lim, const void *key, size_t len, uint32_t cost)
@@ -236,7 +261,7 @@ int srl_enter(srl_limiter *lim, const void *key, size_t len, srl_lease *lease,
         return SRL_ENOTSUP;
     memset(lease, 0, sizeof *lease);
     lease->owner = lim->lease_owner;   /* a denied lease is this limiter's too: leave says ENOENT */
-    return lim->ops->enter(lim, key, len, lease, d);
+    return dry_run_turn(lim, lim->ops->enter(lim, key, len, lease, d), d);
 }
 
 int srl_leave(srl_limiter *lim, srl_lease *lease)

@@ -49,6 +49,9 @@ struct srl_limiter {
     const struct srl__store_ops *ops;
     struct srl__compound cmp;       /* the limits, resolved once */
     srl_on_full on_full;
+    int dry_run;                    /* SRL_CONFIG_DRY_RUN: stores count would_deny
+                                       where they count denied; the facade turns
+                                       the answer (limiter.c) */
     uint32_t lock_timeout_ms;
     srl_ticker ticker;              /* .now never NULL once opened */
     uint64_t lease_owner;           /* stamped into leases: never 0, unique per open */

@@ -133,6 +133,7 @@ struct shard {
     uint64_t retired_denied;
     uint64_t timeouts;        /* node lock waits that ran past lock_timeout_ms */
     uint64_t reclaimed;       /* in-flight units of dead or expired holders freed */
+    uint64_t would_deny;      /* dry run: denials turned into admissions (limiter.c) */
 } __attribute__((aligned(CACHE_LINE)));
 
 struct local {
@@ -475,6 +476,17 @@ static void count_full(struct local *l, const srl_decision *d)
 {
     struct shard *s = my_shard(l);
     shard_add(d->allowed ? &s->full_allowed : &s->full_denied, 1);
+    if (!d->allowed && l->lim.dry_run)
+        shard_add(&s->would_deny, 1);
+}
+
+/* A dry-run handle's would-be denial (node locked, counted denied too):
+ * in the shard, since a node's counters die with it and would_deny is
+ * rare enough not to need a per-key count. */
+static void count_would_deny(struct local *l, const srl_decision *d)
+{
+    if (!d->allowed && l->lim.dry_run)
+        shard_add(&my_shard(l)->would_deny, 1);
 }
 
 /* ------------------------------------------------------------ the ops */
@@ -554,6 +566,7 @@ static int local_decide(srl_limiter *lim, const void *key, size_t len, uint32_t 
         else
             enter_locked(l, n, hash, now, lease, d);
         count_one(d->allowed ? &n->allowed : &n->denied);
+        count_would_deny(l, d);
         pthread_mutex_unlock(&n->lock);
         node_done(n);
         rcu_read_unlock();
@@ -781,6 +794,7 @@ static int local_stats(srl_limiter *lim, srl_stats *out)
         s.evicted += __atomic_load_n(&sh->evicted, __ATOMIC_RELAXED);
         s.timeouts += __atomic_load_n(&sh->timeouts, __ATOMIC_RELAXED);
         s.reclaimed += __atomic_load_n(&sh->reclaimed, __ATOMIC_RELAXED);
+        s.would_deny += __atomic_load_n(&sh->would_deny, __ATOMIC_RELAXED);
     }
     /* recovered, reset_slots: no crash repair exists in one process (a
      * thread cannot die holding a node's lock without its process). */

@@ -265,6 +265,8 @@ struct rstore {
     struct srl__redis_uri u;  /* where, who, db, timeout, prefix */
     uint64_t capacity;
     uint64_t timeouts;        /* under mu */
+    uint64_t would_deny;      /* dry run: this handle's would-be denials (atomic);
+                                 P:stats counts them in denied, as every host's */
     uint32_t failures;        /* connects failed in a row (backoff), under mu */
     uint64_t retry_at_ns;     /* CLOCK_MONOTONIC: no connect before, under mu */
     int last_rc;              /* the last failed connect's code, under mu */
@@ -660,7 +662,10 @@ static int decide(srl_limiter *lim, const void *key, size_t len, uint32_t cost, 
 static int rs_acquire(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
                       srl_decision *d)
 {
-    return decide(lim, key, len, cost, 'a', d);
+    int rc = decide(lim, key, len, cost, 'a', d);
+    if (rc == 0 && !d->allowed && lim->dry_run)
+        __atomic_add_fetch(&rs_of(lim)->would_deny, 1, __ATOMIC_RELAXED);
+    return rc;
 }
 
 static int rs_peek(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
@@ -706,7 +711,8 @@ static int rs_stats(srl_limiter *lim, srl_stats *out)
     pthread_mutex_unlock(&r->mu);
     if (rep == NULL)
         return rc;
-    *out = (srl_stats){.capacity = r->capacity, .timeouts = timeouts};
+    *out = (srl_stats){.capacity = r->capacity, .timeouts = timeouts,
+                       .would_deny = __atomic_load_n(&r->would_deny, __ATOMIC_RELAXED)};
     rc = SRL_ESYS;
     if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 2) {
         for (int i = 0; i < 2; i++) {

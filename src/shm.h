@@ -39,8 +39,10 @@
 #include "testhooks.h"
 
 #define SRL__SHM_MAGIC "SRLSHM\0\1"
-#define SRL__SHM_VERSION 4u            /* 3: header checksum, creator identity;
-                                           4: compound limits, slot meta word */
+#define SRL__SHM_VERSION 5u            /* 3: header checksum, creator identity;
+                                           4: compound limits, slot meta word;
+                                           5: bucket would_deny, recovered moved
+                                              to the header page (srl__shm_live) */
 #define SRL__SHM_SLOTS 16u              /* slots per bucket */
 #define SRL__SHM_HEADER_BYTES 4096u     /* header page; the table follows */
 #define SRL__SHM_HASH_KEY_BYTES 16u     /* SipHash takes a 128-bit key */
@@ -84,9 +86,11 @@ _Static_assert(sizeof(struct srl__shm_header) <= SRL__SHM_HEADER_BYTES, "header 
 /* Rare counters of the whole segment, in the header page after the header
  * (not covered by header_sum: they change after READY).  Written with
  * atomic adds only on paths that are rare by nature (a dead holder's unit
- * reclaimed), never by a plain decision; read as hints (untrusted). */
+ * reclaimed, a bucket repaired after its lock owner died), never by a plain
+ * decision; read as hints (untrusted). */
 struct srl__shm_live {
     uint64_t reclaimed;          /* in-flight units of dead or expired holders freed */
+    uint64_t recovered;          /* buckets repaired after EOWNERDEAD (layout 5) */
 };
 #define SRL__SHM_LIVE_OFFSET 2048u
 _Static_assert(sizeof(struct srl__shm_header) <= SRL__SHM_LIVE_OFFSET, "live counters follow the header");
@@ -109,7 +113,9 @@ struct srl__shm_bucket {
     uint8_t undo_slot;              /* 0 none, else slot + 1 whose state is in undo */
     uint8_t moving_slot;            /* 0 none, else slot + 1 being relocated out */
     uint8_t pad[2];
-    uint32_t recovered;             /* repairs after EOWNERDEAD */
+    uint32_t would_deny;            /* dry-run handles' would-be denials (also in
+                                       denied); the word `recovered` held up to
+                                       layout 4 (now in srl__shm_live) */
     uint64_t allowed;
     uint64_t denied;
     uint64_t full;

@@ -429,6 +429,7 @@ static int open_existing(struct srl__shm *s, int fd, const srl_config *cfg,
         if (cfg != NULL) {
             adopted.lock_timeout_ms = cfg->lock_timeout_ms;
             adopted.ticker = cfg->ticker;
+            adopted.flags = cfg->flags;   /* the opener's dry run, never the segment's */
         }
         if (srl__limiter_init(&s->lim, s->lim.ops, &adopted) != 0)
             return SRL_ECORRUPT;

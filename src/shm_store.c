@@ -30,12 +30,13 @@ static int shm_stats(srl_limiter *lim, srl_stats *out)
         st.allowed += __atomic_load_n(&bk->allowed, __ATOMIC_RELAXED);
         st.denied += __atomic_load_n(&bk->denied, __ATOMIC_RELAXED);
         st.full += __atomic_load_n(&bk->full, __ATOMIC_RELAXED);
-        st.recovered += __atomic_load_n(&bk->recovered, __ATOMIC_RELAXED);
+        st.would_deny += __atomic_load_n(&bk->would_deny, __ATOMIC_RELAXED);
         st.reset_slots += __atomic_load_n(&bk->reset_slots, __ATOMIC_RELAXED);
         st.evicted += __atomic_load_n(&bk->evicted, __ATOMIC_RELAXED);
         st.timeouts += __atomic_load_n(&bk->timeouts, __ATOMIC_RELAXED);
     }
     st.reclaimed = __atomic_load_n(&srl__shm_live(s)->reclaimed, __ATOMIC_RELAXED);
+    st.recovered = __atomic_load_n(&srl__shm_live(s)->recovered, __ATOMIC_RELAXED);
     *out = st;
     return 0;
 }

@@ -176,6 +176,8 @@ static void count(struct srl__shm *s, uint64_t b, unsigned i, const srl_decision
         __atomic_store_n(a, sat_inc(*a), __ATOMIC_RELAXED);
     } else {
         SRL__SHM_COUNT(bk->denied, 1);
+        if (s->lim.dry_run)
+            SRL__SHM_COUNT(bk->would_deny, 1);   /* the facade turns it (limiter.c) */
         uint32_t *n = slot_denied(s, b, i);
         __atomic_store_n(n, sat_inc(*n), __ATOMIC_RELAXED);
     }
@@ -454,7 +456,8 @@ static void repair(struct srl__shm *s, uint64_t b, uint64_t now, bool nested)
             SRL__SHM_COUNT(bk->reset_slots, 1);
         }
     }
-    SRL__SHM_COUNT(bk->recovered, 1);
+    /* Rare by nature: one atomic add to the header page, not a bucket word. */
+    __atomic_add_fetch(&srl__shm_live(s)->recovered, 1, __ATOMIC_RELAXED);
 }
 
 void srl__shm_repair_bucket(struct srl__shm *s, uint64_t b, uint64_t now)
@@ -729,6 +732,8 @@ static int decide_key(srl_limiter *lim, const void *key, size_t len, const struc
             SRL__SHM_COUNT(bk->allowed, 1);
         else
             SRL__SHM_COUNT(bk->denied, 1);
+        if (!d->allowed && s->lim.dry_run)
+            SRL__SHM_COUNT(bk->would_deny, 1);
         unlock_pair(s, &k);
         return 0;
     }

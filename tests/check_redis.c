@@ -187,6 +187,40 @@ START_TEST(trace_matches_core)
 }
 END_TEST
 
+/* SRL_CONFIG_DRY_RUN on Redis: the script decides and counts as without
+ * it (P:stats counts the denial), the facade turns the answer, and the
+ * would-be denials are counted by this handle only (srl_stats.would_deny). */
+START_TEST(dry_run_allows_and_counts_this_handles_would_be_denials)
+{
+    pid_t srv = setup_server();
+    srl_config cfg = gcra_cfg(3, 3600 * SEC), dry_cfg = cfg;
+    dry_cfg.flags = SRL_CONFIG_DRY_RUN;
+    srl_limiter *enf = NULL, *dry = NULL;
+    ck_assert_int_eq(srl_open_redis(uri, &cfg, &enf), 0);
+    ck_assert_int_eq(srl_open_redis(uri, &dry_cfg, &dry), 0);   /* the flag is not compared */
+    srl_decision d;
+    for (unsigned i = 0; i < 5; i++) {
+        ck_assert_int_eq(srl_acquire(dry, "k", 1, 1, &d), 0);
+        ck_assert_int_eq(d.allowed, 1);
+        ck_assert_uint_eq(d.flags, i < 3 ? 0 : SRL_DECISION_WOULD_DENY);
+        if (i >= 3)
+            ck_assert_uint_gt(d.retry_after_ns, 0);   /* the denial's wait, kept */
+    }
+    ck_assert_int_eq(srl_acquire(enf, "k", 1, 1, &d), 0);
+    ck_assert_int_eq(d.allowed, 0);
+    srl_stats st;
+    ck_assert_int_eq(srl_stats_get(dry, &st), 0);
+    ck_assert_uint_eq(st.allowed, 3);
+    ck_assert_uint_eq(st.denied, 3);
+    ck_assert_uint_eq(st.would_deny, 2);
+    ck_assert_int_eq(srl_stats_get(enf, &st), 0);
+    ck_assert_uint_eq(st.would_deny, 0);                     /* this handle's only */
+    srl_close(dry);
+    srl_close(enf);
+    teardown_server(srv);
+}
+END_TEST
+
 START_TEST(policy_per_prefix)
 {
     pid_t srv = setup_server();
@@ -795,6 +829,7 @@ int main(void)
     tcase_set_timeout(tc, 60);
     tcase_add_loop_test(tc, trace_matches_core, SRL_TOKEN_BUCKET, SRL_GCRA + 1);
     tcase_add_test(tc, policy_per_prefix);
+    tcase_add_test(tc, dry_run_allows_and_counts_this_handles_would_be_denials);
     tcase_add_test(tc, forked_exact_count);
     tcase_add_test(tc, forked_broken_variant_caught);
     tcase_add_test(tc, threads_exact_count);

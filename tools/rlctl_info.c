@@ -80,6 +80,7 @@ static void info_json(const char *name, const srl_info *in, const srl_stats *st,
     rlctl_json_u64(&j, "age_ns", age);
     rlctl_json_u64(&j, "allowed", st->allowed);
     rlctl_json_u64(&j, "denied", st->denied);
+    rlctl_json_u64(&j, "would_deny", st->would_deny);
     rlctl_json_u64(&j, "full", st->full);
     rlctl_json_u64(&j, "recovered", st->recovered);
     rlctl_json_u64(&j, "reset_slots", st->reset_slots);
@@ -133,6 +134,7 @@ static void info_text(const char *name, const srl_info *in, const srl_stats *st,
     ROW("created", "%s (age %s)", a, rlctl_fmt_duration(age, b, sizeof b));
     ROW("allowed", "%" PRIu64, st->allowed);
     ROW("denied", "%" PRIu64, st->denied);
+    ROW("would deny", "%" PRIu64 " (of those denied, allowed by dry-run handles)", st->would_deny);
     ROW("full", "%" PRIu64, st->full);
     ROW("recovered", "%" PRIu64, st->recovered);
     ROW("reset slots", "%" PRIu64, st->reset_slots);

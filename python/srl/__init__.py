@@ -17,10 +17,11 @@ classes, one per SRL_E* code, all subclasses of srl.Error, which carries
 limiter kinds and the header values are exactly those of the C library.
 """
 from . import _srl
-from ._srl import Decision, Limiter, headers, strerror, unlink, FLAG_UNTRACKED, FLAG_DEGRADED, KEY_MAX
+from ._srl import (Decision, Limiter, headers, strerror, unlink, FLAG_UNTRACKED, FLAG_DEGRADED,
+                   FLAG_WOULD_DENY, KEY_MAX)
 
 __all__ = ["Limiter", "Decision", "headers", "strerror", "unlink", "Error", "FLAG_UNTRACKED",
-           "FLAG_DEGRADED", "KEY_MAX", "holding"]
+           "FLAG_DEGRADED", "FLAG_WOULD_DENY", "KEY_MAX", "holding"]
 
 
 class holding:

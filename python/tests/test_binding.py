@@ -192,6 +192,29 @@ class TestShared(unittest.TestCase):
         a.close()
         b.close()
 
+    def test_dry_run_allows_flags_and_counts(self):
+        # An enforcing and a dry-run handle on one segment: the dry one is
+        # allowed where the other would refuse, flagged, with the denial's
+        # wait; both see the segment's would_deny.
+        n = self.name("dry")
+        a = srl.Limiter.shared(n, "token_bucket:5/1d", capacity=64)
+        b = srl.Limiter.shared(n, None, create=False, dry_run=True)
+        for _ in range(5):
+            self.assertFalse(a.acquire("k").would_deny)
+        for _ in range(3):
+            d = b.acquire("k")
+            self.assertEqual((d.allowed, d.would_deny, d.remaining, d.retry_after, d.flags),
+                             (True, True, 0, TOKEN_S, srl.FLAG_WOULD_DENY))
+        d = a.acquire("k")
+        self.assertEqual((d.allowed, d.would_deny), (False, False))
+        st = a.stats()
+        self.assertEqual((st["allowed"], st["denied"], st["would_deny"]), (5, 4, 3))
+        a.close()
+        b.close()
+        with srl.Limiter.local("token_bucket:1/1d", dry_run=True) as lim:
+            self.assertEqual([lim.acquire("k").would_deny for _ in range(3)], [False, True, True])
+            self.assertEqual(lim.stats()["would_deny"], 2)
+
     def assertSrlError(self, cls, code, fn):
         with self.assertRaises(cls) as cm:
             fn()

@@ -15,7 +15,8 @@
 #      phase for them again): still exactly 10 admitted, once per request
 #   D  key expr:, SrlCost 2: exactly 5 admitted, Retry-After of 2 tokens
 #   E  key env: (SetEnvIf), SrlDryRun On: all 200, no RateLimit headers,
-#      SRL_LIMITED=1 logged for exactly the 3 over the limit, 3 log lines
+#      SRL_LIMITED=1 logged for exactly the 3 over the limit, 3 log lines,
+#      rlctl info's would_deny 3 (the library counts them: SRL_CONFIG_DRY_RUN)
 #   F  SrlLimit off below a server-wide SrlLimit: not counted, no headers
 #   L  SrlStatus 503 answers a refusal with 503; policy_name= is the name in
 #      RateLimit-Policy and RateLimit; the refusal's log line has key and URI
@@ -173,6 +174,8 @@ check_eq "E: SRL_LIMITED unset for the others" $LIMIT \
   "$(grep -c 'env=dry-E limited=-$' "$e2e_tmp/access.log")"
 check_eq "E: one dry-run line per would-be 429 in the error log" 3 \
   "$(grep -c "SrlLimit $name: dry run: would answer 429" "$e2e_tmp/error.log")"
+check_eq "E: rlctl info: would deny (the library's dry-run count, SrlDryRun's handle)" 3 \
+  "$(rlctl_count "$name" would_deny)"
 
 # --- F: SrlLimit off
 f=$(http seq 5 /free "X-Key: free-F")
@@ -237,6 +240,7 @@ check_eq "G: the parent survived the restart" "$apache_pid" "$(cat "$e2e_tmp/run
 #   keys:    127.0.0.1, hold-B, dir-C, cost-127.0.0.1, dry-E, after-G = 6
 check_eq "H: rlctl info: allowed" 47 "$(rlctl_count "$name" allowed)"
 check_eq "H: rlctl info: denied" 32 "$(rlctl_count "$name" denied)"
+check_eq "H: rlctl info: would deny (E's 3, within denied)" 3 "$(rlctl_count "$name" would_deny)"
 check_eq "H: rlctl info: keys tracked" 6 "$(rlctl_count "$name" used)"
 for k in "127.0.0.1 10 4" "hold-B 10 20" "dir-C 10 3" "cost-127.0.0.1 5 2" "dry-E 10 3" "after-G 2 0"; do
   set -- $k

@@ -58,6 +58,8 @@ int main(void)
     FIELD(srl_config, ticker);
     FIELD(srl_config, owner_uid);
     FIELD(srl_config, limits);
+    FIELD(srl_config, flags);
+    FIELD(srl_config, reserved0);
     FIELD(srl_config, reserved);
 
     STRUCT(srl_info);
@@ -93,6 +95,7 @@ int main(void)
     FIELD(srl_stats, timeouts);
     FIELD(srl_stats, reclaimed);
     FIELD(srl_stats, local_denied);
+    FIELD(srl_stats, would_deny);
     FIELD(srl_stats, reserved);
 
     STRUCT(srl_policy_error);

@@ -20,6 +20,9 @@
 #   4  errors throw SrlException with the SRL_E* code (another policy or
 #      capacity: EMISMATCH; bad policy, cost 0 or above the permits, empty
 #      key, missing segment without CREATE) and change no count
+#   5b 'dry_run' => true (CLI): never refused, exactly the would-be
+#      denials flagged wouldDeny with their retry_after, counted in
+#      stats()['would_deny'] and rlctl info; an enforcing handle refuses
 #   6  'redis' => URI (a redis-server of the test, unix socket): one key
 #      through fpm, the CLI, then both pools and CLI processes at once: the
 #      same exact counts and headers as on a segment, with the segment
@@ -162,7 +165,7 @@ typo=$(SRL_NAME="$srl_name-typo" LD_LIBRARY_PATH="$SRL_LIBDIR" as_worker php -n 
   try { new Srl(getenv("SRL_NAME"), "token_bucket:20/1d", 1024, ["key_dispaly" => 32]); echo "no exception\n"; }
   catch (InvalidArgumentException $e) { echo $e->getMessage(), "\n"; }')
 check_eq "4: a misspelt option is refused, named" \
-  "unknown option 'key_dispaly' (known: key_display, on_full, mode, flags, redis)" "$typo"
+  "unknown option 'key_dispaly' (known: key_display, on_full, mode, flags, redis, dry_run)" "$typo"
 check_eq "4: ... before anything was created" absent \
   "$([ -e "/dev/shm/$srl_token-typo" ] && echo present || echo absent)"
 check_eq "4: a missing segment without Srl::CREATE: SRL_ENOENT" -7 \
@@ -201,6 +204,36 @@ check_eq "5: refund cost 0: SRL_ECOST" -3 "$(sed -n 5p <<<"$out")"
 check_eq "5: refund above the permits: SRL_ECOST" -3 "$(sed -n 6p <<<"$out")"
 check_eq "5: the refund segment is gone" absent \
   "$([ -e "/dev/shm/${refund_name#/}" ] && echo present || echo absent)"
+
+# --- 5b: 'dry_run' => true: never refused, would-be denials flagged and counted
+# (3 per day: a dry handle takes 5, the last 2 flagged wouldDeny with the
+# denial's retry_after; an enforcing handle on the same segment is refused;
+# stats and rlctl info count would_deny 2 within denied 3)
+dry_name="$srl_name-dry"
+out=$(SRL_NAME="$dry_name" LD_LIBRARY_PATH="$SRL_LIBDIR" as_worker php -n -d extension=ffi -d ffi.enable=1 -r '
+  require getenv("SRL_PHP_DIR") . "/Srl.php";
+  $dry = new Srl(getenv("SRL_NAME"), "token_bucket:3/1d", 64, ["dry_run" => true]);
+  $a = []; $w = []; $r = [];
+  for ($i = 0; $i < 5; $i++) {
+    $d = $dry->acquire("k");
+    $a[] = $d["allowed"] ? 1 : 0; $w[] = $d["wouldDeny"] ? 1 : 0; $r[] = $d["retry_after"];
+  }
+  echo implode(" ", $a), "\n", implode(" ", $w), "\n", implode(" ", $r), "\n";
+  $enf = new Srl(getenv("SRL_NAME"), "token_bucket:3/1d", 64);
+  $d = $enf->acquire("k");
+  echo ($d["allowed"] ? 1 : 0), " ", ($d["wouldDeny"] ? 1 : 0), "\n";
+  $st = $enf->stats();
+  echo $st["allowed"], " ", $st["denied"], " ", $st["would_deny"], "\n";
+  try { new Srl(getenv("SRL_NAME"), "token_bucket:3/1d", 64, ["dry_run" => "yes"]); echo "no exception\n"; }
+  catch (InvalidArgumentException $e) { echo $e->getMessage(), "\n"; }')
+check_eq "5b: dry run: all 5 allowed" "1 1 1 1 1" "$(sed -n 1p <<<"$out")"
+check_eq "5b: dry run: exactly the 2 over the limit flagged wouldDeny" "0 0 0 1 1" "$(sed -n 2p <<<"$out")"
+check_eq "5b: dry run: retry_after of the would-be denials (a day / 3)" "0 0 0 28800 28800" "$(sed -n 3p <<<"$out")"
+check_eq "5b: an enforcing handle on the same segment is refused" "0 0" "$(sed -n 4p <<<"$out")"
+check_eq "5b: stats allowed denied would_deny" "3 3 2" "$(sed -n 5p <<<"$out")"
+check_eq "5b: dry_run must be a bool" "dry_run must be true or false" "$(sed -n 6p <<<"$out")"
+check_eq "5b: rlctl info: would deny" 2 "$(rlctl_count "$dry_name" would_deny)"
+rlctl_as_owner destroy "$dry_name" >/dev/null 2>&1
 
 # --- 6: 'redis' => URI: the same limit, held by a Redis server, with the
 # segment NAME as the host tier (another name than 1-5's segment)

@@ -75,8 +75,8 @@ START_TEST(create_then_info_shows_the_policy_capacity_and_zero_counters)
     ck_assert_uint_eq(json_get_u64(v, "owner_uid"), (uint64_t)getuid());
     ck_assert_uint_ge(json_get_u64(v, "segment_bytes"), cap * json_get_u64(v, "slot_bytes"));
     ck_assert(json_get(v, "bytes_per_key")->type == JSON_NULL); /* no key yet */
-    const char *zero[] = {"used", "allowed", "denied", "full", "recovered", "reset_slots",
-                          "evicted", "timeouts"};
+    const char *zero[] = {"used", "allowed", "denied", "would_deny", "full", "recovered",
+                          "reset_slots", "evicted", "timeouts"};
     for (size_t i = 0; i < sizeof zero / sizeof zero[0]; i++)
         ck_assert_msg(json_get_u64(v, zero[i]) == 0, "%s is not 0", zero[i]);
     json_free(v);
@@ -91,6 +91,7 @@ START_TEST(create_then_info_shows_the_policy_capacity_and_zero_counters)
     assert_info_line(r.out, "key display", "16 bytes");
     assert_info_line(r.out, "mode", "0640");
     assert_info_line(r.out, "allowed", "0");
+    assert_info_line(r.out, "would deny", "0 (of those denied, allowed by dry-run handles)");
     assert_info_line(r.out, "evicted", "0");
     ck_assert_str_eq(r.err, "");
     run_free(&r);
@@ -111,6 +112,54 @@ static uint64_t created_bytes(const char *name, const char *capacity)
     seg_destroy(name);
     return b;
 }
+
+/* A dry-run handle's would-be denials (SRL_CONFIG_DRY_RUN, mod_srl's
+ * SrlDryRun) in info (text and JSON) and in metrics, next to an enforcing
+ * handle's real denial on the same segment. */
+START_TEST(info_and_metrics_show_the_denials_a_dry_run_handle_allowed)
+{
+    char name[160];
+    seg_name(name, sizeof name, "dry");
+    run_result r;
+    RUN(&r, 0, "create", name, "--policy", "token_bucket:5/1h", "--capacity", "16");
+    run_free(&r);
+    srl_config cfg;
+    srl_config_init(&cfg);
+    cfg.flags = SRL_CONFIG_DRY_RUN;
+    srl_limiter *dry, *enf;
+    ck_assert_int_eq(srl_open_shared(name, NULL, 0, &enf), 0);
+    ck_assert_int_eq(srl_open_shared(name, &cfg, SRL_ADOPT, &dry), 0);
+    srl_decision d;
+    for (int i = 0; i < 8; i++) {
+        ck_assert_int_eq(srl_acquire(dry, "k", 1, 1, &d), 0);
+        ck_assert_int_eq(d.allowed, 1);
+    }
+    ck_assert_int_eq(srl_acquire(enf, "k", 1, 1, &d), 0);
+    ck_assert_int_eq(d.allowed, 0);
+    srl_close(dry);
+    srl_close(enf);
+
+    RUN(&r, 0, "info", name, "--json");
+    json_value *v = parse_out(&r);
+    ck_assert_uint_eq(json_get_u64(v, "allowed"), 5);
+    ck_assert_uint_eq(json_get_u64(v, "denied"), 4);
+    ck_assert_uint_eq(json_get_u64(v, "would_deny"), 3);
+    json_free(v);
+    run_free(&r);
+    RUN(&r, 0, "info", name);
+    assert_info_line(r.out, "denied", "4");
+    assert_info_line(r.out, "would deny", "3 (of those denied, allowed by dry-run handles)");
+    run_free(&r);
+    RUN(&r, 0, "metrics", name);
+    char want[256];
+    snprintf(want, sizeof want, "\nsrl_would_deny_total{segment=\"%s\"} 3\n", name);
+    ck_assert_msg(strstr(r.out, want) != NULL, "no '%s' in:\n%s", want + 1, r.out);
+    ck_assert_ptr_nonnull(strstr(r.out, "\n# TYPE srl_would_deny_total counter\n"));
+    run_free(&r);
+    RUN(&r, 0, "destroy", name);
+    run_free(&r);
+}
+END_TEST
 
 START_TEST(create_without_room_says_how_many_bytes_it_needs_and_how_many_are_free)
 {
@@ -822,6 +871,7 @@ int main(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, create_then_info_shows_the_policy_capacity_and_zero_counters);
     tcase_add_test(tc, create_without_room_says_how_many_bytes_it_needs_and_how_many_are_free);
+    tcase_add_test(tc, info_and_metrics_show_the_denials_a_dry_run_handle_allowed);
     tcase_add_test(tc, create_of_an_existing_segment_exits_73_and_changes_nothing);
     tcase_add_test(tc, check_exits_0_on_a_healthy_segment);
     tcase_add_test(tc, watch_prints_count_samples_with_the_running_totals);
