@@ -263,6 +263,7 @@ struct rstore {
     pthread_mutex_t mu;
     struct srl__rconn one;    /* the server (not a cluster), under mu */
     struct srl__cluster cl;   /* a cluster (u.cluster): masters and slot map, under mu */
+    int replied;              /* cluster: node[] index of route()'s last reply, under mu */
     pid_t pid;                /* process that made the last connection */
     char sha[48];             /* of the algorithm's script, "" until loaded once */
     char esec[24], eusec[24]; /* the epoch of P:cfg, copied into each slot hash (cluster) */
@@ -454,10 +455,11 @@ static redisReply *cmd_on(struct rstore *r, struct srl__rconn *n, int argc, cons
 
 /*
  * Under mu: ask a cluster for its slot map (CLUSTER SLOTS) and take it.
- * Asks the known masters, then the uri's seeds, skipping any in connect
- * backoff, and stops at the first that answers, or after REFRESH_TRIES
- * that could not (each a bounded wait): a call never waits on every
- * node of a broken cluster.  0 or the last failure's code.
+ * Asks the known masters (and the uri's seeds), those with a live
+ * connection first (a node that just failed has none), skipping any in
+ * connect backoff, and stops at the first that answers, or after
+ * REFRESH_TRIES that could not (each a bounded wait): a call never waits on
+ * every node of a broken cluster.  0 or the last failure's code.
  */
 #define REFRESH_TRIES 3
 static int refresh(struct rstore *r)
@@ -469,8 +471,10 @@ static int refresh(struct rstore *r)
     uint64_t now = srl__clock_ns(CLOCK_MONOTONIC);
     static const char *const argv[] = {"CLUSTER", "SLOTS"};
     static const size_t lens[] = {7, 5};
-    for (size_t i = 0; i < cl->n && tries < REFRESH_TRIES; i++) {
-        struct srl__rconn *n = &cl->node[i];
+    for (size_t k = 0; k < 2 * cl->n && tries < REFRESH_TRIES; k++) {
+        struct srl__rconn *n = &cl->node[k % cl->n];
+        if ((k < cl->n) != (n->c != NULL))
+            continue;   /* pass 1: live connections; pass 2: the others */
         if (n->c == NULL && n->failures > 0 && now < n->retry_at_ns) {
             rc = n->last_rc;
             continue;
@@ -544,8 +548,10 @@ static redisReply *route(struct rstore *r, const char *k, size_t kl, int argc, c
         char host[256];
         int port;
         enum srl__redirect kind = srl__cluster_redirect(rep, &s, host, &port);
-        if (kind == SRL__NO_REDIRECT || (kind != SRL__TRYAGAIN && hops >= MAX_HOPS))
+        if (kind == SRL__NO_REDIRECT || (kind != SRL__TRYAGAIN && hops >= MAX_HOPS)) {
+            r->replied = ix;
             return rep;
+        }
         freeReplyObject(rep);
         asking = 0;
         if (kind == SRL__TRYAGAIN) {
@@ -577,15 +583,19 @@ static redisReply *route(struct rstore *r, const char *k, size_t kl, int argc, c
     }
 }
 
-/* Under mu: SCRIPT LOAD the acquire script on the server (on a cluster:
- * on the master of key k, which answered NOSCRIPT); 0 or an SRL_E* code. */
+/* Under mu: SCRIPT LOAD the acquire script on the server; on a cluster on
+ * the master of key k, or (k NULL) on the node that gave route()'s last
+ * reply: the one that said NOSCRIPT, which after an ASK is not k's master
+ * in the map.  0 or an SRL_E* code. */
 static int load_script(struct rstore *r, const char *k, size_t kl)
 {
     const char *lua = algo_lua[rpol(&r->lim)->algorithm];
     const char *argv[] = {"SCRIPT", "LOAD", lua};
     size_t lens[] = {6, 4, strlen(lua)};
     int rc;
-    redisReply *rep = route(r, k, kl, 3, argv, lens, &rc);
+    redisReply *rep = k == NULL && r->u.cluster
+                          ? cmd_on(r, &r->cl.node[r->replied], 3, argv, lens, &rc)
+                          : route(r, k, kl, 3, argv, lens, &rc);
     if (rep == NULL)
         return rc;
     rc = rep->type == REDIS_REPLY_ERROR ? reply_error(rep) : SRL_ESYS;
@@ -779,7 +789,7 @@ static int script_recover(struct rstore *r, const redisReply *rep, int *rc, cons
     if (rep->type != REDIS_REPLY_ERROR)
         return 0;
     if (strncmp(rep->str, "NOSCRIPT", 8) == 0)
-        *rc = load_script(r, k, kl);
+        *rc = load_script(r, r->u.cluster ? NULL : k, kl);
     else if (strncmp(rep->str, "SRLNOCFG", 8) == 0)
         *rc = r->u.cluster ? slot_init(r, k, kl) : open_cfg(r, 0);
     else
@@ -1013,8 +1023,18 @@ static int walk_batch(srl_limiter *lim, struct srl__rconn *n, char cursor[32],
         rc = walk_pipe(lim, n, b, stats);
         int again = 0;
         for (size_t i = 0; rc == 0 && i < b->n && !again && !stats; i++) {
-            const redisReply *k = b->scan->element[1]->element[i];
-            again = attempt < 2 && script_recover(r, b->peek[i], &rc, k->str, k->len);
+            const redisReply *k = b->scan->element[1]->element[i], *p = b->peek[i];
+            if (!r->u.cluster) {
+                again = attempt < 2 && script_recover(r, p, &rc, k->str, k->len);
+            } else if (attempt < 2 && p->type == REDIS_REPLY_ERROR &&
+                       strncmp(p->str, "NOSCRIPT", 8) == 0) {
+                /* Load on n itself; nothing here may route (a refresh
+                 * would move node[], n with it).  A key without its slot
+                 * hash (SRLNOCFG) is skipped. */
+                r->replied = (int)(n - r->cl.node);
+                rc = load_script(r, NULL, 0);
+                again = 1;
+            }
         }
         if (!again || rc != 0)
             break;
