@@ -136,6 +136,104 @@ START_TEST(crc16_and_keyslot_agree_with_the_server)
 }
 END_TEST
 
+/* ------------------------------------------------------------ replies */
+
+/* A reply as hiredis would give it, from RESP text. */
+static redisReply *resp(const char *text)
+{
+    redisReader *rd = redisReaderCreate();
+    ck_assert_int_eq(redisReaderFeed(rd, text, strlen(text)), REDIS_OK);
+    void *rep = NULL;
+    ck_assert_int_eq(redisReaderGetReply(rd, &rep), REDIS_OK);
+    ck_assert_ptr_nonnull(rep);
+    redisReaderFree(rd);
+    return rep;
+}
+
+/* A master [ip "h", port 1, id]; and [ip "1.2", port 7000, id]. */
+#define NODE_H1 "*3\r\n$1\r\nh\r\n:1\r\n$2\r\nid\r\n"
+#define NODE_12 "*3\r\n$3\r\n1.2\r\n:7000\r\n$2\r\nid\r\n"
+
+/* CLUSTER SLOTS and redirections are replies from the network: a reply of
+ * another shape changes nothing, a redirection that does not parse is none. */
+START_TEST(slot_map_and_redirections_from_untrusted_replies)
+{
+    struct srl__cluster c;
+    memset(&c, 0, sizeof c);
+    /* Two ranges; the second master shown with an empty address (the
+     * asked host's). */
+    redisReply *r = resp("*2\r\n"
+                         "*3\r\n:0\r\n:99\r\n*3\r\n$3\r\n1.2\r\n:7000\r\n$1\r\na\r\n"
+                         "*4\r\n:100\r\n:16383\r\n*3\r\n$0\r\n\r\n:7001\r\n$1\r\nb\r\n"
+                         "*3\r\n$3\r\n9.9\r\n:7002\r\n$1\r\nc\r\n");
+    ck_assert_int_eq(srl__cluster_apply_slots(&c, r, "asked"), 0);
+    freeReplyObject(r);
+    ck_assert_uint_eq(c.n, 2);   /* masters only: the replica 9.9 is not a node */
+    ck_assert_str_eq(c.node[c.slot[0] - 1].host, "1.2");
+    ck_assert_int_eq(c.node[c.slot[99] - 1].port, 7000);
+    ck_assert_str_eq(c.node[c.slot[100] - 1].host, "asked");
+    ck_assert_int_eq(c.node[c.slot[16383] - 1].port, 7001);
+    uint16_t before[SRL__SLOTS];
+    memcpy(before, c.slot, sizeof before);
+    static const char *const bad[] = {
+        "$2\r\nno\r\n",                                                   /* not an array */
+        "*1\r\n*3\r\n:0\r\n:16384\r\n" NODE_H1,                  /* slot out of range */
+        "*1\r\n*3\r\n:9\r\n:3\r\n" NODE_H1,                       /* start > end */
+        "*1\r\n*3\r\n:-1\r\n:3\r\n" NODE_H1,                      /* negative */
+        "*1\r\n*3\r\n:0\r\n:3\r\n*2\r\n$1\r\nh\r\n:70000\r\n", /* port */
+        "*1\r\n*3\r\n:0\r\n:3\r\n*2\r\n:1\r\n:7000\r\n",        /* ip not a string */
+        "*1\r\n*2\r\n:0\r\n:3\r\n",                                  /* no master */
+        "*1\r\n:5\r\n",                                                 /* not a range */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        r = resp(bad[i]);
+        ck_assert_msg(srl__cluster_apply_slots(&c, r, "asked") == SRL_ECORRUPT, "bad[%zu]", i);
+        freeReplyObject(r);
+        ck_assert(memcmp(before, c.slot, sizeof before) == 0);
+        ck_assert_uint_eq(c.n, 2);
+    }
+    /* A new map drops a master no slot names any more. */
+    r = resp("*1\r\n*3\r\n:0\r\n:16383\r\n" NODE_12);
+    ck_assert_int_eq(srl__cluster_apply_slots(&c, r, "asked"), 0);
+    freeReplyObject(r);
+    ck_assert_uint_eq(c.n, 1);
+    ck_assert_uint_eq(c.slot[16383], 1);
+    srl__cluster_free(&c);
+
+    unsigned slot;
+    char host[256];
+    int port;
+    r = resp("-MOVED 3999 127.0.0.1:6381\r\n");
+    ck_assert_int_eq(srl__cluster_redirect(r, &slot, host, &port), SRL__MOVED);
+    ck_assert_uint_eq(slot, 3999);
+    ck_assert_str_eq(host, "127.0.0.1");
+    ck_assert_int_eq(port, 6381);
+    freeReplyObject(r);
+    r = resp("-ASK 12 ::1:7000\r\n");   /* IPv6: the port after the last ':' */
+    ck_assert_int_eq(srl__cluster_redirect(r, &slot, host, &port), SRL__ASK);
+    ck_assert_str_eq(host, "::1");
+    ck_assert_int_eq(port, 7000);
+    freeReplyObject(r);
+    r = resp("-MOVED 5 :7001\r\n");      /* unknown endpoint: the replier's host */
+    ck_assert_int_eq(srl__cluster_redirect(r, &slot, host, &port), SRL__MOVED);
+    ck_assert_str_eq(host, "");
+    freeReplyObject(r);
+    r = resp("-TRYAGAIN Multiple keys request during rehashing of slot\r\n");
+    ck_assert_int_eq(srl__cluster_redirect(r, &slot, host, &port), SRL__TRYAGAIN);
+    freeReplyObject(r);
+    static const char *const none[] = {"-MOVED 16384 h:1\r\n", "-MOVED x h:1\r\n",
+                                       "-MOVED 1 h\r\n", "-MOVED 1 h:0\r\n",
+                                       "-MOVED 1 h:1x\r\n", "-ASK 1\r\n",
+                                       "-ERR MOVED 1 h:1\r\n", "+MOVED 1 h:1\r\n"};
+    for (size_t i = 0; i < sizeof none / sizeof none[0]; i++) {
+        r = resp(none[i]);
+        ck_assert_msg(srl__cluster_redirect(r, &slot, host, &port) == SRL__NO_REDIRECT,
+                      "none[%zu]", i);
+        freeReplyObject(r);
+    }
+}
+END_TEST
+
 /* ------------------------------------------------------------ spread */
 
 static int count_visit(const srl_entry *e, void *ctx)
@@ -593,6 +691,9 @@ int main(void)
     tcase_add_unchecked_fixture(st, cluster_up, cluster_down);
     tcase_add_test(st, stopped_master_degrades_then_recovers);
     suite_add_tcase(s, st);
+    TCase *pa = tcase_create("replies");   /* no server */
+    tcase_add_test(pa, slot_map_and_redirections_from_untrusted_replies);
+    suite_add_tcase(s, pa);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
