@@ -13,7 +13,8 @@
  *     every key once;
  *   - 8 forked processes on one key (limit 1000), and on 60 keys spread over
  *     the masters (limit 100 each): exactly the limit admitted per key, in
- *     every trial;
+ *     every trial; 4 threads on one handle over 30 keys: exact too;
+ *   - CLUSTER SLOTS and redirection replies of other shapes change nothing;
  *   - a slot migrated (SETSLOT IMPORTING/MIGRATING, MIGRATE, SETSLOT NODE)
  *     while 8 processes run on keys in it: every call succeeds and every
  *     key admits exactly its limit; the old master answered MOVED;
@@ -23,6 +24,7 @@
 #include <check.h>
 #include <hiredis/hiredis.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -299,6 +301,20 @@ START_TEST(keys_spread_over_every_master)
     /* A hash tag in the prefix would put every key in one slot. */
     snprintf(u, sizeof u, "%s?prefix=%%7Bp%%7D", cl.uri);
     ck_assert_int_eq(srl_open_redis(u, &other, &l2), SRL_EINVAL);
+    /* Any seed that answers will do: the first one here has no server. */
+    int dead = cl.port[0] + 1;
+    while (dead == cl.port[1] || dead == cl.port[2])
+        dead++;
+    snprintf(u, sizeof u, "redis-cluster://127.0.0.1:%d,127.0.0.1:%d?prefix=spread", dead,
+             cl.port[1]);
+    srl_config same;
+    srl_config_init(&same);
+    same.policy = (srl_policy){.algorithm = SRL_GCRA, .permits = 10,
+                               .window_ns = 20ull * 86400 * SEC};
+    ck_assert_int_eq(srl_open_redis(u, &same, &l2), 0);
+    ck_assert_int_eq(srl_peek(l2, "user:9", 6, 1, &d), 0);
+    ck_assert_uint_eq(d.remaining, 8);
+    srl_close(l2);
     /* Adopting the stored policy works on a cluster too. */
     snprintf(u, sizeof u, "%s?prefix=spread", cl.uri);
     ck_assert_int_eq(srl_open_redis(u, NULL, &l2), 0);
@@ -452,6 +468,57 @@ START_TEST(forked_exact_on_many_keys_spread)
     ck_assert_int_eq(srl_stats_get(lim, &st), 0);
     ck_assert_uint_eq(st.allowed, 100 * 60);
     ck_assert_uint_eq(st.denied, NPROC * 60);
+    srl_close(lim);
+}
+END_TEST
+
+/* Threads share the masters' connections under the store's mutex. */
+struct worker {
+    srl_limiter *lim;
+    pthread_barrier_t *start;
+    char (*keys)[24];
+    int nk, first, rc;
+    unsigned n[30];
+};
+
+static void *worker_run(void *p)
+{
+    struct worker *w = p;
+    pthread_barrier_wait(w->start);
+    for (int j = 0; j < w->nk && w->rc == 0; j++) {
+        const char *k = w->keys[(w->first + j) % w->nk];
+        srl_decision d;
+        while ((w->rc = srl_acquire(w->lim, k, strlen(k), 1, &d)) == 0 && d.allowed)
+            w->n[(w->first + j) % w->nk]++;
+    }
+    return NULL;
+}
+
+START_TEST(threads_exact_on_keys_spread)
+{
+    srl_limiter *lim = open_prefix("threads", 50, "");
+    char keys[30][24];
+    int nk = make_keys(keys, 30, "t-%d");
+    enum { NT = 4 };
+    pthread_barrier_t start;
+    pthread_barrier_init(&start, NULL, NT);
+    struct worker w[NT];
+    pthread_t t[NT];
+    for (int i = 0; i < NT; i++) {
+        w[i] = (struct worker){.lim = lim, .start = &start, .keys = keys, .nk = nk,
+                               .first = i * 7};
+        ck_assert_int_eq(pthread_create(&t[i], NULL, worker_run, &w[i]), 0);
+    }
+    unsigned total[30] = {0};
+    for (int i = 0; i < NT; i++) {
+        pthread_join(t[i], NULL);
+        ck_assert_int_eq(w[i].rc, 0);
+        for (int k = 0; k < nk; k++)
+            total[k] += w[i].n[k];
+    }
+    for (int k = 0; k < nk; k++)
+        ck_assert_msg(total[k] == 50, "%s: %u admitted", keys[k], total[k]);
+    pthread_barrier_destroy(&start);
     srl_close(lim);
 }
 END_TEST
@@ -680,6 +747,7 @@ int main(void)
     tcase_add_test(tc, keys_spread_over_every_master);
     tcase_add_loop_test(tc, forked_exact_on_one_key, 0, 5);
     tcase_add_loop_test(tc, forked_exact_on_many_keys_spread, 0, 3);
+    tcase_add_test(tc, threads_exact_on_keys_spread);
     suite_add_tcase(s, tc);
     TCase *re = tcase_create("reshard");
     tcase_set_timeout(re, 120);
