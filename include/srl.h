@@ -570,8 +570,10 @@ SRL_API int srl_open_local(const srl_config *cfg, srl_limiter **out);
  * hash slot (CRC16, hash tags as Redis: a limiter key holding "{tag}" is
  * placed by its tag), one connection per master, made lazily, re-made
  * after fork, each with its own reconnect backoff.  MOVED updates the slot
- * and refreshes the map on the next call; ASK is followed once with ASKING;
- * at most 5 redirections per call.  Keys: P:cfg (the policy, checked at
+ * and refreshes the map on the next call; ASK is followed with ASKING; 5
+ * redirections are followed at once, further ones (masters that disagree
+ * for a moment during a reshard) after a wait of 1 ms doubling, all waits
+ * of a call within timeout_ms, then SRL_ETIMEDOUT.  Keys: P:cfg (the policy, checked at
  * open; in one slot), P:k:<key> (one Redis key per limiter key, spread
  * over the slots), and per slot in use one hash P:s:{tag} (tag chosen to
  * land in that slot) holding the clock's epoch (copied from P:cfg) and

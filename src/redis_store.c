@@ -494,7 +494,8 @@ static int refresh(struct rstore *r)
     return rc;
 }
 
-/* Redirections one command follows (MOVED, ASK) before giving up. */
+/* Redirections (MOVED, ASK) one command follows at once; past that each
+ * waits first (see route). */
 #define MAX_HOPS 5
 
 /*
@@ -502,10 +503,13 @@ static int refresh(struct rstore *r)
  * cluster on the master of k's slot.  A cluster's MOVED updates the slot,
  * marks the map stale (refreshed on the next routing) and retries there;
  * ASK retries once on the named node after ASKING; TRYAGAIN (a script's
- * keys split by a migration in progress) retries after 1, 2, 4 ... ms
- * until timeout_ms has been slept, then SRL_ETIMEDOUT.  A connection
- * failure marks the map stale (the node may have been replaced).  NULL
- * with *rc set on failure.
+ * keys split by a migration in progress) retries after 1, 2, 4 ... 64 ms.
+ * Redirections past MAX_HOPS wait the same way before each retry: masters
+ * that send a slot back and forth (the moment SETSLOT NODE has reached one
+ * and not the other) settle within ms.  All the waits of one call together
+ * stop at timeout_ms: then SRL_ETIMEDOUT.  A connection failure marks the
+ * map stale (the node may have been replaced).  NULL with *rc set on
+ * failure.
  */
 static redisReply *route(struct rstore *r, const char *k, size_t kl, int argc, const char **argv,
                          const size_t *lens, int *rc)
@@ -548,13 +552,13 @@ static redisReply *route(struct rstore *r, const char *k, size_t kl, int argc, c
         char host[256];
         int port;
         enum srl__redirect kind = srl__cluster_redirect(rep, &s, host, &port);
-        if (kind == SRL__NO_REDIRECT || (kind != SRL__TRYAGAIN && hops >= MAX_HOPS)) {
+        if (kind == SRL__NO_REDIRECT) {
             r->replied = ix;
             return rep;
         }
         freeReplyObject(rep);
         asking = 0;
-        if (kind == SRL__TRYAGAIN) {
+        if (kind == SRL__TRYAGAIN || hops >= MAX_HOPS) {
             if (slept_us >= (uint64_t)timeout_ms(r) * 1000) {
                 *rc = SRL_ETIMEDOUT;
                 return NULL;
@@ -563,6 +567,8 @@ static redisReply *route(struct rstore *r, const char *k, size_t kl, int argc, c
             nanosleep(&ts, NULL);
             slept_us += nap_us;
             nap_us = nap_us < 64000 ? 2 * nap_us : nap_us;
+        }
+        if (kind == SRL__TRYAGAIN) {
             ix = -1;   /* ask the slot's owner again */
             continue;
         }
