@@ -540,6 +540,7 @@ SRL_API int srl_open_local(const srl_config *cfg, srl_limiter **out);
  * server and prefix.  uri:
  *     redis://[user:password@]host[:port][/db][?options]   (port 6379)
  *     unix://[user:password@]/path/to/redis.sock[?options]
+ *     redis-cluster://[user:password@]host[:port][,host[:port]...][?options]
  * options, joined by '&': db=N (SELECT), timeout_ms=N (every network wait,
  * default cfg->lock_timeout_ms), prefix=P (1..128 bytes, default "srl"),
  * user=U and password=W (AUTH; or in the userinfo, ":password@" without a
@@ -594,6 +595,35 @@ SRL_API int srl_open_local(const srl_config *cfg, srl_limiter **out);
  * (Redis already drops each state when it comes to rest); srl_check:
  * SRL_ENOTSUP.  Built only with hiredis (meson -Dredis=enabled|auto);
  * without it srl_open_redis returns SRL_ENOTSUP.
+ *
+ * Redis Cluster (redis-cluster://, 1..16 seeds over TCP; db must be 0; a
+ * prefix holding '{' or '}' is SRL_EINVAL, as a hash tag there would put
+ * every key in one slot).  The slot map comes from CLUSTER SLOTS of any
+ * seed or known master; each command goes to the master of its Redis key's
+ * hash slot (CRC16, hash tags as Redis: a limiter key holding "{tag}" is
+ * placed by its tag), one connection per master, made lazily, re-made
+ * after fork, each with its own reconnect backoff.  MOVED updates the slot
+ * and refreshes the map on the next call; ASK is followed with ASKING; 5
+ * redirections are followed at once, further ones (masters that disagree
+ * for a moment during a reshard) after a wait of 1 ms doubling, all waits
+ * of a call within timeout_ms, then SRL_ETIMEDOUT.  Keys: P:cfg (the policy, checked at
+ * open; in one slot), P:k:<key> (one Redis key per limiter key, spread
+ * over the slots), and per slot in use one hash P:s:{tag} (tag chosen to
+ * land in that slot) holding the clock's epoch (copied from P:cfg) and
+ * that slot's allowed/denied: a script's two keys, state and slot hash,
+ * always share a slot.  srl_stats_get sums every master's P:s:* (SCAN);
+ * srl_foreach SCANs every master.  While a slot is being migrated, a call
+ * whose state and slot hash are split between the two masters gets
+ * TRYAGAIN and retries (1 ms doubling, up to timeout_ms slept, then
+ * SRL_ETIMEDOUT with a DEGRADED decision): resharding while running keeps
+ * decisions exact, but calls on a slot mid-move may wait.  Replicas are
+ * not read (every command goes to a master); after a failover the map is
+ * refreshed on the next call (a failed call marks it stale).  Sentinel is
+ * not supported.  Each master decides on its own TIME: keep the cluster's
+ * clocks in sync (a slot moved to a master whose clock differs by d sees
+ * its keys' times shift by d).  A master down: its keys' calls return
+ * SRL_ETIMEDOUT/SRL_ESYS with on_full's DEGRADED decision, the other
+ * masters' keys are decided as before.
  */
 SRL_API int srl_open_redis(const char *uri, const srl_config *cfg, srl_limiter **out);
 

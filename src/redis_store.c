@@ -38,6 +38,7 @@
  *   connect backs off (10 ms doubling to 1 s: calls fail at once meanwhile).
  */
 #include "limiter.h"
+#include "redis_cluster.h"
 #include "redis_uri.h"
 
 #include <errno.h>
@@ -48,6 +49,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #define PREFIX_MAX SRL__REDIS_PREFIX_MAX
@@ -259,17 +261,17 @@ static const char open_lua[] =
 struct rstore {
     srl_limiter lim;
     pthread_mutex_t mu;
-    redisContext *c;          /* NULL: not connected */
-    pid_t pid;                /* process that made c */
+    struct srl__rconn one;    /* the server (not a cluster), under mu */
+    struct srl__cluster cl;   /* a cluster (u.cluster): masters and slot map, under mu */
+    int replied;              /* cluster: node[] index of route()'s last reply, under mu */
+    pid_t pid;                /* process that made the last connection */
     char sha[48];             /* of the algorithm's script, "" until loaded once */
+    char esec[24], eusec[24]; /* the epoch of P:cfg, copied into each slot hash (cluster) */
     struct srl__redis_uri u;  /* where, who, db, timeout, prefix */
     uint64_t capacity;
     uint64_t timeouts;        /* under mu */
     uint64_t would_deny;      /* dry run: this handle's would-be denials (atomic);
                                  P:stats counts them in denied, as every host's */
-    uint32_t failures;        /* connects failed in a row (backoff), under mu */
-    uint64_t retry_at_ns;     /* CLOCK_MONOTONIC: no connect before, under mu */
-    int last_rc;              /* the last failed connect's code, under mu */
     int fixed_time;           /* test hook: pass srl__now() instead of TIME */
     int broken_no_pid_check;  /* test hook: share the parent's socket after fork */
     uint64_t created_unix_ns;
@@ -290,11 +292,11 @@ static int io_error(redisContext *c, int saved_errno)
 }
 
 /* Under mu: drop the connection (after an error, or inherited over fork). */
-static void drop(struct rstore *r)
+static void drop(struct srl__rconn *n)
 {
-    if (r->c != NULL)
-        redisFree(r->c);
-    r->c = NULL;
+    if (n->c != NULL)
+        redisFree(n->c);
+    n->c = NULL;
 }
 
 /* hiredis write()s: a server gone away must not kill the caller with
@@ -387,24 +389,30 @@ static int handshake(struct rstore *r, redisContext *c)
     return 0;
 }
 
-/* Under mu: make sure r->c is a live connection of this process.  After a
+static uint32_t timeout_ms(const struct rstore *r)
+{
+    return r->u.timeout_ms ? r->u.timeout_ms : r->lim.lock_timeout_ms;
+}
+
+/* Under mu: make sure n->c is a live connection of this process.  After a
  * failed connect the next attempts wait: 10 ms, doubling up to 1 s; calls
  * in between fail at once with the last connect's code, so a server that is
- * down costs one bounded wait per backoff step, not one per request. */
-static int ensure(struct rstore *r)
+ * down costs one bounded wait per backoff step, not one per request.  Each
+ * cluster node has its own connection and its own backoff. */
+static int ensure(struct rstore *r, struct srl__rconn *n)
 {
-    if (r->c != NULL && r->pid != getpid() && !r->broken_no_pid_check)
-        drop(r);   /* the parent's socket: never share a stream with it */
-    if (r->c != NULL)
+    if (n->c != NULL && n->pid != getpid() && !r->broken_no_pid_check)
+        drop(n);   /* the parent's socket: never share a stream with it */
+    if (n->c != NULL)
         return 0;
-    if (r->failures > 0 && srl__clock_ns(CLOCK_MONOTONIC) < r->retry_at_ns)
-        return r->last_rc;
-    uint32_t ms = r->u.timeout_ms ? r->u.timeout_ms : r->lim.lock_timeout_ms;
+    if (n->failures > 0 && srl__clock_ns(CLOCK_MONOTONIC) < n->retry_at_ns)
+        return n->last_rc;
+    uint32_t ms = timeout_ms(r);
     struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
     errno = 0;
-    redisContext *c = r->u.unix_path[0] != '\0'
+    redisContext *c = n->host[0] == '\0'
                           ? redisConnectUnixWithTimeout(r->u.unix_path, tv)
-                          : redisConnectWithTimeout(r->u.host, r->u.port, tv);
+                          : redisConnectWithTimeout(n->host, n->port, tv);
     int e = errno;
     if (c == NULL)
         return SRL_ENOMEM;
@@ -418,42 +426,184 @@ static int ensure(struct rstore *r)
     }
     if (rc != 0) {
         redisFree(c);
-        uint64_t wait_ms = r->failures < 7 ? 10ull << r->failures : 1000;
-        r->failures++;
-        r->retry_at_ns = srl__clock_ns(CLOCK_MONOTONIC) + wait_ms * 1000000ull;
-        r->last_rc = rc;
+        uint64_t wait_ms = n->failures < 7 ? 10ull << n->failures : 1000;
+        n->failures++;
+        n->retry_at_ns = srl__clock_ns(CLOCK_MONOTONIC) + wait_ms * 1000000ull;
+        n->last_rc = rc;
         return rc;
     }
-    r->failures = 0;
-    r->c = c;
-    r->pid = getpid();
+    n->failures = 0;
+    n->c = c;
+    n->pid = r->pid = getpid();
     return 0;
 }
 
-/* Under mu: one command; NULL with *rc set on failure (connection dropped). */
-static redisReply *command(struct rstore *r, int argc, const char **argv, const size_t *lens,
-                           int *rc)
+/* Under mu: one command on n; NULL with *rc set on failure (connection
+ * dropped). */
+static redisReply *cmd_on(struct rstore *r, struct srl__rconn *n, int argc, const char **argv,
+                          const size_t *lens, int *rc)
 {
-    *rc = ensure(r);
+    *rc = ensure(r, n);
     if (*rc != 0)
         return NULL;
     int e;
-    redisReply *rep = raw(r->c, argc, argv, lens, &e);
+    redisReply *rep = raw(n->c, argc, argv, lens, &e);
     if (rep == NULL) {
-        *rc = io_error(r->c, e);
-        drop(r);
+        *rc = io_error(n->c, e);
+        drop(n);
     }
     return rep;
 }
 
-/* Under mu: SCRIPT LOAD the acquire script; 0 or an SRL_E* code. */
-static int load_script(struct rstore *r)
+/*
+ * Under mu: ask a cluster for its slot map (CLUSTER SLOTS) and take it.
+ * Asks the known masters (and the uri's seeds), those with a live
+ * connection first (a node that just failed has none), skipping any in
+ * connect backoff, and stops at the first that answers, or after
+ * REFRESH_TRIES that could not (each a bounded wait): a call never waits on
+ * every node of a broken cluster.  0 or the last failure's code.
+ */
+#define REFRESH_TRIES 3
+static int refresh(struct rstore *r)
+{
+    struct srl__cluster *cl = &r->cl;
+    for (int i = 0; i < r->u.nseeds; i++)
+        (void)srl__cluster_node(cl, r->u.seed[i].host, r->u.seed[i].port, 1);
+    int rc = SRL_ESYS, tries = 0;
+    uint64_t now = srl__clock_ns(CLOCK_MONOTONIC);
+    static const char *const argv[] = {"CLUSTER", "SLOTS"};
+    static const size_t lens[] = {7, 5};
+    for (size_t k = 0; k < 2 * cl->n && tries < REFRESH_TRIES; k++) {
+        struct srl__rconn *n = &cl->node[k % cl->n];
+        if ((k < cl->n) != (n->c != NULL))
+            continue;   /* pass 1: live connections; pass 2: the others */
+        if (n->c == NULL && n->failures > 0 && now < n->retry_at_ns) {
+            rc = n->last_rc;
+            continue;
+        }
+        tries++;
+        redisReply *rep = cmd_on(r, n, 2, (const char **)argv, lens, &rc);
+        if (rep == NULL)
+            continue;
+        char host[sizeof n->host];
+        memcpy(host, n->host, sizeof host);   /* apply may move node[] */
+        rc = rep->type == REDIS_REPLY_ERROR ? reply_error(rep)
+                                            : srl__cluster_apply_slots(cl, rep, host);
+        freeReplyObject(rep);
+        if (rc == 0)
+            return 0;
+    }
+    return rc;
+}
+
+/* Redirections (MOVED, ASK) one command follows at once; past that each
+ * waits first (see route). */
+#define MAX_HOPS 5
+
+/*
+ * Under mu: one command about the Redis key k: on the server, or on a
+ * cluster on the master of k's slot.  A cluster's MOVED updates the slot,
+ * marks the map stale (refreshed on the next routing) and retries there;
+ * ASK retries once on the named node after ASKING; TRYAGAIN (a script's
+ * keys split by a migration in progress) retries after 1, 2, 4 ... 64 ms.
+ * Redirections past MAX_HOPS wait the same way before each retry: masters
+ * that send a slot back and forth (the moment SETSLOT NODE has reached one
+ * and not the other) settle within ms.  All the waits of one call together
+ * stop at timeout_ms: then SRL_ETIMEDOUT.  A connection failure marks the
+ * map stale (the node may have been replaced).  NULL with *rc set on
+ * failure.
+ */
+static redisReply *route(struct rstore *r, const char *k, size_t kl, int argc, const char **argv,
+                         const size_t *lens, int *rc)
+{
+    if (!r->u.cluster)
+        return cmd_on(r, &r->one, argc, argv, lens, rc);
+    struct srl__cluster *cl = &r->cl;
+    unsigned slot = srl__keyslot(k, kl);
+    int ix = -1, asking = 0, hops = 0;
+    uint64_t slept_us = 0, nap_us = 1000;
+    for (;;) {
+        if (ix < 0) {
+            if (cl->stale || cl->slot[slot] == 0) {
+                *rc = refresh(r);
+                if (cl->slot[slot] == 0) {
+                    if (*rc == 0)
+                        *rc = SRL_ESYS;   /* no master serves the slot: cluster down */
+                    return NULL;
+                }
+            }
+            ix = cl->slot[slot] - 1;
+        }
+        struct srl__rconn *n = &cl->node[ix];
+        if (asking) {
+            static const char *const ask[] = {"ASKING"};
+            static const size_t asklen[] = {6};
+            redisReply *a = cmd_on(r, n, 1, (const char **)ask, asklen, rc);
+            if (a == NULL) {
+                cl->stale = 1;
+                return NULL;
+            }
+            freeReplyObject(a);
+        }
+        redisReply *rep = cmd_on(r, n, argc, argv, lens, rc);
+        if (rep == NULL) {
+            cl->stale = 1;
+            return NULL;
+        }
+        unsigned s;
+        char host[256];
+        int port;
+        enum srl__redirect kind = srl__cluster_redirect(rep, &s, host, &port);
+        if (kind == SRL__NO_REDIRECT) {
+            r->replied = ix;
+            return rep;
+        }
+        freeReplyObject(rep);
+        asking = 0;
+        if (kind == SRL__TRYAGAIN || hops >= MAX_HOPS) {
+            if (slept_us >= (uint64_t)timeout_ms(r) * 1000) {
+                *rc = SRL_ETIMEDOUT;
+                return NULL;
+            }
+            struct timespec ts = {0, (long)nap_us * 1000};
+            nanosleep(&ts, NULL);
+            slept_us += nap_us;
+            nap_us = nap_us < 64000 ? 2 * nap_us : nap_us;
+        }
+        if (kind == SRL__TRYAGAIN) {
+            ix = -1;   /* ask the slot's owner again */
+            continue;
+        }
+        hops++;
+        if (host[0] == '\0')   /* "MOVED 12 :6380": the replier's own host */
+            memcpy(host, n->host, sizeof host);
+        ix = srl__cluster_node(cl, host, port, 1);
+        if (ix < 0) {
+            *rc = SRL_ENOMEM;
+            return NULL;
+        }
+        if (kind == SRL__MOVED) {
+            cl->slot[s] = (uint16_t)(ix + 1);
+            cl->stale = 1;
+        } else {
+            asking = 1;
+        }
+    }
+}
+
+/* Under mu: SCRIPT LOAD the acquire script on the server; on a cluster on
+ * the master of key k, or (k NULL) on the node that gave route()'s last
+ * reply: the one that said NOSCRIPT, which after an ASK is not k's master
+ * in the map.  0 or an SRL_E* code. */
+static int load_script(struct rstore *r, const char *k, size_t kl)
 {
     const char *lua = algo_lua[rpol(&r->lim)->algorithm];
     const char *argv[] = {"SCRIPT", "LOAD", lua};
     size_t lens[] = {6, 4, strlen(lua)};
     int rc;
-    redisReply *rep = command(r, 3, argv, lens, &rc);
+    redisReply *rep = k == NULL && r->u.cluster
+                          ? cmd_on(r, &r->cl.node[r->replied], 3, argv, lens, &rc)
+                          : route(r, k, kl, 3, argv, lens, &rc);
     if (rep == NULL)
         return rc;
     rc = rep->type == REDIS_REPLY_ERROR ? reply_error(rep) : SRL_ESYS;
@@ -482,7 +632,7 @@ static int open_cfg(struct rstore *r, int adopt)
     snprintf(cfgkey, sizeof cfgkey, "%s:cfg", r->u.prefix);
     const char *argv[] = {"EVAL", open_lua, "1", cfgkey, ptext};
     size_t lens[] = {4, sizeof open_lua - 1, 1, strlen(cfgkey), strlen(ptext)};
-    redisReply *rep = command(r, 5, argv, lens, &rc);
+    redisReply *rep = route(r, cfgkey, strlen(cfgkey), 5, argv, lens, &rc);
     if (rep == NULL)
         return rc;
     rc = SRL_ESYS;
@@ -518,7 +668,11 @@ static int open_cfg(struct rstore *r, int adopt)
             if (rc == 0)
                 r->adopted = p;   /* srl_open_redis re-inits the limiter with it */
         }
+        if (rc == 0 && (e[2]->len >= sizeof r->esec || e[3]->len >= sizeof r->eusec))
+            rc = SRL_ECORRUPT;
         if (rc == 0) {
+            memcpy(r->esec, e[2]->str, e[2]->len + 1);
+            memcpy(r->eusec, e[3]->str, e[3]->len + 1);
             uint64_t sec = strtoull(e[2]->str, NULL, 10), usec = strtoull(e[3]->str, NULL, 10);
             r->created_unix_ns = sec * SRL_NS_PER_S + usec * 1000ull;
         }
@@ -535,9 +689,18 @@ static size_t key_name(const struct rstore *r, const char *what, const void *key
     return n + len;
 }
 
+/* A cluster's slot hash: "P:s:{tag}", in the slot of the Redis key k
+ * (buf: PREFIX_MAX + 16 bytes). */
+static void slot_hash_name(const struct rstore *r, const char *k, size_t kl, char *buf)
+{
+    char tag[8];
+    snprintf(buf, PREFIX_MAX + 16, "%s:s:{%s}", r->u.prefix,
+             srl__slot_tag(srl__keyslot(k, kl), tag));
+}
+
 /* The arguments of one EVALSHA of the algorithm's script, but the key. */
 struct script_call {
-    char cfg[PREFIX_MAX + 8], st[PREFIX_MAX + 8];
+    char cfg[PREFIX_MAX + 16], st[PREFIX_MAX + 16];
     char a_cost[24], a_P[24], a_W[24], a_now[24], a_mode[2];
     const char *argv[11];
     size_t lens[11];
@@ -561,6 +724,12 @@ static void script_init(const srl_limiter *lim, struct script_call *sc, char mod
 static void script_argv(srl_limiter *lim, struct script_call *sc, const char *key, size_t klen)
 {
     struct rstore *r = lim->impl;
+    if (r->u.cluster) {
+        /* The script's keys must share a slot: the slot hash of key's slot
+         * holds both the epoch and the counters. */
+        slot_hash_name(r, key, klen, sc->cfg);
+        memcpy(sc->st, sc->cfg, sizeof sc->st);
+    }
     sc->a_now[0] = '\0';
     if (r->fixed_time)
         snprintf(sc->a_now, sizeof sc->a_now, "%llu", (unsigned long long)srl__now(lim));
@@ -590,19 +759,47 @@ static int reply_decision(const srl_limiter *lim, const redisReply *rep, srl_dec
     return 1;
 }
 
-/* What to do about a script's error reply: reload the script (NOSCRIPT: the
- * server restarted or flushed its scripts) or re-create P:cfg (SRLNOCFG:
- * a server restarted without persistence lost it, and every state with it:
- * start the prefix over with this policy).  Under mu.  1 if one of them
- * was done (*rc its result: retry if 0), else 0. */
-static int script_recover(struct rstore *r, const redisReply *rep, int *rc)
+/* A cluster's slot hash P:s:{tag}: made on the first decision in its slot,
+ * with the epoch of P:cfg (HSETNX: the first maker's epoch stays). */
+static const char slot_lua[] =
+    "if redis.call('HSETNX', KEYS[1], 'esec', ARGV[1]) == 1 then\n"
+    "  redis.call('HSET', KEYS[1], 'eusec', ARGV[2])\n"
+    "end\n"
+    "return 1\n";
+
+/* Under mu: make the slot hash of key k's slot (a cluster store). */
+static int slot_init(struct rstore *r, const char *k, size_t kl)
+{
+    char h[PREFIX_MAX + 16];
+    slot_hash_name(r, k, kl, h);
+    const char *argv[] = {"EVAL", slot_lua, "1", h, r->esec, r->eusec};
+    size_t lens[] = {4, sizeof slot_lua - 1, 1, strlen(h), strlen(r->esec), strlen(r->eusec)};
+    int rc;
+    redisReply *rep = route(r, h, lens[3], 6, argv, lens, &rc);
+    if (rep == NULL)
+        return rc;
+    rc = rep->type == REDIS_REPLY_INTEGER ? 0
+         : rep->type == REDIS_REPLY_ERROR ? reply_error(rep) : SRL_ESYS;
+    freeReplyObject(rep);
+    return rc;
+}
+
+/* What to do about a script's error reply for key k:
+ * reload the script (NOSCRIPT: the server restarted or flushed its
+ * scripts; on a cluster, this key's master had not loaded it yet) or
+ * re-create P:cfg (SRLNOCFG: a server restarted without persistence lost
+ * it, and every state with it: start the prefix over with this policy; on
+ * a cluster the slot hash is missing: make it).  Under mu.  1 if one of
+ * them was done (*rc its result: retry if 0), else 0. */
+static int script_recover(struct rstore *r, const redisReply *rep, int *rc, const char *k,
+                          size_t kl)
 {
     if (rep->type != REDIS_REPLY_ERROR)
         return 0;
     if (strncmp(rep->str, "NOSCRIPT", 8) == 0)
-        *rc = load_script(r);
+        *rc = load_script(r, r->u.cluster ? NULL : k, kl);
     else if (strncmp(rep->str, "SRLNOCFG", 8) == 0)
-        *rc = open_cfg(r, 0);
+        *rc = r->u.cluster ? slot_init(r, k, kl) : open_cfg(r, 0);
     else
         return 0;
     return 1;
@@ -620,12 +817,14 @@ static int decide(srl_limiter *lim, const void *key, size_t len, uint32_t cost, 
     script_init(lim, &sc, mode, cost);
 
     pthread_mutex_lock(&r->mu);
-    int rc = r->sha[0] == '\0' ? load_script(r) : 0;
+    int rc = r->sha[0] == '\0' ? load_script(r, kbuf, klen) : 0;
     redisReply *rep = NULL;
-    for (int attempt = 0; rc == 0 && attempt < 3; attempt++) {
+    /* Up to two recoveries: a cluster master's first decision in a slot
+     * may need both the script and the slot hash. */
+    for (int attempt = 0; rc == 0 && attempt < 4; attempt++) {
         script_argv(lim, &sc, kbuf, klen);
-        rep = command(r, 11, sc.argv, sc.lens, &rc);
-        if (rep != NULL && attempt < 2 && script_recover(r, rep, &rc)) {
+        rep = route(r, kbuf, klen, 11, sc.argv, sc.lens, &rc);
+        if (rep != NULL && attempt < 3 && script_recover(r, rep, &rc, kbuf, klen)) {
             freeReplyObject(rep);
             rep = NULL;
             continue;
@@ -688,40 +887,11 @@ static int rs_reset_key(srl_limiter *lim, const void *key, size_t len)
     size_t lens[] = {3, klen};
     int rc;
     pthread_mutex_lock(&r->mu);
-    redisReply *rep = command(r, 2, argv, lens, &rc);
+    redisReply *rep = route(r, kbuf, klen, 2, argv, lens, &rc);
     pthread_mutex_unlock(&r->mu);
     if (rep == NULL)
         return rc;
     rc = rep->type != REDIS_REPLY_INTEGER ? SRL_ESYS : rep->integer == 1 ? 0 : SRL_ENOENT;
-    freeReplyObject(rep);
-    return rc;
-}
-
-static int rs_stats(srl_limiter *lim, srl_stats *out)
-{
-    struct rstore *r = rs_of(lim);
-    char st[PREFIX_MAX + 8];
-    snprintf(st, sizeof st, "%s:stats", r->u.prefix);
-    const char *argv[] = {"HMGET", st, "allowed", "denied"};
-    size_t lens[] = {5, strlen(st), 7, 6};
-    int rc;
-    pthread_mutex_lock(&r->mu);
-    redisReply *rep = command(r, 4, argv, lens, &rc);
-    uint64_t timeouts = r->timeouts;
-    pthread_mutex_unlock(&r->mu);
-    if (rep == NULL)
-        return rc;
-    *out = (srl_stats){.capacity = r->capacity, .timeouts = timeouts,
-                       .would_deny = __atomic_load_n(&r->would_deny, __ATOMIC_RELAXED)};
-    rc = SRL_ESYS;
-    if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 2) {
-        for (int i = 0; i < 2; i++) {
-            redisReply *e = rep->element[i];
-            uint64_t v = e->type == REDIS_REPLY_STRING ? strtoull(e->str, NULL, 10) : 0;
-            *(i == 0 ? &out->allowed : &out->denied) = v;
-        }
-        rc = 0;
-    }
     freeReplyObject(rep);
     return rc;
 }
@@ -771,7 +941,7 @@ static int64_t rs_evict_idle(srl_limiter *lim)
 
 struct walk_batch {
     redisReply *scan;         /* SCAN's reply; scan->element[1] the keys */
-    redisReply **peek;        /* one reply per key */
+    redisReply **peek;        /* one reply per key (a peek, or HMGET for stats) */
     size_t n;
 };
 
@@ -786,13 +956,13 @@ static void walk_batch_free(struct walk_batch *b)
     *b = (struct walk_batch){0};
 }
 
-/* Under mu: peek every key of b, pipelined.  0 or a connection error. */
-static int walk_peek(srl_limiter *lim, struct walk_batch *b)
+/* Under mu: for every key of b, peek it (stats 0) or read its allowed and
+ * denied counters (stats 1: b holds slot hashes), pipelined on n.  0 or a
+ * connection error. */
+static int walk_pipe(srl_limiter *lim, struct srl__rconn *n, struct walk_batch *b, int stats)
 {
     struct rstore *r = rs_of(lim);
-    int rc = r->sha[0] == '\0' ? load_script(r) : 0;
-    if (rc == 0)
-        rc = ensure(r);
+    int rc = ensure(r, n);
     if (rc != 0)
         return rc;
     struct script_call sc;
@@ -801,30 +971,35 @@ static int walk_peek(srl_limiter *lim, struct walk_batch *b)
     pipe_guard_begin(&g);
     for (size_t i = 0; i < b->n && rc == 0; i++) {
         const redisReply *k = b->scan->element[1]->element[i];
-        script_argv(lim, &sc, k->str, k->len);
-        if (redisAppendCommandArgv(r->c, 11, sc.argv, sc.lens) != REDIS_OK)
+        const char *hm[] = {"HMGET", k->str, "allowed", "denied"};
+        size_t hml[] = {5, k->len, 7, 6};
+        if (!stats)
+            script_argv(lim, &sc, k->str, k->len);
+        if ((stats ? redisAppendCommandArgv(n->c, 4, hm, hml)
+                   : redisAppendCommandArgv(n->c, 11, sc.argv, sc.lens)) != REDIS_OK)
             rc = SRL_ENOMEM;
     }
     int e = 0;
     for (size_t i = 0; i < b->n && rc == 0; i++) {
         errno = 0;
         void *rep = NULL;
-        if (redisGetReply(r->c, &rep) != REDIS_OK) {
+        if (redisGetReply(n->c, &rep) != REDIS_OK) {
             e = errno;
-            rc = io_error(r->c, e);
+            rc = io_error(n->c, e);
         }
         b->peek[i] = rep;
     }
     pipe_guard_end(&g);
     if (rc != 0)
-        drop(r);   /* replies may be left unread: never reuse the stream */
+        drop(n);   /* replies may be left unread: never reuse the stream */
     return rc;
 }
 
-/* Under mu: one SCAN step from cursor (updated in place) and the peeks of
- * the keys it returned.  0 or an SRL_E* code (b is then empty). */
-static int walk_batch(srl_limiter *lim, char cursor[32], const char *pattern,
-                      struct walk_batch *b)
+/* Under mu: one SCAN step on n from cursor (updated in place) and the
+ * pipelined replies for the keys it returned.  0 or an SRL_E* code (b is
+ * then empty). */
+static int walk_batch(srl_limiter *lim, struct srl__rconn *n, char cursor[32],
+                      const char *pattern, struct walk_batch *b, int stats)
 {
     struct rstore *r = rs_of(lim);
     const char *argv[] = {"SCAN", cursor, "MATCH", pattern, "COUNT", SCAN_COUNT};
@@ -832,7 +1007,7 @@ static int walk_batch(srl_limiter *lim, char cursor[32], const char *pattern,
     for (int i = 0; i < 6; i++)
         lens[i] = strlen(argv[i]);
     int rc;
-    b->scan = command(r, 6, argv, lens, &rc);
+    b->scan = cmd_on(r, n, 6, argv, lens, &rc);
     if (b->scan == NULL)
         return rc;
     const redisReply *s = b->scan;
@@ -856,10 +1031,22 @@ static int walk_batch(srl_limiter *lim, char cursor[32], const char *pattern,
         return SRL_ENOMEM;
     }
     for (int attempt = 0; attempt < 3; attempt++) {
-        rc = walk_peek(lim, b);
+        rc = walk_pipe(lim, n, b, stats);
         int again = 0;
-        for (size_t i = 0; rc == 0 && i < b->n && !again; i++)
-            again = attempt < 2 && script_recover(r, b->peek[i], &rc);
+        for (size_t i = 0; rc == 0 && i < b->n && !again && !stats; i++) {
+            const redisReply *k = b->scan->element[1]->element[i], *p = b->peek[i];
+            if (!r->u.cluster) {
+                again = attempt < 2 && script_recover(r, p, &rc, k->str, k->len);
+            } else if (attempt < 2 && p->type == REDIS_REPLY_ERROR &&
+                       strncmp(p->str, "NOSCRIPT", 8) == 0) {
+                /* Load on n itself; nothing here may route (a refresh
+                 * would move node[], n with it).  A key without its slot
+                 * hash (SRLNOCFG) is skipped. */
+                r->replied = (int)(n - r->cl.node);
+                rc = load_script(r, NULL, 0);
+                again = 1;
+            }
+        }
         if (!again || rc != 0)
             break;
         for (size_t i = 0; i < b->n; i++) {
@@ -872,58 +1059,211 @@ static int walk_batch(srl_limiter *lim, char cursor[32], const char *pattern,
     return rc;
 }
 
-static int64_t rs_foreach(srl_limiter *lim, srl_foreach_fn fn, void *ctx)
+/*
+ * The servers a walk SCANs: the one server, or every master of the
+ * cluster's map as the walk begins (refreshed first if stale), named by
+ * host:port so that a refresh during the walk (which renumbers nodes) is
+ * harmless; a master that left the map meanwhile is skipped.  A key moved
+ * by a reshard during the walk may be seen on both masters, or on neither
+ * (its peek on the old master answers MOVED: skipped).
+ */
+struct walk_nodes {
+    size_t n;
+    struct {
+        char host[256];
+        int port;
+    } *at;
+};
+
+static int walk_nodes_begin(struct rstore *r, struct walk_nodes *w)
 {
-    struct rstore *r = rs_of(lim);
-    /* MATCH treats * ? [ ] \ as glob syntax: escape them in the prefix. */
-    char pattern[2 * PREFIX_MAX + 8];
+    *w = (struct walk_nodes){.n = 1};
+    if (!r->u.cluster)
+        return 0;
+    int rc = 0;
+    pthread_mutex_lock(&r->mu);
+    if (r->cl.stale || r->cl.n == 0)
+        rc = refresh(r);
+    if (rc == 0) {
+        w->n = r->cl.n;
+        w->at = calloc(w->n + 1, sizeof *w->at);
+        if (w->at == NULL)
+            rc = SRL_ENOMEM;
+        for (size_t i = 0; rc == 0 && i < w->n; i++) {
+            memcpy(w->at[i].host, r->cl.node[i].host, sizeof w->at[i].host);
+            w->at[i].port = r->cl.node[i].port;
+        }
+    }
+    if (rc == SRL_ETIMEDOUT)
+        r->timeouts++;
+    pthread_mutex_unlock(&r->mu);
+    return rc;
+}
+
+/* Under mu: the connection of the walk's j-th server, NULL if gone. */
+static struct srl__rconn *walk_node(struct rstore *r, const struct walk_nodes *w, size_t j)
+{
+    if (!r->u.cluster)
+        return &r->one;
+    int ix = srl__cluster_node(&r->cl, w->at[j].host, w->at[j].port, 0);
+    return ix < 0 ? NULL : &r->cl.node[ix];
+}
+
+/* MATCH treats * ? [ ] \ as glob syntax: the prefix escaped, then what. */
+static void scan_pattern(const struct rstore *r, const char *what, char *pattern)
+{
     size_t o = 0;
     for (const char *p = r->u.prefix; *p != '\0'; p++) {
         if (strchr("*?[]\\", *p) != NULL)
             pattern[o++] = '\\';
         pattern[o++] = *p;
     }
-    memcpy(pattern + o, ":k:*", 5);
-    size_t plen = strlen(r->u.prefix) + 3;   /* "P:k:" */
+    memcpy(pattern + o, what, strlen(what) + 1);
+}
 
-    char cursor[32] = "0";
-    int64_t visited = 0;
-    do {
-        struct walk_batch b = {0};
-        pthread_mutex_lock(&r->mu);
-        int rc = walk_batch(lim, cursor, pattern, &b);
-        if (rc == SRL_ETIMEDOUT)
-            r->timeouts++;
-        pthread_mutex_unlock(&r->mu);
-        if (rc != 0)
-            return rc;   /* as the shared store: a walk does not skip keys silently */
-        for (size_t i = 0; i < b.n; i++) {
-            const redisReply *k = b.scan->element[1]->element[i];
-            srl_entry e = {0};
-            /* The server is not trusted to have honoured MATCH. */
-            if (k->len <= plen || k->len - plen > SRL_KEY_MAX ||
-                memcmp(k->str, r->u.prefix, plen - 3) != 0 ||
-                memcmp(k->str + plen - 3, ":k:", 3) != 0 ||
-                !reply_decision(lim, b.peek[i], &e.now))
-                continue;
-            e.display = (const unsigned char *)k->str + plen;
-            e.display_len = e.key_len = (uint32_t)(k->len - plen);
-            visited++;
-            if (fn(&e, ctx)) {
-                walk_batch_free(&b);
-                return visited;
+/* One SCAN step of a walk on its j-th server, under mu: 0, 1 (the server
+ * left the map: b empty, the walk goes on to the next one) or an error. */
+static int walk_step(srl_limiter *lim, const struct walk_nodes *w, size_t j, char cursor[32],
+                     const char *pattern, struct walk_batch *b, int stats)
+{
+    struct rstore *r = rs_of(lim);
+    pthread_mutex_lock(&r->mu);
+    struct srl__rconn *n = walk_node(r, w, j);
+    int rc = n == NULL ? 1 : walk_batch(lim, n, cursor, pattern, b, stats);
+    if (rc == SRL_ETIMEDOUT)
+        r->timeouts++;
+    pthread_mutex_unlock(&r->mu);
+    return rc;
+}
+
+/* srl_stats_get on a cluster: the sum over every slot hash P:s:{tag} of
+ * every master (SCAN, then HMGET pipelined per batch). */
+static int cluster_counts(srl_limiter *lim, uint64_t *allowed, uint64_t *denied)
+{
+    struct rstore *r = rs_of(lim);
+    char pattern[2 * PREFIX_MAX + 8];
+    scan_pattern(r, ":s:*", pattern);
+    struct walk_nodes w;
+    int rc = walk_nodes_begin(r, &w);
+    *allowed = *denied = 0;
+    for (size_t j = 0; rc == 0 && j < w.n; j++) {
+        char cursor[32] = "0";
+        do {
+            struct walk_batch b = {0};
+            rc = walk_step(lim, &w, j, cursor, pattern, &b, 1);
+            for (size_t i = 0; rc == 0 && i < b.n; i++) {
+                const redisReply *h = b.peek[i];
+                if (h->type != REDIS_REPLY_ARRAY || h->elements != 2)
+                    continue;   /* moved away meanwhile, or not a hash: not counted */
+                for (int f = 0; f < 2; f++) {
+                    const redisReply *e = h->element[f];
+                    uint64_t v = e->type == REDIS_REPLY_STRING ? strtoull(e->str, NULL, 10) : 0;
+                    *(f == 0 ? allowed : denied) += v;
+                }
             }
+            walk_batch_free(&b);
+        } while (rc == 0 && strcmp(cursor, "0") != 0);
+        if (rc == 1)
+            rc = 0;
+    }
+    free(w.at);
+    return rc;
+}
+
+static int rs_stats(srl_limiter *lim, srl_stats *out)
+{
+    struct rstore *r = rs_of(lim);
+    if (r->u.cluster) {
+        uint64_t a, d;
+        int rc = cluster_counts(lim, &a, &d);
+        if (rc != 0)
+            return rc;
+        pthread_mutex_lock(&r->mu);
+        *out = (srl_stats){.capacity = r->capacity, .timeouts = r->timeouts, .allowed = a,
+                           .denied = d,
+                           .would_deny = __atomic_load_n(&r->would_deny, __ATOMIC_RELAXED)};
+        pthread_mutex_unlock(&r->mu);
+        return 0;
+    }
+    char st[PREFIX_MAX + 8];
+    snprintf(st, sizeof st, "%s:stats", r->u.prefix);
+    const char *argv[] = {"HMGET", st, "allowed", "denied"};
+    size_t lens[] = {5, strlen(st), 7, 6};
+    int rc;
+    pthread_mutex_lock(&r->mu);
+    redisReply *rep = cmd_on(r, &r->one, 4, argv, lens, &rc);
+    uint64_t timeouts = r->timeouts;
+    pthread_mutex_unlock(&r->mu);
+    if (rep == NULL)
+        return rc;
+    *out = (srl_stats){.capacity = r->capacity, .timeouts = timeouts,
+                       .would_deny = __atomic_load_n(&r->would_deny, __ATOMIC_RELAXED)};
+    rc = SRL_ESYS;
+    if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 2) {
+        for (int i = 0; i < 2; i++) {
+            redisReply *e = rep->element[i];
+            uint64_t v = e->type == REDIS_REPLY_STRING ? strtoull(e->str, NULL, 10) : 0;
+            *(i == 0 ? &out->allowed : &out->denied) = v;
         }
-        walk_batch_free(&b);
-    } while (strcmp(cursor, "0") != 0);
+        rc = 0;
+    }
+    freeReplyObject(rep);
+    return rc;
+}
+
+static int64_t rs_foreach(srl_limiter *lim, srl_foreach_fn fn, void *ctx)
+{
+    struct rstore *r = rs_of(lim);
+    char pattern[2 * PREFIX_MAX + 8];
+    scan_pattern(r, ":k:*", pattern);
+    size_t plen = strlen(r->u.prefix) + 3;   /* "P:k:" */
+    struct walk_nodes w;
+    int rc = walk_nodes_begin(r, &w);
+    if (rc != 0)
+        return rc;
+    int64_t visited = 0;
+    for (size_t j = 0; j < w.n; j++) {
+        char cursor[32] = "0";
+        do {
+            struct walk_batch b = {0};
+            rc = walk_step(lim, &w, j, cursor, pattern, &b, 0);
+            if (rc == 1)
+                break;   /* that master left the map */
+            if (rc != 0) {
+                free(w.at);
+                return rc;   /* as the shared store: a walk does not skip keys silently */
+            }
+            for (size_t i = 0; i < b.n; i++) {
+                const redisReply *k = b.scan->element[1]->element[i];
+                srl_entry e = {0};
+                /* The server is not trusted to have honoured MATCH. */
+                if (k->len <= plen || k->len - plen > SRL_KEY_MAX ||
+                    memcmp(k->str, r->u.prefix, plen - 3) != 0 ||
+                    memcmp(k->str + plen - 3, ":k:", 3) != 0 ||
+                    !reply_decision(lim, b.peek[i], &e.now))
+                    continue;
+                e.display = (const unsigned char *)k->str + plen;
+                e.display_len = e.key_len = (uint32_t)(k->len - plen);
+                visited++;
+                if (fn(&e, ctx)) {
+                    walk_batch_free(&b);
+                    free(w.at);
+                    return visited;
+                }
+            }
+            walk_batch_free(&b);
+        } while (strcmp(cursor, "0") != 0);
+    }
+    free(w.at);
     return visited;
 }
 
 static void rs_close(srl_limiter *lim)
 {
     struct rstore *r = rs_of(lim);
-    /* In a child this closes only the child's copy of the socket. */
-    drop(r);
+    /* In a child this closes only the child's copies of the sockets. */
+    drop(&r->one);
+    srl__cluster_free(&r->cl);
     pthread_mutex_destroy(&r->mu);
     free(r);
 }
@@ -985,9 +1325,17 @@ int srl_open_redis(const char *uri, const srl_config *cfg, srl_limiter **out)
     if (r == NULL)
         return SRL_ENOMEM;
     rc = srl__redis_uri_parse(uri, &r->u, NULL, 0);
+    /* On a cluster the prefix must not hold a hash tag: it would put every
+     * key in one slot (and the slot hashes' tags would not be theirs). */
+    if (rc == 0 && r->u.cluster && strpbrk(r->u.prefix, "{}") != NULL)
+        rc = SRL_EINVAL;
     if (rc != 0) {
         free(r);
         return rc;
+    }
+    if (r->u.unix_path[0] == '\0') {   /* TCP (a cluster's nodes come from its map) */
+        memcpy(r->one.host, r->u.host, sizeof r->one.host);
+        r->one.port = r->u.port;
     }
     (void)srl__limiter_init(&r->lim, &redis_ops, cfg);   /* cfg normalised: cannot fail */
     r->lim.impl = r;
@@ -1005,8 +1353,10 @@ int srl_open_redis(const char *uri, const srl_config *cfg, srl_limiter **out)
                  : SRL_ECORRUPT;
         r->lim.impl = r;
     }
+    char cfgkey[PREFIX_MAX + 8];
+    snprintf(cfgkey, sizeof cfgkey, "%s:cfg", r->u.prefix);
     if (rc == 0)
-        rc = load_script(r);
+        rc = load_script(r, cfgkey, strlen(cfgkey));
     if (rc != 0) {
         rs_close(&r->lim);
         return rc;

@@ -3,6 +3,7 @@
  *
  *   redis://[user:password@]host[:port][/db][?options]
  *   unix://[user:password@]/path/to/redis.sock[?options]
+ *   redis-cluster://[user:password@]host[:port][,host[:port]...][?options]
  *   options: k=v joined by '&': db=N, timeout_ms=N, prefix=P, user=U,
  *            password=W (the last two for unix uris without userinfo)
  *
@@ -199,6 +200,50 @@ static int tcp(const char *s, size_t n, struct srl__redis_uri *u, char *why, siz
     return 0;
 }
 
+/* Seeds "[userinfo@]h[:p],h[:p]...": each seed as a redis:// host (no
+ * /db, no second userinfo); userinfo splits at the last '@'. */
+static int cluster(const char *s, size_t n, struct srl__redis_uri *u, char *why, size_t wl)
+{
+    const char *at = NULL;
+    for (size_t i = 0; i < n; i++)
+        if (s[i] == '@')
+            at = s + i;
+    if (at != NULL) {
+        int rc = userinfo(s, (size_t)(at - s), u, why, wl);
+        if (rc != 0)
+            return rc;
+        n -= (size_t)(at + 1 - s);
+        s = at + 1;
+    }
+    u->cluster = 1;
+    while (1) {
+        const char *comma = memchr(s, ',', n);
+        size_t len = comma != NULL ? (size_t)(comma - s) : n;
+        if (u->nseeds == SRL__REDIS_SEEDS)
+            return fail(why, wl, "redis uri: at most %d cluster seeds", SRL__REDIS_SEEDS);
+        struct srl__redis_uri one;
+        memset(&one, 0, sizeof one);
+        if (memchr(s, '/', len) != NULL)
+            return fail(why, wl, "redis uri: a cluster has only db 0 (no /db or db= in "
+                                 "redis-cluster://)");
+        int rc = tcp(s, len, &one, why, wl);
+        if (rc != 0)
+            return rc;
+        if (one.user[0] != '\0' || one.password[0] != '\0')
+            return fail(why, wl, "redis uri: credentials go once, before the first seed");
+        memcpy(u->seed[u->nseeds].host, one.host, sizeof one.host);
+        u->seed[u->nseeds].port = one.port;
+        u->nseeds++;
+        if (comma == NULL)
+            break;
+        n -= len + 1;
+        s = comma + 1;
+    }
+    memcpy(u->host, u->seed[0].host, sizeof u->host);
+    u->port = u->seed[0].port;
+    return 0;
+}
+
 int srl__redis_uri_parse(const char *uri, struct srl__redis_uri *out, char *why, size_t wl)
 {
     if (uri == NULL)
@@ -232,11 +277,18 @@ int srl__redis_uri_parse(const char *uri, struct srl__redis_uri *out, char *why,
         rc = tcp(uri + 8, body - 8, &u, why, wl);
         if (rc != 0)
             return rc;
+    } else if (strncmp(uri, "redis-cluster://", 16) == 0) {
+        rc = cluster(uri + 16, body - 16, &u, why, wl);
+        if (rc != 0)
+            return rc;
     } else {
-        return fail(why, wl, "redis uri must start with redis:// or unix://");
+        return fail(why, wl, "redis uri must start with redis://, unix:// or redis-cluster://");
     }
     if (q != NULL && (rc = options(q + 1, &u, why, wl)) != 0)
         return rc;
+    if (u.cluster && u.db != 0)
+        return fail(why, wl, "redis uri: a cluster has only db 0 (no /db or db= in "
+                             "redis-cluster://)");
     if (u.user[0] != '\0' && u.password[0] == '\0')
         return fail(why, wl, "redis uri: a user needs a password (user:password@)");
     *out = u;

@@ -11,6 +11,7 @@
 #include <stddef.h>
 
 #define SRL__REDIS_PREFIX_MAX 128
+#define SRL__REDIS_SEEDS 16       /* host:port pairs a redis-cluster:// uri may list */
 
 struct srl__redis_uri {
     char unix_path[256];      /* "" for TCP */
@@ -21,6 +22,12 @@ struct srl__redis_uri {
     int db;                   /* SELECT db when > 0 */
     uint32_t timeout_ms;      /* 0: not given (the config's lock_timeout_ms) */
     char prefix[SRL__REDIS_PREFIX_MAX + 1];   /* default "srl" */
+    int cluster;              /* redis-cluster://: host, port is seed[0] */
+    int nseeds;               /* cluster: seeds listed (1..SRL__REDIS_SEEDS) */
+    struct {
+        char host[256];
+        int port;
+    } seed[SRL__REDIS_SEEDS];
 };
 
 /* 0, or SRL_EINVAL with why[] (may be NULL) naming the bad part. */

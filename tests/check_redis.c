@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "srl.h"
+#include "redis_cluster.h"
 #include "redis_testutil.h"
 #include "testutil.h"
 
@@ -74,9 +75,30 @@ static srl_config gcra_cfg(uint32_t permits, uint64_t window)
     return cfg;
 }
 
-static long long pttl(const char *key)
+/* The cluster of the trace's cluster case (its unchecked fixture). */
+static struct redis_cluster cluster;
+
+static void cluster_up(void)
 {
-    redisContext *c = redisConnectUnix(sock);
+    redis_cluster_start(&cluster);
+}
+
+static void cluster_down(void)
+{
+    redis_cluster_stop(&cluster);
+}
+
+/* PTTL of key on the server, or (on a cluster) on the master of its slot. */
+static long long pttl_on(const char *key, int on_cluster)
+{
+    redisContext *c;
+    if (on_cluster) {
+        int o = redis_cluster_owner(&cluster, srl__keyslot(key, strlen(key)));
+        ck_assert_int_ge(o, 0);
+        c = redisConnect("127.0.0.1", cluster.port[o]);
+    } else {
+        c = redisConnectUnix(sock);
+    }
     ck_assert(c != NULL && c->err == 0);
     redisReply *r = redisCommand(c, "PTTL %s", key);
     ck_assert_int_eq(r->type, REDIS_REPLY_INTEGER);
@@ -98,17 +120,17 @@ static void same(const srl_decision *a, const srl_decision *b, int step)
                   (unsigned long long)b->retry_after_ns, (unsigned long long)b->reset_after_ns);
 }
 
-/* _i: the algorithm (loop test over all four). */
-START_TEST(trace_matches_core)
+/* The differential trace of one algorithm on the store at u (keys under
+ * prefix; on_cluster: u names a cluster). */
+static void trace_run(const char *u, const char *prefix, int on_cluster, srl_algorithm algo)
 {
-    pid_t srv = setup_server();
     fake_clock clk = {.now = 0};
     /* 7 per minute: T = ceil(60 s / 7), not a whole number of ms. */
     srl_config cfg = gcra_cfg(7, 60 * SEC);
-    cfg.policy.algorithm = (srl_algorithm)_i;
+    cfg.policy.algorithm = algo;
     cfg.ticker = fake_ticker(&clk);
     srl_limiter *lim = NULL;
-    ck_assert_int_eq(srl_open_redis(uri, &cfg, &lim), 0);
+    ck_assert_int_eq(srl_open_redis(u, &cfg, &lim), 0);
     ck_assert_int_eq(srl__redis_fixed_time(lim, 1), 0);
 
     srl_decision d, e;
@@ -165,7 +187,9 @@ START_TEST(trace_matches_core)
     ck_assert_uint_gt(missing, 0);   /* some refund brought the state to rest */
 
     /* The key's entry expires, at the latest when its state is at rest. */
-    long long t = pttl("srl:k:k");
+    char kname[64];
+    snprintf(kname, sizeof kname, "%s:k:k", prefix);
+    long long t = pttl_on(kname, on_cluster);
     ck_assert_int_gt(t, 0);
     ck_assert_int_le(t, (long long)(2 * 60 * SEC / MS) + 1);
 
@@ -176,13 +200,20 @@ START_TEST(trace_matches_core)
     srl_info info;
     ck_assert_int_eq(srl_info_get(lim, &info), 0);
     ck_assert_int_eq(info.kind, SRL_STORE_REDIS);
-    ck_assert_str_eq(info.name, "srl");
+    ck_assert_str_eq(info.name, prefix);
     /* Redis drops each state when it comes to rest: nothing to evict. */
     ck_assert_int_eq(srl_evict_idle(lim), 0);
 
     ck_assert_int_eq(srl_reset_key(lim, "k", 1), 0);
     ck_assert_int_eq(srl_peek(lim, "k", 1, 1, &d), SRL_ENOENT);
     srl_close(lim);
+}
+
+/* _i: the algorithm (loop test over all four). */
+START_TEST(trace_matches_core)
+{
+    pid_t srv = setup_server();
+    trace_run(uri, "srl", 0, (srl_algorithm)_i);
     teardown_server(srv);
 }
 END_TEST
@@ -218,6 +249,16 @@ START_TEST(dry_run_allows_and_counts_this_handles_would_be_denials)
     srl_close(dry);
     srl_close(enf);
     teardown_server(srv);
+}
+END_TEST
+
+/* The same traces on a three-master cluster (a prefix per algorithm). */
+START_TEST(trace_matches_core_on_a_cluster)
+{
+    char u[300], prefix[16];
+    snprintf(prefix, sizeof prefix, "trace%d", _i);
+    snprintf(u, sizeof u, "%s?prefix=%s", cluster.uri, prefix);
+    trace_run(u, prefix, 1, (srl_algorithm)_i);
 }
 END_TEST
 
@@ -843,6 +884,11 @@ int main(void)
     tcase_add_test(tc, walk_on_a_stopped_server_times_out);
     tcase_add_test(tc, open_without_config_adopts_the_stored_policy);
     suite_add_tcase(s, tc);
+    TCase *cl = tcase_create("cluster");
+    tcase_set_timeout(cl, 60);
+    tcase_add_unchecked_fixture(cl, cluster_up, cluster_down);
+    tcase_add_loop_test(cl, trace_matches_core_on_a_cluster, SRL_TOKEN_BUCKET, SRL_GCRA + 1);
+    suite_add_tcase(s, cl);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);

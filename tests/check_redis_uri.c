@@ -73,14 +73,39 @@ START_TEST(accepted_forms)
     ck_assert_str_eq(u.user, "bob");
     ck_assert_str_eq(u.password, "a&b");
     ck_assert_str_eq(u.prefix, "x");
+    ck_assert_int_eq(u.cluster, 0);
+
+    /* A cluster: seeds joined by ',', credentials once before them. */
+    u = parse_ok("redis-cluster://:p@ss@10.0.0.1:7000,[::1]:7001,cache?timeout_ms=30");
+    ck_assert_int_eq(u.cluster, 1);
+    ck_assert_int_eq(u.nseeds, 3);
+    ck_assert_str_eq(u.password, "p@ss");
+    ck_assert_str_eq(u.seed[0].host, "10.0.0.1");
+    ck_assert_int_eq(u.seed[0].port, 7000);
+    ck_assert_str_eq(u.seed[1].host, "::1");
+    ck_assert_int_eq(u.seed[1].port, 7001);
+    ck_assert_str_eq(u.seed[2].host, "cache");
+    ck_assert_int_eq(u.seed[2].port, 6379);
+    ck_assert_str_eq(u.host, "10.0.0.1");   /* host, port: the first seed */
+    ck_assert_int_eq(u.port, 7000);
+    ck_assert_uint_eq(u.timeout_ms, 30);
+    u = parse_ok("redis-cluster://h");
+    ck_assert_int_eq(u.nseeds, 1);
+    ck_assert_int_eq(u.seed[0].port, 6379);
 }
 END_TEST
 
 static const struct {
     const char *uri, *why;   /* why: a substring the message must hold */
 } bad[] = {
-    {"http://h:1", "must start with redis:// or unix://"},
-    {"", "must start with redis:// or unix://"},
+    {"http://h:1", "must start with redis://, unix:// or redis-cluster://"},
+    {"", "must start with redis://, unix:// or redis-cluster://"},
+    {"redis-cluster://", "host is missing"},
+    {"redis-cluster://a:1,", "host is missing"},
+    {"redis-cluster://a:1,b:99999", "port must be 1..65535, not '99999'"},
+    {"redis-cluster://a:1/2", "a cluster has only db 0"},
+    {"redis-cluster://a:1?db=3", "a cluster has only db 0"},
+    {"redis-cluster://a,b,c,d,e,f,g,h,i,j,k,l,m,n,o,p,q", "at most 16 cluster seeds"},
     {"redis://", "host is missing"},
     {"redis://:6379", "host is missing"},
     {"redis://h:99999", "port must be 1..65535, not '99999'"},

@@ -1,13 +1,15 @@
 /*
- * redis_testutil.c - start and stop a redis-server for a test (see the
- * header).  Readiness is a bounded poll of the socket (the test's own
- * timeout bounds it), never a sleep hoped to be long enough.
+ * redis_testutil.c - start and stop a redis-server, or a three-master
+ * Redis Cluster, for a test (see the header).  Readiness is a bounded poll
+ * (the test's own timeout bounds it), never a sleep hoped to be long
+ * enough.
  */
 #include "redis_testutil.h"
 
 #include <check.h>
 #include <fcntl.h>
 #include <hiredis/hiredis.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +17,7 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 static int sock_ready(const char *sock)
@@ -72,4 +75,178 @@ long long redis_command_calls(const char *sock, const char *cmd)
     freeReplyObject(r);
     redisFree(c);
     return calls;
+}
+
+/* ---------------------------------------------------------------- cluster */
+
+static void cluster_die(struct redis_cluster *c, const char *what)
+{
+    fprintf(stderr, "redis cluster setup: %s\n", what);
+    redis_cluster_stop(c);
+    abort();
+}
+
+/* 1 if the loopback TCP port p can be bound now. */
+static int port_free(int p)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)p),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    int ok = fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
+    if (fd >= 0)
+        close(fd);
+    return ok;
+}
+
+/* A port p with p and p + 10000 (the cluster bus) free, p not in used[]. */
+static int pick_port(const int *used, int n)
+{
+    unsigned seed = (unsigned)getpid() * 2654435761u ^ (unsigned)time(NULL);
+    for (int tries = 0; tries < 1000; tries++) {
+        seed = seed * 1103515245u + 12345u;
+        int p = 20000 + (int)((seed >> 8) % 30000);
+        int clash = 0;
+        for (int i = 0; i < n; i++)
+            clash |= used[i] == p || used[i] + 10000 == p || used[i] == p + 10000;
+        if (!clash && port_free(p) && port_free(p + 10000))
+            return p;
+    }
+    return -1;
+}
+
+static redisContext *node_conn(int port)
+{
+    struct timeval tv = {2, 0};
+    redisContext *k = redisConnectWithTimeout("127.0.0.1", port, tv);
+    if (k != NULL && k->err != 0) {
+        redisFree(k);
+        return NULL;
+    }
+    return k;
+}
+
+static void nap_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
+    nanosleep(&ts, NULL);
+}
+
+void redis_cluster_start(struct redis_cluster *c)
+{
+    memset(c, 0, sizeof *c);
+    snprintf(c->dir, sizeof c->dir, "/tmp/srl-rcluster-XXXXXX");
+    if (mkdtemp(c->dir) == NULL)
+        cluster_die(c, "mkdtemp");
+    for (int i = 0; i < REDIS_CLUSTER_N; i++) {
+        c->port[i] = pick_port(c->port, i);
+        if (c->port[i] < 0)
+            cluster_die(c, "no free port");
+        char port[16], conf[128];
+        snprintf(port, sizeof port, "%d", c->port[i]);
+        snprintf(conf, sizeof conf, "%s/nodes-%d.conf", c->dir, c->port[i]);
+        pid_t pid = fork();
+        if (pid < 0)
+            cluster_die(c, "fork");
+        if (pid == 0) {
+            int null = open("/dev/null", O_WRONLY);
+            dup2(null, 1);
+            dup2(null, 2);
+            execlp("redis-server", "redis-server", "--port", port, "--bind", "127.0.0.1",
+                   "--cluster-enabled", "yes", "--cluster-config-file", conf, "--save", "",
+                   "--appendonly", "no", "--dir", c->dir, (char *)NULL);
+            _exit(127);
+        }
+        c->pid[i] = pid;
+    }
+    for (int i = 0; i < REDIS_CLUSTER_N; i++) {
+        redisContext *k;
+        while ((k = node_conn(c->port[i])) == NULL) {
+            if (waitpid(c->pid[i], NULL, WNOHANG) != 0)
+                cluster_die(c, "redis-server exited");
+            nap_ms(5);
+        }
+        redisReply *r = redisCommand(k, "CLUSTER MYID");
+        if (r == NULL || r->type != REDIS_REPLY_STRING || r->len >= sizeof c->id[i])
+            cluster_die(c, "CLUSTER MYID");
+        memcpy(c->id[i], r->str, r->len + 1);
+        freeReplyObject(r);
+        redisFree(k);
+    }
+    pid_t cli = fork();
+    if (cli < 0)
+        cluster_die(c, "fork");
+    if (cli == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        dup2(null, 1);
+        dup2(null, 2);
+        char a[REDIS_CLUSTER_N][32];
+        for (int i = 0; i < REDIS_CLUSTER_N; i++)
+            snprintf(a[i], sizeof a[i], "127.0.0.1:%d", c->port[i]);
+        execlp("redis-cli", "redis-cli", "--cluster", "create", a[0], a[1], a[2],
+               "--cluster-replicas", "0", "--cluster-yes", (char *)NULL);
+        _exit(127);
+    }
+    int st;
+    if (waitpid(cli, &st, 0) != cli || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        cluster_die(c, "redis-cli --cluster create failed");
+    /* Every node agrees the cluster is up (each knows all 16384 slots). */
+    for (int i = 0; i < REDIS_CLUSTER_N; i++) {
+        for (;;) {
+            redisContext *k = node_conn(c->port[i]);
+            if (k == NULL)
+                cluster_die(c, "node gone");
+            redisReply *r = redisCommand(k, "CLUSTER INFO");
+            int ok = r != NULL && r->type == REDIS_REPLY_STRING;
+            ok = ok && strstr(r->str, "cluster_state:ok") != NULL &&
+                 strstr(r->str, "cluster_slots_ok:16384") != NULL;
+            if (r != NULL)
+                freeReplyObject(r);
+            redisFree(k);
+            if (ok)
+                break;
+            nap_ms(20);
+        }
+    }
+    int n = snprintf(c->uri, sizeof c->uri, "redis-cluster://");
+    for (int i = 0; i < REDIS_CLUSTER_N; i++)
+        n += snprintf(c->uri + n, sizeof c->uri - (size_t)n, "%s127.0.0.1:%d", i ? "," : "",
+                      c->port[i]);
+}
+
+void redis_cluster_stop(struct redis_cluster *c)
+{
+    for (int i = 0; i < REDIS_CLUSTER_N; i++) {
+        if (c->pid[i] > 0)
+            redis_server_stop(c->pid[i]);
+        c->pid[i] = 0;
+        char conf[128];
+        snprintf(conf, sizeof conf, "%s/nodes-%d.conf", c->dir, c->port[i]);
+        unlink(conf);
+    }
+    if (c->dir[0] != '\0')
+        rmdir(c->dir);
+}
+
+int redis_cluster_owner(const struct redis_cluster *c, unsigned slot)
+{
+    for (int i = 0; i < REDIS_CLUSTER_N; i++) {
+        redisContext *k = node_conn(c->port[i]);
+        if (k == NULL)
+            continue;
+        redisReply *r = redisCommand(k, "CLUSTER SLOTS");
+        int owner = -1;
+        for (size_t j = 0; r != NULL && r->type == REDIS_REPLY_ARRAY && j < r->elements; j++) {
+            redisReply *e = r->element[j];
+            if ((unsigned long long)e->element[0]->integer <= slot &&
+                slot <= (unsigned long long)e->element[1]->integer)
+                for (int m = 0; m < REDIS_CLUSTER_N; m++)
+                    if (e->element[2]->element[1]->integer == c->port[m])
+                        owner = m;
+        }
+        if (r != NULL)
+            freeReplyObject(r);
+        redisFree(k);
+        return owner;
+    }
+    return -1;
 }

@@ -1,7 +1,8 @@
 /*
  * rlctl_redis.c - rlctl on a Redis store (srl_open_redis) named by its uri.
  *
- * Which NAMEs are uris: those that start with "redis://" or "unix://".  A
+ * Which NAMEs are uris: those that start with "redis://", "redis-cluster://"
+ * or "unix://".  A
  * segment name is "/" then [A-Za-z0-9._-] only (srl_name_check), so it can
  * never hold the ':' of a scheme: no NAME is both, and a typo in a uri's
  * scheme ("rediss://") is refused as a bad segment name, not guessed at.
@@ -26,7 +27,8 @@
 
 int rlctl_is_uri(const char *name)
 {
-    return strncmp(name, "redis://", 8) == 0 || strncmp(name, "unix://", 7) == 0;
+    return strncmp(name, "redis://", 8) == 0 || strncmp(name, "unix://", 7) == 0 ||
+           strncmp(name, "redis-cluster://", 16) == 0;
 }
 
 /* Copy [s, e) to out, or "***" if hide; returns the new end of out. */
@@ -44,11 +46,12 @@ char *rlctl_uri_redacted(const char *uri)
     char *out = malloc(n + 4 * 8 + 1);   /* each hidden part grows by at most 3 */
     if (out == NULL)
         return NULL;
-    const char *body = uri + (uri[0] == 'r' ? 8 : 7);
+    const char *body = strstr(uri, "://") + 3;   /* rlctl_is_uri said it has one */
     const char *q = strchr(body, '?');
     const char *end = q != NULL ? q : uri + n;
-    /* The userinfo ends at the last '@' of a redis:// authority (srl's rule,
-     * so a raw '@' in a password is hidden whole), at "@/" for unix://. */
+    /* The userinfo ends at the last '@' of a redis:// or redis-cluster://
+     * authority (srl's rule, so a raw '@' in a password is hidden whole), at
+     * "@/" for unix://. */
     const char *at = NULL;
     if (uri[0] == 'r') {
         for (const char *p = body; p < end; p++)

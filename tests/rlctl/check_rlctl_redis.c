@@ -367,6 +367,61 @@ START_TEST(bad_uris_missing_stores_and_refused_passwords_exit_with_their_reason)
 }
 END_TEST
 
+/* A Redis Cluster uri (redis-cluster://h:p,h:p,h:p): info sums every
+ * master's counts, get and reset route to the key's master, list walks
+ * every master (31 keys over the 16384 slots of three masters).  The
+ * cluster has no password; the uri shown is the uri given.  The cluster is
+ * started and stopped by the test case's unchecked fixture, in the runner,
+ * so its servers are stopped by pid also when the test fails. */
+static struct redis_cluster cluster;
+static void cluster_up(void) { redis_cluster_start(&cluster); }
+static void cluster_down(void) { redis_cluster_stop(&cluster); }
+
+START_TEST(a_cluster_uri_is_a_uri_info_get_reset_and_list_cover_every_master)
+{
+    const struct redis_cluster *c = &cluster;
+    srl_config cfg;
+    srl_config_init(&cfg);
+    ck_assert_int_eq(srl_policy_parse("gcra:5/1h", &cfg.policy), 0);
+    char curi[300];
+    snprintf(curi, sizeof curi, "%s?prefix=api", c->uri);
+    srl_limiter *lim = NULL;
+    ck_assert_int_eq(srl_open_redis(curi, &cfg, &lim), 0);
+    srl_decision d;
+    char key[32];
+    for (int i = 0; i < 30; i++) {
+        snprintf(key, sizeof key, "user-%d", i);
+        ck_assert_int_eq(srl_acquire(lim, key, strlen(key), 1, &d), 0);
+    }
+    for (int i = 0; i < 6; i++)
+        ck_assert_int_eq(srl_acquire(lim, "carl", 4, 1, &d), 0);   /* 5 allowed, 1 denied */
+    ck_assert_int_eq(d.allowed, 0);
+    run_result r;
+    RUN(&r, 0, "info", curi, "--json");
+    json_value *v = parse_out(&r);
+    ck_assert_str_eq(json_get_str(v, "name"), curi);
+    ck_assert_uint_eq(json_get_u64(v, "allowed"), 35);
+    ck_assert_uint_eq(json_get_u64(v, "denied"), 1);
+    json_free(v);
+    run_free(&r);
+    RUN(&r, 0, "get", curi, "carl");
+    ck_assert_msg(strncmp(r.out, "carl: a request of cost 1 would be denied now: retry after ",
+                          59) == 0, "got: %s", r.out);
+    run_free(&r);
+    RUN(&r, 0, "list", curi, "--json");
+    size_t rows = 0;
+    for (const char *p = r.out; (p = strstr(p, "\"key\"")) != NULL; p++)
+        rows++;
+    ck_assert_msg(rows == 31, "list showed %zu keys, want 31:\n%s", rows, r.out);
+    run_free(&r);
+    RUN(&r, 0, "reset", curi, "carl");
+    ck_assert_str_eq(r.out, "carl: reset (its next request starts fresh)\n");
+    run_free(&r);
+    ck_assert_int_eq(srl_peek(lim, "carl", 4, 1, &d), SRL_ENOENT);
+    srl_close(lim);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("rlctl_redis");
@@ -377,6 +432,11 @@ int main(void)
     tcase_add_test(tc, list_walks_every_key_and_top_stops_the_walk);
     tcase_add_test(tc, bad_uris_missing_stores_and_refused_passwords_exit_with_their_reason);
     tcase_add_test(tc, list_of_more_than_100000_keys_needs_top_or_all_keys);
+    TCase *cl = tcase_create("cluster");
+    tcase_set_timeout(cl, TIMEOUT_S);
+    tcase_add_unchecked_fixture(cl, cluster_up, cluster_down);
+    tcase_add_test(cl, a_cluster_uri_is_a_uri_info_get_reset_and_list_cover_every_master);
+    suite_add_tcase(s, cl);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }
