@@ -335,6 +335,8 @@ int srl__shm_enter(srl_limiter *lim, const void *key, size_t len, srl_lease *lea
 int srl__shm_leave(srl_limiter *lim, srl_lease *lease);
 int srl__shm_key_state(srl_limiter *lim, const void *key, size_t len, void *buf);
 int srl__shm_refund(srl_limiter *lim, const void *key, size_t len, uint32_t cost);
+int srl__shm_reserve(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
+                     uint64_t max_wait, srl_decision *d);
 int64_t srl__shm_evict_idle(srl_limiter *lim);
 int64_t srl__shm_foreach(srl_limiter *lim, srl_foreach_fn fn, void *ctx);
 /* shm_check.c: the invariant checker (srl_check). */

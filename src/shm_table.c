@@ -181,11 +181,13 @@ static void count(struct srl__shm *s, uint64_t b, unsigned i, const srl_decision
     }
 }
 
-/* One request: an admission of `cost` (srl_acquire), or one unit for the
- * caller (srl_enter: lease != NULL, filled on admission). */
+/* One request: an admission of `cost` (srl_acquire; srl_reserve when
+ * max_wait > 0), or one unit for the caller (srl_enter: lease != NULL,
+ * filled on admission). */
 struct shm_req {
     uint32_t cost;
     srl_lease *lease;
+    uint64_t max_wait;
 };
 
 /* Decide rq on the state of b/i at now (bucket b locked, undo record open). */
@@ -194,7 +196,10 @@ static void decide_state(struct srl__shm *s, uint64_t b, unsigned i, uint64_t no
 {
     void *state = srl__shm_slot_state(s, b, i);
     if (rq->lease == NULL) {
-        srl__cmp_decide(&s->lim.cmp, state, now, rq->cost, 1, d);
+        if (rq->max_wait == 0)
+            srl__cmp_decide(&s->lim.cmp, state, now, rq->cost, 1, d);
+        else
+            srl__cmp_reserve(&s->lim.cmp, state, now, rq->cost, rq->max_wait, d);
         return;
     }
     struct srl__proc me;
@@ -721,14 +726,21 @@ static int decide_key(srl_limiter *lim, const void *key, size_t len, const struc
 int srl__shm_acquire(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
                      srl_decision *d)
 {
-    struct shm_req rq = {cost, NULL};
+    struct shm_req rq = {cost, NULL, 0};
+    return decide_key(lim, key, len, &rq, d);
+}
+
+int srl__shm_reserve(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
+                     uint64_t max_wait, srl_decision *d)
+{
+    struct shm_req rq = {cost, NULL, max_wait};
     return decide_key(lim, key, len, &rq, d);
 }
 
 int srl__shm_enter(srl_limiter *lim, const void *key, size_t len, srl_lease *lease,
                    srl_decision *d)
 {
-    struct shm_req rq = {1, lease};
+    struct shm_req rq = {1, lease, 0};
     return decide_key(lim, key, len, &rq, d);
 }
 
