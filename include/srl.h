@@ -774,6 +774,7 @@ SRL_API int srl_peek(srl_limiter *lim, const void *key, size_t len,
  * more than it acquired (it still never lifts a state above a fresh one).
  */
 SRL_API int srl_refund(srl_limiter *lim, const void *key, size_t len, uint32_t cost);
+/* (srl_refund of a reservation's cost cancels it: srl_state_reserve.) */
 
 /* Forget one key (it starts fresh).  SRL_ENOENT if it was not tracked. */
 SRL_API int srl_reset_key(srl_limiter *lim, const void *key, size_t len);
