@@ -200,6 +200,52 @@ check_eq "5: refund above the permits: SRL_ECOST" -3 "$(sed -n 6p <<<"$out")"
 check_eq "5: the refund segment is gone" absent \
   "$([ -e "/dev/shm/${refund_name#/}" ] && echo present || echo absent)"
 
+# --- 5b: reserve() waits instead of refusing (real clock: loose bounds only)
+# token_bucket:2/1s: 2 at once, then one every 500 ms; a reservation that
+# would wait longer than maxWaitNs takes nothing; refund() cancels one.
+reserve_name="$srl_name-reserve"
+out=$(SRL_NAME="$reserve_name" LD_LIBRARY_PATH="$SRL_LIBDIR" as_worker php -n -d extension=ffi -d ffi.enable=1 -r '
+  require getenv("SRL_PHP_DIR") . "/Srl.php";
+  $s = new Srl(getenv("SRL_NAME"), "token_bucket:2/1s", 64);
+  $r = [];
+  for ($i = 0; $i < 2; $i++) { $d = $s->reserve("api", 2000000000); $r[] = $d["allowed"] ? $d["waitNs"] : "denied"; }
+  echo implode(" ", $r), "
+";
+  $w1 = $s->reserve("api", 2000000000)["waitNs"];
+  $w2 = $s->reserve("api", 2000000000)["waitNs"];
+  echo (0 < $w1 && $w1 <= 500000000) ? "ok" : "bad $w1", " ", ($w1 < $w2 && $w2 <= 1000000000) ? "ok" : "bad $w2", "
+";
+  $d = $s->reserve("api", 0);              /* max 0: acquire, denied */
+  echo $d["allowed"] ? 1 : 0, " ", $d["waitNs"], "
+";
+  $d = $s->reserve("api", 1000000);        /* 1 ms: too short, nothing taken */
+  echo $d["allowed"] ? 1 : 0, " ", $d["retry_after"] >= 1 ? "retry" : "none", "
+";
+  $w3 = $s->reserve("api", 2000000000)["waitNs"];
+  echo ($w2 < $w3 && $w3 <= 1500000000) ? "ok" : "bad $w3", "
+";
+  var_export($s->refund("api")); echo "
+";   /* cancel the last one */
+  $w4 = $s->reserve("api", 2000000000)["waitNs"];
+  echo ($w4 <= $w3 && $w4 > $w2) ? "ok" : "bad $w4 after $w3", "
+";
+  $s->close();
+  Srl::unlink(getenv("SRL_NAME"));
+  $l = new Srl(getenv("SRL_NAME") . "-log", "sliding_log:2/1s", 64);
+  try { $l->reserve("api", 1000); echo "no exception
+"; } catch (SrlException $e) { echo $e->getCode(), "
+"; }
+  $l->close();
+  Srl::unlink(getenv("SRL_NAME") . "-log");')
+check_eq "5b: the burst reserves without waiting" "0 0" "$(sed -n 1p <<<"$out")"
+check_eq "5b: then each waits for its token, in order" "ok ok" "$(sed -n 2p <<<"$out")"
+check_eq "5b: reserve(maxWait 0) is acquire: denied, no wait" "0 0" "$(sed -n 3p <<<"$out")"
+check_eq "5b: a wait above maxWait is denied with a retry" "0 retry" "$(sed -n 4p <<<"$out")"
+check_eq "5b: the denied one took nothing: the next waits one token more" ok "$(sed -n 5p <<<"$out")"
+check_eq "5b: refund cancels a reservation: true" true "$(sed -n 6p <<<"$out")"
+check_eq "5b: after the cancel the same slot is reserved again" ok "$(sed -n 7p <<<"$out")"
+check_eq "5b: sliding_log cannot wait: SRL_ENOTSUP" -18 "$(sed -n 8p <<<"$out")"
+
 # --- 6: 'redis' => URI: the same limit, held by a Redis server
 redis_start
 srl_redis="unix://$redis_sock?prefix=e2e-php"
