@@ -328,7 +328,8 @@ SRL_API int srl_state_peek(const srl_policy *p, const void *state, uint64_t now,
  *   sliding_log      the newest cost entries still in the window are dropped;
  *   sliding_counter  the current window's count drops by cost (not below 0).
  * So a refund right after an admission of cost c restores the state (and
- * every later decision) as if that admission had asked for c - cost.  A
+ * every later decision) as if that admission had asked for c - cost; a
+ * refund of a reservation's cost cancels it (srl_state_reserve).  A
  * refund on a state at rest changes nothing.  Returns 0, or SRL_ECOST (cost
  * 0 or above permits), SRL_EPOLICY, SRL_EINVAL; on error state is unchanged.
  */

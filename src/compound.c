@@ -228,7 +228,7 @@ void srl__cmp_reserve(const struct srl__compound *c, void *state, uint64_t now, 
     /* Every limit takes cost at the one instant the request acts: each
      * admits there (its wait is at most `wait`), so the copy is only a
      * guard against a state no valid history leaves. */
-    uint64_t at = now + wait;   /* wait <= max_wait <= SRL_WAIT_MAX_NS: no overflow */
+    uint64_t at = srl__sat_add(now, wait);   /* a ticker near 2^64 saturates */
     unsigned char save[SAVE_MAX] __attribute__((aligned(8)));
     memcpy(save, state, c->state_bytes);
     for (uint32_t i = 0; i < c->count; i++) {
