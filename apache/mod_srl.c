@@ -32,6 +32,15 @@
  *   SrlWarnInterval S  how often the parent logs limiters needing attention
  *   SrlStatus CODE     the status of a refusal, 400..599 (default 429),
  *                      like nginx's limit_req_status
+ *   SrlDelay MAX|off   server or <Location>/<Directory>: a request over
+ *                      the SrlLimit that the policy admits within MAX (a
+ *                      duration: 500ms, 2s; at most 1h) is delayed, not
+ *                      refused: its permits are reserved (srl_reserve) and
+ *                      the worker sleeps until their instant, then serves
+ *                      it (nginx's limit_req delay=); one that would wait
+ *                      longer gets SrlStatus as before.  token_bucket and
+ *                      gcra limiters only (not redis=); off by default;
+ *                      with SrlDryRun On nothing is delayed
  *   SrlConcurrency NAME|off
  *                      server or <Location>/<Directory>: at most N requests
  *                      of a key in flight at once, NAME a limiter declared
@@ -189,6 +198,8 @@ typedef struct srl_ap_dir {
     int status;                /* 0: inherit (429 at the top) */
     srl_ap_limiter *conc;      /* SrlConcurrency; NULL with conc_set: "off" */
     int conc_set;
+    uint64_t delay_ns;         /* SrlDelay; 0 with delay_set: "off" */
+    int delay_set;
 } srl_ap_dir;
 
 /* One unit a request holds, left by the request pool's cleanup. */
@@ -453,6 +464,24 @@ static const char *cmd_status(cmd_parms *cmd, void *dconf, const char *arg)
     return NULL;
 }
 
+/* SrlDelay MAX: a duration in the policy text's units ("500ms", "2s"),
+ * read by the library's own parser (the window of 1/MAX), or off. */
+static const char *cmd_delay(cmd_parms *cmd, void *dconf, const char *arg)
+{
+    srl_ap_dir *d = dconf;
+    d->delay_set = 1;
+    d->delay_ns = 0;
+    if (strcasecmp(arg, "off") == 0)
+        return NULL;
+    srl_policy p;
+    if (srl_policy_parse(apr_pstrcat(cmd->pool, "token_bucket:1/", arg, NULL), &p) != 0 ||
+        p.window_ns > SRL_WAIT_MAX_NS)
+        return apr_psprintf(cmd->pool, "SrlDelay '%s' must be off or a duration up to 1h "
+                            "(e.g. 500ms, 2s; units ns us ms s m h)", arg);
+    d->delay_ns = p.window_ns;
+    return NULL;
+}
+
 static void *create_dir(apr_pool_t *p, char *dir)
 {
     (void)dir;
@@ -476,6 +505,8 @@ static void *merge_dir(apr_pool_t *p, void *basev, void *addv)
     d->status = add->status != 0 ? add->status : base->status;
     d->conc = add->conc_set ? add->conc : base->conc;
     d->conc_set = base->conc_set || add->conc_set;
+    d->delay_ns = add->delay_set ? add->delay_ns : base->delay_ns;
+    d->delay_set = base->delay_set || add->delay_set;
     return d;
 }
 
@@ -843,6 +874,29 @@ static int enter_concurrency(request_rec *r, const srl_ap_dir *d, const char *ke
     return apply_decision(r, d, "SrlConcurrency", l, &dec, key, len);
 }
 
+/* SrlDelay: reserve within the delay and sleep until the permits' instant
+ * (srl_acquire_wait), so the request is served at the policy's rate
+ * instead of refused.  A limiter that cannot wait (its policy, or Redis):
+ * srl_acquire, and a warning. */
+static int delay_request(request_rec *r, const srl_ap_dir *d, const srl_ap_limiter *l,
+                         const char *key, size_t len, uint32_t cost, srl_decision *dec)
+{
+    int rc = srl_acquire_wait(l->lim, key, len, cost, d->delay_ns, dec);
+    if (rc == SRL_ENOTSUP) {
+        ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, r, "SrlDelay: limiter %s cannot delay "
+                      "(token_bucket and gcra segments only): refusing instead", l->name);
+        return srl_acquire(l->lim, key, len, cost, dec);
+    }
+    if (rc == 0 && dec->allowed && dec->wait_ns > 0) {
+        apr_table_setn(r->subprocess_env, "SRL_DELAYED_MS",
+                       apr_psprintf(r->pool, "%llu",
+                                    (unsigned long long)((dec->wait_ns + 999999) / 1000000)));
+        ap_log_rerror(APLOG_MARK, APLOG_DEBUG, 0, r, "SrlLimit %s: delayed %llu ns", l->name,
+                      (unsigned long long)dec->wait_ns);
+    }
+    return rc;
+}
+
 static int srl_access_checker(request_rec *r)
 {
     if (!ap_is_initial_req(r))
@@ -875,9 +929,11 @@ static int srl_access_checker(request_rec *r)
 
     srl_decision dec;
     memset(&dec, 0, sizeof dec);
-    int rc = check_call(r, "SrlLimit", l,
-                        srl_acquire(d->dry_run == 1 ? l->dry : l->lim, key, len,
-                                    d->cost != 0 ? d->cost : 1, &dec), &dec);
+    uint32_t cost = d->cost != 0 ? d->cost : 1;
+    int rc = d->delay_ns != 0 && d->dry_run != 1
+                 ? delay_request(r, d, l, key, len, cost, &dec)
+                 : srl_acquire(d->dry_run == 1 ? l->dry : l->lim, key, len, cost, &dec);
+    rc = check_call(r, "SrlLimit", l, rc, &dec);
     if (rc != OK)
         return rc;
     return apply_decision(r, d, "SrlLimit", l, &dec, key, len);
@@ -978,6 +1034,9 @@ static const command_rec srl_cmds[] = {
     AP_INIT_TAKE1("SrlWarnInterval", cmd_warn_interval, NULL, RSRC_CONF,
                   "SECONDS: how often the parent logs limiters that need attention "
                   "(default 60)"),
+    AP_INIT_TAKE1("SrlDelay", cmd_delay, NULL, RSRC_CONF | ACCESS_CONF,
+                  "delay a request over the limit up to this long instead of refusing it "
+                  "(500ms, 2s, at most 1h; off)"),
     AP_INIT_TAKE1("SrlConcurrency", cmd_apply, "concurrency", RSRC_CONF | ACCESS_CONF,
                   "NAME|off: at most the named concurrency limiter's N requests of a key "
                   "in flight at once here"),

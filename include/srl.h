@@ -236,10 +236,10 @@ SRL_API const char *srl_algorithm_name(srl_algorithm a);
 /* srl_decision.flags */
 #define SRL_DECISION_UNTRACKED 0x1u /* table full: decided by on_full, not by a state */
 #define SRL_DECISION_DEGRADED 0x2u  /* lock timed out: decided by on_full, see srl_acquire */
-#define SRL_DECISION_LOCAL 0x8u     /* tiered: a denial answered by the host's
-                                       memory of the fleet's, no round trip */
 #define SRL_DECISION_WOULD_DENY 0x4u /* dry run (SRL_CONFIG_DRY_RUN): the limiter would
                                        have denied; allowed is 1, the rest as denied */
+#define SRL_DECISION_LOCAL 0x8u     /* tiered: a denial answered by the host's
+                                       memory of the fleet's, no round trip */
 
 typedef struct srl_decision {
     int allowed;              /* 1 allowed, 0 denied */
@@ -253,6 +253,10 @@ typedef struct srl_decision {
                                * retry_after among those that denied) or,
                                * when allowed, the one with the least
                                * remaining (first on a tie); 0 for one limit */
+    uint64_t wait_ns;         /* srl_reserve: how long the caller must wait
+                                 before acting on an admission (0: act now);
+                                 0 from every other call */
+    uint64_t reserved[2];     /* room to grow; zeroed */
 } srl_decision;
 
 /* ---------------------------------------------------------------- ticker */
@@ -330,7 +334,8 @@ SRL_API int srl_state_peek(const srl_policy *p, const void *state, uint64_t now,
  *   sliding_log      the newest cost entries still in the window are dropped;
  *   sliding_counter  the current window's count drops by cost (not below 0).
  * So a refund right after an admission of cost c restores the state (and
- * every later decision) as if that admission had asked for c - cost.  A
+ * every later decision) as if that admission had asked for c - cost; a
+ * refund of a reservation's cost cancels it (srl_state_reserve).  A
  * refund on a state at rest changes nothing.  Returns 0, or SRL_ECOST (cost
  * 0 or above permits), SRL_EPOLICY, SRL_EINVAL; on error state is unchanged.
  */
@@ -355,6 +360,45 @@ SRL_API int srl_state_valid(const srl_policy *p, const void *state, uint64_t now
  * srl_state_refund return SRL_ENOTSUP: a unit needs a recorded holder, so
  * it is taken by srl_enter and given back by srl_leave.
  */
+
+/*
+ * Waiting instead of refusing (Guava's acquire, Go's Reserve, nginx's
+ * limit_req delay): srl_state_reserve takes cost permits now for the first
+ * instant, at most max_wait_ns from now, at which the request passes, and
+ * returns in d->wait_ns how long the caller must wait before acting.  A
+ * reservation is exactly an admission at the instant now + wait_ns (the
+ * state afterwards is the one srl_state_acquire at that instant leaves),
+ * so actions taken when their waits end keep the policy to the nanosecond,
+ * however many callers reserve, first come first served.
+ *   - Allowed without waiting: exactly srl_state_acquire (wait_ns 0).
+ *   - Allowed after a wait: allowed 1, wait_ns > 0, remaining 0 (nothing is
+ *     free before the wait ends), retry_after 0, reset_after from now.
+ *   - A request that would wait more than max_wait_ns takes nothing and is
+ *     denied with retry_after = the time until a reservation with the same
+ *     max_wait_ns would succeed (its plain retry_after minus max_wait_ns),
+ *     or longer if a ban period (",penalty=") starts or runs: a banned key
+ *     is refused, never queued past its ban, and a denial here bans as
+ *     srl_state_acquire's does.
+ *   - max_wait_ns 0 is srl_state_acquire exactly, for every algorithm.
+ * Which algorithms wait: token_bucket (its bucket goes into debt: the
+ * stored refill time moves to the instant of the action, so a later request
+ * sees no tokens until the debt is paid; needs permits <= window_ns, one
+ * token per ns at most, so no whole token is left over at a future time)
+ * and gcra (the TAT moves ahead by up to max_wait_ns).  sliding_log,
+ * sliding_counter and concurrency return SRL_ENOTSUP for max_wait_ns > 0:
+ * an entry stamped in the future would not be given back exactly.
+ * max_wait_ns above SRL_WAIT_MAX_NS is SRL_EINVAL.
+ * A reservation that will not be used is cancelled with srl_state_refund of
+ * the same cost: the state decides again exactly as before the reservation
+ * (the token bucket's refill time moves back, not before now; GCRA's TAT
+ * moves back, not before now), but for a token bucket's reservation of its
+ * whole capacity, which the bucket reaches in mid-nanosecond: the cap hides
+ * that fraction, and the cancelled state is stricter (never looser) by
+ * less than one nanosecond of refill.  Other errors as srl_state_acquire.
+ */
+#define SRL_WAIT_MAX_NS (3600ull * SRL_NS_PER_S) /* the longest reservation, 1 h */
+SRL_API int srl_state_reserve(const srl_policy *p, void *state, uint64_t now, uint32_t cost,
+                              uint64_t max_wait_ns, srl_decision *d);
 
 /* ------------------------------------------------- compound policies */
 
@@ -423,6 +467,18 @@ SRL_API int srl_limits_state_peek(const srl_limits *l, const void *state, uint64
                                   uint32_t cost, srl_decision *d);
 SRL_API int srl_limits_state_refund(const srl_limits *l, void *state, uint64_t now,
                                     uint32_t cost);
+/*
+ * srl_state_reserve over a compound: every limit reserves or none does.
+ * The wait is the largest of the limits' waits, and every limit takes cost
+ * at that one instant (a limit taken earlier than the action would let
+ * delayed actions bunch up).  Denied (nothing taken) if that wait exceeds
+ * max_wait_ns or a limit is banned; SRL_ENOTSUP for max_wait_ns > 0 if any
+ * limit cannot wait.  A refund cancels it exactly for the binding limit;
+ * a limit whose own wait was shorter may come back stricter (never looser)
+ * than before, since it was taken at the later instant.
+ */
+SRL_API int srl_limits_state_reserve(const srl_limits *l, void *state, uint64_t now,
+                                     uint32_t cost, uint64_t max_wait_ns, srl_decision *d);
 SRL_API int srl_limits_state_at_rest(const srl_limits *l, const void *state, uint64_t now);
 SRL_API int srl_limits_state_valid(const srl_limits *l, const void *state, uint64_t now);
 
@@ -713,6 +769,39 @@ SRL_API int srl_acquire(srl_limiter *lim, const void *key, size_t len,
                         uint32_t cost, srl_decision *d);
 
 /*
+ * srl_acquire, but a request that the policy admits within max_wait_ns is
+ * reserved instead of denied: it takes cost permits now for the instant
+ * now + d->wait_ns, as srl_state_reserve describes, under the key's lock.
+ * The caller sleeps d->wait_ns (or lets srl_acquire_wait do it) and then
+ * acts; one that no longer wants to act gives the reservation back with
+ * srl_refund(cost).  Across every process and thread reserving on one key,
+ * the instants now + wait_ns keep the policy exactly.  max_wait_ns 0 is
+ * srl_acquire exactly (every store, every policy).  Returns as srl_acquire,
+ * and SRL_EINVAL for max_wait_ns > SRL_WAIT_MAX_NS, SRL_ENOTSUP for
+ * max_wait_ns > 0 when a limit cannot wait (sliding_log, sliding_counter,
+ * concurrency, a token bucket refilling more than one permit per ns) or on
+ * the Redis and tiered stores.  A full table or a lock error decides from
+ * on_full, as srl_acquire does, with wait_ns 0.  A dry-run handle
+ * (SRL_CONFIG_DRY_RUN) turns a refused reservation as it turns a denial:
+ * allowed 1, SRL_DECISION_WOULD_DENY, wait_ns 0, nothing taken.
+ */
+SRL_API int srl_reserve(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
+                        uint64_t max_wait_ns, srl_decision *d);
+
+/*
+ * srl_reserve, then sleep d->wait_ns on CLOCK_MONOTONIC before returning
+ * (a signal does not cut the sleep short: it resumes until the deadline,
+ * and never sleeps longer than d->wait_ns <= max_wait_ns past the
+ * reservation).  On return with d->allowed the caller acts at once.  The
+ * decision reads the limiter's ticker; the sleep reads CLOCK_MONOTONIC (an
+ * injected ticker is trusted to run at that clock's rate).  Returns as
+ * srl_reserve, or SRL_ESYS if the sleep fails otherwise (the permits stay
+ * reserved: refund them or act at the reserved time).
+ */
+SRL_API int srl_acquire_wait(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
+                             uint64_t max_wait_ns, srl_decision *d);
+
+/*
  * In-flight limits (policy "concurrency:N[,max_hold=WINDOW]").
  *
  * srl_enter admits one request of key if fewer than N of that key are in
@@ -804,6 +893,7 @@ SRL_API int srl_peek(srl_limiter *lim, const void *key, size_t len,
  * more than it acquired (it still never lifts a state above a fresh one).
  */
 SRL_API int srl_refund(srl_limiter *lim, const void *key, size_t len, uint32_t cost);
+/* (srl_refund of a reservation's cost cancels it: srl_state_reserve.) */
 
 /* Forget one key (it starts fresh).  SRL_ENOENT if it was not tracked. */
 SRL_API int srl_reset_key(srl_limiter *lim, const void *key, size_t len);

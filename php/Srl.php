@@ -299,6 +299,31 @@ final class Srl
     }
 
     /*
+     * Wait instead of refusing: take `cost` permits of `key` now for the
+     * first instant, at most $maxWaitNs nanoseconds ahead, at which the
+     * policy admits them (srl_reserve).  Returns acquire()'s array plus
+     * waitNs: the nanoseconds to sleep before acting (0: act now).  Denied
+     * (allowed false, nothing taken, retry_after until a reservation with
+     * this $maxWaitNs would pass) if the wait would be longer.  A reservation
+     * that will not be used goes back with refund($key, $cost).  $maxWaitNs 0
+     * is acquire(); token_bucket and gcra can wait, other policies throw
+     * SRL_ENOTSUP for $maxWaitNs > 0 (so does a Redis limiter).
+     */
+    public function reserve(string $key, int $maxWaitNs, int $cost = 1): array
+    {
+        if ($maxWaitNs < 0) {
+            throw new InvalidArgumentException("maxWaitNs must be >= 0, got $maxWaitNs");
+        }
+        $lim = $this->handle();
+        $d = $this->ffi->new('srl_decision');
+        $rc = $this->ffi->srl_reserve($lim, $key, strlen($key), self::u32($cost, 'cost'),
+                                      $maxWaitNs, FFI::addr($d));
+        $this->decided($rc, $d, 'reserve');
+        $this->last = $d;
+        return $this->toArray($d) + ['waitNs' => $d->wait_ns];
+    }
+
+    /*
      * Enter one request of `key` on a concurrency limiter (policy
      * "concurrency:N[,max_hold=W]"): an SrlLease if fewer than N requests
      * of the key are in flight (it is now one of them), else null.  Either

@@ -50,6 +50,8 @@ typedef struct srl_decision {
     uint64_t reset_after_ns;
     unsigned flags;
     uint32_t binding;
+    uint64_t wait_ns;
+    uint64_t reserved[2];
 } srl_decision;
 
 typedef uint64_t (*srl_ticker_fn)(void *ctx);
@@ -157,6 +159,8 @@ int srl_peek(srl_limiter *lim, const char *key, size_t len, uint32_t cost,
              srl_decision *d);
 int srl_reset_key(srl_limiter *lim, const char *key, size_t len);
 int srl_refund(srl_limiter *lim, const char *key, size_t len, uint32_t cost);
+int srl_reserve(srl_limiter *lim, const char *key, size_t len, uint32_t cost,
+                uint64_t max_wait_ns, srl_decision *d);
 int srl_stats_get(srl_limiter *lim, srl_stats *out);
 
 typedef struct srl_lease {

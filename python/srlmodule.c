@@ -246,7 +246,9 @@ static PyMemberDef Decision_members[] = {
      .offset = offsetof(DecisionObject, d.reset_after_ns), .flags = READONLY,
      .doc = "nanoseconds until the key is at rest"},
     {.name = "flags", .type = T_UINT, .offset = offsetof(DecisionObject, d.flags),
-     .flags = READONLY, .doc = "FLAG_UNTRACKED | FLAG_DEGRADED | FLAG_WOULD_DENY"},
+     .flags = READONLY, .doc = "FLAG_UNTRACKED | FLAG_DEGRADED | FLAG_WOULD_DENY | FLAG_LOCAL"},
+    {.name = "wait_ns", .type = T_ULONGLONG, .offset = offsetof(DecisionObject, d.wait_ns),
+     .flags = READONLY, .doc = "reserve(): nanoseconds to wait before acting (0: now)"},
     {.name = "binding", .type = T_UINT, .offset = offsetof(DecisionObject, d.binding),
      .flags = READONLY,
      .doc = "a compound policy's binding limit (the one that denied, or has least left)"},
@@ -511,6 +513,23 @@ static int parse_key_cost(PyObject *args, PyObject *kw, const char *fmt, key_vie
     return key_get(key, k);
 }
 
+/* The Decision of srl_acquire/srl_reserve's rc, or the exception (a lock
+ * error carries the degraded decision as exc.decision). */
+static PyObject *decided(LimiterObject *self, int rc, const srl_decision *d, const char *what)
+{
+    if (rc == SRL_ETIMEDOUT || rc == SRL_ENOTRECOVERABLE) {
+        PyObject *dec = decision_new(d, &self->limits);
+        if (dec == NULL)
+            return NULL;
+        raise_srl_with(rc, what, dec);
+        Py_DECREF(dec);
+        return NULL;
+    }
+    if (rc < 0)
+        return raise_srl(rc, what);
+    return decision_new(d, &self->limits);
+}
+
 static PyObject *Limiter_acquire(PyObject *op, PyObject *args, PyObject *kw)
 {
     LimiterObject *self = (LimiterObject *)op;
@@ -523,17 +542,31 @@ static PyObject *Limiter_acquire(PyObject *op, PyObject *args, PyObject *kw)
         return NULL;
     rc = srl_acquire(self->lim, k.data, k.len, (uint32_t)cost, &d);
     key_release(&k);
-    if (rc == SRL_ETIMEDOUT || rc == SRL_ENOTRECOVERABLE) {
-        PyObject *dec = decision_new(&d, &self->limits);
-        if (dec == NULL)
-            return NULL;
-        raise_srl_with(rc, "srl_acquire", dec);
-        Py_DECREF(dec);
+    return decided(self, rc, &d, "srl_acquire");
+}
+
+/* reserve(key, max_wait_ns, cost=1): srl_reserve; the caller sleeps
+ * decision.wait_ns before acting (or refunds the cost). */
+static PyObject *Limiter_reserve(PyObject *op, PyObject *args, PyObject *kw)
+{
+    LimiterObject *self = (LimiterObject *)op;
+    static char *kwlist[] = {"key", "max_wait_ns", "cost", NULL};
+    PyObject *key;
+    unsigned long long max_wait, cost = 1;
+    key_view k;
+    srl_decision d;
+
+    if (check_open(self) < 0 ||
+        !PyArg_ParseTupleAndKeywords(args, kw, "OO&|O&:reserve", kwlist, &key, to_u64,
+                                     &max_wait, to_u64, &cost))
         return NULL;
-    }
-    if (rc < 0)
-        return raise_srl(rc, "srl_acquire");
-    return decision_new(&d, &self->limits);
+    if (cost > UINT32_MAX)
+        return raise_srl(SRL_ECOST, "cost above 2**32-1");
+    if (key_get(key, &k) < 0)
+        return NULL;
+    int rc = srl_reserve(self->lim, k.data, k.len, (uint32_t)cost, max_wait, &d);
+    key_release(&k);
+    return decided(self, rc, &d, "srl_reserve");
 }
 
 static PyObject *Limiter_peek(PyObject *op, PyObject *args, PyObject *kw)
@@ -758,6 +791,10 @@ static PyMethodDef Limiter_methods[] = {
      "An in-process store; create it after fork, in the process that uses it."},
     {"acquire", (PyCFunction)(void (*)(void))Limiter_acquire, METH_VARARGS | METH_KEYWORDS,
      "acquire(key, cost=1) -> Decision.  key: str (UTF-8) or bytes."},
+    {"reserve", (PyCFunction)(void (*)(void))Limiter_reserve, METH_VARARGS | METH_KEYWORDS,
+     "reserve(key, max_wait_ns, cost=1) -> Decision.  Admitted within max_wait_ns: the\n"
+     "permits are taken for the instant now + decision.wait_ns; sleep that long, then act.\n"
+     "max_wait_ns 0 is acquire(); srl.Error ENOTSUP where the policy cannot wait."},
     {"peek", (PyCFunction)(void (*)(void))Limiter_peek, METH_VARARGS | METH_KEYWORDS,
      "peek(key, cost=1) -> Decision, or None if the key is not tracked; changes nothing."},
     {"reset", Limiter_reset, METH_O, "reset(key) -> True if the key was tracked (it starts fresh)."},

@@ -19,6 +19,13 @@
  *     state; on a state at rest it writes nothing.
  *   - last_ns(): time of the last admitted request (for "rlctl list --sort
  *     recent"); 0 if none is known.
+ *   - can_reserve() (NULL: never): decide() at a future instant t, with
+ *     commit, is an exact reservation for t made at any now <= t: every
+ *     later decision at now' in [now, t) sees the permits as taken, and a
+ *     refund at now gives them back exactly (the state decides as before
+ *     the reservation).  A reservation is then the wait of a dry decide()
+ *     (its retry_after) followed by a committing decide() at now + wait:
+ *     compound.c's srl__cmp_reserve, the same for every algorithm.
  */
 #ifndef SRL_ALGO_H
 #define SRL_ALGO_H
@@ -37,6 +44,7 @@ struct srl__algo {
     bool (*at_rest)(const srl_policy *p, const void *state, uint64_t now);
     bool (*valid)(const srl_policy *p, const void *state, uint64_t now);
     uint64_t (*last_ns)(const srl_policy *p, const void *state);
+    bool (*can_reserve)(const srl_policy *p);
 };
 
 /* What a fresh state of p holds: burst for token_bucket and gcra when set,
@@ -69,6 +77,10 @@ void srl__limit_refund(const srl_policy *p, void *state, uint64_t now, uint32_t 
 bool srl__limit_at_rest(const srl_policy *p, const void *state, uint64_t now);
 bool srl__limit_valid(const srl_policy *p, const void *state, uint64_t now);
 uint64_t srl__limit_last_ns(const srl_policy *p, const void *state);
+/* Reservations (srl_state_reserve): whether p's algorithm can wait, and
+ * how long p's ban still runs at now (0: not banned, or no penalty). */
+bool srl__limit_can_reserve(const srl_policy *p);
+uint64_t srl__limit_banned_ns(const srl_policy *p, const void *state, uint64_t now);
 
 /* Concurrency (algo_concurrency.c): holder-aware calls on a valid
  * SRL_CONCURRENCY state; callers hold the key's lock. */

@@ -27,6 +27,11 @@
  * already consumed (it fails closed by the size of the step).  Its waits
  * are exact in the ticker's own time either way.
  *
+ * Reservations (srl_reserve): decide() at the instant t = now + wait the
+ * request will act; the TAT then lies up to wait + tau ahead of now (wait
+ * <= SRL_WAIT_MAX_NS), which valid() accepts; the refund moves it back by
+ * cost*T, exactly the TAT before the reservation.
+ *
  * Concurrency: none here; callers hold the key's lock (see algo.h).
  */
 #include <assert.h>
@@ -115,7 +120,14 @@ static bool gcra_at_rest(const srl_policy *p, const void *state, uint64_t now)
 static bool gcra_valid(const srl_policy *p, const void *state, uint64_t now)
 {
     const struct gcra_state *s = state;
-    return s->tat <= srl__sat_add(now, gcra_tau(p));
+    /* One burst ahead, plus the longest reservation queue. */
+    return s->tat <= srl__sat_add(srl__sat_add(now, gcra_tau(p)), SRL_WAIT_MAX_NS);
+}
+
+static bool gcra_can_reserve(const srl_policy *p)
+{
+    (void)p;
+    return true;
 }
 
 static uint64_t gcra_last_ns(const srl_policy *p, const void *state)
@@ -134,4 +146,5 @@ const struct srl__algo srl__algo_gcra = {
     .at_rest = gcra_at_rest,
     .valid = gcra_valid,
     .last_ns = gcra_last_ns,
+    .can_reserve = gcra_can_reserve,
 };

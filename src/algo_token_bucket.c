@@ -22,6 +22,20 @@
  * elapsed * permits + frac < 2^97 fits in 128 bits; (B - tokens) * W
  * < 2^91.
  *
+ * Debt (srl_reserve): a reservation is decide() at the instant it will act,
+ * t = now + wait, so it stores last_ns = t > now with the level it leaves
+ * there (0 tokens, frac < permits <= W: can_reserve requires at most one
+ * token per ns, so no whole token is ever stored ahead of now).  A request
+ * at now' < t sees that level, flat, plus the gap: no token before the debt
+ * is paid, and its own wait reaches past t.  The state stays 24 bytes; the
+ * refill itself is unchanged and exact.  A refund while last_ns > now walks
+ * the refill line back instead of adding tokens at last_ns: last_ns moves
+ * back (not before now) by as many whole ns as the level after the refund
+ * pays for, which is exactly the state before the reservation (but for a
+ * reservation of the whole capacity in the nanosecond the bucket fills,
+ * whose cap hid a sub-ns part: that refund is stricter by less than one
+ * ns of refill).  This is the one case where last_ns moves backwards.
+ *
  * Concurrency: none here; callers hold the key's lock (see algo.h).
  */
 #include <assert.h>
@@ -123,8 +137,27 @@ static void tb_refund(const srl_policy *p, void *state, uint64_t now, uint32_t c
     struct tb_state *s = state;
     uint32_t tokens;
     uint64_t frac;
-    tb_refill(p, s, now, &tokens, &frac);
     const uint32_t cap = srl__capacity(p);
+    if (s->last_ns > now && s->tokens < cap) {
+        /* In debt (see the top): the level at last_ns plus cost tokens,
+         * moved back along the refill line as far as it stays >= 0. */
+        srl__u128 units = (srl__u128)s->tokens * p->window_ns + s->frac +
+                          (srl__u128)cost * p->window_ns;
+        uint64_t ahead = s->last_ns - now;
+        srl__u128 back = units / p->permits;
+        uint64_t step = back >= ahead ? ahead : (uint64_t)back;
+        units -= (srl__u128)step * p->permits;
+        s->last_ns -= step;
+        if (units >= (srl__u128)cap * p->window_ns) {
+            s->tokens = cap;
+            s->frac = 0;
+        } else {
+            s->tokens = (uint32_t)(units / p->window_ns);
+            s->frac = (uint64_t)(units % p->window_ns);
+        }
+        return;
+    }
+    tb_refill(p, s, now, &tokens, &frac);
     if (tokens >= cap)
         return;
     if (cost >= cap - tokens) {
@@ -169,6 +202,12 @@ static uint64_t tb_last_ns(const srl_policy *p, const void *state)
     return s->tokens >= srl__capacity(p) ? 0 : s->last_ns;
 }
 
+/* At most one token per ns: see "Debt" at the top. */
+static bool tb_can_reserve(const srl_policy *p)
+{
+    return p->permits <= p->window_ns;
+}
+
 const struct srl__algo srl__algo_token_bucket = {
     .name = "token_bucket",
     .size = tb_size,
@@ -178,4 +217,5 @@ const struct srl__algo srl__algo_token_bucket = {
     .at_rest = tb_at_rest,
     .valid = tb_valid,
     .last_ns = tb_last_ns,
+    .can_reserve = tb_can_reserve,
 };

@@ -46,6 +46,7 @@ int srl__cmp_init(struct srl__compound *c, const srl_limits *l)
     c->count = l->count;
     c->conc = -1;
     c->min_permits = UINT32_MAX;
+    c->reserve = 1;
     size_t off = 0;
     for (uint32_t i = 0; i < l->count; i++) {
         const srl_policy *p = &l->limit[i];
@@ -53,6 +54,7 @@ int srl__cmp_init(struct srl__compound *c, const srl_limits *l)
         c->off[i] = (uint32_t)off;
         off += ALIGN8(srl__limit_size(p));
         c->penalty |= p->penalty_ns != 0;
+        c->reserve &= srl__limit_can_reserve(p);
         if (srl__capacity(p) < c->min_permits)
             c->min_permits = srl__capacity(p);
         if (p->algorithm == SRL_CONCURRENCY)
@@ -66,6 +68,13 @@ void srl__cmp_state_init(const struct srl__compound *c, void *state, uint64_t no
 {
     for (uint32_t i = 0; i < c->count; i++)
         srl__limit_init(&c->limits.limit[i], (char *)state + c->off[i], now);
+}
+
+/* The fields only srl__cmp_reserve sets: zero from every other decision. */
+static void clear_wait(srl_decision *d)
+{
+    d->wait_ns = 0;
+    d->reserved[0] = d->reserved[1] = 0;
 }
 
 /* Is decision a more binding than b?  Among denials the largest retry_after;
@@ -137,6 +146,7 @@ void srl__cmp_decide(const struct srl__compound *c, void *state, uint64_t now, u
         else
             srl__limit_decide(&c->limits.limit[0], state, now, cost, commit, d);
         d->binding = 0;
+        clear_wait(d);
         return;
     }
     srl_decision each[SRL_LIMITS_MAX];
@@ -163,6 +173,7 @@ void srl__cmp_decide(const struct srl__compound *c, void *state, uint64_t now, u
             ban_deniers(c, state, now, -1, each);
         }
         fold(c, each, d);
+        clear_wait(d);
         return;
     }
     int all = dry_run(c, state, now, cost, -1, each);
@@ -173,6 +184,69 @@ void srl__cmp_decide(const struct srl__compound *c, void *state, uint64_t now, u
     else if (commit)
         ban_deniers(c, state, now, -1, each);
     fold(c, each, d);
+    clear_wait(d);
+}
+
+/* The waits of every limit: each is its own dry decision's retry_after,
+ * exact to the ns, and falls by one ns a ns until it is 0 (nothing else
+ * writes the state meanwhile: we hold the lock).  So the compound's wait is
+ * the largest, and a reservation with max_wait succeeds max_wait before it. */
+void srl__cmp_reserve(const struct srl__compound *c, void *state, uint64_t now, uint32_t cost,
+                      uint64_t max_wait, srl_decision *d)
+{
+    srl_decision each[SRL_LIMITS_MAX];
+    uint64_t wait = 0, banned = 0;
+    uint32_t wb = 0;               /* the limit that waits longest binds */
+    if (max_wait != 0) {
+        assert(c->reserve && c->state_bytes <= SAVE_MAX);
+        for (uint32_t i = 0; i < c->count; i++) {
+            const srl_policy *p = &c->limits.limit[i];
+            const char *si = (const char *)state + c->off[i];
+            uint64_t b = srl__limit_banned_ns(p, si, now);
+            banned = b > banned ? b : banned;
+            srl__limit_decide(p, (void *)si, now, cost, 0, &each[i]);
+            if (!each[i].allowed && each[i].retry_after_ns > wait) {
+                wait = each[i].retry_after_ns;
+                wb = i;
+            }
+        }
+    }
+    if (wait == 0 || banned != 0 || wait > max_wait) {
+        /* Admitted now, or refused: srl_acquire's own decision (and ban). */
+        srl__cmp_decide(c, state, now, cost, 1, d);
+        if (!d->allowed && max_wait != 0) {
+            uint64_t left = wait - (wait < max_wait ? wait : max_wait);
+            for (uint32_t i = 0; i < c->count; i++) {
+                uint64_t b = srl__limit_banned_ns(&c->limits.limit[i],
+                                                  (const char *)state + c->off[i], now);
+                left = b > left ? b : left;
+            }
+            d->retry_after_ns = left;
+        }
+        return;
+    }
+    /* Every limit takes cost at the one instant the request acts: each
+     * admits there (its wait is at most `wait`), so the copy is only a
+     * guard against a state no valid history leaves. */
+    uint64_t at = srl__sat_add(now, wait);   /* a ticker near 2^64 saturates */
+    unsigned char save[SAVE_MAX] __attribute__((aligned(8)));
+    memcpy(save, state, c->state_bytes);
+    for (uint32_t i = 0; i < c->count; i++) {
+        srl__limit_decide(&c->limits.limit[i], (char *)state + c->off[i], at, cost, 1, &each[i]);
+        if (!each[i].allowed) {
+            memcpy(state, save, c->state_bytes);
+            srl__cmp_decide(c, state, now, cost, 1, d);
+            return;
+        }
+    }
+    fold(c, each, d);
+    d->binding = wb;
+    d->limit = each[wb].limit;
+    d->remaining = 0;              /* nothing is free before the wait ends */
+    d->retry_after_ns = 0;
+    d->reset_after_ns = srl__sat_add(d->reset_after_ns, wait);
+    d->wait_ns = wait;
+    d->reserved[0] = d->reserved[1] = 0;
 }
 
 void srl__cmp_refund(const struct srl__compound *c, void *state, uint64_t now, uint32_t cost)
@@ -248,6 +322,7 @@ void srl__cmp_enter(const struct srl__compound *c, void *state, uint64_t now,
     } else {
         fold(c, each, d);
     }
+    clear_wait(d);
 }
 
 int srl__cmp_leave(const struct srl__compound *c, void *state, uint32_t entry, uint32_t gen,
@@ -335,6 +410,23 @@ int srl_limits_state_peek(const srl_limits *l, const void *state, uint64_t now,
 {
     /* commit = 0 writes nothing: the cast only lets one decide() serve both. */
     return decide(l, (void *)state, now, cost, 0, d);
+}
+
+int srl_limits_state_reserve(const srl_limits *l, void *state, uint64_t now, uint32_t cost,
+                             uint64_t max_wait_ns, srl_decision *d)
+{
+    struct srl__compound c;
+    int rc = resolve(l, state, &c);
+    if (rc != 0)
+        return rc;
+    if (d == NULL || max_wait_ns > SRL_WAIT_MAX_NS)
+        return SRL_EINVAL;
+    if (c.conc >= 0 || (max_wait_ns != 0 && !c.reserve))
+        return SRL_ENOTSUP;
+    if (!cost_ok(&c, cost))
+        return SRL_ECOST;
+    srl__cmp_reserve(&c, state, now, cost, max_wait_ns, d);
+    return 0;
 }
 
 int srl_limits_state_refund(const srl_limits *l, void *state, uint64_t now, uint32_t cost)

@@ -41,6 +41,7 @@ struct srl__compound {
     uint32_t min_permits;                       /* the largest cost every limit takes */
     int32_t conc;                               /* index of the concurrency limit, -1 none */
     int penalty;                                /* some limit has a ban period */
+    int reserve;                                /* every limit can wait (srl_reserve) */
 };
 
 /* *out = l's used limits (limit[0..count)) with every other byte zero: the
@@ -57,6 +58,12 @@ void srl__cmp_state_init(const struct srl__compound *c, void *state, uint64_t no
  * writes nothing.  cost is 1..min_permits. */
 void srl__cmp_decide(const struct srl__compound *c, void *state, uint64_t now, uint32_t cost,
                      int commit, srl_decision *d);
+/* srl_reserve on one key (srl_limits_state_reserve describes it), always
+ * committing.  max_wait 0 is srl__cmp_decide with commit; max_wait > 0
+ * needs c->reserve.  Reservable compounds hold only token buckets and
+ * GCRAs, so a state fits the one-pass stack copy. */
+void srl__cmp_reserve(const struct srl__compound *c, void *state, uint64_t now, uint32_t cost,
+                      uint64_t max_wait, srl_decision *d);
 void srl__cmp_refund(const struct srl__compound *c, void *state, uint64_t now, uint32_t cost);
 bool srl__cmp_at_rest(const struct srl__compound *c, const void *state, uint64_t now);
 bool srl__cmp_valid(const struct srl__compound *c, const void *state, uint64_t now);

@@ -185,6 +185,24 @@ int srl_acquire(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
     return rc != 0 ? rc : dry_run_turn(lim, lim->ops->acquire(lim, key, len, cost, d), d);
 }
 
+int srl_reserve(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
+                uint64_t max_wait_ns, srl_decision *d)
+{
+    if (max_wait_ns == 0)
+        return srl_acquire(lim, key, len, cost, d);   /* exactly, every store */
+    if (lim != NULL && lim->cmp.conc >= 0)
+        return SRL_ENOTSUP;
+    int rc = check_request(lim, key, len, cost, d);
+    if (rc != 0)
+        return rc;
+    if (max_wait_ns > SRL_WAIT_MAX_NS)
+        return SRL_EINVAL;
+    if (!lim->cmp.reserve || lim->ops->reserve == NULL)
+        return SRL_ENOTSUP;
+    /* A dry run turns a refused reservation as a denial (wait_ns stays 0). */
+    return dry_run_turn(lim, lim->ops->reserve(lim, key, len, cost, max_wait_ns, d), d);
+}
+
 int srl_peek(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
              srl_decision *d)
 {

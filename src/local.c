@@ -514,9 +514,10 @@ static void enter_locked(struct local *l, struct lnode *n, unsigned long hash, u
     }
 }
 
-/* srl_acquire (lease NULL) and srl_enter. */
+/* srl_acquire (lease NULL), srl_reserve (lease NULL, max_wait > 0) and
+ * srl_enter. */
 static int local_decide(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
-                        srl_lease *lease, srl_decision *d)
+                        uint64_t max_wait, srl_lease *lease, srl_decision *d)
 {
     struct local *l = local_of(lim);
     const struct lkey k = {key, len, l->state_bytes};
@@ -536,7 +537,7 @@ static int local_decide(srl_limiter *lim, const void *key, size_t len, uint32_t 
             }
         }
 #ifdef SRL_MUTANTS
-        if (__builtin_expect(l->broken & SRL__LOCAL_BROKEN_NO_LOCK, 0) && lease == NULL &&
+        if (__builtin_expect(l->broken & SRL__LOCAL_BROKEN_NO_LOCK, 0) && lease == NULL && max_wait == 0 &&
             acquire_unlocked_broken(l, n, cost, d)) {
             node_done(n);
             rcu_read_unlock();
@@ -561,7 +562,9 @@ static int local_decide(srl_limiter *lim, const void *key, size_t len, uint32_t 
             continue;
         }
         uint64_t now = srl__now(lim);
-        if (lease == NULL)
+        if (lease == NULL && max_wait != 0)
+            srl__cmp_reserve(&lim->cmp, node_state(n), now, cost, max_wait, d);
+        else if (lease == NULL)
             srl__cmp_decide(&lim->cmp, node_state(n), now, cost, 1, d);
         else
             enter_locked(l, n, hash, now, lease, d);
@@ -577,13 +580,19 @@ static int local_decide(srl_limiter *lim, const void *key, size_t len, uint32_t 
 static int local_acquire(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
                          srl_decision *d)
 {
-    return local_decide(lim, key, len, cost, NULL, d);
+    return local_decide(lim, key, len, cost, 0, NULL, d);
+}
+
+static int local_reserve(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
+                         uint64_t max_wait, srl_decision *d)
+{
+    return local_decide(lim, key, len, cost, max_wait, NULL, d);
 }
 
 static int local_enter(srl_limiter *lim, const void *key, size_t len, srl_lease *lease,
                        srl_decision *d)
 {
-    return local_decide(lim, key, len, 1, lease, d);
+    return local_decide(lim, key, len, 1, 0, lease, d);
 }
 
 /* cds_lfht match function for srl_leave: this very node, live.  The
@@ -907,6 +916,7 @@ static const struct srl__store_ops local_ops = {
     .acquire = local_acquire,
     .peek = local_peek,
     .refund = local_refund,
+    .reserve = local_reserve,
     .reset_key = local_reset_key,
     .evict_idle = local_evict_idle,
     .stats = local_stats,

@@ -100,3 +100,17 @@ uint64_t srl__limit_last_ns(const srl_policy *p, const void *state)
 {
     return srl__algo_get(p->algorithm)->last_ns(p, state);
 }
+
+bool srl__limit_can_reserve(const srl_policy *p)
+{
+    const struct srl__algo *a = srl__algo_get(p->algorithm);
+    return a->can_reserve != NULL && a->can_reserve(p);
+}
+
+uint64_t srl__limit_banned_ns(const srl_policy *p, const void *state, uint64_t now)
+{
+    if (p->penalty_ns == 0)
+        return 0;
+    uint64_t until = *until_of(p, state);
+    return until > now ? until - now : 0;
+}

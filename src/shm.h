@@ -341,6 +341,8 @@ int srl__shm_enter(srl_limiter *lim, const void *key, size_t len, srl_lease *lea
 int srl__shm_leave(srl_limiter *lim, srl_lease *lease);
 int srl__shm_key_state(srl_limiter *lim, const void *key, size_t len, void *buf);
 int srl__shm_refund(srl_limiter *lim, const void *key, size_t len, uint32_t cost);
+int srl__shm_reserve(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
+                     uint64_t max_wait, srl_decision *d);
 int64_t srl__shm_evict_idle(srl_limiter *lim);
 /* For a store layered on a segment (tiered.c): call fn on key's state under
  * its bucket lock and undo record, with the segment's `now`.  insert: a

@@ -77,6 +77,7 @@ const struct srl__store_ops srl__shm_ops = {
     .acquire = srl__shm_acquire,
     .peek = srl__shm_peek,
     .refund = srl__shm_refund,
+    .reserve = srl__shm_reserve,
     .reset_key = srl__shm_reset_key,
     .evict_idle = srl__shm_evict_idle,
     .stats = shm_stats,

@@ -183,13 +183,15 @@ static void count(struct srl__shm *s, uint64_t b, unsigned i, const srl_decision
     }
 }
 
-/* One request: an admission of `cost` (srl_acquire), or one unit for the
- * caller (srl_enter: lease != NULL, filled on admission). */
+/* One request: an admission of `cost` (srl_acquire; srl_reserve when
+ * max_wait > 0), or one unit for the caller (srl_enter: lease != NULL,
+ * filled on admission). */
 struct shm_req {
     uint32_t cost;
     srl_lease *lease;
     srl__shm_apply_fn apply;        /* srl__shm_apply: fn instead of a decision */
     void *ctx;
+    uint64_t max_wait;              /* srl__shm_reserve: the most it may wait */
 };
 
 /* Count rq's outcome: a decision always; an apply only when it says so
@@ -211,7 +213,10 @@ static void decide_state(struct srl__shm *s, uint64_t b, unsigned i, uint64_t no
         return;
     }
     if (rq->lease == NULL) {
-        srl__cmp_decide(&s->lim.cmp, state, now, rq->cost, 1, d);
+        if (rq->max_wait == 0)
+            srl__cmp_decide(&s->lim.cmp, state, now, rq->cost, 1, d);
+        else
+            srl__cmp_reserve(&s->lim.cmp, state, now, rq->cost, rq->max_wait, d);
         return;
     }
     struct srl__proc me;
@@ -745,14 +750,21 @@ static int decide_key(srl_limiter *lim, const void *key, size_t len, const struc
 int srl__shm_acquire(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
                      srl_decision *d)
 {
-    struct shm_req rq = {cost, NULL, NULL, NULL};
+    struct shm_req rq = {.cost = cost};
+    return decide_key(lim, key, len, &rq, d);
+}
+
+int srl__shm_reserve(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
+                     uint64_t max_wait, srl_decision *d)
+{
+    struct shm_req rq = {.cost = cost, .max_wait = max_wait};
     return decide_key(lim, key, len, &rq, d);
 }
 
 int srl__shm_enter(srl_limiter *lim, const void *key, size_t len, srl_lease *lease,
                    srl_decision *d)
 {
-    struct shm_req rq = {1, lease, NULL, NULL};
+    struct shm_req rq = {.cost = 1, .lease = lease};
     return decide_key(lim, key, len, &rq, d);
 }
 
@@ -818,7 +830,7 @@ int srl__shm_apply(srl_limiter *lim, const void *key, size_t len, int insert,
 {
     srl_decision d;
     if (insert) {
-        struct shm_req rq = {1, NULL, fn, ctx};
+        struct shm_req rq = {.cost = 1, .apply = fn, .ctx = ctx};
         return decide_key(lim, key, len, &rq, &d);
     }
     struct srl__shm *s = lim->impl;
@@ -830,7 +842,7 @@ int srl__shm_apply(srl_limiter *lim, const void *key, size_t len, int insert,
         return rc;
     if (i < 0)
         return SRL_ENOENT;
-    struct shm_req rq = {1, NULL, fn, ctx};
+    struct shm_req rq = {.cost = 1, .apply = fn, .ctx = ctx};
     decide_slot(s, b, (unsigned)i, &rq, &d);
     srl__shm_unlock(s, b);
     return 0;

@@ -51,6 +51,8 @@ static int decide(const srl_policy *p, const void *state, uint64_t now, uint32_t
     if (cost == 0 || cost > srl__capacity(p))
         return SRL_ECOST;
     srl__limit_decide(p, (void *)state, now, cost, commit, d);
+    d->wait_ns = 0;
+    d->reserved[0] = d->reserved[1] = 0;
     return 0;
 }
 
@@ -66,6 +68,19 @@ int srl_state_peek(const srl_policy *p, const void *state, uint64_t now, uint32_
                    srl_decision *d)
 {
     return decide(p, state, now, cost, 0, d);
+}
+
+/* A compound of one: srl__cmp_reserve is the one implementation. */
+int srl_state_reserve(const srl_policy *p, void *state, uint64_t now, uint32_t cost,
+                      uint64_t max_wait_ns, srl_decision *d)
+{
+    int rc;
+    if (checked(p, &rc) == NULL)
+        return rc;
+    srl_limits l;
+    if (srl_limits_of(p, &l) != 0)
+        return SRL_EPOLICY;
+    return srl_limits_state_reserve(&l, state, now, cost, max_wait_ns, d);
 }
 
 int srl_state_refund(const srl_policy *p, void *state, uint64_t now, uint32_t cost)

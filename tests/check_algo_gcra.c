@@ -214,10 +214,11 @@ START_TEST(gcra_is_at_rest_exactly_when_it_decides_like_a_fresh_state)
 }
 END_TEST
 
-START_TEST(gcra_valid_rejects_a_tat_beyond_one_burst_ahead)
+START_TEST(gcra_valid_rejects_a_tat_beyond_one_burst_and_the_longest_reservation_ahead)
 {
     srl_policy p = {.algorithm = SRL_GCRA, .permits = 5, .window_ns = SEC};
-    uint64_t s = 1 * SEC + 1 * SEC;       /* now + tau: a drained bucket */
+    /* now + tau + SRL_WAIT_MAX_NS: drained, with the longest reservation queue */
+    uint64_t s = 1 * SEC + 1 * SEC + SRL_WAIT_MAX_NS;
     ck_assert_int_eq(srl_state_valid(&p, &s, 1 * SEC), 1);
     s++;
     ck_assert_int_eq(srl_state_valid(&p, &s, 1 * SEC), 0);
@@ -242,7 +243,7 @@ static Suite *suite(void)
     tcase_add_test(tc, gcra_clock_going_backwards_gives_no_capacity);
     tcase_add_test(tc, gcra_largest_permits_and_window_do_not_overflow);
     tcase_add_test(tc, gcra_is_at_rest_exactly_when_it_decides_like_a_fresh_state);
-    tcase_add_test(tc, gcra_valid_rejects_a_tat_beyond_one_burst_ahead);
+    tcase_add_test(tc, gcra_valid_rejects_a_tat_beyond_one_burst_and_the_longest_reservation_ahead);
     suite_add_tcase(s, tc);
     return s;
 }

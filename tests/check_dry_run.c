@@ -21,6 +21,8 @@
  *               units in flight never exceed N; with a rate limit in the
  *               compound, a refusal by either takes neither.
  *   peek:       turns like acquire, counts nothing.
+ *   reserve:    a refused reservation is allowed, WOULD_DENY, wait 0, counted;
+ *               the others wait as the enforcing twin's.
  *   full:       a full table with on_full deny: allowed, UNTRACKED and
  *               WOULD_DENY, counted.
  *   degraded:   a stuck bucket lock with on_full deny: SRL_ETIMEDOUT with
@@ -318,6 +320,38 @@ START_TEST(a_dry_run_peek_turns_like_acquire_and_counts_nothing)
 }
 END_TEST
 
+/* _i: store kind.  srl_reserve on a dry-run handle: the reservations the
+ * enforcing twin makes are made alike (same wait), the one it refuses
+ * (a wait above max_wait) is allowed with WOULD_DENY and wait_ns 0, takes
+ * nothing, and is counted; the states stay equal. */
+START_TEST(a_dry_run_reservation_that_would_be_refused_is_allowed_and_takes_nothing)
+{
+    fake_clock *c = fake_clock_shared(7 * SEC);
+    srl_config ce = config("gcra:2/1s", c, 0), cd = config("gcra:2/1s", c, SRL_CONFIG_DRY_RUN);
+    char ne[128], nd[128];
+    srl_limiter *enf = open_store(_i, &ce, ne), *dry = open_store(_i, &cd, nd);
+    /* 2 at once, the third 500 ms ahead, the fourth would wait 1 s > 600 ms. */
+    const uint64_t want_wait[] = {0, 0, 500 * MS, 0};
+    for (unsigned i = 0; i < 4; i++) {
+        srl_decision de, dd;
+        ck_assert_int_eq(srl_reserve(enf, "k", 1, 1, 600 * MS, &de), 0);
+        ck_assert_int_eq(srl_reserve(dry, "k", 1, 1, 600 * MS, &dd), 0);
+        ck_assert_int_eq(de.allowed, i < 3);
+        ck_dry_matches(&dd, &de, store_names[_i], i);
+        ck_assert_uint_eq(de.wait_ns, want_wait[i]);
+        ck_assert_uint_eq(dd.wait_ns, want_wait[i]);
+    }
+    ck_same_state(dry, enf, "k", store_names[_i]);
+    srl_stats sd = stats(dry), se = stats(enf);
+    ck_assert_uint_eq(sd.would_deny, 1);
+    ck_assert_uint_eq(se.would_deny, 0);
+    ck_assert_uint_eq(sd.denied, se.denied);
+    ck_assert_uint_eq(sd.allowed, se.allowed);
+    close_store(dry, nd);
+    close_store(enf, ne);
+}
+END_TEST
+
 /* _i: store kind.  A full table with on_full deny: the dry run admits. */
 START_TEST(a_dry_run_on_a_full_table_that_denies_admits_and_counts_it)
 {
@@ -504,6 +538,8 @@ int main(void)
     tcase_add_loop_test(tc, a_dry_run_compound_enter_takes_nothing_when_either_limit_would_refuse,
                         0, ST_COUNT);
     tcase_add_loop_test(tc, a_dry_run_peek_turns_like_acquire_and_counts_nothing, 0, ST_COUNT);
+    tcase_add_loop_test(tc, a_dry_run_reservation_that_would_be_refused_is_allowed_and_takes_nothing, 0,
+                        ST_COUNT);
     tcase_add_loop_test(tc, a_dry_run_on_a_full_table_that_denies_admits_and_counts_it, 0,
                         ST_COUNT);
     tcase_add_test(tc, a_dry_run_degraded_denial_is_turned_and_not_counted);

@@ -819,6 +819,28 @@ END_TEST
 /* cfg NULL adopts the prefix's stored policy (rlctl's way in); a prefix
  * with none is SRL_ENOENT and is not created; a stored text that is no
  * policy is SRL_ECORRUPT, one this store cannot run SRL_ENOTSUP. */
+/* srl_reserve: max_wait 0 is srl_acquire on Redis too; a wait is
+ * SRL_ENOTSUP (the scripts decide at the server's now only), taking nothing. */
+START_TEST(reserve_is_acquire_at_zero_and_unsupported_beyond)
+{
+    pid_t srv = setup_server();
+    srl_config cfg = gcra_cfg(2, 60 * SEC);
+    srl_limiter *lim = NULL;
+    ck_assert_int_eq(srl_open_redis(uri, &cfg, &lim), 0);
+    srl_decision d;
+    ck_assert_int_eq(srl_reserve(lim, "k", 1, 1, 0, &d), 0);
+    ck_assert_int_eq(d.allowed, 1);
+    ck_assert_uint_eq(d.remaining, 1);
+    ck_assert_uint_eq(d.wait_ns, 0);
+    ck_assert_int_eq(srl_reserve(lim, "k", 1, 1, SEC, &d), SRL_ENOTSUP);
+    ck_assert_int_eq(srl_peek(lim, "k", 1, 1, &d), 0);
+    ck_assert_uint_eq(d.remaining, 0);   /* the peek's own permit: still 1 left to take */
+    ck_assert_int_eq(d.allowed, 1);
+    srl_close(lim);
+    teardown_server(srv);
+}
+END_TEST
+
 START_TEST(open_without_config_adopts_the_stored_policy)
 {
     pid_t srv = setup_server();
@@ -883,6 +905,7 @@ int main(void)
     tcase_add_test(tc, walk_stops_when_fn_says_so);
     tcase_add_test(tc, walk_on_a_stopped_server_times_out);
     tcase_add_test(tc, open_without_config_adopts_the_stored_policy);
+    tcase_add_test(tc, reserve_is_acquire_at_zero_and_unsupported_beyond);
     suite_add_tcase(s, tc);
     TCase *cl = tcase_create("cluster");
     tcase_set_timeout(cl, 60);

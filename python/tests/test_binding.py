@@ -72,6 +72,33 @@ class TestDecisions(unittest.TestCase):
             srl.Limiter.local("token_bucket:10/1d + ")
         self.assertIn("empty limit", str(e.exception))
 
+    def test_reserve_waits_in_line_and_refuses_beyond_max_wait(self):
+        # 1 per 10 min: one at once, then each reservation waits 10 min
+        # more; beyond max_wait_ns nothing is taken; 0 is acquire()
+        day = 600 * 10**9   # one interval
+        for lim in (srl.Limiter.local("token_bucket:1/10m"),
+                    srl.Limiter.anonymous("gcra:1/10m", capacity=64)):
+            with lim:
+                self.assertEqual(lim.reserve("k", 3 * day).wait_ns, 0)
+                w1 = lim.reserve("k", 3 * day)
+                self.assertTrue(w1.allowed)
+                self.assertTrue(day - 10**9 < w1.wait_ns <= day)
+                w2 = lim.reserve("k", 3 * day)
+                self.assertTrue(w1.wait_ns + day - 10**9 < w2.wait_ns <= w1.wait_ns + day)
+                d = lim.reserve("k", day)             # would wait ~3 intervals
+                self.assertFalse(d.allowed)
+                self.assertEqual(d.wait_ns, 0)
+                d = lim.reserve("k", 0)               # acquire: denied
+                self.assertFalse(d.allowed)
+                self.assertEqual(lim.acquire("k").allowed, False)
+                self.assertEqual(lim.acquire("x").wait_ns, 0)
+        with self.assertRaises(srl.Error) as e:
+            srl.Limiter.local("sliding_log:3/1d").reserve("k", 1)
+        self.assertEqual(e.exception.name, "SRL_ENOTSUP")
+        with self.assertRaises(srl.Error) as e:   # above SRL_WAIT_MAX_NS (1 h)
+            srl.Limiter.local("5/1d").reserve("k", 3601 * 10**9)
+        self.assertEqual(e.exception.name, "SRL_EINVAL")
+
     def test_in_flight_units(self):
         n = seg("units")
         try:

@@ -47,11 +47,11 @@ e2e_tmpdir "apache-$mpm"
 e2e_port=$(free_port)
 token="srl-e2e-ap-$mpm-$$"
 name="/$token"
-e2e_segments+=("$name" "$name-fd" "$name-fa" "$name-st")
+e2e_segments+=("$name" "$name-fd" "$name-fa" "$name-st" "$name-dl")
 started=$(date +%s)
 
 mkdir -p "$e2e_tmp/htdocs/dir"
-for f in ip cost dry free fulld fulla st; do echo "$f" >"$e2e_tmp/htdocs/$f"; done
+for f in ip cost dry free fulld fulla st delay; do echo "$f" >"$e2e_tmp/htdocs/$f"; done
 echo hdr >"$e2e_tmp/htdocs/hdr"
 echo index >"$e2e_tmp/htdocs/dir/index.html"
 
@@ -95,6 +95,12 @@ SrlLimiter $name-st token_bucket:1/1d 16 policy_name=custom-L
 <Location /st>
     SrlLimit $name-st
     SrlStatus 503
+</Location>
+SrlLimiter $name-dl token_bucket:2/4s 16 key_display=32
+<Location /delay>
+    SrlLimit $name-dl
+    SrlKey header:X-Key
+    SrlDelay 3s
 </Location>"
 
 # --- configuration-time behaviour, before any server runs
@@ -113,6 +119,11 @@ out=$(/usr/sbin/apache2 -d "$e2e_tmp" -f "$e2e_tmp/badpolicy.conf" -t 2>&1); rc=
 check_eq "SrlLimiter with a misspelt algorithm is refused (exit status)" 1 "$rc"
 check_eq "the refusal names the bad part and the fix" 1 \
   "$(grep -cF "SrlLimiter $name: bad policy 'tokenbucket:$LIMIT/1d' at byte 0: unknown algorithm 'tokenbucket' (did you mean token_bucket?)" <<<"$out")"
+sed "s|SrlDelay 3s|SrlDelay 2h|" "$e2e_tmp/check.conf" >"$e2e_tmp/baddelay.conf"
+out=$(/usr/sbin/apache2 -d "$e2e_tmp" -f "$e2e_tmp/baddelay.conf" -t 2>&1); rc=$?
+check_eq "SrlDelay above 1h is refused (exit status)" 1 "$rc"
+check_eq "the refusal says what SrlDelay takes" 1 \
+  "$(grep -cF "SrlDelay '2h' must be off or a duration up to 1h" <<<"$out")"
 
 apache_start "$mpm" "$body"
 policy="\"$token\";q=$LIMIT;w=86400"
@@ -234,6 +245,20 @@ check_eq "G: the new key was served by new-generation children only" 0 \
   "$(awk '$4 == "key=after-G" {print $1}' "$e2e_tmp/access.log" | grep -cxFf "$e2e_tmp/pids.before")"
 check_eq "G: the parent survived the restart" "$apache_pid" "$(cat "$e2e_tmp/run/httpd.pid")"
 
+# --- M: SrlDelay 3s on token_bucket:2/4s (a token every 2 s): of 6 requests
+# at once, 2 pass, the 3rd is delayed about 2 s and then served (200, not
+# 429), the others would wait 4 s or more: 429.  The server's real clock is
+# only checked loosely (the batch lasts at least the delay, well under 10 s).
+t0=$(date +%s%N)
+m=$(http hold 6 /delay "X-Key: delay-M")
+elapsed_ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+check_eq "M: SrlDelay: served (2 at once, 1 delayed)" 3 "$(count_status 200 "$m")"
+check_eq "M: SrlDelay: refused (would wait longer than 3 s)" 3 "$(count_status 429 "$m")"
+check_eq "M: every 429 has a Retry-After" 3 "$(awk -F'\t' '$1 == 429 && $2 != "-"' <<<"$m" | wc -l)"
+check_range "M: the batch lasted the delay, loosely (ms)" 1000 10000 "$elapsed_ms"
+check_eq "M: rlctl: the key's allowed/denied" 3/3 \
+  "$(rlctl_key "$name-dl" delay-M allowed)/$(rlctl_key "$name-dl" delay-M denied)"
+
 # --- H: rlctl agrees
 #   allowed: A 10 + B 10 + C 10 + D 5 + E 10 + G 2 = 47
 #   denied:  A 3 + B 20 + C 3 + D 2 + E 3 + G 1 = 32
@@ -266,7 +291,7 @@ check_eq "K: allowed decisions" 1 \
 check_eq "K: denied decisions" 1 \
   "$(grep -cxF "srl_decisions_total{segment=\"$name\",result=\"denied\"} 32" "$e2e_tmp/metrics.txt")"
 check_eq "K: keys" 1 "$(grep -cxF "srl_keys{segment=\"$name\"} 6" "$e2e_tmp/metrics.txt")"
-rlctl_as_owner metrics "$name" "$name-fd" "$name-fa" "$name-st" >"$e2e_tmp/rlctl-metrics.txt"
+rlctl_as_owner metrics "$name" "$name-fd" "$name-fa" "$name-st" "$name-dl" >"$e2e_tmp/rlctl-metrics.txt"
 check_eq "K: the same text as rlctl metrics (one formatter)" same \
   "$(cmp -s "$e2e_tmp/metrics.txt" "$e2e_tmp/rlctl-metrics.txt" && echo same || echo differs)"
 

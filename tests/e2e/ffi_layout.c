@@ -43,6 +43,8 @@ int main(void)
     FIELD(srl_decision, reset_after_ns);
     FIELD(srl_decision, flags);
     FIELD(srl_decision, binding);
+    FIELD(srl_decision, wait_ns);
+    FIELD(srl_decision, reserved);
 
     STRUCT(srl_ticker);
     FIELD(srl_ticker, now);

@@ -23,6 +23,9 @@
 #   5b 'dry_run' => true (CLI): never refused, exactly the would-be
 #      denials flagged wouldDeny with their retry_after, counted in
 #      stats()['would_deny'] and rlctl info; an enforcing handle refuses
+#   5c reserve() (CLI): the burst without a wait, then each its token's
+#      wait, a wait above maxWait denied taking nothing, refund() cancels,
+#      a sliding log cannot wait (SRL_ENOTSUP)
 #   6  'redis' => URI (a redis-server of the test, unix socket): one key
 #      through fpm, the CLI, then both pools and CLI processes at once: the
 #      same exact counts and headers as on a segment, with the segment
@@ -234,6 +237,52 @@ check_eq "5b: stats allowed denied would_deny" "3 3 2" "$(sed -n 5p <<<"$out")"
 check_eq "5b: dry_run must be a bool" "dry_run must be true or false" "$(sed -n 6p <<<"$out")"
 check_eq "5b: rlctl info: would deny" 2 "$(rlctl_count "$dry_name" would_deny)"
 rlctl_as_owner destroy "$dry_name" >/dev/null 2>&1
+
+# --- 5c: reserve() waits instead of refusing (real clock: loose bounds only)
+# token_bucket:2/1s: 2 at once, then one every 500 ms; a reservation that
+# would wait longer than maxWaitNs takes nothing; refund() cancels one.
+reserve_name="$srl_name-reserve"
+out=$(SRL_NAME="$reserve_name" LD_LIBRARY_PATH="$SRL_LIBDIR" as_worker php -n -d extension=ffi -d ffi.enable=1 -r '
+  require getenv("SRL_PHP_DIR") . "/Srl.php";
+  $s = new Srl(getenv("SRL_NAME"), "token_bucket:2/1s", 64);
+  $r = [];
+  for ($i = 0; $i < 2; $i++) { $d = $s->reserve("api", 2000000000); $r[] = $d["allowed"] ? $d["waitNs"] : "denied"; }
+  echo implode(" ", $r), "
+";
+  $w1 = $s->reserve("api", 2000000000)["waitNs"];
+  $w2 = $s->reserve("api", 2000000000)["waitNs"];
+  echo (0 < $w1 && $w1 <= 500000000) ? "ok" : "bad $w1", " ", ($w1 < $w2 && $w2 <= 1000000000) ? "ok" : "bad $w2", "
+";
+  $d = $s->reserve("api", 0);              /* max 0: acquire, denied */
+  echo $d["allowed"] ? 1 : 0, " ", $d["waitNs"], "
+";
+  $d = $s->reserve("api", 1000000);        /* 1 ms: too short, nothing taken */
+  echo $d["allowed"] ? 1 : 0, " ", $d["retry_after"] >= 1 ? "retry" : "none", "
+";
+  $w3 = $s->reserve("api", 2000000000)["waitNs"];
+  echo ($w2 < $w3 && $w3 <= 1500000000) ? "ok" : "bad $w3", "
+";
+  var_export($s->refund("api")); echo "
+";   /* cancel the last one */
+  $w4 = $s->reserve("api", 2000000000)["waitNs"];
+  echo ($w4 <= $w3 && $w4 > $w2) ? "ok" : "bad $w4 after $w3", "
+";
+  $s->close();
+  Srl::unlink(getenv("SRL_NAME"));
+  $l = new Srl(getenv("SRL_NAME") . "-log", "sliding_log:2/1s", 64);
+  try { $l->reserve("api", 1000); echo "no exception
+"; } catch (SrlException $e) { echo $e->getCode(), "
+"; }
+  $l->close();
+  Srl::unlink(getenv("SRL_NAME") . "-log");')
+check_eq "5c: the burst reserves without waiting" "0 0" "$(sed -n 1p <<<"$out")"
+check_eq "5c: then each waits for its token, in order" "ok ok" "$(sed -n 2p <<<"$out")"
+check_eq "5c: reserve(maxWait 0) is acquire: denied, no wait" "0 0" "$(sed -n 3p <<<"$out")"
+check_eq "5c: a wait above maxWait is denied with a retry" "0 retry" "$(sed -n 4p <<<"$out")"
+check_eq "5c: the denied one took nothing: the next waits one token more" ok "$(sed -n 5p <<<"$out")"
+check_eq "5c: refund cancels a reservation: true" true "$(sed -n 6p <<<"$out")"
+check_eq "5c: after the cancel the same slot is reserved again" ok "$(sed -n 7p <<<"$out")"
+check_eq "5c: sliding_log cannot wait: SRL_ENOTSUP" -18 "$(sed -n 8p <<<"$out")"
 
 # --- 6: 'redis' => URI: the same limit, held by a Redis server, with the
 # segment NAME as the host tier (another name than 1-5's segment)
