@@ -48,7 +48,9 @@ int srl__config_check(const srl_config *cfg)
     for (size_t i = 0; i < sizeof cfg->reserved / sizeof cfg->reserved[0]; i++)
         if (cfg->reserved[i] != 0)
             return SRL_EINVAL;
-    return 0;
+    if (cfg->reserved0 != 0)
+        return SRL_EINVAL;
+    return srl__tiers_check(cfg);
 }
 
 int srl__open_prologue(const srl_config *cfg, int optional, srl_config *norm,
@@ -98,6 +100,8 @@ int srl__limiter_init(srl_limiter *lim, const struct srl__store_ops *ops,
     lim->ops = ops;
     if (srl__cmp_init(&lim->cmp, &cfg->limits) != 0)
         return SRL_EPOLICY;
+    if (srl__tiers_init(lim, cfg) != 0)
+        return SRL_EPOLICY;
     lim->on_full = cfg->on_full;
     lim->lock_timeout_ms = cfg->lock_timeout_ms ? cfg->lock_timeout_ms : 1000;
     lim->ticker = cfg->ticker;
@@ -146,7 +150,8 @@ static int check_request(const srl_limiter *lim, const void *key, size_t len,
     int rc = check_key(key, len);
     if (rc != 0)
         return rc;
-    if (cost == 0 || cost > lim->cmp.min_permits)
+    /* A tiered store checks the key's own tier (shm_table.c). */
+    if (cost == 0 || cost > srl__tiers_cost_max(lim))
         return SRL_ECOST;
     return 0;
 }
@@ -154,10 +159,24 @@ static int check_request(const srl_limiter *lim, const void *key, size_t len,
 int srl_acquire(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
                 srl_decision *d)
 {
+    return srl_acquire_tier(lim, 0, key, len, cost, d);
+}
+
+int srl_acquire_tier(srl_limiter *lim, uint32_t tier, const void *key, size_t len,
+                     uint32_t cost, srl_decision *d)
+{
     if (lim != NULL && lim->cmp.conc >= 0)
         return SRL_ENOTSUP;   /* a unit needs a holder: srl_enter */
     int rc = check_request(lim, key, len, cost, d);
-    return rc != 0 ? rc : lim->ops->acquire(lim, key, len, cost, d);
+    if (rc != 0)
+        return rc;
+    if (tier >= lim->tier_count)
+        return SRL_EINVAL;
+    if (cost > srl__tier_cmp(lim, tier)->min_permits)
+        return SRL_ECOST;
+    if (lim->ops->acquire_tier == NULL)
+        return lim->ops->acquire(lim, key, len, cost, d);   /* one tier: tier 0 */
+    return lim->ops->acquire_tier(lim, tier, key, len, cost, d);
 }
 
 int srl_peek(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
@@ -176,7 +195,7 @@ int srl_refund(srl_limiter *lim, const void *key, size_t len, uint32_t cost)
         return rc;
     if (lim->cmp.conc >= 0)
         return SRL_ENOTSUP;   /* a unit is given back by srl_leave */
-    if (cost == 0 || cost > lim->cmp.min_permits)
+    if (cost == 0 || cost > srl__tiers_cost_max(lim))
         return SRL_ECOST;
     return lim->ops->refund(lim, key, len, cost);
 }
@@ -263,7 +282,7 @@ int srl_key_state(srl_limiter *lim, const void *key, size_t len, void *buf, size
         return rc;
     if (lim->ops->key_state == NULL)
         return SRL_ENOTSUP;
-    if (buflen < lim->cmp.state_bytes)
+    if (buflen < srl__tiers_bytes_max(lim))
         return SRL_ENOBUFS;
     return lim->ops->key_state(lim, key, len, buf);
 }
