@@ -220,7 +220,12 @@ int srl_stats_get(srl_limiter *lim, srl_stats *out)
 
 int srl_info_get(srl_limiter *lim, srl_info *out)
 {
-    return lim == NULL || out == NULL ? SRL_EINVAL : lim->ops->info(lim, out);
+    if (lim == NULL || out == NULL)
+        return SRL_EINVAL;
+    int rc = lim->ops->info(lim, out);
+    if (rc == 0)
+        out->tier_count = lim->tier_count;   /* every store: 1 without tiers */
+    return rc;
 }
 
 int64_t srl_foreach(srl_limiter *lim, srl_foreach_fn fn, void *ctx)
