@@ -817,7 +817,8 @@ SRL_API int srl_info_get(srl_limiter *lim, srl_info *out);
  *    gcra:100/1m (use the segment's policy, or another segment name, or
  *    destroy it: its keys start fresh)"
  * and likewise for capacity (in whole buckets: 1000 keys ask for 1008
- * slots) and key_display.  Returns how many things differ (0: none, the
+ * slots), key_display and the number of tiers (a table of as many tiers
+ * that differs is not told apart: compare srl_tier_get's).  Returns how many things differ (0: none, the
  * segment would be accepted), or SRL_EINVAL, or SRL_ENOBUFS (buf was
  * truncated, NUL-terminated).  512 bytes suffice.
  */

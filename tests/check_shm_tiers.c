@@ -351,6 +351,13 @@ START_TEST(another_tier_table_is_a_mismatch_and_adopt_takes_the_segments)
     srl_config c2 = cfg;
     c2.tier_count = 1;
     ck_assert_int_eq(srl_open_shared(name, &c2, 0, &other), SRL_EMISMATCH);
+    srl_info seg_info;
+    ck_assert_int_eq(srl_info_get(lim, &seg_info), 0);
+    char why[512];
+    ck_assert_int_eq(srl_mismatch_explain(&c2, &seg_info, why, sizeof why), 1);
+    ck_assert_str_eq(why, "tiers: the segment has 3 (its policy and 2 named), this config asks "
+                          "for 2 (pass the segment's table: rlctl info lists it)");
+    ck_assert_int_eq(srl_mismatch_explain(&cfg, &seg_info, why, sizeof why), 0);
     srl_tier t2[2] = {t[0], tier_of("vip", "gcra:10/1s")};
     c2 = cfg;
     c2.tiers = t2;
