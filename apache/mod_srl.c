@@ -5,7 +5,7 @@
  * the per-request check.
  *
  *   SrlLimiter NAME POLICY CAPACITY [key_display=N] [on_full=allow|deny]
- *              [policy_name=TOKEN] [redis=URI]
+ *              [policy_name=TOKEN] [tier=NAME=POLICY]... [redis=URI]
  *                      main server only: declare a limiter, i.e. the srl
  *                      segment /dev/shm/NAME with that policy and capacity
  *                      (POLICY may be a compound, "A + B", one argument:
@@ -14,13 +14,17 @@
  *                      (default NAME without its "/"); redis=URI: the
  *                      limit is decided by the Redis store at URI (one
  *                      limit for every host), with the segment NAME as the
- *                      host tier in front (srl_open_tiered)
+ *                      host tier in front (srl_open_tiered);
+ *                      tier=NAME=POLICY: a tier of the segment (srl.h)
  *   SrlOnFull allow|deny
  *                      main server only: what a full table (or a stuck lock)
  *                      decides for limiters without on_full= (default allow)
  *   SrlLimit NAME|off  server or <Location>/<Directory>: apply a limiter here
  *   SrlKey ip|header:NAME|env:NAME|expr:EXPR
  *                      the request's key (default ip: r->useragent_ip)
+ *   SrlTier header:NAME|env:NAME|expr:EXPR [VALUE=TIER]...
+ *                      the request's tier: the value names it, or the map's
+ *                      entry for the value does; else tier 0 (the policy)
  *   SrlCost N          permits one request takes (default 1)
  *   SrlDryRun On|Off   On: never refuse; log the would-be 429 and set
  *                      SRL_LIMITED=1 in the request's environment.  Decided
@@ -173,6 +177,12 @@ typedef struct srl_ap_limiter {
     srl_limiter *lim;          /* open from post_config on; NULL before */
     srl_limiter *dry;          /* the same store opened with SRL_CONFIG_DRY_RUN,
                                   for SrlDryRun On (opened with lim) */
+    srl_tier tiers[SRL_TIERS_MAX - 1]; /* tier=NAME=POLICY: tiers 1.. (srl.h, TIERS) */
+    uint32_t ntiers;
+    /* RateLimit-Policy of each tier (tier_header[0] == policy_header) and
+     * its limits, for the headers of a request decided under it. */
+    const char *tier_header[SRL_TIERS_MAX];
+    const srl_limits *tier_limits[SRL_TIERS_MAX];
 } srl_ap_limiter;
 
 /* Every limiter of one configuration generation (lives in pconf). */
@@ -200,6 +210,10 @@ typedef struct srl_ap_dir {
     int conc_set;
     uint64_t delay_ns;         /* SrlDelay; 0 with delay_set: "off" */
     int delay_set;
+    srl_ap_key_kind tier_kind; /* SrlTier's source; KEY_UNSET: inherit (tier 0) */
+    const char *tier_arg;      /* header or variable name */
+    ap_expr_info_t *tier_expr;
+    apr_table_t *tier_map;     /* VALUE -> tier name; NULL: the value is the name */
 } srl_ap_dir;
 
 /* One unit a request holds, left by the request pool's cleanup. */
@@ -306,6 +320,27 @@ static const char *cmd_limiter(cmd_parms *cmd, void *dconf, int argc, char *cons
                 return apr_psprintf(cmd->pool, "SrlLimiter %s: policy_name '%s' must be 1..%u "
                                     "of [A-Za-z0-9._-], not all dots", argv[0], t, SRL_NAME_MAX);
             l->header_name = t;
+        } else if (strncasecmp(a, "tier=", 5) == 0) {
+            /* tier=NAME=POLICY: the library checks the name and the table
+             * at open; the policy's text is checked here, with its byte. */
+            const char *eq = strchr(a + 5, '=');
+            if (eq == NULL || eq == a + 5 || (size_t)(eq - a - 5) > SRL_TIER_NAME_MAX)
+                return apr_psprintf(cmd->pool, "SrlLimiter %s: tier= takes NAME=POLICY, NAME "
+                                    "1..%u of [A-Za-z0-9_-]", argv[0], SRL_TIER_NAME_MAX);
+            if (l->ntiers == SRL_TIERS_MAX - 1)
+                return apr_psprintf(cmd->pool, "SrlLimiter %s: at most %u tiers besides the "
+                                    "policy", argv[0], SRL_TIERS_MAX - 1);
+            srl_tier *t = &l->tiers[l->ntiers];
+            memcpy(t->name, a + 5, (size_t)(eq - a - 5));
+            if (srl_tier_name_check(t->name) != 0 || strcmp(t->name, "default") == 0)
+                return apr_psprintf(cmd->pool, "SrlLimiter %s: tier name '%s' must be 1..%u of "
+                                    "[A-Za-z0-9_-], not 'default' (the policy itself)",
+                                    argv[0], t->name, SRL_TIER_NAME_MAX);
+            if (srl_limits_parse_ex(eq + 1, &t->limits, &pe) != 0)
+                return apr_psprintf(cmd->pool, "SrlLimiter %s: tier %s: bad policy '%s' at "
+                                    "byte %u: %s", argv[0], t->name, eq + 1,
+                                    (unsigned)pe.offset, pe.message);
+            l->ntiers++;
         } else if (strncasecmp(a, "redis=", 6) == 0) {
             char why[200];
             if (srl_redis_uri_check(a + 6, why, sizeof why) != 0)
@@ -314,7 +349,7 @@ static const char *cmd_limiter(cmd_parms *cmd, void *dconf, int argc, char *cons
         } else {
             return apr_psprintf(cmd->pool, "SrlLimiter %s: unknown option '%s' (known: "
                                 "key_display=N, on_full=allow|deny, policy_name=TOKEN, "
-                                "redis=URI)",
+                                "tier=NAME=POLICY, redis=URI)",
                                 argv[0], a);
         }
     }
@@ -324,6 +359,9 @@ static const char *cmd_limiter(cmd_parms *cmd, void *dconf, int argc, char *cons
         return apr_psprintf(cmd->pool, "SrlLimiter %s: redis= takes one rate limit, not a "
                             "compound or a concurrency policy (the Redis store has no "
                             "script for them yet): use a segment (no redis=)", argv[0]);
+    if (l->redis != NULL && l->ntiers > 0)
+        return apr_psprintf(cmd->pool, "SrlLimiter %s: tier= is for a segment; a Redis "
+                            "store (redis=) has one policy", argv[0]);
     if (l->redis != NULL && l->key_display != 0)
         return apr_psprintf(cmd->pool, "SrlLimiter %s: key_display is for a segment; a Redis "
                             "store (redis=) keeps every key whole", argv[0]);
@@ -431,6 +469,46 @@ static const char *cmd_key(cmd_parms *cmd, void *dconf, const char *arg)
     return NULL;
 }
 
+/* SrlTier header:NAME|env:NAME|expr:EXPR [VALUE=TIER]...: the source's
+ * value names the request's tier, or with a map, the map's entry for it. */
+static const char *cmd_tier(cmd_parms *cmd, void *dconf, int argc, char *const argv[])
+{
+    srl_ap_dir *d = dconf;
+    static const char usage[] = "SrlTier header:NAME|env:NAME|expr:EXPRESSION [VALUE=TIER]...";
+    if (argc < 1)
+        return usage;
+    const char *arg = argv[0];
+    if (strncasecmp(arg, "header:", 7) == 0 && arg[7] != '\0') {
+        d->tier_kind = KEY_HEADER;
+        d->tier_arg = arg + 7;
+    } else if (strncasecmp(arg, "env:", 4) == 0 && arg[4] != '\0') {
+        d->tier_kind = KEY_ENV;
+        d->tier_arg = arg + 4;
+    } else if (strncasecmp(arg, "expr:", 5) == 0 && arg[5] != '\0') {
+        const char *err = NULL;
+        d->tier_expr = ap_expr_parse_cmd(cmd, arg + 5, AP_EXPR_FLAG_STRING_RESULT, &err, NULL);
+        if (err != NULL)
+            return apr_pstrcat(cmd->pool, "SrlTier: cannot parse expression '", arg + 5,
+                               "': ", err, NULL);
+        d->tier_kind = KEY_EXPR;
+    } else {
+        return usage;
+    }
+    d->tier_map = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *eq = strchr(argv[i], '=');
+        if (eq == NULL || eq == argv[i] || srl_tier_name_check(eq + 1) != 0)
+            return apr_psprintf(cmd->pool, "SrlTier: map entry '%s' must be VALUE=TIER (TIER "
+                                "1..%u of [A-Za-z0-9_-], or default)", argv[i],
+                                SRL_TIER_NAME_MAX);
+        if (d->tier_map == NULL)
+            d->tier_map = apr_table_make(cmd->pool, argc);
+        apr_table_setn(d->tier_map, apr_pstrmemdup(cmd->pool, argv[i], (size_t)(eq - argv[i])),
+                       eq + 1);
+    }
+    return NULL;
+}
+
 static const char *cmd_cost(cmd_parms *cmd, void *dconf, const char *arg)
 {
     srl_ap_dir *d = dconf;
@@ -507,6 +585,11 @@ static void *merge_dir(apr_pool_t *p, void *basev, void *addv)
     d->conc_set = base->conc_set || add->conc_set;
     d->delay_ns = add->delay_set ? add->delay_ns : base->delay_ns;
     d->delay_set = base->delay_set || add->delay_set;
+    const srl_ap_dir *t = add->tier_kind != KEY_UNSET ? add : base;
+    d->tier_kind = t->tier_kind;
+    d->tier_arg = t->tier_arg;
+    d->tier_expr = t->tier_expr;
+    d->tier_map = t->tier_map;
     return d;
 }
 
@@ -597,6 +680,8 @@ static void limiter_config(const srl_ap_registry *reg, const srl_ap_limiter *l, 
     else
         cfg->limits = l->limits;
     cfg->capacity = l->capacity;
+    cfg->tiers = l->tiers;
+    cfg->tier_count = l->ntiers;
     cfg->key_display = l->key_display;
     cfg->on_full = (srl_on_full)(l->on_full >= 0 ? l->on_full : reg->on_full);
     /* The parent runs as root and the segment ends up the worker user's
@@ -701,6 +786,15 @@ static int open_limiter(apr_pool_t *pconf, server_rec *s, const srl_ap_registry 
         return HTTP_INTERNAL_SERVER_ERROR;
     }
     l->policy_header = apr_pstrdup(pconf, buf);
+    l->tier_header[0] = l->policy_header;
+    l->tier_limits[0] = &l->limits;
+    for (uint32_t t = 0; t < l->ntiers; t++) {
+        if (srl_format_ratelimit_policies(&l->tiers[t].limits, l->header_name, buf,
+                                          sizeof buf) < 0)
+            return HTTP_INTERNAL_SERVER_ERROR;   /* the same name formatted above */
+        l->tier_header[t + 1] = apr_pstrdup(pconf, buf);
+        l->tier_limits[t + 1] = &l->tiers[t].limits;
+    }
     return hand_to_worker(pconf, s, l);   /* a tiered limiter's host segment too */
 }
 
@@ -767,11 +861,48 @@ static const char *request_key(request_rec *r, const srl_ap_dir *d)
     }
 }
 
-static void set_headers(request_rec *r, const srl_ap_limiter *l, const srl_decision *dec)
+/* SrlTier: the tier this request is decided under, 0 (the policy itself)
+ * when there is no SrlTier, the source is empty, the map has no entry for
+ * its value, or the limiter has no tier of that name. */
+static uint32_t request_tier(request_rec *r, const srl_ap_dir *d, const srl_ap_limiter *l)
+{
+    if (d->tier_kind == KEY_UNSET || l->ntiers == 0)
+        return 0;
+    const char *v = NULL;
+    if (d->tier_kind == KEY_HEADER) {
+        v = apr_table_get(r->headers_in, d->tier_arg);
+    } else if (d->tier_kind == KEY_ENV) {
+        v = apr_table_get(r->subprocess_env, d->tier_arg);
+    } else {
+        const char *err = NULL;
+        v = ap_expr_str_exec(r, d->tier_expr, &err);
+        if (err != NULL) {
+            ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, r, "SrlTier expression failed: %s", err);
+            return 0;
+        }
+    }
+    if (v != NULL && d->tier_map != NULL)
+        v = apr_table_get(d->tier_map, v);
+    if (v == NULL || v[0] == '\0')
+        return 0;
+    int t = srl_tier_find(l->lim, v);
+    if (t < 0) {
+        ap_log_rerror(APLOG_MARK, APLOG_DEBUG, 0, r, "SrlTier: limiter %s has no tier '%s': "
+                      "the default tier decides", l->name, ap_escape_logitem(r->pool, v));
+        return 0;
+    }
+    return (uint32_t)t;
+}
+
+static void set_headers(request_rec *r, const srl_ap_limiter *l, uint32_t tier,
+                        const srl_decision *dec)
 {
     char buf[SRL_NAME_MAX + 64];   /* "NAME.i";r=4294967295;t=315360000 */
-    apr_table_setn(r->err_headers_out, "RateLimit-Policy", l->policy_header);
-    if (srl_format_ratelimit_binding(&l->limits, dec, l->header_name, buf, sizeof buf) >= 0)
+    if (tier > l->ntiers)
+        tier = 0;
+    apr_table_setn(r->err_headers_out, "RateLimit-Policy", l->tier_header[tier]);
+    if (srl_format_ratelimit_binding(l->tier_limits[tier], dec, l->header_name, buf,
+                                     sizeof buf) >= 0)
         apr_table_set(r->err_headers_out, "RateLimit", buf);
     if (!dec->allowed && srl_format_retry_after(dec, buf, sizeof buf) >= 0)
         apr_table_set(r->err_headers_out, "Retry-After", buf);
@@ -799,8 +930,8 @@ static int check_call(request_rec *r, const char *directive, const srl_ap_limite
  * would grant access under "Satisfy Any") or the refusal's status.  A rate
  * decision sets RateLimit-Policy and RateLimit; every refusal Retry-After. */
 static int apply_decision(request_rec *r, const srl_ap_dir *d, const char *directive,
-                          const srl_ap_limiter *l, const srl_decision *dec, const char *key,
-                          size_t len)
+                          const srl_ap_limiter *l, uint32_t tier, const srl_decision *dec,
+                          const char *key, size_t len)
 {
     int conc = l->concurrency;
     int code = d->status != 0 ? d->status : HTTP_TOO_MANY_REQUESTS;
@@ -816,7 +947,7 @@ static int apply_decision(request_rec *r, const srl_ap_dir *d, const char *direc
         return DECLINED;
     }
     if (!conc) {
-        set_headers(r, l, dec);
+        set_headers(r, l, tier, dec);
     } else if (!dec->allowed) {
         char buf[32];
         if (srl_format_retry_after(dec, buf, sizeof buf) >= 0)
@@ -871,7 +1002,7 @@ static int enter_concurrency(request_rec *r, const srl_ap_dir *d, const char *ke
         h->server = r->server;
         apr_pool_cleanup_register(r->pool, h, leave_cleanup, apr_pool_cleanup_null);
     }
-    return apply_decision(r, d, "SrlConcurrency", l, &dec, key, len);
+    return apply_decision(r, d, "SrlConcurrency", l, 0, &dec, key, len);
 }
 
 /* SrlDelay: reserve within the delay and sleep until the permits' instant
@@ -930,13 +1061,16 @@ static int srl_access_checker(request_rec *r)
     srl_decision dec;
     memset(&dec, 0, sizeof dec);
     uint32_t cost = d->cost != 0 ? d->cost : 1;
+    uint32_t tier = request_tier(r, d, l);
+    /* SrlDelay reserves under tier 0 (srl_reserve has no tier). */
     int rc = d->delay_ns != 0 && d->dry_run != 1
                  ? delay_request(r, d, l, key, len, cost, &dec)
-                 : srl_acquire(d->dry_run == 1 ? l->dry : l->lim, key, len, cost, &dec);
+                 : srl_acquire_tier(d->dry_run == 1 ? l->dry : l->lim, tier, key, len, cost,
+                                    &dec);
     rc = check_call(r, "SrlLimit", l, rc, &dec);
     if (rc != OK)
         return rc;
-    return apply_decision(r, d, "SrlLimit", l, &dec, key, len);
+    return apply_decision(r, d, "SrlLimit", l, tier, &dec, key, len);
 }
 
 /* ------------------------------------------------------------- metrics */
@@ -1025,6 +1159,9 @@ static const command_rec srl_cmds[] = {
                   "allow|deny: the answer of a full table for limiters without on_full="),
     AP_INIT_TAKE1("SrlLimit", cmd_apply, NULL, RSRC_CONF | ACCESS_CONF,
                   "NAME|off: apply the named limiter to this server or section"),
+    AP_INIT_TAKE_ARGV("SrlTier", cmd_tier, NULL, RSRC_CONF | ACCESS_CONF,
+                      "header:NAME|env:NAME|expr:EXPR [VALUE=TIER]...: the request's tier "
+                      "(a tier=NAME=POLICY of its SrlLimiter; none or unknown: the policy)"),
     AP_INIT_TAKE1("SrlKey", cmd_key, NULL, RSRC_CONF | ACCESS_CONF,
                   "ip|header:NAME|env:NAME|expr:EXPRESSION: the key requests are counted by"),
     AP_INIT_TAKE1("SrlCost", cmd_cost, NULL, RSRC_CONF | ACCESS_CONF,

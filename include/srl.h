@@ -512,10 +512,12 @@ typedef struct srl_config {
     srl_limits limits;        /* a compound policy (srl_limits_parse_ex): when
                                  count > 0 it is the policy and `policy` is
                                  ignored (default count 0) */
+    const struct srl_tier *tiers; /* tiers 1..tier_count (see TIERS below);
+                                 tier 0 is the policy above.  Copied at open */
+    uint32_t tier_count;      /* 0..SRL_TIERS_MAX-1 (default 0: one tier) */
     uint32_t flags;           /* SRL_CONFIG_*: this opener's choices, not the
                                  segment's (never stored, never compared) */
-    uint32_t reserved0;       /* zero, else SRL_EINVAL */
-    uint64_t reserved[3];     /* room to grow; zeroed by srl_config_init */
+    uint64_t reserved[2];     /* room to grow; zeroed by srl_config_init */
 } srl_config;
 
 /*
@@ -541,6 +543,42 @@ typedef struct srl_config {
  * <Location>), each deciding on the same states.
  */
 #define SRL_CONFIG_DRY_RUN 0x1u
+
+/*
+ * TIERS: one segment, several named policies ("free" 100 a minute, "paid"
+ * 10000).  Tier 0 is the config's own policy, named "default"; the config
+ * may add up to SRL_TIERS_MAX - 1 more (cfg->tiers[i] is tier i + 1).  A
+ * name is 1..SRL_TIER_NAME_MAX bytes of [A-Za-z0-9_-], unique, not
+ * "default", NUL-padded in its array.  Each tier's limits follow the
+ * srl_limits rules, but no tier of a tiered config (tier_count > 0) may
+ * hold a concurrency limit: SRL_EPOLICY.  Every slot is sized for the
+ * largest tier's state.  The table belongs to the segment: an opener
+ * passing another table gets SRL_EMISMATCH; SRL_ADOPT takes the segment's.
+ *
+ * A key's slot records its tier.  srl_acquire is srl_acquire_tier with
+ * tier 0; srl_peek, srl_refund and srl_key_state use the tier the key has.
+ * A request naming another tier than the key's converts the key's state
+ * first, under its lock (docs/design.md, "Tiers and live changes"):
+ *   - if the two tiers have the same number of limits and limit i of each
+ *     has the same algorithm, each limit carries its use over: used = the
+ *     old capacity (burst, else permits) - what the old limit had left for
+ *     cost 1 now; the new state is a fresh one that then took
+ *     min(used, new capacity) at now.  So a key that used 10 of 10 has 10
+ *     left under a limit of 20, and one that used 50 of 100 has none under
+ *     a limit of 10: never more than a fresh key would have.  A ban in
+ *     force (",penalty=") ends at conversion; its limit stays used up.
+ *   - otherwise the key starts fresh under the new tier.
+ * Stores: shared and anonymous.  srl_open_local and srl_open_redis refuse
+ * a config with tiers (SRL_ENOTSUP); srl_acquire_tier on them takes tier 0
+ * only.
+ */
+#define SRL_TIERS_MAX 16u
+#define SRL_TIER_NAME_MAX 31u
+
+typedef struct srl_tier {
+    char name[SRL_TIER_NAME_MAX + 1];   /* NUL-terminated, NUL-padded */
+    srl_limits limits;
+} srl_tier;
 
 /* Defaults: token_bucket:100/1m, capacity 65536, display 0, mode 0600,
  * allow on full, 1000 ms lock timeout, the policy's default clock
@@ -769,6 +807,27 @@ SRL_API int srl_acquire(srl_limiter *lim, const void *key, size_t len,
                         uint32_t cost, srl_decision *d);
 
 /*
+ * srl_acquire under tier `tier` (0..srl_info.tier_count-1; see TIERS): a
+ * new key is created in that tier, a key of another tier is converted to
+ * it first.  cost must be 1..permits of that tier (SRL_ECOST).  Errors as
+ * srl_acquire, and SRL_EINVAL for a tier beyond the table.
+ */
+SRL_API int srl_acquire_tier(srl_limiter *lim, uint32_t tier, const void *key, size_t len,
+                             uint32_t cost, srl_decision *d);
+
+/* The index of the tier called name ("default" is 0), SRL_ENOENT if the
+ * limiter has none of that name, SRL_EINVAL for NULL. */
+SRL_API int srl_tier_find(srl_limiter *lim, const char *name);
+
+/* Tier i's name and limits into *out: 0, or SRL_EINVAL (NULL, or i not
+ * below srl_info.tier_count). */
+SRL_API int srl_tier_get(srl_limiter *lim, uint32_t i, srl_tier *out);
+
+/* 0 if name is a valid tier name (1..SRL_TIER_NAME_MAX of [A-Za-z0-9_-]),
+ * else SRL_EINVAL. */
+SRL_API int srl_tier_name_check(const char *name);
+
+/*
  * srl_acquire, but a request that the policy admits within max_wait_ns is
  * reserved instead of denied: it takes cost permits now for the instant
  * now + d->wait_ns, as srl_state_reserve describes, under the key's lock.
@@ -953,7 +1012,9 @@ typedef struct srl_info {
     srl_limits limits;        /* every limit; `policy` above is limits.limit[0] */
     uint32_t state_bytes;     /* one key's state (all its limits) */
     uint32_t layout_version;  /* segment layout (0: local or Redis) */
-    uint64_t reserved[4];     /* room to grow; zeroed */
+    uint32_t tier_count;      /* tiers, 1..SRL_TIERS_MAX (srl_tier_get) */
+    uint32_t reserved0;       /* zero */
+    uint64_t reserved[3];     /* room to grow; zeroed */
 } srl_info;
 
 SRL_API int srl_info_get(srl_limiter *lim, srl_info *out);
@@ -967,7 +1028,8 @@ SRL_API int srl_info_get(srl_limiter *lim, srl_info *out);
  *    gcra:100/1m (use the segment's policy, or another segment name, or
  *    destroy it: its keys start fresh)"
  * and likewise for capacity (in whole buckets: 1000 keys ask for 1008
- * slots) and key_display.  Returns how many things differ (0: none, the
+ * slots), key_display and the number of tiers (a table of as many tiers
+ * that differs is not told apart: compare srl_tier_get's).  Returns how many things differ (0: none, the
  * segment would be accepted), or SRL_EINVAL, or SRL_ENOBUFS (buf was
  * truncated, NUL-terminated).  512 bytes suffice.
  */
@@ -990,7 +1052,10 @@ typedef struct srl_entry {
                                  copy valid only during the call: decode each
                                  limit with srl_limits_state_offset and the
                                  srl_state_ calls, or srl_holder_get */
-    uint64_t reserved[2];     /* room to grow; zeroed */
+    uint32_t tier;            /* the key's tier (srl_tier_get): state, now and
+                                 at_rest are that tier's */
+    uint32_t reserved0;
+    uint64_t reserved[1];     /* room to grow; zeroed */
 } srl_entry;
 
 /* Return nonzero to stop the walk. The entry is valid only during the call. */

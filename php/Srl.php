@@ -159,15 +159,18 @@ final class Srl
      * dry_run (true: never refuse; a decision that would deny is allowed with
      * 'wouldDeny' => true and counted in stats()['would_deny'], the key's
      * state and counters as if enforced; this handle's choice only, not the
-     * segment's: other openers keep enforcing).  Any other option, or a
-     * segment-only one (key_display, mode, flags)
+     * segment's: other openers keep enforcing), tiers (['paid' =>
+     * 'token_bucket:10000/1m', ...]: named policies beside $policy, which is
+     * tier 'default'; up to 15, names 1..31 of [A-Za-z0-9_-]; acquire() takes
+     * a tier name; a segment only).  Any other option, or a segment-only one
+     * (key_display, mode, flags, tiers)
      * with redis, throws InvalidArgumentException naming it, before
      * anything is opened.
      */
     /* The options the constructor takes; any other key is an error. */
-    private const OPTIONS = ['key_display', 'on_full', 'mode', 'flags', 'redis', 'dry_run'];
-    /* What a Redis store has no use for (no segment, no display copy). */
-    private const SEGMENT_ONLY = ['key_display', 'mode', 'flags'];
+    private const OPTIONS = ['key_display', 'on_full', 'mode', 'flags', 'redis', 'dry_run', 'tiers'];
+    /* What a Redis store has no use for (no segment, no display copy, no tiers). */
+    private const SEGMENT_ONLY = ['key_display', 'mode', 'flags', 'tiers'];
 
     public function __construct(string $name, string $policy, int $capacity, array $options = [])
     {
@@ -235,6 +238,8 @@ final class Srl
             $cfg->flags = $this->dryRun ? self::CONFIG_DRY_RUN : 0;
         }
         $flags = (int)($options['flags'] ?? self::CREATE);
+        /* Kept alive until the open has copied them (srl_config.tiers). */
+        $tiers = self::tierTable($ffi, $options['tiers'] ?? [], $cfg);
 
         $out = $ffi->new('srl_limiter *');
         if ($redis !== null) {
@@ -286,12 +291,17 @@ final class Srl
      * run: allowed, but an enforcing limiter would have denied; remaining
      * and retry_after are then the denial's).
      */
-    public function acquire(string $key, int $cost = 1): array
+    public function acquire(string $key, int $cost = 1, ?string $tier = null): array
     {
         $lim = $this->handle();
         $d = $this->ffi->new('srl_decision');
-        $rc = $this->ffi->srl_acquire($lim, $key, strlen($key), self::u32($cost, 'cost'),
-                                      FFI::addr($d));
+        /* A tier by name ('default' is the policy itself): a key of another
+         * tier moves to it, keeping its use (srl.h, TIERS). */
+        $rc = $tier === null
+            ? $this->ffi->srl_acquire($lim, $key, strlen($key), self::u32($cost, 'cost'),
+                                      FFI::addr($d))
+            : $this->ffi->srl_acquire_tier($lim, $this->tierIndex($tier), $key, strlen($key),
+                                           self::u32($cost, 'cost'), FFI::addr($d));
         $this->decided($rc, $d, $this->isConcurrency()
             ? 'acquire() on a concurrency limiter: use enter()' : 'acquire');
         $this->last = $d;
@@ -501,6 +511,54 @@ final class Srl
     {
         $ffi = self::ffi();
         self::check($ffi, $ffi->srl_unlink($name), "unlink '$name'");
+    }
+
+    /* Tier name => index, looked up once per name (srl_tier_find). */
+    private array $tierIndex = [];
+
+    private function tierIndex(string $tier): int
+    {
+        if (!isset($this->tierIndex[$tier])) {
+            $i = $this->ffi->srl_tier_find($this->handle(), $tier);
+            if ($i < 0) {
+                throw new SrlException("srl: no tier '$tier' in this limiter", $i);
+            }
+            $this->tierIndex[$tier] = $i;
+        }
+        return $this->tierIndex[$tier];
+    }
+
+    /* The 'tiers' option as an srl_tier array, pointed to by $cfg (null: none). */
+    private static function tierTable(FFI $ffi, mixed $tiers, FFI\CData $cfg): ?FFI\CData
+    {
+        if (!is_array($tiers)) {
+            throw new InvalidArgumentException("tiers must be an array of name => policy");
+        }
+        if ($tiers === []) {
+            return null;
+        }
+        if (count($tiers) > 15) {
+            throw new InvalidArgumentException('tiers: at most 15 besides the policy');
+        }
+        $t = $ffi->new('srl_tier[' . count($tiers) . ']');
+        $perr = $ffi->new('srl_policy_error');
+        $i = 0;
+        foreach ($tiers as $name => $policy) {
+            $name = (string)$name;
+            if (strlen($name) < 1 || strlen($name) > 31 || !is_string($policy)) {
+                throw new InvalidArgumentException("tiers: '$name' => policy text, the name "
+                    . '1..31 of [A-Za-z0-9_-]');
+            }
+            FFI::memcpy($t[$i]->name, $name, strlen($name));
+            if ($ffi->srl_limits_parse_ex($policy, FFI::addr($t[$i]->limits), FFI::addr($perr)) < 0) {
+                throw new SrlException("srl: tier '$name': policy '$policy': "
+                    . FFI::string($perr->message), SrlError::EPOLICY);
+            }
+            $i++;
+        }
+        $cfg->tiers = FFI::addr($t[0]);
+        $cfg->tier_count = $i;
+        return $t;
     }
 
     private function isConcurrency(): bool

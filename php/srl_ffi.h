@@ -78,10 +78,16 @@ typedef struct srl_config {
     srl_ticker ticker;
     uint32_t owner_uid;
     srl_limits limits;
+    const struct srl_tier *tiers;
+    uint32_t tier_count;
     uint32_t flags;
-    uint32_t reserved0;
-    uint64_t reserved[3];
+    uint64_t reserved[2];
 } srl_config;
+
+typedef struct srl_tier {
+    char name[32];
+    srl_limits limits;
+} srl_tier;
 
 typedef struct srl_stats {
     uint64_t capacity;
@@ -123,7 +129,9 @@ typedef struct srl_info {
     srl_limits limits;
     uint32_t state_bytes;
     uint32_t layout_version;
-    uint64_t reserved[4];
+    uint32_t tier_count;
+    uint32_t reserved0;
+    uint64_t reserved[3];
 } srl_info;
 
 int srl_info_get(srl_limiter *lim, srl_info *out);
@@ -155,6 +163,9 @@ int srl_unlink(const char *name);
 
 int srl_acquire(srl_limiter *lim, const char *key, size_t len, uint32_t cost,
                 srl_decision *d);
+int srl_acquire_tier(srl_limiter *lim, uint32_t tier, const char *key, size_t len,
+                     uint32_t cost, srl_decision *d);
+int srl_tier_find(srl_limiter *lim, const char *name);
 int srl_peek(srl_limiter *lim, const char *key, size_t len, uint32_t cost,
              srl_decision *d);
 int srl_reset_key(srl_limiter *lim, const char *key, size_t len);

@@ -331,6 +331,55 @@ static int parse_on_full(const char *s, srl_on_full *out)
     return -1;
 }
 
+/* tiers={"paid": "token_bucket:10000/1m", ...} (None or empty: no tiers)
+ * into t[0..*n), the table srl_config.tiers points at (srl.h, TIERS); the
+ * library checks the names and the table at open. */
+static int tiers_from(PyObject *tiers, srl_tier *t, uint32_t *n)
+{
+    PyObject *name, *policy;
+    Py_ssize_t pos = 0;
+
+    *n = 0;
+    if (tiers == NULL || tiers == Py_None)
+        return 0;
+    if (!PyDict_Check(tiers)) {
+        PyErr_SetString(PyExc_TypeError, "tiers must be a dict of name -> policy text");
+        return -1;
+    }
+    if (PyDict_Size(tiers) > (Py_ssize_t)(SRL_TIERS_MAX - 1)) {
+        PyErr_Format(PyExc_ValueError, "tiers: at most %u besides the policy",
+                     SRL_TIERS_MAX - 1);
+        return -1;
+    }
+    while (PyDict_Next(tiers, &pos, &name, &policy)) {
+        const char *nm = PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL;
+        const char *text = PyUnicode_Check(policy) ? PyUnicode_AsUTF8(policy) : NULL;
+        if (nm == NULL || text == NULL) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_TypeError, "tiers: names and policies must be str");
+            return -1;
+        }
+        if (srl_tier_name_check(nm) != 0) {
+            PyErr_Format(PyExc_ValueError, "tiers: name '%.40s' must be 1..%u of [A-Za-z0-9_-]",
+                         nm, SRL_TIER_NAME_MAX);
+            return -1;
+        }
+        memset(&t[*n], 0, sizeof t[*n]);
+        memcpy(t[*n].name, nm, strlen(nm));
+        srl_policy_error pe;
+        int rc = srl_limits_parse_ex(text, &t[*n].limits, &pe);
+        if (rc < 0) {
+            char what[320];
+            snprintf(what, sizeof what, "tier %.40s: policy '%.80s' at byte %u: %s", nm, text,
+                     (unsigned)pe.offset, pe.message);
+            raise_srl(rc, what);
+            return -1;
+        }
+        (*n)++;
+    }
+    return 0;
+}
+
 /* Fill cfg from the common keyword arguments; policy may be None (cfg keeps the default). */
 static int config_from(srl_config *cfg, PyObject *policy, unsigned long long capacity,
                        unsigned long long key_display, const char *on_full,
@@ -396,9 +445,12 @@ static PyObject *limiter_wrap(PyTypeObject *cls, srl_limiter *lim)
 static PyObject *Limiter_shared(PyObject *cls, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"name", "policy", "capacity", "key_display", "on_full",
-                             "create", "exclusive", "lock_timeout_ms", "mode", "dry_run", NULL};
+                             "create", "exclusive", "lock_timeout_ms", "mode", "dry_run", "tiers",
+                             NULL};
     const char *name, *on_full = "allow";
-    PyObject *policy = Py_None;
+    PyObject *policy = Py_None, *tiers = Py_None;
+    srl_tier table[SRL_TIERS_MAX - 1];
+    uint32_t ntiers;
     unsigned long long capacity = 65536, key_display = 0, lock_timeout_ms = 1000, mode = 0600;
     int create = 1, exclusive = 0, dry_run = 0, rc;
     srl_config cfg;
@@ -406,18 +458,21 @@ static PyObject *Limiter_shared(PyObject *cls, PyObject *args, PyObject *kw)
     unsigned flags;
     char what[300];
 
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|OO&O&spp$O&O&p:shared", kwlist, &name,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|OO&O&spp$O&O&pO:shared", kwlist, &name,
                                      &policy, to_u64, &capacity, to_u64, &key_display,
                                      &on_full, &create, &exclusive, to_u64, &lock_timeout_ms,
-                                     to_u64, &mode, &dry_run))
+                                     to_u64, &mode, &dry_run, &tiers))
         return NULL;
     if (create && policy == Py_None) {
         PyErr_SetString(PyExc_TypeError,
                         "shared(): a policy is needed to create a segment (or pass create=False)");
         return NULL;
     }
-    if (config_from(&cfg, policy, capacity, key_display, on_full, lock_timeout_ms, mode) < 0)
+    if (config_from(&cfg, policy, capacity, key_display, on_full, lock_timeout_ms, mode) < 0 ||
+        tiers_from(tiers, table, &ntiers) < 0)
         return NULL;
+    cfg.tiers = table;
+    cfg.tier_count = ntiers;
     flags = (create ? SRL_CREATE : 0u) | (exclusive ? SRL_EXCL : 0u);
     cfg.flags = dry_run ? SRL_CONFIG_DRY_RUN : 0u;
     /* Without create and without a policy, cfg NULL: the segment's policy,
@@ -452,26 +507,31 @@ static PyObject *Limiter_shared(PyObject *cls, PyObject *args, PyObject *kw)
 static PyObject *open_unnamed(PyObject *cls, PyObject *args, PyObject *kw, int local)
 {
     static char *kwlist[] = {"policy", "capacity", "key_display", "on_full",
-                             "lock_timeout_ms", "dry_run", NULL};
+                             "lock_timeout_ms", "dry_run", "tiers", NULL};
     const char *on_full = "allow";
-    PyObject *policy;
+    PyObject *policy, *tiers = Py_None;
+    srl_tier table[SRL_TIERS_MAX - 1];
+    uint32_t ntiers;
     unsigned long long capacity = 65536, key_display = 0, lock_timeout_ms = 1000;
     srl_config cfg;
     srl_limiter *lim = NULL;
     int rc, dry_run = 0;
 
     if (!PyArg_ParseTupleAndKeywords(args, kw,
-                                     local ? "O|O&O&s$O&p:local" : "O|O&O&s$O&p:anonymous",
+                                     local ? "O|O&O&s$O&pO:local" : "O|O&O&s$O&pO:anonymous",
                                      kwlist, &policy, to_u64, &capacity, to_u64, &key_display,
-                                     &on_full, to_u64, &lock_timeout_ms, &dry_run))
+                                     &on_full, to_u64, &lock_timeout_ms, &dry_run, &tiers))
         return NULL;
     if (policy == Py_None) {
         PyErr_SetString(PyExc_TypeError, "a policy is needed, e.g. \"100/1m\"");
         return NULL;
     }
-    if (config_from(&cfg, policy, capacity, key_display, on_full, lock_timeout_ms, 0600) < 0)
+    if (config_from(&cfg, policy, capacity, key_display, on_full, lock_timeout_ms, 0600) < 0 ||
+        tiers_from(tiers, table, &ntiers) < 0)
         return NULL;
     cfg.flags = dry_run ? SRL_CONFIG_DRY_RUN : 0u;
+    cfg.tiers = table;
+    cfg.tier_count = ntiers;   /* the local store refuses tiers: SRL_ENOTSUP */
     rc = local ? srl_open_local(&cfg, &lim) : srl_open_anonymous(&cfg, &lim);
     if (rc < 0)
         return raise_srl(rc, local ? "srl_open_local" : "srl_open_anonymous");
@@ -515,10 +575,11 @@ static int parse_key_cost(PyObject *args, PyObject *kw, const char *fmt, key_vie
 
 /* The Decision of srl_acquire/srl_reserve's rc, or the exception (a lock
  * error carries the degraded decision as exc.decision). */
-static PyObject *decided(LimiterObject *self, int rc, const srl_decision *d, const char *what)
+static PyObject *decided(const srl_limits *limits, int rc, const srl_decision *d,
+                         const char *what)
 {
     if (rc == SRL_ETIMEDOUT || rc == SRL_ENOTRECOVERABLE) {
-        PyObject *dec = decision_new(d, &self->limits);
+        PyObject *dec = decision_new(d, limits);
         if (dec == NULL)
             return NULL;
         raise_srl_with(rc, what, dec);
@@ -527,22 +588,40 @@ static PyObject *decided(LimiterObject *self, int rc, const srl_decision *d, con
     }
     if (rc < 0)
         return raise_srl(rc, what);
-    return decision_new(d, &self->limits);
+    return decision_new(d, limits);
 }
 
 static PyObject *Limiter_acquire(PyObject *op, PyObject *args, PyObject *kw)
 {
+    static char *kwlist[] = {"key", "cost", "tier", NULL};
     LimiterObject *self = (LimiterObject *)op;
     key_view k;
-    unsigned long long cost;
+    unsigned long long cost = 1;
+    const char *tier_name = NULL;
+    PyObject *key;
     srl_decision d;
-    int rc;
+    srl_tier tier;
+    int rc, t = 0;
 
-    if (check_open(self) < 0 || parse_key_cost(args, kw, "O|O&:acquire", &k, &cost) < 0)
+    /* tier="paid": decided under that tier (srl.h, TIERS); None: tier 0. */
+    if (check_open(self) < 0 ||
+        !PyArg_ParseTupleAndKeywords(args, kw, "O|O&$z:acquire", kwlist, &key, to_u64, &cost,
+                                     &tier_name))
         return NULL;
-    rc = srl_acquire(self->lim, k.data, k.len, (uint32_t)cost, &d);
+    if (cost > UINT32_MAX)
+        return raise_srl(SRL_ECOST, "cost above 2**32-1");
+    if (tier_name != NULL && (t = srl_tier_find(self->lim, tier_name)) < 0) {
+        char what[120];
+        snprintf(what, sizeof what, "no tier '%.40s' in this limiter", tier_name);
+        return raise_srl(t, what);
+    }
+    if (srl_tier_get(self->lim, (uint32_t)t, &tier) != 0)
+        return raise_srl(SRL_EINVAL, "srl_tier_get");
+    if (key_get(key, &k) < 0)
+        return NULL;
+    rc = srl_acquire_tier(self->lim, (uint32_t)t, k.data, k.len, (uint32_t)cost, &d);
     key_release(&k);
-    return decided(self, rc, &d, "srl_acquire");
+    return decided(&tier.limits, rc, &d, "srl_acquire");
 }
 
 /* reserve(key, max_wait_ns, cost=1): srl_reserve; the caller sleeps
@@ -566,7 +645,7 @@ static PyObject *Limiter_reserve(PyObject *op, PyObject *args, PyObject *kw)
         return NULL;
     int rc = srl_reserve(self->lim, k.data, k.len, (uint32_t)cost, max_wait, &d);
     key_release(&k);
-    return decided(self, rc, &d, "srl_reserve");
+    return decided(&self->limits, rc, &d, "srl_reserve");
 }
 
 static PyObject *Limiter_peek(PyObject *op, PyObject *args, PyObject *kw)
@@ -773,7 +852,9 @@ static PyMethodDef Limiter_methods[] = {
     {"shared", (PyCFunction)(void (*)(void))Limiter_shared,
      METH_VARARGS | METH_KEYWORDS | METH_CLASS,
      "shared(name, policy, capacity=65536, key_display=0, on_full='allow', create=True,\n"
-     "       exclusive=False, *, lock_timeout_ms=1000, mode=0o600, dry_run=False)\n"
+     "       exclusive=False, *, lock_timeout_ms=1000, mode=0o600, dry_run=False,\n"
+     "       tiers=None)\n"
+     "tiers: {name: policy} beside policy (tier 'default'), see acquire(tier=).\n"
      "Open (or create) the host-wide segment /dev/shm/NAME.  With create=False the\n"
      "policy may be None: the segment's policy, capacity, key_display and on_full are\n"
      "adopted (the other arguments are then ignored).  dry_run=True: never refuse\n"
@@ -782,7 +863,7 @@ static PyMethodDef Limiter_methods[] = {
     {"anonymous", (PyCFunction)(void (*)(void))Limiter_anonymous,
      METH_VARARGS | METH_KEYWORDS | METH_CLASS,
      "anonymous(policy, capacity=65536, key_display=0, on_full='allow', *, lock_timeout_ms=1000,\n"
-     "          dry_run=False)\n"
+     "          dry_run=False, tiers=None)\n"
      "A table in an anonymous shared mapping: create it, then fork the workers."},
     {"local", (PyCFunction)(void (*)(void))Limiter_local,
      METH_VARARGS | METH_KEYWORDS | METH_CLASS,
@@ -790,7 +871,9 @@ static PyMethodDef Limiter_methods[] = {
      "      dry_run=False)\n"
      "An in-process store; create it after fork, in the process that uses it."},
     {"acquire", (PyCFunction)(void (*)(void))Limiter_acquire, METH_VARARGS | METH_KEYWORDS,
-     "acquire(key, cost=1) -> Decision.  key: str (UTF-8) or bytes."},
+     "acquire(key, cost=1, *, tier=None) -> Decision.  key: str (UTF-8) or bytes.\n"
+     "tier: a tier's name (tiers= of the opener); a key of another tier moves to it,\n"
+     "keeping its use (capped at the tier's limit); an unknown name: NotFoundError."},
     {"reserve", (PyCFunction)(void (*)(void))Limiter_reserve, METH_VARARGS | METH_KEYWORDS,
      "reserve(key, max_wait_ns, cost=1) -> Decision.  Admitted within max_wait_ns: the\n"
      "permits are taken for the instant now + decision.wait_ns; sleep that long, then act.\n"

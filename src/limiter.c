@@ -46,12 +46,12 @@ int srl__config_check(const srl_config *cfg)
         return SRL_EINVAL;
     if (cfg->on_full != SRL_ON_FULL_ALLOW && cfg->on_full != SRL_ON_FULL_DENY)
         return SRL_EINVAL;
-    if ((cfg->flags & ~SRL_CONFIG_DRY_RUN) != 0 || cfg->reserved0 != 0)
+    if ((cfg->flags & ~SRL_CONFIG_DRY_RUN) != 0)
         return SRL_EINVAL;
     for (size_t i = 0; i < sizeof cfg->reserved / sizeof cfg->reserved[0]; i++)
         if (cfg->reserved[i] != 0)
             return SRL_EINVAL;
-    return 0;
+    return srl__tiers_check(cfg);
 }
 
 int srl__open_prologue(const srl_config *cfg, int optional, srl_config *norm,
@@ -100,6 +100,8 @@ int srl__limiter_init(srl_limiter *lim, const struct srl__store_ops *ops,
 {
     lim->ops = ops;
     if (srl__cmp_init(&lim->cmp, &cfg->limits) != 0)
+        return SRL_EPOLICY;
+    if (srl__tiers_init(lim, cfg) != 0)
         return SRL_EPOLICY;
     lim->on_full = cfg->on_full;
     lim->dry_run = (cfg->flags & SRL_CONFIG_DRY_RUN) != 0;
@@ -171,7 +173,8 @@ static int check_request(const srl_limiter *lim, const void *key, size_t len,
     int rc = check_key(key, len);
     if (rc != 0)
         return rc;
-    if (cost == 0 || cost > lim->cmp.min_permits)
+    /* A tiered store checks the key's own tier (shm_table.c). */
+    if (cost == 0 || cost > srl__tiers_cost_max(lim))
         return SRL_ECOST;
     return 0;
 }
@@ -179,10 +182,24 @@ static int check_request(const srl_limiter *lim, const void *key, size_t len,
 int srl_acquire(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
                 srl_decision *d)
 {
+    return srl_acquire_tier(lim, 0, key, len, cost, d);
+}
+
+int srl_acquire_tier(srl_limiter *lim, uint32_t tier, const void *key, size_t len,
+                     uint32_t cost, srl_decision *d)
+{
     if (lim != NULL && lim->cmp.conc >= 0)
         return SRL_ENOTSUP;   /* a unit needs a holder: srl_enter */
     int rc = check_request(lim, key, len, cost, d);
-    return rc != 0 ? rc : dry_run_turn(lim, lim->ops->acquire(lim, key, len, cost, d), d);
+    if (rc != 0)
+        return rc;
+    if (tier >= lim->tier_count)
+        return SRL_EINVAL;
+    if (cost > srl__tier_cmp(lim, tier)->min_permits)
+        return SRL_ECOST;
+    if (lim->ops->acquire_tier == NULL)   /* one tier: tier 0 */
+        return dry_run_turn(lim, lim->ops->acquire(lim, key, len, cost, d), d);
+    return dry_run_turn(lim, lim->ops->acquire_tier(lim, tier, key, len, cost, d), d);
 }
 
 int srl_reserve(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
@@ -197,6 +214,8 @@ int srl_reserve(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
         return rc;
     if (max_wait_ns > SRL_WAIT_MAX_NS)
         return SRL_EINVAL;
+    if (cost > srl__tier_cmp(lim, 0)->min_permits)   /* a reservation is tier 0's */
+        return SRL_ECOST;
     if (!lim->cmp.reserve || lim->ops->reserve == NULL)
         return SRL_ENOTSUP;
     /* A dry run turns a refused reservation as a denial (wait_ns stays 0). */
@@ -219,7 +238,7 @@ int srl_refund(srl_limiter *lim, const void *key, size_t len, uint32_t cost)
         return rc;
     if (lim->cmp.conc >= 0)
         return SRL_ENOTSUP;   /* a unit is given back by srl_leave */
-    if (cost == 0 || cost > lim->cmp.min_permits)
+    if (cost == 0 || cost > srl__tiers_cost_max(lim))
         return SRL_ECOST;
     return lim->ops->refund(lim, key, len, cost);
 }
@@ -244,7 +263,12 @@ int srl_stats_get(srl_limiter *lim, srl_stats *out)
 
 int srl_info_get(srl_limiter *lim, srl_info *out)
 {
-    return lim == NULL || out == NULL ? SRL_EINVAL : lim->ops->info(lim, out);
+    if (lim == NULL || out == NULL)
+        return SRL_EINVAL;
+    int rc = lim->ops->info(lim, out);
+    if (rc == 0)
+        out->tier_count = lim->tier_count;   /* every store: 1 without tiers */
+    return rc;
 }
 
 int64_t srl_foreach(srl_limiter *lim, srl_foreach_fn fn, void *ctx)
@@ -306,7 +330,7 @@ int srl_key_state(srl_limiter *lim, const void *key, size_t len, void *buf, size
         return rc;
     if (lim->ops->key_state == NULL)
         return SRL_ENOTSUP;
-    if (buflen < lim->cmp.state_bytes)
+    if (buflen < srl__tiers_bytes_max(lim))
         return SRL_ENOBUFS;
     return lim->ops->key_state(lim, key, len, buf);
 }

@@ -24,6 +24,10 @@
 struct srl__store_ops {
     int (*acquire)(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
                    srl_decision *d);
+    /* srl_acquire_tier (may be NULL: the store has tier 0 only, and
+     * acquire serves it); tier < lim->tier_count, cost within its permits. */
+    int (*acquire_tier)(srl_limiter *lim, uint32_t tier, const void *key, size_t len,
+                        uint32_t cost, srl_decision *d);
     int (*peek)(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
                 srl_decision *d);
     int (*refund)(srl_limiter *lim, const void *key, size_t len, uint32_t cost);
@@ -60,7 +64,36 @@ struct srl_limiter {
     srl_ticker ticker;              /* .now never NULL once opened */
     uint64_t lease_owner;           /* stamped into leases: never 0, unique per open */
     void *impl;
+    /* Tiers (tiers.c): tier 0 is cmp above; tier t >= 1 is tier_def[t-1],
+     * resolved into tier_cmp[t-1].  tier_count is 1 without tiers. */
+    uint32_t tier_count;
+    srl_tier tier_def[SRL_TIERS_MAX - 1];
+    struct srl__compound tier_cmp[SRL_TIERS_MAX - 1];
 };
+
+/* The compound of tier t (t < lim->tier_count, checked by the caller). */
+static inline const struct srl__compound *srl__tier_cmp(const srl_limiter *lim, uint32_t t)
+{
+    return t == 0 ? &lim->cmp : &lim->tier_cmp[t - 1];
+}
+
+/* tiers.c.  A config's tier table against the rules of srl.h (TIERS):
+ * 0, SRL_EINVAL (count, NULL, a name) or SRL_EPOLICY (limits). */
+int srl__tiers_check(const srl_config *cfg);
+/* A stored table (untrusted): the rules, canonical limits, and every entry
+ * from count on all zero.  base: tier 0's limits. */
+bool srl__tiers_valid(const srl_limits *base, const srl_tier *t, uint32_t count);
+/* Resolve cfg's (checked) table into lim's tier fields: 0 or SRL_EPOLICY. */
+int srl__tiers_init(srl_limiter *lim, const srl_config *cfg);
+/* The largest state of cfg's tiers, base_bytes being tier 0's. */
+uint32_t srl__tiers_state_max(const srl_config *cfg, uint32_t base_bytes);
+/* The largest cost some tier takes, and the largest state of any tier. */
+uint32_t srl__tiers_cost_max(const srl_limiter *lim);
+uint32_t srl__tiers_bytes_max(const srl_limiter *lim);
+/* Convert one key's state old (tier from) into out (tier to, to->state_bytes)
+ * at now, by the rule of srl.h (TIERS).  out must not overlap old. */
+void srl__tier_convert(const struct srl__compound *from, const void *old,
+                       const struct srl__compound *to, void *out, uint64_t now);
 
 /* Fill the common head from a config the prologue normalised (ticker
  * defaulted).  Returns 0 or SRL_EPOLICY. */

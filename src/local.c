@@ -943,6 +943,8 @@ int srl_open_local(const srl_config *cfg, srl_limiter **out)
 {
     srl_config unused;
     int rc = srl__open_prologue(cfg, 0, &unused, &cfg, out);
+    if (rc == 0 && cfg->tier_count > 0)
+        return SRL_ENOTSUP;   /* tiers: the shared and anonymous stores only */
     if (rc != 0)
         return rc;
 

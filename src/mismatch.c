@@ -86,6 +86,13 @@ int srl_mismatch_explain(const srl_config *cfg, const srl_info *seg, char *buf, 
                 "slots in buckets of %u): ask for %llu, or make a new segment",
             (unsigned long long)seg->capacity, (unsigned long long)cfg->capacity,
             (unsigned long long)slots, SRL__SHM_SLOTS, (unsigned long long)seg->capacity);
+    /* The tier table itself is not in srl_info: a count is what can be
+     * told apart here (the tables: srl_tier_get on the adopted handle). */
+    uint32_t seg_tiers = seg->tier_count > 0 ? seg->tier_count : 1;
+    if (cfg->tier_count + 1 != seg_tiers)
+        say(&o, "tiers: the segment has %u (its policy and %u named), this config asks for %u "
+                "(pass the segment's table: rlctl info lists it)",
+            seg_tiers, seg_tiers - 1, cfg->tier_count + 1);
     if (cfg->key_display != seg->key_display)
         say(&o, "key_display: the segment keeps %u bytes per key, this config asks for %u (it "
                 "is part of the slot size: use %u)",

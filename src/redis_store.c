@@ -1310,6 +1310,8 @@ int srl_open_redis(const char *uri, const srl_config *cfg, srl_limiter **out)
     srl_config defaults;
     int adopt = cfg == NULL;
     int rc = srl__open_prologue(cfg, 1, &defaults, &cfg, out);
+    if (rc == 0 && cfg->tier_count > 0)
+        return SRL_ENOTSUP;   /* tiers: the shared and anonymous stores only */
     if (rc != 0)
         return rc;
     if (uri == NULL)

@@ -41,8 +41,9 @@
 #define SRL__SHM_MAGIC "SRLSHM\0\1"
 #define SRL__SHM_VERSION 5u            /* 3: header checksum, creator identity;
                                            4: compound limits, slot meta word;
-                                           5: bucket would_deny, recovered moved
-                                              to the header page (srl__shm_live) */
+                                           5: tier table, a slot's tier, bucket
+                                              would_deny, recovered moved to the
+                                              header page (srl__shm_live) */
 #define SRL__SHM_SLOTS 16u              /* slots per bucket */
 #define SRL__SHM_HEADER_BYTES 4096u     /* header page; the table follows */
 #define SRL__SHM_HASH_KEY_BYTES 16u     /* SipHash takes a 128-bit key */
@@ -77,7 +78,13 @@ struct srl__shm_header {
     uint64_t creator_start;      /* its start time (proc.h), 0 unknown */
     uint64_t creator_pidns;      /* its PID namespace inode, 0 unknown */
     srl_limits limits;           /* the policy: 1..SRL_LIMITS_MAX limits, canonical
-                                    (reserved words zero: srl_limits_validate) */
+                                    (reserved words zero: srl_limits_validate);
+                                    tier 0, "default" */
+    uint32_t tier_count;         /* 1..SRL_TIERS_MAX, tier 0 included */
+    uint32_t tier_pad;           /* zero */
+    srl_tier tiers[SRL_TIERS_MAX - 1]; /* tiers 1..tier_count-1 (canonical limits,
+                                    NUL-padded names), then all zero:
+                                    srl__tiers_valid */
     uint64_t header_sum;         /* srl__shm_header_sum(), written last before READY */
 };
 
@@ -92,7 +99,7 @@ struct srl__shm_live {
     uint64_t reclaimed;          /* in-flight units of dead or expired holders freed */
     uint64_t recovered;          /* buckets repaired after EOWNERDEAD (layout 5) */
 };
-#define SRL__SHM_LIVE_OFFSET 2048u
+#define SRL__SHM_LIVE_OFFSET 3584u     /* 2048 in layout 4; 5's tier table needs room */
 _Static_assert(sizeof(struct srl__shm_header) <= SRL__SHM_LIVE_OFFSET, "live counters follow the header");
 _Static_assert(sizeof(((srl_entry *)0)->fingerprint) == SRL__SHM_FP_BYTES,
                "srl_foreach hands out the whole stored fingerprint");
@@ -132,8 +139,8 @@ _Static_assert(offsetof(struct srl__shm_bucket, tags) == sizeof(pthread_mutex_t)
 /* Slot layout inside a bucket (offsets from the slot's start), named here
  * once; srl__shm_geometry and every accessor use these:
  *   0   uint8  fp[16]
- *   16  meta: uint16 tier, uint16 flags, uint32 reserved  (all 0 in layout 4:
- *       room for tiers and bans without another layout; checked zero)
+ *   16  meta: uint16 tier, uint16 flags, uint32 reserved  (layout 5: tier
+ *       below the header's tier_count, checked; flags and reserved zero)
  *   24  state[state_bytes]   the compound state (8-aligned), then counters:
  *   +0  uint32 allowed, uint32 denied  (per key, saturating)
  *   +8  uint16 key_len                 (only if key_display > 0)
@@ -145,6 +152,7 @@ _Static_assert(offsetof(struct srl__shm_bucket, tags) == sizeof(pthread_mutex_t)
 #define SRL__SLOT_FP 0u
 #define SRL__SLOT_META 16u
 #define SRL__SLOT_META_BYTES 8u
+#define SRL__SLOT_TIER SRL__SLOT_META  /* uint16 */
 #define SRL__SLOT_STATE (SRL__SLOT_META + SRL__SLOT_META_BYTES)
 #define SRL__CTR_ALLOWED 0u            /* from counters_off */
 #define SRL__CTR_DENIED 4u
@@ -325,6 +333,10 @@ uint8_t srl__shm_fp_tag(const uint8_t fp[SRL__SHM_FP_BYTES]);
 int srl__shm_find_locked(const struct srl__shm *s, uint64_t b, const struct srl__shm_key *k);
 /* A state fails validation: repair resets it.  Lock held. */
 bool srl__shm_slot_valid(const struct srl__shm *s, uint64_t b, unsigned i, uint64_t now);
+/* The slot's tier word, and whether the meta word is sound (tier below the
+ * table's count, flags and reserved zero).  Lock held. */
+uint16_t srl__shm_slot_tier(const struct srl__shm *s, uint64_t b, unsigned i);
+bool srl__shm_slot_meta_ok(const struct srl__shm *s, uint64_t b, unsigned i);
 void srl__shm_slot_reset(struct srl__shm *s, uint64_t b, unsigned i, uint64_t now);
 /* key_len of slot i (stored only when key_display > 0), and whether it is
  * in range or not stored at all. */
@@ -333,6 +345,8 @@ bool srl__shm_slot_len_ok(const struct srl__shm *s, uint64_t b, unsigned i);
 
 int srl__shm_acquire(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
                      srl_decision *d);
+int srl__shm_acquire_tier(srl_limiter *lim, uint32_t tier, const void *key, size_t len,
+                          uint32_t cost, srl_decision *d);
 int srl__shm_peek(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
                   srl_decision *d);
 int srl__shm_reset_key(srl_limiter *lim, const void *key, size_t len);

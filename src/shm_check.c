@@ -49,8 +49,10 @@ static void check_header(struct srl__shm *s, struct report *r)
         h->bucket_bytes != s->bucket_bytes || h->slot_bytes != s->slot_bytes ||
         h->state_bytes != s->state_bytes || h->total_bytes != s->map_bytes ||
         h->key_display != s->key_display ||
-        memcmp(&h->limits, &s->lim.cmp.limits, sizeof h->limits) != 0)
-        problem(r, "header: geometry or policy changed since open");
+        memcmp(&h->limits, &s->lim.cmp.limits, sizeof h->limits) != 0 ||
+        h->tier_count != s->lim.tier_count || h->tier_pad != 0 ||
+        memcmp(h->tiers, s->lim.tier_def, sizeof h->tiers) != 0)
+        problem(r, "header: geometry, policy or tier table changed since open");
 }
 
 /* Bucket b is locked. */
@@ -78,12 +80,19 @@ static void check_bucket(struct srl__shm *s, uint64_t b, uint64_t now, struct re
         if (!srl__shm_slot_len_ok(s, b, i))
             problem(r, "bucket %llu slot %u: key length %u out of range", (unsigned long long)b,
                     i, *srl__shm_slot_key_len(s, b, i));
-        if (!srl__cmp_valid(&s->lim.cmp, srl__shm_slot_state(s, b, i), now))
-            problem(r, "bucket %llu slot %u: invalid state", (unsigned long long)b, i);
-        static const uint8_t zero_meta[SRL__SLOT_META_BYTES];
-        if (memcmp(fp + SRL__SLOT_META, zero_meta, SRL__SLOT_META_BYTES) != 0)
-            problem(r, "bucket %llu slot %u: meta word set (layout 4 writes none)",
+        /* The tier indexes the private table only once it is in range; a
+         * slot with a bad meta word is reset to tier 0 by its next user
+         * (counted in srl_stats.reset_slots). */
+        unsigned tier = srl__shm_slot_tier(s, b, i);
+        if (tier >= s->lim.tier_count)
+            problem(r, "bucket %llu slot %u: tier %u beyond the table (%u tiers)",
+                    (unsigned long long)b, i, tier, s->lim.tier_count);
+        else if (!srl__shm_slot_meta_ok(s, b, i))
+            problem(r, "bucket %llu slot %u: meta word set (layout 5 writes only the tier)",
                     (unsigned long long)b, i);
+        else if (!srl__cmp_valid(srl__tier_cmp(&s->lim, tier), srl__shm_slot_state(s, b, i), now))
+            problem(r, "bucket %llu slot %u: invalid state (tier %u)", (unsigned long long)b, i,
+                    tier);
         for (unsigned j = i + 1; j < SRL__SHM_SLOTS; j++)
             if (bk->tags[j] != 0 && memcmp(srl__shm_slot(s, b, j), fp, SRL__SHM_FP_BYTES) == 0)
                 problem(r, "bucket %llu: slots %u and %u hold the same key",

@@ -67,7 +67,8 @@ int srl__shm_geometry(struct srl__shm *s, const srl_config *cfg)
     }
     if (srl__cmp_init(&c, l) != 0)
         return SRL_EPOLICY;
-    size_t state = c.state_bytes;
+    /* Every slot holds the largest tier's state (tiers.c). */
+    size_t state = srl__tiers_state_max(cfg, c.state_bytes);
     size_t counters = SRL__SLOT_STATE + state;
     /* key_len (2 bytes) is stored only with a display copy: it serves rlctl's
      * display alone, and without it a token-bucket slot is 56 bytes, not 64. */
@@ -173,6 +174,8 @@ static void header_fill(struct srl__shm_header *h, const struct srl__shm *s,
     h->state = SRL__SHM_INIT;
     h->abi = srl__shm_abi_word();
     h->limits = cfg->limits;
+    h->tier_count = s->lim.tier_count;
+    memcpy(h->tiers, s->lim.tier_def, sizeof h->tiers);   /* canonical, zero-padded */
     h->buckets = s->buckets;
     h->capacity = s->buckets * SRL__SHM_SLOTS;
     h->table_offset = SRL__SHM_HEADER_BYTES;
@@ -254,7 +257,8 @@ static int create(struct srl__shm *s, int fd, const srl_config *cfg, unsigned te
 /* Validate a READY header against the handle's expectations (or adopt its
  * geometry when cfg is NULL).  size is the file's size from fstat. */
 static int validate(struct srl__shm *s, const struct srl__shm_header *hp, uint64_t size,
-                    const srl_config *cfg, srl_config *adopted)
+                    const srl_config *cfg, srl_config *adopted,
+                    srl_tier adopted_tiers[SRL_TIERS_MAX - 1])
 {
     struct srl__shm_header h;
     memcpy(&h, hp, sizeof h);       /* one snapshot: the segment is untrusted */
@@ -277,6 +281,13 @@ static int validate(struct srl__shm *s, const struct srl__shm_header *hp, uint64
         memcmp(&canon, &seg.limits, sizeof canon) != 0)
         return SRL_ECORRUPT;   /* a creator writes the canonical form only */
     seg.policy = seg.limits.limit[0];
+    /* The tier table is as untrusted as the rest: every rule a config's
+     * table obeys, canonical, and zero past its count (tiers.c). */
+    if (h.tier_count < 1 || h.tier_count > SRL_TIERS_MAX || h.tier_pad != 0 ||
+        !srl__tiers_valid(&seg.limits, h.tiers, h.tier_count - 1))
+        return SRL_ECORRUPT;
+    seg.tiers = h.tiers;
+    seg.tier_count = h.tier_count - 1;
     if (h.capacity == 0 || h.capacity > SRL_CAPACITY_MAX || h.key_display > SRL_KEY_DISPLAY_MAX ||
         h.slots_per_bucket != SRL__SHM_SLOTS || h.table_offset != SRL__SHM_HEADER_BYTES)
         return SRL_ECORRUPT;
@@ -292,8 +303,11 @@ static int validate(struct srl__shm *s, const struct srl__shm_header *hp, uint64
         int rc = srl__shm_geometry(&want, cfg);
         if (rc != 0)
             return rc;
+        /* s->lim was resolved from cfg: its table is canonical and zeroed. */
         if (memcmp(&cfg->limits, &seg.limits, sizeof seg.limits) != 0 ||
-            want.buckets != g.buckets || cfg->key_display != h.key_display)
+            want.buckets != g.buckets || cfg->key_display != h.key_display ||
+            s->lim.tier_count != h.tier_count ||
+            memcmp(s->lim.tier_def, h.tiers, sizeof h.tiers) != 0)
             return SRL_EMISMATCH;
     }
     s->buckets = g.buckets;
@@ -306,8 +320,11 @@ static int validate(struct srl__shm *s, const struct srl__shm_header *hp, uint64
     s->counters_off = g.counters_off;
     s->map_bytes = g.map_bytes;
     memcpy(s->hash_key, h.hash_key, sizeof s->hash_key);
-    if (adopted != NULL)
+    if (adopted != NULL) {
+        memcpy(adopted_tiers, h.tiers, sizeof h.tiers);
+        seg.tiers = adopted_tiers;   /* h is this frame's snapshot */
         *adopted = seg;
+    }
     return 0;
 }
 
@@ -419,8 +436,9 @@ static int open_existing(struct srl__shm *s, int fd, const srl_config *cfg,
     if (rc == 0)
         rc = check_owner(&st, trust_uid, trust_mode);
     srl_config adopted;
+    srl_tier adopted_tiers[SRL_TIERS_MAX - 1];
     if (rc == 0)
-        rc = validate(s, hdr, (uint64_t)st.st_size, want, &adopted);
+        rc = validate(s, hdr, (uint64_t)st.st_size, want, &adopted, adopted_tiers);
     if (hdr != NULL)
         munmap(hdr, SRL__SHM_HEADER_BYTES);
     if (rc != 0)
@@ -443,7 +461,7 @@ static int open_existing(struct srl__shm *s, int fd, const srl_config *cfg,
     s->owner_uid = (uint32_t)st.st_uid;
     /* The header may have changed between the snapshot and this mapping only
      * if someone rewrote the file: validate the mapped copy once more. */
-    rc = validate(s, srl__shm_hdr(s), (uint64_t)st.st_size, want, NULL);
+    rc = validate(s, srl__shm_hdr(s), (uint64_t)st.st_size, want, NULL, NULL);
     if (rc == 0 && __atomic_load_n(&srl__shm_hdr(s)->state, __ATOMIC_ACQUIRE) != SRL__SHM_READY)
         rc = SRL_ECORRUPT;
     return rc;

@@ -51,6 +51,7 @@ static int shm_info(srl_limiter *lim, srl_info *out)
     out->limits = lim->cmp.limits;
     out->state_bytes = s->state_bytes;
     out->layout_version = h->version;
+    out->tier_count = lim->tier_count;
     out->on_full = lim->on_full;
     out->capacity = s->buckets * SRL__SHM_SLOTS;
     out->key_display = s->key_display;
@@ -75,6 +76,7 @@ static void shm_close(srl_limiter *lim)
 
 const struct srl__store_ops srl__shm_ops = {
     .acquire = srl__shm_acquire,
+    .acquire_tier = srl__shm_acquire_tier,
     .peek = srl__shm_peek,
     .refund = srl__shm_refund,
     .reserve = srl__shm_reserve,

@@ -127,16 +127,50 @@ int srl__shm_find_locked(const struct srl__shm *s, uint64_t b, const struct srl_
     return -1;
 }
 
+uint16_t srl__shm_slot_tier(const struct srl__shm *s, uint64_t b, unsigned i)
+{
+    uint16_t t;
+    memcpy(&t, srl__shm_slot(s, b, i) + SRL__SLOT_TIER, sizeof t);
+    return t;
+}
+
+bool srl__shm_slot_meta_ok(const struct srl__shm *s, uint64_t b, unsigned i)
+{
+    static const uint8_t zero[SRL__SLOT_META_BYTES - sizeof(uint16_t)];
+    return srl__shm_slot_tier(s, b, i) < s->lim.tier_count &&
+           memcmp(srl__shm_slot(s, b, i) + SRL__SLOT_TIER + sizeof(uint16_t), zero,
+                  sizeof zero) == 0;
+}
+
+/* The compound of slot i's tier; the meta word was checked sound. */
+static const struct srl__compound *slot_cmp(const struct srl__shm *s, uint64_t b, unsigned i)
+{
+    return srl__tier_cmp(&s->lim, srl__shm_slot_tier(s, b, i));
+}
+
+/* Every use of an occupied slot's state starts here (lock held): a meta
+ * word that is not sound (a tier beyond the table, a stray flag) is damage;
+ * the slot's state is reset to a fresh one of tier 0 and counted, as repair
+ * would, so no tier index from the segment is ever used unchecked. */
+static const struct srl__compound *slot_cmp_sound(struct srl__shm *s, uint64_t b, unsigned i,
+                                                  uint64_t now)
+{
+    if (!srl__shm_slot_meta_ok(s, b, i)) {
+        memset(srl__shm_slot(s, b, i) + SRL__SLOT_META, 0, SRL__SLOT_META_BYTES);
+        srl__cmp_state_init(&s->lim.cmp, srl__shm_slot_state(s, b, i), now);
+        SRL__SHM_COUNT(srl__shm_bucket(s, b)->reset_slots, 1);
+    }
+    return slot_cmp(s, b, i);
+}
+
 bool srl__shm_slot_valid(const struct srl__shm *s, uint64_t b, unsigned i, uint64_t now)
 {
     const uint8_t *fp = srl__shm_slot(s, b, i);
     uint64_t c1, c2;
     srl__shm_fp_buckets(s, fp, &c1, &c2);
-    static const uint8_t zero_meta[SRL__SLOT_META_BYTES];
     return srl__shm_bucket(s, b)->tags[i] == srl__shm_fp_tag(fp) && (b == c1 || b == c2) &&
-           srl__shm_slot_len_ok(s, b, i) &&
-           memcmp(fp + SRL__SLOT_META, zero_meta, SRL__SLOT_META_BYTES) == 0 &&
-           srl__cmp_valid(&s->lim.cmp, srl__shm_slot_state(s, b, i), now);
+           srl__shm_slot_len_ok(s, b, i) && srl__shm_slot_meta_ok(s, b, i) &&
+           srl__cmp_valid(slot_cmp(s, b, i), srl__shm_slot_state(s, b, i), now);
 }
 
 void srl__shm_slot_reset(struct srl__shm *s, uint64_t b, unsigned i, uint64_t now)
@@ -151,14 +185,15 @@ void srl__shm_slot_reset(struct srl__shm *s, uint64_t b, unsigned i, uint64_t no
         srl__shm_tag_store(bk, i, 0);
         return;
     }
-    /* Layout 4 writes no meta bits: any are damage, cleared with the state. */
+    /* A reset state is tier 0's, whatever the meta word said (flags are
+     * written by nobody yet: any are damage, cleared with it). */
     memset(srl__shm_slot(s, b, i) + SRL__SLOT_META, 0, SRL__SLOT_META_BYTES);
     srl__cmp_state_init(&s->lim.cmp, srl__shm_slot_state(s, b, i), now);
 }
 
-static bool slot_at_rest(const struct srl__shm *s, uint64_t b, unsigned i, uint64_t now)
+static bool slot_at_rest(struct srl__shm *s, uint64_t b, unsigned i, uint64_t now)
 {
-    return srl__cmp_at_rest(&s->lim.cmp, srl__shm_slot_state(s, b, i), now);
+    return srl__cmp_at_rest(slot_cmp_sound(s, b, i, now), srl__shm_slot_state(s, b, i), now);
 }
 
 static uint32_t sat_inc(uint32_t v)
@@ -192,6 +227,7 @@ struct shm_req {
     srl__shm_apply_fn apply;        /* srl__shm_apply: fn instead of a decision */
     void *ctx;
     uint64_t max_wait;              /* srl__shm_reserve: the most it may wait */
+    uint32_t tier;                  /* srl_acquire_tier's (0 for every other call) */
 };
 
 /* Count rq's outcome: a decision always; an apply only when it says so
@@ -214,9 +250,9 @@ static void decide_state(struct srl__shm *s, uint64_t b, unsigned i, uint64_t no
     }
     if (rq->lease == NULL) {
         if (rq->max_wait == 0)
-            srl__cmp_decide(&s->lim.cmp, state, now, rq->cost, 1, d);
+            srl__cmp_decide(slot_cmp(s, b, i), state, now, rq->cost, 1, d);
         else
-            srl__cmp_reserve(&s->lim.cmp, state, now, rq->cost, rq->max_wait, d);
+            srl__cmp_reserve(slot_cmp(s, b, i), state, now, rq->cost, rq->max_wait, d);
         return;
     }
     struct srl__proc me;
@@ -238,8 +274,20 @@ static void decide_state(struct srl__shm *s, uint64_t b, unsigned i, uint64_t no
 static void decide_slot(struct srl__shm *s, uint64_t b, unsigned i, const struct shm_req *rq,
                         srl_decision *d)
 {
-    srl__shm_undo_begin(s, b, i);
     uint64_t now = srl__now(&s->lim);
+    const struct srl__compound *from = slot_cmp_sound(s, b, i, now);
+    srl__shm_undo_begin(s, b, i);
+    if (srl__shm_slot_tier(s, b, i) != rq->tier) {
+        /* The key changes tier: its state is converted (tiers.c) from the
+         * undo copy, which holds the old state, into the slot; the tier
+         * word is written last, so a crash before it leaves old state and
+         * old tier (the undo record restores the state). */
+        unsigned char *old = (unsigned char *)srl__shm_bucket(s, b) + s->undo_off;
+        srl__tier_convert(from, old, srl__tier_cmp(&s->lim, rq->tier),
+                          srl__shm_slot_state(s, b, i), now);
+        uint16_t t = (uint16_t)rq->tier;
+        memcpy(srl__shm_slot(s, b, i) + SRL__SLOT_TIER, &t, sizeof t);
+    }
     decide_state(s, b, i, now, rq, d);
     srl__shm_undo_end(s, b);
     count_req(s, b, i, rq, d);
@@ -303,7 +351,9 @@ static void insert(struct srl__shm *s, uint64_t b, unsigned i, const struct srl_
         memcpy(slot_display(s, b, i), key, shown);
     }
     void *state = srl__shm_slot_state(s, b, i);
-    srl__cmp_state_init(&s->lim.cmp, state, now);
+    uint16_t tier = (uint16_t)rq->tier;
+    memcpy(slot + SRL__SLOT_TIER, &tier, sizeof tier);
+    srl__cmp_state_init(srl__tier_cmp(&s->lim, rq->tier), state, now);
     if (s->lim.cmp.conc >= 0)
         /* Generations start anywhere, so a lease kept across the key's
          * eviction and return is unlikely to name a new unit (srl_leave
@@ -761,6 +811,13 @@ int srl__shm_reserve(srl_limiter *lim, const void *key, size_t len, uint32_t cos
     return decide_key(lim, key, len, &rq, d);
 }
 
+int srl__shm_acquire_tier(srl_limiter *lim, uint32_t tier, const void *key, size_t len,
+                          uint32_t cost, srl_decision *d)
+{
+    struct shm_req rq = {.cost = cost, .tier = tier};
+    return decide_key(lim, key, len, &rq, d);
+}
+
 int srl__shm_enter(srl_limiter *lim, const void *key, size_t len, srl_lease *lease,
                    srl_decision *d)
 {
@@ -860,8 +917,13 @@ int srl__shm_peek(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
         return degraded(s, rc, d);
     if (i < 0)
         return SRL_ENOENT;
-    srl__cmp_decide(&lim->cmp, srl__shm_slot_state(s, b, (unsigned)i), srl__now(lim), cost,
-                      0, d);
+    uint64_t now = srl__now(lim);
+    const struct srl__compound *c = slot_cmp_sound(s, b, (unsigned)i, now);
+    if (cost > c->min_permits) {   /* the key's tier takes less (srl_acquire_tier) */
+        srl__shm_unlock(s, b);
+        return SRL_ECOST;
+    }
+    srl__cmp_decide(c, srl__shm_slot_state(s, b, (unsigned)i), now, cost, 0, d);
     srl__shm_unlock(s, b);
     return 0;
 }
@@ -898,8 +960,14 @@ int srl__shm_refund(srl_limiter *lim, const void *key, size_t len, uint32_t cost
         return rc;
     if (i < 0)
         return SRL_ENOENT;
+    uint64_t now = srl__now(lim);
+    const struct srl__compound *c = slot_cmp_sound(s, b, (unsigned)i, now);
+    if (cost > c->min_permits) {
+        srl__shm_unlock(s, b);
+        return SRL_ECOST;
+    }
     srl__shm_undo_begin(s, b, (unsigned)i);
-    srl__cmp_refund(&lim->cmp, srl__shm_slot_state(s, b, (unsigned)i), srl__now(lim), cost);
+    srl__cmp_refund(c, srl__shm_slot_state(s, b, (unsigned)i), now, cost);
     srl__shm_undo_end(s, b);
     srl__shm_unlock(s, b);
     return 0;
@@ -1001,9 +1069,11 @@ int64_t srl__shm_foreach(srl_limiter *lim, srl_foreach_fn fn, void *ctx)
         for (unsigned i = 0; i < SRL__SHM_SLOTS && !stop; i++) {
             if (bk->tags[i] == 0)
                 continue;
+            const struct srl__compound *c = slot_cmp_sound(s, b, i, now);
             const void *state = srl__shm_slot_state(s, b, i);
             srl_entry e;
             memset(&e, 0, sizeof e);
+            e.tier = srl__shm_slot_tier(s, b, i);
             /* Without a display copy the length is not stored: key_len 0
              * means "unknown" (a stored key is never empty). */
             if (s->key_display > 0) {
@@ -1015,10 +1085,10 @@ int64_t srl__shm_foreach(srl_limiter *lim, srl_foreach_fn fn, void *ctx)
             memcpy(e.fingerprint, srl__shm_slot(s, b, i), SRL__SHM_FP_BYTES);
             e.allowed = __atomic_load_n(slot_allowed(s, b, i), __ATOMIC_RELAXED);
             e.denied = __atomic_load_n(slot_denied(s, b, i), __ATOMIC_RELAXED);
-            e.last_ns = srl__cmp_last_ns(&lim->cmp, state);
-            srl__cmp_decide(&lim->cmp, (void *)state, now, 1, 0, &e.now);
-            e.at_rest = srl__cmp_at_rest(&lim->cmp, state, now);
-            e.inflight = srl__cmp_inflight(&lim->cmp, state);
+            e.last_ns = srl__cmp_last_ns(c, state);
+            srl__cmp_decide(c, (void *)state, now, 1, 0, &e.now);
+            e.at_rest = srl__cmp_at_rest(c, state, now);
+            e.inflight = srl__cmp_inflight(c, state);
             e.state = state;   /* valid while fn runs: the bucket stays locked */
             n++;
             stop = fn(&e, ctx);

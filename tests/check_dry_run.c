@@ -27,7 +27,7 @@
  *               WOULD_DENY, counted.
  *   degraded:   a stuck bucket lock with on_full deny: SRL_ETIMEDOUT with
  *               allowed, DEGRADED and WOULD_DENY, not counted.
- *   config:     an unknown flag bit or reserved0 != 0 is SRL_EINVAL.
+ *   config:     an unknown flag bit or a reserved word != 0 is SRL_EINVAL.
  *   8 procs:    8 forked workers in dry run on one key of a shared segment,
  *               started together on a spinning barrier, frozen time: every
  *               request allowed, exactly total - N flagged, and
@@ -433,9 +433,9 @@ START_TEST(an_unknown_config_flag_or_reserved_word_is_refused)
     ck_assert_int_eq(srl_open_local(&cfg, &lim), SRL_EINVAL);
     ck_assert_int_eq(srl_open_anonymous(&cfg, &lim), SRL_EINVAL);
     cfg.flags = SRL_CONFIG_DRY_RUN;
-    cfg.reserved0 = 1;
+    cfg.reserved[1] = 1;
     ck_assert_int_eq(srl_open_local(&cfg, &lim), SRL_EINVAL);
-    cfg.reserved0 = 0;
+    cfg.reserved[1] = 0;
     ck_assert_int_eq(srl_open_local(&cfg, &lim), 0);
     srl_close(lim);
 }

@@ -1068,7 +1068,7 @@ START_TEST(srl_check_reports_each_documented_kind_of_table_damage_exactly_once)
                       (want));                                                               \
     } while (0)
 
-    /* Layout 4's meta word (tier, flags) is written by nobody yet. */
+    /* The meta word's flags are written by nobody yet (layout 5 writes the tier). */
     slot[SRL__SLOT_META + 2] = 0x01;
     EXPECT_PROBLEMS(1, "meta word set");
     ck_assert_ptr_nonnull(strstr(l.last, "meta word set"));

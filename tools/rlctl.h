@@ -78,6 +78,7 @@ enum {
     RLCTL_O_OUTPUT = 1u << 15,
     RLCTL_O_KEYS = 1u << 16,
     RLCTL_O_ALL_KEYS = 1u << 17,
+    RLCTL_O_TIER = 1u << 18,
 };
 
 /* list refuses to print more keys than this without --top or --all-keys
@@ -96,6 +97,8 @@ typedef struct rlctl_opts {
     int keys;                 /* ls --keys: walk each segment (USED, LOAD, warnings) */
     int all_keys;             /* list --all-keys: no RLCTL_LIST_MAX_KEYS refusal */
     srl_limits limits;        /* --policy: one limit or a compound */
+    srl_tier tiers[SRL_TIERS_MAX - 1]; /* --tier NAME=POLICY, in the order given */
+    uint32_t ntiers;
     uint64_t capacity;
     uint32_t key_display;
     uint32_t mode;
@@ -356,5 +359,23 @@ void rlctl_detail_json(rlctl_json *j, const srl_info *in, const rlctl_detail *d)
 void rlctl_detail_free(rlctl_detail *d);
 /* The policy has a concurrency limit (info and list show units in flight). */
 int rlctl_has_units(const srl_info *in);
+
+/* rlctl_tiers.c: a segment's tiers (names, policies, keys per tier). */
+struct rlctl_tiers {
+    uint32_t n;               /* 1: no tiers beyond the default */
+    int counted;              /* keys[] filled (a walk was made) */
+    char name[SRL_TIERS_MAX][SRL_TIER_NAME_MAX + 1];
+    char policy[SRL_TIERS_MAX][SRL_LIMITS_TEXT_MAX];
+    uint64_t keys[SRL_TIERS_MAX];
+};
+/* Read the table of an open limiter (and with count_keys, walk it to count
+ * the keys of each tier, when it has more than one): 0 or an SRL_E* code. */
+int rlctl_tiers_load(srl_limiter *lim, const srl_info *in, int count_keys,
+                     struct rlctl_tiers *out);
+const char *rlctl_tier_name(const struct rlctl_tiers *t, uint32_t i);
+/* info's rows "tier N:  NAME = POLICY (K keys)", nothing for one tier. */
+void rlctl_tiers_text(const struct rlctl_tiers *t);
+/* "tiers": [{"index", "name", "policy"[, "keys"]}], every tier. */
+void rlctl_tiers_json(rlctl_json *j, const struct rlctl_tiers *t);
 
 #endif

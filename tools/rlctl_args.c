@@ -23,7 +23,7 @@
 
 enum { OPT_JSON = 256, OPT_HEX, OPT_POLICY, OPT_CAPACITY, OPT_KEY_DISPLAY, OPT_MODE,
        OPT_ON_FULL, OPT_COST, OPT_SORT, OPT_TOP, OPT_DRY_RUN, OPT_OUTPUT, OPT_KEYS,
-       OPT_ALL_KEYS };
+       OPT_ALL_KEYS, OPT_TIER };
 
 static const struct option long_opts[] = {
     {"json", no_argument, NULL, OPT_JSON},
@@ -40,6 +40,7 @@ static const struct option long_opts[] = {
     {"output", required_argument, NULL, OPT_OUTPUT},
     {"keys", no_argument, NULL, OPT_KEYS},
     {"all-keys", no_argument, NULL, OPT_ALL_KEYS},
+    {"tier", required_argument, NULL, OPT_TIER},
     {"interval", required_argument, NULL, 'i'},
     {"count", required_argument, NULL, 'n'},
     {"all", no_argument, NULL, 'a'},
@@ -217,6 +218,46 @@ static void suggest(const char *typed, char *buf, size_t len)
         snprintf(buf + off, len - off, "?)");
 }
 
+/* --tier NAME=POLICY (create; repeatable): tier 1, 2, ... in the order
+ * given, tier 0 being --policy.  The name's rules are the library's
+ * (srl_tier_name_check), and so is the table's (duplicates, concurrency):
+ * those the open reports. */
+static int parse_tier(const struct rlctl_cmd *cmd, const char *arg, rlctl_opts *o)
+{
+    const char *eq = strchr(arg, '=');
+    char name[SRL_TIER_NAME_MAX + 2];
+    size_t n = eq != NULL ? (size_t)(eq - arg) : 0;
+    if (eq == NULL || n == 0 || n > SRL_TIER_NAME_MAX)
+        return bad_value(cmd, "--tier", arg, "NAME=POLICY, NAME 1..31 of [A-Za-z0-9_-]");
+    memcpy(name, arg, n);
+    name[n] = '\0';
+    if (srl_tier_name_check(name) != 0 || strcmp(name, "default") == 0)
+        return bad_value(cmd, "--tier", arg,
+                         "NAME=POLICY, NAME 1..31 of [A-Za-z0-9_-], not 'default' (--policy)");
+    if (o->ntiers == SRL_TIERS_MAX - 1)
+        return usage_error(cmd, "--tier: at most %u tiers besides --policy", SRL_TIERS_MAX - 1);
+    for (uint32_t i = 0; i < o->ntiers; i++)
+        if (strcmp(o->tiers[i].name, name) == 0) {
+            char *f;
+            int rc = usage_error(cmd, "--tier: '%s' is given twice", shown(name, &f));
+            free(f);
+            return rc;
+        }
+    srl_tier *t = &o->tiers[o->ntiers];
+    memset(t, 0, sizeof *t);
+    memcpy(t->name, name, n + 1);
+    srl_policy_error pe;
+    if (srl_limits_parse_ex(eq + 1, &t->limits, &pe) != 0) {
+        char *f;
+        int rc = usage_error(cmd, "--tier: invalid policy '%s': %s", shown(eq + 1, &f),
+                             pe.message);
+        free(f);
+        return rc;
+    }
+    o->ntiers++;
+    return 0;
+}
+
 static unsigned option_bit(int opt)
 {
     switch (opt) {
@@ -234,6 +275,7 @@ static unsigned option_bit(int opt)
     case OPT_OUTPUT: return RLCTL_O_OUTPUT;
     case OPT_KEYS: return RLCTL_O_KEYS;
     case OPT_ALL_KEYS: return RLCTL_O_ALL_KEYS;
+    case OPT_TIER: return RLCTL_O_TIER;
     case 'i': return RLCTL_O_INTERVAL;
     case 'n': return RLCTL_O_COUNT;
     case 'a': return RLCTL_O_ALL;
@@ -281,6 +323,8 @@ static int take_option(rlctl_opts *o, int opt, const char *arg)
         }
         return 0;
     }
+    case OPT_TIER:
+        return parse_tier(cmd, arg, o);
     case OPT_CAPACITY:
         if (parse_count(arg, SRL_CAPACITY_MAX, &v) != 0 || v == 0)
             return bad_value(cmd, "--capacity", arg,

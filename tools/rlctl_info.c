@@ -45,7 +45,8 @@ static int sum_inflight(const srl_entry *e, void *ctx)
 }
 
 static void info_json(const char *name, const srl_info *in, const srl_stats *st, const char *pol,
-                      const char *owner, uint64_t age, uint64_t inflight)
+                      const char *owner, uint64_t age, uint64_t inflight,
+                      const struct rlctl_tiers *tiers)
 {
     char s[48];
     rlctl_json j;
@@ -90,6 +91,8 @@ static void info_json(const char *name, const srl_info *in, const srl_stats *st,
         rlctl_json_u64(&j, "inflight", inflight);
     }
     rlctl_json_u64(&j, "timeouts", st->timeouts);
+    rlctl_json_u64(&j, "tier_count", tiers->n);
+    rlctl_tiers_json(&j, tiers);
     rlctl_json_end_obj(&j);
     rlctl_json_end(&j);
 }
@@ -102,13 +105,15 @@ static void info_json(const char *name, const srl_info *in, const srl_stats *st,
     } while (0)
 
 static void info_text(const char *name, const srl_info *in, const srl_stats *st, const char *pol,
-                      const char *owner, uint64_t age, uint64_t inflight)
+                      const char *owner, uint64_t age, uint64_t inflight,
+                      const struct rlctl_tiers *tiers)
 {
     char a[48], b[48];
     unsigned w = rlctl_warnings(in, st);
     ROW("name", "%s", name);
     ROW("status", "%s", rlctl_warnings_text(w, a, sizeof a));
     ROW("policy", "%s", pol);
+    rlctl_tiers_text(tiers);
     ROW("on full", "%s", in->on_full == SRL_ON_FULL_DENY ? "deny" : "allow");
     ROW("capacity", "%" PRIu64 " %s (%" PRIu64 " %s of %u)", in->capacity,
         rlctl_plural(in->capacity, "slot", "slots"), in->buckets,
@@ -189,6 +194,7 @@ int rlctl_cmd_info(const rlctl_opts *o)
         return status;
     srl_info in;
     srl_stats st;
+    struct rlctl_tiers tiers;
     uint64_t inflight = 0;
     int rc = srl_info_get(lim, &in);
     if (rc == 0) {
@@ -201,6 +207,8 @@ int rlctl_cmd_info(const rlctl_opts *o)
             int64_t n = srl_foreach(lim, sum_inflight, &inflight);
             rc = n < 0 ? (int)n : 0;
         }
+        if (rc == 0)
+            rc = rlctl_tiers_load(lim, &in, in.kind != SRL_STORE_REDIS, &tiers);
         rlctl_progress_end(&p);
     }
     srl_close(lim);
@@ -214,8 +222,8 @@ int rlctl_cmd_info(const rlctl_opts *o)
     if (in.kind == SRL_STORE_REDIS)
         info_redis(o->name, &in, &st, pol, age, o->json);
     else if (o->json)
-        info_json(rlctl_seg_name(&in, o->name), &in, &st, pol, owner, age, inflight);
+        info_json(rlctl_seg_name(&in, o->name), &in, &st, pol, owner, age, inflight, &tiers);
     else
-        info_text(rlctl_seg_name(&in, o->name), &in, &st, pol, owner, age, inflight);
+        info_text(rlctl_seg_name(&in, o->name), &in, &st, pol, owner, age, inflight, &tiers);
     return rlctl_flush(EX_OK);
 }

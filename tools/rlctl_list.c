@@ -47,6 +47,7 @@ struct row {
     srl_decision now;
     int at_rest;
     uint32_t inflight;   /* units held now (a concurrency limit) */
+    uint32_t tier;       /* the key's tier (srl_entry.tier) */
 };
 
 struct walk {
@@ -114,7 +115,8 @@ static int visit(const srl_entry *e, void *ctx)
     struct row *r = &w->v[w->n];
     *r = (struct row){.display_len = e->display_len, .key_len = e->key_len,
                       .allowed = e->allowed, .denied = e->denied, .last_ns = e->last_ns,
-                      .now = e->now, .at_rest = e->at_rest, .inflight = e->inflight};
+                      .now = e->now, .at_rest = e->at_rest, .inflight = e->inflight,
+                      .tier = e->tier};
     memcpy(r->fp, e->fingerprint, sizeof r->fp);
     if (e->display_len > 0) {
         r->display = malloc(e->display_len);
@@ -151,7 +153,7 @@ static char *label(const struct row *r)
 }
 
 static int print_json(const char *name, const srl_info *in, const struct walk *w,
-                      int64_t visited, uint64_t now)
+                      int64_t visited, uint64_t now, const struct rlctl_tiers *tiers)
 {
     rlctl_json j;
     rlctl_json_init(&j, stdout);
@@ -193,6 +195,8 @@ static int print_json(const char *name, const srl_info *in, const struct walk *w
         rlctl_json_u64(&j, "reset_after_ns", r->now.reset_after_ns);
         rlctl_json_bool(&j, "at_rest", r->at_rest);
         rlctl_json_u64(&j, "inflight", r->inflight);
+        rlctl_json_u64(&j, "tier", r->tier);
+        rlctl_json_str(&j, "tier_name", rlctl_tier_name(tiers, r->tier));
         rlctl_json_end_obj(&j);
         free(key), free(hex), free(fp);
     }
@@ -205,7 +209,7 @@ static int print_json(const char *name, const srl_info *in, const struct walk *w
 /* The table.  A Redis store keeps no per-key counts, time of last use or
  * state at rest: its rows have only the columns in redis_cols. */
 static int print_text(const rlctl_opts *o, const char *name, const struct walk *w, uint64_t now,
-                      int redis, int units)
+                      int redis, int units, const struct rlctl_tiers *tiers)
 {
     /* RESET_AFTER_NEXT, not RESET_AFTER: the value is the peek's, so it is
      * what a request of cost 1 now would be told (until at rest AFTER that
@@ -214,13 +218,15 @@ static int print_text(const rlctl_opts *o, const char *name, const struct walk *
      * emission interval: a new key's first request), which looked like a
      * contradiction.  srl_entry has no "until at rest as it stands" (see
      * docs/design.md), so the column says which moment it shows. */
-    static const char *const hdr[] = {"KEY", "LEN", "ALLOWED", "DENIED", "AVAILABLE",
-                                      "RETRY_AFTER", "RESET_AFTER_NEXT", "IDLE", "AT_REST",
-                                      "INFLIGHT"};
+    const char *const hdr[] = {"KEY", "LEN", "ALLOWED", "DENIED", "AVAILABLE",
+                               "RETRY_AFTER", "RESET_AFTER_NEXT", "IDLE", "AT_REST",
+                               units ? "INFLIGHT" : "TIER"};
     static const unsigned char right[] = {0, 1, 1, 1, 1, 1, 1, 1, 0, 1};
     static const size_t redis_cols[] = {0, 1, 4, 5, 6};
-    /* INFLIGHT only for a policy with a concurrency limit (never on Redis). */
-    size_t ncols = redis ? sizeof redis_cols / sizeof redis_cols[0] : units ? 10 : 9;
+    /* INFLIGHT only for a policy with a concurrency limit (never on Redis);
+     * TIER only for a segment with tiers (which never has one). */
+    int tiered = !redis && !units && tiers->n > 1;
+    size_t ncols = redis ? sizeof redis_cols / sizeof redis_cols[0] : units || tiered ? 10 : 9;
     const char *h[10];
     unsigned char rt[10];
     for (size_t c = 0; c < ncols; c++) {
@@ -262,7 +268,8 @@ static int print_text(const rlctl_opts *o, const char *name, const struct walk *
         else
             snprintf(idle, sizeof idle, "-");
         snprintf(inf, sizeof inf, "%u", r->inflight);
-        const char *row[] = {key, len, al, de, rem, ra, rs, idle, r->at_rest ? "yes" : "no", inf};
+        const char *row[] = {key, len, al, de, rem, ra, rs, idle, r->at_rest ? "yes" : "no",
+                             units ? inf : rlctl_tier_name(tiers, r->tier)};
         const char *out[10];
         for (size_t c = 0; c < ncols; c++)
             out[c] = row[redis ? redis_cols[c] : c];
@@ -415,6 +422,13 @@ int rlctl_cmd_list(const rlctl_opts *o)
     rlctl_progress p;
     rlctl_progress_begin(&p, o, "key", "keys", have ? st.used : 0, "rlctl: list: %s", name);
     struct walk w = {.sort = o->sort, .top = o->top, .progress = &p};
+    struct rlctl_tiers tiers;
+    rc = rlctl_tiers_load(lim, &info, 0, &tiers);
+    if (rc != 0) {
+        rlctl_progress_end(&p);
+        srl_close(lim);
+        return rlctl_fail_cmd(o, rc);
+    }
     /* A Redis store cannot be counted first: bound the walk itself. */
     int bounded = redis && o->top == 0 && !o->all_keys;
     if (bounded)
@@ -444,8 +458,8 @@ int rlctl_cmd_list(const rlctl_opts *o)
     } else {
         sort_rows(&w);
         cut_to_top(&w);
-        rc = o->json ? print_json(o->name, &info, &w, visited, now)
-                     : print_text(o, name, &w, now, redis, rlctl_has_units(&info));
+        rc = o->json ? print_json(o->name, &info, &w, visited, now, &tiers)
+                     : print_text(o, name, &w, now, redis, rlctl_has_units(&info), &tiers);
         if (rc < 0) {
             fputs("rlctl: out of memory\n", stderr);
             status = EX_OSERR;

@@ -51,9 +51,8 @@ int rlctl_truncated(const char *name, uint64_t *size, uint64_t *total)
     struct stat st;
     *total = 0;
     /* total_bytes sits at offset 48 of the header (src/shm.h, layouts 4 and
-     * 5: magic 8, version 4, state 4, abi 8, buckets, capacity, table_offset;
-     * 5 changed the bucket head only); the version word at offset 8 says
-     * whether that holds. */
+     * 5: magic 8, version 4, state 4, abi 8, buckets, capacity, table_offset);
+     * the version word at offset 8 says whether that holds. */
     uint32_t version = 0;
     int got = fstat(fd, &st) == 0 &&
               pread(fd, &version, sizeof version, 8) == (ssize_t)sizeof version &&

@@ -75,6 +75,8 @@ int rlctl_cmd_create(const rlctl_opts *o)
     srl_config cfg;
     srl_config_init(&cfg);
     cfg.limits = o->limits;
+    cfg.tiers = o->tiers;
+    cfg.tier_count = o->ntiers;
     cfg.capacity = o->capacity;
     cfg.key_display = o->key_display;
     cfg.mode = o->mode;
@@ -99,7 +101,10 @@ int rlctl_cmd_create(const rlctl_opts *o)
         return status;
     }
     srl_info info;
+    struct rlctl_tiers tiers;
     rc = srl_info_get(lim, &info);
+    if (rc == 0)
+        rc = rlctl_tiers_load(lim, &info, 0, &tiers);
     srl_close(lim);
     if (rc != 0)
         return rlctl_fail_cmd(o, rc);
@@ -125,6 +130,7 @@ int rlctl_cmd_create(const rlctl_opts *o)
         rlctl_json_u64(&j, "mode", info.mode);
         rlctl_json_str(&j, "mode_octal", mode);
         rlctl_json_str(&j, "on_full", on_full_name(info.on_full));
+        rlctl_tiers_json(&j, &tiers);
         if (before < 0)
             rlctl_json_null(&j, "shm_free_before");
         else
@@ -143,6 +149,7 @@ int rlctl_cmd_create(const rlctl_opts *o)
            rlctl_plural(info.capacity, "slot", "slots"), info.buckets,
            rlctl_plural(info.buckets, "bucket", "buckets"), info.slots_per_bucket,
            on_full_name(info.on_full), info.mode);
+    rlctl_tiers_text(&tiers);
     printf("segment size: %" PRIu64 " bytes (%s); bytes per slot: %s\n", info.segment_bytes,
            rlctl_fmt_bytes(info.segment_bytes, b, sizeof b),
            rlctl_fmt_slot_bytes(&info, sb, sizeof sb));

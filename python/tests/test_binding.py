@@ -51,6 +51,32 @@ class TestDecisions(unittest.TestCase):
                 st = lim.stats()
                 self.assertEqual((st["allowed"], st["denied"], st["used"], st["full"]), (6, 1, 2, 0))
 
+    def test_tiers_each_key_its_tiers_limit_and_a_moved_key_keeps_its_use(self):
+        name = "/srl-py-tiers-%d" % os.getpid()
+        for lim in (srl.Limiter.anonymous("token_bucket:2/1d", capacity=64,
+                                          tiers={"paid": "token_bucket:5/1d"}),
+                    srl.Limiter.shared(name, "token_bucket:2/1d", capacity=64,
+                                       tiers={"paid": "token_bucket:5/1d"}, exclusive=True)):
+            with lim:
+                got = {k: sum(lim.acquire(k, tier=t).allowed for _ in range(10))
+                       for k, t in (("f", None), ("d", "default"), ("p", "paid"))}
+                self.assertEqual(got, {"f": 2, "d": 2, "p": 5})
+                d = lim.acquire("q", tier="paid")
+                self.assertEqual((d.limit, d.remaining, d.policy), (5, 4, "token_bucket:5/1d"))
+                # "f" used 2 of 2: under paid it has 5 - 2 left.
+                self.assertEqual(sum(lim.acquire("f", tier="paid").allowed for _ in range(10)), 3)
+                with self.assertRaises(srl.NotFoundError):
+                    lim.acquire("k", tier="gold")
+        # Another table on the same segment is a mismatch; the local store has none.
+        with self.assertRaises(srl.Error):
+            srl.Limiter.shared(name, "token_bucket:2/1d", capacity=64,
+                               tiers={"paid": "token_bucket:6/1d"})
+        srl.unlink(name)
+        with self.assertRaises(srl.Error):
+            srl.Limiter.local("token_bucket:2/1d", tiers={"paid": "token_bucket:5/1d"})
+        with self.assertRaises(ValueError):
+            srl.Limiter.anonymous("2/1d", tiers={"has space": "5/1d"})
+
     def test_cost(self):
         lim = srl.Limiter.local("5/1d")
         self.assertEqual(lim.acquire("k", cost=3).remaining, 2)

@@ -18,6 +18,12 @@
 #      SRL_LIMITED=1 logged for exactly the 3 over the limit, 3 log lines,
 #      rlctl info's would_deny 3 (the library counts them: SRL_CONFIG_DRY_RUN)
 #   F  SrlLimit off below a server-wide SrlLimit: not counted, no headers
+#   T  tiers: a limiter with tier=paid=... tier=vip=...; SrlTier header:X-Plan
+#      (the value names the tier) and SrlTier header:X-Plan gold=vip (a map):
+#      each key admitted exactly its tier's limit (2, 5, 8; no header, an
+#      unmapped value or an unknown tier: the default), RateLimit-Policy
+#      is the tier's; a key moved from default (2 of 2 used) to paid gets 3
+#      more; rlctl info counts the keys per tier
 #   L  SrlStatus 503 answers a refusal with 503; policy_name= is the name in
 #      RateLimit-Policy and RateLimit; the refusal's log line has key and URI
 #   J  a full table (capacity 1 = one bucket): with SrlOnFull deny exactly
@@ -47,11 +53,11 @@ e2e_tmpdir "apache-$mpm"
 e2e_port=$(free_port)
 token="srl-e2e-ap-$mpm-$$"
 name="/$token"
-e2e_segments+=("$name" "$name-fd" "$name-fa" "$name-st" "$name-dl")
+e2e_segments+=("$name" "$name-fd" "$name-fa" "$name-st" "$name-dl" "$name-ti")
 started=$(date +%s)
 
 mkdir -p "$e2e_tmp/htdocs/dir"
-for f in ip cost dry free fulld fulla st delay; do echo "$f" >"$e2e_tmp/htdocs/$f"; done
+for f in ip cost dry free fulld fulla st delay tier tiern; do echo "$f" >"$e2e_tmp/htdocs/$f"; done
 echo hdr >"$e2e_tmp/htdocs/hdr"
 echo index >"$e2e_tmp/htdocs/dir/index.html"
 
@@ -101,6 +107,15 @@ SrlLimiter $name-dl token_bucket:2/4s 16 key_display=32
     SrlLimit $name-dl
     SrlKey header:X-Key
     SrlDelay 3s
+</Location>
+SrlLimiter $name-ti token_bucket:2/1d 64 tier=paid=token_bucket:5/1d tier=vip=token_bucket:8/1d
+<Location /tiern>
+    SrlLimit $name-ti
+    SrlTier header:X-Plan
+</Location>
+<Location /tier>
+    SrlLimit $name-ti
+    SrlTier header:X-Plan gold=vip
 </Location>"
 
 # --- configuration-time behaviour, before any server runs
@@ -145,6 +160,27 @@ while IFS=$'\t' read -r st ra rl pol; do
   check_range "A: 429 Retry-After (one token, less the seconds elapsed)" $((TOKEN_S - elapsed)) $TOKEN_S "$ra"
   check_eq "A: 429 RateLimit" "\"$token\";r=0;t=$ra" "$rl"
 done <<<"$(tail -3 <<<"$a")"
+
+# --- T: tiers
+tier_ok() { count_status 200 "$(http seq 12 "$1" "X-Key: $2" ${3:+"X-Plan: $3"})"; }
+check_eq "T: no X-Plan: the default tier's 2" 2 "$(tier_ok /tiern t-free)"
+check_eq "T: X-Plan: paid: paid's 5" 5 "$(tier_ok /tiern t-paid paid)"
+check_eq "T: X-Plan: vip: vip's 8" 8 "$(tier_ok /tiern t-vip vip)"
+check_eq "T: X-Plan: nosuch (no such tier): the default's 2" 2 "$(tier_ok /tiern t-nosuch nosuch)"
+check_eq "T: mapped X-Plan: gold -> vip: 8" 8 "$(tier_ok /tier t-gold gold)"
+check_eq "T: unmapped X-Plan: paid (the map has gold only): the default's 2" 2 \
+  "$(tier_ok /tier t-unmapped paid)"
+check_eq "T: RateLimit-Policy of a paid request is paid's" "\"$token-ti\";q=5;w=86400" \
+  "$(http seq 1 /tiern "X-Key: t-hdr" "X-Plan: paid" | cut -f4)"
+check_eq "T: a key moved from default (2 of 2 used) to paid gets 5 - 2 more" 3 \
+  "$(tier_ok /tiern t-free paid)"
+tinfo=$(rlctl_as_owner info "$name-ti")
+check_eq "T: rlctl info: default tier's keys" "tier 0:         default = token_bucket:2/1d (2 keys)" \
+  "$(grep '^tier 0:' <<<"$tinfo")"
+check_eq "T: rlctl info: paid tier's keys" "tier 1:         paid = token_bucket:5/1d (3 keys)" \
+  "$(grep '^tier 1:' <<<"$tinfo")"
+check_eq "T: rlctl info: vip tier's keys" "tier 2:         vip = token_bucket:8/1d (2 keys)" \
+  "$(grep '^tier 2:' <<<"$tinfo")"
 
 # --- B: key header, spread over the children
 b=$(http hold $((3 * LIMIT)) /hdr "X-Key: hold-B")
@@ -291,7 +327,7 @@ check_eq "K: allowed decisions" 1 \
 check_eq "K: denied decisions" 1 \
   "$(grep -cxF "srl_decisions_total{segment=\"$name\",result=\"denied\"} 32" "$e2e_tmp/metrics.txt")"
 check_eq "K: keys" 1 "$(grep -cxF "srl_keys{segment=\"$name\"} 6" "$e2e_tmp/metrics.txt")"
-rlctl_as_owner metrics "$name" "$name-fd" "$name-fa" "$name-st" "$name-dl" >"$e2e_tmp/rlctl-metrics.txt"
+rlctl_as_owner metrics "$name" "$name-fd" "$name-fa" "$name-st" "$name-dl" "$name-ti" >"$e2e_tmp/rlctl-metrics.txt"
 check_eq "K: the same text as rlctl metrics (one formatter)" same \
   "$(cmp -s "$e2e_tmp/metrics.txt" "$e2e_tmp/rlctl-metrics.txt" && echo same || echo differs)"
 

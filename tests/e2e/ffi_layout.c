@@ -60,9 +60,14 @@ int main(void)
     FIELD(srl_config, ticker);
     FIELD(srl_config, owner_uid);
     FIELD(srl_config, limits);
+    FIELD(srl_config, tiers);
+    FIELD(srl_config, tier_count);
     FIELD(srl_config, flags);
-    FIELD(srl_config, reserved0);
     FIELD(srl_config, reserved);
+
+    STRUCT(srl_tier);
+    FIELD(srl_tier, name);
+    FIELD(srl_tier, limits);
 
     STRUCT(srl_info);
     FIELD(srl_info, kind);
@@ -83,6 +88,8 @@ int main(void)
     FIELD(srl_info, limits);
     FIELD(srl_info, state_bytes);
     FIELD(srl_info, layout_version);
+    FIELD(srl_info, tier_count);
+    FIELD(srl_info, reserved0);
     FIELD(srl_info, reserved);
 
     STRUCT(srl_stats);

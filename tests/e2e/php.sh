@@ -35,6 +35,11 @@
 #      the prefix and a bad uri are refused; a stopped server gives on_full's
 #      degraded decision within timeout_ms, not an exception, and recovers;
 #      a killed one (SRL_ESYS) degrades too
+#   7  'tiers' => [...] and acquire(KEY, COST, TIER): two CLI processes at
+#      once, keys of two tiers: each key admitted exactly its tier's limit;
+#      a key moved from default (used 2 of 2) to paid gets paid's 5 - 2;
+#      an unknown tier is SrlException SRL_ENOENT; rlctl info counts the
+#      keys per tier; tiers with redis are refused
 here=$(cd "$(dirname "$0")" && pwd)
 export SRL_E2E_DIR=${SRL_E2E_DIR:-$here}
 . "$here/lib.sh"
@@ -47,7 +52,7 @@ srl_token="srl-e2e-php-$$"
 srl_name="/$srl_token"
 srl_policy="token_bucket:$LIMIT/1d"
 srl_capacity=1024
-e2e_segments+=("$srl_name" "$srl_name-none" "$srl_name-typo")
+e2e_segments+=("$srl_name" "$srl_name-none" "$srl_name-typo" "$srl_name-tiers")
 started=$(date +%s)
 
 fpm_start a b
@@ -168,7 +173,7 @@ typo=$(SRL_NAME="$srl_name-typo" LD_LIBRARY_PATH="$SRL_LIBDIR" as_worker php -n 
   try { new Srl(getenv("SRL_NAME"), "token_bucket:20/1d", 1024, ["key_dispaly" => 32]); echo "no exception\n"; }
   catch (InvalidArgumentException $e) { echo $e->getMessage(), "\n"; }')
 check_eq "4: a misspelt option is refused, named" \
-  "unknown option 'key_dispaly' (known: key_display, on_full, mode, flags, redis, dry_run)" "$typo"
+  "unknown option 'key_dispaly' (known: key_display, on_full, mode, flags, redis, dry_run, tiers)" "$typo"
 check_eq "4: ... before anything was created" absent \
   "$([ -e "/dev/shm/$srl_token-typo" ] && echo present || echo absent)"
 check_eq "4: a missing segment without Srl::CREATE: SRL_ENOENT" -7 \
@@ -356,6 +361,42 @@ check_eq "6: ... answered within the timeout, not hung" bounded "$(sed -n 3p <<<
 check_eq "6: Redis resumed: allowed again" "1 0" "$(sed -n 4p <<<"$fault")"
 check_eq "6: Redis killed (SRL_ESYS): on_full deny, degraded, no exception" "0 1" \
   "$(sed -n 5p <<<"$fault")"
+
+# --- 7: tiers (CLI processes; the segment is made by the first)
+php_tiers() { # php_tiers CODE: run a snippet with $s the tiered limiter
+  SRL_NAME="$srl_name-tiers" LD_LIBRARY_PATH="$SRL_LIBDIR" as_worker php -n -d extension=ffi \
+    -d ffi.enable=1 -r '
+    require getenv("SRL_PHP_DIR") . "/Srl.php";
+    try {
+      $s = new Srl(getenv("SRL_NAME"), "token_bucket:2/1d", 1024,
+                   ["tiers" => ["paid" => "token_bucket:5/1d"]]);
+      '"$1"';
+    } catch (Throwable $e) { echo get_class($e), " ", $e->getCode(), " ", $e->getMessage(), "\n"; }'
+}
+hammer='for ($i = 0; $i < 10; $i++) { foreach (["f1" => null, "f2" => "default", "p1" => "paid"] as $k => $t) {
+          $d = $s->acquire($k, 1, $t); if ($d["allowed"]) echo "$k\n"; } }'
+php_tiers "$hammer" >"$e2e_tmp/t1" 2>&1 & t1=$!
+php_tiers "$hammer" >"$e2e_tmp/t2" 2>&1 & t2=$!
+wait "$t1" "$t2"
+tiers_out=$(cat "$e2e_tmp/t1" "$e2e_tmp/t2")
+check_eq "7: two processes, default tier (no tier argument): admitted 2" 2 "$(grep -c '^f1$' <<<"$tiers_out")"
+check_eq "7: default tier by name: admitted 2" 2 "$(grep -c '^f2$' <<<"$tiers_out")"
+check_eq "7: paid tier: admitted 5" 5 "$(grep -c '^p1$' <<<"$tiers_out")"
+check_eq "7: nothing else printed" 9 "$(wc -l <<<"$tiers_out")"
+check_eq "7: a key moved from default (2 of 2 used) to paid gets 5 - 2 more" 3 \
+  "$(php_tiers '$n = 0; for ($i = 0; $i < 10; $i++) $n += $s->acquire("f1", 1, "paid")["allowed"] ? 1 : 0; echo $n, "\n";')"
+check_eq "7: an unknown tier: SrlException SRL_ENOENT" \
+  "SrlException -7 srl: no tier 'gold' in this limiter" "$(php_tiers '$s->acquire("k", 1, "gold")')"
+check_eq "7: cost above the tier's permits: SRL_ECOST" "SrlException -3" \
+  "$(php_tiers '$s->acquire("k", 3)' | cut -d' ' -f1,2)"
+info=$(rlctl_as_owner info "$srl_name-tiers")
+check_eq "7: rlctl info: default tier's keys" "tier 0:         default = token_bucket:2/1d (1 key)" \
+  "$(grep '^tier 0:' <<<"$info")"
+check_eq "7: rlctl info: paid tier's keys" "tier 1:         paid = token_bucket:5/1d (2 keys)" \
+  "$(grep '^tier 1:' <<<"$info")"
+check_eq "7: tiers with redis are refused, named" \
+  "InvalidArgumentException 0 option 'tiers' is for a segment; a Redis store (redis) does not take it" \
+  "$(php_redis 'new Srl("x", "token_bucket:20/1d", 1024, ["redis" => $u, "tiers" => ["a" => "1/1s"]])')"
 
 stop_pid "$fpm_pid" QUIT
 check_eq "php-fpm stopped by its pid" gone "$(kill -0 "$fpm_pid" 2>/dev/null && echo running || echo gone)"

@@ -2,8 +2,8 @@
  * make_seed.c - writes valid small segments for the segment fuzzer's seed
  * corpus: make_seed DIR creates, fills a few keys in, and copies out
  * segments of each algorithm, a compound, a concurrency limit with units
- * held and a limit with a ban period (capacity 8, key_display 8), then
- * unlinks them.  Run by run.sh only when DIR has no seed yet; the committed seeds
+ * held, a limit with a ban period and a segment with three tiers (keys in
+ * each; layout 5) (capacity 8, key_display 8), then unlinks them.  Run by run.sh only when DIR has no seed yet; the committed seeds
  * in corpus/segment/ came from it.
  */
 #include <fcntl.h>
@@ -21,7 +21,17 @@ int main(int argc, char **argv)
     static const char *policies[] = {"token_bucket:3/1h", "sliding_log:3/1h",
                                      "sliding_counter:3/1h", "gcra:3/1h",
                                      "token_bucket:3/1h,burst=5 + gcra:5/1m",
-                                     "concurrency:3", "sliding_log:2/1h,penalty=1m"};
+                                     "concurrency:3", "sliding_log:2/1h,penalty=1m",
+                                     "token_bucket:3/1h"};
+    /* The last policy gets these tiers, and key k goes to tier k. */
+    srl_tier tiers[2];
+    memset(tiers, 0, sizeof tiers);
+    strcpy(tiers[0].name, "paid");
+    strcpy(tiers[1].name, "log");
+    if (srl_limits_parse_ex("token_bucket:9/1h + gcra:4/1m", &tiers[0].limits, NULL) != 0 ||
+        srl_limits_parse_ex("sliding_log:4/1h", &tiers[1].limits, NULL) != 0)
+        return 1;
+    int last = (int)(sizeof policies / sizeof policies[0]) - 1;
     for (int i = 0; i < (int)(sizeof policies / sizeof policies[0]); i++) {
         char name[64], src[96], dst[4096];
         snprintf(name, sizeof name, "/srl-fuzz-seed-%d-%d", (int)getpid(), i);
@@ -31,6 +41,10 @@ int main(int argc, char **argv)
             return 1;
         cfg.capacity = 8;
         cfg.key_display = 8;
+        if (i == last) {
+            cfg.tiers = tiers;
+            cfg.tier_count = 2;
+        }
         srl_limiter *lim;
         if (srl_open_shared(name, &cfg, SRL_CREATE | SRL_EXCL, &lim) != 0)
             return 1;
@@ -39,7 +53,8 @@ int main(int argc, char **argv)
             srl_decision d;
             for (int n = 0; n <= k; n++) {
                 srl_lease l;
-                if (srl_acquire(lim, keys[k], strlen(keys[k]), 1, &d) == SRL_ENOTSUP)
+                uint32_t tier = i == last ? (uint32_t)k : 0;
+                if (srl_acquire_tier(lim, tier, keys[k], strlen(keys[k]), 1, &d) == SRL_ENOTSUP)
                     srl_enter(lim, keys[k], strlen(keys[k]), &l, &d);   /* units stay held */
             }
         }

@@ -12,7 +12,7 @@
 #include "rlctl_assert.h"
 
 struct bad_args {
-    const char *args[10];
+    const char *args[12];
     const char *first_line; /* NAME in it stands for the segment name */
     const char *usage;      /* the second line */
 };
@@ -70,6 +70,18 @@ START_TEST(bad_arguments_exit_64_with_the_reason_and_a_usage_line)
          NULL},
         {{"create", N, "--policy", "5/1h", "--capacity", "10", "--on-full", "maybe"},
          "rlctl: create: --on-full: invalid value 'maybe': expected allow or deny", NULL},
+        {{"create", N, "--policy", "5/1h", "--capacity", "10", "--tier", "paid"},
+         "rlctl: create: --tier: invalid value 'paid': expected NAME=POLICY, NAME 1..31 of "
+         "[A-Za-z0-9_-]", NULL},
+        {{"create", N, "--policy", "5/1h", "--capacity", "10", "--tier", "default=5/1s"},
+         "rlctl: create: --tier: invalid value 'default=5/1s': expected NAME=POLICY, NAME 1..31 "
+         "of [A-Za-z0-9_-], not 'default' (--policy)", NULL},
+        {{"create", N, "--policy", "5/1h", "--capacity", "10", "--tier", "paid=5/1s", "--tier",
+          "paid=6/1s"},
+         "rlctl: create: --tier: 'paid' is given twice", NULL},
+        {{"create", N, "--policy", "5/1h", "--capacity", "10", "--tier", "paid=tokenbucket:5/1s"},
+         "rlctl: create: --tier: invalid policy 'tokenbucket:5/1s': unknown algorithm "
+         "'tokenbucket' (did you mean token_bucket?)", NULL},
         {{"list", N, "--top", "0"},
          "rlctl: list: --top: invalid value '0': expected a positive number of keys",
          "usage: rlctl list NAME|URI [--sort denied|allowed|recent] [--top N | --all-keys] [--json]"},
@@ -101,8 +113,9 @@ START_TEST(bad_arguments_exit_64_with_the_reason_and_a_usage_line)
         {{"evict", N, "--dry-run=yes"}, "rlctl: evict: unknown option '--dry-run=yes'",
          "usage: rlctl evict NAME [--dry-run] [--json]"},
     };
-    const char *create_usage = "usage: rlctl create NAME --policy P --capacity N [--key-display "
-                               "B] [--mode M] [--on-full allow|deny] [--json]";
+    const char *create_usage = "usage: rlctl create NAME --policy P --capacity N [--tier "
+                               "NAME=P]... [--key-display B] [--mode M] [--on-full allow|deny] "
+                               "[--json]";
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         run_result r;
         int st = run_rlctl_argv(&r, cases[i].args);

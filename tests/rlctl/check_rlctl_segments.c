@@ -161,6 +161,77 @@ START_TEST(info_and_metrics_show_the_denials_a_dry_run_handle_allowed)
 }
 END_TEST
 
+/* create --tier makes the table; info counts the keys of each tier and
+ * list names each key's tier (keys made by the library in two tiers). */
+START_TEST(create_with_tiers_then_info_counts_keys_per_tier_and_list_names_each_keys_tier)
+{
+    char name[160];
+    seg_name(name, sizeof name, "tiers");
+    run_result r;
+    RUN(&r, 0, "create", name, "--policy", "token_bucket:5/1h", "--capacity", "64",
+        "--key-display", "8", "--tier", "paid=token_bucket:50/1h", "--tier",
+        "log=sliding_log:4/1h");
+    ck_assert_msg(strstr(r.out, "\ntier 0:         default = token_bucket:5/1h\n"
+                                "tier 1:         paid = token_bucket:50/1h\n"
+                                "tier 2:         log = sliding_log:4/1h\n") != NULL,
+                  "create said: %s", r.out);
+    run_free(&r);
+    srl_limiter *lim;
+    ck_assert_int_eq(srl_open_shared(name, NULL, 0, &lim), 0);
+    int paid = srl_tier_find(lim, "paid"), log = srl_tier_find(lim, "log");
+    ck_assert_int_eq(paid, 1);
+    ck_assert_int_eq(log, 2);
+    static const char *keys[] = {"free1", "paid1", "paid2", "paid3", "log1"};
+    static const uint32_t tier[] = {0, 1, 1, 1, 2};
+    for (int k = 0; k < 5; k++) {
+        srl_decision d;
+        ck_assert_int_eq(srl_acquire_tier(lim, tier[k], keys[k], strlen(keys[k]), 1, &d), 0);
+    }
+    srl_close(lim);
+    RUN(&r, 0, "info", name);
+    assert_info_line(r.out, "tier 0", "default = token_bucket:5/1h (1 key)");
+    assert_info_line(r.out, "tier 1", "paid = token_bucket:50/1h (3 keys)");
+    assert_info_line(r.out, "tier 2", "log = sliding_log:4/1h (1 key)");
+    run_free(&r);
+    RUN(&r, 0, "info", name, "--json");
+    json_value *v = parse_out(&r);
+    ck_assert_uint_eq(json_get_u64(v, "tier_count"), 3);
+    const json_value *tiers = json_get(v, "tiers");
+    ck_assert(tiers != NULL && tiers->type == JSON_ARRAY && tiers->n == 3);
+    static const uint64_t count[] = {1, 3, 1};
+    static const char *names[] = {"default", "paid", "log"};
+    for (size_t i = 0; i < 3; i++) {
+        ck_assert_uint_eq(json_get_u64(tiers->items[i], "index"), i);
+        ck_assert_str_eq(json_get_str(tiers->items[i], "name"), names[i]);
+        ck_assert_uint_eq(json_get_u64(tiers->items[i], "keys"), count[i]);
+    }
+    json_free(v);
+    run_free(&r);
+    RUN(&r, 0, "list", name, "--json");
+    v = parse_out(&r);
+    const json_value *ks = json_get(v, "keys");
+    ck_assert(ks != NULL && ks->type == JSON_ARRAY && ks->n == 5);
+    for (size_t i = 0; i < ks->n; i++) {
+        const char *key = json_get_str(ks->items[i], "key");
+        const char *tn = json_get_str(ks->items[i], "tier_name");
+        uint64_t t = json_get_u64(ks->items[i], "tier");
+        ck_assert_msg(key != NULL && tn != NULL, "key %zu", i);
+        uint64_t want = key[0] == 'f' ? 0 : key[0] == 'p' ? 1 : 2;
+        ck_assert_msg(t == want && strcmp(tn, names[want]) == 0, "%s: tier %llu %s", key,
+                      (unsigned long long)t, tn);
+    }
+    json_free(v);
+    run_free(&r);
+    RUN(&r, 0, "list", name, "--sort", "allowed");
+    ck_assert_msg(strstr(r.out, " TIER\n") != NULL && strstr(r.out, "paid\n") != NULL &&
+                      strstr(r.out, "log\n") != NULL && strstr(r.out, "default\n") != NULL,
+                  "list said: %s", r.out);
+    run_free(&r);
+    RUN(&r, 0, "destroy", name);
+    run_free(&r);
+}
+END_TEST
+
 START_TEST(create_without_room_says_how_many_bytes_it_needs_and_how_many_are_free)
 {
     char name[160], want[400];
@@ -870,6 +941,7 @@ int main(void)
     tcase_add_unchecked_fixture(tc, seg_prefix_init, seg_prefix_cleanup);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, create_then_info_shows_the_policy_capacity_and_zero_counters);
+    tcase_add_test(tc, create_with_tiers_then_info_counts_keys_per_tier_and_list_names_each_keys_tier);
     tcase_add_test(tc, create_without_room_says_how_many_bytes_it_needs_and_how_many_are_free);
     tcase_add_test(tc, info_and_metrics_show_the_denials_a_dry_run_handle_allowed);
     tcase_add_test(tc, create_of_an_existing_segment_exits_73_and_changes_nothing);

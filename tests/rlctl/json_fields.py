@@ -66,6 +66,7 @@ def main():
     pid = os.getpid()
     name = "/rlctl-json-fields-%d" % pid
     units = "/rlctl-json-units-%d" % pid
+    tiered = "/rlctl-json-tiers-%d" % pid
     foreign = "/dev/shm/rlctl-json-foreign-%d" % pid
     seen = {}
 
@@ -76,6 +77,9 @@ def main():
         add(".B create", outputs("create", name, "--policy", "token_bucket:5/1h",
                                  "--capacity", "64", "--key-display", "8", "--json"))
         rlctl("create", units, "--policy", "concurrency:2 + token_bucket:5/1h", "--capacity", "64")
+        add(".B create", outputs("create", tiered, "--policy", "token_bucket:5/1h",
+                                 "--capacity", "64", "--tier", "paid=token_bucket:9/1h", "--json"))
+        add(".B info", outputs("info", tiered, "--json"))
         rlctl("try", name, "k")
         with open(foreign, "wb") as f:
             f.write(b"not an srl segment" * 10)
@@ -109,6 +113,7 @@ def main():
     finally:
         rlctl("destroy", name)
         rlctl("destroy", units)
+        rlctl("destroy", tiered)
         if os.path.exists(foreign):
             os.unlink(foreign)
 
