@@ -842,7 +842,9 @@ SRL_API int srl_tier_name_check(const char *name);
  * the Redis and tiered stores.  A full table or a lock error decides from
  * on_full, as srl_acquire does, with wait_ns 0.  A dry-run handle
  * (SRL_CONFIG_DRY_RUN) turns a refused reservation as it turns a denial:
- * allowed 1, SRL_DECISION_WOULD_DENY, wait_ns 0, nothing taken.
+ * allowed 1, SRL_DECISION_WOULD_DENY, wait_ns 0, nothing taken.  A
+ * reservation is tier 0's, as srl_acquire is (a key of another tier is
+ * converted first; there is no srl_reserve_tier yet).
  */
 SRL_API int srl_reserve(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
                         uint64_t max_wait_ns, srl_decision *d);
