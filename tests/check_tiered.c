@@ -7,7 +7,8 @@
  *   - 8 "hosts" (processes, each with its own tiered limiter on its own
  *     segment) on one key of limit 1000, started together and run until
  *     each has answered 200 requests locally: exactly 1000 admitted fleet
- *     wide, one Redis denial per host, in every one of 5 trials;
+ *     wide, one Redis denial per host, in every one of 5 trials; the same
+ *     on a three-master Redis Cluster for a key on each master;
  *   - a flood (4 workers of one host, one key at 100x its limit): exactly
  *     the limit admitted, Redis's EVALSHA count (INFO commandstats) at most
  *     limit + workers (docs/design.md's bound), every other decision local;
@@ -32,6 +33,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "redis_cluster.h"   /* srl__keyslot: which master holds a key */
 #include "redis_testutil.h"
 #include "shm.h"
 #include "testhooks.h"
@@ -100,8 +102,8 @@ struct host_result {
 /* One trial: 8 processes, each its own limiter on its own segment ("host"),
  * start together and acquire "hot" until each answered 200 locally (the
  * fleet's limit is spent by then: nothing refills). */
-static void eight_hosts(const char *u, unsigned broken, struct host_result *sum,
-                        unsigned *per_host_redis_denied_max)
+static void eight_hosts_on(const char *u, const char *key, unsigned broken,
+                           struct host_result *sum, unsigned *per_host_redis_denied_max)
 {
     enum { N = 8, LOCAL_STOP = 200 };
     int go[2], res[2];
@@ -124,7 +126,7 @@ static void eight_hosts(const char *u, unsigned broken, struct host_result *sum,
             (void)!read(go[0], &c, 1);   /* EOF: everyone starts together */
             srl_decision d;
             while (!r.bad && r.local < LOCAL_STOP && r.redis_denied < 100000) {
-                if (srl_acquire(lim, "hot", 3, 1, &d) != 0) {
+                if (srl_acquire(lim, key, strlen(key), 1, &d) != 0) {
                     r.bad = 1;
                     break;
                 }
@@ -164,6 +166,12 @@ static void eight_hosts(const char *u, unsigned broken, struct host_result *sum,
     close(res[1]);
 }
 
+static void eight_hosts(const char *u, unsigned broken, struct host_result *sum,
+                        unsigned *per_host_redis_denied_max)
+{
+    eight_hosts_on(u, "hot", broken, sum, per_host_redis_denied_max);
+}
+
 START_TEST(eight_hosts_admit_exactly_the_fleet_limit_in_every_trial)
 {
     pid_t srv = setup_server();
@@ -182,6 +190,47 @@ START_TEST(eight_hosts_admit_exactly_the_fleet_limit_in_every_trial)
         ck_assert_uint_eq(sum.local, 8 * 200);
     }
     teardown_server(srv);
+}
+END_TEST
+
+/* The same 8 hosts on a three-master Redis Cluster, once for a key on each
+ * master (found by its slot: srl__keyslot of "P:k:KEY", the slot's owner
+ * from CLUSTER SLOTS), 2 trials each: exactly 1000 admitted fleet wide. */
+static struct redis_cluster cluster;
+static void cluster_up(void) { redis_cluster_start(&cluster); }
+static void cluster_down(void) { redis_cluster_stop(&cluster); }
+
+START_TEST(eight_hosts_on_a_cluster_admit_exactly_the_fleet_limit_for_a_key_on_each_master)
+{
+    for (int master = 0; master < REDIS_CLUSTER_N; master++) {
+        char key[32] = "";
+        for (int i = 0; i < 1000 && key[0] == '\0'; i++) {
+            char full[64], k[32];
+            snprintf(k, sizeof k, "hot%d", i);
+            int n = snprintf(full, sizeof full, "c%d:k:%s", master, k);
+            if (redis_cluster_owner(&cluster, srl__keyslot(full, (size_t)n)) == master)
+                memcpy(key, k, sizeof k);
+        }
+        ck_assert_msg(key[0] != '\0', "no key found on master %d", master);
+        for (int trial = 0; trial < 2; trial++) {
+            char u[300];
+            snprintf(u, sizeof u, "%s?prefix=c%d&timeout_ms=2000", cluster.uri, master);
+            if (trial == 1) {
+                srl_limiter *lim = NULL;   /* a fresh fleet: the key starts over */
+                ck_assert_int_eq(srl_open_redis(u, NULL, &lim), 0);
+                ck_assert_int_eq(srl_reset_key(lim, key, strlen(key)), 0);
+                srl_close(lim);
+            }
+            struct host_result sum;
+            unsigned maxd;
+            eight_hosts_on(u, key, 0, &sum, &maxd);
+            ck_assert_msg(!sum.bad, "master %d trial %d: a host saw an error", master, trial);
+            ck_assert_msg(sum.admitted == 1000, "master %d (key %s) trial %d: %u admitted",
+                          master, key, trial, sum.admitted);
+            ck_assert_uint_eq(sum.redis_denied, 8);
+            ck_assert_uint_eq(sum.local, 8 * 200);
+        }
+    }
 }
 END_TEST
 
@@ -632,6 +681,11 @@ int main(void)
     tcase_add_test(tc, two_prefixes_on_one_host_segment_keep_their_bans_apart);
     tcase_add_test(tc, a_segment_of_another_policy_is_refused);
     suite_add_tcase(s, tc);
+    TCase *cl = tcase_create("cluster");
+    tcase_set_timeout(cl, 240);
+    tcase_add_unchecked_fixture(cl, cluster_up, cluster_down);
+    tcase_add_test(cl, eight_hosts_on_a_cluster_admit_exactly_the_fleet_limit_for_a_key_on_each_master);
+    suite_add_tcase(s, cl);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
