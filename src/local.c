@@ -1158,6 +1158,10 @@ static int64_t local_foreach(srl_limiter *lim, srl_foreach_fn fn, void *ctx)
 /* Frees everything, with no node DEAD or in use (rcu_barrier has run). */
 static void free_local(struct local *l)
 {
+    /* Every callback's pool_put released pool_lock: taking it orders their
+     * writes before ours (rcu_barrier does too, but TSan cannot see it). */
+    pthread_mutex_lock(&l->pool_lock);
+    pthread_mutex_unlock(&l->pool_lock);
     uint64_t fresh = l->fresh;
     for (uint64_t i = 0; i < fresh; i++) {
         struct lnode *n = node_at(l, (uint32_t)i);
