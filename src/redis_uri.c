@@ -141,20 +141,30 @@ static int options(const char *q, struct srl__redis_uri *u, char *why, size_t wl
     return 0;
 }
 
+/* A leading "userinfo@" of [*s, *s + *n), split at the last '@' (so a raw
+ * '@' in a password stays in it): parsed into u, and *s, *n moved past it. */
+static int take_userinfo(const char **s, size_t *n, struct srl__redis_uri *u, char *why,
+                         size_t wl)
+{
+    const char *at = NULL;
+    for (size_t i = 0; i < *n; i++)
+        if ((*s)[i] == '@')
+            at = *s + i;
+    if (at == NULL)
+        return 0;
+    int rc = userinfo(*s, (size_t)(at - *s), u, why, wl);
+    if (rc != 0)
+        return rc;
+    *n -= (size_t)(at + 1 - *s);
+    *s = at + 1;
+    return 0;
+}
+
 static int tcp(const char *s, size_t n, struct srl__redis_uri *u, char *why, size_t wl)
 {
-    /* [userinfo@] at the last '@' */
-    const char *at = NULL;
-    for (size_t i = 0; i < n; i++)
-        if (s[i] == '@')
-            at = s + i;
-    if (at != NULL) {
-        int rc = userinfo(s, (size_t)(at - s), u, why, wl);
-        if (rc != 0)
-            return rc;
-        n -= (size_t)(at + 1 - s);
-        s = at + 1;
-    }
+    int rc = take_userinfo(&s, &n, u, why, wl);
+    if (rc != 0)
+        return rc;
     const char *slash = memchr(s, '/', n);
     size_t hp = slash != NULL ? (size_t)(slash - s) : n;
     if (slash != NULL) {
@@ -204,17 +214,9 @@ static int tcp(const char *s, size_t n, struct srl__redis_uri *u, char *why, siz
  * /db, no second userinfo); userinfo splits at the last '@'. */
 static int cluster(const char *s, size_t n, struct srl__redis_uri *u, char *why, size_t wl)
 {
-    const char *at = NULL;
-    for (size_t i = 0; i < n; i++)
-        if (s[i] == '@')
-            at = s + i;
-    if (at != NULL) {
-        int rc = userinfo(s, (size_t)(at - s), u, why, wl);
-        if (rc != 0)
-            return rc;
-        n -= (size_t)(at + 1 - s);
-        s = at + 1;
-    }
+    int rc = take_userinfo(&s, &n, u, why, wl);
+    if (rc != 0)
+        return rc;
     u->cluster = 1;
     while (1) {
         const char *comma = memchr(s, ',', n);
