@@ -45,6 +45,12 @@
  *                      longer gets SrlStatus as before.  token_bucket and
  *                      gcra limiters only (not redis=); off by default;
  *                      with SrlDryRun On nothing is delayed
+ *   SrlRefund EXPR|off server or <Location>/<Directory>: once the response
+ *                      is known (log phase), a request SrlLimit admitted
+ *                      gets its permits back (srl_refund) when the ap_expr
+ *                      EXPR holds, e.g. "%{REQUEST_STATUS} -lt 400": only
+ *                      failed logins count.  Not for on_full's or a dry
+ *                      run's answers (no permit was taken); off by default
  *   SrlConcurrency NAME|off
  *                      server or <Location>/<Directory>: at most N requests
  *                      of a key in flight at once, NAME a limiter declared
@@ -210,6 +216,8 @@ typedef struct srl_ap_dir {
     int conc_set;
     uint64_t delay_ns;         /* SrlDelay; 0 with delay_set: "off" */
     int delay_set;
+    ap_expr_info_t *refund;    /* SrlRefund; NULL with refund_set: "off" */
+    int refund_set;
     srl_ap_key_kind tier_kind; /* SrlTier's source; KEY_UNSET: inherit (tier 0) */
     const char *tier_arg;      /* header or variable name */
     ap_expr_info_t *tier_expr;
@@ -223,6 +231,16 @@ typedef struct srl_ap_held {
     server_rec *server;        /* for the cleanup's log line (r may be half gone) */
     srl_lease lease;
 } srl_ap_held;
+
+/* The permits an SrlLimit took for a request under SrlRefund, in
+ * r->request_config until the log phase decides whether to give them back. */
+typedef struct srl_ap_taken {
+    const srl_ap_limiter *limiter;
+    ap_expr_info_t *refund;
+    const char *key;
+    size_t len;
+    uint32_t cost;
+} srl_ap_taken;
 
 /* ------------------------------------------------------------ registry */
 
@@ -560,6 +578,23 @@ static const char *cmd_delay(cmd_parms *cmd, void *dconf, const char *arg)
     return NULL;
 }
 
+/* SrlRefund EXPR|off: give the request's permits back in the log phase
+ * when the boolean expression holds for the final response. */
+static const char *cmd_refund(cmd_parms *cmd, void *dconf, const char *arg)
+{
+    srl_ap_dir *d = dconf;
+    d->refund_set = 1;
+    d->refund = NULL;
+    if (strcasecmp(arg, "off") == 0)
+        return NULL;
+    const char *err = NULL;
+    d->refund = ap_expr_parse_cmd(cmd, arg, 0, &err, NULL);
+    if (err != NULL)
+        return apr_pstrcat(cmd->pool, "SrlRefund: cannot parse expression '", arg, "': ", err,
+                           " (e.g. \"%{REQUEST_STATUS} -lt 400\")", NULL);
+    return NULL;
+}
+
 static void *create_dir(apr_pool_t *p, char *dir)
 {
     (void)dir;
@@ -585,6 +620,8 @@ static void *merge_dir(apr_pool_t *p, void *basev, void *addv)
     d->conc_set = base->conc_set || add->conc_set;
     d->delay_ns = add->delay_set ? add->delay_ns : base->delay_ns;
     d->delay_set = base->delay_set || add->delay_set;
+    d->refund = add->refund_set ? add->refund : base->refund;
+    d->refund_set = base->refund_set || add->refund_set;
     const srl_ap_dir *t = add->tier_kind != KEY_UNSET ? add : base;
     d->tier_kind = t->tier_kind;
     d->tier_arg = t->tier_arg;
@@ -1070,7 +1107,46 @@ static int srl_access_checker(request_rec *r)
     rc = check_call(r, "SrlLimit", l, rc, &dec);
     if (rc != OK)
         return rc;
+    /* Permits were taken (not on_full's answer, not a dry run's would-be
+     * denial): SrlRefund may give them back once the response is known. */
+    if (d->refund != NULL && dec.allowed &&
+        (dec.flags & (SRL_DECISION_UNTRACKED | SRL_DECISION_DEGRADED |
+                      SRL_DECISION_WOULD_DENY)) == 0) {
+        srl_ap_taken *t = apr_palloc(r->pool, sizeof *t);
+        *t = (srl_ap_taken){l, d->refund, apr_pstrmemdup(r->pool, key, len), len, cost};
+        ap_set_module_config(r->request_config, &srl_module, t);
+    }
     return apply_decision(r, d, "SrlLimit", l, tier, &dec, key, len);
+}
+
+/* Log phase: SrlRefund's expression, evaluated on the final request of an
+ * internal redirect chain (its status is the response's), gives the
+ * permits back with srl_refund (never above the limit: srl.h). */
+static int srl_log_refund(request_rec *r)
+{
+    const srl_ap_taken *t = ap_get_module_config(r->request_config, &srl_module);
+    if (t == NULL)
+        return DECLINED;
+    request_rec *last = r;
+    while (last->next != NULL)
+        last = last->next;
+    const char *err = NULL;
+    int yes = ap_expr_exec(last, t->refund, &err);
+    if (yes < 0) {
+        ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, r, "SrlRefund: cannot evaluate the "
+                      "expression: %s (the permits stay taken)", err);
+        return DECLINED;
+    }
+    if (yes == 0)
+        return DECLINED;
+    int rc = srl_refund(t->limiter->lim, t->key, t->len, t->cost);
+    if (rc == 0)
+        ap_log_rerror(APLOG_MARK, APLOG_DEBUG, 0, r, "SrlRefund %s: %u permit(s) given back",
+                      t->limiter->name, t->cost);
+    else if (rc != SRL_ENOENT)   /* the key was evicted or reset meanwhile: nothing to give */
+        ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, r, "SrlRefund %s: cannot give the "
+                      "permits back: %s", t->limiter->name, srl_strerror(rc));
+    return DECLINED;
 }
 
 /* ------------------------------------------------------------- metrics */
@@ -1174,6 +1250,9 @@ static const command_rec srl_cmds[] = {
     AP_INIT_TAKE1("SrlDelay", cmd_delay, NULL, RSRC_CONF | ACCESS_CONF,
                   "delay a request over the limit up to this long instead of refusing it "
                   "(500ms, 2s, at most 1h; off)"),
+    AP_INIT_TAKE1("SrlRefund", cmd_refund, NULL, RSRC_CONF | ACCESS_CONF,
+                  "SrlRefund EXPR|off: give a request's SrlLimit permits back when the "
+                  "expression holds once it is answered (e.g. \"%{REQUEST_STATUS} -lt 400\")"),
     AP_INIT_TAKE1("SrlConcurrency", cmd_apply, "concurrency", RSRC_CONF | ACCESS_CONF,
                   "NAME|off: at most the named concurrency limiter's N requests of a key "
                   "in flight at once here"),
@@ -1188,6 +1267,7 @@ static void srl_register_hooks(apr_pool_t *p)
     ap_hook_post_config(srl_post_config, NULL, NULL, APR_HOOK_MIDDLE);
     ap_hook_access_checker(srl_access_checker, NULL, NULL, APR_HOOK_FIRST);
     ap_hook_handler(srl_metrics_handler, NULL, NULL, APR_HOOK_MIDDLE);
+    ap_hook_log_transaction(srl_log_refund, NULL, NULL, APR_HOOK_MIDDLE);
     ap_hook_monitor(srl_monitor, NULL, NULL, APR_HOOK_MIDDLE);
 }
 

@@ -49,6 +49,7 @@
 #define SRL__SHM_HASH_KEY_BYTES 16u     /* SipHash takes a 128-bit key */
 #define SRL__SHM_FP_BYTES 16u           /* fingerprint: SipHash-2-4 128-bit output */
 #define SRL__SHM_READY_WAIT_MS 2000u    /* bounded wait for a creator */
+#define SRL__SHM_CREATOR_WAIT_MS 30000u /* ... that is still inside create() */
 
 /* header.state */
 enum { SRL__SHM_INIT = 1u, SRL__SHM_READY = 2u, SRL__SHM_FAILED = 3u };

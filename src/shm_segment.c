@@ -10,14 +10,16 @@
  * On any failure it marks the header FAILED and unlinks what it created;
  * waiters that see FAILED start over (and may become the creator).
  *
- * Losers (and plain opens) wait, bounded by SRL__SHM_READY_WAIT_MS, until
+ * Losers (and plain opens) wait, bounded by SRL__SHM_READY_WAIT_MS (by
+ * SRL__SHM_CREATOR_WAIT_MS while the creator still holds the flock it takes
+ * for create(): slow on a loaded machine, not dead), until
  * the header is present and READY (acquire load); a creator that is dead
  * before READY gives SRL_ESTALE, a live one that does not finish gives
  * SRL_ETIMEDOUT.  Then the header is validated as untrusted input (magic,
  * version, ABI, geometry recomputed from the policy and compared, size
  * against fstat) and the geometry is copied into the private handle.
  *
- * No locks here: the header is immutable once READY (only the creator writes
+ * No locks here but the creator's flock, a sign of life only: the header is immutable once READY (only the creator writes
  * it, before READY), and nobody else touches a mapping being set up.
  */
 #include "shm.h"
@@ -25,6 +27,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <signal.h>
 #include <stddef.h>
 #include <sodium.h>
@@ -231,6 +234,13 @@ static int publish(struct srl__shm *s, unsigned test_flags)
 
 static int create(struct srl__shm *s, int fd, const srl_config *cfg, unsigned test_flags)
 {
+#ifdef SRL_MUTANTS
+    if (test_flags & SRL__SHM_TEST_SLOW_CREATE) {
+        struct timespec pause = {3, 0};
+        while (nanosleep(&pause, &pause) != 0 && errno == EINTR) {
+        }
+    }
+#endif
     if (fchmod(fd, cfg->mode) != 0)
         return errno_code(errno);
     struct srl__shm_header h;
@@ -346,6 +356,17 @@ static bool all_zero(const void *p, size_t n)
     return true;
 }
 
+/* The creator is inside create() now: it holds the flock it took right
+ * after shm_open (open_round).  Asked only of an unfinished segment. */
+static bool creator_at_work(int fd)
+{
+    if (flock(fd, LOCK_SH | LOCK_NB) == 0) {
+        (void)flock(fd, LOCK_UN);
+        return false;
+    }
+    return errno == EWOULDBLOCK;
+}
+
 /* Wait (bounded) for the segment at fd to be READY; map its header page into
  * *hdr.  Returns 0, RETRY (its creator failed), SRL_ESTALE, SRL_ETIMEDOUT,
  * SRL_EFOREIGN, SRL_ECORRUPT or an error. */
@@ -385,7 +406,17 @@ static int wait_ready(int fd, struct srl__shm_header **hdr, struct stat *st)
              * that is not empty was never ours. */
             return SRL_EFOREIGN;
         }
-        if (mono_ms() >= until) {
+        uint64_t now_ms = mono_ms();
+        /* Past the bound, a creator still inside create() (it holds the
+         * file's flock) is slow, not gone: it gets SRL__SHM_CREATOR_WAIT_MS
+         * in all before the waiter gives up. */
+        if (now_ms >= until && now_ms < until - SRL__SHM_READY_WAIT_MS + SRL__SHM_CREATOR_WAIT_MS &&
+            creator_at_work(fd)) {
+            struct timespec nap = {0, 2 * 1000 * 1000};
+            nanosleep(&nap, NULL);
+            continue;
+        }
+        if (now_ms >= until) {
             /* Empty or all-zero header and nobody finished it: the creator
              * died between shm_open and its first write. */
             if (*hdr == NULL || all_zero((*hdr)->magic, 8))
@@ -490,8 +521,14 @@ static int open_round(struct srl__shm *s, const char *path, const srl_config *cf
     bool created = false;
     if (flags & SRL_CREATE) {
         fd = shm_open(path, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
-        if (fd >= 0)
+        if (fd >= 0) {
             created = true;
+            /* Held while create() runs: a waiter that finds the header
+             * still empty or INIT after its bound asks this lock whether
+             * we are still at it (slow, say on a loaded machine) before
+             * it calls the segment stale (wait_ready). */
+            (void)flock(fd, LOCK_EX | LOCK_NB);
+        }
         else if (errno != EEXIST || (flags & SRL_EXCL))
             rc = open_errno(path, errno);
     }
@@ -504,6 +541,8 @@ static int open_round(struct srl__shm *s, const char *path, const srl_config *cf
     if (rc == 0)
         rc = created ? create(s, fd, cfg, test_flags)
                      : open_existing(s, fd, cfg, (flags & SRL_ADOPT) ? NULL : cfg);
+    if (created)
+        (void)flock(fd, LOCK_UN);
     if (rc != 0 && created) {
         /* Tell anyone already waiting on this file that it will never be
          * READY (harmless if the header was never written), then unlink. */

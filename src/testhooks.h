@@ -33,6 +33,8 @@ enum {
     SRL__SHM_TEST_GET_THEN_PUT = 0x4u,  /* broken: search, unlock, then insert (no both-locks) */
     SRL__SHM_TEST_NOLOCK_REFUND = 0x8u, /* broken: refund an existing key without its lock */
     SRL__SHM_TEST_NOLOCK_ENTER = 0x10u, /* broken: srl_enter on an existing key without its lock */
+    SRL__SHM_TEST_SLOW_CREATE = 0x20u,  /* creator pauses 3 s before its first write
+                                           (a creator descheduled on a loaded machine) */
 };
 /* Set SRL__SHM_TEST_* on an open shared/anonymous limiter (src/shm_store.c). */
 void srl__shm_set_test_flags(srl_limiter *lim, unsigned flags);

@@ -363,6 +363,38 @@ START_TEST(an_empty_file_at_the_name_is_stale_after_the_bounded_wait)
 }
 END_TEST
 
+/* A creator descheduled between shm_open and its first write (here: paused
+ * 3 s, past the 2 s wait) is slow, not dead: it still holds the file's
+ * flock, so a waiter keeps waiting and opens the segment once READY instead
+ * of calling an empty file stale.  (Seen on a loaded 2-core machine: one
+ * of eight racing openers got SRL_ESTALE.) */
+START_TEST(a_creator_slow_before_its_first_write_is_waited_for_not_called_stale)
+{
+    srl_config cfg = config(10, 100);
+    char name[128];
+    strcpy(name, unique_name("slow"));
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        srl_limiter *lim;
+        int rc = srl__shm_open_test(name, &cfg, SRL_CREATE | SRL_EXCL, SRL__SHM_TEST_SLOW_CREATE,
+                                    &lim);
+        _exit(rc == 0 ? 0 : 1);
+    }
+    struct stat st;
+    while (stat(path_of(name), &st) != 0) {   /* the creator has shm_open'ed it */
+        struct timespec nap = {0, 1000000};
+        nanosleep(&nap, NULL);
+    }
+    ck_assert_int_eq(st.st_size, 0);          /* and written nothing yet */
+    ck_assert_int_eq(open_rc(name, &cfg, SRL_CREATE), 0);
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    ck_assert_int_eq(srl_unlink(name), 0);
+}
+END_TEST
+
 START_TEST(a_creator_that_died_before_ready_leaves_a_stale_segment)
 {
     srl_config cfg = config(10, 100);
@@ -712,6 +744,7 @@ static Suite *suite(void)
     tcase_add_test(tc, a_token_bucket_slot_without_key_display_costs_exactly_64_segment_bytes);
     tcase_add_test(tc, random_bytes_at_the_name_are_foreign);
     tcase_add_test(tc, an_empty_file_at_the_name_is_stale_after_the_bounded_wait);
+    tcase_add_test(tc, a_creator_slow_before_its_first_write_is_waited_for_not_called_stale);
     tcase_add_test(tc, a_creator_that_died_before_ready_leaves_a_stale_segment);
     tcase_add_test(tc, a_live_creator_that_never_finishes_times_out);
     tcase_add_test(tc, a_waiter_whose_creator_fails_starts_over_and_creates_it_itself);
