@@ -72,6 +72,19 @@ static void on_term(int sig)
     stop = 1;
 }
 
+/* Open the segment with its own policy (SRL_ADOPT) and a 10 s lock wait:
+ * the race test asserts that no wait times out, and on a loaded 2-core
+ * machine under ASan a bucket holder can be descheduled for longer than
+ * the default 1 s without anything being wrong; 10 s still catches a lock
+ * that rlctl holds across a walk. */
+static int open_adopting(const char *name, srl_limiter **lim)
+{
+    srl_config cfg;
+    srl_config_init(&cfg);
+    cfg.lock_timeout_ms = 10000;
+    return srl_open_shared(name, &cfg, SRL_ADOPT, lim);
+}
+
 static int hold(const char *name, const char *count, const char *hexkey)
 {
     struct key k;
@@ -80,7 +93,7 @@ static int hold(const char *name, const char *count, const char *hexkey)
     if (*end != '\0' || decode(&k, hexkey) != 0)
         return 64;
     srl_limiter *lim;
-    int rc = srl_open_shared(name, NULL, 0, &lim);
+    int rc = open_adopting(name, &lim);
     if (rc != 0) {
         fprintf(stderr, "rlctl_worker: %s: %s\n", name, srl_strerror(rc));
         return 2;
@@ -133,7 +146,7 @@ int main(int argc, char **argv)
             return 64;
         }
     srl_limiter *lim;
-    int rc = srl_open_shared(name, NULL, 0, &lim);
+    int rc = open_adopting(name, &lim);
     if (rc != 0) {
         fprintf(stderr, "rlctl_worker: open %s: %s\n", name, srl_strerror(rc));
         free(keys);
