@@ -72,7 +72,10 @@
  * configuration pool: a restart (graceful or not) closes it and the next
  * generation's post_config opens the same segment again, which keeps every
  * key's state, because opening an existing segment with an equal policy,
- * capacity and key_display reuses it.  Nothing here unlinks a segment:
+ * capacity and key_display reuses it.  Another policy that srl can change
+ * live (srl_policy_change_check) is adopted by the parent and applied by
+ * the children (srl_child_init): the root parent takes no bucket lock, and
+ * a change takes every one.  Nothing here unlinks a segment:
  * `rlctl destroy` does, once the server is stopped.
  *
  * Per request.  The access_checker hook runs first among its peers and
@@ -183,6 +186,9 @@ typedef struct srl_ap_limiter {
     srl_limiter *lim;          /* open from post_config on; NULL before */
     srl_limiter *dry;          /* the same store opened with SRL_CONFIG_DRY_RUN,
                                   for SrlDryRun On (opened with lim) */
+    int change;                /* the segment holds another policy that srl can
+                                  change live: the first child applies it
+                                  (srl_child_init), never the root parent */
     srl_tier tiers[SRL_TIERS_MAX - 1]; /* tier=NAME=POLICY: tiers 1.. (srl.h, TIERS) */
     uint32_t ntiers;
     /* RateLimit-Policy of each tier (tier_header[0] == policy_header) and
@@ -759,6 +765,28 @@ static const char *mismatch_why(apr_pool_t *p, const srl_ap_limiter *l, const sr
     return n > 0 ? apr_pstrcat(p, "; ", why, NULL) : "";
 }
 
+/* After SRL_EMISMATCH on a segment: open it adopting its policy, and ask
+ * srl whether this configuration's policy can replace it live
+ * (srl_policy_change_check: same capacity, key display and tier names, a
+ * state that fits the slots).  0 with *seg open; else the code, *seg
+ * closed, and why[] says what differs and what to do (for the log line). */
+static int open_changeable(const srl_ap_limiter *l, const srl_config *cfg, srl_limiter **seg,
+                           char *why, size_t len)
+{
+    /* cfg's trust (owner_uid, mode) applies to the adopting open too. */
+    int rc = srl_open_shared(l->name, cfg, SRL_ADOPT, seg);
+    if (rc != 0) {
+        *seg = NULL;
+        return rc;
+    }
+    rc = srl_policy_change_check(*seg, cfg, why, len);
+    if (rc != 0) {
+        srl_close(*seg);
+        *seg = NULL;
+    }
+    return rc;
+}
+
 static int precheck_limiter(server_rec *s, const srl_ap_registry *reg, const srl_ap_limiter *l)
 {
     srl_config cfg;
@@ -777,10 +805,18 @@ static int precheck_limiter(server_rec *s, const srl_ap_registry *reg, const srl
     srl_close(lim);
     if (rc == 0 || rc == SRL_ENOENT)
         return OK;
+    char why[512] = "";
+    if (rc == SRL_EMISMATCH && l->redis == NULL) {
+        srl_limiter *seg = NULL;
+        rc = open_changeable(l, &cfg, &seg, why, sizeof why);
+        srl_close(seg);
+        if (rc == 0)
+            return OK;
+    }
     ap_log_error(APLOG_MARK, APLOG_EMERG, rc == SRL_ESYS ? errno : 0, s,
-                 "SrlLimiter %s (%s): cannot open %s: %s%s%s", l->name, l->defined_at,
+                 "SrlLimiter %s (%s): cannot open %s: %s%s%s%s", l->name, l->defined_at,
                  store_what(l), srl_strerror(rc), open_remedy(l, rc),
-                 mismatch_why(s->process->pool, l, &cfg, rc));
+                 why[0] != '\0' ? "; " : "", why);
     return HTTP_INTERNAL_SERVER_ERROR;
 }
 
@@ -792,12 +828,22 @@ static int open_limiter(apr_pool_t *pconf, server_rec *s, const srl_ap_registry 
 
     int rc = l->redis != NULL ? srl_open_tiered(l->name, l->redis, &cfg, SRL_CREATE, &l->lim)
                               : srl_open_shared(l->name, &cfg, SRL_CREATE, &l->lim);
+    char why[512] = "";
+    l->change = 0;
+    if (rc == SRL_EMISMATCH && l->redis == NULL) {
+        /* Another policy this one can replace: adopt the segment's for now;
+         * the children change it (srl_child_init).  The parent, root,
+         * never takes a bucket lock (limiter_config), and a change does. */
+        rc = open_changeable(l, &cfg, &l->lim, why, sizeof why);
+        l->change = rc == 0;
+    }
     if (rc == 0) {
         /* SrlDryRun's handle: the same store, this opener's dry-run flag
-         * (not compared with the segment, not stored in it). */
+         * (not compared with the segment, not stored in it); it adopts
+         * the segment's policy too while a change is pending. */
         cfg.flags |= SRL_CONFIG_DRY_RUN;
         rc = l->redis != NULL ? srl_open_redis(l->redis, &cfg, &l->dry)
-                              : srl_open_shared(l->name, &cfg, 0, &l->dry);
+                              : srl_open_shared(l->name, &cfg, l->change ? SRL_ADOPT : 0, &l->dry);
         if (rc != 0) {
             srl_close(l->lim);
             l->lim = NULL;
@@ -805,9 +851,9 @@ static int open_limiter(apr_pool_t *pconf, server_rec *s, const srl_ap_registry 
     }
     if (rc != 0) {
         ap_log_error(APLOG_MARK, APLOG_EMERG, rc == SRL_ESYS ? errno : 0, s,
-                     "SrlLimiter %s (%s): cannot open %s: %s%s%s", l->name,
+                     "SrlLimiter %s (%s): cannot open %s: %s%s%s%s", l->name,
                      l->defined_at, store_what(l), srl_strerror(rc), open_remedy(l, rc),
-                     mismatch_why(pconf, l, &cfg, rc));
+                     why[0] != '\0' ? "; " : "", why[0] != '\0' ? why : mismatch_why(pconf, l, &cfg, rc));
         return HTTP_INTERNAL_SERVER_ERROR;
     }
     apr_pool_cleanup_register(pconf, l, limiter_close, apr_pool_cleanup_null);
@@ -870,6 +916,50 @@ static int srl_post_config(apr_pool_t *pconf, apr_pool_t *plog, apr_pool_t *ptem
                          (apr_uint64_t)l->capacity);
     }
     return OK;
+}
+
+/* A limiter whose segment held another policy (open_limiter's l->change):
+ * each new child asks srl to change it to this configuration's.  The
+ * first one changes it (a walk that converts every key under its bucket
+ * lock, keeping each key's use: srl_policy_change); the others find it
+ * equal and change nothing.  A child, not the parent: the MPM has dropped
+ * root before child_init, and a change takes bucket locks, which the root
+ * parent never does.  A failure (say a lock that timed out) is logged and
+ * the old policy stays; the next child tries again. */
+static void srl_child_init(apr_pool_t *p, server_rec *s)
+{
+    (void)p;
+    srl_ap_registry *reg = registry_get(s->process->pconf, 0);
+    if (reg == NULL)
+        return;
+    for (int i = 0; i < reg->limiters->nelts; i++) {
+        srl_ap_limiter *l = APR_ARRAY_IDX(reg->limiters, i, srl_ap_limiter *);
+        if (!l->change || l->lim == NULL)
+            continue;
+        if (geteuid() == 0 && ap_unixd_config.user_id != 0)
+            continue;   /* not dropped yet (cannot happen with prefork/event) */
+        srl_config cfg;
+        srl_info before, after;
+        char why[512] = "";
+        limiter_config(reg, l, &cfg);
+        int rc = srl_info_get(l->lim, &before);
+        if (rc == 0)
+            rc = srl_policy_change(l->lim, &cfg, why, sizeof why);
+        if (rc != 0) {
+            ap_log_error(APLOG_MARK, APLOG_ERR, 0, s,
+                         "SrlLimiter %s (%s): cannot change the segment's policy: %s%s%s",
+                         l->name, l->defined_at, srl_strerror(rc), why[0] ? "; " : "", why);
+            continue;
+        }
+        l->change = 0;
+        if (srl_info_get(l->lim, &after) == 0 && after.policy_gen != before.policy_gen) {
+            char pol[SRL_LIMITS_TEXT_MAX];
+            srl_limits_format(&l->limits, pol, sizeof pol);
+            ap_log_error(APLOG_MARK, APLOG_NOTICE, 0, s,
+                         "SrlLimiter %s: policy changed to %s (generation %u); every key "
+                         "keeps its use", l->name, pol, (unsigned)after.policy_gen);
+        }
+    }
 }
 
 /* ------------------------------------------------------------ requests */
@@ -1265,6 +1355,7 @@ static void srl_register_hooks(apr_pool_t *p)
 {
     (void)p;
     ap_hook_post_config(srl_post_config, NULL, NULL, APR_HOOK_MIDDLE);
+    ap_hook_child_init(srl_child_init, NULL, NULL, APR_HOOK_MIDDLE);
     ap_hook_access_checker(srl_access_checker, NULL, NULL, APR_HOOK_FIRST);
     ap_hook_handler(srl_metrics_handler, NULL, NULL, APR_HOOK_MIDDLE);
     ap_hook_log_transaction(srl_log_refund, NULL, NULL, APR_HOOK_MIDDLE);

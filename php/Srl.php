@@ -92,6 +92,12 @@ final class Srl
 {
     public const CREATE = 0x1;
     public const EXCL = 0x2;
+    /* An existing segment with another policy: ADOPT takes the segment's
+     * (its limits then drive the headers), CHANGE gives it this one, live,
+     * each key keeping its use (srl.h, LIVE POLICY CHANGES); neither: throw
+     * SRL_EMISMATCH.  Capacity, key_display and tier names never change. */
+    public const ADOPT = 0x4;
+    public const CHANGE = 0x8;
 
     private const DECISION_UNTRACKED = 0x1;
     private const DECISION_DEGRADED = 0x2;
@@ -152,7 +158,9 @@ final class Srl
      * segment with another policy or capacity throws (SRL_EMISMATCH).
      * Options: key_display (0..255), on_full ('allow' | 'deny'), mode
      * (permission bits of a created segment, default 0600), flags
-     * (Srl::CREATE, default; 0 to only open), redis (a uri: the limit is
+     * (Srl::CREATE, default; 0 to only open; | Srl::CHANGE to give an existing
+ * segment this policy, live; Srl::ADOPT, without CREATE, to take the
+ * segment's), redis (a uri: the limit is
      * decided by the Redis store there, NAME is the host tier's segment;
      * another policy stored under its prefix, or a segment NAME of another
      * limiter, throws SRL_EMISMATCH, a bad uri SRL_EINVAL with the reason),
@@ -258,6 +266,16 @@ final class Srl
                                        . self::mismatchWhy($ffi, $name, $cfg), $rc);
             }
             self::check($ffi, $rc, "open '$name'");
+            if ($flags & self::ADOPT) {
+                /* The segment's current policy, not $policy, is the one in force. */
+                $info = $ffi->new('srl_info');
+                $rc = $ffi->srl_info_get($out, FFI::addr($info));
+                if ($rc < 0) {
+                    $ffi->srl_close($out);
+                }
+                self::check($ffi, $rc, "info '$name'");
+                FFI::memcpy($limits, $info->limits, FFI::sizeof($limits));
+            }
         }
         $this->lim = $out;
         $this->limits = $limits;

@@ -446,22 +446,22 @@ static PyObject *Limiter_shared(PyObject *cls, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"name", "policy", "capacity", "key_display", "on_full",
                              "create", "exclusive", "lock_timeout_ms", "mode", "dry_run", "tiers",
-                             NULL};
+                             "change", NULL};
     const char *name, *on_full = "allow";
     PyObject *policy = Py_None, *tiers = Py_None;
     srl_tier table[SRL_TIERS_MAX - 1];
     uint32_t ntiers;
     unsigned long long capacity = 65536, key_display = 0, lock_timeout_ms = 1000, mode = 0600;
-    int create = 1, exclusive = 0, dry_run = 0, rc;
+    int create = 1, exclusive = 0, dry_run = 0, change = 0, rc;
     srl_config cfg;
     srl_limiter *lim = NULL;
     unsigned flags;
     char what[300];
 
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|OO&O&spp$O&O&pO:shared", kwlist, &name,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|OO&O&spp$O&O&pOp:shared", kwlist, &name,
                                      &policy, to_u64, &capacity, to_u64, &key_display,
                                      &on_full, &create, &exclusive, to_u64, &lock_timeout_ms,
-                                     to_u64, &mode, &dry_run, &tiers))
+                                     to_u64, &mode, &dry_run, &tiers, &change))
         return NULL;
     if (create && policy == Py_None) {
         PyErr_SetString(PyExc_TypeError,
@@ -473,7 +473,11 @@ static PyObject *Limiter_shared(PyObject *cls, PyObject *args, PyObject *kw)
         return NULL;
     cfg.tiers = table;
     cfg.tier_count = ntiers;
-    flags = (create ? SRL_CREATE : 0u) | (exclusive ? SRL_EXCL : 0u);
+    if (change && policy == Py_None) {
+        PyErr_SetString(PyExc_TypeError, "shared(): change=True needs the policy to change to");
+        return NULL;
+    }
+    flags = (create ? SRL_CREATE : 0u) | (exclusive ? SRL_EXCL : 0u) | (change ? SRL_CHANGE : 0u);
     cfg.flags = dry_run ? SRL_CONFIG_DRY_RUN : 0u;
     /* Without create and without a policy, cfg NULL: the segment's policy,
      * geometry and on_full are adopted (and the default lock timeout used);
@@ -788,6 +792,40 @@ static PyObject *Limiter_stats(PyObject *op, PyObject *unused)
     return d;
 }
 
+static PyObject *Limiter_info(PyObject *op, PyObject *unused)
+{
+    LimiterObject *self = (LimiterObject *)op;
+    srl_info in;
+    char pol[SRL_LIMITS_TEXT_MAX];
+    PyObject *d, *v;
+    int rc;
+
+    (void)unused;
+    if (check_open(self) < 0)
+        return NULL;
+    rc = srl_info_get(self->lim, &in);
+    if (rc < 0)
+        return raise_srl(rc, "srl_info_get");
+    if (srl_limits_format(&in.limits, pol, sizeof pol) < 0)
+        pol[0] = '\0';
+    d = PyDict_New();
+    if (d == NULL)
+        return NULL;
+    v = PyUnicode_FromString(pol);
+    if (v == NULL || PyDict_SetItemString(d, "policy", v) < 0 ||
+        dict_set_u64(d, "capacity", in.capacity) < 0 ||
+        dict_set_u64(d, "key_display", in.key_display) < 0 ||
+        dict_set_u64(d, "tier_count", in.tier_count) < 0 ||
+        dict_set_u64(d, "policy_gen", in.policy_gen) < 0 ||
+        dict_set_u64(d, "layout_version", in.layout_version) < 0) {
+        Py_XDECREF(v);
+        Py_DECREF(d);
+        return NULL;
+    }
+    Py_DECREF(v);
+    return d;
+}
+
 static PyObject *Limiter_close(PyObject *op, PyObject *unused)
 {
     LimiterObject *self = (LimiterObject *)op;
@@ -853,8 +891,11 @@ static PyMethodDef Limiter_methods[] = {
      METH_VARARGS | METH_KEYWORDS | METH_CLASS,
      "shared(name, policy, capacity=65536, key_display=0, on_full='allow', create=True,\n"
      "       exclusive=False, *, lock_timeout_ms=1000, mode=0o600, dry_run=False,\n"
-     "       tiers=None)\n"
+     "       tiers=None, change=False)\n"
      "tiers: {name: policy} beside policy (tier 'default'), see acquire(tier=).\n"
+     "change=True: an existing segment with another policy (same capacity, key_display\n"
+     "and tier names) is given this one, live, each key keeping its use (a key that\n"
+     "used 10 of 10 gets 10 more when the limit becomes 20); without it, MismatchError.\n"
      "Open (or create) the host-wide segment /dev/shm/NAME.  With create=False the\n"
      "policy may be None: the segment's policy, capacity, key_display and on_full are\n"
      "adopted (the other arguments are then ignored).  dry_run=True: never refuse\n"
@@ -889,6 +930,10 @@ static PyMethodDef Limiter_methods[] = {
     {"evict_idle", Limiter_evict_idle, METH_NOARGS,
      "evict_idle() -> number of at-rest states dropped."},
     {"stats", Limiter_stats, METH_NOARGS, "stats() -> dict of the srl_stats counters."},
+    {"info", Limiter_info, METH_NOARGS,
+     "info() -> dict: policy (the current one, as text), capacity, key_display, tier_count,\n"
+     "policy_gen (one more per live change: shared(change=True), rlctl set-policy),\n"
+     "layout_version (0 for the local store)."},
     {"close", Limiter_close, METH_NOARGS, "Close the handle (the segment stays)."},
     {"__enter__", Limiter_enter, METH_NOARGS, NULL},
     {"__exit__", Limiter_exit, METH_VARARGS, NULL},

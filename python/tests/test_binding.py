@@ -77,6 +77,29 @@ class TestDecisions(unittest.TestCase):
         with self.assertRaises(ValueError):
             srl.Limiter.anonymous("2/1d", tiers={"has space": "5/1d"})
 
+    def test_change_true_gives_the_segment_the_new_limit_and_each_key_keeps_its_use(self):
+        name = "/srl-py-change-%d" % os.getpid()
+        try:
+            old = srl.Limiter.shared(name, "token_bucket:3/1d", capacity=64, exclusive=True)
+            self.assertEqual(sum(old.acquire("k").allowed for _ in range(5)), 3)
+            # Without change=True another policy is refused, naming both.
+            with self.assertRaises(srl.MismatchError) as e:
+                srl.Limiter.shared(name, "token_bucket:6/1d", capacity=64)
+            self.assertIn("token_bucket:3/1d", str(e.exception))
+            new = srl.Limiter.shared(name, "token_bucket:6/1d", capacity=64, change=True)
+            self.assertEqual(new.info()["policy_gen"], 1)
+            # The key that used 3 of 3 gets exactly 3 more, not 6; through
+            # the handle opened before the change too (it reads the generation).
+            self.assertEqual(sum(old.acquire("k").allowed for _ in range(5)), 3)
+            self.assertEqual(sum(new.acquire("fresh").allowed for _ in range(8)), 6)
+            # The same policy again changes nothing.
+            srl.Limiter.shared(name, "token_bucket:6/1d", capacity=64, change=True).close()
+            self.assertEqual(new.info()["policy_gen"], 1)
+            old.close()
+            new.close()
+        finally:
+            srl.unlink(name)
+
     def test_cost(self):
         lim = srl.Limiter.local("5/1d")
         self.assertEqual(lim.acquire("k", cost=3).remaining, 2)
@@ -308,6 +331,10 @@ class TestShared(unittest.TestCase):
         self.assertIn("policy: the segment has token_bucket:5/1d, this config asks for "
                       "token_bucket:6/1d", str(e.exception))
         self.assertSrlError(srl.MismatchError, -9, lambda: srl.Limiter.shared(n, "5/1d", capacity=4096))
+        self.assertSrlError(srl.MismatchError, -9,
+                            lambda: srl.Limiter.shared(n, "5/1d", capacity=4096, change=True))
+        with self.assertRaises(TypeError):
+            srl.Limiter.shared(n, None, create=False, change=True)
         self.assertSrlError(srl.ArgumentError, -1, lambda: srl.Limiter.shared("bad/name", "5/1d"))
         # Failed calls changed no count.
         self.assertEqual(lim.stats()["allowed"], 1)

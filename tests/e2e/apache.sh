@@ -31,6 +31,12 @@
 #      with on_full=allow all pass; rlctl counts the on_full decisions
 #   G  graceful restart (apache2 -k graceful, i.e. SIGUSR1): the exhausted
 #      key stays exhausted, a new key starts fresh
+#   P  a graceful restart with the limit raised under the same name
+#      (token_bucket:10/1d -> 20/1d): a key that had used 10 of 10 gets
+#      exactly 10 more, not 20; a new key gets 20; RateLimit-Policy says 20;
+#      one child logs the change, rlctl info shows generation 1; then a
+#      restart with another capacity is refused by `-k graceful` itself
+#      (exit 1, the log says what differs) and the server keeps the limit
 #   R  SrlRefund "%{REQUEST_STATUS} -lt 400": 200s give their permit back
 #      in the log phase, 404s keep it: 3 200s, 3 404s, then 429
 #   H  rlctl info on the segment: allowed/denied/used agree exactly, and
@@ -55,11 +61,11 @@ e2e_tmpdir "apache-$mpm"
 e2e_port=$(free_port)
 token="srl-e2e-ap-$mpm-$$"
 name="/$token"
-e2e_segments+=("$name" "$name-fd" "$name-fa" "$name-st" "$name-dl" "$name-ti" "$name-rf")
+e2e_segments+=("$name" "$name-fd" "$name-fa" "$name-st" "$name-dl" "$name-ti" "$name-rf" "$name-pc")
 started=$(date +%s)
 
 mkdir -p "$e2e_tmp/htdocs/dir"
-for f in ip cost dry free fulld fulla st delay tier tiern; do echo "$f" >"$e2e_tmp/htdocs/$f"; done
+for f in ip cost dry free fulld fulla st delay tier tiern pc; do echo "$f" >"$e2e_tmp/htdocs/$f"; done
 mkdir -p "$e2e_tmp/htdocs/refund" && echo ok >"$e2e_tmp/htdocs/refund/ok"
 echo hdr >"$e2e_tmp/htdocs/hdr"
 echo index >"$e2e_tmp/htdocs/dir/index.html"
@@ -125,6 +131,11 @@ SrlLimiter $name-ti token_bucket:2/1d 64 tier=paid=token_bucket:5/1d tier=vip=to
 <Location /tier>
     SrlLimit $name-ti
     SrlTier header:X-Plan gold=vip
+</Location>
+SrlLimiter $name-pc token_bucket:$LIMIT/1d 64 key_display=32
+<Location /pc>
+    SrlLimit $name-pc
+    SrlKey header:X-Key
 </Location>"
 
 # --- configuration-time behaviour, before any server runs
@@ -289,6 +300,39 @@ wait_until 20 logged 4 key=after-G 2 || fail "G: the access log lacks after-G"
 check_eq "G: the new key was served by new-generation children only" 0 \
   "$(awk '$4 == "key=after-G" {print $1}' "$e2e_tmp/access.log" | grep -cxFf "$e2e_tmp/pids.before")"
 check_eq "G: the parent survived the restart" "$apache_pid" "$(cat "$e2e_tmp/run/httpd.pid")"
+
+# --- P: a graceful restart with a raised limit keeps each key's use
+pc=$(http seq $((LIMIT + 2)) /pc "X-Key: pc-P")
+check_eq "P: before the change: $LIMIT of $((LIMIT + 2)) admitted" $LIMIT "$(count_status 200 "$pc")"
+sed -i "s|^SrlLimiter $name-pc token_bucket:$LIMIT/1d |SrlLimiter $name-pc token_bucket:$((2 * LIMIT))/1d |" \
+  "$e2e_tmp/httpd.conf"
+/usr/sbin/apache2 -d "$e2e_tmp" -f "$e2e_tmp/httpd.conf" -k graceful
+check_eq "P: apache2 -k graceful with the raised limit (exit status)" 0 "$?"
+pc_changed() { grep -q "SrlLimiter $name-pc: policy changed to token_bucket:$((2 * LIMIT))/1d (generation 1)" "$e2e_tmp/error.log"; }
+third_generation() { [ "$(grep -c 'resuming normal operations' "$e2e_tmp/error.log")" -ge 3 ]; }
+wait_until 20 third_generation || fail "P: no third generation after -k graceful"
+wait_until 20 pc_changed || fail "P: no child logged the policy change"
+check_eq "P: exactly one child changed the policy (the others found it done)" 1 \
+  "$(grep -c "SrlLimiter $name-pc: policy changed" "$e2e_tmp/error.log")"
+check_eq "P: no child failed to change it" 0 "$(grep -c "cannot change the segment's policy" "$e2e_tmp/error.log")"
+pc=$(http seq $((LIMIT + 3)) /pc "X-Key: pc-P")
+check_eq "P: the key that used $LIMIT of $LIMIT gets exactly $LIMIT more, not $((2 * LIMIT))" \
+  "$(printf '200 %.0s' $(seq $LIMIT))429 429 429" "$(cut -f1 <<<"$pc" | tr '\n' ' ' | sed 's/ $//')"
+check_eq "P: RateLimit-Policy is the new limit's" "\"$token-pc\";q=$((2 * LIMIT));w=86400" \
+  "$(head -1 <<<"$pc" | cut -f4)"
+pc=$(http seq $((2 * LIMIT + 2)) /pc "X-Key: pc-P-new")
+check_eq "P: a new key gets the new limit, $((2 * LIMIT))" $((2 * LIMIT)) "$(count_status 200 "$pc")"
+check_eq "P: rlctl info: the policy's generation" 1 "$(rlctl_count "$name-pc" policy_gen)"
+check_eq "P: rlctl info: allowed (10 + 10 + 20)" $((4 * LIMIT)) "$(rlctl_count "$name-pc" allowed)"
+sed "s|^SrlLimiter $name-pc token_bucket:$((2 * LIMIT))/1d 64 |SrlLimiter $name-pc token_bucket:$((2 * LIMIT))/1d 128 |" \
+  "$e2e_tmp/httpd.conf" >"$e2e_tmp/capacity.conf"
+out=$(/usr/sbin/apache2 -d "$e2e_tmp" -f "$e2e_tmp/capacity.conf" -k graceful 2>&1); rc=$?
+check_eq "P: -k graceful with another capacity is refused (exit status)" 1 "$rc"
+# (the pre-config pass logs to the ErrorLog it opened, else to stderr)
+check_eq "P: the refusal says what differs and what to do" yes \
+  "$({ echo "$out"; cat "$e2e_tmp/error.log"; } | grep -q "SrlLimiter $name-pc (.*): cannot open the segment: segment exists with a different policy or geometry.*capacity.*rlctl" && echo yes || echo no)"
+pc=$(http seq 1 /pc "X-Key: pc-P")
+check_eq "P: the running server kept the raised limit (the key is still spent)" 429 "$(cut -f1 <<<"$pc")"
 
 # --- M: SrlDelay 5s on token_bucket:2/8s (a token every 4 s): of 6 requests
 # at once, 2 pass, the 3rd is delayed about 4 s and then served (200, not

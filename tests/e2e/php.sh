@@ -20,6 +20,11 @@
 #   4  errors throw SrlException with the SRL_E* code (another policy or
 #      capacity: EMISMATCH; bad policy, cost 0 or above the permits, empty
 #      key, missing segment without CREATE) and change no count
+#   4c flags Srl::CHANGE (CLI, its own segment, token_bucket:3/1d): a key
+#      that used 3 of 3 gets exactly 3 more after another process opens with
+#      token_bucket:6/1d | CHANGE; the old policy then throws EMISMATCH;
+#      Srl::ADOPT takes the segment's (6/1d: a new key gets 6); CHANGE
+#      with another capacity throws EMISMATCH naming it, changing nothing
 #   5b 'dry_run' => true (CLI): never refused, exactly the would-be
 #      denials flagged wouldDeny with their retry_after, counted in
 #      stats()['would_deny'] and rlctl info; an enforcing handle refuses
@@ -185,6 +190,32 @@ check_eq "4: a bad policy's message names the bad part" \
     try { new Srl(getenv("SRL_NAME"), "token_bucket:20/1parsec", 1024); } catch (SrlException $e) { echo $e->getMessage(), "\n"; }')"
 check_eq "4: after the errors: rlctl info: allowed" 40 "$(rlctl_count "$srl_name" allowed)"
 check_eq "4: after the errors: rlctl info: keys tracked" 2 "$(rlctl_count "$srl_name" used)"
+
+# --- 4c: Srl::CHANGE and Srl::ADOPT
+change_name="$srl_name-change"
+e2e_segments+=("$change_name")
+php_change() { # php_change CODE: run a snippet with $n the segment name
+  SRL_NAME="$change_name" LD_LIBRARY_PATH="$SRL_LIBDIR" as_worker php -n -d extension=ffi -d ffi.enable=1 -r '
+    require getenv("SRL_PHP_DIR") . "/Srl.php";
+    $n = getenv("SRL_NAME");
+    function admitted(Srl $s, int $k, string $key = "ck") { $a = 0; for ($i = 0; $i < $k; $i++) { $a += $s->acquire($key)["allowed"] ? 1 : 0; } return $a; }
+    try { '"$1"' } catch (SrlException $e) { echo "SrlException ", $e->getCode(), ": ", $e->getMessage(), "\n"; }'
+}
+check_eq "4c: token_bucket:3/1d: 3 of 5 admitted" 3 \
+  "$(php_change 'echo admitted(new Srl($n, "token_bucket:3/1d", 64), 5), "\n";')"
+check_eq "4c: Srl::CHANGE to token_bucket:6/1d: the key that used 3 of 3 gets exactly 3 more" 3 \
+  "$(php_change 'echo admitted(new Srl($n, "token_bucket:6/1d", 64, ["flags" => Srl::CREATE | Srl::CHANGE]), 5), "\n";')"
+check_eq "4c: rlctl info: the policy's generation" 1 "$(rlctl_count "$change_name" policy_gen)"
+check_eq "4c: the old policy, without CHANGE: SRL_EMISMATCH" -9 \
+  "$(php_change 'new Srl($n, "token_bucket:3/1d", 64); echo "no exception\n";' | sed -n 's/^SrlException \(-*[0-9]*\):.*/\1/p')"
+check_eq "4c: Srl::ADOPT takes the segment's policy, whatever \$policy says: a new key gets 6" 6 \
+  "$(php_change 'echo admitted(new Srl($n, "token_bucket:3/1d", 64, ["flags" => Srl::ADOPT]), 8, "ad"), "\n";')"
+check_eq "4c: Srl::CHANGE with another capacity: SRL_EMISMATCH, saying what differs" \
+  "SrlException -9: capacity" \
+  "$(php_change 'new Srl($n, "token_bucket:9/1d", 999999, ["flags" => Srl::CREATE | Srl::CHANGE]); echo "no exception\n";' |
+     sed -n 's/^\(SrlException -9\): .*segment exists with a different policy or geometry; \(capacity\).*/\1: \2/p')"
+check_eq "4c: ... and changed nothing (generation 1, the key still spent)" "1 0" \
+  "$(rlctl_count "$change_name" policy_gen) $(php_change 'echo admitted(new Srl($n, "token_bucket:6/1d", 64), 1), "\n";')"
 
 # --- 5: refund() gives back exactly what it names, on its own segment
 # (3 per day: 3 admitted, refund 1, exactly one more; untracked key: false)
