@@ -208,13 +208,18 @@ typedef struct srl_ap_registry {
 
 typedef enum { KEY_UNSET = 0, KEY_IP, KEY_HEADER, KEY_ENV, KEY_EXPR } srl_ap_key_kind;
 
+/* Where a request's value comes from: SrlKey's key, SrlTier's tier name. */
+typedef struct srl_ap_source {
+    srl_ap_key_kind kind;      /* KEY_UNSET: inherit */
+    const char *arg;           /* header or variable name */
+    ap_expr_info_t *expr;
+} srl_ap_source;
+
 /* Per-directory configuration; every field has a "set" marker for merging. */
 typedef struct srl_ap_dir {
     srl_ap_limiter *limiter;   /* NULL with limiter_set: "SrlLimit off" */
     int limiter_set;
-    srl_ap_key_kind key_kind;  /* KEY_UNSET: inherit (ip at the top) */
-    const char *key_arg;       /* header or variable name */
-    ap_expr_info_t *key_expr;
+    srl_ap_source key;         /* SrlKey; KEY_UNSET: inherit (ip at the top) */
     uint32_t cost;             /* 0: inherit (1 at the top) */
     int dry_run;               /* -1: inherit (off at the top) */
     int status;                /* 0: inherit (429 at the top) */
@@ -224,9 +229,7 @@ typedef struct srl_ap_dir {
     int delay_set;
     ap_expr_info_t *refund;    /* SrlRefund; NULL with refund_set: "off" */
     int refund_set;
-    srl_ap_key_kind tier_kind; /* SrlTier's source; KEY_UNSET: inherit (tier 0) */
-    const char *tier_arg;      /* header or variable name */
-    ap_expr_info_t *tier_expr;
+    srl_ap_source tier;        /* SrlTier's source; KEY_UNSET: inherit (tier 0) */
     apr_table_t *tier_map;     /* VALUE -> tier name; NULL: the value is the name */
 } srl_ap_dir;
 
@@ -469,28 +472,64 @@ static const char *cmd_apply(cmd_parms *cmd, void *dconf, const char *arg)
     return find_limiter(cmd, cmd->cmd->name, arg, conc, slot);
 }
 
+/* Parse header:NAME, env:NAME or expr:EXPR into *src.  NULL on success;
+ * usage when arg is none of them; else the expression's error. */
+static const char *parse_source(cmd_parms *cmd, const char *arg, const char *usage,
+                                srl_ap_source *src)
+{
+    if (strncasecmp(arg, "header:", 7) == 0 && arg[7] != '\0') {
+        src->kind = KEY_HEADER;
+        src->arg = arg + 7;
+    } else if (strncasecmp(arg, "env:", 4) == 0 && arg[4] != '\0') {
+        src->kind = KEY_ENV;
+        src->arg = arg + 4;
+    } else if (strncasecmp(arg, "expr:", 5) == 0 && arg[5] != '\0') {
+        const char *err = NULL;
+        src->expr = ap_expr_parse_cmd(cmd, arg + 5, AP_EXPR_FLAG_STRING_RESULT, &err, NULL);
+        if (err != NULL)
+            return apr_pstrcat(cmd->pool, cmd->cmd->name, ": cannot parse expression '",
+                               arg + 5, "': ", err, NULL);
+        src->kind = KEY_EXPR;
+    } else {
+        return usage;
+    }
+    return NULL;
+}
+
+/* A source's value for request r: NULL when it has none (a header or
+ * variable not set, an expression that failed, logged under directive). */
+static const char *source_value(request_rec *r, const srl_ap_source *src, const char *directive)
+{
+    switch (src->kind) {
+    case KEY_HEADER:
+        return apr_table_get(r->headers_in, src->arg);
+    case KEY_ENV:
+        return apr_table_get(r->subprocess_env, src->arg);
+    case KEY_EXPR: {
+        const char *err = NULL;
+        const char *v = ap_expr_str_exec(r, src->expr, &err);
+        if (err != NULL) {
+            ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, r, "%s expression failed: %s", directive, err);
+            return NULL;
+        }
+        return v;
+    }
+    case KEY_UNSET:
+    case KEY_IP:
+    default:
+        return r->useragent_ip;
+    }
+}
+
 static const char *cmd_key(cmd_parms *cmd, void *dconf, const char *arg)
 {
     srl_ap_dir *d = dconf;
     if (strcasecmp(arg, "ip") == 0) {
-        d->key_kind = KEY_IP;
-    } else if (strncasecmp(arg, "header:", 7) == 0 && arg[7] != '\0') {
-        d->key_kind = KEY_HEADER;
-        d->key_arg = arg + 7;
-    } else if (strncasecmp(arg, "env:", 4) == 0 && arg[4] != '\0') {
-        d->key_kind = KEY_ENV;
-        d->key_arg = arg + 4;
-    } else if (strncasecmp(arg, "expr:", 5) == 0 && arg[5] != '\0') {
-        const char *err = NULL;
-        d->key_expr = ap_expr_parse_cmd(cmd, arg + 5, AP_EXPR_FLAG_STRING_RESULT, &err, NULL);
-        if (err != NULL)
-            return apr_pstrcat(cmd->pool, "SrlKey: cannot parse expression '", arg + 5,
-                               "': ", err, NULL);
-        d->key_kind = KEY_EXPR;
-    } else {
-        return "SrlKey must be ip, header:NAME, env:NAME or expr:EXPRESSION";
+        d->key.kind = KEY_IP;
+        return NULL;
     }
-    return NULL;
+    return parse_source(cmd, arg, "SrlKey must be ip, header:NAME, env:NAME or expr:EXPRESSION",
+                        &d->key);
 }
 
 /* SrlTier header:NAME|env:NAME|expr:EXPR [VALUE=TIER]...: the source's
@@ -501,23 +540,9 @@ static const char *cmd_tier(cmd_parms *cmd, void *dconf, int argc, char *const a
     static const char usage[] = "SrlTier header:NAME|env:NAME|expr:EXPRESSION [VALUE=TIER]...";
     if (argc < 1)
         return usage;
-    const char *arg = argv[0];
-    if (strncasecmp(arg, "header:", 7) == 0 && arg[7] != '\0') {
-        d->tier_kind = KEY_HEADER;
-        d->tier_arg = arg + 7;
-    } else if (strncasecmp(arg, "env:", 4) == 0 && arg[4] != '\0') {
-        d->tier_kind = KEY_ENV;
-        d->tier_arg = arg + 4;
-    } else if (strncasecmp(arg, "expr:", 5) == 0 && arg[5] != '\0') {
-        const char *err = NULL;
-        d->tier_expr = ap_expr_parse_cmd(cmd, arg + 5, AP_EXPR_FLAG_STRING_RESULT, &err, NULL);
-        if (err != NULL)
-            return apr_pstrcat(cmd->pool, "SrlTier: cannot parse expression '", arg + 5,
-                               "': ", err, NULL);
-        d->tier_kind = KEY_EXPR;
-    } else {
-        return usage;
-    }
+    const char *err = parse_source(cmd, argv[0], usage, &d->tier);
+    if (err != NULL)
+        return err;
     d->tier_map = NULL;
     for (int i = 1; i < argc; i++) {
         const char *eq = strchr(argv[i], '=');
@@ -615,10 +640,7 @@ static void *merge_dir(apr_pool_t *p, void *basev, void *addv)
     srl_ap_dir *d = apr_pcalloc(p, sizeof *d);
     d->limiter = add->limiter_set ? add->limiter : base->limiter;
     d->limiter_set = base->limiter_set || add->limiter_set;
-    const srl_ap_dir *k = add->key_kind != KEY_UNSET ? add : base;
-    d->key_kind = k->key_kind;
-    d->key_arg = k->key_arg;
-    d->key_expr = k->key_expr;
+    d->key = add->key.kind != KEY_UNSET ? add->key : base->key;
     d->cost = add->cost != 0 ? add->cost : base->cost;
     d->dry_run = add->dry_run != -1 ? add->dry_run : base->dry_run;
     d->status = add->status != 0 ? add->status : base->status;
@@ -628,10 +650,8 @@ static void *merge_dir(apr_pool_t *p, void *basev, void *addv)
     d->delay_set = base->delay_set || add->delay_set;
     d->refund = add->refund_set ? add->refund : base->refund;
     d->refund_set = base->refund_set || add->refund_set;
-    const srl_ap_dir *t = add->tier_kind != KEY_UNSET ? add : base;
-    d->tier_kind = t->tier_kind;
-    d->tier_arg = t->tier_arg;
-    d->tier_expr = t->tier_expr;
+    const srl_ap_dir *t = add->tier.kind != KEY_UNSET ? add : base;
+    d->tier = t->tier;
     d->tier_map = t->tier_map;
     return d;
 }
@@ -967,25 +987,7 @@ static void srl_child_init(apr_pool_t *p, server_rec *s)
 /* The request's key, or NULL when it has none (then it is not limited). */
 static const char *request_key(request_rec *r, const srl_ap_dir *d)
 {
-    switch (d->key_kind) {
-    case KEY_HEADER:
-        return apr_table_get(r->headers_in, d->key_arg);
-    case KEY_ENV:
-        return apr_table_get(r->subprocess_env, d->key_arg);
-    case KEY_EXPR: {
-        const char *err = NULL;
-        const char *v = ap_expr_str_exec(r, d->key_expr, &err);
-        if (err != NULL) {
-            ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, r, "SrlKey expression failed: %s", err);
-            return NULL;
-        }
-        return v;
-    }
-    case KEY_UNSET:
-    case KEY_IP:
-    default:
-        return r->useragent_ip;
-    }
+    return source_value(r, &d->key, "SrlKey");
 }
 
 /* SrlTier: the tier this request is decided under, 0 (the policy itself)
@@ -993,21 +995,9 @@ static const char *request_key(request_rec *r, const srl_ap_dir *d)
  * its value, or the limiter has no tier of that name. */
 static uint32_t request_tier(request_rec *r, const srl_ap_dir *d, const srl_ap_limiter *l)
 {
-    if (d->tier_kind == KEY_UNSET || l->ntiers == 0)
+    if (d->tier.kind == KEY_UNSET || l->ntiers == 0)
         return 0;
-    const char *v = NULL;
-    if (d->tier_kind == KEY_HEADER) {
-        v = apr_table_get(r->headers_in, d->tier_arg);
-    } else if (d->tier_kind == KEY_ENV) {
-        v = apr_table_get(r->subprocess_env, d->tier_arg);
-    } else {
-        const char *err = NULL;
-        v = ap_expr_str_exec(r, d->tier_expr, &err);
-        if (err != NULL) {
-            ap_log_rerror(APLOG_MARK, APLOG_ERR, 0, r, "SrlTier expression failed: %s", err);
-            return 0;
-        }
-    }
+    const char *v = source_value(r, &d->tier, "SrlTier");
     if (v != NULL && d->tier_map != NULL)
         v = apr_table_get(d->tier_map, v);
     if (v == NULL || v[0] == '\0')
