@@ -589,6 +589,10 @@ SRL_API void srl_config_init(srl_config *cfg);
 #define SRL_CREATE 0x1u       /* create the segment if it does not exist */
 #define SRL_EXCL 0x2u         /* with SRL_CREATE: fail with SRL_EEXIST if it exists */
 #define SRL_ADOPT 0x4u        /* take the segment's policy and geometry, not cfg's */
+#define SRL_CHANGE 0x8u       /* an existing segment whose current policy differs
+                                 from cfg's takes cfg's (srl_policy_change) instead
+                                 of refusing it with SRL_EMISMATCH; needs cfg, not
+                                 with SRL_ADOPT */
 
 /*
  * Segment names: an optional leading "/", then 1..SRL_NAME_MAX bytes of
@@ -602,10 +606,15 @@ SRL_API int srl_name_check(const char *name);
 /*
  * Open the segment /dev/shm/NAME.  Any number of processes may race to
  * create it: exactly one initialises it, the others wait (bounded) until it
- * is ready.  An existing segment is used only if its policy and capacity
- * equal cfg's: otherwise SRL_EMISMATCH.  With SRL_ADOPT (not with
- * SRL_CREATE), or with cfg NULL, the segment's own policy (all its
- * limits: srl_info.limits), geometry and on_full are adopted; cfg (if given) still supplies owner_uid, mode,
+ * is ready.  An existing segment is used only if its current policy (its
+ * tier table included) and capacity equal cfg's: otherwise SRL_EMISMATCH.
+ * With SRL_CHANGE, a segment whose capacity, key_display and tier names
+ * equal cfg's but whose policy differs is changed to cfg's policy, live,
+ * as srl_policy_change does (a graceful restart with a raised limit keeps
+ * every key's use); what cannot change is still SRL_EMISMATCH.  With
+ * SRL_ADOPT (not with SRL_CREATE), or with cfg NULL, the segment's own
+ * current policy (all its limits: srl_info.limits), geometry and on_full
+ * are adopted; cfg (if given) still supplies owner_uid, mode,
  * lock_timeout_ms and the ticker.
  *
  * Before anything of the segment is read, the file must be a regular file
@@ -1015,7 +1024,8 @@ typedef struct srl_info {
     uint32_t state_bytes;     /* one key's state (all its limits) */
     uint32_t layout_version;  /* segment layout (0: local or Redis) */
     uint32_t tier_count;      /* tiers, 1..SRL_TIERS_MAX (srl_tier_get) */
-    uint32_t reserved0;       /* zero */
+    uint32_t policy_gen;      /* the policy's generation: 0 at creation, one more
+                                 per srl_policy_change (0 for other stores) */
     uint64_t reserved[3];     /* room to grow; zeroed */
 } srl_info;
 
@@ -1037,6 +1047,52 @@ SRL_API int srl_info_get(srl_limiter *lim, srl_info *out);
  */
 SRL_API int srl_mismatch_explain(const srl_config *cfg, const srl_info *segment, char *buf,
                                  size_t len);
+
+/*
+ * LIVE POLICY CHANGES.  Give an open shared segment a new policy while
+ * every process keeps deciding on it.  cfg is the whole new table, as an
+ * opener passes it: cfg->limits (or policy) for tier 0 and tiers/tier_count
+ * for the others; its capacity, key_display and tier names (and count) must
+ * be the segment's, since they shape the slots and the indices callers
+ * hold (srl_tier_find): SRL_EMISMATCH otherwise.  A policy whose largest
+ * state needs more bytes than the segment's slots hold (srl_info.state_bytes)
+ * is SRL_EMISMATCH too: make a bigger segment.  A concurrency limit, in the
+ * segment or in cfg, cannot change (SRL_EPOLICY: its units name holders).
+ *
+ * Every process picks the new policy up on its next decision (it reads one
+ * word, the generation, under the bucket lock it takes anyway), and each
+ * key's state is converted on its next touch under that lock by the tier
+ * conversion rule (TIERS above): same algorithm, the use carried as a
+ * count and capped at the new capacity (a key that used 10 of 10 has
+ * exactly 10 left when the limit becomes 20; one that used 50 of 100 has
+ * none under 10); another algorithm, the key starts fresh.  The bound: a
+ * key is admitted at most C0 + the sum over the changes of
+ * max(0, C(k) - C(k-1)) (capacities, no refill), i.e. a raise gives at most
+ * the difference and a lowering forgets the excess.  A change equal to
+ * the current policy does nothing (the generation stays).
+ *
+ * Changers are serialised by flock on the segment file; a changer killed
+ * at any point leaves a consistent segment, with either the old policy or
+ * the new.  It first converts every key still on the generation before
+ * the current one (a walk of all buckets, one lock at a time), so a large
+ * segment takes a while to change; a bucket lock that times out aborts
+ * the change with nothing changed (run it again).
+ *
+ * msg (may be NULL) gets one sentence on any error: what differs, both
+ * sides, and what to do ("... rlctl create NEWNAME --policy ..."); 512
+ * bytes suffice.  Returns 0, SRL_EINVAL, SRL_EPOLICY, SRL_EMISMATCH,
+ * SRL_ECORRUPT (the segment's current policy copy is damaged),
+ * SRL_ETIMEDOUT, SRL_ENOMEM, SRL_ESYS, or SRL_ENOTSUP: anonymous segments
+ * (no file to serialise changers: make a new one), srl_open_local,
+ * srl_open_redis and srl_open_tiered handles.
+ *
+ * srl_policy_change_tier: the same for one tier (0: the default policy),
+ * the rest of the table as it is now; what `rlctl set-policy NAME
+ * [TIER=]POLICY` calls.
+ */
+SRL_API int srl_policy_change(srl_limiter *lim, const srl_config *cfg, char *msg, size_t len);
+SRL_API int srl_policy_change_tier(srl_limiter *lim, uint32_t tier, const srl_limits *limits,
+                                   char *msg, size_t len);
 
 /* One tracked key, as srl_foreach shows it. */
 typedef struct srl_entry {

@@ -130,7 +130,7 @@ typedef struct srl_info {
     uint32_t state_bytes;
     uint32_t layout_version;
     uint32_t tier_count;
-    uint32_t reserved0;
+    uint32_t policy_gen;
     uint64_t reserved[3];
 } srl_info;
 

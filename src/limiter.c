@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <sodium.h>
 #include <string.h>
 #include <unistd.h>
@@ -173,8 +174,9 @@ static int check_request(const srl_limiter *lim, const void *key, size_t len,
     int rc = check_key(key, len);
     if (rc != 0)
         return rc;
-    /* A tiered store checks the key's own tier (shm_table.c). */
-    if (cost == 0 || cost > srl__tiers_cost_max(lim))
+    /* A tiered store checks the key's own tier (shm_table.c), and a store
+     * whose policy may change checks the permits itself. */
+    if (cost == 0 || (!lim->live_state_bytes && cost > srl__tiers_cost_max(lim)))
         return SRL_ECOST;
     return 0;
 }
@@ -195,7 +197,7 @@ int srl_acquire_tier(srl_limiter *lim, uint32_t tier, const void *key, size_t le
         return rc;
     if (tier >= lim->tier_count)
         return SRL_EINVAL;
-    if (cost > srl__tier_cmp(lim, tier)->min_permits)
+    if (!lim->live_state_bytes && cost > srl__tier_cmp(lim, tier)->min_permits)
         return SRL_ECOST;
     if (lim->ops->acquire_tier == NULL)   /* one tier: tier 0 */
         return dry_run_turn(lim, lim->ops->acquire(lim, key, len, cost, d), d);
@@ -214,10 +216,14 @@ int srl_reserve(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
         return rc;
     if (max_wait_ns > SRL_WAIT_MAX_NS)
         return SRL_EINVAL;
-    if (cost > srl__tier_cmp(lim, 0)->min_permits)   /* a reservation is tier 0's */
-        return SRL_ECOST;
-    if (!lim->cmp.reserve || lim->ops->reserve == NULL)
+    if (lim->ops->reserve == NULL)
         return SRL_ENOTSUP;
+    if (!lim->live_state_bytes) {   /* else the store checks, under the key's lock */
+        if (cost > srl__tier_cmp(lim, 0)->min_permits)   /* a reservation is tier 0's */
+            return SRL_ECOST;
+        if (!lim->cmp.reserve)
+            return SRL_ENOTSUP;
+    }
     /* A dry run turns a refused reservation as a denial (wait_ns stays 0). */
     return dry_run_turn(lim, lim->ops->reserve(lim, key, len, cost, max_wait_ns, d), d);
 }
@@ -238,7 +244,7 @@ int srl_refund(srl_limiter *lim, const void *key, size_t len, uint32_t cost)
         return rc;
     if (lim->cmp.conc >= 0)
         return SRL_ENOTSUP;   /* a unit is given back by srl_leave */
-    if (cost == 0 || cost > srl__tiers_cost_max(lim))
+    if (cost == 0 || (!lim->live_state_bytes && cost > srl__tiers_cost_max(lim)))
         return SRL_ECOST;
     return lim->ops->refund(lim, key, len, cost);
 }
@@ -330,7 +336,52 @@ int srl_key_state(srl_limiter *lim, const void *key, size_t len, void *buf, size
         return rc;
     if (lim->ops->key_state == NULL)
         return SRL_ENOTSUP;
-    if (buflen < srl__tiers_bytes_max(lim))
+    if (buflen < (lim->live_state_bytes ? lim->live_state_bytes : srl__tiers_bytes_max(lim)))
         return SRL_ENOBUFS;
     return lim->ops->key_state(lim, key, len, buf);
+}
+
+/* ------------------------------------------------------------ live policy */
+
+static int change_say(char *msg, size_t len, int rc, const char *what)
+{
+    if (msg != NULL && len > 0)
+        snprintf(msg, len, "%s", what);
+    return rc;
+}
+
+int srl_policy_change(srl_limiter *lim, const srl_config *cfg, char *msg, size_t len)
+{
+    if (msg != NULL && len > 0)
+        msg[0] = '\0';
+    if (lim == NULL || cfg == NULL)
+        return change_say(msg, len, SRL_EINVAL, "no limiter or no config");
+    if (lim->ops->policy_change == NULL)
+        return change_say(msg, len, SRL_ENOTSUP,
+                          "this store's policy cannot change live (only a shared segment's)");
+    int rc = srl__config_check(cfg);
+    if (rc != 0)
+        return change_say(msg, len, rc, "the config is not valid (srl_config's rules)");
+    srl_config norm = *cfg;
+    srl_limits l = norm.limits;
+    if ((l.count == 0 && srl_limits_of(&norm.policy, &l) != 0) ||
+        srl__limits_canonical(&l, &norm.limits) != 0)
+        return change_say(msg, len, SRL_EPOLICY, "the policy is not valid");
+    norm.policy = norm.limits.limit[0];
+    return lim->ops->policy_change(lim, &norm, 0, NULL, msg, len);
+}
+
+int srl_policy_change_tier(srl_limiter *lim, uint32_t tier, const srl_limits *limits, char *msg,
+                           size_t len)
+{
+    if (msg != NULL && len > 0)
+        msg[0] = '\0';
+    if (lim == NULL || limits == NULL)
+        return change_say(msg, len, SRL_EINVAL, "no limiter or no limits");
+    if (lim->ops->policy_change == NULL)
+        return change_say(msg, len, SRL_ENOTSUP,
+                          "this store's policy cannot change live (only a shared segment's)");
+    if (srl_limits_validate(limits) != 0)
+        return change_say(msg, len, SRL_EPOLICY, "the policy is not valid");
+    return lim->ops->policy_change(lim, NULL, tier, limits, msg, len);
 }

@@ -41,6 +41,10 @@ struct srl__store_ops {
     int (*info)(srl_limiter *lim, srl_info *out);
     int64_t (*foreach)(srl_limiter *lim, srl_foreach_fn fn, void *ctx);
     int64_t (*check)(srl_limiter *lim, srl_report_fn fn, void *ctx); /* may be NULL */
+    /* srl_policy_change (may be NULL: SRL_ENOTSUP): cfg normalised, or
+     * with one != NULL srl_policy_change_tier (tier's limits, cfg NULL). */
+    int (*policy_change)(srl_limiter *lim, const srl_config *cfg, uint32_t tier,
+                         const srl_limits *one, char *msg, size_t len);
     /* SRL_CONCURRENCY (may be NULL: SRL_ENOTSUP).  enter fills *lease on
      * admission; leave is given a lease whose owner is this limiter. */
     int (*enter)(srl_limiter *lim, const void *key, size_t len, srl_lease *lease,
@@ -69,6 +73,15 @@ struct srl_limiter {
     uint32_t tier_count;
     srl_tier tier_def[SRL_TIERS_MAX - 1];
     struct srl__compound tier_cmp[SRL_TIERS_MAX - 1];
+    /* Nonzero: the store's policy may change after open (a shared segment,
+     * srl_policy_change), and this is the most state a key may have.  The
+     * facade then checks only cost >= 1: the store checks the permits (and
+     * srl_reserve's support) against the policy current under the key's
+     * lock, and cmp/tier_def above are the policy at open (a concurrency
+     * limit, whose presence never changes, is still read from cmp). */
+    uint32_t live_state_bytes;
+    /* srl_tier_get's current table (may be NULL: tier_def above). */
+    int (*tier_get)(srl_limiter *lim, uint32_t t, srl_tier *out);
 };
 
 /* The compound of tier t (t < lim->tier_count, checked by the caller). */

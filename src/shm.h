@@ -39,13 +39,18 @@
 #include "testhooks.h"
 
 #define SRL__SHM_MAGIC "SRLSHM\0\1"
-#define SRL__SHM_VERSION 5u            /* 3: header checksum, creator identity;
+#define SRL__SHM_VERSION 6u            /* 3: header checksum, creator identity;
                                            4: compound limits, slot meta word;
                                            5: tier table, a slot's tier, bucket
                                               would_deny, recovered moved to the
-                                              header page (srl__shm_live) */
+                                              header page (srl__shm_live);
+                                           6: live policy: two policy copies in
+                                              pages 1 and 2, policy_gen, a slot's
+                                              generation in its meta word */
 #define SRL__SHM_SLOTS 16u              /* slots per bucket */
-#define SRL__SHM_HEADER_BYTES 4096u     /* header page; the table follows */
+#define SRL__SHM_PAGE_BYTES 4096u       /* the header page (struct srl__shm_header) */
+#define SRL__SHM_HEADER_BYTES 12288u    /* header page + the two policy copies; the
+                                           table follows (table_offset) */
 #define SRL__SHM_HASH_KEY_BYTES 16u     /* SipHash takes a 128-bit key */
 #define SRL__SHM_FP_BYTES 16u           /* fingerprint: SipHash-2-4 128-bit output */
 #define SRL__SHM_READY_WAIT_MS 2000u    /* bounded wait for a creator */
@@ -99,9 +104,36 @@ _Static_assert(sizeof(struct srl__shm_header) <= SRL__SHM_HEADER_BYTES, "header 
 struct srl__shm_live {
     uint64_t reclaimed;          /* in-flight units of dead or expired holders freed */
     uint64_t recovered;          /* buckets repaired after EOWNERDEAD (layout 5) */
+    uint32_t policy_gen;         /* layout 6: the current policy's generation; its
+                                    copy is policy_gen & 1 (srl__shm_policy).
+                                    Stored with release by a changer only (under
+                                    the file's flock), loaded with acquire under a
+                                    bucket lock by every decision */
+    uint32_t live_pad;           /* zero */
 };
 #define SRL__SHM_LIVE_OFFSET 3584u     /* 2048 in layout 4; 5's tier table needs room */
 _Static_assert(sizeof(struct srl__shm_header) <= SRL__SHM_LIVE_OFFSET, "live counters follow the header");
+_Static_assert(SRL__SHM_LIVE_OFFSET + sizeof(struct srl__shm_live) <= SRL__SHM_PAGE_BYTES,
+               "live counters fit the header page");
+
+/* Layout 6: the current policy, outside header_sum (the header keeps the
+ * policy at creation).  Two copies, copy c in header page 1 + c; generation
+ * g lives in copy g & 1, so a changer writes the spare one (the previous
+ * generation's) and then publishes policy_gen = g + 1.  A copy is untrusted
+ * like every byte of the segment: srl__shm_policy_read validates its sum,
+ * its generation, its table (srl__tiers_valid) and that its largest state
+ * fits the slots (state_bytes) before anything uses it (shm_policy.c). */
+struct srl__shm_policy {
+    uint32_t gen;                /* the generation this copy holds */
+    uint32_t tier_count;         /* 1..SRL_TIERS_MAX, tier 0 included */
+    srl_limits limits;           /* tier 0, canonical */
+    srl_tier tiers[SRL_TIERS_MAX - 1]; /* as in the header: canonical, zero past count */
+    uint64_t sum;                /* FNV-1a 64 over the copy with sum as 0 */
+};
+_Static_assert(sizeof(struct srl__shm_policy) <= SRL__SHM_PAGE_BYTES, "a policy copy fits a page");
+#define SRL__SHM_POLICY_OFFSET(c) (SRL__SHM_PAGE_BYTES * (1u + (c)))
+_Static_assert(SRL__SHM_POLICY_OFFSET(1) + SRL__SHM_PAGE_BYTES == SRL__SHM_HEADER_BYTES,
+               "two policy pages follow the header page");
 _Static_assert(sizeof(((srl_entry *)0)->fingerprint) == SRL__SHM_FP_BYTES,
                "srl_foreach hands out the whole stored fingerprint");
 
@@ -140,8 +172,9 @@ _Static_assert(offsetof(struct srl__shm_bucket, tags) == sizeof(pthread_mutex_t)
 /* Slot layout inside a bucket (offsets from the slot's start), named here
  * once; srl__shm_geometry and every accessor use these:
  *   0   uint8  fp[16]
- *   16  meta: uint16 tier, uint16 flags, uint32 reserved  (layout 5: tier
- *       below the header's tier_count, checked; flags and reserved zero)
+ *   16  meta: uint16 tier, uint16 flags, uint32 gen  (tier below the
+ *       table's tier_count, checked; flags zero; gen: the policy generation
+ *       the state is of, the current one or the one before (layout 6))
  *   24  state[state_bytes]   the compound state (8-aligned), then counters:
  *   +0  uint32 allowed, uint32 denied  (per key, saturating)
  *   +8  uint16 key_len                 (only if key_display > 0)
@@ -154,12 +187,27 @@ _Static_assert(offsetof(struct srl__shm_bucket, tags) == sizeof(pthread_mutex_t)
 #define SRL__SLOT_META 16u
 #define SRL__SLOT_META_BYTES 8u
 #define SRL__SLOT_TIER SRL__SLOT_META  /* uint16 */
+#define SRL__SLOT_FLAGS (SRL__SLOT_META + 2u) /* uint16, zero */
+#define SRL__SLOT_GEN (SRL__SLOT_META + 4u)   /* uint32 (layout 6) */
 #define SRL__SLOT_STATE (SRL__SLOT_META + SRL__SLOT_META_BYTES)
 #define SRL__CTR_ALLOWED 0u            /* from counters_off */
 #define SRL__CTR_DENIED 4u
 #define SRL__CTR_BYTES 8u
 #define SRL__CTR_KEY_LEN 8u            /* key_display > 0 only */
 #define SRL__CTR_DISPLAY 10u
+
+/* One generation of the policy, resolved for this handle (shm_policy.c):
+ * private, immutable once published, freed only at close (other threads of
+ * the handle may still read an older one).  tier t's compound is cmp[t]. */
+struct srl__shm_pol {
+    uint32_t gen;
+    uint32_t tier_count;
+    srl_tier def[SRL_TIERS_MAX];     /* def[0] is "default", tier 0 */
+    struct srl__compound cmp[SRL_TIERS_MAX];
+    const struct srl__shm_pol *prev; /* gen - 1, or NULL if its copy was gone
+                                        (or bad) when this one was built */
+    struct srl__shm_pol *next_free;  /* every view of the handle, for close */
+};
 
 /* The private handle.  Everything used to compute an address lives here,
  * copied from the header once at open. */
@@ -179,8 +227,20 @@ struct srl__shm {
     uint32_t mode;
     uint32_t owner_uid;
     int fd;                         /* the segment's file, kept to fstat (-1: anonymous) */
+    uint64_t header_sum;            /* the header's checksum at open (srl_check) */
+    srl_limits created;             /* the header's (validated) limits: a
+                                       concurrency limit there is the only
+                                       policy ever (shm_policy.c) */
+    struct srl__shm_pol *pol;       /* the newest view: atomic load/store */
+    struct srl__shm_pol *pols;      /* every view built (next_free), freed at close */
+    pthread_mutex_t pol_mu;         /* serialises building views (this handle only) */
+    pthread_mutex_t change_mu;      /* changers of this handle (its threads share
+                                       the fd, so its flock does not exclude them) */
+    bool open_change;               /* SRL_CHANGE: the opener changes a policy that differs */
+    bool change_pending;            /* ... and it did differ (segment_open changes it) */
 #ifdef SRL_MUTANTS
     unsigned test_flags;            /* SRL__SHM_TEST_* (testhooks.h) */
+    unsigned test_die_at;           /* SRL__SHM_TEST_CHANGE_DIE's countdown */
 #endif
     uint8_t hash_key[SRL__SHM_HASH_KEY_BYTES];
     char name[256];
@@ -221,6 +281,33 @@ uint64_t srl__shm_header_sum(const struct srl__shm_header *h);
 int64_t srl__shm_check_header(struct srl__shm *s, srl_report_fn fn, void *ctx);
 /* The segment file's size now (0 for an anonymous mapping). */
 uint64_t srl__shm_file_bytes(const struct srl__shm *s);
+
+/* ------------------------------------------------------- shm_policy.c */
+
+/* FNV-1a 64 over a policy copy with sum taken as 0. */
+uint64_t srl__shm_policy_sum(const struct srl__shm_policy *c);
+/* Fill a copy from a resolved table (canonical) and seal it. */
+void srl__shm_policy_fill(struct srl__shm_policy *c, uint32_t gen, const srl_limits *limits,
+                          const srl_tier *tiers, uint32_t tier_count);
+/* Read generation gen's copy from s's mapping (one snapshot) and validate
+ * it as untrusted input: sum, gen, table (srl__tiers_valid), every state
+ * within state_bytes.  0, or SRL_ECORRUPT with why in msg (may be NULL). */
+int srl__shm_policy_read(const struct srl__shm *s, uint32_t gen, struct srl__shm_policy *out,
+                         char *msg, size_t len);
+/* The view of the generation policy_gen names now.  locked: the caller
+ * holds a bucket lock, so the copy cannot be overwritten while it is read
+ * (a changer sweeps every bucket before it rewrites a copy); unlocked
+ * callers (info) retry a read that raced a changer.  NULL if the copy is
+ * not valid (SRL_ECORRUPT) or memory ran out. */
+const struct srl__shm_pol *srl__shm_pol_get(struct srl__shm *s, bool locked);
+/* The view of generation gen (built if need be), or NULL. */
+const struct srl__shm_pol *srl__shm_pol_of(struct srl__shm *s, uint32_t gen);
+/* The compound of tier t of view p (t < p->tier_count). */
+static inline const struct srl__compound *srl__pol_cmp(const struct srl__shm_pol *p, uint32_t t)
+{
+    return &p->cmp[t];
+}
+void srl__shm_pol_free(struct srl__shm *s);
 
 /* --------------------------------------------------------- shm_lock.c */
 
@@ -334,11 +421,20 @@ uint8_t srl__shm_fp_tag(const uint8_t fp[SRL__SHM_FP_BYTES]);
 int srl__shm_find_locked(const struct srl__shm *s, uint64_t b, const struct srl__shm_key *k);
 /* A state fails validation: repair resets it.  Lock held. */
 bool srl__shm_slot_valid(const struct srl__shm *s, uint64_t b, unsigned i, uint64_t now);
-/* The slot's tier word, and whether the meta word is sound (tier below the
- * table's count, flags and reserved zero).  Lock held. */
+/* The slot's tier and generation words, and whether the meta word is sound
+ * for view p (tier below its count, flags zero; the generation is judged
+ * by the caller).  Lock held. */
 uint16_t srl__shm_slot_tier(const struct srl__shm *s, uint64_t b, unsigned i);
-bool srl__shm_slot_meta_ok(const struct srl__shm *s, uint64_t b, unsigned i);
+uint32_t srl__shm_slot_gen(const struct srl__shm *s, uint64_t b, unsigned i);
+bool srl__shm_slot_meta_ok(const struct srl__shm *s, const struct srl__shm_pol *p, uint64_t b,
+                           unsigned i);
 void srl__shm_slot_reset(struct srl__shm *s, uint64_t b, unsigned i, uint64_t now);
+/* Make slot i of bucket b (locked) current: a state of the previous
+ * generation is converted (srl__tier_convert, in the undo record), a meta
+ * word that is not sound is reset and counted.  Returns the slot's
+ * compound under p (p from srl__shm_pol_locked). */
+const struct srl__compound *srl__shm_slot_current(struct srl__shm *s, const struct srl__shm_pol *p,
+                                                  uint64_t b, unsigned i, uint64_t now);
 /* key_len of slot i (stored only when key_display > 0), and whether it is
  * in range or not stored at all. */
 uint16_t *srl__shm_slot_key_len(const struct srl__shm *s, uint64_t b, unsigned i);
@@ -370,6 +466,13 @@ typedef int (*srl__shm_apply_fn)(void *state, uint64_t now, void *ctx);
 int srl__shm_apply(srl_limiter *lim, const void *key, size_t len, int insert,
                    srl__shm_apply_fn fn, void *ctx);
 int64_t srl__shm_foreach(srl_limiter *lim, srl_foreach_fn fn, void *ctx);
+/* The current limits of tier t (srl_tier_get). */
+int srl__shm_tier_get(srl_limiter *lim, uint32_t t, srl_tier *out);
+/* shm_change.c: srl_policy_change on a shared segment (cfg normalised by
+ * the prologue), or with one != NULL srl_policy_change_tier (cfg unused).
+ * 0, or SRL_E* with the reason in msg. */
+int srl__shm_policy_change(struct srl__shm *s, const srl_config *cfg, uint32_t tier,
+                           const srl_limits *one, char *msg, size_t len);
 /* shm_check.c: the invariant checker (srl_check). */
 int64_t srl__shm_check(srl_limiter *lim, srl_report_fn fn, void *ctx);
 /* Initialise every bucket of a fresh mapping (creator only). */

@@ -48,16 +48,24 @@ static void check_header(struct srl__shm *s, struct report *r)
     if (h->buckets != s->buckets || h->capacity != s->buckets * SRL__SHM_SLOTS ||
         h->bucket_bytes != s->bucket_bytes || h->slot_bytes != s->slot_bytes ||
         h->state_bytes != s->state_bytes || h->total_bytes != s->map_bytes ||
-        h->key_display != s->key_display ||
-        memcmp(&h->limits, &s->lim.cmp.limits, sizeof h->limits) != 0 ||
-        h->tier_count != s->lim.tier_count || h->tier_pad != 0 ||
-        memcmp(h->tiers, s->lim.tier_def, sizeof h->tiers) != 0)
+        h->key_display != s->key_display || h->header_sum != s->header_sum ||
+        h->tier_count != s->lim.tier_count || h->tier_pad != 0)
         problem(r, "header: geometry, policy or tier table changed since open");
+    /* Layout 6: the policy now, in its copy (the header keeps the one at
+     * creation; header_sum above covers that). */
+    uint32_t gen = __atomic_load_n(&srl__shm_live(s)->policy_gen, __ATOMIC_ACQUIRE);
+    struct srl__shm_policy c;
+    char why[256];
+    if (srl__shm_policy_read(s, gen, &c, why, sizeof why) != 0)
+        problem(r, "%s", why);
+    if (srl__shm_live(s)->live_pad != 0)
+        problem(r, "header: the word after policy_gen is not zero");
 }
 
 /* Bucket b is locked. */
 static void check_bucket(struct srl__shm *s, uint64_t b, uint64_t now, struct report *r)
 {
+    const struct srl__shm_pol *p = srl__shm_pol_get(s, true);
     struct srl__shm_bucket *bk = srl__shm_bucket(s, b);
     unsigned undo = bk->undo_slot;
     if (undo != 0)
@@ -80,17 +88,27 @@ static void check_bucket(struct srl__shm *s, uint64_t b, uint64_t now, struct re
         if (!srl__shm_slot_len_ok(s, b, i))
             problem(r, "bucket %llu slot %u: key length %u out of range", (unsigned long long)b,
                     i, *srl__shm_slot_key_len(s, b, i));
-        /* The tier indexes the private table only once it is in range; a
-         * slot with a bad meta word is reset to tier 0 by its next user
-         * (counted in srl_stats.reset_slots). */
+        /* The tier indexes a table only once it is in range; a slot with a
+         * bad meta word, or of a generation that is neither the current nor
+         * the previous one, is reset to tier 0 by its next user (counted in
+         * srl_stats.reset_slots).  p NULL: the copy is reported above. */
         unsigned tier = srl__shm_slot_tier(s, b, i);
-        if (tier >= s->lim.tier_count)
+        uint32_t g = srl__shm_slot_gen(s, b, i);
+        const struct srl__shm_pol *of = p == NULL ? NULL : g == p->gen ? p
+                                        : g == p->gen - 1u ? p->prev : NULL;
+        if (p == NULL)
+            ;
+        else if (of == NULL)
+            problem(r, "bucket %llu slot %u: policy generation %u is neither the current (%u) "
+                       "nor a previous one still readable",
+                    (unsigned long long)b, i, g, p->gen);
+        else if (tier >= of->tier_count)
             problem(r, "bucket %llu slot %u: tier %u beyond the table (%u tiers)",
-                    (unsigned long long)b, i, tier, s->lim.tier_count);
-        else if (!srl__shm_slot_meta_ok(s, b, i))
-            problem(r, "bucket %llu slot %u: meta word set (layout 5 writes only the tier)",
-                    (unsigned long long)b, i);
-        else if (!srl__cmp_valid(srl__tier_cmp(&s->lim, tier), srl__shm_slot_state(s, b, i), now))
+                    (unsigned long long)b, i, tier, of->tier_count);
+        else if (!srl__shm_slot_meta_ok(s, of, b, i))
+            problem(r, "bucket %llu slot %u: meta word set (layout 6 writes only the tier and "
+                       "the generation)", (unsigned long long)b, i);
+        else if (!srl__cmp_valid(&of->cmp[tier], srl__shm_slot_state(s, b, i), now))
             problem(r, "bucket %llu slot %u: invalid state (tier %u)", (unsigned long long)b, i,
                     tier);
         for (unsigned j = i + 1; j < SRL__SHM_SLOTS; j++)

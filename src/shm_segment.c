@@ -19,6 +19,13 @@
  * version, ABI, geometry recomputed from the policy and compared, size
  * against fstat) and the geometry is copied into the private handle.
  *
+ * Layout 6: the header page keeps the policy at creation; the policy now
+ * is in the two copies of pages 1 and 2 (shm_policy.c), which the creator
+ * writes with the header (copy A, generation 0; copy B all zero, so never
+ * valid).  An opener compares its config with the current copy, not with
+ * the header: SRL_EMISMATCH, or with SRL_CHANGE a live change
+ * (shm_change.c) once the handle is open.
+ *
  * No locks here but the creator's flock, a sign of life only: the header is immutable once READY (only the creator writes
  * it, before READY), and nobody else touches a mapping being set up.
  */
@@ -164,6 +171,8 @@ static struct srl__shm *handle_new(const srl_config *cfg, srl_store_kind kind,
     s->lim.impl = s;
     s->kind = kind;
     s->fd = -1;
+    pthread_mutex_init(&s->pol_mu, NULL);
+    pthread_mutex_init(&s->change_mu, NULL);
     return s;
 }
 
@@ -200,6 +209,15 @@ static void header_fill(struct srl__shm_header *h, const struct srl__shm *s,
     h->header_sum = srl__shm_header_sum(h);
 }
 
+/* Copy A of a new segment (pages is the whole header area): generation 0,
+ * the creation policy.  Copy B stays zero (its sum never matches). */
+static void policy_fill_first(unsigned char *pages, const struct srl__shm *s)
+{
+    const struct srl__shm_header *h = (const struct srl__shm_header *)pages;
+    srl__shm_policy_fill((struct srl__shm_policy *)(pages + SRL__SHM_POLICY_OFFSET(0)), 0,
+                         &h->limits, s->lim.tier_def, s->lim.tier_count);
+}
+
 uint64_t srl__shm_header_sum(const struct srl__shm_header *h)
 {
     struct srl__shm_header c;
@@ -220,6 +238,8 @@ static int publish(struct srl__shm *s, unsigned test_flags)
     if (rc != 0)
         return rc;
     memcpy(s->hash_key, srl__shm_hdr(s)->hash_key, sizeof s->hash_key);
+    s->header_sum = srl__shm_hdr(s)->header_sum;
+    s->created = srl__shm_hdr(s)->limits;
 #ifdef SRL_MUTANTS
     if (test_flags & SRL__SHM_TEST_NO_READY)
         return 0;
@@ -243,12 +263,16 @@ static int create(struct srl__shm *s, int fd, const srl_config *cfg, unsigned te
 #endif
     if (fchmod(fd, cfg->mode) != 0)
         return errno_code(errno);
-    struct srl__shm_header h;
-    header_fill(&h, s, cfg);
-    unsigned char page[SRL__SHM_HEADER_BYTES];
-    memset(page, 0, sizeof page);
-    memcpy(page, &h, sizeof h);
-    if (pwrite(fd, page, sizeof page, 0) != (ssize_t)sizeof page)
+    /* The header page and both policy pages in one write: a waiter that
+     * sees the header sees the current policy too. */
+    unsigned char *pages = calloc(1, SRL__SHM_HEADER_BYTES);
+    if (pages == NULL)
+        return SRL_ENOMEM;
+    header_fill((struct srl__shm_header *)pages, s, cfg);
+    policy_fill_first(pages, s);
+    ssize_t w = pwrite(fd, pages, SRL__SHM_HEADER_BYTES, 0);
+    free(pages);
+    if (w != (ssize_t)SRL__SHM_HEADER_BYTES)
         return errno_code(errno ? errno : ENOSPC);
     int e = posix_fallocate(fd, 0, (off_t)s->map_bytes);
     if (e != 0)
@@ -313,12 +337,14 @@ static int validate(struct srl__shm *s, const struct srl__shm_header *hp, uint64
         int rc = srl__shm_geometry(&want, cfg);
         if (rc != 0)
             return rc;
-        /* s->lim was resolved from cfg: its table is canonical and zeroed. */
-        if (memcmp(&cfg->limits, &seg.limits, sizeof seg.limits) != 0 ||
-            want.buckets != g.buckets || cfg->key_display != h.key_display ||
-            s->lim.tier_count != h.tier_count ||
-            memcmp(s->lim.tier_def, h.tiers, sizeof h.tiers) != 0)
+        /* What can never change.  The policy itself is compared with the
+         * current copy once the segment is mapped (open_existing). */
+        if (want.buckets != g.buckets || cfg->key_display != h.key_display ||
+            s->lim.tier_count != h.tier_count)
             return SRL_EMISMATCH;
+        for (uint32_t t = 1; t < h.tier_count; t++)
+            if (memcmp(s->lim.tier_def[t - 1].name, h.tiers[t - 1].name, sizeof h.tiers[0].name) != 0)
+                return SRL_EMISMATCH;
     }
     s->buckets = g.buckets;
     s->bucket_bytes = g.bucket_bytes;
@@ -330,6 +356,8 @@ static int validate(struct srl__shm *s, const struct srl__shm_header *hp, uint64
     s->counters_off = g.counters_off;
     s->map_bytes = g.map_bytes;
     memcpy(s->hash_key, h.hash_key, sizeof s->hash_key);
+    s->header_sum = h.header_sum;
+    s->created = h.limits;
     if (adopted != NULL) {
         memcpy(adopted_tiers, h.tiers, sizeof h.tiers);
         seg.tiers = adopted_tiers;   /* h is this frame's snapshot */
@@ -444,6 +472,51 @@ static int check_owner(const struct stat *st, uint32_t trust_uid, uint32_t trust
     return 0;
 }
 
+/* Whether the handle's table (from the opener's config) equals view p's. */
+static bool same_table(const struct srl__shm *s, const struct srl__shm_pol *p)
+{
+    if (p->tier_count != s->lim.tier_count ||
+        memcmp(&p->def[0].limits, &s->lim.cmp.limits, sizeof p->def[0].limits) != 0)
+        return false;
+    for (uint32_t t = 1; t < p->tier_count; t++)
+        if (memcmp(&p->def[t].limits, &s->lim.tier_def[t - 1].limits, sizeof p->def[t].limits) != 0)
+            return false;
+    return true;
+}
+
+/* The policy now (layout 6: the current copy, validated as untrusted).
+ * want: the opener's config, which must equal it (else SRL_EMISMATCH, or
+ * with SRL_CHANGE a change once open: s->change_pending).  No want: the
+ * handle adopts it, with cfg's runtime choices. */
+static int take_current(struct srl__shm *s, const srl_config *cfg, const srl_config *want)
+{
+    const struct srl__shm_pol *p = srl__shm_pol_get(s, false);
+    if (p == NULL)
+        return SRL_ECORRUPT;
+    if (want != NULL) {
+        s->change_pending = !same_table(s, p);
+        return s->change_pending && !s->open_change ? SRL_EMISMATCH : 0;
+    }
+    srl_config a;
+    srl_config_init(&a);
+    a.limits = p->def[0].limits;
+    a.policy = a.limits.limit[0];
+    a.tiers = p->def + 1;
+    a.tier_count = p->tier_count - 1;
+    a.capacity = s->buckets * SRL__SHM_SLOTS;
+    a.key_display = s->key_display;
+    a.on_full = s->lim.on_full;
+    a.lock_timeout_ms = s->lim.lock_timeout_ms;
+    if (cfg != NULL) {
+        a.ticker = cfg->ticker;
+        a.flags = cfg->flags;   /* the opener's dry run, never the segment's */
+    }
+    if (srl__limiter_init(&s->lim, s->lim.ops, &a) != 0)
+        return SRL_ECORRUPT;
+    s->lim.impl = s;
+    return 0;
+}
+
 /* Open the segment at fd.  want is the config to compare with (NULL: adopt
  * the segment's policy and geometry); cfg, if given, supplies the trust and
  * the caller's runtime choices either way. */
@@ -495,6 +568,8 @@ static int open_existing(struct srl__shm *s, int fd, const srl_config *cfg,
     rc = validate(s, srl__shm_hdr(s), (uint64_t)st.st_size, want, NULL, NULL);
     if (rc == 0 && __atomic_load_n(&srl__shm_hdr(s)->state, __ATOMIC_ACQUIRE) != SRL__SHM_READY)
         rc = SRL_ECORRUPT;
+    if (rc == 0)
+        rc = take_current(s, cfg, want);
     return rc;
 }
 
@@ -573,9 +648,10 @@ static int segment_open(const char *name, const srl_config *cfg, unsigned flags,
         return rc;
     if (cfg != NULL)
         cfg = use;   /* normalised: limits always filled; NULL still means adopt */
-    if ((flags & ~(SRL_CREATE | SRL_EXCL | SRL_ADOPT)) != 0 ||
+    if ((flags & ~(SRL_CREATE | SRL_EXCL | SRL_ADOPT | SRL_CHANGE)) != 0 ||
         ((flags & SRL_EXCL) && !(flags & SRL_CREATE)) ||
-        ((flags & SRL_ADOPT) && (flags & SRL_CREATE)))
+        ((flags & SRL_ADOPT) && (flags & (SRL_CREATE | SRL_CHANGE))) ||
+        ((flags & SRL_CHANGE) && cfg == NULL))
         return SRL_EINVAL;
     char path[256];
     rc = srl__shm_name(name, path);
@@ -585,6 +661,7 @@ static int segment_open(const char *name, const srl_config *cfg, unsigned flags,
     if (s == NULL)
         return SRL_ENOMEM;
     memcpy(s->name, path, strlen(path) + 1);
+    s->open_change = (flags & SRL_CHANGE) != 0;
     if (cfg != NULL && (rc = srl__shm_geometry(s, cfg)) != 0) {
         free(s);
         return rc;
@@ -602,6 +679,11 @@ static int segment_open(const char *name, const srl_config *cfg, unsigned flags,
             break;
         }
     }
+    /* From here the policy may change under the handle (srl_policy_change). */
+    s->lim.live_state_bytes = s->state_bytes;
+    s->lim.tier_get = srl__shm_tier_get;
+    if (rc == 0 && s->change_pending)
+        rc = srl__shm_policy_change(s, cfg, 0, NULL, NULL, 0);
     if (rc != 0) {
         srl__shm_unmap(s);
         return rc;
@@ -649,6 +731,8 @@ int srl__shm_segment_open_anonymous(const srl_config *cfg, const struct srl__sto
     s->mode = 0600;
     s->owner_uid = (uint32_t)geteuid();
     header_fill(srl__shm_hdr(s), s, cfg);
+    policy_fill_first(s->base, s);
+    s->lim.tier_get = srl__shm_tier_get;
     rc = publish(s, 0);
     if (rc != 0) {
         srl__shm_unmap(s);
@@ -666,6 +750,9 @@ void srl__shm_unmap(struct srl__shm *s)
         munmap(s->base, s->map_bytes);
     if (s->fd >= 0)
         close(s->fd);
+    srl__shm_pol_free(s);
+    pthread_mutex_destroy(&s->pol_mu);
+    pthread_mutex_destroy(&s->change_mu);
     free(s);
 }
 

@@ -47,8 +47,13 @@ static int shm_info(srl_limiter *lim, srl_info *out)
     const struct srl__shm_header *h = srl__shm_hdr(s);
     memset(out, 0, sizeof *out);
     out->kind = s->kind;
-    out->policy = lim->cmp.limits.limit[0];
-    out->limits = lim->cmp.limits;
+    /* The policy now (the current copy), not the one at open. */
+    const struct srl__shm_pol *p = srl__shm_pol_get(s, false);
+    if (p == NULL)
+        return SRL_ECORRUPT;
+    out->policy = p->def[0].limits.limit[0];
+    out->limits = p->def[0].limits;
+    out->policy_gen = p->gen;
     out->state_bytes = s->state_bytes;
     out->layout_version = h->version;
     out->tier_count = lim->tier_count;
@@ -69,6 +74,12 @@ static int shm_info(srl_limiter *lim, srl_info *out)
     return 0;
 }
 
+static int shm_policy_change(srl_limiter *lim, const srl_config *cfg, uint32_t tier,
+                             const srl_limits *one, char *msg, size_t len)
+{
+    return srl__shm_policy_change(lim->impl, cfg, tier, one, msg, len);
+}
+
 static void shm_close(srl_limiter *lim)
 {
     srl__shm_unmap(lim->impl);
@@ -86,6 +97,7 @@ const struct srl__store_ops srl__shm_ops = {
     .info = shm_info,
     .foreach = srl__shm_foreach,
     .check = srl__shm_check,
+    .policy_change = shm_policy_change,
     .enter = srl__shm_enter,
     .leave = srl__shm_leave,
     .key_state = srl__shm_key_state,
@@ -96,6 +108,11 @@ const struct srl__store_ops srl__shm_ops = {
 void srl__shm_set_test_flags(srl_limiter *lim, unsigned flags)
 {
     ((struct srl__shm *)lim->impl)->test_flags = flags;
+}
+
+void srl__shm_set_test_die(srl_limiter *lim, unsigned n)
+{
+    ((struct srl__shm *)lim->impl)->test_die_at = n;
 }
 #endif
 

@@ -15,7 +15,11 @@
  *     its bucket is one of fp's candidates, 1 <= key_len <= SRL_KEY_MAX (when
  *     key_display > 0; otherwise no key_len is stored) and its state is valid;
  *   - a key occupies at most one slot of the table;
- *   - undo_slot is 0 whenever the bucket's lock is free.
+ *   - undo_slot is 0 whenever the bucket's lock is free;
+ *   - a slot's generation (its meta word, layout 6) is the current policy
+ *     generation or the one before; a state of the one before is converted
+ *     on its next touch (srl__shm_slot_current), under the lock and the undo
+ *     record, before anything reads it.
  *
  * Locking (see shm.h): a key's decision is made under the lock of the
  * bucket that holds it, with the time read after the lock was taken.  The
@@ -134,46 +138,100 @@ uint16_t srl__shm_slot_tier(const struct srl__shm *s, uint64_t b, unsigned i)
     return t;
 }
 
-bool srl__shm_slot_meta_ok(const struct srl__shm *s, uint64_t b, unsigned i)
+uint32_t srl__shm_slot_gen(const struct srl__shm *s, uint64_t b, unsigned i)
 {
-    static const uint8_t zero[SRL__SLOT_META_BYTES - sizeof(uint16_t)];
-    return srl__shm_slot_tier(s, b, i) < s->lim.tier_count &&
-           memcmp(srl__shm_slot(s, b, i) + SRL__SLOT_TIER + sizeof(uint16_t), zero,
-                  sizeof zero) == 0;
+    uint32_t g;
+    memcpy(&g, srl__shm_slot(s, b, i) + SRL__SLOT_GEN, sizeof g);
+    return g;
 }
 
-/* The compound of slot i's tier; the meta word was checked sound. */
-static const struct srl__compound *slot_cmp(const struct srl__shm *s, uint64_t b, unsigned i)
+bool srl__shm_slot_meta_ok(const struct srl__shm *s, const struct srl__shm_pol *p, uint64_t b,
+                           unsigned i)
 {
-    return srl__tier_cmp(&s->lim, srl__shm_slot_tier(s, b, i));
+    uint16_t flags;
+    memcpy(&flags, srl__shm_slot(s, b, i) + SRL__SLOT_FLAGS, sizeof flags);
+    return srl__shm_slot_tier(s, b, i) < p->tier_count && flags == 0;
 }
 
-/* Every use of an occupied slot's state starts here (lock held): a meta
- * word that is not sound (a tier beyond the table, a stray flag) is damage;
- * the slot's state is reset to a fresh one of tier 0 and counted, as repair
- * would, so no tier index from the segment is ever used unchecked. */
-static const struct srl__compound *slot_cmp_sound(struct srl__shm *s, uint64_t b, unsigned i,
-                                                  uint64_t now)
+/* A fresh tier-0 state of generation p, for a slot whose meta word or
+ * generation is damage (lock held). */
+static void slot_fresh(struct srl__shm *s, const struct srl__shm_pol *p, uint64_t b, unsigned i,
+                       uint64_t now)
 {
-    if (!srl__shm_slot_meta_ok(s, b, i)) {
-        memset(srl__shm_slot(s, b, i) + SRL__SLOT_META, 0, SRL__SLOT_META_BYTES);
-        srl__cmp_state_init(&s->lim.cmp, srl__shm_slot_state(s, b, i), now);
+    unsigned char *slot = srl__shm_slot(s, b, i);
+    memset(slot + SRL__SLOT_META, 0, SRL__SLOT_META_BYTES);
+    memcpy(slot + SRL__SLOT_GEN, &p->gen, sizeof p->gen);
+    srl__cmp_state_init(&p->cmp[0], srl__shm_slot_state(s, b, i), now);
+}
+
+/* Every use of an occupied slot's state starts here (lock held).  A state
+ * of the previous generation is converted to the current one by the tier
+ * conversion rule (tiers.c), limit by limit within its own tier, from the
+ * undo copy, with the generation word written last: a worker killed before
+ * that leaves the old state (the undo record restores it) on the old
+ * generation.  Damage (a generation neither current nor previous, a tier
+ * beyond the table, a stray flag) resets the slot to a fresh tier-0 state
+ * and is counted, as repair would, so no index from the segment is ever
+ * used unchecked. */
+const struct srl__compound *srl__shm_slot_current(struct srl__shm *s, const struct srl__shm_pol *p,
+                                                  uint64_t b, unsigned i, uint64_t now)
+{
+    uint32_t g = srl__shm_slot_gen(s, b, i);
+    if (g != p->gen) {
+        const struct srl__shm_pol *from = g == p->gen - 1u ? p->prev : NULL;
+        if (from != NULL && srl__shm_slot_meta_ok(s, from, b, i)) {
+            unsigned t = srl__shm_slot_tier(s, b, i);
+            void *state = srl__shm_slot_state(s, b, i);
+            srl__shm_undo_begin(s, b, i);
+            const unsigned char *old = (unsigned char *)srl__shm_bucket(s, b) + s->undo_off;
+#ifdef SRL_MUTANTS
+            if (s->test_flags & SRL__SHM_TEST_LIVE_FRESH)
+                srl__cmp_state_init(&p->cmp[t], state, now);   /* broken: use forgotten */
+            else if (!(s->test_flags & SRL__SHM_TEST_LIVE_NO_CONVERT))
+#endif
+            srl__tier_convert(&from->cmp[t], old, &p->cmp[t], state, now);
+            memcpy(srl__shm_slot(s, b, i) + SRL__SLOT_GEN, &p->gen, sizeof p->gen);
+            srl__shm_undo_end(s, b);
+        } else {
+            slot_fresh(s, p, b, i, now);
+            SRL__SHM_COUNT(srl__shm_bucket(s, b)->reset_slots, 1);
+        }
+    }
+    if (!srl__shm_slot_meta_ok(s, p, b, i)) {
+        slot_fresh(s, p, b, i, now);
         SRL__SHM_COUNT(srl__shm_bucket(s, b)->reset_slots, 1);
     }
-    return slot_cmp(s, b, i);
+    return &p->cmp[srl__shm_slot_tier(s, b, i)];
 }
 
-bool srl__shm_slot_valid(const struct srl__shm *s, uint64_t b, unsigned i, uint64_t now)
+/* Repair's check of a slot: identity, and (when the policy could be read,
+ * p != NULL) its generation, meta word and state under that generation. */
+static bool slot_valid(const struct srl__shm *s, const struct srl__shm_pol *p, uint64_t b,
+                       unsigned i, uint64_t now)
 {
     const uint8_t *fp = srl__shm_slot(s, b, i);
     uint64_t c1, c2;
     srl__shm_fp_buckets(s, fp, &c1, &c2);
-    return srl__shm_bucket(s, b)->tags[i] == srl__shm_fp_tag(fp) && (b == c1 || b == c2) &&
-           srl__shm_slot_len_ok(s, b, i) && srl__shm_slot_meta_ok(s, b, i) &&
-           srl__cmp_valid(slot_cmp(s, b, i), srl__shm_slot_state(s, b, i), now);
+    if (srl__shm_bucket(s, b)->tags[i] != srl__shm_fp_tag(fp) || (b != c1 && b != c2) ||
+        !srl__shm_slot_len_ok(s, b, i))
+        return false;
+    if (p == NULL)
+        return true;   /* no valid policy: every decision says SRL_ECORRUPT anyway */
+    uint32_t g = srl__shm_slot_gen(s, b, i);
+    const struct srl__shm_pol *of = g == p->gen ? p : g == p->gen - 1u ? p->prev : NULL;
+    return of != NULL && srl__shm_slot_meta_ok(s, of, b, i) &&
+           srl__cmp_valid(&of->cmp[srl__shm_slot_tier(s, b, i)], srl__shm_slot_state(s, b, i),
+                          now);
 }
 
-void srl__shm_slot_reset(struct srl__shm *s, uint64_t b, unsigned i, uint64_t now)
+bool srl__shm_slot_valid(const struct srl__shm *s, uint64_t b, unsigned i, uint64_t now)
+{
+    return slot_valid(s, __atomic_load_n(&s->pol, __ATOMIC_ACQUIRE), b, i, now);
+}
+
+/* Repair's reset: p is the current view, or NULL (then identity only). */
+static void slot_reset(struct srl__shm *s, const struct srl__shm_pol *p, uint64_t b, unsigned i,
+                       uint64_t now)
 {
     const uint8_t *fp = srl__shm_slot(s, b, i);
     uint64_t c1, c2;
@@ -185,15 +243,23 @@ void srl__shm_slot_reset(struct srl__shm *s, uint64_t b, unsigned i, uint64_t no
         srl__shm_tag_store(bk, i, 0);
         return;
     }
-    /* A reset state is tier 0's, whatever the meta word said (flags are
-     * written by nobody yet: any are damage, cleared with it). */
-    memset(srl__shm_slot(s, b, i) + SRL__SLOT_META, 0, SRL__SLOT_META_BYTES);
-    srl__cmp_state_init(&s->lim.cmp, srl__shm_slot_state(s, b, i), now);
+    /* A reset state is tier 0's of the current generation, whatever the
+     * meta word said (flags are written by nobody yet: any are damage,
+     * cleared with it). */
+    if (p != NULL)
+        slot_fresh(s, p, b, i, now);
 }
 
-static bool slot_at_rest(struct srl__shm *s, uint64_t b, unsigned i, uint64_t now)
+void srl__shm_slot_reset(struct srl__shm *s, uint64_t b, unsigned i, uint64_t now)
 {
-    return srl__cmp_at_rest(slot_cmp_sound(s, b, i, now), srl__shm_slot_state(s, b, i), now);
+    slot_reset(s, __atomic_load_n(&s->pol, __ATOMIC_ACQUIRE), b, i, now);
+}
+
+static bool slot_at_rest(struct srl__shm *s, const struct srl__shm_pol *p, uint64_t b, unsigned i,
+                         uint64_t now)
+{
+    return srl__cmp_at_rest(srl__shm_slot_current(s, p, b, i, now), srl__shm_slot_state(s, b, i),
+                            now);
 }
 
 static uint32_t sat_inc(uint32_t v)
@@ -240,8 +306,8 @@ static void count_req(struct srl__shm *s, uint64_t b, unsigned i, const struct s
 }
 
 /* Decide rq on the state of b/i at now (bucket b locked, undo record open). */
-static void decide_state(struct srl__shm *s, uint64_t b, unsigned i, uint64_t now,
-                         const struct shm_req *rq, srl_decision *d)
+static void decide_state(struct srl__shm *s, uint64_t b, unsigned i, const struct srl__compound *c,
+                         uint64_t now, const struct shm_req *rq, srl_decision *d)
 {
     void *state = srl__shm_slot_state(s, b, i);
     if (rq->apply != NULL) {
@@ -250,9 +316,9 @@ static void decide_state(struct srl__shm *s, uint64_t b, unsigned i, uint64_t no
     }
     if (rq->lease == NULL) {
         if (rq->max_wait == 0)
-            srl__cmp_decide(slot_cmp(s, b, i), state, now, rq->cost, 1, d);
+            srl__cmp_decide(c, state, now, rq->cost, 1, d);
         else
-            srl__cmp_reserve(slot_cmp(s, b, i), state, now, rq->cost, rq->max_wait, d);
+            srl__cmp_reserve(c, state, now, rq->cost, rq->max_wait, d);
         return;
     }
     struct srl__proc me;
@@ -269,13 +335,37 @@ static void decide_state(struct srl__shm *s, uint64_t b, unsigned i, uint64_t no
     }
 }
 
-/* Decide for the existing key in b/i, in place, under the undo record
- * (bucket b locked). */
-static void decide_slot(struct srl__shm *s, uint64_t b, unsigned i, const struct shm_req *rq,
-                        srl_decision *d)
+/* rq against the policy of generation p (a bucket lock held, so p is what
+ * the segment names now): the permits the facade could not check, since
+ * the policy may have changed since open.  0, SRL_ECOST or SRL_ENOTSUP. */
+static int req_fits(const struct srl__shm_pol *p, const struct shm_req *rq)
 {
+    if (rq->apply != NULL || rq->lease != NULL)
+        return 0;
+    const struct srl__compound *c = &p->cmp[rq->tier];
+    if (rq->cost > c->min_permits)
+        return SRL_ECOST;
+    return rq->max_wait > 0 && !c->reserve ? SRL_ENOTSUP : 0;
+}
+
+/* The current view under a bucket lock, and rq checked against it. */
+static int req_pol(struct srl__shm *s, const struct shm_req *rq, const struct srl__shm_pol **p)
+{
+    *p = srl__shm_pol_get(s, true);
+    return *p == NULL ? SRL_ECORRUPT : req_fits(*p, rq);
+}
+
+/* Decide for the existing key in b/i, in place, under the undo record
+ * (bucket b locked).  0, or an error of req_pol (nothing decided). */
+static int decide_slot(struct srl__shm *s, uint64_t b, unsigned i, const struct shm_req *rq,
+                       srl_decision *d)
+{
+    const struct srl__shm_pol *p;
+    int rc = req_pol(s, rq, &p);
+    if (rc != 0)
+        return rc;
     uint64_t now = srl__now(&s->lim);
-    const struct srl__compound *from = slot_cmp_sound(s, b, i, now);
+    const struct srl__compound *from = srl__shm_slot_current(s, p, b, i, now);
     srl__shm_undo_begin(s, b, i);
     if (srl__shm_slot_tier(s, b, i) != rq->tier) {
         /* The key changes tier: its state is converted (tiers.c) from the
@@ -283,14 +373,14 @@ static void decide_slot(struct srl__shm *s, uint64_t b, unsigned i, const struct
          * word is written last, so a crash before it leaves old state and
          * old tier (the undo record restores the state). */
         unsigned char *old = (unsigned char *)srl__shm_bucket(s, b) + s->undo_off;
-        srl__tier_convert(from, old, srl__tier_cmp(&s->lim, rq->tier),
-                          srl__shm_slot_state(s, b, i), now);
+        srl__tier_convert(from, old, &p->cmp[rq->tier], srl__shm_slot_state(s, b, i), now);
         uint16_t t = (uint16_t)rq->tier;
         memcpy(srl__shm_slot(s, b, i) + SRL__SLOT_TIER, &t, sizeof t);
     }
-    decide_state(s, b, i, now, rq, d);
+    decide_state(s, b, i, &p->cmp[rq->tier], now, rq, d);
     srl__shm_undo_end(s, b);
     count_req(s, b, i, rq, d);
+    return 0;
 }
 
 #ifdef SRL_MUTANTS
@@ -338,9 +428,9 @@ static void enter_slot_unlocked(struct srl__shm *s, uint64_t b, unsigned i, srl_
 /* Fill free slot i of bucket b with key k and decide its first request
  * (bucket b locked).  The tag is stored last: until then the slot is free,
  * so a crash here leaves nothing to repair. */
-static void insert(struct srl__shm *s, uint64_t b, unsigned i, const struct srl__shm_key *k,
-                   const void *key, size_t len, uint64_t now, const struct shm_req *rq,
-                   srl_decision *d)
+static void insert(struct srl__shm *s, const struct srl__shm_pol *p, uint64_t b, unsigned i,
+                   const struct srl__shm_key *k, const void *key, size_t len, uint64_t now,
+                   const struct shm_req *rq, srl_decision *d)
 {
     unsigned char *slot = srl__shm_slot(s, b, i);
     memset(slot, 0, s->slot_bytes);
@@ -353,13 +443,14 @@ static void insert(struct srl__shm *s, uint64_t b, unsigned i, const struct srl_
     void *state = srl__shm_slot_state(s, b, i);
     uint16_t tier = (uint16_t)rq->tier;
     memcpy(slot + SRL__SLOT_TIER, &tier, sizeof tier);
-    srl__cmp_state_init(srl__tier_cmp(&s->lim, rq->tier), state, now);
+    memcpy(slot + SRL__SLOT_GEN, &p->gen, sizeof p->gen);
+    srl__cmp_state_init(&p->cmp[rq->tier], state, now);
     if (s->lim.cmp.conc >= 0)
         /* Generations start anywhere, so a lease kept across the key's
          * eviction and return is unlikely to name a new unit (srl_leave
          * also checks the holder's pid). */
         srl__conc_seed(srl__cmp_conc_state(&s->lim.cmp, state), randombytes_random());
-    decide_state(s, b, i, now, rq, d);
+    decide_state(s, b, i, &p->cmp[rq->tier], now, rq, d);
     count_req(s, b, i, rq, d);
     srl__shm_tag_store(srl__shm_bucket(s, b), i, k->tag);
 }
@@ -383,11 +474,11 @@ static unsigned free_count(const struct srl__shm *s, uint64_t b)
 }
 
 /* Free an at-rest slot of bucket b (locked) and return it, or -1. */
-static int reclaim(struct srl__shm *s, uint64_t b, uint64_t now)
+static int reclaim(struct srl__shm *s, const struct srl__shm_pol *p, uint64_t b, uint64_t now)
 {
     struct srl__shm_bucket *bk = srl__shm_bucket(s, b);
     for (unsigned i = 0; i < SRL__SHM_SLOTS; i++) {
-        if (bk->tags[i] != 0 && slot_at_rest(s, b, i, now)) {
+        if (bk->tags[i] != 0 && slot_at_rest(s, p, b, i, now)) {
             srl__shm_tag_store(bk, i, 0);
             SRL__SHM_COUNT(bk->evicted, 1);
             return (int)i;
@@ -401,8 +492,8 @@ static int reclaim(struct srl__shm *s, uint64_t b, uint64_t now)
  * The copy is complete and tagged before the old tag is cleared, under the
  * source bucket's moving_slot marker.  Returns 1 with the freed slot in *fb
  * and *fi, or 0. */
-static int relocate(struct srl__shm *s, uint64_t b1, uint64_t b2, uint64_t now, uint64_t *fb,
-                    unsigned *fi)
+static int relocate(struct srl__shm *s, const struct srl__shm_pol *p, uint64_t b1, uint64_t b2,
+                    uint64_t now, uint64_t *fb, unsigned *fi)
 {
     uint64_t src[2] = {b1, b2};
     for (int side = 0; side < (b1 == b2 ? 1 : 2); side++) {
@@ -421,7 +512,7 @@ static int relocate(struct srl__shm *s, uint64_t b1, uint64_t b2, uint64_t now, 
                 continue;
             int j = free_slot(s, other);
             if (j < 0)
-                j = reclaim(s, other, now);
+                j = reclaim(s, p, other, now);
             if (j >= 0) {
                 /* The marker lets repair of b resolve a move cut short
                  * between the two tag stores (srl__shm_repair_bucket). */
@@ -497,6 +588,8 @@ static void repair(struct srl__shm *s, uint64_t b, uint64_t now, bool nested)
     __atomic_store_n(&bk->moving_slot, 0, __ATOMIC_RELEASE);
     if (!nested && moving >= 1 && moving <= SRL__SHM_SLOTS && bk->tags[moving - 1] != 0)
         resolve_move(s, b, moving - 1);
+    /* The bucket is locked: the view read here is the current one. */
+    const struct srl__shm_pol *p = srl__shm_pol_get(s, true);
     unsigned undo = __atomic_load_n(&bk->undo_slot, __ATOMIC_ACQUIRE);
     if (undo >= 1 && undo <= SRL__SHM_SLOTS && bk->tags[undo - 1] != 0)
         memcpy(srl__shm_slot_state(s, b, undo - 1), (unsigned char *)bk + s->undo_off,
@@ -506,8 +599,8 @@ static void repair(struct srl__shm *s, uint64_t b, uint64_t now, bool nested)
     for (unsigned i = 0; i < SRL__SHM_SLOTS; i++) {
         if (__atomic_load_n(&bk->tags[i], __ATOMIC_RELAXED) == 0)
             continue;
-        if (!srl__shm_slot_valid(s, b, i, now)) {
-            srl__shm_slot_reset(s, b, i, now);
+        if (!slot_valid(s, p, b, i, now)) {
+            slot_reset(s, p, b, i, now);
             SRL__SHM_COUNT(bk->reset_slots, 1);
         }
     }
@@ -685,9 +778,9 @@ static int acquire_get_then_put(struct srl__shm *s, const struct srl__shm_key *k
             return degraded(s, rc, d);
         int i = srl__shm_find_locked(s, cand[c], k);
         if (i >= 0) {
-            decide_slot(s, cand[c], (unsigned)i, rq, d);
+            rc = decide_slot(s, cand[c], (unsigned)i, rq, d);
             srl__shm_unlock(s, cand[c]);
-            return 0;
+            return rc;
         }
         srl__shm_unlock(s, cand[c]);
     }
@@ -697,8 +790,9 @@ static int acquire_get_then_put(struct srl__shm *s, const struct srl__shm_key *k
         if (rc != 0)
             return degraded(s, rc, d);
         int i = free_slot(s, cand[c]);
-        if (i >= 0) {
-            insert(s, cand[c], (unsigned)i, k, key, len, srl__now(&s->lim), rq, d);
+        const struct srl__shm_pol *p = srl__shm_pol_get(s, true);
+        if (i >= 0 && p != NULL) {
+            insert(s, p, cand[c], (unsigned)i, k, key, len, srl__now(&s->lim), rq, d);
             srl__shm_unlock(s, cand[c]);
             return 0;
         }
@@ -741,9 +835,9 @@ static int decide_key(srl_limiter *lim, const void *key, size_t len, const struc
     if (rc != 0)
         return degraded(s, rc, d);
     if (i >= 0) {
-        decide_slot(s, b, (unsigned)i, rq, d);
+        rc = decide_slot(s, b, (unsigned)i, rq, d);
         srl__shm_unlock(s, b);
-        return 0;
+        return rc == SRL_ECORRUPT ? degraded(s, rc, d) : rc;
     }
 #ifdef SRL_MUTANTS
     if (s->test_flags & SRL__SHM_TEST_GET_THEN_PUT)
@@ -755,22 +849,28 @@ static int decide_key(srl_limiter *lim, const void *key, size_t len, const struc
         return degraded(s, rc, d);
     i = find_pair(s, &k, &b);
     if (i >= 0) {
-        decide_slot(s, b, (unsigned)i, rq, d);
+        rc = decide_slot(s, b, (unsigned)i, rq, d);
         unlock_pair(s, &k);
-        return 0;
+        return rc == SRL_ECORRUPT ? degraded(s, rc, d) : rc;
+    }
+    const struct srl__shm_pol *p;
+    rc = req_pol(s, rq, &p);
+    if (rc != 0) {
+        unlock_pair(s, &k);
+        return rc == SRL_ECORRUPT ? degraded(s, rc, d) : rc;
     }
     uint64_t now = srl__now(lim);
     unsigned f1 = free_count(s, k.b1), f2 = k.b2 != k.b1 ? free_count(s, k.b2) : 0;
     if (f1 > 0 || f2 > 0) {
         b = f1 >= f2 ? k.b1 : k.b2;
         i = free_slot(s, b);
-    } else if ((i = reclaim(s, k.b1, now)) >= 0) {
+    } else if ((i = reclaim(s, p, k.b1, now)) >= 0) {
         b = k.b1;
-    } else if (k.b2 != k.b1 && (i = reclaim(s, k.b2, now)) >= 0) {
+    } else if (k.b2 != k.b1 && (i = reclaim(s, p, k.b2, now)) >= 0) {
         b = k.b2;
     } else {
         unsigned fi;
-        if (relocate(s, k.b1, k.b2, now, &b, &fi))
+        if (relocate(s, p, k.b1, k.b2, now, &b, &fi))
             i = (int)fi;
     }
     if (i < 0) {
@@ -792,7 +892,7 @@ static int decide_key(srl_limiter *lim, const void *key, size_t len, const struc
         unlock_pair(s, &k);
         return 0;
     }
-    insert(s, b, (unsigned)i, &k, key, len, now, rq, d);
+    insert(s, p, b, (unsigned)i, &k, key, len, now, rq, d);
     unlock_pair(s, &k);
     return 0;
 }
@@ -900,9 +1000,9 @@ int srl__shm_apply(srl_limiter *lim, const void *key, size_t len, int insert,
     if (i < 0)
         return SRL_ENOENT;
     struct shm_req rq = {.cost = 1, .apply = fn, .ctx = ctx};
-    decide_slot(s, b, (unsigned)i, &rq, &d);
+    rc = decide_slot(s, b, (unsigned)i, &rq, &d);
     srl__shm_unlock(s, b);
-    return 0;
+    return rc;
 }
 
 int srl__shm_peek(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
@@ -917,8 +1017,13 @@ int srl__shm_peek(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
         return degraded(s, rc, d);
     if (i < 0)
         return SRL_ENOENT;
+    const struct srl__shm_pol *p = srl__shm_pol_get(s, true);
+    if (p == NULL) {
+        srl__shm_unlock(s, b);
+        return degraded(s, SRL_ECORRUPT, d);
+    }
     uint64_t now = srl__now(lim);
-    const struct srl__compound *c = slot_cmp_sound(s, b, (unsigned)i, now);
+    const struct srl__compound *c = srl__shm_slot_current(s, p, b, (unsigned)i, now);
     if (cost > c->min_permits) {   /* the key's tier takes less (srl_acquire_tier) */
         srl__shm_unlock(s, b);
         return SRL_ECOST;
@@ -960,8 +1065,13 @@ int srl__shm_refund(srl_limiter *lim, const void *key, size_t len, uint32_t cost
         return rc;
     if (i < 0)
         return SRL_ENOENT;
+    const struct srl__shm_pol *p = srl__shm_pol_get(s, true);
+    if (p == NULL) {
+        srl__shm_unlock(s, b);
+        return SRL_ECORRUPT;
+    }
     uint64_t now = srl__now(lim);
-    const struct srl__compound *c = slot_cmp_sound(s, b, (unsigned)i, now);
+    const struct srl__compound *c = srl__shm_slot_current(s, p, b, (unsigned)i, now);
     if (cost > c->min_permits) {
         srl__shm_unlock(s, b);
         return SRL_ECOST;
@@ -984,6 +1094,13 @@ int srl__shm_key_state(srl_limiter *lim, const void *key, size_t len, void *buf)
         return rc;
     if (i < 0)
         return SRL_ENOENT;
+    /* The state as the current policy reads it (srl_info.limits). */
+    const struct srl__shm_pol *p = srl__shm_pol_get(s, true);
+    if (p == NULL) {
+        srl__shm_unlock(s, b);
+        return SRL_ECORRUPT;
+    }
+    srl__shm_slot_current(s, p, b, (unsigned)i, srl__now(lim));
     memcpy(buf, srl__shm_slot_state(s, b, (unsigned)i), s->state_bytes);
     srl__shm_unlock(s, b);
     return 0;
@@ -1023,6 +1140,11 @@ int64_t srl__shm_evict_idle(srl_limiter *lim)
          * timeout counted); the others are still swept. */
         if (srl__shm_lock(s, b, &deadline) != 0)
             continue;
+        const struct srl__shm_pol *p = srl__shm_pol_get(s, true);
+        if (p == NULL) {
+            srl__shm_unlock(s, b);
+            return SRL_ECORRUPT;
+        }
         uint64_t now = srl__now(lim);
         for (unsigned i = 0; i < SRL__SHM_SLOTS; i++) {
             if (bk->tags[i] != 0 && lim->cmp.conc >= 0) {
@@ -1037,7 +1159,7 @@ int64_t srl__shm_evict_idle(srl_limiter *lim)
                 if (freed > 0)
                     __atomic_add_fetch(&srl__shm_live(s)->reclaimed, freed, __ATOMIC_RELAXED);
             }
-            if (bk->tags[i] != 0 && slot_at_rest(s, b, i, now)) {
+            if (bk->tags[i] != 0 && slot_at_rest(s, p, b, i, now)) {
                 srl__shm_tag_store(bk, i, 0);
                 SRL__SHM_COUNT(bk->evicted, 1);
                 n++;
@@ -1064,12 +1186,17 @@ int64_t srl__shm_foreach(srl_limiter *lim, srl_foreach_fn fn, void *ctx)
         int rc = srl__shm_lock(s, b, &deadline);
         if (rc != 0)
             return rc;
+        const struct srl__shm_pol *p = srl__shm_pol_get(s, true);
+        if (p == NULL) {
+            srl__shm_unlock(s, b);
+            return SRL_ECORRUPT;
+        }
         uint64_t now = srl__now(lim);
         int stop = 0;
         for (unsigned i = 0; i < SRL__SHM_SLOTS && !stop; i++) {
             if (bk->tags[i] == 0)
                 continue;
-            const struct srl__compound *c = slot_cmp_sound(s, b, i, now);
+            const struct srl__compound *c = srl__shm_slot_current(s, p, b, i, now);
             const void *state = srl__shm_slot_state(s, b, i);
             srl_entry e;
             memset(&e, 0, sizeof e);
@@ -1098,6 +1225,17 @@ int64_t srl__shm_foreach(srl_limiter *lim, srl_foreach_fn fn, void *ctx)
             break;
     }
     return n;
+}
+
+int srl__shm_tier_get(srl_limiter *lim, uint32_t t, srl_tier *out)
+{
+    const struct srl__shm_pol *p = srl__shm_pol_get(lim->impl, false);
+    if (p == NULL)
+        return SRL_ECORRUPT;
+    if (t >= p->tier_count)
+        return SRL_EINVAL;
+    *out = p->def[t];
+    return 0;
 }
 
 int srl__shm_table_init(struct srl__shm *s)

@@ -35,7 +35,20 @@ enum {
     SRL__SHM_TEST_NOLOCK_ENTER = 0x10u, /* broken: srl_enter on an existing key without its lock */
     SRL__SHM_TEST_SLOW_CREATE = 0x20u,  /* creator pauses 3 s before its first write
                                            (a creator descheduled on a loaded machine) */
+    /* Live policy changes (tests/check_shm_live.c). */
+    SRL__SHM_TEST_LIVE_NO_CONVERT = 0x40u, /* broken: a slot of the previous generation
+                                              keeps its bytes as they are */
+    SRL__SHM_TEST_LIVE_FRESH = 0x80u,   /* broken: ... starts fresh (use forgotten) */
+    SRL__SHM_TEST_LIVE_STALE = 0x100u,  /* broken: a decision does not re-read policy_gen
+                                           once the handle has a view */
+    SRL__SHM_TEST_CHANGE_NO_SWEEP = 0x200u, /* broken: the changer skips its sweep */
+    SRL__SHM_TEST_CHANGE_DIE = 0x400u,  /* the changer SIGKILLs itself at its n-th
+                                           step (srl__shm_set_test_die) */
 };
+/* The n-th step (1-based: each bucket of the sweep, under its lock; then
+ * before, in the middle of and after the spare copy; after publishing) at
+ * which a changer with SRL__SHM_TEST_CHANGE_DIE dies. */
+void srl__shm_set_test_die(srl_limiter *lim, unsigned n);
 /* Set SRL__SHM_TEST_* on an open shared/anonymous limiter (src/shm_store.c). */
 void srl__shm_set_test_flags(srl_limiter *lim, unsigned flags);
 /* srl__shm_open with SRL__SHM_TEST_* flags that act during the open

@@ -198,6 +198,8 @@ int srl_tier_get(srl_limiter *lim, uint32_t i, srl_tier *out)
 {
     if (lim == NULL || out == NULL || i >= lim->tier_count)
         return SRL_EINVAL;
+    if (lim->tier_get != NULL)   /* a policy that may change: the current one */
+        return lim->tier_get(lim, i, out);
     if (i == 0) {
         memset(out, 0, sizeof *out);
         memcpy(out->name, default_name, sizeof default_name);

@@ -219,9 +219,15 @@ static struct srl__shm geometry_of(const srl_config *cfg)
  * an open that succeeds (*adopt says whether the field is adopted by an
  * opener without a config and so is a mismatch for one with the original
  * config). */
-static int expected_open(size_t off, const struct srl__shm_header *h, bool *adopt)
+/* *adopt: the segment opens, as it says, for an adopter only.  *creation:
+ * the byte is part of the policy at creation, which layout 6 keeps in the
+ * header for the geometry check only: the policy in use is the current copy
+ * (page 1), untouched here, so a consistent edit is provably ignored by
+ * adopters and openers with the config alike. */
+static int expected_open(size_t off, const struct srl__shm_header *h, bool *adopt, bool *creation)
 {
     *adopt = false;
+    *creation = IN(off, limits);
     if (IN(off, magic))
         return SRL_EFOREIGN;
     if (IN(off, version) || IN(off, abi))
@@ -300,8 +306,8 @@ START_TEST(every_header_byte_set_to_a_bad_value_is_refused_with_its_code_or_prov
                 /* ...and, resealed, by the checks behind it (or ignored). */
                 reseal(name);
             }
-            bool adopt;
-            int want = expected_open(off, &h, &adopt);
+            bool adopt, creation;
+            int want = expected_open(off, &h, &adopt, &creation);
             if (want != 0) {
                 assert_refused(name, NULL, 0, want, off, bad);
                 assert_refused(name, &cfg, 0, want, off, bad);
@@ -310,12 +316,13 @@ START_TEST(every_header_byte_set_to_a_bad_value_is_refused_with_its_code_or_prov
                 srl_info info;
                 int rc = open_and_use(name, NULL, 0, &info);
                 ck_assert_msg(rc == 0, "header byte %zu = %#x: rc %d, want 0", off, bad, rc);
-                ck_assert_uint_eq(info.policy.permits, h.limits.limit[0].permits);
-                ck_assert_uint_eq(info.policy.window_ns, h.limits.limit[0].window_ns);
+                const srl_limits *now = creation ? &orig.limits : &h.limits;
+                ck_assert_uint_eq(info.policy.permits, now->limit[0].permits);
+                ck_assert_uint_eq(info.policy.window_ns, now->limit[0].window_ns);
                 ck_assert_uint_eq(info.key_display, h.key_display);
                 ck_assert_int_eq(info.on_full, h.on_full == 1 ? SRL_ON_FULL_DENY : SRL_ON_FULL_ALLOW);
                 ck_assert_uint_eq(info.capacity, 64);
-                if (adopt) {
+                if (adopt && !creation) {
                     assert_refused(name, &cfg, 0, SRL_EMISMATCH, off, bad);
                     assert_refused(name, &cfg, SRL_CREATE, SRL_EMISMATCH, off, bad);
                 } else {
@@ -326,8 +333,9 @@ START_TEST(every_header_byte_set_to_a_bad_value_is_refused_with_its_code_or_prov
             shm_poke(name, 0, ob, sizeof orig);
         }
     }
-    /* The rest of the header page is padding: ignored, whatever it holds. */
-    unsigned char pad[SRL__SHM_HEADER_BYTES - sizeof orig];
+    /* The rest of the header page is padding: ignored, whatever it holds
+     * (up to the live counters; policy_gen is tested in check_shm_live). */
+    unsigned char pad[SRL__SHM_LIVE_OFFSET - sizeof orig];
     memset(pad, 0xa5, sizeof pad);
     shm_poke(name, sizeof orig, pad, sizeof pad);
     srl_info info;
@@ -349,13 +357,13 @@ START_TEST(header_fields_that_lie_together_are_corrupt_unless_the_file_really_ho
     /* The largest table, consistent in itself, in a 8 KiB file. */
     shm_poke64(name, F(buckets), 1ull << 28);
     shm_poke64(name, F(capacity), 1ull << 32);
-    shm_poke64(name, F(total_bytes), 4096 + (1ull << 28) * orig.bucket_bytes);
+    shm_poke64(name, F(total_bytes), SRL__SHM_HEADER_BYTES + (1ull << 28) * orig.bucket_bytes);
     reseal(name);
     assert_refused(name, NULL, 0, SRL_ECORRUPT, F(capacity), 0);
     /* Beyond SRL_CAPACITY_MAX, consistent: refused before any size is computed. */
     shm_poke64(name, F(buckets), 1ull << 40);
     shm_poke64(name, F(capacity), 1ull << 44);
-    shm_poke64(name, F(total_bytes), 4096 + (1ull << 40) * orig.bucket_bytes);
+    shm_poke64(name, F(total_bytes), SRL__SHM_HEADER_BYTES + (1ull << 40) * orig.bucket_bytes);
     reseal(name);
     assert_refused(name, NULL, 0, SRL_ECORRUPT, F(capacity), 0);
     /* A total that wraps 64 bits. */
@@ -368,7 +376,7 @@ START_TEST(header_fields_that_lie_together_are_corrupt_unless_the_file_really_ho
      * with that capacity (the extra bytes are never touched). */
     shm_poke64(name, F(buckets), 2);
     shm_poke64(name, F(capacity), 32);
-    shm_poke64(name, F(total_bytes), 4096 + 2ull * orig.bucket_bytes);
+    shm_poke64(name, F(total_bytes), SRL__SHM_HEADER_BYTES + 2ull * orig.bucket_bytes);
     reseal(name);
     ck_assert_int_eq(open_and_use(name, NULL, 0, &info), 0);
     ck_assert_uint_eq(info.capacity, 32);
@@ -382,7 +390,7 @@ START_TEST(header_fields_that_lie_together_are_corrupt_unless_the_file_really_ho
     shm_poke32(name, F(key_display), 255);
     shm_poke32(name, F(slot_bytes), (uint32_t)slot);
     shm_poke32(name, F(bucket_bytes), (uint32_t)bucket);
-    shm_poke64(name, F(total_bytes), 4096 + orig.buckets * bucket);
+    shm_poke64(name, F(total_bytes), SRL__SHM_HEADER_BYTES + orig.buckets * bucket);
     reseal(name);
     assert_refused(name, NULL, 0, SRL_ECORRUPT, F(key_display), 255);
     shm_poke(name, 0, &orig, sizeof orig);
@@ -397,7 +405,7 @@ START_TEST(header_fields_that_lie_together_are_corrupt_unless_the_file_really_ho
     bucket = geometry_of(&log).bucket_bytes;
     shm_poke32(name, F(slot_bytes), (uint32_t)slot);
     shm_poke32(name, F(bucket_bytes), (uint32_t)bucket);
-    shm_poke64(name, F(total_bytes), 4096 + orig.buckets * bucket);
+    shm_poke64(name, F(total_bytes), SRL__SHM_HEADER_BYTES + orig.buckets * bucket);
     reseal(name);
     assert_refused(name, NULL, 0, SRL_ECORRUPT, F(limits.limit[0].algorithm), SRL_SLIDING_LOG);
     shm_poke(name, 0, &orig, sizeof orig);
@@ -1422,14 +1430,19 @@ END_TEST
  * written after READY, so outside the checksum) and the unused rest.  Any
  * bytes there are read as a hint at most: the open, the decisions and
  * srl_check are unaffected, and srl_stats.reclaimed and .recovered (moved
- * there in layout 5) report what is there. */
+ * there in layout 5) report what is there.  Not policy_gen and its pad
+ * (layout 6): they name the policy copy in use, and garbage there is
+ * refused (tests/check_shm_live.c, garbage_in_policy_gen_...). */
 START_TEST(bytes_after_the_header_are_hints_never_trusted)
 {
     guard(60);
     srl_config cfg = config(SRL_TOKEN_BUCKET, 3, 64, 0);
     const char *name = make_segment("live", &cfg);
-    unsigned char junk[SRL__SHM_HEADER_BYTES - sizeof(struct srl__shm_header)];
+    unsigned char junk[SRL__SHM_PAGE_BYTES - sizeof(struct srl__shm_header)];
     memset(junk, 0xff, sizeof junk);
+    size_t gen_at = SRL__SHM_LIVE_OFFSET + offsetof(struct srl__shm_live, policy_gen) -
+                    sizeof(struct srl__shm_header);
+    memset(junk + gen_at, 0, 2 * sizeof(uint32_t));   /* policy_gen 0, live_pad 0 */
     shm_poke(name, sizeof(struct srl__shm_header), junk, sizeof junk);
     srl_limiter *lim;
     ck_assert_int_eq(srl_open_shared(name, &cfg, 0, &lim), 0);

@@ -346,6 +346,7 @@ int rlctl_cmd_reset(const rlctl_opts *o);
 int rlctl_cmd_evict(const rlctl_opts *o);
 int rlctl_cmd_watch(const rlctl_opts *o);
 int rlctl_cmd_metrics(const rlctl_opts *o);
+int rlctl_cmd_set_policy(const rlctl_opts *o);   /* rlctl_setpolicy.c */
 
 /* rlctl_detail.c: get's per-limit and in-flight lines for one tracked key. */
 typedef struct rlctl_detail {

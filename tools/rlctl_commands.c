@@ -57,6 +57,11 @@ static const struct rlctl_cmd commands[] = {
      "Make one request for KEY, as a worker would.  Exit 0 allowed, 1 denied.", 0},
     {"reset", rlctl_cmd_reset, KEY_O, 1, 1, "reset NAME|URI [--hex] KEY [--json]",
      "Forget KEY: its next request starts fresh.  Exit 1 if it was not tracked.", 1},
+    {"set-policy", rlctl_cmd_set_policy, JSON_O, 1, 1, "set-policy NAME [TIER=]POLICY [--json]",
+     "Give tier TIER (default: tier 0, the segment's policy) a new policy while\n"
+     "the workers run.  Each key keeps its use (10 used of 10 leaves 10 under\n"
+     "20); another algorithm starts keys fresh.  A policy whose state needs\n"
+     "bigger slots is refused with the create command for a bigger segment.", 0},
     {"evict", rlctl_cmd_evict, RLCTL_O_DRY_RUN | JSON_O, 1, 0,
      "evict NAME [--dry-run] [--json]",
      "Drop every key at rest (dropping it changes no decision).", 0},

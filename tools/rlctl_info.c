@@ -91,6 +91,7 @@ static void info_json(const char *name, const srl_info *in, const srl_stats *st,
         rlctl_json_u64(&j, "inflight", inflight);
     }
     rlctl_json_u64(&j, "timeouts", st->timeouts);
+    rlctl_json_u64(&j, "policy_gen", in->policy_gen);
     rlctl_json_u64(&j, "tier_count", tiers->n);
     rlctl_tiers_json(&j, tiers);
     rlctl_json_end_obj(&j);
@@ -114,6 +115,9 @@ static void info_text(const char *name, const srl_info *in, const srl_stats *st,
     ROW("status", "%s", rlctl_warnings_text(w, a, sizeof a));
     ROW("policy", "%s", pol);
     rlctl_tiers_text(tiers);
+    if (in->kind == SRL_STORE_SHARED || in->kind == SRL_STORE_ANONYMOUS)
+        ROW("policy gen", "%u (%s)", in->policy_gen,
+            in->policy_gen == 0 ? "as created" : "changed live: rlctl set-policy");
     ROW("on full", "%s", in->on_full == SRL_ON_FULL_DENY ? "deny" : "allow");
     ROW("capacity", "%" PRIu64 " %s (%" PRIu64 " %s of %u)", in->capacity,
         rlctl_plural(in->capacity, "slot", "slots"), in->buckets,

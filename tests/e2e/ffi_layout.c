@@ -89,7 +89,7 @@ int main(void)
     FIELD(srl_info, state_bytes);
     FIELD(srl_info, layout_version);
     FIELD(srl_info, tier_count);
-    FIELD(srl_info, reserved0);
+    FIELD(srl_info, policy_gen);
     FIELD(srl_info, reserved);
 
     STRUCT(srl_stats);

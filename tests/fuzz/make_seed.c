@@ -2,8 +2,9 @@
  * make_seed.c - writes valid small segments for the segment fuzzer's seed
  * corpus: make_seed DIR creates, fills a few keys in, and copies out
  * segments of each algorithm, a compound, a concurrency limit with units
- * held, a limit with a ban period and a segment with three tiers (keys in
- * each; layout 5) (capacity 8, key_display 8), then unlinks them.  Run by run.sh only when DIR has no seed yet; the committed seeds
+ * held, a limit with a ban period, a segment with three tiers (keys in
+ * each; layout 5) and one whose policy was changed live, with keys on both
+ * generations (layout 6) (capacity 8, key_display 8), then unlinks them.  Run by run.sh only when DIR has no seed yet; the committed seeds
  * in corpus/segment/ came from it.
  */
 #include <fcntl.h>
@@ -22,7 +23,7 @@ int main(int argc, char **argv)
                                      "sliding_counter:3/1h", "gcra:3/1h",
                                      "token_bucket:3/1h,burst=5 + gcra:5/1m",
                                      "concurrency:3", "sliding_log:2/1h,penalty=1m",
-                                     "token_bucket:3/1h"};
+                                     "token_bucket:3/1h", "token_bucket:3/1h"};
     /* The last policy gets these tiers, and key k goes to tier k. */
     srl_tier tiers[2];
     memset(tiers, 0, sizeof tiers);
@@ -31,7 +32,8 @@ int main(int argc, char **argv)
     if (srl_limits_parse_ex("token_bucket:9/1h + gcra:4/1m", &tiers[0].limits, NULL) != 0 ||
         srl_limits_parse_ex("sliding_log:4/1h", &tiers[1].limits, NULL) != 0)
         return 1;
-    int last = (int)(sizeof policies / sizeof policies[0]) - 1;
+    int last = (int)(sizeof policies / sizeof policies[0]) - 2;
+    int changed = last + 1;   /* policy generation 1, keys of 0 and of 1 */
     for (int i = 0; i < (int)(sizeof policies / sizeof policies[0]); i++) {
         char name[64], src[96], dst[4096];
         snprintf(name, sizeof name, "/srl-fuzz-seed-%d-%d", (int)getpid(), i);
@@ -50,6 +52,12 @@ int main(int argc, char **argv)
             return 1;
         static const char *keys[] = {"a", "b", "key-1"};
         for (int k = 0; k < 3; k++) {
+            if (i == changed && k == 2) {
+                srl_limits l;
+                if (srl_limits_parse_ex("token_bucket:5/1h", &l, NULL) != 0 ||
+                    srl_policy_change_tier(lim, 0, &l, NULL, 0) != 0)
+                    return 1;
+            }
             srl_decision d;
             for (int n = 0; n <= k; n++) {
                 srl_lease l;

@@ -849,18 +849,114 @@ START_TEST(a_truncated_segment_is_named_as_such_by_info_and_ls)
     seg_name(name, sizeof name, "cut");
     seg_create(name, "token_bucket:5/1h", "64", "0");
     snprintf(path, sizeof path, "/dev/shm%s", name);
-    ck_assert_int_eq(truncate(path, 5000), 0);
+    /* Past the header pages (3 in layout 6), into the table. */
+    ck_assert_int_eq(truncate(path, SRL__SHM_HEADER_BYTES + 904), 0);
     run_result r;
     RUN(&r, 65, "info", name);
     snprintf(want, sizeof want,
-             "rlctl: %s: segment is corrupt (header or table inconsistent): its file is 5000 "
-             "bytes but its header says 8192: it was truncated (workers still using it die of "
+             "rlctl: %s: segment is corrupt (header or table inconsistent): its file is %u "
+             "bytes but its header says %u: it was truncated (workers still using it die of "
              "SIGBUS): stop them, 'rlctl destroy %s', and restart them\n",
-             name, name);
+             name, SRL__SHM_HEADER_BYTES + 904, SRL__SHM_HEADER_BYTES + 4 * 1024, name);
     ck_assert_str_eq(r.err, want);
     run_free(&r);
     ck_assert_str_eq(ls_status(name, 0, st, sizeof st), "truncated");
     RUN(&r, 0, "destroy", name, "--force");
+    run_free(&r);
+}
+END_TEST
+
+static int take(srl_limiter *lim, const char *key, int tries)
+{
+    int n = 0;
+    for (int i = 0; i < tries; i++) {
+        srl_decision d;
+        ck_assert_int_eq(srl_acquire(lim, key, strlen(key), 1, &d), 0);
+        n += d.allowed;
+    }
+    return n;
+}
+
+/* set-policy on a segment in use: the handle a worker opened before sees
+ * the new limit at once, each key keeps its use, and what the segment
+ * cannot take is refused with the command that makes one that can. */
+START_TEST(set_policy_raises_a_running_segments_limit_and_each_key_keeps_its_use)
+{
+    char name[160], want[700];
+    seg_name(name, sizeof name, "live");
+    run_result r;
+    RUN(&r, 0, "create", name, "--policy", "token_bucket:10/1h", "--capacity", "64", "--tier",
+        "paid=token_bucket:20/1h");
+    run_free(&r);
+    srl_limiter *lim;   /* a worker, opened before any change */
+    ck_assert_int_eq(srl_open_shared(name, NULL, 0, &lim), 0);
+    ck_assert_int_eq(take(lim, "k", 10), 10);
+    RUN(&r, 0, "set-policy", name, "token_bucket:20/1h");
+    snprintf(want, sizeof want,
+             "%s: tier 0 (default): token_bucket:10/1h -> token_bucket:20/1h (policy "
+             "generation 1); each key keeps its use, converted on its next request\n", name);
+    ck_assert_str_eq(r.out, want);
+    run_free(&r);
+    ck_assert_int_eq(take(lim, "k", 50), 10);   /* 10 used of 20: exactly 10 more */
+    RUN(&r, 0, "set-policy", name, "paid=token_bucket:30/1h", "--json");
+    json_value *v = parse_out(&r);
+    ck_assert_uint_eq(json_get_u64(v, "tier"), 1);
+    ck_assert_str_eq(json_get_str(v, "tier_name"), "paid");
+    ck_assert_str_eq(json_get_str(v, "old_policy"), "token_bucket:20/1h");
+    ck_assert_str_eq(json_get_str(v, "policy"), "token_bucket:30/1h");
+    ck_assert_int_eq(json_get_bool(v, "changed"), 1);
+    ck_assert_uint_eq(json_get_u64(v, "policy_gen"), 2);
+    json_free(v);
+    run_free(&r);
+    RUN(&r, 0, "set-policy", name, "paid=token_bucket:30/1h");
+    snprintf(want, sizeof want,
+             "%s: tier 1 (paid) already has token_bucket:30/1h: nothing changed (policy "
+             "generation 2)\n", name);
+    ck_assert_str_eq(r.out, want);
+    run_free(&r);
+    RUN(&r, 65, "set-policy", name, "sliding_log:100/1h");
+    snprintf(want, sizeof want,
+             "rlctl: %s: set-policy refused (SRL_EMISMATCH): size: the segment's slots hold 24 "
+             "bytes of state (made for token_bucket:10/1h), sliding_log:100/1h needs 808: make a "
+             "bigger segment under another name, e.g. rlctl create NEWNAME --policy "
+             "'sliding_log:100/1h' --capacity 64, move the workers to it and destroy this one\n",
+             name);
+    ck_assert_str_eq(r.err, want);
+    ck_assert_str_eq(r.out, "");
+    run_free(&r);
+    RUN(&r, 64, "set-policy", name, "gold=token_bucket:1/1s");
+    snprintf(want, sizeof want,
+             "rlctl: %s: set-policy refused (SRL_EINVAL): no tier 'gold' in the segment (rlctl "
+             "info %s lists them)\n", name, name);
+    ck_assert_str_eq(r.err, want);
+    run_free(&r);
+    RUN(&r, 64, "set-policy", name, "tokenbucket:1/1s");
+    ck_assert_str_eq(r.err, "rlctl: set-policy: invalid policy 'tokenbucket:1/1s': unknown "
+                            "algorithm 'tokenbucket' (did you mean token_bucket?)\n");
+    run_free(&r);
+    RUN(&r, 64, "set-policy", name);   /* no policy */
+    run_free(&r);
+    RUN(&r, 0, "info", name);
+    assert_info_line(r.out, "policy", "token_bucket:20/1h");
+    assert_info_line(r.out, "tier 1", "paid = token_bucket:30/1h (0 keys)");
+    assert_info_line(r.out, "policy gen", "2 (changed live: rlctl set-policy)");
+    run_free(&r);
+    RUN(&r, 0, "info", name, "--json");
+    v = parse_out(&r);
+    ck_assert_uint_eq(json_get_u64(v, "policy_gen"), 2);
+    json_free(v);
+    run_free(&r);
+    /* The worker's srl_info says so too; a plain opener with the old
+     * policy is now refused. */
+    srl_info in;
+    ck_assert_int_eq(srl_info_get(lim, &in), 0);
+    ck_assert_uint_eq(in.policy_gen, 2);
+    ck_assert_uint_eq(in.policy.permits, 20);
+    srl_close(lim);
+    RUN(&r, 0, "check", name);
+    run_free(&r);
+    seg_destroy(name);
+    RUN(&r, 66, "set-policy", name, "token_bucket:20/1h");
     run_free(&r);
 }
 END_TEST
@@ -942,6 +1038,7 @@ int main(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, create_then_info_shows_the_policy_capacity_and_zero_counters);
     tcase_add_test(tc, create_with_tiers_then_info_counts_keys_per_tier_and_list_names_each_keys_tier);
+    tcase_add_test(tc, set_policy_raises_a_running_segments_limit_and_each_key_keeps_its_use);
     tcase_add_test(tc, create_without_room_says_how_many_bytes_it_needs_and_how_many_are_free);
     tcase_add_test(tc, info_and_metrics_show_the_denials_a_dry_run_handle_allowed);
     tcase_add_test(tc, create_of_an_existing_segment_exits_73_and_changes_nothing);
