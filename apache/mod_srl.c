@@ -60,9 +60,13 @@
  * Segment lifecycle.  Segments are opened (created if missing) by the parent
  * in post_config, on the real configuration pass only: the first, pre-config
  * pass (AP_SQ_MS_CREATE_PRE_CONFIG) runs before the server detaches and may
- * be a mere syntax check, so it creates nothing; it only opens the segments
- * that exist, so that one srl refuses fails `apache2 -k start` itself
- * (exit 1) instead of the detached server later.  A segment the parent
+ * be a mere syntax check, so it creates nothing.  Its check_config hook
+ * only opens the segments that exist, so that one srl refuses fails
+ * `apache2 -t`, `apache2 -k start` and `apache2 -k graceful` themselves
+ * (exit 1, the reason on stderr) instead of the running server later:
+ * check_config runs before httpd signals a running server or exits after
+ * -t, post_config after (a post_config failure in a graceful restart
+ * stops the server).  `-k stop` and `-k graceful-stop` skip the check.  A segment the parent
  * created as root is handed to the worker user (User/Group, from
  * ap_unixd_config) so that other processes of that user (php-fpm, rlctl)
  * can open it; its mode stays 0600.  The children do not reopen anything:
@@ -901,6 +905,51 @@ static int open_limiter(apr_pool_t *pconf, server_rec *s, const srl_ap_registry 
     return hand_to_worker(pconf, s, l);   /* a tiered limiter's host segment too */
 }
 
+/* -k stop or -k graceful-stop: a server whose configuration was edited
+ * since must still be stoppable.  httpd strips -k from process->argv
+ * (ap_mpm_rewrite_args) and keeps its argument to itself, so the command
+ * line is read as the kernel has it. */
+static int stopping(void)
+{
+    char buf[4096];
+    int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    const char *prev = "";
+    for (const char *a = buf; a < buf + n; a += strlen(a) + 1) {
+        const char *k = strcmp(prev, "-k") == 0 ? a : strncmp(a, "-k", 2) == 0 ? a + 2 : NULL;
+        if (k != NULL && (strcmp(k, "stop") == 0 || strcmp(k, "graceful-stop") == 0))
+            return 1;
+        prev = a;
+    }
+    return 0;
+}
+
+/* The first pass of every apache2 run (-t, -k start, -k graceful, a
+ * foreground start): refuse a segment that the real pass would refuse,
+ * creating nothing, before httpd exits (-t) or signals a running server. */
+static int srl_check_config(apr_pool_t *pconf, apr_pool_t *plog, apr_pool_t *ptemp,
+                            server_rec *s)
+{
+    (void)plog;
+    (void)ptemp;
+    srl_ap_registry *reg = registry_get(pconf, 0);
+    if (reg == NULL || ap_state_query(AP_SQ_MAIN_STATE) != AP_SQ_MS_CREATE_PRE_CONFIG ||
+        stopping())
+        return OK;
+    for (int i = 0; i < reg->limiters->nelts; i++) {
+        int rc = precheck_limiter(s, reg, APR_ARRAY_IDX(reg->limiters, i, srl_ap_limiter *));
+        if (rc != OK)
+            return rc;
+    }
+    return OK;
+}
+
 static int srl_post_config(apr_pool_t *pconf, apr_pool_t *plog, apr_pool_t *ptemp,
                            server_rec *s)
 {
@@ -909,16 +958,10 @@ static int srl_post_config(apr_pool_t *pconf, apr_pool_t *plog, apr_pool_t *ptem
     srl_ap_registry *reg = registry_get(pconf, 0);
     if (reg == NULL)
         return OK;
-    /* The pre-config pass may be a syntax check: create nothing yet, but
-     * refuse a segment that the real pass would refuse. */
-    if (ap_state_query(AP_SQ_MAIN_STATE) == AP_SQ_MS_CREATE_PRE_CONFIG) {
-        for (int i = 0; i < reg->limiters->nelts; i++) {
-            int rc = precheck_limiter(s, reg, APR_ARRAY_IDX(reg->limiters, i, srl_ap_limiter *));
-            if (rc != OK)
-                return rc;
-        }
+    /* The pre-config pass may be a syntax check: create nothing yet
+     * (srl_check_config has refused what the real pass would refuse). */
+    if (ap_state_query(AP_SQ_MAIN_STATE) == AP_SQ_MS_CREATE_PRE_CONFIG)
         return OK;
-    }
     for (int i = 0; i < reg->limiters->nelts; i++) {
         srl_ap_limiter *l = APR_ARRAY_IDX(reg->limiters, i, srl_ap_limiter *);
         int rc = open_limiter(pconf, s, reg, l);
@@ -1344,6 +1387,7 @@ static const command_rec srl_cmds[] = {
 static void srl_register_hooks(apr_pool_t *p)
 {
     (void)p;
+    ap_hook_check_config(srl_check_config, NULL, NULL, APR_HOOK_MIDDLE);
     ap_hook_post_config(srl_post_config, NULL, NULL, APR_HOOK_MIDDLE);
     ap_hook_child_init(srl_child_init, NULL, NULL, APR_HOOK_MIDDLE);
     ap_hook_access_checker(srl_access_checker, NULL, NULL, APR_HOOK_FIRST);

@@ -1091,6 +1091,13 @@ SRL_API int srl_mismatch_explain(const srl_config *cfg, const srl_info *segment,
  * [TIER=]POLICY` calls.
  */
 SRL_API int srl_policy_change(srl_limiter *lim, const srl_config *cfg, char *msg, size_t len);
+/* What srl_policy_change(lim, cfg) would answer, changing nothing: 0 if it
+ * would take cfg's policy (or it is the current one already), else the same
+ * code and message.  For a process that must not change the segment
+ * itself, yet must refuse a config now (mod_srl's root parent checks at
+ * startup; its children change). */
+SRL_API int srl_policy_change_check(srl_limiter *lim, const srl_config *cfg, char *msg,
+                                    size_t len);
 SRL_API int srl_policy_change_tier(srl_limiter *lim, uint32_t tier, const srl_limits *limits,
                                    char *msg, size_t len);
 

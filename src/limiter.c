@@ -350,7 +350,8 @@ static int change_say(char *msg, size_t len, int rc, const char *what)
     return rc;
 }
 
-int srl_policy_change(srl_limiter *lim, const srl_config *cfg, char *msg, size_t len)
+static int policy_change(srl_limiter *lim, const srl_config *cfg, int check, char *msg,
+                         size_t len)
 {
     if (msg != NULL && len > 0)
         msg[0] = '\0';
@@ -368,7 +369,17 @@ int srl_policy_change(srl_limiter *lim, const srl_config *cfg, char *msg, size_t
         srl__limits_canonical(&l, &norm.limits) != 0)
         return change_say(msg, len, SRL_EPOLICY, "the policy is not valid");
     norm.policy = norm.limits.limit[0];
-    return lim->ops->policy_change(lim, &norm, 0, NULL, msg, len);
+    return lim->ops->policy_change(lim, &norm, 0, NULL, check, msg, len);
+}
+
+int srl_policy_change(srl_limiter *lim, const srl_config *cfg, char *msg, size_t len)
+{
+    return policy_change(lim, cfg, 0, msg, len);
+}
+
+int srl_policy_change_check(srl_limiter *lim, const srl_config *cfg, char *msg, size_t len)
+{
+    return policy_change(lim, cfg, 1, msg, len);
 }
 
 int srl_policy_change_tier(srl_limiter *lim, uint32_t tier, const srl_limits *limits, char *msg,
@@ -383,5 +394,5 @@ int srl_policy_change_tier(srl_limiter *lim, uint32_t tier, const srl_limits *li
                           "this store's policy cannot change live (only a shared segment's)");
     if (srl_limits_validate(limits) != 0)
         return change_say(msg, len, SRL_EPOLICY, "the policy is not valid");
-    return lim->ops->policy_change(lim, NULL, tier, limits, msg, len);
+    return lim->ops->policy_change(lim, NULL, tier, limits, 0, msg, len);
 }

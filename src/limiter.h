@@ -42,9 +42,10 @@ struct srl__store_ops {
     int64_t (*foreach)(srl_limiter *lim, srl_foreach_fn fn, void *ctx);
     int64_t (*check)(srl_limiter *lim, srl_report_fn fn, void *ctx); /* may be NULL */
     /* srl_policy_change (may be NULL: SRL_ENOTSUP): cfg normalised, or
-     * with one != NULL srl_policy_change_tier (tier's limits, cfg NULL). */
+     * with one != NULL srl_policy_change_tier (tier's limits, cfg NULL);
+     * check: only say whether it would be taken (srl_policy_change_check). */
     int (*policy_change)(srl_limiter *lim, const srl_config *cfg, uint32_t tier,
-                         const srl_limits *one, char *msg, size_t len);
+                         const srl_limits *one, int check, char *msg, size_t len);
     /* SRL_CONCURRENCY (may be NULL: SRL_ENOTSUP).  enter fills *lease on
      * admission; leave is given a lease whose owner is this limiter. */
     int (*enter)(srl_limiter *lim, const void *key, size_t len, srl_lease *lease,

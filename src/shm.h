@@ -469,10 +469,11 @@ int64_t srl__shm_foreach(srl_limiter *lim, srl_foreach_fn fn, void *ctx);
 /* The current limits of tier t (srl_tier_get). */
 int srl__shm_tier_get(srl_limiter *lim, uint32_t t, srl_tier *out);
 /* shm_change.c: srl_policy_change on a shared segment (cfg normalised by
- * the prologue), or with one != NULL srl_policy_change_tier (cfg unused).
+ * the prologue), or with one != NULL srl_policy_change_tier (cfg unused);
+ * check: change nothing, only answer (srl_policy_change_check).
  * 0, or SRL_E* with the reason in msg. */
 int srl__shm_policy_change(struct srl__shm *s, const srl_config *cfg, uint32_t tier,
-                           const srl_limits *one, char *msg, size_t len);
+                           const srl_limits *one, int check, char *msg, size_t len);
 /* shm_check.c: the invariant checker (srl_check). */
 int64_t srl__shm_check(srl_limiter *lim, srl_report_fn fn, void *ctx);
 /* Initialise every bucket of a fresh mapping (creator only). */

@@ -229,7 +229,7 @@ static int table_one(const struct srl__shm *s, const struct srl__shm_pol *cur, u
 
 /* Steps 2-5 under the flock.  one != NULL: srl_policy_change_tier. */
 static int change_locked(struct srl__shm *s, const srl_config *cfg, struct table *t,
-                         uint32_t tier, const srl_limits *one, char *msg, size_t len)
+                         uint32_t tier, const srl_limits *one, int check, char *msg, size_t len)
 {
     uint32_t *genp = &srl__shm_live(s)->policy_gen;
     uint32_t gen = __atomic_load_n(genp, __ATOMIC_ACQUIRE);
@@ -248,7 +248,7 @@ static int change_locked(struct srl__shm *s, const srl_config *cfg, struct table
         cfg = &own;
     }
     rc = refuse(s, cfg, t, cur, msg, len);
-    if (rc != 0 || table_equal(t, cur))
+    if (rc != 0 || check || table_equal(t, cur))
         return rc;   /* the same policy: nothing to do, no new generation */
     rc = sweep(s, cur, msg, len);
     if (rc != 0)
@@ -270,7 +270,7 @@ static int change_locked(struct srl__shm *s, const srl_config *cfg, struct table
 }
 
 int srl__shm_policy_change(struct srl__shm *s, const srl_config *cfg, uint32_t tier,
-                           const srl_limits *one, char *msg, size_t len)
+                           const srl_limits *one, int check, char *msg, size_t len)
 {
     if (msg != NULL && len > 0)
         msg[0] = '\0';
@@ -287,7 +287,7 @@ int srl__shm_policy_change(struct srl__shm *s, const srl_config *cfg, uint32_t t
         pthread_mutex_unlock(&s->change_mu);
         return say(msg, len, SRL_ESYS, "flock on the segment file failed");
     }
-    rc = change_locked(s, cfg, &t, tier, one, msg, len);
+    rc = change_locked(s, cfg, &t, tier, one, check, msg, len);
     (void)flock(s->fd, LOCK_UN);
     pthread_mutex_unlock(&s->change_mu);
     return rc;

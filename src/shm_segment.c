@@ -683,7 +683,7 @@ static int segment_open(const char *name, const srl_config *cfg, unsigned flags,
     s->lim.live_state_bytes = s->state_bytes;
     s->lim.tier_get = srl__shm_tier_get;
     if (rc == 0 && s->change_pending)
-        rc = srl__shm_policy_change(s, cfg, 0, NULL, NULL, 0);
+        rc = srl__shm_policy_change(s, cfg, 0, NULL, 0, NULL, 0);
     if (rc != 0) {
         srl__shm_unmap(s);
         return rc;

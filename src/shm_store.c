@@ -75,9 +75,9 @@ static int shm_info(srl_limiter *lim, srl_info *out)
 }
 
 static int shm_policy_change(srl_limiter *lim, const srl_config *cfg, uint32_t tier,
-                             const srl_limits *one, char *msg, size_t len)
+                             const srl_limits *one, int check, char *msg, size_t len)
 {
-    return srl__shm_policy_change(lim->impl, cfg, tier, one, msg, len);
+    return srl__shm_policy_change(lim->impl, cfg, tier, one, check, msg, len);
 }
 
 static void shm_close(srl_limiter *lim)

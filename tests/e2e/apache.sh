@@ -36,7 +36,7 @@
 #      exactly 10 more, not 20; a new key gets 20; RateLimit-Policy says 20;
 #      one child logs the change, rlctl info shows generation 1; then a
 #      restart with another capacity is refused by `-k graceful` itself
-#      (exit 1, the log says what differs) and the server keeps the limit
+#      (exit 1, stderr says what differs), the server is not signalled
 #   R  SrlRefund "%{REQUEST_STATUS} -lt 400": 200s give their permit back
 #      in the log phase, 404s keep it: 3 200s, 3 404s, then 429
 #   H  rlctl info on the segment: allowed/denied/used agree exactly, and
@@ -44,9 +44,10 @@
 #      the segment belongs to the workers' user, mode 0600
 #   K  SetHandler srl-metrics: 200, Prometheus text promtool accepts, the
 #      counts of H, byte-identical to `rlctl metrics` of the same segments
-#   I  after the stop, the same name with another policy: apache2 refuses
-#      to start, the error log says why and how to fix it; `apache2 -k
-#      start` itself exits 1 (the check runs before it detaches)
+#   I  after the stop, the same name with another capacity: apache2 refuses
+#      to start, saying on stderr why and how to fix it; `apache2 -k start`
+#      and `apache2 -t` themselves exit 1 (the check runs in check_config,
+#      before it detaches); `-k stop` is not refused
 # plus: `apache2 -t` (config check only) creates no segment, and a
 # SrlLimit naming no limiter is refused at configuration time.
 mpm=${1:?usage: apache.sh prefork|event}
@@ -328,9 +329,10 @@ sed "s|^SrlLimiter $name-pc token_bucket:$((2 * LIMIT))/1d 64 |SrlLimiter $name-
   "$e2e_tmp/httpd.conf" >"$e2e_tmp/capacity.conf"
 out=$(/usr/sbin/apache2 -d "$e2e_tmp" -f "$e2e_tmp/capacity.conf" -k graceful 2>&1); rc=$?
 check_eq "P: -k graceful with another capacity is refused (exit status)" 1 "$rc"
-# (the pre-config pass logs to the ErrorLog it opened, else to stderr)
-check_eq "P: the refusal says what differs and what to do" yes \
-  "$({ echo "$out"; cat "$e2e_tmp/error.log"; } | grep -q "SrlLimiter $name-pc (.*): cannot open the segment: segment exists with a different policy or geometry.*capacity.*rlctl" && echo yes || echo no)"
+check_eq "P: the refusal says what differs and what to do" 1 \
+  "$(grep -c "SrlLimiter $name-pc (.*): cannot open the segment: segment exists with a different policy or geometry.*; capacity: the segment holds 64 slots, this config asks for 128 keys.*rlctl create" <<<"$out")"
+check_eq "P: the server was not signalled (still 3 generations)" 3 \
+  "$(grep -c 'resuming normal operations' "$e2e_tmp/error.log")"
 pc=$(http seq 1 /pc "X-Key: pc-P")
 check_eq "P: the running server kept the raised limit (the key is still spent)" 429 "$(cut -f1 <<<"$pc")"
 
@@ -403,7 +405,7 @@ check_eq "K: allowed decisions" 1 \
 check_eq "K: denied decisions" 1 \
   "$(grep -cxF "srl_decisions_total{segment=\"$name\",result=\"denied\"} 32" "$e2e_tmp/metrics.txt")"
 check_eq "K: keys" 1 "$(grep -cxF "srl_keys{segment=\"$name\"} 6" "$e2e_tmp/metrics.txt")"
-rlctl_as_owner metrics "$name" "$name-fd" "$name-fa" "$name-st" "$name-rf" "$name-dl" "$name-ti" >"$e2e_tmp/rlctl-metrics.txt"
+rlctl_as_owner metrics "$name" "$name-fd" "$name-fa" "$name-st" "$name-rf" "$name-dl" "$name-ti" "$name-pc" >"$e2e_tmp/rlctl-metrics.txt"
 check_eq "K: the same text as rlctl metrics (one formatter)" same \
   "$(cmp -s "$e2e_tmp/metrics.txt" "$e2e_tmp/rlctl-metrics.txt" && echo same || echo differs)"
 
@@ -414,27 +416,36 @@ check_eq "apache2 stopped by its pid" gone "$(kill -0 "$apache_pid" 2>/dev/null 
 # now www-data's (H), is refused before anything of it is read
 if [ "$(id -u)" -eq 0 ]; then
   sed "s|check.log|noowner.log|" "$e2e_tmp/check.conf" >"$e2e_tmp/noowner.conf"
-  timeout 30 setsid /usr/sbin/apache2 -d "$e2e_tmp" -f "$e2e_tmp/noowner.conf" -DFOREGROUND >/dev/null 2>&1
+  timeout 30 setsid /usr/sbin/apache2 -d "$e2e_tmp" -f "$e2e_tmp/noowner.conf" -DFOREGROUND >/dev/null 2>"$e2e_tmp/noowner.err"
   check_eq "I0: another user's segment, no User named: apache2 exit status" 1 "$?"
-  check_eq "I0: the error log says permission denied" 1 \
-    "$(grep -c "SrlLimiter $name (.*): cannot open the segment: permission denied" "$e2e_tmp/noowner.log")"
+  check_eq "I0: it says permission denied (stderr: the check runs before the logs open)" 1 \
+    "$(grep -c "SrlLimiter $name (.*): cannot open the segment: permission denied" "$e2e_tmp/noowner.err")"
 fi
 
-# --- I: the same name with another policy refuses to start, with the remedy
-{ sed "s|^SrlLimiter $name token_bucket:$LIMIT/1d |SrlLimiter $name token_bucket:$((LIMIT + 1))/1d |; s|check.log|mismatch.log|" \
+# --- I: the same name with another capacity refuses to start, with the
+# remedy, on stderr: the check runs in the first pass, before the logs open
+# (another policy would be changed live, as P shows)
+{ sed "s|^SrlLimiter $name token_bucket:$LIMIT/1d 4096 |SrlLimiter $name token_bucket:$LIMIT/1d 8192 |; s|check.log|mismatch.log|" \
   "$e2e_tmp/check.conf"; [ "$(id -u)" -eq 0 ] && printf 'User %s\nGroup %s\n' "$e2e_user" "$e2e_group"; } >"$e2e_tmp/mismatch.conf"
-timeout 30 setsid /usr/sbin/apache2 -d "$e2e_tmp" -f "$e2e_tmp/mismatch.conf" -DFOREGROUND >/dev/null 2>&1
-check_eq "I: another policy on the existing segment: apache2 exit status" 1 "$?"
-check_eq "I: the error log names the mismatch and the remedy" 1 \
-  "$(grep -c "SrlLimiter $name (.*): cannot open the segment: segment exists with a different policy.*rlctl destroy" "$e2e_tmp/mismatch.log")"
+timeout 30 setsid /usr/sbin/apache2 -d "$e2e_tmp" -f "$e2e_tmp/mismatch.conf" -DFOREGROUND >/dev/null 2>"$e2e_tmp/mismatch.err"
+check_eq "I: another capacity on the existing segment: apache2 exit status" 1 "$?"
+check_eq "I: it names the mismatch and the remedy" 1 \
+  "$(grep -c "SrlLimiter $name (.*): cannot open the segment: segment exists with a different policy.*rlctl destroy" "$e2e_tmp/mismatch.err")"
+check_eq "I: it says what differs, both sides" 1 \
+  "$(grep -c "; capacity: the segment holds 4096 slots, this config asks for 8192 keys (8192 slots): capacity cannot change live" "$e2e_tmp/mismatch.err")"
 sed "s|mismatch.log|mismatch-k.log|; s|check.pid|mismatch-k.pid|" "$e2e_tmp/mismatch.conf" >"$e2e_tmp/mismatch-k.conf"
-timeout 30 /usr/sbin/apache2 -d "$e2e_tmp" -f "$e2e_tmp/mismatch-k.conf" -k start >/dev/null 2>&1
+timeout 30 /usr/sbin/apache2 -d "$e2e_tmp" -f "$e2e_tmp/mismatch-k.conf" -k start >/dev/null 2>"$e2e_tmp/mismatch-k.err"
 check_eq "I: apache2 -k start itself fails (exit status), before it detaches" 1 "$?"
 check_eq "I: -k start: no server left running" absent \
   "$([ -s "$e2e_tmp/run/mismatch-k.pid" ] && kill -0 "$(cat "$e2e_tmp/run/mismatch-k.pid")" 2>/dev/null && echo running || echo absent)"
-check_eq "I: the log says what differs, both sides" 1 \
-  "$(grep -c "; policy: the segment has token_bucket:$LIMIT/1d, this config asks for token_bucket:$((LIMIT + 1))/1d" "$e2e_tmp/mismatch.log")"
-check_eq "I: -k start: the log names the mismatch" 1 \
-  "$(grep -c "SrlLimiter $name (.*): cannot open the segment: segment exists with a different policy" "$e2e_tmp/mismatch-k.log")"
+check_eq "I: -k start: it names the mismatch" 1 \
+  "$(grep -c "SrlLimiter $name (.*): cannot open the segment: segment exists with a different policy" "$e2e_tmp/mismatch-k.err")"
+timeout 30 /usr/sbin/apache2 -d "$e2e_tmp" -f "$e2e_tmp/mismatch.conf" -t >/dev/null 2>"$e2e_tmp/mismatch-t.err"
+check_eq "I: apache2 -t refuses it too (exit status)" 1 "$?"
+check_eq "I: -t: it names the mismatch" 1 \
+  "$(grep -c "SrlLimiter $name (.*): cannot open the segment: segment exists with a different policy" "$e2e_tmp/mismatch-t.err")"
+out=$(timeout 30 /usr/sbin/apache2 -d "$e2e_tmp" -f "$e2e_tmp/mismatch-k.conf" -k stop 2>&1)
+check_eq "I: -k stop skips the srl check (nothing running to stop, but no SrlLimiter refusal)" 0 \
+  "$(grep -c "SrlLimiter" <<<"$out")"
 check_eq "I: the states were left alone (rlctl info: allowed)" 47 "$(rlctl_count "$name" allowed)"
 e2e_finish "$mpm"

@@ -212,8 +212,10 @@ check_eq "4c: Srl::ADOPT takes the segment's policy, whatever \$policy says: a n
   "$(php_change 'echo admitted(new Srl($n, "token_bucket:3/1d", 64, ["flags" => Srl::ADOPT]), 8, "ad"), "\n";')"
 check_eq "4c: Srl::CHANGE with another capacity: SRL_EMISMATCH, saying what differs" \
   "SrlException -9: capacity" \
-  "$(php_change 'new Srl($n, "token_bucket:9/1d", 999999, ["flags" => Srl::CREATE | Srl::CHANGE]); echo "no exception\n";' |
+  "$(php_change 'new Srl($n, "token_bucket:6/1d", 999999, ["flags" => Srl::CREATE | Srl::CHANGE]); echo "no exception\n";' |
      sed -n 's/^\(SrlException -9\): .*segment exists with a different policy or geometry; \(capacity\).*/\1: \2/p')"
+check_eq "4c: Srl::CHANGE to another policy and another capacity: SRL_EMISMATCH" -9 \
+  "$(php_change 'new Srl($n, "token_bucket:9/1d", 999999, ["flags" => Srl::CREATE | Srl::CHANGE]); echo "no exception\n";' | sed -n 's/^SrlException \(-*[0-9]*\):.*/\1/p')"
 check_eq "4c: ... and changed nothing (generation 1, the key still spent)" "1 0" \
   "$(rlctl_count "$change_name" policy_gen) $(php_change 'echo admitted(new Srl($n, "token_bucket:6/1d", 64), 1), "\n";')"
 
