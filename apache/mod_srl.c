@@ -780,7 +780,7 @@ static const char *mismatch_why(apr_pool_t *p, const srl_ap_limiter *l, const sr
         return "";
     srl_limiter *seg;
     srl_info in;
-    char why[512];
+    char why[1024];
     /* cfg's trust (owner_uid, mode) applies to the adopting open too. */
     if (srl_open_shared(l->name, cfg, SRL_ADOPT, &seg) != 0)
         return "";
@@ -829,7 +829,7 @@ static int precheck_limiter(server_rec *s, const srl_ap_registry *reg, const srl
     srl_close(lim);
     if (rc == 0 || rc == SRL_ENOENT)
         return OK;
-    char why[512] = "";
+    char why[1024] = "";
     if (rc == SRL_EMISMATCH && l->redis == NULL) {
         srl_limiter *seg = NULL;
         rc = open_changeable(l, &cfg, &seg, why, sizeof why);
@@ -852,7 +852,7 @@ static int open_limiter(apr_pool_t *pconf, server_rec *s, const srl_ap_registry 
 
     int rc = l->redis != NULL ? srl_open_tiered(l->name, l->redis, &cfg, SRL_CREATE, &l->lim)
                               : srl_open_shared(l->name, &cfg, SRL_CREATE, &l->lim);
-    char why[512] = "";
+    char why[1024] = "";
     l->change = 0;
     if (rc == SRL_EMISMATCH && l->redis == NULL) {
         /* Another policy this one can replace: adopt the segment's for now;
@@ -1003,7 +1003,7 @@ static void srl_child_init(apr_pool_t *p, server_rec *s)
             continue;   /* not dropped yet (cannot happen with prefork/event) */
         srl_config cfg;
         srl_info before, after;
-        char why[512] = "";
+        char why[1024] = "";
         limiter_config(reg, l, &cfg);
         int rc = srl_info_get(l->lim, &before);
         if (rc == 0)

@@ -1037,13 +1037,14 @@ SRL_API int srl_info_get(srl_limiter *lim, srl_info *out);
  * and call this.  buf gets one sentence per difference, joined by "; ",
  * naming both sides and what to do, e.g.
  *   "policy: the segment has token_bucket:100/1m, this config asks for
- *    gcra:100/1m (use the segment's policy, or another segment name, or
- *    destroy it: its keys start fresh)"
+ *    gcra:100/1m (use the segment's policy, or change it live, keeping each
+ *    key's use: rlctl set-policy, or open with SRL_CHANGE; or another
+ *    segment name, or destroy it: its keys start fresh)"
  * and likewise for capacity (in whole buckets: 1000 keys ask for 1008
  * slots), key_display and the number of tiers (a table of as many tiers
  * that differs is not told apart: compare srl_tier_get's).  Returns how many things differ (0: none, the
  * segment would be accepted), or SRL_EINVAL, or SRL_ENOBUFS (buf was
- * truncated, NUL-terminated).  512 bytes suffice.
+ * truncated, NUL-terminated).  1024 bytes suffice.
  */
 SRL_API int srl_mismatch_explain(const srl_config *cfg, const srl_info *segment, char *buf,
                                  size_t len);

@@ -650,9 +650,9 @@ final class Srl
             return '';
         }
         $info = $ffi->new('srl_info');
-        $why = $ffi->new('char[512]');
+        $why = $ffi->new('char[1024]');
         $n = $ffi->srl_info_get($seg, FFI::addr($info)) == 0
-            ? $ffi->srl_mismatch_explain(FFI::addr($cfg), FFI::addr($info), $why, 512) : 0;
+            ? $ffi->srl_mismatch_explain(FFI::addr($cfg), FFI::addr($info), $why, 1024) : 0;
         $ffi->srl_close($seg);
         return $n > 0 ? '; ' . FFI::string($why) : '';
     }

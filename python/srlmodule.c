@@ -489,7 +489,7 @@ static PyObject *Limiter_shared(PyObject *cls, PyObject *args, PyObject *kw)
         rc = srl_open_shared(name, (policy == Py_None && !create) ? NULL : &cfg, flags, &lim);
     if (rc == SRL_EMISMATCH) {
         /* Say what differs: the segment's own config, through an adopting open. */
-        char why[512] = "";
+        char why[1024] = "";
         srl_limiter *seg;
         srl_info info;
         if (srl_open_shared(name, &cfg, SRL_ADOPT, &seg) == 0) {   /* cfg: its trust */
@@ -497,7 +497,7 @@ static PyObject *Limiter_shared(PyObject *cls, PyObject *args, PyObject *kw)
                 srl_mismatch_explain(&cfg, &info, why, sizeof why);
             srl_close(seg);
         }
-        char msg[800];
+        char msg[1400];
         snprintf(msg, sizeof msg, "srl_open_shared('%.200s'): %s", name, why);
         return raise_srl(rc, msg);
     }

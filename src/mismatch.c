@@ -73,7 +73,8 @@ int srl_mismatch_explain(const srl_config *cfg, const srl_info *seg, char *buf, 
         srl_limits_format(&have, a, sizeof a);
         srl_limits_format(&want, b, sizeof b);
         say(&o, "policy: the segment has %s, this config asks for %s (use the segment's policy, "
-                "or another segment name, or destroy it: its keys start fresh)", a, b);
+                "or change it live, keeping each key's use: rlctl set-policy, or open with "
+                "SRL_CHANGE; or another segment name, or destroy it: its keys start fresh)", a, b);
     }
     /* The slots cfg would get: the open's own geometry, not a copy of its rounding. */
     struct srl__shm g;

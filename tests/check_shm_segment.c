@@ -257,7 +257,7 @@ START_TEST(a_mismatch_is_explained_field_by_field)
     srl_info info;
     ck_assert_int_eq(srl_info_get(seg, &info), 0);
     srl_close(seg);
-    char why[512];
+    char why[1024];
     ck_assert_int_eq(srl_mismatch_explain(&cfg, &info, why, sizeof why), 0);
     ck_assert_str_eq(why, "");
     srl_config other = cfg;
@@ -269,7 +269,8 @@ START_TEST(a_mismatch_is_explained_field_by_field)
     ck_assert_int_eq(srl_mismatch_explain(&other, &info, why, sizeof why), 3);
     ck_assert_str_eq(why,
         "policy: the segment has token_bucket:100/1m, this config asks for gcra:100/1m + "
-        "token_bucket:5000/1d (use the segment's policy, or another segment name, or destroy "
+        "token_bucket:5000/1d (use the segment's policy, or change it live, keeping each key's "
+        "use: rlctl set-policy, or open with SRL_CHANGE; or another segment name, or destroy "
         "it: its keys start fresh); capacity: the segment holds 1008 slots, this config asks "
         "for 2000 keys (2000 slots in buckets of 16): ask for 1008, or make a new segment; "
         "key_display: the segment keeps 0 bytes per key, this config asks for 8 (it is part of "
