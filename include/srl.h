@@ -611,7 +611,12 @@ SRL_API int srl_name_check(const char *name);
  * With SRL_CHANGE, a segment whose capacity, key_display and tier names
  * equal cfg's but whose policy differs is changed to cfg's policy, live,
  * as srl_policy_change does (a graceful restart with a raised limit keeps
- * every key's use); what cannot change is still SRL_EMISMATCH.  With
+ * every key's use); what cannot change is still SRL_EMISMATCH.  Every
+ * SRL_CHANGE opener imposes its config: while old and new configs both open
+ * (a rolling restart of processes that reopen), they would change it back
+ * and forth, each change converting every key (never more than the bound
+ * of LIVE POLICY CHANGES, but to no purpose); reopen with the new one only.
+ * With
  * SRL_ADOPT (not with SRL_CREATE), or with cfg NULL, the segment's own
  * current policy (all its limits: srl_info.limits), geometry and on_full
  * are adopted; cfg (if given) still supplies owner_uid, mode,

@@ -263,16 +263,24 @@ static int create(struct srl__shm *s, int fd, const srl_config *cfg, unsigned te
 #endif
     if (fchmod(fd, cfg->mode) != 0)
         return errno_code(errno);
-    /* The header page and both policy pages in one write: a waiter that
-     * sees the header sees the current policy too. */
+    /* The header page alone first, into the empty file: the file's size
+     * grows only once the page is copied, so a waiter sees either nothing
+     * or the whole header (with the creator's pid).  A write into a page
+     * that is already there is not seen whole, so nothing is ever written
+     * in place before READY.  Then the policy pages (read by nobody before
+     * READY), then the allocation. */
     unsigned char *pages = calloc(1, SRL__SHM_HEADER_BYTES);
     if (pages == NULL)
         return SRL_ENOMEM;
     header_fill((struct srl__shm_header *)pages, s, cfg);
     policy_fill_first(pages, s);
-    ssize_t w = pwrite(fd, pages, SRL__SHM_HEADER_BYTES, 0);
+    size_t rest = SRL__SHM_HEADER_BYTES - SRL__SHM_PAGE_BYTES;
+    ssize_t w = -1;
+    errno = 0;
+    if (pwrite(fd, pages, SRL__SHM_PAGE_BYTES, 0) == (ssize_t)SRL__SHM_PAGE_BYTES)
+        w = pwrite(fd, pages + SRL__SHM_PAGE_BYTES, rest, SRL__SHM_PAGE_BYTES);
     free(pages);
-    if (w != (ssize_t)SRL__SHM_HEADER_BYTES)
+    if (w != (ssize_t)rest)
         return errno_code(errno ? errno : ENOSPC);
     int e = posix_fallocate(fd, 0, (off_t)s->map_bytes);
     if (e != 0)
@@ -408,9 +416,11 @@ static int wait_ready(int fd, struct srl__shm_header **hdr, struct stat *st)
          * segment; calling it stale would tell the operator to unlink it. */
         if (!S_ISREG(st->st_mode))
             return SRL_EFOREIGN;
-        if ((uint64_t)st->st_size >= SRL__SHM_HEADER_BYTES) {
+        /* The header page (the policy pages follow it, and are read only
+         * once READY says the creator wrote them and the whole size). */
+        if ((uint64_t)st->st_size >= SRL__SHM_PAGE_BYTES) {
             if (*hdr == NULL) {
-                void *p = mmap(NULL, SRL__SHM_HEADER_BYTES, PROT_READ, MAP_SHARED, fd, 0);
+                void *p = mmap(NULL, SRL__SHM_PAGE_BYTES, PROT_READ, MAP_SHARED, fd, 0);
                 if (p == MAP_FAILED)
                     return errno_code(errno);
                 *hdr = p;
@@ -418,8 +428,10 @@ static int wait_ready(int fd, struct srl__shm_header **hdr, struct stat *st)
             struct srl__shm_header *h = *hdr;
             if (memcmp(h->magic, SRL__SHM_MAGIC, 8) == 0) {
                 uint32_t state = __atomic_load_n(&h->state, __ATOMIC_ACQUIRE);
+                /* The size again: the one above may predate the creator's
+                 * allocation, which READY follows. */
                 if (state == SRL__SHM_READY)
-                    return 0;
+                    return fstat(fd, st) == 0 ? 0 : errno_code(errno);
                 if (state == SRL__SHM_FAILED)
                     return RETRY;
                 if (state != SRL__SHM_INIT)
@@ -544,7 +556,7 @@ static int open_existing(struct srl__shm *s, int fd, const srl_config *cfg,
     if (rc == 0)
         rc = validate(s, hdr, (uint64_t)st.st_size, want, &adopted, adopted_tiers);
     if (hdr != NULL)
-        munmap(hdr, SRL__SHM_HEADER_BYTES);
+        munmap(hdr, SRL__SHM_PAGE_BYTES);
     if (rc != 0)
         return rc;
     if (want == NULL) {
@@ -679,11 +691,11 @@ static int segment_open(const char *name, const srl_config *cfg, unsigned flags,
             break;
         }
     }
-    /* From here the policy may change under the handle (srl_policy_change). */
+    /* From here the policy may change under the handle (srl_policy_change;
+     * with SRL_CHANGE and change_pending, srl__shm_open makes the change:
+     * shm_change.c sits below this file). */
     s->lim.live_state_bytes = s->state_bytes;
     s->lim.tier_get = srl__shm_tier_get;
-    if (rc == 0 && s->change_pending)
-        rc = srl__shm_policy_change(s, cfg, 0, NULL, 0, NULL, 0);
     if (rc != 0) {
         srl__shm_unmap(s);
         return rc;

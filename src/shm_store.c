@@ -116,16 +116,33 @@ void srl__shm_set_test_die(srl_limiter *lim, unsigned n)
 }
 #endif
 
+/* SRL_CHANGE: the segment was opened (what cannot change equal to cfg's)
+ * and its current policy differs from cfg's: change it now, before anyone
+ * has the handle.  Kept here, above both the segment openers and the
+ * changer (shm_change.c uses shm_segment.c's geometry). */
+static int open_change(int rc, const srl_config *cfg, srl_limiter **out)
+{
+    if (rc != 0 || !((struct srl__shm *)(*out)->impl)->change_pending)
+        return rc;
+    rc = srl_policy_change(*out, cfg, NULL, 0);
+    if (rc != 0) {
+        srl_close(*out);
+        *out = NULL;
+    }
+    return rc;
+}
+
 int srl__shm_open(const char *name, const srl_config *cfg, unsigned flags, srl_limiter **out)
 {
-    return srl__shm_segment_open(name, cfg, flags, &srl__shm_ops, out);
+    return open_change(srl__shm_segment_open(name, cfg, flags, &srl__shm_ops, out), cfg, out);
 }
 
 #ifdef SRL_MUTANTS
 int srl__shm_open_test(const char *name, const srl_config *cfg, unsigned flags,
                        unsigned test_flags, srl_limiter **out)
 {
-    return srl__shm_segment_open_test(name, cfg, flags, test_flags, &srl__shm_ops, out);
+    return open_change(
+        srl__shm_segment_open_test(name, cfg, flags, test_flags, &srl__shm_ops, out), cfg, out);
 }
 #endif
 

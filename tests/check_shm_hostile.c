@@ -462,8 +462,10 @@ START_TEST(a_truncated_segment_is_refused_at_every_interesting_size_without_sigb
     } cases[] = {
         {0, SRL_ESTALE},                        /* empty: after the bounded wait */
         {1, SRL_EFOREIGN},                      /* shorter than the header page */
-        {SRL__SHM_HEADER_BYTES - 1, SRL_EFOREIGN},
-        {SRL__SHM_HEADER_BYTES, SRL_ECORRUPT},  /* header only */
+        {SRL__SHM_PAGE_BYTES - 1, SRL_EFOREIGN},
+        {SRL__SHM_PAGE_BYTES, SRL_ECORRUPT},    /* the header page alone (layout 6) */
+        {SRL__SHM_HEADER_BYTES - 1, SRL_ECORRUPT},   /* ... and part of the policy pages */
+        {SRL__SHM_HEADER_BYTES, SRL_ECORRUPT},  /* header pages only */
         {SRL__SHM_HEADER_BYTES + 1, SRL_ECORRUPT},
         {(off_t)(SRL__SHM_HEADER_BYTES + h.bucket_bytes - 1), SRL_ECORRUPT},
         {(off_t)(SRL__SHM_HEADER_BYTES + h.bucket_bytes), SRL_ECORRUPT},
