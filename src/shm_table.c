@@ -514,6 +514,12 @@ static int relocate(struct srl__shm *s, const struct srl__shm_pol *p, uint64_t b
             if (j < 0)
                 j = reclaim(s, p, other, now);
             if (j >= 0) {
+                /* The key is made current before it moves: a changer may
+                 * have swept `other` already and not yet b, and a state of
+                 * the previous generation moved behind its sweep would be
+                 * two generations behind after the next change (found by
+                 * a_change_races_with_new_keys_and_with_eviction). */
+                srl__shm_slot_current(s, p, b, i, now);
                 /* The marker lets repair of b resolve a move cut short
                  * between the two tag stores (srl__shm_repair_bucket). */
                 __atomic_store_n(&bk->moving_slot, (uint8_t)(i + 1), __ATOMIC_RELEASE);
