@@ -104,6 +104,8 @@ int srl__limiter_init(srl_limiter *lim, const struct srl__store_ops *ops,
         return SRL_EPOLICY;
     if (srl__tiers_init(lim, cfg) != 0)
         return SRL_EPOLICY;
+    lim->live_state_bytes = 0;   /* a shared segment's opener sets them once open */
+    lim->tier_get = NULL;
     lim->on_full = cfg->on_full;
     lim->dry_run = (cfg->flags & SRL_CONFIG_DRY_RUN) != 0;
     lim->lock_timeout_ms = cfg->lock_timeout_ms ? cfg->lock_timeout_ms : 1000;

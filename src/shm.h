@@ -419,8 +419,6 @@ void srl__shm_fp_buckets(const struct srl__shm *s, const uint8_t fp[SRL__SHM_FP_
 uint8_t srl__shm_fp_tag(const uint8_t fp[SRL__SHM_FP_BYTES]);
 /* Slot of k in bucket b, or -1 (lock held). */
 int srl__shm_find_locked(const struct srl__shm *s, uint64_t b, const struct srl__shm_key *k);
-/* A state fails validation: repair resets it.  Lock held. */
-bool srl__shm_slot_valid(const struct srl__shm *s, uint64_t b, unsigned i, uint64_t now);
 /* The slot's tier and generation words, and whether the meta word is sound
  * for view p (tier below its count, flags zero; the generation is judged
  * by the caller).  Lock held. */
@@ -428,7 +426,6 @@ uint16_t srl__shm_slot_tier(const struct srl__shm *s, uint64_t b, unsigned i);
 uint32_t srl__shm_slot_gen(const struct srl__shm *s, uint64_t b, unsigned i);
 bool srl__shm_slot_meta_ok(const struct srl__shm *s, const struct srl__shm_pol *p, uint64_t b,
                            unsigned i);
-void srl__shm_slot_reset(struct srl__shm *s, uint64_t b, unsigned i, uint64_t now);
 /* Make slot i of bucket b (locked) current: a state of the previous
  * generation is converted (srl__tier_convert, in the undo record), a meta
  * word that is not sound is reset and counted.  Returns the slot's

@@ -224,11 +224,6 @@ static bool slot_valid(const struct srl__shm *s, const struct srl__shm_pol *p, u
                           now);
 }
 
-bool srl__shm_slot_valid(const struct srl__shm *s, uint64_t b, unsigned i, uint64_t now)
-{
-    return slot_valid(s, __atomic_load_n(&s->pol, __ATOMIC_ACQUIRE), b, i, now);
-}
-
 /* Repair's reset: p is the current view, or NULL (then identity only). */
 static void slot_reset(struct srl__shm *s, const struct srl__shm_pol *p, uint64_t b, unsigned i,
                        uint64_t now)
@@ -248,11 +243,6 @@ static void slot_reset(struct srl__shm *s, const struct srl__shm_pol *p, uint64_
      * cleared with it). */
     if (p != NULL)
         slot_fresh(s, p, b, i, now);
-}
-
-void srl__shm_slot_reset(struct srl__shm *s, uint64_t b, unsigned i, uint64_t now)
-{
-    slot_reset(s, __atomic_load_n(&s->pol, __ATOMIC_ACQUIRE), b, i, now);
 }
 
 static bool slot_at_rest(struct srl__shm *s, const struct srl__shm_pol *p, uint64_t b, unsigned i,
@@ -514,6 +504,12 @@ static int relocate(struct srl__shm *s, const struct srl__shm_pol *p, uint64_t b
             if (j < 0)
                 j = reclaim(s, p, other, now);
             if (j >= 0) {
+                /* The key is made current before it moves: a changer may
+                 * have swept `other` already and not yet b, and a state of
+                 * the previous generation moved behind its sweep would be
+                 * two generations behind after the next change (found by
+                 * a_change_races_with_new_keys_and_with_eviction). */
+                srl__shm_slot_current(s, p, b, i, now);
                 /* The marker lets repair of b resolve a move cut short
                  * between the two tag stores (srl__shm_repair_bucket). */
                 __atomic_store_n(&bk->moving_slot, (uint8_t)(i + 1), __ATOMIC_RELEASE);
@@ -538,7 +534,7 @@ static int relocate(struct srl__shm *s, const struct srl__shm_pol *p, uint64_t b
 /* Taking a bucket lock repairs the bucket when its owner died (see
  * shm_lock.c for the outcomes, the nesting rule and the undo record).  It
  * lives here, not in shm_lock.c, because repair validates slots by the
- * table's rules (srl__shm_slot_valid, srl__shm_slot_reset): kept beside
+ * table's rules (slot_valid, slot_reset): kept beside
  * them, shm_lock.c stays plain mutex handling and the two files do not
  * call each other. */
 static int trylock_at(struct srl__shm *s, uint64_t b, bool nested);
