@@ -12,6 +12,8 @@
  *   shm_table.c    hashing, slots, locking with crash repair, lookup, insert,
  *                  relocation, reclaim, walks
  *   shm_check.c    the invariant checker (srl__shm_check)
+ *   shm_flood.c    the per-handle denial-flood cache (answers a key's repeated
+ *                  denials without a lock while the bucket's gen holds)
  *   shm_store.c    the srl__store_ops over the table, the public openers
  *
  * Trust: the segment is shared with every process that can open it.  Its
@@ -39,11 +41,14 @@
 #include "testhooks.h"
 
 #define SRL__SHM_MAGIC "SRLSHM\0\1"
-#define SRL__SHM_VERSION 5u            /* 3: header checksum, creator identity;
+#define SRL__SHM_VERSION 6u            /* 3: header checksum, creator identity;
                                            4: compound limits, slot meta word;
                                            5: tier table, a slot's tier, bucket
                                               would_deny, recovered moved to the
-                                              header page (srl__shm_live) */
+                                              header page (srl__shm_live);
+                                           6: ... bucket gen (the denial-flood
+                                              cache, shm_flood.c), bucket full
+                                              32 bits to make its room */
 #define SRL__SHM_SLOTS 16u              /* slots per bucket */
 #define SRL__SHM_HEADER_BYTES 4096u     /* header page; the table follows */
 #define SRL__SHM_HASH_KEY_BYTES 16u     /* SipHash takes a 128-bit key */
@@ -126,8 +131,15 @@ struct srl__shm_bucket {
                                        layout 4 (now in srl__shm_live) */
     uint64_t allowed;
     uint64_t denied;
-    uint64_t full;
     uint64_t evicted;
+    uint32_t full;                  /* 64 bits up to layout 5; 32 since 6 (room for gen) */
+    uint32_t gen;                   /* layout 6: bumped (under the lock) by every write
+                                       that can change what a slot of this bucket
+                                       decides: admissions, bans, conversions, reset,
+                                       refund, eviction, relocation, insert, repair.
+                                       The flood cache (shm_flood.c) answers a denial
+                                       from a private copy only while it is unchanged.
+                                       Untrusted: compared for equality only */
     uint32_t reset_slots;
     uint32_t timeouts;
     /* then: undo copy of one state (state_bytes), then the slots */
@@ -179,6 +191,7 @@ struct srl__shm {
     uint32_t mode;
     uint32_t owner_uid;
     int fd;                         /* the segment's file, kept to fstat (-1: anonymous) */
+    struct srl__shm_flood *flood;   /* the denial-flood cache, NULL when off (shm_flood.c) */
 #ifdef SRL_MUTANTS
     unsigned test_flags;            /* SRL__SHM_TEST_* (testhooks.h) */
 #endif
@@ -374,6 +387,39 @@ int64_t srl__shm_foreach(srl_limiter *lim, srl_foreach_fn fn, void *ctx);
 int64_t srl__shm_check(srl_limiter *lim, srl_report_fn fn, void *ctx);
 /* Initialise every bucket of a fresh mapping (creator only). */
 int srl__shm_table_init(struct srl__shm *s);
+
+/* Bump bucket b's gen (lock held): a slot of b may now decide otherwise. */
+static inline void srl__shm_gen_bump(struct srl__shm *s, uint64_t b)
+{
+    SRL__SHM_COUNT(srl__shm_bucket(s, b)->gen, 1u);
+}
+/* Add n local denials of the key with fingerprint fp to bucket b (locked):
+ * the bucket's denied (and would_deny on a dry-run handle) always, the
+ * slot's denied only if the key is still in b (else that part is dropped). */
+void srl__shm_count_denied(struct srl__shm *s, uint64_t b, const uint8_t fp[SRL__SHM_FP_BYTES],
+                           uint32_t n);
+
+/* -------------------------------------------------------- shm_flood.c */
+
+/* Set up s->flood for this opener (NULL when the cache does not apply:
+ * SRL_CONFIG_NO_FLOOD_CACHE, a concurrency limit, a state over
+ * SRL__FLOOD_STATE_MAX).  0 or SRL_ENOMEM. */
+int srl__shm_flood_open(struct srl__shm *s, const srl_config *cfg);
+/* Flush every pending count of every cache of this process (srl_stats_get,
+ * srl_foreach on any shared handle). */
+void srl__shm_flood_flush(void);
+/* Flush, then free (srl_close). */
+void srl__shm_flood_close(struct srl__shm *s);
+/* A plain srl_acquire_tier of (k, tier, cost): 1 with *d the locked path's
+ * answer, given from this thread's cache without a lock or a shared write;
+ * 0 if the cache cannot answer (the caller takes the locked path). */
+int srl__shm_flood_answer(struct srl__shm *s, const struct srl__shm_key *k, uint32_t tier,
+                          uint32_t cost, srl_decision *d);
+/* After a plain decision on k in bucket b (locked) at now: flush this
+ * thread's pending counts of b, and remember k if it was denied (forget it
+ * if not). */
+void srl__shm_flood_locked(struct srl__shm *s, uint64_t b, const struct srl__shm_key *k,
+                           uint32_t tier, uint64_t now, const srl_decision *d);
 
 /* -------------------------------------------------------- shm_store.c */
 

@@ -22,6 +22,7 @@ static int shm_stats(srl_limiter *lim, srl_stats *out)
 {
     struct srl__shm *s = lim->impl;
     srl_stats st = {0};
+    srl__shm_flood_flush();   /* the process's cached denials first (srl.h) */
     st.capacity = s->buckets * SRL__SHM_SLOTS;
     for (uint64_t b = 0; b < s->buckets; b++) {
         const struct srl__shm_bucket *bk = srl__shm_bucket(s, b);
@@ -71,6 +72,7 @@ static int shm_info(srl_limiter *lim, srl_info *out)
 
 static void shm_close(srl_limiter *lim)
 {
+    srl__shm_flood_close(lim->impl);
     srl__shm_unmap(lim->impl);
 }
 
@@ -99,22 +101,36 @@ void srl__shm_set_test_flags(srl_limiter *lim, unsigned flags)
 }
 #endif
 
+/* The opened handle's flood cache (shm_flood.c); on failure it is closed. */
+static int with_flood(int rc, const srl_config *cfg, srl_limiter **out)
+{
+    if (rc != 0)
+        return rc;
+    rc = srl__shm_flood_open((*out)->impl, cfg);
+    if (rc != 0) {
+        srl__shm_unmap((*out)->impl);
+        *out = NULL;
+    }
+    return rc;
+}
+
 int srl__shm_open(const char *name, const srl_config *cfg, unsigned flags, srl_limiter **out)
 {
-    return srl__shm_segment_open(name, cfg, flags, &srl__shm_ops, out);
+    return with_flood(srl__shm_segment_open(name, cfg, flags, &srl__shm_ops, out), cfg, out);
 }
 
 #ifdef SRL_MUTANTS
 int srl__shm_open_test(const char *name, const srl_config *cfg, unsigned flags,
                        unsigned test_flags, srl_limiter **out)
 {
-    return srl__shm_segment_open_test(name, cfg, flags, test_flags, &srl__shm_ops, out);
+    return with_flood(srl__shm_segment_open_test(name, cfg, flags, test_flags, &srl__shm_ops, out),
+                      cfg, out);
 }
 #endif
 
 int srl__shm_open_anonymous(const srl_config *cfg, srl_limiter **out)
 {
-    return srl__shm_segment_open_anonymous(cfg, &srl__shm_ops, out);
+    return with_flood(srl__shm_segment_open_anonymous(cfg, &srl__shm_ops, out), cfg, out);
 }
 
 int srl_open_shared(const char *name, const srl_config *cfg, unsigned flags, srl_limiter **out)

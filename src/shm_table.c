@@ -159,6 +159,7 @@ static const struct srl__compound *slot_cmp_sound(struct srl__shm *s, uint64_t b
         memset(srl__shm_slot(s, b, i) + SRL__SLOT_META, 0, SRL__SLOT_META_BYTES);
         srl__cmp_state_init(&s->lim.cmp, srl__shm_slot_state(s, b, i), now);
         SRL__SHM_COUNT(srl__shm_bucket(s, b)->reset_slots, 1);
+        srl__shm_gen_bump(s, b);
     }
     return slot_cmp(s, b, i);
 }
@@ -218,6 +219,24 @@ static void count(struct srl__shm *s, uint64_t b, unsigned i, const srl_decision
     }
 }
 
+void srl__shm_count_denied(struct srl__shm *s, uint64_t b, const uint8_t fp[SRL__SHM_FP_BYTES],
+                           uint32_t n)
+{
+    struct srl__shm_bucket *bk = srl__shm_bucket(s, b);
+    SRL__SHM_COUNT(bk->denied, n);
+    if (s->lim.dry_run)
+        SRL__SHM_COUNT(bk->would_deny, n);
+    struct srl__shm_key k;
+    memcpy(k.fp, fp, SRL__SHM_FP_BYTES);
+    k.tag = srl__shm_fp_tag(fp);
+    int i = srl__shm_find_locked(s, b, &k);
+    if (i >= 0) {   /* else evicted or moved meanwhile: the per-key part is dropped */
+        uint32_t *p = slot_denied(s, b, (unsigned)i);
+        uint32_t v = *p;
+        __atomic_store_n(p, v > UINT32_MAX - n ? UINT32_MAX : v + n, __ATOMIC_RELAXED);
+    }
+}
+
 /* One request: an admission of `cost` (srl_acquire; srl_reserve when
  * max_wait > 0), or one unit for the caller (srl_enter: lease != NULL,
  * filled on admission). */
@@ -270,14 +289,18 @@ static void decide_state(struct srl__shm *s, uint64_t b, unsigned i, uint64_t no
 }
 
 /* Decide for the existing key in b/i, in place, under the undo record
- * (bucket b locked). */
-static void decide_slot(struct srl__shm *s, uint64_t b, unsigned i, const struct shm_req *rq,
-                        srl_decision *d)
+ * (bucket b locked).  Returns the time it decided at.  The bucket's gen is
+ * bumped whenever the slot may now decide otherwise: an admission, a state
+ * a denial wrote (a ban), a tier conversion (shm_flood.c relies on it). */
+static uint64_t decide_slot(struct srl__shm *s, uint64_t b, unsigned i, const struct shm_req *rq,
+                            srl_decision *d)
 {
     uint64_t now = srl__now(&s->lim);
     const struct srl__compound *from = slot_cmp_sound(s, b, i, now);
     srl__shm_undo_begin(s, b, i);
+    bool changed = false;
     if (srl__shm_slot_tier(s, b, i) != rq->tier) {
+        changed = true;
         /* The key changes tier: its state is converted (tiers.c) from the
          * undo copy, which holds the old state, into the slot; the tier
          * word is written last, so a crash before it leaves old state and
@@ -289,8 +312,16 @@ static void decide_slot(struct srl__shm *s, uint64_t b, unsigned i, const struct
         memcpy(srl__shm_slot(s, b, i) + SRL__SLOT_TIER, &t, sizeof t);
     }
     decide_state(s, b, i, now, rq, d);
+    /* The undo copy still holds the state before: a denial that wrote
+     * nothing leaves gen alone, so other processes' cached denials of the
+     * bucket stay valid. */
+    if (changed || d->allowed ||
+        memcmp((unsigned char *)srl__shm_bucket(s, b) + s->undo_off,
+               srl__shm_slot_state(s, b, i), s->state_bytes) != 0)
+        srl__shm_gen_bump(s, b);
     srl__shm_undo_end(s, b);
     count_req(s, b, i, rq, d);
+    return now;
 }
 
 #ifdef SRL_MUTANTS
@@ -361,6 +392,7 @@ static void insert(struct srl__shm *s, uint64_t b, unsigned i, const struct srl_
         srl__conc_seed(srl__cmp_conc_state(&s->lim.cmp, state), randombytes_random());
     decide_state(s, b, i, now, rq, d);
     count_req(s, b, i, rq, d);
+    srl__shm_gen_bump(s, b);
     srl__shm_tag_store(srl__shm_bucket(s, b), i, k->tag);
 }
 
@@ -390,6 +422,7 @@ static int reclaim(struct srl__shm *s, uint64_t b, uint64_t now)
         if (bk->tags[i] != 0 && slot_at_rest(s, b, i, now)) {
             srl__shm_tag_store(bk, i, 0);
             SRL__SHM_COUNT(bk->evicted, 1);
+            srl__shm_gen_bump(s, b);
             return (int)i;
         }
     }
@@ -430,6 +463,8 @@ static int relocate(struct srl__shm *s, uint64_t b1, uint64_t b2, uint64_t now, 
                 srl__shm_tag_store(srl__shm_bucket(s, other), (unsigned)j, tag);
                 srl__shm_tag_store(bk, i, 0);
                 __atomic_store_n(&bk->moving_slot, 0, __ATOMIC_RELEASE);
+                srl__shm_gen_bump(s, b);
+                srl__shm_gen_bump(s, other);
             }
             srl__shm_unlock(s, other);
             if (j >= 0) {
@@ -511,6 +546,10 @@ static void repair(struct srl__shm *s, uint64_t b, uint64_t now, bool nested)
             SRL__SHM_COUNT(bk->reset_slots, 1);
         }
     }
+    /* Whatever repair restored, reset or freed, every cached denial of the
+     * bucket is void (its gen is untrusted like the rest: any value is as
+     * good a start as another, only a change is read). */
+    srl__shm_gen_bump(s, b);
     /* Rare by nature: one atomic add to the header page, not a bucket word. */
     __atomic_add_fetch(&srl__shm_live(s)->recovered, 1, __ATOMIC_RELAXED);
 }
@@ -717,6 +756,12 @@ static int decide_key(srl_limiter *lim, const void *key, size_t len, const struc
     struct srl__shm_key k;
     srl__shm_hash(s, key, len, &k);
     struct timespec deadline = SRL__SHM_NO_DEADLINE;
+    /* A plain admission (not srl_enter, srl_reserve or srl__shm_apply) may
+     * be answered by this thread's denial-flood cache: one probe of one
+     * private entry when the key is not in it (shm_flood.c). */
+    bool plain = s->flood != NULL && rq->lease == NULL && rq->apply == NULL && rq->max_wait == 0;
+    if (plain && srl__shm_flood_answer(s, &k, rq->tier, rq->cost, d))
+        return 0;
 
 #ifdef SRL_MUTANTS
     unsigned broken = rq->lease == NULL ? SRL__SHM_TEST_NOLOCK_DECIDE : SRL__SHM_TEST_NOLOCK_ENTER;
@@ -741,7 +786,9 @@ static int decide_key(srl_limiter *lim, const void *key, size_t len, const struc
     if (rc != 0)
         return degraded(s, rc, d);
     if (i >= 0) {
-        decide_slot(s, b, (unsigned)i, rq, d);
+        uint64_t now = decide_slot(s, b, (unsigned)i, rq, d);
+        if (plain)
+            srl__shm_flood_locked(s, b, &k, rq->tier, now, d);
         srl__shm_unlock(s, b);
         return 0;
     }
@@ -755,7 +802,9 @@ static int decide_key(srl_limiter *lim, const void *key, size_t len, const struc
         return degraded(s, rc, d);
     i = find_pair(s, &k, &b);
     if (i >= 0) {
-        decide_slot(s, b, (unsigned)i, rq, d);
+        uint64_t now = decide_slot(s, b, (unsigned)i, rq, d);
+        if (plain)
+            srl__shm_flood_locked(s, b, &k, rq->tier, now, d);
         unlock_pair(s, &k);
         return 0;
     }
@@ -877,6 +926,7 @@ int srl__shm_leave(srl_limiter *lim, srl_lease *lease)
     srl__shm_undo_begin(s, b, (unsigned)i);
     rc = srl__cmp_leave(&lim->cmp, srl__shm_slot_state(s, b, (unsigned)i), lease->entry,
                         lease->gen, (int32_t)getpid());
+    srl__shm_gen_bump(s, b);
     srl__shm_undo_end(s, b);
     srl__shm_unlock(s, b);
     return rc;
@@ -968,6 +1018,7 @@ int srl__shm_refund(srl_limiter *lim, const void *key, size_t len, uint32_t cost
     }
     srl__shm_undo_begin(s, b, (unsigned)i);
     srl__cmp_refund(c, srl__shm_slot_state(s, b, (unsigned)i), now, cost);
+    srl__shm_gen_bump(s, b);
     srl__shm_undo_end(s, b);
     srl__shm_unlock(s, b);
     return 0;
@@ -1001,6 +1052,7 @@ int srl__shm_reset_key(srl_limiter *lim, const void *key, size_t len)
     if (i < 0)
         return SRL_ENOENT;
     srl__shm_tag_store(srl__shm_bucket(s, b), (unsigned)i, 0);
+    srl__shm_gen_bump(s, b);
     srl__shm_unlock(s, b);
     return 0;
 }
@@ -1034,12 +1086,15 @@ int64_t srl__shm_evict_idle(srl_limiter *lim)
                     srl__cmp_conc_state(&lim->cmp, srl__shm_slot_state(s, b, i)), now,
                     srl__proc_alive, NULL);
                 srl__shm_undo_end(s, b);
-                if (freed > 0)
+                if (freed > 0) {
                     __atomic_add_fetch(&srl__shm_live(s)->reclaimed, freed, __ATOMIC_RELAXED);
+                    srl__shm_gen_bump(s, b);
+                }
             }
             if (bk->tags[i] != 0 && slot_at_rest(s, b, i, now)) {
                 srl__shm_tag_store(bk, i, 0);
                 SRL__SHM_COUNT(bk->evicted, 1);
+                srl__shm_gen_bump(s, b);
                 n++;
             }
         }
@@ -1053,6 +1108,7 @@ int64_t srl__shm_foreach(srl_limiter *lim, srl_foreach_fn fn, void *ctx)
     struct srl__shm *s = lim->impl;
     int64_t n = 0;
     unsigned char shown[SRL_KEY_DISPLAY_MAX];
+    srl__shm_flood_flush();   /* per-key counts of the process's cached denials */
     for (uint64_t b = 0; b < s->buckets; b++) {
         struct srl__shm_bucket *bk = srl__shm_bucket(s, b);
         bool any = false;
