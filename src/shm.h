@@ -399,27 +399,49 @@ static inline void srl__shm_gen_bump(struct srl__shm *s, uint64_t b)
 void srl__shm_count_denied(struct srl__shm *s, uint64_t b, const uint8_t fp[SRL__SHM_FP_BYTES],
                            uint32_t n);
 
+/* The exchange between a plain decision under the lock and the flood
+ * cache (shm_flood.c), as data, so the table calls nothing of the cache.
+ * In: counts the caller's cache holds (pointers into its entries, which
+ * the caller keeps locked): those of the bucket the decision locks are
+ * added to it (srl__shm_count_denied) and zeroed.  Out: after a denial
+ * with retry_after > 0, recorded = 1 and the bucket, its gen, the decision's
+ * now and the slot's state (state_bytes into state), all read under the
+ * lock after the decision. */
+#define SRL__SHM_FLOOD_PEND 8u
+struct srl__shm_flood_io {
+    unsigned n;
+    uint64_t pend_bucket[SRL__SHM_FLOOD_PEND];
+    const uint8_t *pend_fp[SRL__SHM_FLOOD_PEND];
+    uint32_t *pend_count[SRL__SHM_FLOOD_PEND];
+    int recorded;
+    uint64_t bucket;
+    uint32_t gen;
+    uint64_t now;
+    unsigned char *state;
+};
+/* srl_acquire_tier of (k hashed, tier, cost), exchanging io (may be NULL). */
+int srl__shm_decide_plain(srl_limiter *lim, const struct srl__shm_key *k, const void *key,
+                          size_t len, uint32_t tier, uint32_t cost, struct srl__shm_flood_io *io,
+                          srl_decision *d);
+
 /* -------------------------------------------------------- shm_flood.c */
 
 /* Set up s->flood for this opener (NULL when the cache does not apply:
- * SRL_CONFIG_NO_FLOOD_CACHE, a concurrency limit, a state over
- * SRL__FLOOD_STATE_MAX).  0 or SRL_ENOMEM. */
+ * SRL_CONFIG_NO_FLOOD_CACHE, a concurrency limit, a state over 256 bytes).
+ * 0 or SRL_ENOMEM. */
 int srl__shm_flood_open(struct srl__shm *s, const srl_config *cfg);
 /* Flush every pending count of every cache of this process (srl_stats_get,
  * srl_foreach on any shared handle). */
 void srl__shm_flood_flush(void);
-/* Flush, then free (srl_close). */
+/* Unregister, flush, free (srl_close). */
 void srl__shm_flood_close(struct srl__shm *s);
-/* A plain srl_acquire_tier of (k, tier, cost): 1 with *d the locked path's
- * answer, given from this thread's cache without a lock or a shared write;
- * 0 if the cache cannot answer (the caller takes the locked path). */
-int srl__shm_flood_answer(struct srl__shm *s, const struct srl__shm_key *k, uint32_t tier,
-                          uint32_t cost, srl_decision *d);
-/* After a plain decision on k in bucket b (locked) at now: flush this
- * thread's pending counts of b, and remember k if it was denied (forget it
- * if not). */
-void srl__shm_flood_locked(struct srl__shm *s, uint64_t b, const struct srl__shm_key *k,
-                           uint32_t tier, uint64_t now, const srl_decision *d);
+/* The store's srl_acquire / srl_acquire_tier: from this thread's cache when
+ * it can answer exactly (no lock, no shared write), else the table's locked
+ * decision, exchanging counts and a state copy with it. */
+int srl__shm_flood_acquire(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
+                           srl_decision *d);
+int srl__shm_flood_acquire_tier(srl_limiter *lim, uint32_t tier, const void *key, size_t len,
+                                uint32_t cost, srl_decision *d);
 
 /* -------------------------------------------------------- shm_store.c */
 

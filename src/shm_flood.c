@@ -219,10 +219,27 @@ static void drop_copy(struct flood_entry *e)
         e->used = 0;
 }
 
-int srl__shm_flood_answer(struct srl__shm *s, const struct srl__shm_key *k, uint32_t tier,
-                          uint32_t cost, srl_decision *d)
+/*
+ * THE validity check of an entry (bucket b, gen, until) at now: the one
+ * place that says whether a remembered copy may still answer.  Today: the
+ * bucket's gen word unchanged and now before until.  Anything else that
+ * can make a key decide otherwise without writing its bucket (a live
+ * policy change, a global policy generation in the header page) must be
+ * compared here too.  The gen word is untrusted: only compared for
+ * equality, and until bounds how long an equal-by-chance garbage value can
+ * keep a copy answering (design.md).
+ */
+static bool srl__shm_flood_valid(const struct srl__shm *s, uint64_t b, uint32_t gen,
+                                 uint64_t until, uint64_t now)
 {
-    struct flood_shard *sh = my_shard(s->flood);
+    return now < until &&
+           __atomic_load_n(&srl__shm_bucket(s, b)->gen, __ATOMIC_ACQUIRE) == gen;
+}
+
+/* 1 with *d if this thread's entry for k answers (tier, cost) exactly. */
+static int answer(struct srl__shm *s, struct flood_shard *sh, const struct srl__shm_key *k,
+                  uint32_t tier, uint32_t cost, srl_decision *d)
+{
     struct flood_entry *e = way(sh, k->fp);
     /* The one probe an uncached key pays: a private word, no lock. */
     if (__atomic_load_n(&e->hint, __ATOMIC_RELAXED) != hint_of(k->fp))
@@ -234,11 +251,11 @@ int srl__shm_flood_answer(struct srl__shm *s, const struct srl__shm_key *k, uint
         memcmp(e->fp, k->fp, SRL__SHM_FP_BYTES) != 0 || e->tier != tier)
         goto out;
     /* The clock first, then gen: if gen is still the entry's, the slot held
-     * the copy at a moment after this clock read, and any writer not seen
+     * the copy at a moment after this clock read, and a writer not seen
      * bumps gen later, so it orders after this answer (design.md). */
     uint64_t now = srl__now(&s->lim);
-    uint32_t g = __atomic_load_n(&srl__shm_bucket(s, e->bucket)->gen, __ATOMIC_ACQUIRE);
-    if (now >= e->until || g != e->gen || e->pending >= FLOOD_PENDING_MAX - 1) {
+    if (!srl__shm_flood_valid(s, e->bucket, e->gen, e->until, now) ||
+        e->pending >= FLOOD_PENDING_MAX - 1) {
         drop_copy(e);
         goto out;
     }
@@ -258,54 +275,103 @@ out:
     return answered;
 }
 
-void srl__shm_flood_locked(struct srl__shm *s, uint64_t b, const struct srl__shm_key *k,
-                           uint32_t tier, uint64_t now, const srl_decision *d)
+/* After the table zeroed some of the counts handed to it: recount. */
+static void settle(struct flood_shard *sh)
 {
-    struct flood_shard *sh = my_shard(s->flood);
-    bool deny = !d->allowed && d->retry_after_ns > 0;
-    /* Nothing to flush and nothing to remember: no shard lock either (the
-     * admission path of an uncached key). */
-    if (__atomic_load_n(&sh->pending, __ATOMIC_RELAXED) == 0 && !deny &&
-        __atomic_load_n(&way(sh, k->fp)->hint, __ATOMIC_RELAXED) != hint_of(k->fp))
-        return;
-    if (!shard_trylock(sh))
-        return;   /* busy: flushed or remembered another time */
-    if (sh->pending > 0)
-        for (unsigned j = 0; j < FLOOD_WAYS; j++)
-            if (sh->e[j].used && sh->e[j].bucket == b)
-                flush_entry(s, sh, &sh->e[j]);
+    uint32_t n = 0;
+    for (unsigned j = 0; j < FLOOD_WAYS; j++) {
+        struct flood_entry *e = &sh->e[j];
+        if (e->used && e->pending == 0 && __atomic_load_n(&e->hint, __ATOMIC_RELAXED) == 0)
+            e->used = 0;
+        n += e->used && e->pending > 0;
+    }
+    __atomic_store_n(&sh->pending, n, __ATOMIC_RELAXED);
+}
+
+/* Remember k's denial (shard held): the copy the table made under the lock. */
+static void remember(struct srl__shm *s, struct flood_shard *sh, const struct srl__shm_key *k,
+                     uint32_t tier, const srl_decision *d, const struct srl__shm_flood_io *io)
+{
     struct flood_entry *e = way(sh, k->fp);
-    if (!deny) {
-        if (e->used && memcmp(e->fp, k->fp, SRL__SHM_FP_BYTES) == 0)
-            drop_copy(e);
-        goto out;
-    }
     if (e->used && e->pending > 0 && memcmp(e->fp, k->fp, SRL__SHM_FP_BYTES) != 0) {
-        /* Another key's counts hold the way: flush them if its bucket can
-         * be had without waiting (b is held: a third lock is only tried). */
-        if (e->bucket != b && srl__shm_trylock(s, e->bucket) == 0) {
-            flush_entry(s, sh, e);
-            srl__shm_unlock(s, e->bucket);
-        }
-        if (e->pending > 0)
-            goto out;   /* not remembered this time */
+        /* Another key's counts hold the way: flushed if its bucket is free
+         * now (not waited for), else k is not remembered this time. */
+        if (srl__shm_trylock(s, e->bucket) != 0)
+            return;
+        flush_entry(s, sh, e);
+        srl__shm_unlock(s, e->bucket);
     }
-    /* Find k's slot again: decide_slot ran on it, it is in b. */
-    int i = srl__shm_find_locked(s, b, k);
-    if (i < 0)
-        goto out;
+    if (e->used && e->pending > 0 && e->bucket != io->bucket) {
+        /* k's own counts, but k moved bucket: they go with the old one. */
+        if (srl__shm_trylock(s, e->bucket) != 0)
+            return;
+        flush_entry(s, sh, e);
+        srl__shm_unlock(s, e->bucket);
+    }
     uint64_t age = d->retry_after_ns < FLOOD_MAX_AGE_NS ? d->retry_after_ns : FLOOD_MAX_AGE_NS;
     __atomic_store_n(&e->hint, 0, __ATOMIC_RELAXED);
     memcpy(e->fp, k->fp, SRL__SHM_FP_BYTES);
-    e->bucket = b;
+    e->bucket = io->bucket;
     e->tier = (uint16_t)tier;
-    e->until = srl__sat_add(now, age);
-    e->gen = __atomic_load_n(&srl__shm_bucket(s, b)->gen, __ATOMIC_RELAXED);
-    memcpy(e->state, srl__shm_slot_state(s, b, (unsigned)i), s->state_bytes);
+    e->until = srl__sat_add(io->now, age);
+    e->gen = io->gen;
+    memcpy(e->state, io->state, s->state_bytes);
     e->used = 1;
     __atomic_store_n(&e->hint, hint_of(k->fp), __ATOMIC_RELAXED);
-out:
+}
+
+int srl__shm_flood_acquire_tier(srl_limiter *lim, uint32_t tier, const void *key, size_t len,
+                                uint32_t cost, srl_decision *d)
+{
+    struct srl__shm *s = lim->impl;
+    if (s->flood == NULL)
+        return srl__shm_acquire_tier(lim, tier, key, len, cost, d);
+    struct srl__shm_key k;
+    srl__shm_hash(s, key, len, &k);
+    struct flood_shard *sh = my_shard(s->flood);
+    if (answer(s, sh, &k, tier, cost, d))
+        return 0;
+    unsigned char state[SRL__FLOOD_STATE_MAX] __attribute__((aligned(8)));
+    struct srl__shm_flood_io io = {.state = state};
+    /* Pending counts ride along (the shard held across the decision, so
+     * the pointers stay good): the bucket the decision locks takes its own.
+     * A busy shard: they wait for another time. */
+    bool held = __atomic_load_n(&sh->pending, __ATOMIC_RELAXED) > 0 && shard_trylock(sh);
+    if (held)
+        for (unsigned j = 0; j < FLOOD_WAYS; j++) {
+            struct flood_entry *e = &sh->e[j];
+            if (e->used && e->pending > 0) {
+                io.pend_bucket[io.n] = e->bucket;
+                io.pend_fp[io.n] = e->fp;
+                io.pend_count[io.n] = &e->pending;
+                io.n++;
+            }
+        }
+    int rc = srl__shm_decide_plain(lim, &k, key, len, tier, cost, &io, d);
+    if (held)
+        settle(sh);
+    if (rc != 0 || (!io.recorded && __atomic_load_n(&way(sh, k.fp)->hint, __ATOMIC_RELAXED) !=
+                                         hint_of(k.fp))) {
+        /* Nothing to remember and nothing to forget: the admission path of
+         * an uncached key takes no shard lock. */
+        if (held)
+            shard_unlock(sh);
+        return rc;
+    }
+    if (!held && !shard_trylock(sh))
+        return rc;
+    if (io.recorded)
+        remember(s, sh, &k, tier, d, &io);
+    else if (memcmp(way(sh, k.fp)->fp, k.fp, SRL__SHM_FP_BYTES) == 0)
+        drop_copy(way(sh, k.fp));   /* admitted (or not tracked): the copy is stale */
     shard_unlock(sh);
+    return rc;
+}
+
+int srl__shm_flood_acquire(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
+                           srl_decision *d)
+{
+    return srl__shm_flood_acquire_tier(lim, 0, key, len, cost, d);
 }
 
 /* Wait for shard sh (never called with a bucket lock held). */

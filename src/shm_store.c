@@ -42,6 +42,13 @@ static int shm_stats(srl_limiter *lim, srl_stats *out)
     return 0;
 }
 
+/* The per-key counts of the process's cached denials first (srl.h). */
+static int64_t shm_foreach(srl_limiter *lim, srl_foreach_fn fn, void *ctx)
+{
+    srl__shm_flood_flush();
+    return srl__shm_foreach(lim, fn, ctx);
+}
+
 static int shm_info(srl_limiter *lim, srl_info *out)
 {
     struct srl__shm *s = lim->impl;
@@ -77,8 +84,8 @@ static void shm_close(srl_limiter *lim)
 }
 
 const struct srl__store_ops srl__shm_ops = {
-    .acquire = srl__shm_acquire,
-    .acquire_tier = srl__shm_acquire_tier,
+    .acquire = srl__shm_flood_acquire,
+    .acquire_tier = srl__shm_flood_acquire_tier,
     .peek = srl__shm_peek,
     .refund = srl__shm_refund,
     .reserve = srl__shm_reserve,
@@ -86,7 +93,7 @@ const struct srl__store_ops srl__shm_ops = {
     .evict_idle = srl__shm_evict_idle,
     .stats = shm_stats,
     .info = shm_info,
-    .foreach = srl__shm_foreach,
+    .foreach = shm_foreach,
     .check = srl__shm_check,
     .enter = srl__shm_enter,
     .leave = srl__shm_leave,

@@ -748,20 +748,35 @@ static int acquire_get_then_put(struct srl__shm *s, const struct srl__shm_key *k
 }
 #endif
 
-/* srl_acquire and srl_enter: find or insert the key, decide rq on it. */
-static int decide_key(srl_limiter *lim, const void *key, size_t len, const struct shm_req *rq,
-                      srl_decision *d)
+/* The flood cache's part of a locked plain decision on bucket b, slot i
+ * (shm.h, struct srl__shm_flood_io): add the caller's pending counts of b,
+ * and copy the slot's state and the bucket's gen out after a denial. */
+static void flood_io_locked(struct srl__shm *s, uint64_t b, unsigned i, uint64_t now,
+                            const srl_decision *d, struct srl__shm_flood_io *io)
+{
+    for (unsigned j = 0; j < io->n; j++) {
+        if (io->pend_bucket[j] == b && *io->pend_count[j] > 0) {
+            srl__shm_count_denied(s, b, io->pend_fp[j], *io->pend_count[j]);
+            *io->pend_count[j] = 0;
+        }
+    }
+    if (d->allowed || d->retry_after_ns == 0)
+        return;
+    io->recorded = 1;
+    io->bucket = b;
+    io->now = now;
+    io->gen = __atomic_load_n(&srl__shm_bucket(s, b)->gen, __ATOMIC_RELAXED);
+    memcpy(io->state, srl__shm_slot_state(s, b, i), s->state_bytes);
+}
+
+/* srl_acquire and srl_enter: find or insert the key k (hashed), decide rq
+ * on it.  io: a plain admission's flood-cache exchange, or NULL. */
+static int decide_k(srl_limiter *lim, const struct srl__shm_key *kp, const void *key, size_t len,
+                    const struct shm_req *rq, struct srl__shm_flood_io *io, srl_decision *d)
 {
     struct srl__shm *s = lim->impl;
-    struct srl__shm_key k;
-    srl__shm_hash(s, key, len, &k);
+    struct srl__shm_key k = *kp;
     struct timespec deadline = SRL__SHM_NO_DEADLINE;
-    /* A plain admission (not srl_enter, srl_reserve or srl__shm_apply) may
-     * be answered by this thread's denial-flood cache: one probe of one
-     * private entry when the key is not in it (shm_flood.c). */
-    bool plain = s->flood != NULL && rq->lease == NULL && rq->apply == NULL && rq->max_wait == 0;
-    if (plain && srl__shm_flood_answer(s, &k, rq->tier, rq->cost, d))
-        return 0;
 
 #ifdef SRL_MUTANTS
     unsigned broken = rq->lease == NULL ? SRL__SHM_TEST_NOLOCK_DECIDE : SRL__SHM_TEST_NOLOCK_ENTER;
@@ -787,8 +802,8 @@ static int decide_key(srl_limiter *lim, const void *key, size_t len, const struc
         return degraded(s, rc, d);
     if (i >= 0) {
         uint64_t now = decide_slot(s, b, (unsigned)i, rq, d);
-        if (plain)
-            srl__shm_flood_locked(s, b, &k, rq->tier, now, d);
+        if (io != NULL)
+            flood_io_locked(s, b, (unsigned)i, now, d, io);
         srl__shm_unlock(s, b);
         return 0;
     }
@@ -803,8 +818,8 @@ static int decide_key(srl_limiter *lim, const void *key, size_t len, const struc
     i = find_pair(s, &k, &b);
     if (i >= 0) {
         uint64_t now = decide_slot(s, b, (unsigned)i, rq, d);
-        if (plain)
-            srl__shm_flood_locked(s, b, &k, rq->tier, now, d);
+        if (io != NULL)
+            flood_io_locked(s, b, (unsigned)i, now, d, io);
         unlock_pair(s, &k);
         return 0;
     }
@@ -844,6 +859,22 @@ static int decide_key(srl_limiter *lim, const void *key, size_t len, const struc
     insert(s, b, (unsigned)i, &k, key, len, now, rq, d);
     unlock_pair(s, &k);
     return 0;
+}
+
+static int decide_key(srl_limiter *lim, const void *key, size_t len, const struct shm_req *rq,
+                      srl_decision *d)
+{
+    struct srl__shm_key k;
+    srl__shm_hash(lim->impl, key, len, &k);
+    return decide_k(lim, &k, key, len, rq, NULL, d);
+}
+
+int srl__shm_decide_plain(srl_limiter *lim, const struct srl__shm_key *k, const void *key,
+                          size_t len, uint32_t tier, uint32_t cost, struct srl__shm_flood_io *io,
+                          srl_decision *d)
+{
+    struct shm_req rq = {.cost = cost, .tier = tier};
+    return decide_k(lim, k, key, len, &rq, io, d);
 }
 
 int srl__shm_acquire(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
@@ -1108,7 +1139,6 @@ int64_t srl__shm_foreach(srl_limiter *lim, srl_foreach_fn fn, void *ctx)
     struct srl__shm *s = lim->impl;
     int64_t n = 0;
     unsigned char shown[SRL_KEY_DISPLAY_MAX];
-    srl__shm_flood_flush();   /* per-key counts of the process's cached denials */
     for (uint64_t b = 0; b < s->buckets; b++) {
         struct srl__shm_bucket *bk = srl__shm_bucket(s, b);
         bool any = false;
