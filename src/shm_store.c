@@ -49,6 +49,21 @@ static int64_t shm_foreach(srl_limiter *lim, srl_foreach_fn fn, void *ctx)
     return srl__shm_foreach(lim, fn, ctx);
 }
 
+/* A key freed here may be re-created before a cache of this process flushed
+ * its pending denials of the old one; flushed first, they go to the key
+ * they were denials of (srl.h: other processes' may not). */
+static int shm_reset_key(srl_limiter *lim, const void *key, size_t len)
+{
+    srl__shm_flood_flush();
+    return srl__shm_reset_key(lim, key, len);
+}
+
+static int64_t shm_evict_idle(srl_limiter *lim)
+{
+    srl__shm_flood_flush();
+    return srl__shm_evict_idle(lim);
+}
+
 static int shm_info(srl_limiter *lim, srl_info *out)
 {
     struct srl__shm *s = lim->impl;
@@ -89,8 +104,8 @@ const struct srl__store_ops srl__shm_ops = {
     .peek = srl__shm_peek,
     .refund = srl__shm_refund,
     .reserve = srl__shm_reserve,
-    .reset_key = srl__shm_reset_key,
-    .evict_idle = srl__shm_evict_idle,
+    .reset_key = shm_reset_key,
+    .evict_idle = shm_evict_idle,
     .stats = shm_stats,
     .info = shm_info,
     .foreach = shm_foreach,
