@@ -466,7 +466,7 @@ START_TEST(a_fork_does_not_count_the_parents_pending_denials_twice)
 }
 END_TEST
 
-#define THREADS 4
+#define THREADS 16   /* two per shard: threads share shards */
 struct thr {
     srl_limiter *lim;
     uint64_t ok;
@@ -516,7 +516,9 @@ END_TEST
 START_TEST(a_garbage_gen_only_sends_requests_to_the_lock_and_a_forged_one_ends_at_until)
 {
     fake_clock *c = fake_clock_shared(5 * SEC);
-    srl_config cfg = config_of("token_bucket:10/10s", c, 0);
+    /* A 30 s ban: the copy itself would deny for 30 s, so only `until`
+     * (at most 1 s after the denial) ends a forged gen's answers. */
+    srl_config cfg = config_of("token_bucket:10/10s,penalty=30s", c, 0);
     srl_limiter *lim;
     ck_assert_int_eq(srl_open_anonymous(&cfg, &lim), 0);
     struct srl__shm *s = shm_of(lim);
@@ -531,7 +533,7 @@ START_TEST(a_garbage_gen_only_sends_requests_to_the_lock_and_a_forged_one_ends_a
     uint64_t before = raw_denied(lim);
     ck_assert_int_eq(srl_acquire(lim, "hot", 3, 1, &d), 0);
     ck_assert_int_eq(d.allowed, 0);
-    ck_assert_uint_eq(d.retry_after_ns, SEC);
+    ck_assert_uint_eq(d.retry_after_ns, 30 * SEC);
     ck_assert_uint_gt(raw_denied(lim), before);
     /* Now cached again.  A writer that resets the key and forges gen back
      * (it could as well have written the state): the copy answers, but only
@@ -545,7 +547,8 @@ START_TEST(a_garbage_gen_only_sends_requests_to_the_lock_and_a_forged_one_ends_a
         srl__shm_bucket(s, b)->gen = g[b];
     ck_assert_int_eq(srl_acquire(lim, "hot", 3, 1, &d), 0);
     ck_assert_int_eq(d.allowed, 0);   /* the forged gen is believed ... */
-    c->now += SEC;                    /* ... until the copy's retry_after ran out */
+    ck_assert_uint_eq(d.retry_after_ns, 30 * SEC);
+    c->now += SEC;                    /* ... until `until`: 1 s after the denial */
     ck_assert_int_eq(srl_acquire(lim, "hot", 3, 1, &d), 0);
     ck_assert_int_eq(d.allowed, 1);
     ck_assert_uint_eq(d.remaining, 9);   /* the reset state's answer, not the copy's */
