@@ -141,6 +141,8 @@ static int scale_setup(struct scale_env *e, bench_scale_kind kind, srl_policy p,
     srl_config_init(&cfg);
     cfg.policy = p;
     cfg.capacity = bench_capacity_for(k->n);
+    if (kind == BENCH_SCALE_FLOOD_OFF)
+        cfg.flags = SRL_CONFIG_NO_FLOOD_CACHE;
     int rc = bench_open(BENCH_SHARED, &cfg, &e->lim);
     if (kind == BENCH_SCALE_FLOOR) {
         /* The floor table has the segment's bytes and slot size (64-byte
@@ -291,6 +293,50 @@ void bench_scale_series(const bench_opts *o, bench_scale_kind kind, srl_policy p
             out[j].rc = bad;
     }
     scale_teardown(&e);
+}
+
+void bench_flood_series(const bench_opts *o, srl_policy p, const bench_keys *k, int rounds,
+                        bench_scale_result out[2][3])
+{
+    enum { MAXR = 15 };
+    static const int np[3] = {1, 2, 4};
+    bench_scale_result runs[2][3][MAXR];
+    if (rounds < 1)
+        rounds = 1;
+    if (rounds > MAXR)
+        rounds = MAXR;
+    memset(out, 0, 2 * sizeof out[0]);
+    struct scale_env e[2];
+    for (int c = 0; c < 2; c++) {
+        int rc = scale_setup(&e[c], c ? BENCH_SCALE_FLOOD_ON : BENCH_SCALE_FLOOD_OFF, p, k);
+        if (rc != 0) {
+            for (int j = 0; j < 3; j++)
+                out[0][j].rc = out[1][j].rc = rc;
+            scale_teardown(&e[0]);
+            if (c == 1)
+                scale_teardown(&e[1]);
+            return;
+        }
+    }
+    /* Round-robin over cache off/on and the process counts, so a burst of
+     * other load hits every cell alike. */
+    for (int r = 0; r < rounds; r++)
+        for (int j = 0; j < 3; j++)
+            for (int c = 0; c < 2; c++)
+                scale_once(o, &e[c], np[j], 1, &runs[c][j][r]);
+    for (int c = 0; c < 2; c++)
+        for (int j = 0; j < 3; j++) {
+            int bad = 0;
+            for (int r = 0; r < rounds; r++)
+                if (runs[c][j][r].rc != 0)
+                    bad = runs[c][j][r].rc;
+            qsort(runs[c][j], (size_t)rounds, sizeof runs[c][j][0], cmp_rate);
+            out[c][j] = runs[c][j][rounds / 2];
+            if (bad != 0)
+                out[c][j].rc = bad;
+        }
+    scale_teardown(&e[0]);
+    scale_teardown(&e[1]);
 }
 
 /* ------------------------------------------------- machine check */

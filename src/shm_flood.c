@@ -332,7 +332,10 @@ int srl__shm_flood_acquire_tier(srl_limiter *lim, uint32_t tier, const void *key
     if (answer(s, sh, &k, tier, cost, d))
         return 0;
     unsigned char state[SRL__FLOOD_STATE_MAX] __attribute__((aligned(8)));
-    struct srl__shm_flood_io io = {.state = state};
+    struct srl__shm_flood_io io;   /* only what the table reads is set */
+    io.n = 0;
+    io.recorded = 0;
+    io.state = state;
     /* Pending counts ride along (the shard held across the decision, so
      * the pointers stay good): the bucket the decision locks takes its own.
      * A busy shard: they wait for another time. */

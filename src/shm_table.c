@@ -771,19 +771,18 @@ static void flood_io_locked(struct srl__shm *s, uint64_t b, unsigned i, uint64_t
 
 /* srl_acquire and srl_enter: find or insert the key k (hashed), decide rq
  * on it.  io: a plain admission's flood-cache exchange, or NULL. */
-static int decide_k(srl_limiter *lim, const struct srl__shm_key *kp, const void *key, size_t len,
+static int decide_k(srl_limiter *lim, const struct srl__shm_key *k, const void *key, size_t len,
                     const struct shm_req *rq, struct srl__shm_flood_io *io, srl_decision *d)
 {
     struct srl__shm *s = lim->impl;
-    struct srl__shm_key k = *kp;
     struct timespec deadline = SRL__SHM_NO_DEADLINE;
 
 #ifdef SRL_MUTANTS
     unsigned broken = rq->lease == NULL ? SRL__SHM_TEST_NOLOCK_DECIDE : SRL__SHM_TEST_NOLOCK_ENTER;
     if (s->test_flags & broken) {
-        uint64_t cand[2] = {k.b1, k.b2};
+        uint64_t cand[2] = {k->b1, k->b2};
         for (int c = 0; c < 2; c++) {
-            int i = srl__shm_find_locked(s, cand[c], &k);   /* without the lock: broken */
+            int i = srl__shm_find_locked(s, cand[c], k);   /* without the lock: broken */
             if (i >= 0) {
                 if (rq->lease == NULL)
                     decide_slot_unlocked(s, cand[c], (unsigned)i, rq->cost, d);
@@ -797,53 +796,53 @@ static int decide_k(srl_limiter *lim, const struct srl__shm_key *kp, const void 
 
     uint64_t b;
     int i;
-    int rc = find_fast(s, &k, &deadline, &b, &i);
+    int rc = find_fast(s, k, &deadline, &b, &i);
     if (rc != 0)
         return degraded(s, rc, d);
     if (i >= 0) {
         uint64_t now = decide_slot(s, b, (unsigned)i, rq, d);
-        if (io != NULL)
+        if (io != NULL && (io->n > 0 || !d->allowed))   /* else nothing to do */
             flood_io_locked(s, b, (unsigned)i, now, d, io);
         srl__shm_unlock(s, b);
         return 0;
     }
 #ifdef SRL_MUTANTS
     if (s->test_flags & SRL__SHM_TEST_GET_THEN_PUT)
-        return acquire_get_then_put(s, &k, key, len, rq, &deadline, d);
+        return acquire_get_then_put(s, k, key, len, rq, &deadline, d);
 #endif
 
-    rc = lock_pair(s, &k, &deadline);
+    rc = lock_pair(s, k, &deadline);
     if (rc != 0)
         return degraded(s, rc, d);
-    i = find_pair(s, &k, &b);
+    i = find_pair(s, k, &b);
     if (i >= 0) {
         uint64_t now = decide_slot(s, b, (unsigned)i, rq, d);
-        if (io != NULL)
+        if (io != NULL && (io->n > 0 || !d->allowed))   /* else nothing to do */
             flood_io_locked(s, b, (unsigned)i, now, d, io);
-        unlock_pair(s, &k);
+        unlock_pair(s, k);
         return 0;
     }
     uint64_t now = srl__now(lim);
-    unsigned f1 = free_count(s, k.b1), f2 = k.b2 != k.b1 ? free_count(s, k.b2) : 0;
+    unsigned f1 = free_count(s, k->b1), f2 = k->b2 != k->b1 ? free_count(s, k->b2) : 0;
     if (f1 > 0 || f2 > 0) {
-        b = f1 >= f2 ? k.b1 : k.b2;
+        b = f1 >= f2 ? k->b1 : k->b2;
         i = free_slot(s, b);
-    } else if ((i = reclaim(s, k.b1, now)) >= 0) {
-        b = k.b1;
-    } else if (k.b2 != k.b1 && (i = reclaim(s, k.b2, now)) >= 0) {
-        b = k.b2;
+    } else if ((i = reclaim(s, k->b1, now)) >= 0) {
+        b = k->b1;
+    } else if (k->b2 != k->b1 && (i = reclaim(s, k->b2, now)) >= 0) {
+        b = k->b2;
     } else {
         unsigned fi;
-        if (relocate(s, k.b1, k.b2, now, &b, &fi))
+        if (relocate(s, k->b1, k->b2, now, &b, &fi))
             i = (int)fi;
     }
     if (i < 0) {
         /* Table full: on_full decides, and the decision is counted like any
          * other (in b1, whose lock we hold), plus once in `full`. */
-        struct srl__shm_bucket *bk = srl__shm_bucket(s, k.b1);
+        struct srl__shm_bucket *bk = srl__shm_bucket(s, k->b1);
         srl__decide_on_full(lim, SRL_DECISION_UNTRACKED, d);
         if (rq->apply != NULL) {   /* not a decision: nothing to count */
-            unlock_pair(s, &k);
+            unlock_pair(s, k);
             return SRL_ENOSPC;
         }
         SRL__SHM_COUNT(bk->full, 1);
@@ -853,11 +852,11 @@ static int decide_k(srl_limiter *lim, const struct srl__shm_key *kp, const void 
             SRL__SHM_COUNT(bk->denied, 1);
         if (!d->allowed && s->lim.dry_run)
             SRL__SHM_COUNT(bk->would_deny, 1);
-        unlock_pair(s, &k);
+        unlock_pair(s, k);
         return 0;
     }
-    insert(s, b, (unsigned)i, &k, key, len, now, rq, d);
-    unlock_pair(s, &k);
+    insert(s, b, (unsigned)i, k, key, len, now, rq, d);
+    unlock_pair(s, k);
     return 0;
 }
 
