@@ -255,6 +255,8 @@ typedef enum bench_scale_kind {
 
 typedef struct bench_scale_result {
     double rate;              /* decisions per second, all processes */
+    double cpu_ns;            /* CPU time per decision (all processes' CPU / decisions):
+                                 what a decision costs, whatever else runs on the machine */
     double allowed_frac;
     int rc;
 } bench_scale_result;

@@ -39,9 +39,17 @@ struct scale_res {
     uint64_t count;
     uint64_t allowed;
     uint64_t ns;
+    uint64_t cpu_ns;          /* the child's CPU time over the same span */
     int rc;
-    char pad[64 - 28];
+    char pad[64 - 36];
 };
+
+static uint64_t cpu_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 struct scale_page {
     atomic_int stop;
@@ -113,7 +121,7 @@ static void scale_child(struct scale_env *e, struct scale_page *pg, int me,
         r->rc = rc;
         _exit(1);
     }
-    uint64_t t0 = bench_now_ns();
+    uint64_t t0 = bench_now_ns(), c0 = cpu_now_ns();
     while (!atomic_load_explicit(&pg->stop, memory_order_relaxed)) {
         sink += scale_batch(e, seq.idx + pos, 256, &allowed, &err);
         pos += 256;
@@ -122,6 +130,7 @@ static void scale_child(struct scale_env *e, struct scale_page *pg, int me,
         count += 256;
     }
     r->ns = bench_now_ns() - t0;
+    r->cpu_ns = cpu_now_ns() - c0;
     if (err != 0)
         fprintf(stderr, "srl-bench: scaling child %d: %s\n", me, srl_strerror(err));
     r->count = count;
@@ -232,17 +241,19 @@ static void scale_once(const bench_opts *o, struct scale_env *e, int nproc, int 
                 rc = SRL_ESYS;
         }
     }
-    uint64_t count = 0, allowed = 0;
+    uint64_t count = 0, allowed = 0, cpu = 0;
     for (int i = 0; i < started; i++) {
         struct scale_res *r = &pg->res[i];
         if (r->ns > 0)
             out->rate += (double)r->count * 1e9 / (double)r->ns;
         count += r->count;
+        cpu += r->cpu_ns;
         allowed += r->allowed;
         if (r->rc != 0 && rc == 0)
             rc = r->rc;
     }
     out->allowed_frac = count ? (double)allowed / (double)count : 0;
+    out->cpu_ns = count ? (double)cpu / (double)count : 0;
     out->rc = rc;
     munmap(pg, sizeof *pg);
 }
