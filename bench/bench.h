@@ -60,7 +60,8 @@ enum {
     BENCH_SEC_REDIS = 1u << 2,
     BENCH_SEC_SCALING = 1u << 3,
     BENCH_SEC_MEMORY = 1u << 4,       /* memory table and the big segment */
-    BENCH_SEC_ALL = (1u << 5) - 1
+    BENCH_SEC_FLOOD = 1u << 5,        /* hot-key denial flood, flood cache off and on */
+    BENCH_SEC_ALL = (1u << 6) - 1
 };
 
 /* ------------------------------------------------------------ keys.c */
@@ -247,11 +248,15 @@ bench_subject bench_floor_subject(bench_floor_run *r, const bench_seq *seq);
 typedef enum bench_scale_kind {
     BENCH_SCALE_SRL = 0,      /* srl_acquire on a shared segment */
     BENCH_SCALE_GLOBAL = 1,   /* the same, inside one global robust mutex */
-    BENCH_SCALE_FLOOR = 2     /* the floor op */
+    BENCH_SCALE_FLOOR = 2,    /* the floor op */
+    BENCH_SCALE_FLOOD_OFF = 3, /* srl_acquire, SRL_CONFIG_NO_FLOOD_CACHE (a denying policy) */
+    BENCH_SCALE_FLOOD_ON = 4  /* srl_acquire with the flood cache (the same policy) */
 } bench_scale_kind;
 
 typedef struct bench_scale_result {
     double rate;              /* decisions per second, all processes */
+    double cpu_ns;            /* CPU time per decision (all processes' CPU / decisions):
+                                 what a decision costs, whatever else runs on the machine */
     double allowed_frac;
     int rc;
 } bench_scale_result;
@@ -263,6 +268,12 @@ typedef struct bench_scale_result {
 void bench_scale_series(const bench_opts *o, bench_scale_kind kind, srl_policy p,
                         const bench_keys *k, int hot, const int *nprocs, int n,
                         int rounds, bench_scale_result *out);
+/* The hot-key denial flood (issue 17, item 5): one key of policy p (which
+ * denies nearly everything) from 1, 2, 4 processes, with the flood cache
+ * off (out[0][*]) and on (out[1][*]); rounds interleave cache and process
+ * count, the median round is kept. */
+void bench_flood_series(const bench_opts *o, srl_policy p, const bench_keys *k, int rounds,
+                        bench_scale_result out[2][3]);
 
 /* Throughput of two processes running a pure ALU loop, over one process's
  * (2.0 on two idle cores).  Below 2, other load or vCPU sharing caps every

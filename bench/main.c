@@ -13,6 +13,7 @@
  *      the deny path;
  *   3. Redis GCRA script (when built with hiredis and redis-server exists);
  *   4. scaling: 1, 2, 4 processes, distinct keys and one hot key;
+ *   6. flood: one hot key at 100x its limit, flood cache off and on, 1, 2, 4 processes;
  *   5. memory per slot and per key; creation of a big segment;
  *   6. the targets, met or missed.
  * Progress goes to stderr; the report (Markdown tables) to stdout, so
@@ -49,7 +50,7 @@ static void usage(FILE *f)
           "  --seconds S  measured time per cell (default 0.5)\n"
           "  --reps R     repetitions per cell, the median is reported (default 5)\n"
           "  --only LIST  run only these sections, comma-separated: components,\n"
-          "               decisions, redis, scaling, memory (default: all)\n",
+          "               decisions, redis, scaling, memory, flood (default: all)\n",
           f);
 }
 
@@ -80,13 +81,13 @@ static int parse_args(int argc, char **argv, bench_opts *o)
             reps = (int)r;
         } else if (strcmp(a, "--only") == 0 && i + 1 < argc) {
             static const char *names[] = {"components", "decisions", "redis", "scaling",
-                                          "memory"};
+                                          "memory", "flood"};
             char buf[256];
             snprintf(buf, sizeof buf, "%s", argv[++i]);
             o->sections = 0;
             for (char *save, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
                 unsigned bit = 0;
-                for (unsigned j = 0; j < 5; j++)
+                for (unsigned j = 0; j < 6; j++)
                     if (strcmp(t, names[j]) == 0)
                         bit = 1u << j;
                 if (bit == 0)
@@ -279,6 +280,46 @@ static void run_scaling(struct report *R)
     }
 }
 
+/* The hot-key denial flood (issue 17, item 5): printed after the report,
+ * as its own table.  Per-decision cost = processes / total rate: the time
+ * a decision holds one process (equal to CPU time while processes <= cores). */
+static void run_flood(struct report *R)
+{
+    bench_keys k;
+    if (bench_keys_make(&k, 1000) != 0)
+        return;
+    int rounds = R->o.quick ? 3 : 7;
+    progress("flood: one hot key, cache off/on, 1, 2, 4 processes x %d rounds", rounds);
+    srl_policy p = {.algorithm = SRL_TOKEN_BUCKET, .permits = 100, .window_ns = 1000000000ull};
+    bench_flood_series(&R->o, p, &k, rounds, R->flood);
+    bench_keys_free(&k);
+}
+
+static void print_flood(const struct report *R)
+{
+    static const int np[3] = {1, 2, 4};
+    printf("\n## Hot-key denial flood (issue 17, item 5)\n\n"
+           "One key, token_bucket:100/1s, every process asking as fast as it can (>99.99 %% "
+           "denied); SRL_CONFIG_NO_FLOOD_CACHE (off) against the default handle (on), rounds "
+           "interleaving cache and process count, median of %d rounds of %.2f s.  CPU ns per "
+           "decision = all processes' CPU time / decisions (what a decision costs, whatever "
+           "else runs); wall: processes / total rate.\n\n",
+           R->o.quick ? 3 : 7, R->o.seconds);
+    printf("| processes | off: decisions/s | off: CPU ns/decision | off: wall ns/decision/process "
+           "| on: decisions/s | on: CPU ns/decision | on: wall ns/decision/process | allowed (on) |\n"
+           "|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    for (int j = 0; j < 3; j++) {
+        const bench_scale_result *a = &R->flood[0][j], *b = &R->flood[1][j];
+        if (a->rc != 0 || b->rc != 0 || a->rate <= 0 || b->rate <= 0) {
+            printf("| %d | error %d | | | error %d | | | |\n", np[j], a->rc, b->rc);
+            continue;
+        }
+        printf("| %d | %.3g M | %.1f | %.1f | %.3g M | %.1f | %.1f | %.4f %% |\n", np[j],
+               a->rate / 1e6, a->cpu_ns, np[j] * 1e9 / a->rate, b->rate / 1e6, b->cpu_ns,
+               np[j] * 1e9 / b->rate, 100 * b->allowed_frac);
+    }
+}
+
 static void run_memory(struct report *R)
 {
     uint64_t cap = R->o.quick ? 16384 : 65536;
@@ -324,11 +365,15 @@ int main(int argc, char **argv)
         run_scaling(&R);
     if (R.o.sections & BENCH_SEC_MEMORY)
         run_memory(&R);
+    if (R.o.sections & BENCH_SEC_FLOOD)
+        run_flood(&R);
     read_loadavg(R.load_end, sizeof R.load_end);
     R.par_end = bench_cpu_parallelism(R.o.quick ? 0.2 : 0.5);
     double total = (double)(bench_now_ns() - t0) / 1e9;
 
     report_print(&R, total);
+    if (R.o.sections & BENCH_SEC_FLOOD)
+        print_flood(&R);
     int errors = report_count_errors(&R);
     if (errors) {
         printf("\n%d cells failed with an srl error (see the tables).\n", errors);

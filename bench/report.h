@@ -44,6 +44,7 @@ struct report {
     double srl_gcra_rate;                 /* 1 process, shared, N keys uniform */
     double srl_gcra_rate_small;           /* the same at 1k keys */
     bench_scale_result scale[2][3][2][3]; /* [size][kind][hot][1,2,4 procs]; size 0: distinct only */
+    bench_scale_result flood[2][3];       /* hot-key denial flood: [cache off, on][1,2,4 procs] */
     bench_mem_row mem[NALGO][3];
     double local_mem[NALGO];
     bench_create_result big;

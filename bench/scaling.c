@@ -39,9 +39,17 @@ struct scale_res {
     uint64_t count;
     uint64_t allowed;
     uint64_t ns;
+    uint64_t cpu_ns;          /* the child's CPU time over the same span */
     int rc;
-    char pad[64 - 28];
+    char pad[64 - 36];
 };
+
+static uint64_t cpu_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 struct scale_page {
     atomic_int stop;
@@ -113,7 +121,7 @@ static void scale_child(struct scale_env *e, struct scale_page *pg, int me,
         r->rc = rc;
         _exit(1);
     }
-    uint64_t t0 = bench_now_ns();
+    uint64_t t0 = bench_now_ns(), c0 = cpu_now_ns();
     while (!atomic_load_explicit(&pg->stop, memory_order_relaxed)) {
         sink += scale_batch(e, seq.idx + pos, 256, &allowed, &err);
         pos += 256;
@@ -122,6 +130,7 @@ static void scale_child(struct scale_env *e, struct scale_page *pg, int me,
         count += 256;
     }
     r->ns = bench_now_ns() - t0;
+    r->cpu_ns = cpu_now_ns() - c0;
     if (err != 0)
         fprintf(stderr, "srl-bench: scaling child %d: %s\n", me, srl_strerror(err));
     r->count = count;
@@ -141,6 +150,8 @@ static int scale_setup(struct scale_env *e, bench_scale_kind kind, srl_policy p,
     srl_config_init(&cfg);
     cfg.policy = p;
     cfg.capacity = bench_capacity_for(k->n);
+    if (kind == BENCH_SCALE_FLOOD_OFF)
+        cfg.flags = SRL_CONFIG_NO_FLOOD_CACHE;
     int rc = bench_open(BENCH_SHARED, &cfg, &e->lim);
     if (kind == BENCH_SCALE_FLOOR) {
         /* The floor table has the segment's bytes and slot size (64-byte
@@ -230,17 +241,19 @@ static void scale_once(const bench_opts *o, struct scale_env *e, int nproc, int 
                 rc = SRL_ESYS;
         }
     }
-    uint64_t count = 0, allowed = 0;
+    uint64_t count = 0, allowed = 0, cpu = 0;
     for (int i = 0; i < started; i++) {
         struct scale_res *r = &pg->res[i];
         if (r->ns > 0)
             out->rate += (double)r->count * 1e9 / (double)r->ns;
         count += r->count;
+        cpu += r->cpu_ns;
         allowed += r->allowed;
         if (r->rc != 0 && rc == 0)
             rc = r->rc;
     }
     out->allowed_frac = count ? (double)allowed / (double)count : 0;
+    out->cpu_ns = count ? (double)cpu / (double)count : 0;
     out->rc = rc;
     munmap(pg, sizeof *pg);
 }
@@ -291,6 +304,50 @@ void bench_scale_series(const bench_opts *o, bench_scale_kind kind, srl_policy p
             out[j].rc = bad;
     }
     scale_teardown(&e);
+}
+
+void bench_flood_series(const bench_opts *o, srl_policy p, const bench_keys *k, int rounds,
+                        bench_scale_result out[2][3])
+{
+    enum { MAXR = 15 };
+    static const int np[3] = {1, 2, 4};
+    bench_scale_result runs[2][3][MAXR];
+    if (rounds < 1)
+        rounds = 1;
+    if (rounds > MAXR)
+        rounds = MAXR;
+    memset(out, 0, 2 * sizeof out[0]);
+    struct scale_env e[2];
+    for (int c = 0; c < 2; c++) {
+        int rc = scale_setup(&e[c], c ? BENCH_SCALE_FLOOD_ON : BENCH_SCALE_FLOOD_OFF, p, k);
+        if (rc != 0) {
+            for (int j = 0; j < 3; j++)
+                out[0][j].rc = out[1][j].rc = rc;
+            scale_teardown(&e[0]);
+            if (c == 1)
+                scale_teardown(&e[1]);
+            return;
+        }
+    }
+    /* Round-robin over cache off/on and the process counts, so a burst of
+     * other load hits every cell alike. */
+    for (int r = 0; r < rounds; r++)
+        for (int j = 0; j < 3; j++)
+            for (int c = 0; c < 2; c++)
+                scale_once(o, &e[c], np[j], 1, &runs[c][j][r]);
+    for (int c = 0; c < 2; c++)
+        for (int j = 0; j < 3; j++) {
+            int bad = 0;
+            for (int r = 0; r < rounds; r++)
+                if (runs[c][j][r].rc != 0)
+                    bad = runs[c][j][r].rc;
+            qsort(runs[c][j], (size_t)rounds, sizeof runs[c][j][0], cmp_rate);
+            out[c][j] = runs[c][j][rounds / 2];
+            if (bad != 0)
+                out[c][j].rc = bad;
+        }
+    scale_teardown(&e[0]);
+    scale_teardown(&e[1]);
 }
 
 /* ------------------------------------------------- machine check */

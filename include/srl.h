@@ -545,6 +545,23 @@ typedef struct srl_config {
 #define SRL_CONFIG_DRY_RUN 0x1u
 
 /*
+ * SRL_CONFIG_NO_FLOOD_CACHE: this handle of a shared or anonymous store
+ * keeps no denial-flood cache.  By default such a handle remembers, per
+ * thread, a key it saw denied under the key's lock (a private copy of the
+ * state and the bucket's generation word) and answers the key's next plain
+ * srl_acquire / srl_acquire_tier calls from that copy without taking the
+ * lock or writing the segment, while the bucket has not changed and the
+ * copy still denies without writing: the answer is exactly the one the lock
+ * would give, every field (docs/design.md, "The denial-flood cache").
+ * Not cached: srl_enter (and every policy with a concurrency limit),
+ * srl_reserve with a wait, srl_peek, states above 256 bytes.  The
+ * denials answered so are added to the segment's counters later (see
+ * srl_stats_get).  The flag turns that off (a baseline for benchmarks, a
+ * handle that must count every denial at once); other stores ignore it.
+ */
+#define SRL_CONFIG_NO_FLOOD_CACHE 0x2u
+
+/*
  * TIERS: one segment, several named policies ("free" 100 a minute, "paid"
  * 10000).  Tier 0 is the config's own policy, named "default"; the config
  * may add up to SRL_TIERS_MAX - 1 more (cfg->tiers[i] is tier i + 1).  A
@@ -998,7 +1015,18 @@ typedef struct srl_stats {
     uint64_t reserved[1];     /* room to grow; zeroed */
 } srl_stats;
 
-/* Sum the per-bucket counters (no shared counter exists on the hot path). */
+/* Sum the per-bucket counters (no shared counter exists on the hot path).
+ * Shared and anonymous stores: a handle's denial-flood cache (see
+ * SRL_CONFIG_NO_FLOOD_CACHE) holds the denials it answered without the lock
+ * until one of: that thread's next decision under the lock of the same
+ * bucket, srl_stats_get or srl_foreach on any shared or anonymous handle of
+ * the same process (each flushes every such handle of the process first),
+ * srl_close of the handle.  So within a process the counts are exact
+ * whichever handle reads them, and across processes once every process
+ * that decided has flushed (closed, or called srl_stats_get); a process killed before that loses its pending ones
+ * (at most 65535 per cached key and thread, and at most 1 s of them while
+ * it keeps asking).  A denial of a key evicted before the flush is counted
+ * in denied, not in the key's own count (srl_foreach). */
 SRL_API int srl_stats_get(srl_limiter *lim, srl_stats *out);
 
 typedef enum srl_store_kind {

@@ -12,6 +12,8 @@
  *   shm_table.c    hashing, slots, locking with crash repair, lookup, insert,
  *                  relocation, reclaim, walks
  *   shm_check.c    the invariant checker (srl__shm_check)
+ *   shm_flood.c    the per-handle denial-flood cache (answers a key's repeated
+ *                  denials without a lock while the bucket's gen holds)
  *   shm_store.c    the srl__store_ops over the table, the public openers
  *
  * Trust: the segment is shared with every process that can open it.  Its
@@ -46,7 +48,10 @@
                                               header page (srl__shm_live);
                                            6: live policy: two policy copies in
                                               pages 1 and 2, policy_gen, a slot's
-                                              generation in its meta word */
+                                              generation in its meta word; bucket
+                                              gen (the denial-flood cache,
+                                              shm_flood.c), bucket full 32 bits
+                                              to make its room */
 #define SRL__SHM_SLOTS 16u              /* slots per bucket */
 #define SRL__SHM_PAGE_BYTES 4096u       /* the header page (struct srl__shm_header) */
 #define SRL__SHM_HEADER_BYTES 12288u    /* header page + the two policy copies; the
@@ -158,8 +163,15 @@ struct srl__shm_bucket {
                                        layout 4 (now in srl__shm_live) */
     uint64_t allowed;
     uint64_t denied;
-    uint64_t full;
     uint64_t evicted;
+    uint32_t full;                  /* 64 bits up to layout 5; 32 since 6 (room for gen) */
+    uint32_t gen;                   /* layout 6: bumped (under the lock) by every write
+                                       that can change what a slot of this bucket
+                                       decides: admissions, bans, conversions, reset,
+                                       refund, eviction, relocation, insert, repair.
+                                       The flood cache (shm_flood.c) answers a denial
+                                       from a private copy only while it is unchanged.
+                                       Untrusted: compared for equality only */
     uint32_t reset_slots;
     uint32_t timeouts;
     /* then: undo copy of one state (state_bytes), then the slots */
@@ -238,6 +250,7 @@ struct srl__shm {
                                        the fd, so its flock does not exclude them) */
     bool open_change;               /* SRL_CHANGE: the opener changes a policy that differs */
     bool change_pending;            /* ... and it did differ (segment_open changes it) */
+    struct srl__shm_flood *flood;   /* the denial-flood cache, NULL when off (shm_flood.c) */
 #ifdef SRL_MUTANTS
     unsigned test_flags;            /* SRL__SHM_TEST_* (testhooks.h) */
     unsigned test_die_at;           /* SRL__SHM_TEST_CHANGE_DIE's countdown */
@@ -475,6 +488,62 @@ int srl__shm_policy_change(struct srl__shm *s, const srl_config *cfg, uint32_t t
 int64_t srl__shm_check(srl_limiter *lim, srl_report_fn fn, void *ctx);
 /* Initialise every bucket of a fresh mapping (creator only). */
 int srl__shm_table_init(struct srl__shm *s);
+
+/* Bump bucket b's gen (lock held): a slot of b may now decide otherwise. */
+static inline void srl__shm_gen_bump(struct srl__shm *s, uint64_t b)
+{
+    SRL__SHM_COUNT(srl__shm_bucket(s, b)->gen, 1u);
+}
+/* Add n local denials of the key with fingerprint fp to bucket b (locked):
+ * the bucket's denied (and would_deny on a dry-run handle) always, the
+ * slot's denied only if the key is still in b (else that part is dropped). */
+void srl__shm_count_denied(struct srl__shm *s, uint64_t b, const uint8_t fp[SRL__SHM_FP_BYTES],
+                           uint32_t n);
+
+/* The exchange between a plain decision under the lock and the flood
+ * cache (shm_flood.c), as data, so the table calls nothing of the cache.
+ * In: counts the caller's cache holds (pointers into its entries, which
+ * the caller keeps locked): those of the bucket the decision locks are
+ * added to it (srl__shm_count_denied) and zeroed.  Out: after a denial
+ * with retry_after > 0, recorded = 1 and the bucket, its gen, the decision's
+ * now and the slot's state (state_bytes into state), all read under the
+ * lock after the decision. */
+#define SRL__SHM_FLOOD_PEND 8u
+struct srl__shm_flood_io {
+    unsigned n;
+    uint64_t pend_bucket[SRL__SHM_FLOOD_PEND];
+    const uint8_t *pend_fp[SRL__SHM_FLOOD_PEND];
+    uint32_t *pend_count[SRL__SHM_FLOOD_PEND];
+    int recorded;
+    uint64_t bucket;
+    uint32_t gen;
+    uint64_t now;
+    const struct srl__shm_pol *pol;  /* the policy view the decision used */
+    unsigned char *state;
+};
+/* srl_acquire_tier of (k hashed, tier, cost), exchanging io (may be NULL). */
+int srl__shm_decide_plain(srl_limiter *lim, const struct srl__shm_key *k, const void *key,
+                          size_t len, uint32_t tier, uint32_t cost, struct srl__shm_flood_io *io,
+                          srl_decision *d);
+
+/* -------------------------------------------------------- shm_flood.c */
+
+/* Set up s->flood for this opener (NULL when the cache does not apply:
+ * SRL_CONFIG_NO_FLOOD_CACHE, a concurrency limit, a state over 256 bytes).
+ * 0 or SRL_ENOMEM. */
+int srl__shm_flood_open(struct srl__shm *s, const srl_config *cfg);
+/* Flush every pending count of every cache of this process (srl_stats_get,
+ * srl_foreach on any shared handle). */
+void srl__shm_flood_flush(void);
+/* Unregister, flush, free (srl_close). */
+void srl__shm_flood_close(struct srl__shm *s);
+/* The store's srl_acquire / srl_acquire_tier: from this thread's cache when
+ * it can answer exactly (no lock, no shared write), else the table's locked
+ * decision, exchanging counts and a state copy with it. */
+int srl__shm_flood_acquire(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
+                           srl_decision *d);
+int srl__shm_flood_acquire_tier(srl_limiter *lim, uint32_t tier, const void *key, size_t len,
+                                uint32_t cost, srl_decision *d);
 
 /* -------------------------------------------------------- shm_store.c */
 

@@ -22,6 +22,7 @@ static int shm_stats(srl_limiter *lim, srl_stats *out)
 {
     struct srl__shm *s = lim->impl;
     srl_stats st = {0};
+    srl__shm_flood_flush();   /* the process's cached denials first (srl.h) */
     st.capacity = s->buckets * SRL__SHM_SLOTS;
     for (uint64_t b = 0; b < s->buckets; b++) {
         const struct srl__shm_bucket *bk = srl__shm_bucket(s, b);
@@ -39,6 +40,28 @@ static int shm_stats(srl_limiter *lim, srl_stats *out)
     st.recovered = __atomic_load_n(&srl__shm_live(s)->recovered, __ATOMIC_RELAXED);
     *out = st;
     return 0;
+}
+
+/* The per-key counts of the process's cached denials first (srl.h). */
+static int64_t shm_foreach(srl_limiter *lim, srl_foreach_fn fn, void *ctx)
+{
+    srl__shm_flood_flush();
+    return srl__shm_foreach(lim, fn, ctx);
+}
+
+/* A key freed here may be re-created before a cache of this process flushed
+ * its pending denials of the old one; flushed first, they go to the key
+ * they were denials of (srl.h: other processes' may not). */
+static int shm_reset_key(srl_limiter *lim, const void *key, size_t len)
+{
+    srl__shm_flood_flush();
+    return srl__shm_reset_key(lim, key, len);
+}
+
+static int64_t shm_evict_idle(srl_limiter *lim)
+{
+    srl__shm_flood_flush();
+    return srl__shm_evict_idle(lim);
 }
 
 static int shm_info(srl_limiter *lim, srl_info *out)
@@ -82,20 +105,21 @@ static int shm_policy_change(srl_limiter *lim, const srl_config *cfg, uint32_t t
 
 static void shm_close(srl_limiter *lim)
 {
+    srl__shm_flood_close(lim->impl);
     srl__shm_unmap(lim->impl);
 }
 
 const struct srl__store_ops srl__shm_ops = {
-    .acquire = srl__shm_acquire,
-    .acquire_tier = srl__shm_acquire_tier,
+    .acquire = srl__shm_flood_acquire,
+    .acquire_tier = srl__shm_flood_acquire_tier,
     .peek = srl__shm_peek,
     .refund = srl__shm_refund,
     .reserve = srl__shm_reserve,
-    .reset_key = srl__shm_reset_key,
-    .evict_idle = srl__shm_evict_idle,
+    .reset_key = shm_reset_key,
+    .evict_idle = shm_evict_idle,
     .stats = shm_stats,
     .info = shm_info,
-    .foreach = srl__shm_foreach,
+    .foreach = shm_foreach,
     .check = srl__shm_check,
     .policy_change = shm_policy_change,
     .enter = srl__shm_enter,
@@ -119,12 +143,16 @@ void srl__shm_set_test_die(srl_limiter *lim, unsigned n)
 /* SRL_CHANGE: the segment was opened (what cannot change equal to cfg's)
  * and its current policy differs from cfg's: change it now, before anyone
  * has the handle.  Kept here, above both the segment openers and the
- * changer (shm_change.c uses shm_segment.c's geometry). */
+ * changer (shm_change.c uses shm_segment.c's geometry).  Then the handle's
+ * flood cache (shm_flood.c); on failure the handle is closed. */
 static int open_change(int rc, const srl_config *cfg, srl_limiter **out)
 {
-    if (rc != 0 || !((struct srl__shm *)(*out)->impl)->change_pending)
+    if (rc != 0)
         return rc;
-    rc = srl_policy_change(*out, cfg, NULL, 0);
+    if (((struct srl__shm *)(*out)->impl)->change_pending)
+        rc = srl_policy_change(*out, cfg, NULL, 0);
+    if (rc == 0)
+        rc = srl__shm_flood_open((*out)->impl, cfg);
     if (rc != 0) {
         srl_close(*out);
         *out = NULL;
@@ -148,7 +176,7 @@ int srl__shm_open_test(const char *name, const srl_config *cfg, unsigned flags,
 
 int srl__shm_open_anonymous(const srl_config *cfg, srl_limiter **out)
 {
-    return srl__shm_segment_open_anonymous(cfg, &srl__shm_ops, out);
+    return open_change(srl__shm_segment_open_anonymous(cfg, &srl__shm_ops, out), cfg, out);
 }
 
 int srl_open_shared(const char *name, const srl_config *cfg, unsigned flags, srl_limiter **out)

@@ -200,6 +200,7 @@ const struct srl__compound *srl__shm_slot_current(struct srl__shm *s, const stru
     if (!srl__shm_slot_meta_ok(s, p, b, i)) {
         slot_fresh(s, p, b, i, now);
         SRL__SHM_COUNT(srl__shm_bucket(s, b)->reset_slots, 1);
+        srl__shm_gen_bump(s, b);
     }
     return &p->cmp[srl__shm_slot_tier(s, b, i)];
 }
@@ -274,6 +275,24 @@ static void count(struct srl__shm *s, uint64_t b, unsigned i, const srl_decision
     }
 }
 
+void srl__shm_count_denied(struct srl__shm *s, uint64_t b, const uint8_t fp[SRL__SHM_FP_BYTES],
+                           uint32_t n)
+{
+    struct srl__shm_bucket *bk = srl__shm_bucket(s, b);
+    SRL__SHM_COUNT(bk->denied, n);
+    if (s->lim.dry_run)
+        SRL__SHM_COUNT(bk->would_deny, n);
+    struct srl__shm_key k;
+    memcpy(k.fp, fp, SRL__SHM_FP_BYTES);
+    k.tag = srl__shm_fp_tag(fp);
+    int i = srl__shm_find_locked(s, b, &k);
+    if (i >= 0) {   /* else evicted or moved meanwhile: the per-key part is dropped */
+        uint32_t *p = slot_denied(s, b, (unsigned)i);
+        uint32_t v = *p;
+        __atomic_store_n(p, v > UINT32_MAX - n ? UINT32_MAX : v + n, __ATOMIC_RELAXED);
+    }
+}
+
 /* One request: an admission of `cost` (srl_acquire; srl_reserve when
  * max_wait > 0), or one unit for the caller (srl_enter: lease != NULL,
  * filled on admission). */
@@ -345,10 +364,19 @@ static int req_pol(struct srl__shm *s, const struct shm_req *rq, const struct sr
     return *p == NULL ? SRL_ECORRUPT : req_fits(*p, rq);
 }
 
+/* What a locked decision decided with: its time and the policy view. */
+struct decided {
+    uint64_t now;
+    const struct srl__shm_pol *pol;
+};
+
 /* Decide for the existing key in b/i, in place, under the undo record
- * (bucket b locked).  0, or an error of req_pol (nothing decided). */
+ * (bucket b locked); *out (may be NULL) gets the time and view it used.
+ * 0, or an error of req_pol (nothing decided).  The bucket's gen is bumped
+ * whenever the slot may now decide otherwise: an admission, a state a
+ * denial wrote (a ban), a tier conversion (shm_flood.c relies on it). */
 static int decide_slot(struct srl__shm *s, uint64_t b, unsigned i, const struct shm_req *rq,
-                       srl_decision *d)
+                       srl_decision *d, struct decided *out)
 {
     const struct srl__shm_pol *p;
     int rc = req_pol(s, rq, &p);
@@ -357,7 +385,9 @@ static int decide_slot(struct srl__shm *s, uint64_t b, unsigned i, const struct 
     uint64_t now = srl__now(&s->lim);
     const struct srl__compound *from = srl__shm_slot_current(s, p, b, i, now);
     srl__shm_undo_begin(s, b, i);
+    bool changed = false;
     if (srl__shm_slot_tier(s, b, i) != rq->tier) {
+        changed = true;
         /* The key changes tier: its state is converted (tiers.c) from the
          * undo copy, which holds the old state, into the slot; the tier
          * word is written last, so a crash before it leaves old state and
@@ -368,8 +398,19 @@ static int decide_slot(struct srl__shm *s, uint64_t b, unsigned i, const struct 
         memcpy(srl__shm_slot(s, b, i) + SRL__SLOT_TIER, &t, sizeof t);
     }
     decide_state(s, b, i, &p->cmp[rq->tier], now, rq, d);
+    /* The undo copy still holds the state before: a denial that wrote
+     * nothing leaves gen alone, so other processes' cached denials of the
+     * bucket stay valid. */
+    if (changed || d->allowed ||
+        memcmp((unsigned char *)srl__shm_bucket(s, b) + s->undo_off,
+               srl__shm_slot_state(s, b, i), s->state_bytes) != 0)
+        srl__shm_gen_bump(s, b);
     srl__shm_undo_end(s, b);
     count_req(s, b, i, rq, d);
+    if (out != NULL) {
+        out->now = now;
+        out->pol = p;
+    }
     return 0;
 }
 
@@ -442,6 +483,7 @@ static void insert(struct srl__shm *s, const struct srl__shm_pol *p, uint64_t b,
         srl__conc_seed(srl__cmp_conc_state(&s->lim.cmp, state), randombytes_random());
     decide_state(s, b, i, &p->cmp[rq->tier], now, rq, d);
     count_req(s, b, i, rq, d);
+    srl__shm_gen_bump(s, b);
     srl__shm_tag_store(srl__shm_bucket(s, b), i, k->tag);
 }
 
@@ -471,6 +513,7 @@ static int reclaim(struct srl__shm *s, const struct srl__shm_pol *p, uint64_t b,
         if (bk->tags[i] != 0 && slot_at_rest(s, p, b, i, now)) {
             srl__shm_tag_store(bk, i, 0);
             SRL__SHM_COUNT(bk->evicted, 1);
+            srl__shm_gen_bump(s, b);
             return (int)i;
         }
     }
@@ -517,6 +560,8 @@ static int relocate(struct srl__shm *s, const struct srl__shm_pol *p, uint64_t b
                 srl__shm_tag_store(srl__shm_bucket(s, other), (unsigned)j, tag);
                 srl__shm_tag_store(bk, i, 0);
                 __atomic_store_n(&bk->moving_slot, 0, __ATOMIC_RELEASE);
+                srl__shm_gen_bump(s, b);
+                srl__shm_gen_bump(s, other);
             }
             srl__shm_unlock(s, other);
             if (j >= 0) {
@@ -600,6 +645,10 @@ static void repair(struct srl__shm *s, uint64_t b, uint64_t now, bool nested)
             SRL__SHM_COUNT(bk->reset_slots, 1);
         }
     }
+    /* Whatever repair restored, reset or freed, every cached denial of the
+     * bucket is void (its gen is untrusted like the rest: any value is as
+     * good a start as another, only a change is read). */
+    srl__shm_gen_bump(s, b);
     /* Rare by nature: one atomic add to the header page, not a bucket word. */
     __atomic_add_fetch(&srl__shm_live(s)->recovered, 1, __ATOMIC_RELAXED);
 }
@@ -774,7 +823,7 @@ static int acquire_get_then_put(struct srl__shm *s, const struct srl__shm_key *k
             return degraded(s, rc, d);
         int i = srl__shm_find_locked(s, cand[c], k);
         if (i >= 0) {
-            rc = decide_slot(s, cand[c], (unsigned)i, rq, d);
+            rc = decide_slot(s, cand[c], (unsigned)i, rq, d, NULL);
             srl__shm_unlock(s, cand[c]);
             return rc;
         }
@@ -799,21 +848,42 @@ static int acquire_get_then_put(struct srl__shm *s, const struct srl__shm_key *k
 }
 #endif
 
-/* srl_acquire and srl_enter: find or insert the key, decide rq on it. */
-static int decide_key(srl_limiter *lim, const void *key, size_t len, const struct shm_req *rq,
-                      srl_decision *d)
+/* The flood cache's part of a locked plain decision on bucket b, slot i
+ * (shm.h, struct srl__shm_flood_io): add the caller's pending counts of b,
+ * and copy the slot's state and the bucket's gen out after a denial. */
+static void flood_io_locked(struct srl__shm *s, uint64_t b, unsigned i, const struct decided *dd,
+                            const srl_decision *d, struct srl__shm_flood_io *io)
+{
+    for (unsigned j = 0; j < io->n; j++) {
+        if (io->pend_bucket[j] == b && *io->pend_count[j] > 0) {
+            srl__shm_count_denied(s, b, io->pend_fp[j], *io->pend_count[j]);
+            *io->pend_count[j] = 0;
+        }
+    }
+    if (d->allowed || d->retry_after_ns == 0)
+        return;
+    io->recorded = 1;
+    io->bucket = b;
+    io->now = dd->now;
+    io->pol = dd->pol;
+    io->gen = __atomic_load_n(&srl__shm_bucket(s, b)->gen, __ATOMIC_RELAXED);
+    memcpy(io->state, srl__shm_slot_state(s, b, i), s->state_bytes);
+}
+
+/* srl_acquire and srl_enter: find or insert the key k (hashed), decide rq
+ * on it.  io: a plain admission's flood-cache exchange, or NULL. */
+static int decide_k(srl_limiter *lim, const struct srl__shm_key *k, const void *key, size_t len,
+                    const struct shm_req *rq, struct srl__shm_flood_io *io, srl_decision *d)
 {
     struct srl__shm *s = lim->impl;
-    struct srl__shm_key k;
-    srl__shm_hash(s, key, len, &k);
     struct timespec deadline = SRL__SHM_NO_DEADLINE;
 
 #ifdef SRL_MUTANTS
     unsigned broken = rq->lease == NULL ? SRL__SHM_TEST_NOLOCK_DECIDE : SRL__SHM_TEST_NOLOCK_ENTER;
     if (s->test_flags & broken) {
-        uint64_t cand[2] = {k.b1, k.b2};
+        uint64_t cand[2] = {k->b1, k->b2};
         for (int c = 0; c < 2; c++) {
-            int i = srl__shm_find_locked(s, cand[c], &k);   /* without the lock: broken */
+            int i = srl__shm_find_locked(s, cand[c], k);   /* without the lock: broken */
             if (i >= 0) {
                 if (rq->lease == NULL)
                     decide_slot_unlocked(s, cand[c], (unsigned)i, rq->cost, d);
@@ -827,55 +897,61 @@ static int decide_key(srl_limiter *lim, const void *key, size_t len, const struc
 
     uint64_t b;
     int i;
-    int rc = find_fast(s, &k, &deadline, &b, &i);
+    int rc = find_fast(s, k, &deadline, &b, &i);
     if (rc != 0)
         return degraded(s, rc, d);
     if (i >= 0) {
-        rc = decide_slot(s, b, (unsigned)i, rq, d);
+        struct decided dd;
+        rc = decide_slot(s, b, (unsigned)i, rq, d, &dd);
+        if (rc == 0 && io != NULL && (io->n > 0 || !d->allowed))   /* else nothing to do */
+            flood_io_locked(s, b, (unsigned)i, &dd, d, io);
         srl__shm_unlock(s, b);
         return rc == SRL_ECORRUPT ? degraded(s, rc, d) : rc;
     }
 #ifdef SRL_MUTANTS
     if (s->test_flags & SRL__SHM_TEST_GET_THEN_PUT)
-        return acquire_get_then_put(s, &k, key, len, rq, &deadline, d);
+        return acquire_get_then_put(s, k, key, len, rq, &deadline, d);
 #endif
 
-    rc = lock_pair(s, &k, &deadline);
+    rc = lock_pair(s, k, &deadline);
     if (rc != 0)
         return degraded(s, rc, d);
-    i = find_pair(s, &k, &b);
+    i = find_pair(s, k, &b);
     if (i >= 0) {
-        rc = decide_slot(s, b, (unsigned)i, rq, d);
-        unlock_pair(s, &k);
+        struct decided dd;
+        rc = decide_slot(s, b, (unsigned)i, rq, d, &dd);
+        if (rc == 0 && io != NULL && (io->n > 0 || !d->allowed))   /* else nothing to do */
+            flood_io_locked(s, b, (unsigned)i, &dd, d, io);
+        unlock_pair(s, k);
         return rc == SRL_ECORRUPT ? degraded(s, rc, d) : rc;
     }
     const struct srl__shm_pol *p;
     rc = req_pol(s, rq, &p);
     if (rc != 0) {
-        unlock_pair(s, &k);
+        unlock_pair(s, k);
         return rc == SRL_ECORRUPT ? degraded(s, rc, d) : rc;
     }
     uint64_t now = srl__now(lim);
-    unsigned f1 = free_count(s, k.b1), f2 = k.b2 != k.b1 ? free_count(s, k.b2) : 0;
+    unsigned f1 = free_count(s, k->b1), f2 = k->b2 != k->b1 ? free_count(s, k->b2) : 0;
     if (f1 > 0 || f2 > 0) {
-        b = f1 >= f2 ? k.b1 : k.b2;
+        b = f1 >= f2 ? k->b1 : k->b2;
         i = free_slot(s, b);
-    } else if ((i = reclaim(s, p, k.b1, now)) >= 0) {
-        b = k.b1;
-    } else if (k.b2 != k.b1 && (i = reclaim(s, p, k.b2, now)) >= 0) {
-        b = k.b2;
+    } else if ((i = reclaim(s, p, k->b1, now)) >= 0) {
+        b = k->b1;
+    } else if (k->b2 != k->b1 && (i = reclaim(s, p, k->b2, now)) >= 0) {
+        b = k->b2;
     } else {
         unsigned fi;
-        if (relocate(s, p, k.b1, k.b2, now, &b, &fi))
+        if (relocate(s, p, k->b1, k->b2, now, &b, &fi))
             i = (int)fi;
     }
     if (i < 0) {
         /* Table full: on_full decides, and the decision is counted like any
          * other (in b1, whose lock we hold), plus once in `full`. */
-        struct srl__shm_bucket *bk = srl__shm_bucket(s, k.b1);
+        struct srl__shm_bucket *bk = srl__shm_bucket(s, k->b1);
         srl__decide_on_full(lim, SRL_DECISION_UNTRACKED, d);
         if (rq->apply != NULL) {   /* not a decision: nothing to count */
-            unlock_pair(s, &k);
+            unlock_pair(s, k);
             return SRL_ENOSPC;
         }
         SRL__SHM_COUNT(bk->full, 1);
@@ -885,12 +961,28 @@ static int decide_key(srl_limiter *lim, const void *key, size_t len, const struc
             SRL__SHM_COUNT(bk->denied, 1);
         if (!d->allowed && s->lim.dry_run)
             SRL__SHM_COUNT(bk->would_deny, 1);
-        unlock_pair(s, &k);
+        unlock_pair(s, k);
         return 0;
     }
-    insert(s, p, b, (unsigned)i, &k, key, len, now, rq, d);
-    unlock_pair(s, &k);
+    insert(s, p, b, (unsigned)i, k, key, len, now, rq, d);
+    unlock_pair(s, k);
     return 0;
+}
+
+static int decide_key(srl_limiter *lim, const void *key, size_t len, const struct shm_req *rq,
+                      srl_decision *d)
+{
+    struct srl__shm_key k;
+    srl__shm_hash(lim->impl, key, len, &k);
+    return decide_k(lim, &k, key, len, rq, NULL, d);
+}
+
+int srl__shm_decide_plain(srl_limiter *lim, const struct srl__shm_key *k, const void *key,
+                          size_t len, uint32_t tier, uint32_t cost, struct srl__shm_flood_io *io,
+                          srl_decision *d)
+{
+    struct shm_req rq = {.cost = cost, .tier = tier};
+    return decide_k(lim, k, key, len, &rq, io, d);
 }
 
 int srl__shm_acquire(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
@@ -973,6 +1065,7 @@ int srl__shm_leave(srl_limiter *lim, srl_lease *lease)
     srl__shm_undo_begin(s, b, (unsigned)i);
     rc = srl__cmp_leave(&lim->cmp, srl__shm_slot_state(s, b, (unsigned)i), lease->entry,
                         lease->gen, (int32_t)getpid());
+    srl__shm_gen_bump(s, b);
     srl__shm_undo_end(s, b);
     srl__shm_unlock(s, b);
     return rc;
@@ -996,7 +1089,7 @@ int srl__shm_apply(srl_limiter *lim, const void *key, size_t len, int insert,
     if (i < 0)
         return SRL_ENOENT;
     struct shm_req rq = {.cost = 1, .apply = fn, .ctx = ctx};
-    rc = decide_slot(s, b, (unsigned)i, &rq, &d);
+    rc = decide_slot(s, b, (unsigned)i, &rq, &d, NULL);
     srl__shm_unlock(s, b);
     return rc;
 }
@@ -1074,6 +1167,7 @@ int srl__shm_refund(srl_limiter *lim, const void *key, size_t len, uint32_t cost
     }
     srl__shm_undo_begin(s, b, (unsigned)i);
     srl__cmp_refund(c, srl__shm_slot_state(s, b, (unsigned)i), now, cost);
+    srl__shm_gen_bump(s, b);
     srl__shm_undo_end(s, b);
     srl__shm_unlock(s, b);
     return 0;
@@ -1114,6 +1208,7 @@ int srl__shm_reset_key(srl_limiter *lim, const void *key, size_t len)
     if (i < 0)
         return SRL_ENOENT;
     srl__shm_tag_store(srl__shm_bucket(s, b), (unsigned)i, 0);
+    srl__shm_gen_bump(s, b);
     srl__shm_unlock(s, b);
     return 0;
 }
@@ -1152,12 +1247,15 @@ int64_t srl__shm_evict_idle(srl_limiter *lim)
                     srl__cmp_conc_state(&lim->cmp, srl__shm_slot_state(s, b, i)), now,
                     srl__proc_alive, NULL);
                 srl__shm_undo_end(s, b);
-                if (freed > 0)
+                if (freed > 0) {
                     __atomic_add_fetch(&srl__shm_live(s)->reclaimed, freed, __ATOMIC_RELAXED);
+                    srl__shm_gen_bump(s, b);
+                }
             }
             if (bk->tags[i] != 0 && slot_at_rest(s, p, b, i, now)) {
                 srl__shm_tag_store(bk, i, 0);
                 SRL__SHM_COUNT(bk->evicted, 1);
+                srl__shm_gen_bump(s, b);
                 n++;
             }
         }

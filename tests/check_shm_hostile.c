@@ -1165,7 +1165,8 @@ START_TEST(srl_check_reports_each_documented_kind_of_table_damage_exactly_once)
     struct srl__shm_bucket *hb = (struct srl__shm_bucket *)bucket_at(&v, b);
     hb->allowed = UINT64_MAX;
     hb->denied = UINT64_MAX;
-    hb->full = UINT64_MAX;
+    hb->full = UINT32_MAX;
+    hb->gen = 0xdeadbeefu;   /* layout 6: only ever compared, never trusted */
     hb->evicted = UINT64_MAX;
     hb->would_deny = UINT32_MAX;
     hb->reset_slots = UINT32_MAX;

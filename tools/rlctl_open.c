@@ -56,7 +56,7 @@ int rlctl_truncated(const char *name, uint64_t *size, uint64_t *total)
     uint32_t version = 0;
     int got = fstat(fd, &st) == 0 &&
               pread(fd, &version, sizeof version, 8) == (ssize_t)sizeof version &&
-              (version >= 4 && version <= 6) &&
+              version >= 4 && version <= 6 &&
               pread(fd, total, sizeof *total, 48) == (ssize_t)sizeof *total;
     close(fd);
     *size = got ? (uint64_t)st.st_size : 0;
