@@ -259,11 +259,33 @@ struct srl__shm {
     char name[256];
 };
 
-/* A key's identity: 128-bit fingerprint, candidate buckets, tag. */
+/* Home slots (issue 17, item 1).  Each key has, in each of its two
+ * candidate buckets, a window of SRL__SHM_HOME_SLOTS adjacent slots chosen
+ * by fingerprint bits that select neither bucket nor tag: fp[1] for b1,
+ * fp[9] for b2 (fastrange takes each half's high bits, the tag is fp[0]).
+ * An insert takes a free slot of that window when there is one, so for most
+ * keys the slot a hit needs is known as soon as the key is hashed, and its
+ * lines are prefetched together with both bucket heads: the slot's miss
+ * overlaps the tags' instead of following them.  A hint only: nothing is
+ * stored, no invariant changes, a key may still sit in any slot of either
+ * candidate, and every lookup still goes by tags and fingerprint. */
+#define SRL__SHM_HOME_SLOTS 2u
+_Static_assert(SRL__SHM_HOME_SLOTS >= 1 && SRL__SHM_HOME_SLOTS <= SRL__SHM_SLOTS,
+               "a home window lies inside one bucket");
+
+/* First slot of the home window for fingerprint byte x: in [0, SLOTS - HOME]. */
+static inline unsigned srl__shm_home_of(uint8_t x)
+{
+    return (unsigned)(((unsigned)x * (SRL__SHM_SLOTS - SRL__SHM_HOME_SLOTS + 1)) >> 8);
+}
+
+/* A key's identity: 128-bit fingerprint, candidate buckets, tag, and the
+ * first slot of its home window in each bucket (srl__shm_home_of). */
 struct srl__shm_key {
     uint8_t fp[SRL__SHM_FP_BYTES];
     uint64_t b1, b2;                /* b1 != b2 whenever buckets > 1 */
     uint8_t tag;
+    uint8_t home1, home2;           /* home window starts in b1 and in b2 */
 };
 
 /* ------------------------------------------------------ shm_segment.c */
@@ -424,8 +446,16 @@ static inline uint64_t srl__shm_tag_word(const struct srl__shm_bucket *bk, unsig
 #define SRL__SHM_COUNT(field, n) \
     __atomic_store_n(&(field), __atomic_load_n(&(field), __ATOMIC_RELAXED) + (n), __ATOMIC_RELAXED)
 
+/* Hash a key into k, and start the misses a hit needs (both bucket heads,
+ * both home windows) so that they overlap. */
 void srl__shm_hash(const struct srl__shm *s, const void *key, size_t len,
                    struct srl__shm_key *k);
+/* k's buckets, tag and home windows from k->fp (no prefetch). */
+void srl__shm_key_of_fp(const struct srl__shm *s, struct srl__shm_key *k);
+/* The home window start of a stored fingerprint in bucket b (one of its
+ * candidates). */
+unsigned srl__shm_fp_home(const struct srl__shm *s, const uint8_t fp[SRL__SHM_FP_BYTES],
+                          uint64_t b);
 /* The candidate buckets of a stored fingerprint. */
 void srl__shm_fp_buckets(const struct srl__shm *s, const uint8_t fp[SRL__SHM_FP_BYTES], uint64_t *b1,
                          uint64_t *b2);

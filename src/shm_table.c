@@ -44,11 +44,15 @@
 
 /* ------------------------------------------------------------ hashing */
 
+/* Little-endian 64-bit word at p: one load (a byte loop cost ~30
+ * instructions per half of every key's hash). */
 static uint64_t le64(const uint8_t *p)
 {
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = v << 8 | p[i];
+    uint64_t v;
+    memcpy(&v, p, sizeof v);
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    v = __builtin_bswap64(v);
+#endif
     return v;
 }
 
@@ -71,15 +75,50 @@ uint8_t srl__shm_fp_tag(const uint8_t fp[SRL__SHM_FP_BYTES])
     return fp[0] != 0 ? fp[0] : 1;
 }
 
+void srl__shm_key_of_fp(const struct srl__shm *s, struct srl__shm_key *k)
+{
+    srl__shm_fp_buckets(s, k->fp, &k->b1, &k->b2);
+    k->tag = srl__shm_fp_tag(k->fp);
+    k->home1 = (uint8_t)srl__shm_home_of(k->fp[1]);
+    k->home2 = (uint8_t)srl__shm_home_of(k->fp[9]);
+}
+
+unsigned srl__shm_fp_home(const struct srl__shm *s, const uint8_t fp[SRL__SHM_FP_BYTES], uint64_t b)
+{
+    uint64_t c1, c2;
+    srl__shm_fp_buckets(s, fp, &c1, &c2);
+    return srl__shm_home_of(b == c1 ? fp[1] : fp[9]);
+}
+
+/* Prefetch every line of a home window (2 or 3 lines for two 56-byte
+ * token-bucket slots; buckets are 64-byte aligned, so lines are too). */
+static void prefetch_home(const struct srl__shm *s, uint64_t b, unsigned home)
+{
+    const unsigned char *bk = (const unsigned char *)srl__shm_bucket(s, b);
+    size_t first = s->slots_off + (size_t)home * s->slot_bytes;
+    size_t last = first + (size_t)s->slot_bytes * SRL__SHM_HOME_SLOTS - 1;
+    for (size_t line = first & ~(size_t)63; line <= last; line += 64)
+        __builtin_prefetch(bk + line, 1, 3);
+}
+
 void srl__shm_hash(const struct srl__shm *s, const void *key, size_t len, struct srl__shm_key *k)
 {
     crypto_shorthash_siphashx24(k->fp, key, len, s->hash_key);
-    srl__shm_fp_buckets(s, k->fp, &k->b1, &k->b2);
-    /* The second candidate's head line is read next whenever the key is not
-     * in b1 (about half the keys): start that miss now, so it overlaps b1's
-     * instead of following it.  A prefetch never faults. */
-    __builtin_prefetch(srl__shm_bucket(s, k->b2), 0, 3);
-    k->tag = srl__shm_fp_tag(k->fp);
+    srl__shm_key_of_fp(s, k);
+    /* Start every miss a hit needs at once, before anything reads the
+     * table: both heads (mutex and tags; the key is in b2 for about half
+     * the keys, found after b1's tags missed) and both home windows (the
+     * slot itself for most keys, known without reading any tag).  Each
+     * then overlaps the others instead of following them.  A prefetch
+     * never faults. */
+    const unsigned char *h1 = (const unsigned char *)srl__shm_bucket(s, k->b1);
+    const unsigned char *h2 = (const unsigned char *)srl__shm_bucket(s, k->b2);
+    __builtin_prefetch(h1, 1, 3);
+    __builtin_prefetch(h2, 1, 3);
+    __builtin_prefetch(h1 + 64, 1, 3);   /* counters and undo copy: written by every hit */
+    __builtin_prefetch(h2 + 64, 1, 3);
+    prefetch_home(s, k->b1, k->home1);
+    prefetch_home(s, k->b2, k->home2);
 }
 
 /* ------------------------------------------------------------ slots */
@@ -496,6 +535,25 @@ static int free_slot(const struct srl__shm *s, uint64_t b)
     return -1;
 }
 
+/* A free slot of the home window starting at `home` in bucket b, or -1. */
+static int free_home_slot(const struct srl__shm *s, uint64_t b, unsigned home)
+{
+    const struct srl__shm_bucket *bk = srl__shm_bucket(s, b);
+    for (unsigned i = home; i < home + SRL__SHM_HOME_SLOTS; i++)
+        if (bk->tags[i] == 0)
+            return (int)i;
+    return -1;
+}
+
+/* Where a key with home window `home` goes in bucket b: a free home slot,
+ * else the first free slot, else -1.  The preference is a hint for the
+ * lookup's prefetch, never a rule a lookup relies on. */
+static int free_slot_for(const struct srl__shm *s, uint64_t b, unsigned home)
+{
+    int i = free_home_slot(s, b, home);
+    return i >= 0 ? i : free_slot(s, b);
+}
+
 static unsigned free_count(const struct srl__shm *s, uint64_t b)
 {
     const struct srl__shm_bucket *bk = srl__shm_bucket(s, b);
@@ -543,7 +601,7 @@ static int relocate(struct srl__shm *s, const struct srl__shm_pol *p, uint64_t b
                 continue;
             if (srl__shm_trylock(s, other) != 0)
                 continue;
-            int j = free_slot(s, other);
+            int j = free_slot_for(s, other, srl__shm_fp_home(s, srl__shm_slot(s, b, i), other));
             if (j < 0)
                 j = reclaim(s, p, other, now);
             if (j >= 0) {
@@ -934,8 +992,17 @@ static int decide_k(srl_limiter *lim, const struct srl__shm_key *k, const void *
     uint64_t now = srl__now(lim);
     unsigned f1 = free_count(s, k->b1), f2 = k->b2 != k->b1 ? free_count(s, k->b2) : 0;
     if (f1 > 0 || f2 > 0) {
+        /* The emptier bucket (two choices keep the buckets even, which is
+         * what lets the table fill); on a tie, the one with a free home
+         * slot, so that later hits find the key where they prefetched. */
         b = f1 >= f2 ? k->b1 : k->b2;
-        i = free_slot(s, b);
+        unsigned home = b == k->b1 ? k->home1 : k->home2;
+        if (f1 == f2 && k->b2 != k->b1 && free_home_slot(s, b, home) < 0 &&
+            free_home_slot(s, b == k->b1 ? k->b2 : k->b1, b == k->b1 ? k->home2 : k->home1) >= 0) {
+            b = b == k->b1 ? k->b2 : k->b1;
+            home = b == k->b1 ? k->home1 : k->home2;
+        }
+        i = free_slot_for(s, b, home);
     } else if ((i = reclaim(s, p, k->b1, now)) >= 0) {
         b = k->b1;
     } else if (k->b2 != k->b1 && (i = reclaim(s, p, k->b2, now)) >= 0) {
@@ -1053,8 +1120,7 @@ int srl__shm_leave(srl_limiter *lim, srl_lease *lease)
     struct srl__shm *s = lim->impl;
     struct srl__shm_key k;
     memcpy(k.fp, lease->where, SRL__SHM_FP_BYTES);
-    srl__shm_fp_buckets(s, k.fp, &k.b1, &k.b2);
-    k.tag = srl__shm_fp_tag(k.fp);
+    srl__shm_key_of_fp(s, &k);
     uint64_t b;
     int i;
     int rc = locate_k(s, &k, &b, &i);
