@@ -146,9 +146,9 @@ int srl__cluster_apply_slots(struct srl__cluster *cl, const redisReply *rep, con
         return SRL_ENOMEM;
     for (size_t i = 0; i < rep->elements; i++) {
         const redisReply *r = rep->element[i];
-        const char *h;
-        int p;
-        (void)master_of(r->element[2], host, &h, &p);
+        const char *h = NULL;
+        int p = 0;
+        (void)master_of(r->element[2], host, &h, &p);   /* checked above: it answers */
         int ix = srl__cluster_node(cl, h, p, 1);
         if (ix < 0) {
             free(slot);

@@ -55,7 +55,7 @@ static uint32_t min_permits(const srl_limits *l)
 static srl_decision model_step(const srl_limits *l, uint64_t (*st)[STATE_BYTES / 8],
                                uint64_t now, uint32_t cost)
 {
-    srl_decision e[SRL_LIMITS_MAX];
+    srl_decision e[SRL_LIMITS_MAX] = {0};   /* count >= 1: e[0] is always set */
     int all = 1;
     for (uint32_t i = 0; i < l->count; i++) {
         e[i] = peek(&l->limit[i], st[i], now, cost);
