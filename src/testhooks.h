@@ -46,7 +46,7 @@ int srl__shm_open_test(const char *name, const srl_config *cfg, unsigned flags,
 /* The in-process store (src/local.c).  Each reintroduces one bug the design
  * closes, so a test can show it catches it. */
 #define SRL__LOCAL_BROKEN_NO_LOCK 0x1u       /* decide without the state's lock */
-#define SRL__LOCAL_BROKEN_GET_THEN_PUT 0x2u  /* lookup, then cds_lfht_add (not unique) */
+#define SRL__LOCAL_BROKEN_GET_THEN_PUT 0x2u  /* lookup, then insert without the re-search */
 #define SRL__LOCAL_BROKEN_NO_DEAD_RETRY 0x4u /* decide on a dead (orphaned) state */
 /* Not a bug but an amplifier: yield between finding a state and locking it,
  * as a preemption at the worst moment would.  Widens the eviction race's
