@@ -64,6 +64,12 @@
  *     before clearing its entry.  An acquirer that found the node and then
  *     locked it sees dead, unlocks and looks the key up again; it never
  *     decides on an orphan, so eviction never admits an extra request.
+ *   - The pool bound: at most 4 x capacity nodes (+ 4 chunks) exist, live
+ *     or awaiting their grace period.  An insert that finds none free waits
+ *     for the pending grace periods (pool_wait: rcu_barrier, outside the
+ *     read-side section) and tries again; it never answers on_full for it,
+ *     since the table is not full (docs/design.md, "The pool bound race":
+ *     a sweep churning fresh states once made a key of 8 permits admit 256).
  *   - No shared line is written on the hit path.  l->used is written only
  *     on insert and delete; the full/evicted/retired counters live in
  *     cache-line shards picked by the current CPU and are written only on
@@ -389,7 +395,10 @@ static void unreserve(struct local *l)
 
 /* ------------------------------------------------------------ the pool */
 
-enum { INSERT_OK = 0, INSERT_FULL = 1 };
+/* INSERT_WAIT: the pool is at its bound with nodes awaiting their grace
+ * period; the caller leaves its read-side section, waits for them
+ * (pool_wait) and tries again. */
+enum { INSERT_OK = 0, INSERT_FULL = 1, INSERT_WAIT = 2 };
 
 /* A chunk of 2^chunk_shift nodes, on huge pages when it spans them. */
 static unsigned char *chunk_alloc(const struct local *l)
@@ -404,8 +413,9 @@ static unsigned char *chunk_alloc(const struct local *l)
 }
 
 /* A node for a new key, uninitialised but for its idx: 0 with *out set,
- * SRL_ENOMEM (no memory for a new chunk), or INSERT_FULL (more nodes await
- * their grace period than the pool's bound, see srl_open_local). */
+ * SRL_ENOMEM (no memory for a new chunk), or INSERT_WAIT (the pool is at
+ * its bound, see srl_open_local: live nodes are at most the capacity, so
+ * the rest, 3 x capacity and more, await their grace period). */
 static int pool_get(struct local *l, struct lnode **out)
 {
     int rc = 0;
@@ -417,7 +427,7 @@ static int pool_get(struct local *l, struct lnode **out)
     } else {
         uint64_t c = l->fresh >> l->chunk_shift;
         if (c >= l->max_chunks) {
-            rc = INSERT_FULL;
+            rc = INSERT_WAIT;
         } else {
             if (l->chunks[c] == NULL)
                 __atomic_store_n(&l->chunks[c], chunk_alloc(l), __ATOMIC_RELEASE);
@@ -455,6 +465,34 @@ static void free_node_rcu(struct rcu_head *head)
     TSAN_ACQUIRE(&n->u.rcu);
     struct local *l = n->owner;
     pool_put(l, n);
+}
+
+/*
+ * The pool is at its bound: wait until the nodes that await their grace
+ * period are back on the free list.  Call outside any read-side section
+ * and without any lock.  Returns true after waiting, false when this
+ * thread cannot wait: it is inside the application's own urcu-bp read-side
+ * section (rcu_barrier would return at once, or a grace period would wait
+ * for this very thread), or in a child that inherited the limiter (no
+ * call_rcu worker runs there; see FORK).  Then the request is decided
+ * untracked, as before this wait existed.
+ *
+ * Why wait rather than answer on_full: the table is not full (the live
+ * keys are within the capacity), reclamation is only behind.  A thread
+ * that creates and deletes keys faster than the call_rcu worker frees them
+ * (a sweep evicting fresh states under the feet of their acquirers, on a
+ * machine busy enough that the worker waits for a CPU) once answered every
+ * new key from on_full -- with the default SRL_ON_FULL_ALLOW, admitting
+ * every request of a key whose limit was a handful (docs/design.md, "The
+ * pool bound race").  Waiting is the back-pressure: the churner slows to
+ * the rate at which grace periods end.
+ */
+static bool pool_wait(struct local *l)
+{
+    if (rcu_read_ongoing() || getpid() != l->creator_pid)
+        return false;
+    rcu_barrier();   /* every call_rcu queued before it has run: pool_put */
+    return true;
 }
 
 /* ------------------------------------------------------------ the index */
@@ -667,8 +705,9 @@ static uint64_t reclaim_some(struct local *l)
 /*
  * Find or create the live node for k.  Returns INSERT_OK with *out set,
  * INSERT_FULL when no slot is free even after reclaiming (or, rarely, when
- * both candidate buckets and their one-step relocations are full, or the
- * pool is at its bound), or SRL_ENOMEM.  Call inside rcu_read_lock.
+ * both candidate buckets and their one-step relocations are full),
+ * INSERT_WAIT when the pool is at its bound (see pool_wait), or
+ * SRL_ENOMEM.  Call inside rcu_read_lock.
  */
 static int find_or_insert(struct local *l, const struct lkey *k, struct lnode **out)
 {
@@ -829,7 +868,10 @@ static int local_decide(srl_limiter *lim, const void *key, size_t len, uint32_t 
             int rc = find_or_insert(l, &k, &n);
             if (rc != INSERT_OK) {
                 rcu_read_unlock();
-                if (rc != INSERT_FULL)
+                if (rc == INSERT_WAIT && !SRL__MUTANT(l->broken, SRL__LOCAL_BROKEN_NO_POOL_WAIT) &&
+                    pool_wait(l))
+                    continue;
+                if (rc != INSERT_FULL && rc != INSERT_WAIT)
                     return rc;
                 srl__decide_on_full(lim, SRL_DECISION_UNTRACKED, d);
                 count_full(l, d);
