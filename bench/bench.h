@@ -43,6 +43,15 @@ static inline uint64_t bench_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* This thread's CPU time: what --cpu-time measures decisions with, so that
+ * time spent preempted by other load on the machine is not counted. */
+static inline uint64_t bench_cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 /* ------------------------------------------------------------ options */
 
 typedef struct bench_opts {
@@ -52,6 +61,7 @@ typedef struct bench_opts {
     int reps;                 /* repetitions per cell; the median is kept */
     uint64_t big_keys;        /* capacity of the creation test (10M) */
     unsigned sections;        /* BENCH_SEC_* to run (--only); all by default */
+    int cpu_time;             /* --cpu-time: time decisions by this thread's CPU clock */
 } bench_opts;
 
 enum {

@@ -45,12 +45,15 @@ static void progress(const char *fmt, ...)
 static void usage(FILE *f)
 {
     fputs("usage: srl-bench [--quick] [--keys N] [--seconds S] [--reps R] [--only LIST]\n"
+          "                 [--cpu-time]\n"
           "  --quick      CI smoke run (100k keys, short cells, 1M-key creation): < 60 s\n"
           "  --keys N     the many-keys size (default 1000000)\n"
           "  --seconds S  measured time per cell (default 0.5)\n"
           "  --reps R     repetitions per cell, the median is reported (default 5)\n"
           "  --only LIST  run only these sections, comma-separated: components,\n"
-          "               decisions, redis, scaling, memory, flood (default: all)\n",
+          "               decisions, redis, scaling, memory, flood (default: all)\n"
+          "  --cpu-time   time single-process cells by this thread's CPU clock, not\n"
+          "               the wall clock (for a machine loaded by other jobs)\n",
           f);
 }
 
@@ -63,6 +66,8 @@ static int parse_args(int argc, char **argv, bench_opts *o)
         const char *a = argv[i];
         if (strcmp(a, "--quick") == 0) {
             o->quick = 1;
+        } else if (strcmp(a, "--cpu-time") == 0) {
+            o->cpu_time = 1;
         } else if (strcmp(a, "--keys") == 0 && i + 1 < argc) {
             char *end;
             keys = strtoull(argv[++i], &end, 10);

@@ -24,8 +24,9 @@
  *        - srl_open_anonymous(): the same table in an anonymous shared
  *                                mapping, for a parent that creates the
  *                                limiter and then forks its workers;
- *        - srl_open_local():     an in-process store (liburcu lock-free hash
- *                                table) for one threaded process;
+ *        - srl_open_local():     an in-process store (a pool of states
+ *                                behind a lock-free index, liburcu for
+ *                                reclamation) for one threaded process;
  *        - srl_open_redis():     states in a Redis server, one limit across
  *                                hosts (see its comment);
  *        - srl_open_tiered():    the Redis store with the host's segment in

@@ -59,14 +59,18 @@ int srl__shm_open_test(const char *name, const srl_config *cfg, unsigned flags,
 /* The in-process store (src/local.c).  Each reintroduces one bug the design
  * closes, so a test can show it catches it. */
 #define SRL__LOCAL_BROKEN_NO_LOCK 0x1u       /* decide without the state's lock */
-#define SRL__LOCAL_BROKEN_GET_THEN_PUT 0x2u  /* lookup, then cds_lfht_add (not unique) */
+#define SRL__LOCAL_BROKEN_GET_THEN_PUT 0x2u  /* lookup, then insert without the re-search */
 #define SRL__LOCAL_BROKEN_NO_DEAD_RETRY 0x4u /* decide on a dead (orphaned) state */
 /* Not a bug but an amplifier: yield between finding a state and locking it,
  * as a preemption at the worst moment would.  Widens the eviction race's
  * window so a test can hit it on two cores; the real code must stay exact
  * with it. */
 #define SRL__LOCAL_BROKEN_YIELD 0x8u
-#define SRL__LOCAL_BROKEN_ALL 0xfu
+/* The pool at its bound answers on_full at once instead of waiting for the
+ * nodes that await their grace period (the bug of docs/design.md, "The
+ * pool bound race"). */
+#define SRL__LOCAL_BROKEN_NO_POOL_WAIT 0x10u
+#define SRL__LOCAL_BROKEN_ALL 0x1fu
 /* Switch on SRL__LOCAL_BROKEN_* variants (tests/check_local_race.c).  Call
  * before any other thread uses lim.  Returns SRL_EINVAL for a limiter that
  * is not local or unknown flags. */

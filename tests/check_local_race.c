@@ -11,6 +11,11 @@
  *     and with a clock that advances one window per epoch, so the key's
  *     state comes to rest and is evicted again and again (exactly N per
  *     epoch admitted).
+ *   - reclamation behind: keys created and deleted while another thread
+ *     holds an RCU read-side section, so no deleted node can come back to
+ *     the pool; past the pool's bound, creation must wait for the grace
+ *     period, never answer from on_full (the race that once let a key
+ *     admit all 256 of its requests, docs/design.md "The pool bound race").
  * A race is luck, so each test repeats trials, and each is shown to catch
  * the bug it is about: srl__local_set_broken() switches on a deliberately
  * broken variant of src/local.c (no lock; get-then-put; no retry on a dead
@@ -29,6 +34,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <urcu-bp.h>
+
 #include "srl.h"
 #include "testutil.h"
 
@@ -38,6 +45,7 @@
 #define BROKEN_GET_THEN_PUT SRL__LOCAL_BROKEN_GET_THEN_PUT
 #define BROKEN_NO_DEAD_RETRY SRL__LOCAL_BROKEN_NO_DEAD_RETRY
 #define BROKEN_YIELD SRL__LOCAL_BROKEN_YIELD /* not a bug: yields between lookup and lock */
+#define BROKEN_NO_POOL_WAIT SRL__LOCAL_BROKEN_NO_POOL_WAIT
 
 #define HOUR (3600ull * SEC)
 
@@ -462,6 +470,117 @@ START_TEST(eviction_with_frozen_time_catches_an_acquirer_that_decides_on_a_dead_
 }
 END_TEST
 
+/* ================================================ reclamation behind */
+
+/* A reader that holds one urcu-bp read-side section open, so no grace
+ * period ends and no deleted node goes back to the pool, until the churner
+ * is done or has been stuck for PB_STALL_POLLS polls after at least
+ * PB_ARMED keys (then it waits for this reader: let it go). */
+enum { PB_CAPACITY = 64, PB_KEYS = 2000, PB_ARMED = 4 * PB_CAPACITY, PB_STALL_POLLS = 5 };
+
+struct pb_shared {
+    int progress;              /* atomic: keys the churner has finished */
+    int done;                  /* atomic */
+    int holding;               /* atomic: the reader is in its section */
+    int released_at;           /* keys done when the reader let go (-1: never) */
+};
+
+static void *pb_reader(void *p)
+{
+    struct pb_shared *s = p;
+    rcu_read_lock();
+    __atomic_store_n(&s->holding, 1, __ATOMIC_RELEASE);
+    int last = -1, still = 0;
+    s->released_at = -1;
+    while (!__atomic_load_n(&s->done, __ATOMIC_ACQUIRE)) {
+        struct timespec ts = {0, 20 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+        int now = __atomic_load_n(&s->progress, __ATOMIC_ACQUIRE);
+        still = now == last ? still + 1 : 0;
+        last = now;
+        if (now >= PB_ARMED && still >= PB_STALL_POLLS) {
+            s->released_at = now;
+            break;
+        }
+    }
+    rcu_read_unlock();
+    return NULL;
+}
+
+/* Creates PB_KEYS keys of 1 permit one after another, two requests each,
+ * deleting each (srl_reset_key) before the next, while pb_reader holds
+ * reclamation back.  Returns the requests decided untracked; *allowed gets
+ * the admissions (PB_KEYS exactly when every key was tracked). */
+static int pool_bound_run(srl_limiter *lim, uint64_t *allowed, int *released_at)
+{
+    struct pb_shared s = {0};
+    pthread_t r;
+    ck_assert_int_eq(pthread_create(&r, NULL, pb_reader, &s), 0);
+    while (!__atomic_load_n(&s.holding, __ATOMIC_ACQUIRE))
+        sched_yield();
+    int untracked = 0, errors = 0;
+    *allowed = 0;
+    for (int i = 0; i < PB_KEYS; i++) {
+        char key[32];
+        int len = snprintf(key, sizeof key, "pb-%d", i);
+        for (int j = 0; j < 2; j++) {
+            srl_decision d;
+            if (srl_acquire(lim, key, (size_t)len, 1, &d) != 0) {
+                errors++;
+                continue;
+            }
+            *allowed += d.allowed;
+            untracked += (d.flags & SRL_DECISION_UNTRACKED) != 0;
+        }
+        int rc = srl_reset_key(lim, key, (size_t)len);
+        errors += rc != 0 && rc != SRL_ENOENT;
+        __atomic_store_n(&s.progress, i + 1, __ATOMIC_RELEASE);
+    }
+    __atomic_store_n(&s.done, 1, __ATOMIC_RELEASE);
+    pthread_join(r, NULL);
+    ck_assert_int_eq(errors, 0);
+    *released_at = s.released_at;
+    return untracked;
+}
+
+START_TEST(deleted_keys_awaiting_reclamation_never_make_a_key_untracked)
+{
+    fake_clock *clock = fake_clock_shared(5 * SEC);
+    srl_limiter *lim = open_tb(1, HOUR, PB_CAPACITY, clock);
+    uint64_t allowed = 0;
+    int released_at = -1;
+    int untracked = pool_bound_run(lim, &allowed, &released_at);
+    fprintf(stderr, "reclamation behind: the reader let go after %d keys; %d untracked, "
+            "%llu admitted of %d keys\n", released_at, untracked,
+            (unsigned long long)allowed, PB_KEYS);
+    ck_assert_int_eq(untracked, 0);
+    ck_assert_uint_eq(allowed, PB_KEYS);   /* one per key of 1 permit: never 2 */
+    /* The churner really was held back (else this run proves nothing). */
+    ck_assert_int_ge(released_at, PB_ARMED);
+    ck_assert_int_lt(released_at, PB_KEYS);
+    srl_stats st;
+    ck_assert_int_eq(srl_stats_get(lim, &st), 0);
+    ck_assert_uint_eq(st.full, 0);
+    srl_close(lim);
+}
+END_TEST
+
+START_TEST(reclamation_behind_catches_a_pool_that_answers_on_full)
+{
+    fake_clock *clock = fake_clock_shared(5 * SEC);
+    srl_limiter *lim = open_tb(1, HOUR, PB_CAPACITY, clock);
+    ck_assert_int_eq(srl__local_set_broken(lim, BROKEN_NO_POOL_WAIT), 0);
+    uint64_t allowed = 0;
+    int released_at = -1;
+    int untracked = pool_bound_run(lim, &allowed, &released_at);
+    fprintf(stderr, "reclamation behind, no pool wait: %d untracked, %llu admitted of %d keys\n",
+            untracked, (unsigned long long)allowed, PB_KEYS);
+    ck_assert_int_gt(untracked, 0);
+    ck_assert_uint_gt(allowed, PB_KEYS);   /* on_full allowed a key's second request */
+    srl_close(lim);
+}
+END_TEST
+
 static Suite *local_race_suite(void)
 {
     Suite *s = suite_create("local_race");
@@ -475,6 +594,8 @@ static Suite *local_race_suite(void)
     tcase_add_test(tc, eviction_with_frozen_time_catches_an_acquirer_that_decides_on_a_dead_state);
     tcase_add_test(tc, eviction_of_states_coming_to_rest_never_admits_more_than_the_policy);
     tcase_add_test(tc, eviction_race_catches_an_acquirer_that_decides_on_a_dead_state);
+    tcase_add_test(tc, deleted_keys_awaiting_reclamation_never_make_a_key_untracked);
+    tcase_add_test(tc, reclamation_behind_catches_a_pool_that_answers_on_full);
     suite_add_tcase(s, tc);
     return s;
 }
