@@ -6,6 +6,7 @@
  * takes no lock and keeps no state of its own.
  */
 #include "limiter.h"
+#include "msg.h"
 
 #include <errno.h>
 #include <stdbool.h>
@@ -345,12 +346,6 @@ int srl_key_state(srl_limiter *lim, const void *key, size_t len, void *buf, size
 
 /* ------------------------------------------------------------ live policy */
 
-static int change_say(char *msg, size_t len, int rc, const char *what)
-{
-    if (msg != NULL && len > 0)
-        snprintf(msg, len, "%s", what);
-    return rc;
-}
 
 static int policy_change(srl_limiter *lim, const srl_config *cfg, int check, char *msg,
                          size_t len)
@@ -358,18 +353,18 @@ static int policy_change(srl_limiter *lim, const srl_config *cfg, int check, cha
     if (msg != NULL && len > 0)
         msg[0] = '\0';
     if (lim == NULL || cfg == NULL)
-        return change_say(msg, len, SRL_EINVAL, "no limiter or no config");
+        return srl__say(msg, len, SRL_EINVAL, "no limiter or no config");
     if (lim->ops->policy_change == NULL)
-        return change_say(msg, len, SRL_ENOTSUP,
+        return srl__say(msg, len, SRL_ENOTSUP,
                           "this store's policy cannot change live (only a shared segment's)");
     int rc = srl__config_check(cfg);
     if (rc != 0)
-        return change_say(msg, len, rc, "the config is not valid (srl_config's rules)");
+        return srl__say(msg, len, rc, "the config is not valid (srl_config's rules)");
     srl_config norm = *cfg;
     srl_limits l = norm.limits;
     if ((l.count == 0 && srl_limits_of(&norm.policy, &l) != 0) ||
         srl__limits_canonical(&l, &norm.limits) != 0)
-        return change_say(msg, len, SRL_EPOLICY, "the policy is not valid");
+        return srl__say(msg, len, SRL_EPOLICY, "the policy is not valid");
     norm.policy = norm.limits.limit[0];
     return lim->ops->policy_change(lim, &norm, 0, NULL, check, msg, len);
 }
@@ -390,11 +385,11 @@ int srl_policy_change_tier(srl_limiter *lim, uint32_t tier, const srl_limits *li
     if (msg != NULL && len > 0)
         msg[0] = '\0';
     if (lim == NULL || limits == NULL)
-        return change_say(msg, len, SRL_EINVAL, "no limiter or no limits");
+        return srl__say(msg, len, SRL_EINVAL, "no limiter or no limits");
     if (lim->ops->policy_change == NULL)
-        return change_say(msg, len, SRL_ENOTSUP,
+        return srl__say(msg, len, SRL_ENOTSUP,
                           "this store's policy cannot change live (only a shared segment's)");
     if (srl_limits_validate(limits) != 0)
-        return change_say(msg, len, SRL_EPOLICY, "the policy is not valid");
+        return srl__say(msg, len, SRL_EPOLICY, "the policy is not valid");
     return lim->ops->policy_change(lim, NULL, tier, limits, 0, msg, len);
 }

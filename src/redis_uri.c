@@ -19,23 +19,15 @@
  *     here: resolution and connection happen in redis_store.c.
  */
 #include "redis_uri.h"
+#include "msg.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "srl.h"
 
-static int fail(char *why, size_t whylen, const char *fmt, ...)
-{
-    if (why != NULL && whylen > 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(why, whylen, fmt, ap);
-        va_end(ap);
-    }
-    return SRL_EINVAL;
-}
+/* A uri refused: the reason into why, SRL_EINVAL. */
+#define fail(why, whylen, ...) srl__say((why), (whylen), SRL_EINVAL, __VA_ARGS__)
 
 static int hexval(char c)
 {

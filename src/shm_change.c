@@ -31,26 +31,13 @@
  * shm.h is kept; no bucket lock is held while waiting for the flock).
  */
 #include "shm.h"
+#include "msg.h"
 
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/file.h>
 
-static int say(char *msg, size_t len, int rc, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int say(char *msg, size_t len, int rc, const char *fmt, ...)
-{
-    if (msg != NULL && len > 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(msg, len, fmt, ap);
-        va_end(ap);
-    }
-    return rc;
-}
 
 #ifdef SRL_MUTANTS
 /* The kill test's hook: die here when the countdown reaches zero. */
@@ -114,9 +101,9 @@ static int refuse(const struct srl__shm *s, const srl_config *cfg, const struct 
     struct srl__shm g;
     memset(&g, 0, sizeof g);
     if (srl__shm_geometry(&g, cfg) != 0)
-        return say(msg, len, SRL_EPOLICY, "policy: not valid");
+        return srl__say(msg, len, SRL_EPOLICY, "policy: not valid");
     if (g.buckets != s->buckets)
-        return say(msg, len, SRL_EMISMATCH,
+        return srl__say(msg, len, SRL_EMISMATCH,
                    "capacity: the segment holds %llu slots, this config asks for %llu keys "
                    "(%llu slots): capacity cannot change live; ask for %llu, or make a new "
                    "segment (rlctl create)",
@@ -125,23 +112,23 @@ static int refuse(const struct srl__shm *s, const srl_config *cfg, const struct 
                    (unsigned long long)(g.buckets * SRL__SHM_SLOTS),
                    (unsigned long long)(s->buckets * SRL__SHM_SLOTS));
     if (cfg->key_display != s->key_display)
-        return say(msg, len, SRL_EMISMATCH,
+        return srl__say(msg, len, SRL_EMISMATCH,
                    "key_display: the segment keeps %u bytes per key, this config asks for %u: "
                    "it is part of the slot size and cannot change live; use %u",
                    s->key_display, cfg->key_display, s->key_display);
     if (t->count != cur->tier_count)
-        return say(msg, len, SRL_EMISMATCH,
+        return srl__say(msg, len, SRL_EMISMATCH,
                    "tiers: the segment has %u, this config asks for %u: tiers cannot be added "
                    "or removed live (their indices are in use); change a tier's policy instead",
                    cur->tier_count, t->count);
     for (uint32_t i = 1; i < t->count; i++)
         if (memcmp(t->tiers[i - 1].name, cur->def[i].name, sizeof cur->def[i].name) != 0)
-            return say(msg, len, SRL_EMISMATCH,
+            return srl__say(msg, len, SRL_EMISMATCH,
                        "tiers: tier %u is '%s' in the segment, this config names it '%s': tiers "
                        "cannot be renamed live",
                        i, cur->def[i].name, t->tiers[i - 1].name);
     if (has_conc(&s->created) || has_conc(&t->limits))
-        return say(msg, len, SRL_EPOLICY,
+        return srl__say(msg, len, SRL_EPOLICY,
                    "policy: a concurrency limit cannot change live (its units name their "
                    "holders); make a new segment (rlctl create)");
     const srl_limits *largest;
@@ -150,7 +137,7 @@ static int refuse(const struct srl__shm *s, const srl_config *cfg, const struct 
         char want[SRL_LIMITS_TEXT_MAX], have[SRL_LIMITS_TEXT_MAX];
         srl_limits_format(largest, want, sizeof want);
         srl_limits_format(&s->created, have, sizeof have);
-        return say(msg, len, SRL_EMISMATCH,
+        return srl__say(msg, len, SRL_EMISMATCH,
                    "size: the segment's slots hold %u bytes of state (made for %s), %s needs "
                    "%u: make a bigger segment under another name, e.g. rlctl create NEWNAME "
                    "--policy '%s' --capacity %llu%s, move the workers to it and destroy this one",
@@ -182,7 +169,7 @@ static int sweep(struct srl__shm *s, const struct srl__shm_pol *cur, char *msg, 
         struct timespec deadline = SRL__SHM_NO_DEADLINE;
         int rc = srl__shm_lock(s, b, &deadline);
         if (rc != 0)
-            return say(msg, len, rc,
+            return srl__say(msg, len, rc,
                        "bucket %llu: lock not available (%s): nothing was changed; run the "
                        "change again", (unsigned long long)b, srl_strerror(rc));
         struct srl__shm_bucket *bk = srl__shm_bucket(s, b);
@@ -204,7 +191,7 @@ static int table_one(const struct srl__shm *s, const struct srl__shm_pol *cur, u
                      size_t len)
 {
     if (tier >= cur->tier_count)
-        return say(msg, len, SRL_EINVAL, "tier %u: the segment has tiers 0..%u", tier,
+        return srl__say(msg, len, SRL_EINVAL, "tier %u: the segment has tiers 0..%u", tier,
                    cur->tier_count - 1);
     srl_config_init(cfg);
     cfg->capacity = s->buckets * SRL__SHM_SLOTS;
@@ -224,7 +211,7 @@ static int table_one(const struct srl__shm *s, const struct srl__shm_pol *cur, u
     int rc = table_of(cfg, t);
     cfg->tiers = NULL;   /* the table is in t now; changed is this frame's */
     cfg->tier_count = 0;
-    return rc != 0 ? say(msg, len, rc, "policy: not valid for tier %u", tier) : 0;
+    return rc != 0 ? srl__say(msg, len, rc, "policy: not valid for tier %u", tier) : 0;
 }
 
 /* Steps 2-5 under the flock.  one != NULL: srl_policy_change_tier. */
@@ -239,7 +226,7 @@ static int change_locked(struct srl__shm *s, const srl_config *cfg, struct table
         return rc;
     const struct srl__shm_pol *cur = srl__shm_pol_of(s, gen);
     if (cur == NULL)
-        return say(msg, len, SRL_ENOMEM, "out of memory");
+        return srl__say(msg, len, SRL_ENOMEM, "out of memory");
     srl_config own;
     if (one != NULL) {
         rc = table_one(s, cur, tier, one, t, &own, msg, len);
@@ -275,17 +262,17 @@ int srl__shm_policy_change(struct srl__shm *s, const srl_config *cfg, uint32_t t
     if (msg != NULL && len > 0)
         msg[0] = '\0';
     if (s->kind != SRL_STORE_SHARED || s->fd < 0)
-        return say(msg, len, SRL_ENOTSUP,
+        return srl__say(msg, len, SRL_ENOTSUP,
                    "an anonymous segment's policy cannot change (no file to serialise "
                    "changers); create a new one");
     struct table t;
     int rc = one != NULL ? 0 : table_of(cfg, &t);
     if (rc != 0)
-        return say(msg, len, rc, "policy: not a valid table (srl_config's rules)");
+        return srl__say(msg, len, rc, "policy: not a valid table (srl_config's rules)");
     pthread_mutex_lock(&s->change_mu);
     if (flock(s->fd, LOCK_EX) != 0) {
         pthread_mutex_unlock(&s->change_mu);
-        return say(msg, len, SRL_ESYS, "flock on the segment file failed");
+        return srl__say(msg, len, SRL_ESYS, "flock on the segment file failed");
     }
     rc = change_locked(s, cfg, &t, tier, one, check, msg, len);
     (void)flock(s->fd, LOCK_UN);
