@@ -259,7 +259,7 @@ typedef enum bench_scale_kind {
     BENCH_SCALE_SRL = 0,      /* srl_acquire on a shared segment */
     BENCH_SCALE_GLOBAL = 1,   /* the same, inside one global robust mutex */
     BENCH_SCALE_FLOOR = 2,    /* the floor op */
-    BENCH_SCALE_FLOOD_OFF = 3, /* srl_acquire, SRL_CONFIG_NO_FLOOD_CACHE (a denying policy) */
+    BENCH_SCALE_FLOOD_OFF = 3, /* srl_acquire, a plain handle (a denying policy) */
     BENCH_SCALE_FLOOD_ON = 4  /* srl_acquire with the flood cache (the same policy) */
 } bench_scale_kind;
 

@@ -305,7 +305,7 @@ static void print_flood(const struct report *R)
     static const int np[3] = {1, 2, 4};
     printf("\n## Hot-key denial flood (issue 17, item 5)\n\n"
            "One key, token_bucket:100/1s, every process asking as fast as it can (>99.99 %% "
-           "denied); SRL_CONFIG_NO_FLOOD_CACHE (off) against the default handle (on), rounds "
+           "denied); a plain handle (off) against one with SRL_CONFIG_FLOOD_CACHE (on), rounds "
            "interleaving cache and process count, median of %d rounds of %.2f s.  CPU ns per "
            "decision = all processes' CPU time / decisions (what a decision costs, whatever "
            "else runs); wall: processes / total rate.\n\n",

@@ -150,8 +150,8 @@ static int scale_setup(struct scale_env *e, bench_scale_kind kind, srl_policy p,
     srl_config_init(&cfg);
     cfg.policy = p;
     cfg.capacity = bench_capacity_for(k->n);
-    if (kind == BENCH_SCALE_FLOOD_OFF)
-        cfg.flags = SRL_CONFIG_NO_FLOOD_CACHE;
+    if (kind == BENCH_SCALE_FLOOD_ON)
+        cfg.flags = SRL_CONFIG_FLOOD_CACHE;
     int rc = bench_open(BENCH_SHARED, &cfg, &e->lim);
     if (kind == BENCH_SCALE_FLOOR) {
         /* The floor table has the segment's bytes and slot size (64-byte

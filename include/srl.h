@@ -546,21 +546,24 @@ typedef struct srl_config {
 #define SRL_CONFIG_DRY_RUN 0x1u
 
 /*
- * SRL_CONFIG_NO_FLOOD_CACHE: this handle of a shared or anonymous store
- * keeps no denial-flood cache.  By default such a handle remembers, per
- * thread, a key it saw denied under the key's lock (a private copy of the
- * state and the bucket's generation word) and answers the key's next plain
- * srl_acquire / srl_acquire_tier calls from that copy without taking the
- * lock or writing the segment, while the bucket has not changed and the
- * copy still denies without writing: the answer is exactly the one the lock
- * would give, every field (docs/design.md, "The denial-flood cache").
- * Not cached: srl_enter (and every policy with a concurrency limit),
- * srl_reserve with a wait, srl_peek, states above 256 bytes.  The
- * denials answered so are added to the segment's counters later (see
- * srl_stats_get).  The flag turns that off (a baseline for benchmarks, a
- * handle that must count every denial at once); other stores ignore it.
+ * SRL_CONFIG_FLOOD_CACHE: this handle of a shared or anonymous store keeps
+ * a denial-flood cache, for a server under attack (one key at many times
+ * its limit from every worker).  Such a handle remembers, per thread, a key
+ * it saw denied under the key's lock (a private copy of the state, the
+ * bucket's generation word and the policy generation) and answers the key's
+ * next plain srl_acquire / srl_acquire_tier calls from that copy without
+ * taking the lock or writing the segment, while the bucket and the policy
+ * have not changed and the copy still denies without writing: the answer is
+ * exactly the one the lock would give, every field (docs/design.md, "The
+ * denial-flood cache").  Not cached: srl_enter (and every policy with a
+ * concurrency limit), srl_reserve with a wait, srl_peek, states above 256
+ * bytes.  The price, and why it is not the default: the denials answered so
+ * reach the segment's counters later (see srl_stats_get), so rlctl info and
+ * metrics read by another process lag behind until each worker flushes (an
+ * idle worker holds its pending counts until its next locked decision in
+ * that bucket, srl_stats_get or close).  Other stores ignore the flag.
  */
-#define SRL_CONFIG_NO_FLOOD_CACHE 0x2u
+#define SRL_CONFIG_FLOOD_CACHE 0x2u
 
 /*
  * TIERS: one segment, several named policies ("free" 100 a minute, "paid"
@@ -1018,7 +1021,7 @@ typedef struct srl_stats {
 
 /* Sum the per-bucket counters (no shared counter exists on the hot path).
  * Shared and anonymous stores: a handle's denial-flood cache (see
- * SRL_CONFIG_NO_FLOOD_CACHE) holds the denials it answered without the lock
+ * SRL_CONFIG_FLOOD_CACHE) holds the denials it answered without the lock
  * until one of: that thread's next decision under the lock of the same
  * bucket, srl_stats_get or srl_foreach on any shared or anonymous handle of
  * the same process (each flushes every such handle of the process first),

@@ -559,7 +559,7 @@ int srl__shm_decide_plain(srl_limiter *lim, const struct srl__shm_key *k, const 
 /* -------------------------------------------------------- shm_flood.c */
 
 /* Set up s->flood for this opener (NULL when the cache does not apply:
- * SRL_CONFIG_NO_FLOOD_CACHE, a concurrency limit, a state over 256 bytes).
+ * no SRL_CONFIG_FLOOD_CACHE, a concurrency limit, a state over 256 bytes).
  * 0 or SRL_ENOMEM. */
 int srl__shm_flood_open(struct srl__shm *s, const srl_config *cfg);
 /* Flush every pending count of every cache of this process (srl_stats_get,

@@ -183,7 +183,7 @@ static void shard_unlock(struct flood_shard *sh)
 int srl__shm_flood_open(struct srl__shm *s, const srl_config *cfg)
 {
     s->flood = NULL;
-    if ((cfg != NULL && (cfg->flags & SRL_CONFIG_NO_FLOOD_CACHE)) || s->lim.cmp.conc >= 0 ||
+    if (cfg == NULL || !(cfg->flags & SRL_CONFIG_FLOOD_CACHE) || s->lim.cmp.conc >= 0 ||
         s->state_bytes > SRL__FLOOD_STATE_MAX)
         return 0;
     pthread_once(&atfork_once, register_atfork);

@@ -4,7 +4,7 @@
  *
  *   traces:   every algorithm (and a compound, a penalty, a burst, a dry-run
  *             handle, a tier change): two cached handles on one segment and
- *             two SRL_CONFIG_NO_FLOOD_CACHE handles on another, the same
+ *             two handles without SRL_CONFIG_FLOOD_CACHE on another, the same
  *             random trace of acquires (costs 1..3, three keys, both
  *             handles), clock steps, resets, refunds and evictions; every
  *             decision equal field by field, the stats and per-key counts
@@ -119,8 +119,8 @@ static uint64_t run_trace(const char *policy, uint32_t flags, uint64_t seed, int
                           int tiers)
 {
     fake_clock *ca = fake_clock_shared(5 * SEC), *cb = fake_clock_shared(5 * SEC);
-    srl_config cfa = config_of(policy, ca, flags), cfb = config_of(policy, cb, flags |
-                                                                   SRL_CONFIG_NO_FLOOD_CACHE);
+    srl_config cfa = config_of(policy, ca, flags | SRL_CONFIG_FLOOD_CACHE),
+               cfb = config_of(policy, cb, flags);
     cfa.key_display = cfb.key_display = 8;
     srl_tier tier[1];
     if (tiers) {
@@ -230,7 +230,7 @@ START_TEST(a_flood_of_denials_writes_no_byte_of_the_segment)
 {
     for (int nocache = 0; nocache <= 1; nocache++) {
         fake_clock *c = fake_clock_shared(5 * SEC);
-        srl_config cfg = config_of(policies[_i], c, nocache ? SRL_CONFIG_NO_FLOOD_CACHE : 0);
+        srl_config cfg = config_of(policies[_i], c, nocache ? 0 : SRL_CONFIG_FLOOD_CACHE);
         srl_limiter *lim;
         ck_assert_int_eq(srl_open_anonymous(&cfg, &lim), 0);
         srl_decision d;
@@ -275,7 +275,7 @@ START_TEST(eight_processes_flooding_one_key_are_counted_exactly)
 {
     for (int trial = 0; trial < 3; trial++) {
         fake_clock *c = fake_clock_shared(5 * SEC);
-        srl_config cfg = config_of(_i ? "gcra:1000/1h" : "token_bucket:1000/1h", c, 0);
+        srl_config cfg = config_of(_i ? "gcra:1000/1h" : "token_bucket:1000/1h", c, SRL_CONFIG_FLOOD_CACHE);
         cfg.key_display = 8;
         char nm[128];
         strcpy(nm, unique_name("flood"));
@@ -375,11 +375,37 @@ static void helper_stop(struct helper *h)
     ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 }
 
+/* The cache is opt-in: another process's plain handle puts every denial in
+ * the segment's counters at once (what rlctl and metrics read); one with
+ * SRL_CONFIG_FLOOD_CACHE holds all but the first (locked) one until it
+ * flushes (here: its close).  _i: 0 plain, 1 with the flag. */
+START_TEST(only_a_handle_with_the_flag_defers_its_denials_counts)
+{
+    fake_clock *c = fake_clock_shared(5 * SEC);
+    srl_config cfg = config_of("token_bucket:10/10s", c, _i ? SRL_CONFIG_FLOOD_CACHE : 0);
+    char nm[128];
+    strcpy(nm, unique_name("flood"));
+    srl_limiter *lim;
+    ck_assert_int_eq(srl_open_shared(nm, &cfg, SRL_CREATE | SRL_EXCL, &lim), 0);
+    struct helper h;
+    helper_start(&h, nm, &cfg);
+    for (int i = 0; i < 10; i++)
+        ck_assert_int_eq(helper_ask(&h).allowed, 1);
+    for (int i = 0; i < 5; i++)
+        ck_assert_int_eq(helper_ask(&h).allowed, 0);
+    ck_assert_uint_eq(raw_denied(lim), _i ? 1 : 5);
+    helper_stop(&h);   /* its close flushes */
+    ck_assert_uint_eq(raw_denied(lim), 5);
+    srl_close(lim);
+    srl_unlink(nm);
+}
+END_TEST
+
 /* _i: 0 reset, 1 refund, 2 evict and re-create. */
 START_TEST(a_change_by_another_process_is_seen_on_the_next_request)
 {
     fake_clock *c = fake_clock_shared(5 * SEC);
-    srl_config cfg = config_of("token_bucket:10/10s", c, 0);
+    srl_config cfg = config_of("token_bucket:10/10s", c, SRL_CONFIG_FLOOD_CACHE);
     char nm[128];
     strcpy(nm, unique_name("flood"));
     srl_limiter *lim;
@@ -432,7 +458,7 @@ END_TEST
 START_TEST(a_fork_does_not_count_the_parents_pending_denials_twice)
 {
     fake_clock *c = fake_clock_shared(5 * SEC);
-    srl_config cfg = config_of("gcra:10/10s", c, 0);
+    srl_config cfg = config_of("gcra:10/10s", c, SRL_CONFIG_FLOOD_CACHE);
     char nm[128];
     strcpy(nm, unique_name("flood"));
     srl_limiter *lim;
@@ -487,7 +513,7 @@ START_TEST(threads_on_one_handle_are_counted_exactly)
 {
     for (int trial = 0; trial < 3; trial++) {
         fake_clock *c = fake_clock_shared(5 * SEC);
-        srl_config cfg = config_of("token_bucket:1000/1h", c, 0);
+        srl_config cfg = config_of("token_bucket:1000/1h", c, SRL_CONFIG_FLOOD_CACHE);
         srl_limiter *lim;
         ck_assert_int_eq(srl_open_anonymous(&cfg, &lim), 0);
         pthread_t th[THREADS];
@@ -518,7 +544,7 @@ START_TEST(a_garbage_gen_only_sends_requests_to_the_lock_and_a_forged_one_ends_a
     fake_clock *c = fake_clock_shared(5 * SEC);
     /* A 30 s ban: the copy itself would deny for 30 s, so only `until`
      * (at most 1 s after the denial) ends a forged gen's answers. */
-    srl_config cfg = config_of("token_bucket:10/10s,penalty=30s", c, 0);
+    srl_config cfg = config_of("token_bucket:10/10s,penalty=30s", c, SRL_CONFIG_FLOOD_CACHE);
     srl_limiter *lim;
     ck_assert_int_eq(srl_open_anonymous(&cfg, &lim), 0);
     struct srl__shm *s = shm_of(lim);
@@ -569,6 +595,7 @@ int main(void)
     tcase_add_loop_test(tc, a_flood_of_denials_writes_no_byte_of_the_segment, 0, NPOL);
     tcase_add_loop_test(tc, eight_processes_flooding_one_key_are_counted_exactly, 0, 2);
     tcase_add_loop_test(tc, a_change_by_another_process_is_seen_on_the_next_request, 0, 3);
+    tcase_add_loop_test(tc, only_a_handle_with_the_flag_defers_its_denials_counts, 0, 2);
     tcase_add_test(tc, a_fork_does_not_count_the_parents_pending_denials_twice);
     tcase_add_test(tc, threads_on_one_handle_are_counted_exactly);
     tcase_add_test(tc, a_garbage_gen_only_sends_requests_to_the_lock_and_a_forged_one_ends_at_until);
