@@ -25,7 +25,7 @@
 #      within the timeout, the error log says so; resumed (SIGCONT): a new
 #      key is admitted again
 #   E  after both servers stopped, a host with another policy for the same
-#      prefix: apache2 -k start itself exits 1, the log names the mismatch
+#      prefix: apache2 -k start itself exits 1, stderr names the mismatch
 #      and the remedy; the stored states were left alone
 here=$(cd "$(dirname "$0")" && pwd)
 export SRL_E2E_DIR=${SRL_E2E_DIR:-$here}
@@ -168,13 +168,14 @@ stop_pid "$pid1"; stop_pid "$pid2"
 allowed=$(rlctl_count "$uri" allowed)
 host_conf "$base" "$(free_port)" prefork | sed "s|check.log|mismatch.log|" >"$base/mismatch.conf"
 body 1 | sed "s|token_bucket:$LIMIT/1d|token_bucket:$((LIMIT + 1))/1d|" >>"$base/mismatch.conf"
-timeout 30 /usr/sbin/apache2 -d "$base" -f "$base/mismatch.conf" -k start >/dev/null 2>&1
+timeout 30 /usr/sbin/apache2 -d "$base" -f "$base/mismatch.conf" -k start >/dev/null 2>"$base/mismatch.err"
 check_eq "E: another policy under the prefix: apache2 -k start exit status" 1 "$?"
 check_eq "E: no server left running" absent \
   "$([ -s "$base/run/check.pid" ] && kill -0 "$(cat "$base/run/check.pid")" 2>/dev/null && echo running || echo absent)"
-check_eq "E: the log names the mismatch and the remedy" 1 \
-  "$(grep -c "SrlLimiter fleet1 (.*): cannot open its Redis store and host segment: segment exists with a different policy or geometry (another policy is stored under the uri's prefix" "$base/mismatch.log")"
-check_eq "E: the log does not hold the uri" 0 "$(grep -c "$redis_sock" "$base/mismatch.log")"
+# (the check runs in check_config, before the logs open: stderr)
+check_eq "E: it names the mismatch and the remedy (stderr)" 1 \
+  "$(grep -c "SrlLimiter fleet1 (.*): cannot open its Redis store and host segment: segment exists with a different policy or geometry (another policy is stored under the uri's prefix" "$base/mismatch.err")"
+check_eq "E: it does not show the uri" 0 "$(cat "$base/mismatch.log" "$base/mismatch.err" 2>/dev/null | grep -c "$redis_sock")"
 check_eq "E: the states were left alone (rlctl info URI: allowed)" "$allowed" \
   "$(rlctl_count "$uri" allowed)"
 e2e_finish
