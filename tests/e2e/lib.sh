@@ -15,8 +15,9 @@ e2e_segments=()    # segment names to unlink
 e2e_logs=()        # logs to show when a check failed
 
 ok()   { e2e_checks=$((e2e_checks + 1)); echo "ok: $*"; }
-fail() { e2e_checks=$((e2e_checks + 1)); e2e_failures=$((e2e_failures + 1)); echo "FAIL: $*"; }
-die()  { echo "FATAL: $*"; e2e_failures=$((e2e_failures + 1)); exit 1; }
+e2e_failed=()     # the failed checks, repeated after the logs (CI shows the tail)
+fail() { e2e_checks=$((e2e_checks + 1)); e2e_failures=$((e2e_failures + 1)); e2e_failed+=("FAIL: $*"); echo "FAIL: $*"; }
+die()  { echo "FATAL: $*"; e2e_failures=$((e2e_failures + 1)); e2e_failed+=("FATAL: $*"); exit 1; }
 
 # check_eq WHAT EXPECTED ACTUAL
 check_eq() {
@@ -93,6 +94,8 @@ e2e_cleanup() {
     for f in "${e2e_logs[@]}"; do
       [ -f "$f" ] && { echo "----- $f (last 40 lines)"; tail -40 "$f"; }
     done
+    echo "----- $(basename "$0"): the failed checks again"
+    printf '%s\n' "${e2e_failed[@]}"
   fi
   [ -n "${e2e_tmp:-}" ] && rm -rf "$e2e_tmp"
 }
