@@ -1002,20 +1002,20 @@ static void srl_child_init(apr_pool_t *p, server_rec *s)
         if (geteuid() == 0 && ap_unixd_config.user_id != 0)
             continue;   /* not dropped yet (cannot happen with prefork/event) */
         srl_config cfg;
-        srl_info before, after;
+        srl_info after;
         char why[1024] = "";
         limiter_config(reg, l, &cfg);
-        int rc = srl_info_get(l->lim, &before);
-        if (rc == 0)
-            rc = srl_policy_change(l->lim, &cfg, why, sizeof why);
-        if (rc != 0) {
+        /* 1: this child made the change; 0: a sibling did first (they all
+         * race here after a restart, and exactly one logs it). */
+        int rc = srl_policy_change(l->lim, &cfg, why, sizeof why);
+        if (rc < 0) {
             ap_log_error(APLOG_MARK, APLOG_ERR, 0, s,
                          "SrlLimiter %s (%s): cannot change the segment's policy: %s%s%s",
                          l->name, l->defined_at, srl_strerror(rc), why[0] ? "; " : "", why);
             continue;
         }
         l->change = 0;
-        if (srl_info_get(l->lim, &after) == 0 && after.policy_gen != before.policy_gen) {
+        if (rc == 1 && srl_info_get(l->lim, &after) == 0) {
             char pol[SRL_LIMITS_TEXT_MAX];
             srl_limits_format(&l->limits, pol, sizeof pol);
             ap_log_error(APLOG_MARK, APLOG_NOTICE, 0, s,

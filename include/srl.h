@@ -1117,8 +1117,11 @@ SRL_API int srl_mismatch_explain(const srl_config *cfg, const srl_info *segment,
  * the change with nothing changed (run it again).
  *
  * msg (may be NULL) gets one sentence on any error: what differs, both
- * sides, and what to do ("... rlctl create NEWNAME --policy ..."); 512
- * bytes suffice.  Returns 0, SRL_EINVAL, SRL_EPOLICY, SRL_EMISMATCH,
+ * sides, and what to do ("... rlctl create NEWNAME --policy ..."); 1024
+ * bytes suffice.  Returns 1 if this call changed the policy (a new
+ * generation), 0 if cfg's policy was the current one already (nothing
+ * done: with several processes applying one change, as a server's workers
+ * after a restart, exactly one gets 1), or SRL_EINVAL, SRL_EPOLICY, SRL_EMISMATCH,
  * SRL_ECORRUPT (the segment's current policy copy is damaged),
  * SRL_ETIMEDOUT, SRL_ENOMEM, SRL_ESYS, or SRL_ENOTSUP: anonymous segments
  * (no file to serialise changers: make a new one), srl_open_local,

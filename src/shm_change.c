@@ -253,7 +253,8 @@ static int change_locked(struct srl__shm *s, const srl_config *cfg, struct table
     DIE_POINT(s);
     __atomic_store_n(genp, gen + 1u, __ATOMIC_RELEASE);
     DIE_POINT(s);
-    return 0;
+    return 1;    /* this call made the new generation (srl.h: callers tell it
+                    from "it was the current policy already", which is 0) */
 }
 
 int srl__shm_policy_change(struct srl__shm *s, const srl_config *cfg, uint32_t tier,

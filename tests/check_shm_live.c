@@ -101,7 +101,7 @@ static void change(srl_limiter *lim, const char *text)
     srl_limits l = limits_of(text);
     char msg[512];
     int rc = srl_policy_change_tier(lim, 0, &l, msg, sizeof msg);
-    ck_assert_msg(rc == 0, "change to %s: %d (%s): %s", text, rc, srl_err_name(rc), msg);
+    ck_assert_msg(rc == 1, "change to %s: %d (%s): %s", text, rc, srl_err_name(rc), msg);
 }
 
 /* ------------------------------------------------------------ conversion */
@@ -175,7 +175,7 @@ START_TEST(a_change_of_one_tier_converts_its_keys_and_leaves_the_other_tiers_alo
     ck_assert_int_eq(admit_tier(lim, 1, "paid", 50), 20);
     srl_limits thirty = limits_of("token_bucket:30/1h");
     char msg[512];
-    ck_assert_int_eq(srl_policy_change_tier(lim, 1, &thirty, msg, sizeof msg), 0);
+    ck_assert_int_eq(srl_policy_change_tier(lim, 1, &thirty, msg, sizeof msg), 1);
     ck_assert_uint_eq(gen_of(lim), 1);
     srl_tier t;
     ck_assert_int_eq(srl_tier_get(lim, 1, &t), 0);
@@ -415,6 +415,61 @@ START_TEST(a_change_races_with_new_keys_and_with_eviction)
     ck_assert_msg(srl_check(ctl, check_lines_collect, &l) == 0, "check: %s", l.last);
     ck_assert_uint_eq(gen_of(ctl), 6);
     munmap(a, sizeof *a);
+    srl_close(ctl);
+    ck_assert_int_eq(srl_unlink(name), 0);
+}
+END_TEST
+
+/* Many processes apply one change at once (a server's workers after a
+ * restart): all are held at a start line and let go together, so their
+ * calls overlap.  Exactly one is told it changed the policy (1), the
+ * others that it was current already (0), and there is one new generation:
+ * what mod_srl's "exactly one child logs the change" rests on. */
+START_TEST(changers_racing_with_one_change_exactly_one_is_told_it_changed_it)
+{
+    srl_config cfg = config_of("token_bucket:10/1h", 64, NULL);
+    const char *name = unique_name("live");
+    srl_limiter *ctl = open_live(name, &cfg, SRL_CREATE | SRL_EXCL);
+    struct race {
+        int ready, go;
+        int rc[WORKERS];
+    } *r = mmap(NULL, sizeof *r, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    ck_assert_ptr_ne(r, MAP_FAILED);
+    memset(r, 0, sizeof *r);
+    pid_t pids[WORKERS];
+    for (int w = 0; w < WORKERS; w++) {
+        pids[w] = fork();
+        ck_assert_int_ge(pids[w], 0);
+        if (pids[w] != 0)
+            continue;
+        srl_limiter *lim;
+        if (srl_open_shared(name, &cfg, SRL_ADOPT, &lim) != 0)
+            _exit(1);
+        srl__shm_set_test_flags(lim, mutant());
+        srl_limits twenty = limits_of("token_bucket:20/1h");
+        __atomic_add_fetch(&r->ready, 1, __ATOMIC_RELEASE);
+        while (!__atomic_load_n(&r->go, __ATOMIC_ACQUIRE))
+            ;
+        r->rc[w] = srl_policy_change_tier(lim, 0, &twenty, NULL, 0);
+        srl_close(lim);
+        _exit(0);
+    }
+    while (__atomic_load_n(&r->ready, __ATOMIC_ACQUIRE) < WORKERS)
+        sched_yield();
+    __atomic_store_n(&r->go, 1, __ATOMIC_RELEASE);
+    int ones = 0, zeros = 0;
+    for (int w = 0; w < WORKERS; w++) {
+        int st;
+        ck_assert_int_eq(waitpid(pids[w], &st, 0), pids[w]);
+        ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+        ones += r->rc[w] == 1;
+        zeros += r->rc[w] == 0;
+    }
+    ck_assert_int_eq(ones, 1);
+    ck_assert_int_eq(zeros, WORKERS - 1);
+    ck_assert_uint_eq(gen_of(ctl), 1);
+    ck_assert_int_eq(admit(ctl, "k", 30), 20);
+    munmap(r, sizeof *r);
     srl_close(ctl);
     ck_assert_int_eq(srl_unlink(name), 0);
 }
@@ -905,6 +960,7 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 240);
     tcase_add_test(tc, six_workers_hammering_1000_keys_stay_within_the_bound_while_the_limit_changes);
     tcase_add_test(tc, a_change_races_with_new_keys_and_with_eviction);
+    tcase_add_test(tc, changers_racing_with_one_change_exactly_one_is_told_it_changed_it);
     suite_add_tcase(s, tc);
     tc = tcase_create("crash");
     tcase_set_timeout(tc, 120);

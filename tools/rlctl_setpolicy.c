@@ -99,10 +99,11 @@ int rlctl_cmd_set_policy(const rlctl_opts *o)
         free(buf);
         return rlctl_fail_cmd(o, rc);
     }
-    char msg[512];
+    char msg[1024];
     rc = srl_policy_change_tier(lim, (uint32_t)tier, &l, msg, sizeof msg);
+    int changed = rc == 1;   /* 0: it was the current policy already */
     srl_info after;
-    if (rc == 0)
+    if (rc >= 0)
         rc = srl_info_get(lim, &after);
     srl_close(lim);
     free(buf);
@@ -113,7 +114,6 @@ int rlctl_cmd_set_policy(const rlctl_opts *o)
         snprintf(was, sizeof was, "?");
     if (srl_limits_format(&l, now, sizeof now) < 0)
         snprintf(now, sizeof now, "?");
-    int changed = after.policy_gen != in.policy_gen;
     if (o->json) {
         rlctl_json j;
         rlctl_json_init(&j, stdout);

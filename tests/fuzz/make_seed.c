@@ -55,7 +55,7 @@ int main(int argc, char **argv)
             if (i == changed && k == 2) {
                 srl_limits l;
                 if (srl_limits_parse_ex("token_bucket:5/1h", &l, NULL) != 0 ||
-                    srl_policy_change_tier(lim, 0, &l, NULL, 0) != 0)
+                    srl_policy_change_tier(lim, 0, &l, NULL, 0) != 1)
                     return 1;
             }
             srl_decision d;
