@@ -198,7 +198,7 @@ int srl__shm_flood_open(struct srl__shm *s, const srl_config *cfg)
     s->flood = f;
     pthread_mutex_lock(&reg_mu);
     f->next = reg_head;
-    reg_head = f;
+    __atomic_store_n(&reg_head, f, __ATOMIC_RELEASE);   /* flush peeks without reg_mu */
     pthread_mutex_unlock(&reg_mu);
     return 0;
 }
@@ -416,6 +416,12 @@ static void flush_one(struct srl__shm *s)
 
 void srl__shm_flood_flush(void)
 {
+    /* Most processes have no cache (it is opt-in): then srl_stats_get,
+     * foreach and evict take no process-wide mutex.  A cache registered
+     * after this peek has no counts to flush yet; one being closed flushes
+     * itself (srl__shm_flood_close). */
+    if (__atomic_load_n(&reg_head, __ATOMIC_ACQUIRE) == NULL)
+        return;
     pthread_mutex_lock(&reg_mu);
     for (struct srl__shm_flood *f = reg_head; f != NULL; f = f->next)
         flush_one(f->owner);
@@ -429,7 +435,7 @@ void srl__shm_flood_close(struct srl__shm *s)
     pthread_mutex_lock(&reg_mu);
     for (struct srl__shm_flood **p = &reg_head; *p != NULL; p = &(*p)->next)
         if (*p == s->flood) {
-            *p = s->flood->next;
+            __atomic_store_n(p, s->flood->next, __ATOMIC_RELEASE);
             break;
         }
     pthread_mutex_unlock(&reg_mu);
