@@ -33,8 +33,10 @@ enum {
     SRL__SHM_TEST_GET_THEN_PUT = 0x4u,  /* broken: search, unlock, then insert (no both-locks) */
     SRL__SHM_TEST_NOLOCK_REFUND = 0x8u, /* broken: refund an existing key without its lock */
     SRL__SHM_TEST_NOLOCK_ENTER = 0x10u, /* broken: srl_enter on an existing key without its lock */
-    SRL__SHM_TEST_SLOW_CREATE = 0x20u,  /* creator pauses 3 s before its first write
-                                           (a creator descheduled on a loaded machine) */
+    SRL__SHM_TEST_SLOW_CREATE = 0x20u,  /* creator pauses 3 s once its INIT header is at
+                                           the name (descheduled on a loaded machine) */
+    SRL__SHM_TEST_SLOW_LINK = 0x8000u,  /* creator waits, its file unnamed, until someone
+                                           else has made the name, then links */
     /* Live policy changes (tests/check_shm_live.c). */
     SRL__SHM_TEST_LIVE_NO_CONVERT = 0x40u, /* broken: a slot of the previous generation
                                               keeps its bytes as they are */
