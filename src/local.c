@@ -1065,7 +1065,7 @@ static int local_decide(srl_limiter *lim, const void *key, size_t len, uint32_t 
                     sched_yield();   /* the amplifier: a retirement before we count */
                 count_decision(l, n, d->allowed);
 #ifdef SRL_MUTANTS
-                if (__atomic_load_n(node_word(n), __ATOMIC_RELAXED) == WORD_TOMB)
+                if (node_dead(n) || __atomic_load_n(node_word(n), __ATOMIC_RELAXED) == WORD_TOMB)
                     LF_SAW(l, lf_late);   /* counted on a state retired meanwhile */
 #endif
                 node_done(n);
