@@ -18,8 +18,8 @@
  * count, and moves the clock one window on (every state back to a full
  * burst).  Wall-clock time only bounds the waits (WAIT_NS): a run that
  * cannot make progress fails instead of hanging; nothing timed is asserted.
- *   - one hot key, 8 threads: exactly N per window;
- *   - many keys, 8 threads: exactly N per key per window;
+ *   - one hot key, 8 threads: exactly 256 per window;
+ *   - 16 keys, 8 threads: exactly 64 per key per window;
  *   - eviction (a sweeping thread) and reclamation (a thread creating new
  *     keys in a full table) racing the deciders: exactly N per window, each
  *     new key's first decision on a fresh state (no TAT written to a
@@ -528,8 +528,9 @@ static void ck_exact_run(struct race *r)
 static void hot_keys_run(struct race *r, int nkeys, unsigned broken)
 {
     fake_clock *clock = fake_clock_shared(5 * SEC);
-    *r = (struct race){.clock = clock, .burst = 32, .nkeys = nkeys, .epochs = 40,
-                       .min_seen = nkeys == 1 ? 50 : 10, .which = 0,
+    /* A large burst: the CASes race while a window's permits last. */
+    *r = (struct race){.clock = clock, .burst = nkeys == 1 ? 256 : 64, .nkeys = nkeys,
+                       .epochs = 40, .min_seen = nkeys == 1 ? 50 : 20, .which = 0,
                        .stop_on_wrong = broken != 0};
     r->lim = open_gcra(r->burst, 1024, SRL_CONFIG_LOCKFREE, clock);
     if (broken)
