@@ -624,8 +624,14 @@ static void free_node_rcu(struct rcu_head *head)
     struct lnode *n = caa_container_of(head, struct lnode, u.rcu);
     TSAN_ACQUIRE(&n->u.rcu);
     struct local *l = n->owner;
+#ifdef SRL_MUTANTS
+    /* call_rcu's worker may run while a test switches variants. */
+    bool early = __atomic_load_n(&l->broken, __ATOMIC_RELAXED) & SRL__LOCAL_BROKEN_LF_RETIRE_EARLY;
+#else
+    bool early = false;
+#endif
     pthread_mutex_lock(&l->retire_lock);
-    if (!SRL__MUTANT(l->broken, SRL__LOCAL_BROKEN_LF_RETIRE_EARLY)) {
+    if (!early) {
         struct shard *s = my_shard(l);
         shard_add(&s->retired_allowed, __atomic_load_n(&n->allowed, __ATOMIC_RELAXED));
         shard_add(&s->retired_denied, __atomic_load_n(&n->denied, __ATOMIC_RELAXED));
@@ -1606,7 +1612,7 @@ int srl__local_set_broken(srl_limiter *lim, unsigned flags)
 {
     if (lim == NULL || lim->ops != &local_ops || (flags & ~SRL__LOCAL_BROKEN_ALL) != 0)
         return SRL_EINVAL;
-    local_of(lim)->broken = flags;
+    __atomic_store_n(&local_of(lim)->broken, flags, __ATOMIC_RELAXED);
     return 0;
 }
 

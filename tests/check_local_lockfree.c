@@ -52,6 +52,17 @@ static uint64_t wall_ns(void)
     return srl_monotonic_ns(NULL);
 }
 
+/* SRL_LF_MUTANT=<SRL__LOCAL_BROKEN_* bits> switches a broken variant on in
+ * every race below, the exact ones too, which must then fail: how the
+ * report shows each race test failing against its broken variant
+ * (e.g. SRL_LF_MUTANT=0x20 CK_RUN_CASE=hot).  A run with a variant stops at
+ * the first wrong count.  Unset in the suite's own runs. */
+static unsigned env_mutant(void)
+{
+    const char *v = getenv("SRL_LF_MUTANT");
+    return v != NULL ? (unsigned)strtoul(v, NULL, 0) : 0;
+}
+
 static srl_limiter *open_gcra(uint32_t permits, uint64_t capacity, uint32_t flags,
                               fake_clock *clock)
 {
@@ -301,12 +312,20 @@ static void *evict_loop(void *p)
     return NULL;
 }
 
-/* Resets the hot keys one after another, as fast as it can. */
+/* Resets the hot keys one after another, one per 8 admissions (so that the
+ * deciders mostly decide on live states, and reset ones race them). */
 static void *reset_loop(void *p)
 {
     struct race *r = p;
     pthread_barrier_wait(&r->go);
+    uint64_t last = 0;
     for (unsigned i = 0; !stopping(r); i++) {
+        uint64_t g = __atomic_load_n(&r->granted, __ATOMIC_RELAXED);
+        if (g - last < 8) {
+            sched_yield();
+            continue;
+        }
+        last = g;
         char key[16];
         int len = snprintf(key, sizeof key, "hot-%u", i % (unsigned)r->nkeys);
         int rc = srl_reset_key(r->lim, key, (size_t)len);
@@ -529,6 +548,7 @@ static void hot_keys_run(struct race *r, int nkeys, unsigned broken)
 {
     fake_clock *clock = fake_clock_shared(5 * SEC);
     /* A large burst: the CASes race while a window's permits last. */
+    broken |= env_mutant();
     *r = (struct race){.clock = clock, .burst = nkeys == 1 ? 256 : 64, .nkeys = nkeys,
                        .epochs = 40, .min_seen = nkeys == 1 ? 50 : 20, .which = 0,
                        .stop_on_wrong = broken != 0};
@@ -590,6 +610,7 @@ END_TEST
  * window in which a sweep retires the state at the start of a window. */
 static void retire_run(struct race *r, unsigned broken)
 {
+    broken |= env_mutant();
     fake_clock *clock = fake_clock_shared(5 * SEC);
     *r = (struct race){.clock = clock, .burst = 8, .nkeys = 1, .epochs = 200,
                        .min_seen = 20, .which = 1, .evictor = 1, .churner = 1,
@@ -631,10 +652,13 @@ END_TEST
 
 static void reset_run(struct race *r, unsigned broken)
 {
+    broken |= env_mutant();
     fake_clock *clock = fake_clock_shared(5 * SEC);
     *r = (struct race){.clock = clock, .burst = 64, .nkeys = 4, .epochs = 1,
                        .min_seen = 100, .which = 2, .resetter = 1, .evictor = 1};
-    r->lim = open_gcra(r->burst, 64, SRL_CONFIG_LOCKFREE, clock);
+    /* Room for the retired nodes awaiting their grace period (4 x capacity):
+     * the deciders rarely wait for reclamation. */
+    r->lim = open_gcra(r->burst, 4096, SRL_CONFIG_LOCKFREE, clock);
     ck_assert_int_eq(srl__local_set_broken(r->lim, SRL__LOCAL_BROKEN_YIELD | broken), 0);
     race_run(r);
 }
@@ -673,19 +697,26 @@ END_TEST
 static Suite *local_lockfree_suite(void)
 {
     Suite *s = suite_create("local_lockfree");
-    TCase *tc = tcase_create("lockfree");
-    tcase_set_timeout(tc, 0); /* meson's per-test timeout bounds the run */
-    tcase_add_test(tc, a_lockfree_handle_answers_exactly_as_a_locked_one);
-    tcase_add_test(tc, the_flag_is_accepted_and_changes_nothing_on_other_policies);
-    tcase_add_test(tc, eight_threads_on_one_hot_key_admit_exactly_the_burst_in_every_window);
-    tcase_add_test(tc, one_hot_key_catches_a_blind_store_instead_of_the_cas);
-    tcase_add_test(tc, eight_threads_on_sixteen_keys_admit_exactly_the_burst_per_key_per_window);
-    tcase_add_test(tc, sixteen_keys_catch_a_blind_store_instead_of_the_cas);
-    tcase_add_test(tc, eviction_and_reclamation_racing_lockfree_deciders_keep_every_window_exact);
-    tcase_add_test(tc, eviction_race_catches_a_cas_that_ignores_the_retired_version);
-    tcase_add_test(tc, resets_racing_lockfree_deciders_leave_the_stats_exact);
-    tcase_add_test(tc, reset_race_catches_counts_retired_before_the_grace_period);
-    suite_add_tcase(s, tc);
+    /* One case per race, so that CK_RUN_CASE can run one (see env_mutant). */
+    TCase *one = tcase_create("single");
+    tcase_add_test(one, a_lockfree_handle_answers_exactly_as_a_locked_one);
+    tcase_add_test(one, the_flag_is_accepted_and_changes_nothing_on_other_policies);
+    TCase *hot = tcase_create("hot");
+    tcase_add_test(hot, eight_threads_on_one_hot_key_admit_exactly_the_burst_in_every_window);
+    tcase_add_test(hot, one_hot_key_catches_a_blind_store_instead_of_the_cas);
+    tcase_add_test(hot, eight_threads_on_sixteen_keys_admit_exactly_the_burst_per_key_per_window);
+    tcase_add_test(hot, sixteen_keys_catch_a_blind_store_instead_of_the_cas);
+    TCase *retire = tcase_create("retire");
+    tcase_add_test(retire, eviction_and_reclamation_racing_lockfree_deciders_keep_every_window_exact);
+    tcase_add_test(retire, eviction_race_catches_a_cas_that_ignores_the_retired_version);
+    TCase *reset = tcase_create("reset");
+    tcase_add_test(reset, resets_racing_lockfree_deciders_leave_the_stats_exact);
+    tcase_add_test(reset, reset_race_catches_counts_retired_before_the_grace_period);
+    TCase *cases[] = {one, hot, retire, reset};
+    for (unsigned i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        tcase_set_timeout(cases[i], 0); /* meson's per-test timeout bounds the run */
+        suite_add_tcase(s, cases[i]);
+    }
     return s;
 }
 
