@@ -531,8 +531,9 @@ static void report(const char *what, struct race *r)
 }
 
 /* The real code: every window exact, the interleaving seen, no stall. */
-static void ck_exact_run(struct race *r)
+static void ck_exact_run(struct race *r, const char *what)
 {
+    report(what, r);
     ck_assert_int_eq(r->errors, 0);
     ck_assert_msg(!r->stalled, "a wait ran out (a lost permit, or no progress)");
     ck_assert_msg(r->wrong_epoch == 0, "window %d admitted %llu, due %llu", r->wrong_epoch,
@@ -542,28 +543,43 @@ static void ck_exact_run(struct race *r)
                   (unsigned long long)r->min_seen);
 }
 
+/* Open r's limiter (GCRA, r->burst a window, lock-free), switch on the
+ * variants (and SRL_LF_MUTANT's), and run. */
+static void start_race(struct race *r, uint64_t capacity, unsigned broken)
+{
+    broken |= env_mutant();
+    r->clock = fake_clock_shared(5 * SEC);
+    r->stop_on_wrong = (broken & ~SRL__LOCAL_BROKEN_YIELD) != 0;
+    r->lim = open_gcra(r->burst, capacity, SRL_CONFIG_LOCKFREE, r->clock);
+    if (broken)
+        ck_assert_int_eq(srl__local_set_broken(r->lim, broken), 0);
+    race_run(r);
+}
+
+/* A broken variant's run: some window admitted more than its permits. */
+static void ck_caught_over_admitting(struct race *r, const char *what)
+{
+    report(what, r);
+    ck_assert_msg(r->wrong_epoch > 0, "%s: never caught", what);
+    ck_assert_uint_gt(r->wrong_got, r->wrong_want);
+    srl_close(r->lim);
+}
+
 /* --- one hot key; many keys */
 
 static void hot_keys_run(struct race *r, int nkeys, unsigned broken)
 {
-    fake_clock *clock = fake_clock_shared(5 * SEC);
     /* A large burst: the CASes race while a window's permits last. */
-    broken |= env_mutant();
-    *r = (struct race){.clock = clock, .burst = nkeys == 1 ? 256 : 64, .nkeys = nkeys,
-                       .epochs = 40, .min_seen = nkeys == 1 ? 50 : 20, .which = 0,
-                       .stop_on_wrong = broken != 0};
-    r->lim = open_gcra(r->burst, 1024, SRL_CONFIG_LOCKFREE, clock);
-    if (broken)
-        ck_assert_int_eq(srl__local_set_broken(r->lim, broken), 0);
-    race_run(r);
+    *r = (struct race){.burst = nkeys == 1 ? 256 : 64, .nkeys = nkeys, .epochs = 40,
+                       .min_seen = nkeys == 1 ? 50 : 20, .which = 0};
+    start_race(r, 1024, broken);
 }
 
 START_TEST(eight_threads_on_one_hot_key_admit_exactly_the_burst_in_every_window)
 {
     struct race r;
     hot_keys_run(&r, 1, 0);
-    report("one hot key", &r);
-    ck_exact_run(&r);
+    ck_exact_run(&r, "one hot key");
     ck_stats_exact(&r);
     srl_close(r.lim);
 }
@@ -573,10 +589,7 @@ START_TEST(one_hot_key_catches_a_blind_store_instead_of_the_cas)
 {
     struct race r;
     hot_keys_run(&r, 1, SRL__LOCAL_BROKEN_LF_BLIND_STORE);
-    report("one hot key, blind store", &r);
-    ck_assert_msg(r.wrong_epoch > 0, "the blind store was never caught");
-    ck_assert_uint_gt(r.wrong_got, r.wrong_want);   /* it over-admits */
-    srl_close(r.lim);
+    ck_caught_over_admitting(&r, "one hot key, blind store");
 }
 END_TEST
 
@@ -584,8 +597,7 @@ START_TEST(eight_threads_on_sixteen_keys_admit_exactly_the_burst_per_key_per_win
 {
     struct race r;
     hot_keys_run(&r, MAX_KEYS, 0);
-    report("16 keys", &r);
-    ck_exact_run(&r);
+    ck_exact_run(&r, "16 keys");
     ck_stats_exact(&r);
     srl_close(r.lim);
 }
@@ -595,10 +607,7 @@ START_TEST(sixteen_keys_catch_a_blind_store_instead_of_the_cas)
 {
     struct race r;
     hot_keys_run(&r, MAX_KEYS, SRL__LOCAL_BROKEN_LF_BLIND_STORE);
-    report("16 keys, blind store", &r);
-    ck_assert_msg(r.wrong_epoch > 0, "the blind store was never caught");
-    ck_assert_uint_gt(r.wrong_got, r.wrong_want);
-    srl_close(r.lim);
+    ck_caught_over_admitting(&r, "16 keys, blind store");
 }
 END_TEST
 
@@ -610,24 +619,18 @@ END_TEST
  * window in which a sweep retires the state at the start of a window. */
 static void retire_run(struct race *r, unsigned broken)
 {
-    broken |= env_mutant();
-    fake_clock *clock = fake_clock_shared(5 * SEC);
-    *r = (struct race){.clock = clock, .burst = 8, .nkeys = 1, .epochs = 200,
-                       .min_seen = 20, .which = 1, .evictor = 1, .churner = 1,
-                       .stop_on_wrong = broken != 0};
-    r->lim = open_gcra(r->burst, 1 + 2 * CHURN_PER_EPOCH, SRL_CONFIG_LOCKFREE, clock);
-    ck_assert_int_eq(srl__local_set_broken(r->lim, SRL__LOCAL_BROKEN_YIELD | broken), 0);
-    race_run(r);
+    *r = (struct race){.burst = 8, .nkeys = 1, .epochs = 200, .min_seen = 20, .which = 1,
+                       .evictor = 1, .churner = 1};
+    start_race(r, 1 + 2 * CHURN_PER_EPOCH, SRL__LOCAL_BROKEN_YIELD | broken);
 }
 
 START_TEST(eviction_and_reclamation_racing_lockfree_deciders_keep_every_window_exact)
 {
     struct race r;
     retire_run(&r, 0);
-    report("retire race", &r);
+    ck_exact_run(&r, "retire race");
     fprintf(stderr, "  new keys: %llu not fresh, %llu untracked\n",
             (unsigned long long)r.not_fresh, (unsigned long long)r.untracked);
-    ck_exact_run(&r);
     ck_assert_uint_eq(r.not_fresh, 0);   /* no TAT ever written to a reused node */
     ck_stats_exact(&r);
     srl_stats st;
@@ -641,10 +644,7 @@ START_TEST(eviction_race_catches_a_cas_that_ignores_the_retired_version)
 {
     struct race r;
     retire_run(&r, SRL__LOCAL_BROKEN_LF_NO_TOMBSTONE);
-    report("retire race, no tombstone", &r);
-    ck_assert_msg(r.wrong_epoch > 0, "the CAS on a retired state was never caught");
-    ck_assert_uint_gt(r.wrong_got, r.wrong_want);
-    srl_close(r.lim);
+    ck_caught_over_admitting(&r, "retire race, no tombstone");
 }
 END_TEST
 
@@ -652,23 +652,18 @@ END_TEST
 
 static void reset_run(struct race *r, unsigned broken)
 {
-    broken |= env_mutant();
-    fake_clock *clock = fake_clock_shared(5 * SEC);
-    *r = (struct race){.clock = clock, .burst = 64, .nkeys = 4, .epochs = 1,
-                       .min_seen = 100, .which = 2, .resetter = 1, .evictor = 1};
+    *r = (struct race){.burst = 64, .nkeys = 4, .epochs = 1, .min_seen = 100, .which = 2,
+                       .resetter = 1, .evictor = 1};
     /* Room for the retired nodes awaiting their grace period (4 x capacity):
      * the deciders rarely wait for reclamation. */
-    r->lim = open_gcra(r->burst, 4096, SRL_CONFIG_LOCKFREE, clock);
-    ck_assert_int_eq(srl__local_set_broken(r->lim, SRL__LOCAL_BROKEN_YIELD | broken), 0);
-    race_run(r);
+    start_race(r, 4096, SRL__LOCAL_BROKEN_YIELD | broken);
 }
 
 START_TEST(resets_racing_lockfree_deciders_leave_the_stats_exact)
 {
     struct race r;
     reset_run(&r, 0);
-    report("reset race", &r);
-    ck_exact_run(&r);
+    ck_exact_run(&r, "reset race");
     ck_assert_uint_gt(r.seen.tombstones, 0);
     ck_stats_exact(&r);
     srl_close(r.lim);
