@@ -566,6 +566,28 @@ typedef struct srl_config {
 #define SRL_CONFIG_FLOOD_CACHE 0x2u
 
 /*
+ * SRL_CONFIG_LOCKFREE: decide a tracked key's plain srl_acquire without a
+ * lock where the policy's state is one 64-bit word.
+ *
+ * In the in-process store (srl_open_local): a handle whose policy is one
+ * GCRA limit (no other limit in the compound, no ",penalty=", not
+ * SRL_CONFIG_DRY_RUN) decides srl_acquire on a key it finds with one
+ * compare-and-swap of the key's TAT: no mutex, nothing to undo (a denial
+ * writes nothing).  The answers, the states and srl_stats_get are exactly
+ * those of the locked path: srl_reset_key, srl_evict_idle and the
+ * reclamation of a full table retire a state with a compare-and-swap too,
+ * so an acquire never lands on a retired or reused state, and a key's
+ * counts are moved to the totals only once no such acquire can still be
+ * counting it.  srl_reserve with a wait, srl_refund, srl_peek and srl_foreach
+ * keep the key's lock (their writes are compare-and-swaps as well).  Every
+ * other policy is decided under the lock as without the flag; the flag is
+ * then accepted and changes nothing.  What it costs: the per-key counters
+ * become atomic adds on the key's own line (docs/design.md, "Lock-free
+ * GCRA in the in-process store").
+ */
+#define SRL_CONFIG_LOCKFREE 0x4u
+
+/*
  * TIERS: one segment, several named policies ("free" 100 a minute, "paid"
  * 10000).  Tier 0 is the config's own policy, named "default"; the config
  * may add up to SRL_TIERS_MAX - 1 more (cfg->tiers[i] is tier i + 1).  A
