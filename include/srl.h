@@ -583,7 +583,8 @@ typedef struct srl_config {
  * other policy is decided under the lock as without the flag; the flag is
  * then accepted and changes nothing.  What it costs: the per-key counters
  * become atomic adds on the key's own line (docs/design.md, "Lock-free
- * GCRA in the in-process store").
+ * GCRA in the in-process store").  The shared, anonymous and Redis stores
+ * accept the flag and decide under their locks as without it.
  */
 #define SRL_CONFIG_LOCKFREE 0x4u
 

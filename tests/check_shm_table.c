@@ -661,19 +661,27 @@ START_TEST(a_key_displaced_from_its_home_is_still_found_exactly)
     struct srl__shm_key x;
     srl__shm_hash(s, "displaced", 9, &x);
     /* Fill both of x's home windows with other keys, one request each: a
-     * filler that lands there is one whose own home overlaps x's. */
+     * filler that lands there is one whose own home overlaps x's, or one
+     * that found its bucket's other slots taken, or one a relocation moved
+     * there later (so the keys in x's home are named after the loop). */
     char key[32];
     uint64_t fillers[4 * SRL__SHM_HOME_SLOTS];
     unsigned nf = 0;
-    for (uint64_t n = 0; n < 4000000 && (home_free(s, x.b1, x.home1) >= 0 ||
-                                         home_free(s, x.b2, x.home2) >= 0); n++) {
+    uint64_t end = 0;
+    for (; end < 4000000 && (home_free(s, x.b1, x.home1) >= 0 ||
+                             home_free(s, x.b2, x.home2) >= 0); end++) {
+        key_of(key, sizeof key, end);
+        struct srl__shm_key k;
+        srl__shm_hash(s, key, strlen(key), &k);
+        if (k.b1 == x.b1 || k.b2 == x.b1 || k.b1 == x.b2 || k.b2 == x.b2)
+            acq(lim, key, 1);
+    }
+    for (uint64_t n = 0; n < end; n++) {
         key_of(key, sizeof key, n);
         struct srl__shm_key k;
         srl__shm_hash(s, key, strlen(key), &k);
-        bool hits = (k.b1 == x.b1 || k.b2 == x.b1 || k.b1 == x.b2 || k.b2 == x.b2);
-        if (!hits)
+        if (!(k.b1 == x.b1 || k.b2 == x.b1 || k.b1 == x.b2 || k.b2 == x.b2))
             continue;
-        acq(lim, key, 1);
         uint64_t b;
         int i = where(s, &k, &b);
         ck_assert_int_ge(i, 0);
@@ -686,7 +694,17 @@ START_TEST(a_key_displaced_from_its_home_is_still_found_exactly)
     }
     ck_assert_int_lt(home_free(s, x.b1, x.home1), 0);
     ck_assert_int_lt(home_free(s, x.b2, x.home2), 0);
-    ck_assert_uint_eq(nf, 2 * SRL__SHM_HOME_SLOTS);
+    /* Two windows of home slots; fewer distinct ones when both candidates
+     * are one bucket and the windows overlap (the hash key is random, so
+     * now and then they do).  nf was 3, not 4, in one run of many when the
+     * fillers were named as they landed: a relocation had moved a key in,
+     * or the windows overlapped. */
+    unsigned homes = 2 * SRL__SHM_HOME_SLOTS;
+    if (x.b1 == x.b2) {
+        unsigned gap = x.home1 > x.home2 ? x.home1 - x.home2 : x.home2 - x.home1;
+        homes -= gap < SRL__SHM_HOME_SLOTS ? SRL__SHM_HOME_SLOTS - gap : 0;
+    }
+    ck_assert_uint_eq(nf, homes);
     /* x itself: away from home, found every time, counted exactly. */
     for (uint32_t r = 1; r <= PERMITS; r++) {
         srl_decision d;
