@@ -566,6 +566,28 @@ typedef struct srl_config {
 #define SRL_CONFIG_FLOOD_CACHE 0x2u
 
 /*
+ * SRL_CONFIG_LOCKFREE: this handle of a shared or anonymous store decides a
+ * key it finds, under a GCRA tier, without the bucket lock: one 16-byte
+ * compare-and-swap of the slot's sequence word and TAT (docs/design.md,
+ * "Lock-free GCRA (layout 7)").  Taken only by a plain srl_acquire /
+ * srl_acquire_tier of a key already in the table whose tier is one GCRA
+ * limit with no ban period, on a segment created with a GCRA limit in some
+ * tier (its slots are then 16-byte aligned), on a CPU with cmpxchg16b
+ * (x86-64); everything else (a new key, a tier change, token bucket, the
+ * sliding algorithms, compounds of several limits, penalties, srl_enter,
+ * srl_reserve with a wait, refunds, dry run) takes the lock as without the
+ * flag, and the answers are the same either way; handles with and without
+ * it may share a segment.  A crash mid-decision leaves nothing to repair.
+ * What it costs: an admission is an atomic add to its bucket's counters
+ * and generation word either way (layout 7); a decision that loses its CAS
+ * to a concurrent one retries a few times, then takes the lock; a slot
+ * being written under the lock sends the decider to the lock.  GCRA slots
+ * grow to a multiple of 16 bytes.  Other stores ignore the flag.  The
+ * in-process store: see srl_open_local.
+ */
+#define SRL_CONFIG_LOCKFREE 0x4u
+
+/*
  * TIERS: one segment, several named policies ("free" 100 a minute, "paid"
  * 10000).  Tier 0 is the config's own policy, named "default"; the config
  * may add up to SRL_TIERS_MAX - 1 more (cfg->tiers[i] is tier i + 1).  A

@@ -44,6 +44,15 @@ enum {
     SRL__SHM_TEST_CHANGE_NO_SWEEP = 0x200u, /* broken: the changer skips its sweep */
     SRL__SHM_TEST_CHANGE_DIE = 0x400u,  /* the changer SIGKILLs itself at its n-th
                                            step (srl__shm_set_test_die) */
+    /* The lock-free GCRA path (tests/check_shm_lockfree.c).  Each yields
+     * between reading a slot and writing it, as a preemption would. */
+    SRL__SHM_TEST_LF_STORE = 0x800u,    /* broken: a plain store of the TAT, no CAS */
+    SRL__SHM_TEST_LF_NO_SEQ = 0x1000u,  /* broken: the CAS expects the meta word it
+                                           finds at commit time (seq ignored) */
+    SRL__SHM_TEST_LF_WRITERS_NO_SEQ = 0x2000u, /* broken: locked writers leave seq
+                                           alone (freeze and thaw do nothing) */
+    SRL__SHM_TEST_LF_DIE_FROZEN = 0x4000u, /* a locked decision SIGKILLs itself with
+                                           the slot frozen (seq odd), mid-write */
 };
 /* The n-th step (1-based: each bucket of the sweep, under its lock; then
  * before, in the middle of and after the spare copy; after publishing) at

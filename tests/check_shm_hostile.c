@@ -1078,12 +1078,16 @@ START_TEST(srl_check_reports_each_documented_kind_of_table_damage_exactly_once)
                       (want));                                                               \
     } while (0)
 
-    /* The meta word's flags are written by nobody yet (layout 5 writes the tier). */
-    slot[SRL__SLOT_META + 2] = 0x01;
-    EXPECT_PROBLEMS(1, "meta word set");
-    ck_assert_ptr_nonnull(strstr(l.last, "meta word set"));
-    slot[SRL__SLOT_META + 2] = 0;
-    EXPECT_PROBLEMS(0, "meta word restored");
+    /* An odd seq (layout 7) with no lock owner: a write cut short that no
+     * repair saw; its next user resets the slot. */
+    uint16_t seq0;
+    memcpy(&seq0, slot + SRL__SLOT_SEQ, sizeof seq0);
+    uint16_t odd = (uint16_t)(seq0 | 1u);
+    memcpy(slot + SRL__SLOT_SEQ, &odd, sizeof odd);
+    EXPECT_PROBLEMS(1, "seq odd");
+    ck_assert_ptr_nonnull(strstr(l.last, "sequence word odd"));
+    memcpy(slot + SRL__SLOT_SEQ, &seq0, sizeof seq0);
+    EXPECT_PROBLEMS(0, "seq restored");
 
     BK(&v, b, tags)[i] = (uint8_t)(tag == 0xff ? 0xfe : tag + 1);
     EXPECT_PROBLEMS(1, "tag without a matching fingerprint");
