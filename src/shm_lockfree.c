@@ -58,10 +58,11 @@
  *   repair.
  *
  * Per-key counters (srl_foreach) are added after the CAS, guarded by the
- * meta word being still the one committed; a decider preempted between
- * that check and its add while the slot is relocated and reused may add
- * its one count to the old copy (dropped).  srl_stats's bucket counters
- * are exact regardless.
+ * slot still holding the key (tag and fp); a decider preempted between its
+ * CAS and that add while the key is relocated may lose its one count (the
+ * copy was taken before), and one preempted between the check and the add
+ * while the slot is also reused by another key may add it to that key.
+ * srl_stats's bucket counters are exact regardless.
  */
 #include "shm.h"
 
@@ -157,6 +158,20 @@ static uint32_t *slot_ctr(const struct srl__shm *s, uint64_t b, unsigned i, unsi
     return (uint32_t *)(srl__shm_slot(s, b, i) + s->counters_off + which);
 }
 
+/* The slot still holds k (its tag and fp): where its per-key counter goes.
+ * Not seq: a locked decision of the key in between changes seq and the
+ * count is still the key's. */
+static bool still_here(const struct srl__shm *s, uint64_t b, unsigned i,
+                       const struct srl__shm_key *k)
+{
+    const unsigned char *slot = srl__shm_slot(s, b, i);
+    if (__atomic_load_n(&srl__shm_bucket(s, b)->tags[i], __ATOMIC_ACQUIRE) != k->tag)
+        return false;
+    uint64_t f0 = load64(slot + SRL__SLOT_FP, __ATOMIC_RELAXED);
+    uint64_t f1 = load64(slot + SRL__SLOT_FP + 8, __ATOMIC_RELAXED);
+    return memcmp(&f0, k->fp, 8) == 0 && memcmp(&f1, k->fp + 8, 8) == 0;
+}
+
 /* Outcomes of one try on one slot. */
 enum { LF_DONE, LF_OTHER, LF_RETRY, LF_LOCKED };
 
@@ -191,7 +206,7 @@ static int lf_try(struct srl__shm *s, const struct srl__shm_pol *p, uint64_t b, 
         /* Nothing written: counted, and handed to the flood cache as the
          * locked path would (the state the snapshot read, gen before it). */
         SRL__SHM_COUNT(bk->denied, 1);
-        if (load64(meta, __ATOMIC_ACQUIRE) == m1)
+        if (still_here(s, b, i, k))
             srl__shm_sat_add32(slot_ctr(s, b, i, SRL__CTR_DENIED), 1);
         if (io != NULL && d->retry_after_ns > 0) {
             io->recorded = 1;
@@ -222,7 +237,7 @@ committed:
 #endif
     srl__shm_gen_bump(s, b);
     SRL__SHM_COUNT(bk->allowed, 1);
-    if (load64(meta, __ATOMIC_ACQUIRE) == m1)
+    if (still_here(s, b, i, k))
         srl__shm_sat_add32(slot_ctr(s, b, i, SRL__CTR_ALLOWED), 1);
     return LF_DONE;
 }

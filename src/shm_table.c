@@ -455,7 +455,8 @@ static int decide_slot(struct srl__shm *s, uint64_t b, unsigned i, const struct 
     srl__shm_undo_begin(s, b, i);
 #ifdef SRL_MUTANTS
     if (s->test_flags & SRL__SHM_TEST_LF_WRITERS_NO_SEQ)
-        sched_yield();   /* a preemption between reading the state and writing it */
+        for (volatile unsigned n = 0; n < 2000; n++)
+            ;   /* a slow write: another core's lock-free decider gets in */
     if (s->test_flags & SRL__SHM_TEST_LF_DIE_FROZEN) {
         memset(srl__shm_slot_state(s, b, i), 0x5a, s->state_bytes);   /* half written */
         raise(SIGKILL);
