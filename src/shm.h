@@ -57,7 +57,8 @@
                                               when the creation policy has a
                                               GCRA limit (the lock-free GCRA
                                               path, shm_lockfree.c); counters
-                                              and gen updated by atomic adds */
+                                              and gen updated by atomic adds on
+                                              16-aligned segments */
 #define SRL__SHM_SLOTS 16u              /* slots per bucket */
 #define SRL__SHM_PAGE_BYTES 4096u       /* the header page (struct srl__shm_header) */
 #define SRL__SHM_HEADER_BYTES 12288u    /* header page + the two policy copies; the
@@ -466,17 +467,39 @@ static inline uint64_t srl__shm_tag_word(const struct srl__shm_bucket *bk, unsig
     return __atomic_load_n(&bk->tag_words[w], __ATOMIC_RELAXED);
 }
 
-/* Relaxed atomic add to a per-bucket counter.  An atomic read-modify-write
- * (layout 7): the lock-free path (shm_lockfree.c) adds to allowed, denied
- * and gen without the bucket lock, so a locked load-then-store could lose
- * its add. */
-#define SRL__SHM_COUNT(field, n) __atomic_fetch_add(&(field), (n), __ATOMIC_RELAXED)
+/* Relaxed add to a per-bucket counter that only lock holders write; the
+ * caller holds the bucket lock. */
+#define SRL__SHM_COUNT(field, n) \
+    __atomic_store_n(&(field), __atomic_load_n(&(field), __ATOMIC_RELAXED) + (n), __ATOMIC_RELAXED)
 
-/* Per-key counter add, saturating, atomic: both paths add to it (the
- * lock-free one without the lock). */
-static inline void srl__shm_sat_add32(uint32_t *p, uint32_t n)
+/* The segment's slots are 16-aligned (srl__shm_geometry: a GCRA limit in
+ * the creation policy), so lock-free deciders may exist (shm_lockfree.c). */
+static inline bool srl__shm_lf_seg(const struct srl__shm *s)
+{
+    return ((s->slot_bytes | s->slots_off) & 15u) == 0;
+}
+
+/* Add to a counter the lock-free path also adds to (bucket allowed, denied,
+ * gen): an atomic read-modify-write on a segment where lock-free deciders
+ * may exist (a locked load-then-store could lose their add), the plain
+ * relaxed load and store elsewhere (layout 6's cost). */
+#define SRL__SHM_SHARED_ADD(s, field, n)                                                 \
+    do {                                                                                 \
+        if (srl__shm_lf_seg(s))                                                          \
+            __atomic_fetch_add(&(field), (n), __ATOMIC_RELAXED);                          \
+        else                                                                             \
+            SRL__SHM_COUNT(field, n);                                                    \
+    } while (0)
+
+/* Per-key counter add, saturating: atomic where the lock-free path may add
+ * to it too (without the lock), plain elsewhere (the caller holds the lock). */
+static inline void srl__shm_sat_add32(const struct srl__shm *s, uint32_t *p, uint32_t n)
 {
     uint32_t v = __atomic_load_n(p, __ATOMIC_RELAXED);
+    if (!srl__shm_lf_seg(s)) {   /* no lock-free adder: the lock holder's plain add */
+        __atomic_store_n(p, v > UINT32_MAX - n ? UINT32_MAX : v + n, __ATOMIC_RELAXED);
+        return;
+    }
     uint32_t w;
     do
         w = v > UINT32_MAX - n ? UINT32_MAX : v + n;
@@ -568,7 +591,7 @@ int srl__shm_table_init(struct srl__shm *s);
 /* Bump bucket b's gen (lock held): a slot of b may now decide otherwise. */
 static inline void srl__shm_gen_bump(struct srl__shm *s, uint64_t b)
 {
-    SRL__SHM_COUNT(srl__shm_bucket(s, b)->gen, 1u);
+    SRL__SHM_SHARED_ADD(s, srl__shm_bucket(s, b)->gen, 1u);
 }
 /* Add n local denials of the key with fingerprint fp to bucket b (locked):
  * the bucket's denied (and would_deny on a dry-run handle) always, the

@@ -36,7 +36,8 @@
  *   - A denial writes no state (GCRA): it is decided on a snapshot of
  *     {meta, fp, TAT} that read the same even meta before and after.
  *   - Counters: bucket allowed / denied and gen, per-key allowed / denied
- *     are atomic adds on both paths (SRL__SHM_COUNT, srl__shm_sat_add32),
+ *     are atomic adds on both paths on a 16-aligned segment
+ *     (SRL__SHM_SHARED_ADD, srl__shm_sat_add32; plain adds elsewhere),
  *     so srl_stats stays exact.  An admission bumps the bucket's gen after
  *     its CAS, as a locked admission does after its write: the flood cache
  *     (shm_flood.c) sees the state changed.
@@ -205,9 +206,9 @@ static int lf_try(struct srl__shm *s, const struct srl__shm_pol *p, uint64_t b, 
     if (!d->allowed) {
         /* Nothing written: counted, and handed to the flood cache as the
          * locked path would (the state the snapshot read, gen before it). */
-        SRL__SHM_COUNT(bk->denied, 1);
+        SRL__SHM_SHARED_ADD(s, bk->denied, 1);
         if (still_here(s, b, i, k))
-            srl__shm_sat_add32(slot_ctr(s, b, i, SRL__CTR_DENIED), 1);
+            srl__shm_sat_add32(s, slot_ctr(s, b, i, SRL__CTR_DENIED), 1);
         if (io != NULL && d->retry_after_ns > 0) {
             io->recorded = 1;
             io->bucket = b;
@@ -236,9 +237,9 @@ static int lf_try(struct srl__shm *s, const struct srl__shm_pol *p, uint64_t b, 
 committed:
 #endif
     srl__shm_gen_bump(s, b);
-    SRL__SHM_COUNT(bk->allowed, 1);
+    SRL__SHM_SHARED_ADD(s, bk->allowed, 1);
     if (still_here(s, b, i, k))
-        srl__shm_sat_add32(slot_ctr(s, b, i, SRL__CTR_ALLOWED), 1);
+        srl__shm_sat_add32(s, slot_ctr(s, b, i, SRL__CTR_ALLOWED), 1);
     return LF_DONE;
 }
 #endif

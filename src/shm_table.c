@@ -336,13 +336,13 @@ static void count(struct srl__shm *s, uint64_t b, unsigned i, const srl_decision
 {
     struct srl__shm_bucket *bk = srl__shm_bucket(s, b);
     if (d->allowed) {
-        SRL__SHM_COUNT(bk->allowed, 1);
-        srl__shm_sat_add32(slot_allowed(s, b, i), 1);
+        SRL__SHM_SHARED_ADD(s, bk->allowed, 1);
+        srl__shm_sat_add32(s, slot_allowed(s, b, i), 1);
     } else {
-        SRL__SHM_COUNT(bk->denied, 1);
+        SRL__SHM_SHARED_ADD(s, bk->denied, 1);
         if (s->lim.dry_run)
             SRL__SHM_COUNT(bk->would_deny, 1);   /* the facade turns it (limiter.c) */
-        srl__shm_sat_add32(slot_denied(s, b, i), 1);
+        srl__shm_sat_add32(s, slot_denied(s, b, i), 1);
     }
 }
 
@@ -350,7 +350,7 @@ void srl__shm_count_denied(struct srl__shm *s, uint64_t b, const uint8_t fp[SRL_
                            uint32_t n)
 {
     struct srl__shm_bucket *bk = srl__shm_bucket(s, b);
-    SRL__SHM_COUNT(bk->denied, n);
+    SRL__SHM_SHARED_ADD(s, bk->denied, n);
     if (s->lim.dry_run)
         SRL__SHM_COUNT(bk->would_deny, n);
     struct srl__shm_key k;
@@ -358,7 +358,7 @@ void srl__shm_count_denied(struct srl__shm *s, uint64_t b, const uint8_t fp[SRL_
     k.tag = srl__shm_fp_tag(fp);
     int i = srl__shm_find_locked(s, b, &k);
     if (i >= 0)   /* else evicted or moved meanwhile: the per-key part is dropped */
-        srl__shm_sat_add32(slot_denied(s, b, (unsigned)i), n);
+        srl__shm_sat_add32(s, slot_denied(s, b, (unsigned)i), n);
 }
 
 /* One request: an admission of `cost` (srl_acquire; srl_reserve when
@@ -1108,9 +1108,9 @@ static int decide_k(srl_limiter *lim, const struct srl__shm_key *k, const void *
         }
         SRL__SHM_COUNT(bk->full, 1);
         if (d->allowed)
-            SRL__SHM_COUNT(bk->allowed, 1);
+            SRL__SHM_SHARED_ADD(s, bk->allowed, 1);
         else
-            SRL__SHM_COUNT(bk->denied, 1);
+            SRL__SHM_SHARED_ADD(s, bk->denied, 1);
         if (!d->allowed && s->lim.dry_run)
             SRL__SHM_COUNT(bk->would_deny, 1);
         unlock_pair(s, k);
