@@ -454,15 +454,29 @@ static int decide_slot(struct srl__shm *s, uint64_t b, unsigned i, const struct 
     const struct srl__compound *from = srl__shm_slot_current(s, p, b, i, now);
     srl__shm_undo_begin(s, b, i);
 #ifdef SRL_MUTANTS
-    if (s->test_flags & SRL__SHM_TEST_LF_WRITERS_NO_SEQ)
+    bool broken_done = false;
+    if ((s->test_flags & SRL__SHM_TEST_LF_WRITERS_NO_SEQ) && rq->apply == NULL &&
+        rq->lease == NULL && rq->max_wait == 0 && srl__shm_slot_tier(s, b, i) == rq->tier) {
+        /* Read, a slow write (another core's lock-free decider gets in:
+         * the slot is not frozen), write back what was decided. */
+        unsigned char copy[s->state_bytes] __attribute__((aligned(8)));
+        memcpy(copy, srl__shm_slot_state(s, b, i), s->state_bytes);
         for (volatile unsigned n = 0; n < 2000; n++)
-            ;   /* a slow write: another core's lock-free decider gets in */
+            ;
+        srl__cmp_decide(&p->cmp[rq->tier], copy, now, rq->cost, 1, d);
+        memcpy(srl__shm_slot_state(s, b, i), copy, s->state_bytes);
+        broken_done = true;
+    }
     if (s->test_flags & SRL__SHM_TEST_LF_DIE_FROZEN) {
         memset(srl__shm_slot_state(s, b, i), 0x5a, s->state_bytes);   /* half written */
         raise(SIGKILL);
     }
 #endif
     bool changed = false;
+#ifdef SRL_MUTANTS
+    if (broken_done)
+        goto decided;
+#endif
     if (srl__shm_slot_tier(s, b, i) != rq->tier) {
         changed = true;
         /* The key changes tier: its state is converted (tiers.c) from the
@@ -475,6 +489,9 @@ static int decide_slot(struct srl__shm *s, uint64_t b, unsigned i, const struct 
         memcpy(srl__shm_slot(s, b, i) + SRL__SLOT_TIER, &t, sizeof t);
     }
     decide_state(s, b, i, &p->cmp[rq->tier], now, rq, d);
+#ifdef SRL_MUTANTS
+decided:
+#endif
     /* The undo copy still holds the state before: a denial that wrote
      * nothing leaves gen alone, so other processes' cached denials of the
      * bucket stay valid. */
