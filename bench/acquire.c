@@ -72,19 +72,35 @@ static uint64_t batch_acquire_global(void *ctx, uint64_t start, uint64_t count)
     return allowed;
 }
 
-int bench_acq_open(bench_acq *a, bench_store s, srl_policy p, srl_ticker ticker,
-                   const bench_keys *k, uint64_t nkeys, const bench_seq *seq)
+static int acq_open(bench_acq *a, bench_store s, const srl_limits *l, srl_ticker ticker,
+                    uint32_t flags, const bench_keys *k, uint64_t nkeys, const bench_seq *seq);
+
+int bench_acq_open_flags(bench_acq *a, bench_store s, srl_policy p, srl_ticker ticker,
+                         uint32_t flags, const bench_keys *k, uint64_t nkeys,
+                         const bench_seq *seq)
 {
     srl_limits l;
     if (srl_limits_of(&p, &l) != 0) {
         memset(a, 0, sizeof *a);
         return a->rc = SRL_EPOLICY;
     }
-    return bench_acq_open_limits(a, s, &l, ticker, k, nkeys, seq);
+    return acq_open(a, s, &l, ticker, flags, k, nkeys, seq);
+}
+
+int bench_acq_open(bench_acq *a, bench_store s, srl_policy p, srl_ticker ticker,
+                   const bench_keys *k, uint64_t nkeys, const bench_seq *seq)
+{
+    return bench_acq_open_flags(a, s, p, ticker, 0, k, nkeys, seq);
 }
 
 int bench_acq_open_limits(bench_acq *a, bench_store s, const srl_limits *l, srl_ticker ticker,
                           const bench_keys *k, uint64_t nkeys, const bench_seq *seq)
+{
+    return acq_open(a, s, l, ticker, 0, k, nkeys, seq);
+}
+
+static int acq_open(bench_acq *a, bench_store s, const srl_limits *l, srl_ticker ticker,
+                    uint32_t flags, const bench_keys *k, uint64_t nkeys, const bench_seq *seq)
 {
     memset(a, 0, sizeof *a);
     a->k = k;
@@ -95,6 +111,7 @@ int bench_acq_open_limits(bench_acq *a, bench_store s, const srl_limits *l, srl_
     cfg.limits = *l;
     cfg.capacity = bench_capacity_for(nkeys);
     cfg.ticker = ticker;
+    cfg.flags = flags;
     int rc = bench_open(s, &cfg, &a->lim);
     if (rc == 0 && s == BENCH_SHARED_GLOBAL)
         rc = bench_global_lock_make(&a->g);

@@ -240,6 +240,10 @@ int bench_acq_open(bench_acq *a, bench_store s, srl_policy p, srl_ticker ticker,
 /* The same for a compound policy (several limits, all or nothing). */
 int bench_acq_open_limits(bench_acq *a, bench_store s, const srl_limits *l, srl_ticker ticker,
                           const bench_keys *k, uint64_t nkeys, const bench_seq *seq);
+/* bench_acq_open with srl_config.flags (SRL_CONFIG_LOCKFREE). */
+int bench_acq_open_flags(bench_acq *a, bench_store s, srl_policy p, srl_ticker ticker,
+                         uint32_t flags, const bench_keys *k, uint64_t nkeys,
+                         const bench_seq *seq);
 void bench_acq_close(bench_acq *a);
 /* The subject that times a (fn NULL if it failed to open). */
 bench_subject bench_acq_subject(bench_acq *a);

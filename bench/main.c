@@ -157,14 +157,14 @@ static void run_group(struct report *R, int si, int di, int ai, const bench_keys
     srl_ticker def = {srl_monotonic_ns, NULL}, coarse = {srl_monotonic_coarse_ns, NULL};
     struct per_row *row = &R->per[si][di][ai];
     enum { FLOOR, SHARED, LOCAL, GLOBAL, C_SHARED, C_LOCAL, D_SHARED, D_LOCAL, M_SHARED, M_LOCAL,
-           L_SHARED, NSUB };
+           L_SHARED, LF_LOCAL, NSUB };
     /* Two limits (the allow token bucket and the allow GCRA) next to one. */
     srl_limits two = {.count = 2};
     two.limit[0] = allow;
     two.limit[1] = bench_policy_allow(SRL_GCRA);
     int tb = decisions && a == SRL_TOKEN_BUCKET;
     struct { bench_store store; srl_policy p; srl_ticker t; int on; bench_cell *out;
-             const srl_limits *l; } spec[NSUB] = {
+             const srl_limits *l; uint32_t flags; } spec[NSUB] = {
         [SHARED] = {BENCH_SHARED, allow, def, 1, &row->shared},
         [LOCAL] = {BENCH_LOCAL, allow, def, decisions, &row->local},
         [GLOBAL] = {BENCH_SHARED_GLOBAL, allow, def, decisions && a == SRL_TOKEN_BUCKET,
@@ -180,7 +180,9 @@ static void run_group(struct report *R, int si, int di, int ai, const bench_keys
         [M_SHARED] = {BENCH_SHARED, allow, def, tb, &R->compound[si][di][0], &two},
         [M_LOCAL] = {BENCH_LOCAL, allow, def, tb, &R->compound[si][di][1], &two},
         [L_SHARED] = {BENCH_SHARED_LOCKFREE, allow, def, decisions && a == SRL_GCRA,
-                      &R->lockfree[si][di]},
+                      &R->lockfree_shared[si][di]},
+        [LF_LOCAL] = {BENCH_LOCAL, allow, def, decisions && a == SRL_GCRA, &R->lockfree[si][di],
+                      NULL, SRL_CONFIG_LOCKFREE},
     };
     bench_acq acq[NSUB];
     bench_subject subs[NSUB];
@@ -194,7 +196,8 @@ static void run_group(struct report *R, int si, int di, int ai, const bench_keys
         if (spec[i].l != NULL)
             bench_acq_open_limits(&acq[i], spec[i].store, spec[i].l, spec[i].t, k, n, seq);
         else
-            bench_acq_open(&acq[i], spec[i].store, spec[i].p, spec[i].t, k, n, seq);
+            bench_acq_open_flags(&acq[i], spec[i].store, spec[i].p, spec[i].t, spec[i].flags, k,
+                                 n, seq);
         subs[i] = bench_acq_subject(&acq[i]);
     }
     /* The floor: the same table bytes and slot size as the shared segment

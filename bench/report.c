@@ -191,7 +191,7 @@ static void print_per_decision(const struct report *R)
     for (int si = 0; si < 2; si++)
         for (int di = 0; di < 2; di++) {
             const struct per_row *r = &R->per[si][di][bench_algo_index(SRL_GCRA)];
-            const bench_cell *lf = &R->lockfree[si][di];
+            const bench_cell *lf = &R->lockfree_shared[si][di];
             printf("| %s | %s | %.1f | %s | %s | %s | %s |\n", size_name(R->sizes[si], a, sizeof a),
                    bench_dist_name((bench_dist)di), r->floor_ns, cell_ns(&r->shared, b, sizeof b),
                    cell_ns(lf, c, sizeof c),
@@ -217,6 +217,28 @@ static void print_per_decision(const struct report *R)
                    ratio(ms->ns, r->shared.ns, ms->rc == 0 && r->shared.rc == 0, d, sizeof d),
                    cell_ns(&r->local, e, sizeof e), cell_ns(ml, f, sizeof f),
                    ratio(ml->ns, r->local.ns, ml->rc == 0 && r->local.rc == 0, g, sizeof g));
+        }
+    printf("\n### GCRA without the key's mutex (local store, SRL_CONFIG_LOCKFREE)\n\n");
+    printf("The allow GCRA on the local store with the lock-free found-key path (one "
+           "compare-and-swap of the TAT, no mutex), timed in the same interleaved group as "
+           "the floor and the locked cells. Target (issue 17): <= 1.2x the floor at 1k keys, "
+           "and <= the shared store in every cell.\n\n");
+    printf("| keys | dist | floor | shared | local | local, lock-free | lock-free/floor | "
+           "lock-free/shared | lock-free/local |\n");
+    printf("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+    for (int si = 0; si < 2; si++)
+        for (int di = 0; di < 2; di++) {
+            const struct per_row *r = &R->per[si][di][bench_algo_index(SRL_GCRA)];
+            const bench_cell *lf = &R->lockfree[si][di];
+            char f[64], g[64], h[64];
+            printf("| %s | %s | %.1f | %s | %s | %s | %s | %s | %s |\n",
+                   size_name(R->sizes[si], a, sizeof a), bench_dist_name((bench_dist)di),
+                   r->floor_ns, cell_ns(&r->shared, b, sizeof b), cell_ns(&r->local, c, sizeof c),
+                   cell_ns(lf, d, sizeof d),
+                   ratio(lf->ns, r->floor_ns, lf->rc == 0 && r->floor_ns > 0, e, sizeof e),
+                   ratio(lf->ns, r->shared.ns, lf->rc == 0 && r->shared.rc == 0, f, sizeof f),
+                   ratio(lf->ns, r->local.ns, lf->rc == 0 && r->local.rc == 0, g, sizeof g));
+            (void)h;
         }
     printf("\n### Deny path (%s keys, uniform; policy 1/1h: every timed decision is a denial)\n\n",
            size_name(R->sizes[1], a, sizeof a));
@@ -531,7 +553,8 @@ int report_count_errors(const struct report *R)
             if (sec & BENCH_SEC_DECISIONS)
                 n += (R->global[si][di].rc != 0) + (R->coarse[si][di][0].rc != 0) +
                      (R->coarse[si][di][1].rc != 0) + (R->compound[si][di][0].rc != 0) +
-                     (R->compound[si][di][1].rc != 0);
+                     (R->compound[si][di][1].rc != 0) + (R->lockfree[si][di].rc != 0) +
+                     (R->lockfree_shared[si][di].rc != 0);
         }
     for (int ai = 0; ai < NALGO && (sec & BENCH_SEC_DECISIONS); ai++)
         n += (R->deny[ai][0].rc != 0) + (R->deny[ai][1].rc != 0);

@@ -566,24 +566,43 @@ typedef struct srl_config {
 #define SRL_CONFIG_FLOOD_CACHE 0x2u
 
 /*
- * SRL_CONFIG_LOCKFREE: this handle of a shared or anonymous store decides a
- * key it finds, under a GCRA tier, without the bucket lock: one 16-byte
- * compare-and-swap of the slot's sequence word and TAT (docs/design.md,
- * "Lock-free GCRA (layout 7)").  Taken only by a plain srl_acquire /
- * srl_acquire_tier of a key already in the table whose tier is one GCRA
- * limit with no ban period, on a segment created with a GCRA limit in some
- * tier (its slots are then 16-byte aligned), on a CPU with cmpxchg16b
- * (x86-64); everything else (a new key, a tier change, token bucket, the
- * sliding algorithms, compounds of several limits, penalties, srl_enter,
- * srl_reserve with a wait, refunds, dry run) takes the lock as without the
- * flag, and the answers are the same either way; handles with and without
- * it may share a segment.  A crash mid-decision leaves nothing to repair.
- * What it costs: an admission is an atomic add to its bucket's counters
- * and generation word either way (layout 7); a decision that loses its CAS
- * to a concurrent one retries a few times, then takes the lock; a slot
- * being written under the lock sends the decider to the lock.  GCRA slots
- * grow to a multiple of 16 bytes.  Other stores ignore the flag.  The
- * in-process store: see srl_open_local.
+ * SRL_CONFIG_LOCKFREE: decide a tracked key's plain srl_acquire without a
+ * lock where the policy's state is one 64-bit word.  Other stores ignore
+ * the flag.
+ *
+ * In a shared or anonymous store: the handle decides a key it finds, under
+ * a GCRA tier, without the bucket lock: one 16-byte compare-and-swap of the
+ * slot's sequence word and TAT (docs/design.md, "Lock-free GCRA (layout
+ * 7)").  Taken only by a plain srl_acquire / srl_acquire_tier of a key
+ * already in the table whose tier is one GCRA limit with no ban period, on
+ * a segment created with a GCRA limit in some tier (its slots are then
+ * 16-byte aligned), on a CPU with cmpxchg16b (x86-64); everything else (a
+ * new key, a tier change, token bucket, the sliding algorithms, compounds
+ * of several limits, penalties, srl_enter, srl_reserve with a wait,
+ * refunds, dry run) takes the lock as without the flag, and the answers
+ * are the same either way; handles with and without it may share a
+ * segment.  A crash mid-decision leaves nothing to repair.  What it costs:
+ * an admission is an atomic add to its bucket's counters and generation
+ * word either way (layout 7); a decision that loses its CAS to a
+ * concurrent one retries a few times, then takes the lock; a slot being
+ * written under the lock sends the decider to the lock.  GCRA slots grow
+ * to a multiple of 16 bytes.
+ *
+ * In the in-process store (srl_open_local): a handle whose policy is one
+ * GCRA limit (no other limit in the compound, no ",penalty=", not
+ * SRL_CONFIG_DRY_RUN) decides srl_acquire on a key it finds with one
+ * compare-and-swap of the key's TAT: no mutex, nothing to undo (a denial
+ * writes nothing).  The answers, the states and srl_stats_get are exactly
+ * those of the locked path: srl_reset_key, srl_evict_idle and the
+ * reclamation of a full table retire a state with a compare-and-swap too,
+ * so an acquire never lands on a retired or reused state, and a key's
+ * counts are moved to the totals only once no such acquire can still be
+ * counting it.  srl_reserve with a wait, srl_refund, srl_peek and srl_foreach
+ * keep the key's lock (their writes are compare-and-swaps as well).  Every
+ * other policy is decided under the lock as without the flag; the flag is
+ * then accepted and changes nothing.  What it costs: the per-key counters
+ * become atomic adds on the key's own line (docs/design.md, "Lock-free
+ * GCRA in the in-process store").
  */
 #define SRL_CONFIG_LOCKFREE 0x4u
 

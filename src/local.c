@@ -54,6 +54,12 @@
  *     the node's mutex (dead and the counters are also accessed with relaxed
  *     atomics, so lookups may peek at dead without the lock, and a broken
  *     test variant may run without it and still be well-defined C).
+ *     Except on a lock-free handle (LOCK-FREE GCRA below), whose state word
+ *     and counters are also written without the lock, atomically.
+ *   - A dead node's counts stay in it until its call_rcu callback moves
+ *     them to the shards (under retire_lock, which a stats walk holds): a
+ *     walk counts every node once, live or dead, and a count added by a
+ *     lock-free decider after the node died is not lost.
  *   - Lock order: stripe locks in increasing stripe order (a third one only
  *     with trylock); a node's lock is never taken while a stripe lock is
  *     held, nor a stripe lock while a node's lock is held.  The pool mutex
@@ -77,6 +83,37 @@
  *   - Walks (stats, foreach, evict_idle, reclaim) go over the index; a walk
  *     that overlaps a relocation (rare: both candidate buckets full) may see
  *     that key twice or not at all, as any walk of a table in motion.
+ *
+ * LOCK-FREE GCRA (SRL_CONFIG_LOCKFREE; l->lockfree)
+ *   On a handle whose policy is one GCRA limit (no ban word, not dry run)
+ *   the state is one 64-bit word, the TAT, and srl_acquire on a node found
+ *   (or just created) is one compare-and-swap from the value it decided on
+ *   (word_update): no node lock, nothing to undo, a denial writes nothing.
+ *   Invariants, and why a CAS never lands where it must not:
+ *   - Reuse: the decider found the node through the index inside its
+ *     read-side section, and a node goes back to the pool only from its
+ *     call_rcu callback, after a grace period that began after its entry
+ *     was cleared.  So until the decider's section ends the node holds this
+ *     key's state or this key's retired state, never another key's.
+ *   - Retirement: reset, eviction and reclamation CAS the word to
+ *     WORD_TOMB (word_retire) under the node's lock, eviction only from a
+ *     value at rest, and then set dead.  WORD_TOMB is never a TAT and is
+ *     never overwritten before reuse, so a decider's CAS from any TAT fails
+ *     once the state is retired; the decider then takes the locked path,
+ *     sees dead and looks the key up again (the closed eviction race, as
+ *     for locked deciders).  An eviction that loses its CAS to a decider
+ *     re-reads the word and finds it no longer at rest.
+ *   - Every other write of the word after publication is a CAS too, made
+ *     under the node's lock (srl_reserve with a wait, srl_refund, the
+ *     first decision of a new key only if it comes through the locked
+ *     path), and every read is atomic (peek, key_state, foreach): the
+ *     lock still orders those against retirement, not against deciders.
+ *   - Counts: a decider counts with an atomic add after its CAS, inside
+ *     its read-side section, so after the node's grace period no count can
+ *     arrive; free_node_rcu moves the counts then.  Stats are exact once
+ *     the deciders have returned, whatever was retired meanwhile.
+ *   Not lock-free (the lock as before): srl_enter, srl_reserve with a
+ *   wait, srl_refund, srl_peek, key_state, every other policy.
  *
  * FORK
  *   Create the limiter after fork, in the process that uses it.  liburcu's
@@ -200,8 +237,10 @@ struct local {
     uint64_t capacity;
     uint32_t key_display;
     uint32_t max_chunks;
+    bool lockfree;            /* SRL_CONFIG_LOCKFREE on a one-word GCRA policy */
 #ifdef SRL_MUTANTS
     unsigned broken;          /* SRL__LOCAL_BROKEN_* (testhooks.h) */
+    uint64_t lf_conflicts, lf_tombstones, lf_late; /* srl__local_lf_counts */
 #endif
     pid_t creator_pid;
     uint64_t created_unix_ns;
@@ -215,6 +254,9 @@ struct local {
     uint32_t free_head;       /* free list: node index + 1, or 0 */
     uint64_t fresh;           /* nodes ever handed out by the bump allocator */
     pthread_mutex_t stripes[NSTRIPES];
+    /* Held by a stats walk, and by call_rcu's callback while it moves a
+     * dead node's counts into the shards: a walk counts a node once. */
+    pthread_mutex_t retire_lock __attribute__((aligned(CACHE_LINE)));
     struct shard shards[NSHARDS];
 };
 
@@ -274,6 +316,24 @@ static inline void shard_add(uint64_t *c, uint64_t v)
 {
     __atomic_fetch_add(c, v, __ATOMIC_RELAXED);
 }
+
+/* One decision in n's counters.  On a lock-free handle the lock-free
+ * deciders count without the lock, so every count is an atomic add (on the
+ * node's own line, which the decision has just written or read). */
+static inline void count_decision(const struct local *l, struct lnode *n, bool allowed)
+{
+    uint64_t *c = allowed ? &n->allowed : &n->denied;
+    if (l->lockfree)
+        __atomic_fetch_add(c, 1, __ATOMIC_RELAXED);
+    else
+        count_one(c);
+}
+
+#ifdef SRL_MUTANTS
+#define LF_SAW(l, field) __atomic_fetch_add(&(l)->field, 1, __ATOMIC_RELAXED)
+#else
+#define LF_SAW(l, field) ((void)0)
+#endif
 
 /* Take n's lock, waiting at most lock_timeout_ms.  0, or SRL_ETIMEDOUT
  * (counted).  A node's lock is held only for one decision, so a wait this
@@ -375,6 +435,103 @@ static struct lnode *find(const struct local *l, const struct lkey *k)
     return n != NULL ? n : scan(l, k->b2, k);
 }
 
+/* ------------------------------------------- the state word (lock-free) */
+
+/*
+ * On a lock-free handle (l->lockfree: one GCRA limit, see srl_open_local) a
+ * node's state is one 64-bit word, the TAT, and every access to it after
+ * the node is published is atomic: a decision is a compare-and-swap from
+ * the value it decided on, with or without the node's lock.  WORD_TOMB is
+ * the version that retires a state: reset, eviction and reclamation CAS it
+ * in (under the node's lock, before they set dead), and nothing ever
+ * writes the word again until the node is reused after its grace period.
+ * A TAT never equals it: a commit that would store UINT64_MAX (a TAT
+ * saturated 584 years from 0) stores UINT64_MAX - 1, which decides alike.
+ */
+#define WORD_TOMB UINT64_MAX
+
+static inline uint64_t *node_word(struct lnode *n)
+{
+    return (uint64_t *)n->data;
+}
+
+enum word_op { WORD_DECIDE, WORD_RESERVE, WORD_REFUND };
+
+/* The lock-free decision (and, under the lock, reserve and refund) on n's
+ * word: read the word, then the time, decide on a copy, and CAS the copy
+ * in; on a lost CAS start again from the value that won (and a new time).
+ * A decision that writes nothing (a denial) takes effect at its read.
+ * Returns false, deciding nothing, if the state is retired (WORD_TOMB):
+ * the caller takes the locked path, which sees the node dead and looks the
+ * key up again.  Call inside rcu_read_lock, n found live through the index:
+ * n is not reused before the section ends. */
+static bool word_update(struct local *l, struct lnode *n, enum word_op op, uint32_t cost,
+                        uint64_t max_wait, srl_decision *d)
+{
+    uint64_t *w = node_word(n);
+    uint64_t old = __atomic_load_n(w, __ATOMIC_RELAXED);
+    for (;;) {
+        if (old == WORD_TOMB) {
+            LF_SAW(l, lf_tombstones);
+            return false;
+        }
+        uint64_t now = srl__now(&l->lim), nw = old;
+        if (op == WORD_DECIDE)
+            srl__cmp_decide(&l->lim.cmp, &nw, now, cost, 1, d);
+        else if (op == WORD_RESERVE)
+            srl__cmp_reserve(&l->lim.cmp, &nw, now, cost, max_wait, d);
+        else
+            srl__cmp_refund(&l->lim.cmp, &nw, now, cost);
+        if (nw == WORD_TOMB)
+            nw = WORD_TOMB - 1;
+        if (nw == old)
+            return true;
+        if (SRL__MUTANT(l->broken, SRL__LOCAL_BROKEN_YIELD))
+            sched_yield();   /* the amplifier: a preemption between read and CAS */
+#ifdef SRL_MUTANTS
+        if (l->broken & SRL__LOCAL_BROKEN_LF_BLIND_STORE) {
+            /* Broken on purpose: a write that ignores what happened since
+             * the read (an exchange, so the lost update can be counted). */
+            if (__atomic_exchange_n(w, nw, __ATOMIC_RELAXED) != old)
+                LF_SAW(l, lf_conflicts);
+            return true;
+        }
+#endif
+        if (__atomic_compare_exchange_n(w, &old, nw, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+            return true;
+        LF_SAW(l, lf_conflicts);
+    }
+}
+
+/* Retire n's word: CAS in WORD_TOMB, if only_at_rest only from a value at
+ * rest at now.  True if retired.  Call with n's lock held, n not dead (so
+ * the word is not WORD_TOMB); the caller then marks n dead. */
+static bool word_retire(struct local *l, struct lnode *n, uint64_t now, bool only_at_rest)
+{
+    uint64_t *w = node_word(n);
+    uint64_t old = __atomic_load_n(w, __ATOMIC_RELAXED);
+    do {
+        if (only_at_rest && !srl__cmp_at_rest(&l->lim.cmp, &old, now))
+            return false;
+        if (SRL__MUTANT(l->broken, SRL__LOCAL_BROKEN_LF_NO_TOMBSTONE))
+            return true;   /* broken on purpose: the version is not written */
+    } while (!__atomic_compare_exchange_n(w, &old, WORD_TOMB, false, __ATOMIC_RELAXED,
+                                          __ATOMIC_RELAXED));
+    return true;
+}
+
+/* A copy of n's state as one read sees it (atomic on a lock-free handle,
+ * whose word may change under the lock).  Call with n's lock held. */
+static void state_copy(const struct local *l, struct lnode *n, void *buf)
+{
+    if (l->lockfree) {
+        uint64_t v = __atomic_load_n(node_word(n), __ATOMIC_RELAXED);
+        memcpy(buf, &v, sizeof v);
+    } else {
+        memcpy(buf, node_state(n), l->state_bytes);
+    }
+}
+
 /* Reserve one live-key slot; false if the table is full.  Relaxed: the
  * counter orders nothing, it only bounds the number of live nodes. */
 static bool reserve(struct local *l)
@@ -458,12 +615,29 @@ static void pool_put(struct local *l, struct lnode *n)
 }
 
 /* call_rcu callback: every reader that could see n has left its read-side
- * critical section. */
+ * critical section, so n's counts are final (a lock-free decider counts
+ * after its CAS, inside its section): they move to the shards now, under
+ * retire_lock so that a stats walk counts them once, in the node or in the
+ * shards. */
 static void free_node_rcu(struct rcu_head *head)
 {
     struct lnode *n = caa_container_of(head, struct lnode, u.rcu);
     TSAN_ACQUIRE(&n->u.rcu);
     struct local *l = n->owner;
+#ifdef SRL_MUTANTS
+    /* call_rcu's worker may run while a test switches variants. */
+    bool early = __atomic_load_n(&l->broken, __ATOMIC_RELAXED) & SRL__LOCAL_BROKEN_LF_RETIRE_EARLY;
+#else
+    bool early = false;
+#endif
+    pthread_mutex_lock(&l->retire_lock);
+    if (!early) {
+        struct shard *s = my_shard(l);
+        shard_add(&s->retired_allowed, __atomic_load_n(&n->allowed, __ATOMIC_RELAXED));
+        shard_add(&s->retired_denied, __atomic_load_n(&n->denied, __ATOMIC_RELAXED));
+    }
+    __atomic_store_n(&n->dead, NODE_FREE, __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&l->retire_lock);
     pool_put(l, n);
 }
 
@@ -629,14 +803,22 @@ static uint64_t pool_walk(struct local *l, uint64_t from, uint64_t count,
     return seen;
 }
 
-/* Mark n dead and retire its counters.  Call with n->lock held and n not
- * dead; the caller then unlocks and calls unlink_node. */
+/* Mark n dead and release its capacity slot (its counts stay in it, and
+ * in stats walks, until free_node_rcu moves them).  Call with n->lock held
+ * and n not dead (on a lock-free handle, its word already WORD_TOMB); the
+ * caller then unlocks and calls unlink_node. */
 static void retire_locked(struct local *l, struct lnode *n)
 {
-    __atomic_store_n(&n->dead, NODE_DEAD, __ATOMIC_RELAXED);
-    struct shard *s = my_shard(l);
-    shard_add(&s->retired_allowed, __atomic_load_n(&n->allowed, __ATOMIC_RELAXED));
-    shard_add(&s->retired_denied, __atomic_load_n(&n->denied, __ATOMIC_RELAXED));
+    __atomic_store_n(&n->dead, NODE_DEAD, __ATOMIC_RELEASE);
+#ifdef SRL_MUTANTS
+    if (l->broken & SRL__LOCAL_BROKEN_LF_RETIRE_EARLY) {
+        /* Broken on purpose: counted at death, so a lock-free decision that
+         * counts after this (its CAS came first) is lost. */
+        struct shard *s = my_shard(l);
+        shard_add(&s->retired_allowed, __atomic_load_n(&n->allowed, __ATOMIC_RELAXED));
+        shard_add(&s->retired_denied, __atomic_load_n(&n->denied, __ATOMIC_RELAXED));
+    }
+#endif
     unreserve(l);
 }
 
@@ -655,7 +837,8 @@ static bool evict_if_at_rest_locked(struct local *l, struct lnode *n)
         if (freed > 0)
             shard_add(&my_shard(l)->reclaimed, freed);
     }
-    if (!srl__cmp_at_rest(&l->lim.cmp, node_state(n), now))
+    if (l->lockfree ? !word_retire(l, n, now, true)
+                    : !srl__cmp_at_rest(&l->lim.cmp, node_state(n), now))
         return false;
     retire_locked(l, n);
     return true;
@@ -878,6 +1061,24 @@ static int local_decide(srl_limiter *lim, const void *key, size_t len, uint32_t 
                 return 0;
             }
         }
+        if (l->lockfree && lease == NULL && max_wait == 0) {
+            /* The lock-free path: one CAS on the word.  The node was found
+             * (or created) inside this read-side section, so it is not
+             * reused before the section ends; if it was retired, the word
+             * says so and the locked path below retries the lookup. */
+            if (word_update(l, n, WORD_DECIDE, cost, 0, d)) {
+                if (SRL__MUTANT(l->broken, SRL__LOCAL_BROKEN_YIELD))
+                    sched_yield();   /* the amplifier: a retirement before we count */
+                count_decision(l, n, d->allowed);
+#ifdef SRL_MUTANTS
+                if (node_dead(n) || __atomic_load_n(node_word(n), __ATOMIC_RELAXED) == WORD_TOMB)
+                    LF_SAW(l, lf_late);   /* counted on a state retired meanwhile */
+#endif
+                node_done(n);
+                rcu_read_unlock();
+                return 0;
+            }
+        }
 #ifdef SRL_MUTANTS
         if (__builtin_expect(l->broken & SRL__LOCAL_BROKEN_NO_LOCK, 0) && lease == NULL && max_wait == 0 &&
             acquire_unlocked_broken(l, n, cost, d)) {
@@ -903,14 +1104,26 @@ static int local_decide(srl_limiter *lim, const void *key, size_t len, uint32_t 
             rcu_read_unlock();
             continue;
         }
-        uint64_t now = srl__now(lim);
-        if (lease == NULL && max_wait != 0)
-            srl__cmp_reserve(&lim->cmp, node_state(n), now, cost, max_wait, d);
-        else if (lease == NULL)
-            srl__cmp_decide(&lim->cmp, node_state(n), now, cost, 1, d);
-        else
-            enter_locked(l, n, now, lease, d);
-        count_one(d->allowed ? &n->allowed : &n->denied);
+        if (l->lockfree) {
+            /* lease == NULL (no concurrency limit); live under the lock, so
+             * not retired: a CAS, since lock-free deciders do not lock. */
+            if (!word_update(l, n, max_wait != 0 ? WORD_RESERVE : WORD_DECIDE, cost,
+                             max_wait, d)) {
+                pthread_mutex_unlock(&n->lock); /* cannot happen: retired => dead */
+                node_done(n);
+                rcu_read_unlock();
+                continue;
+            }
+        } else {
+            uint64_t now = srl__now(lim);
+            if (lease == NULL && max_wait != 0)
+                srl__cmp_reserve(&lim->cmp, node_state(n), now, cost, max_wait, d);
+            else if (lease == NULL)
+                srl__cmp_decide(&lim->cmp, node_state(n), now, cost, 1, d);
+            else
+                enter_locked(l, n, now, lease, d);
+        }
+        count_decision(l, n, d->allowed);
         count_would_deny(l, d);
         pthread_mutex_unlock(&n->lock);
         node_done(n);
@@ -1009,11 +1222,17 @@ static void unlock_key(struct lnode *n)
 static int local_peek(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
                       srl_decision *d)
 {
+    struct local *l = local_of(lim);
     struct lnode *n = NULL;
-    int rc = lock_key(local_of(lim), key, len, &n);
+    int rc = lock_key(l, key, len, &n);
     if (rc != 0)
         return rc;
-    srl__cmp_decide(&lim->cmp, node_state(n), srl__now(lim), cost, 0, d);
+    if (l->lockfree) {
+        uint64_t w = __atomic_load_n(node_word(n), __ATOMIC_RELAXED);
+        srl__cmp_decide(&lim->cmp, &w, srl__now(lim), cost, 0, d);
+    } else {
+        srl__cmp_decide(&lim->cmp, node_state(n), srl__now(lim), cost, 0, d);
+    }
     unlock_key(n);
     return 0;
 }
@@ -1024,7 +1243,7 @@ static int local_key_state(srl_limiter *lim, const void *key, size_t len, void *
     int rc = lock_key(local_of(lim), key, len, &n);
     if (rc != 0)
         return rc;
-    memcpy(buf, node_state(n), local_of(lim)->state_bytes);
+    state_copy(local_of(lim), n, buf);
     unlock_key(n);
     return 0;
 }
@@ -1032,11 +1251,15 @@ static int local_key_state(srl_limiter *lim, const void *key, size_t len, void *
 /* Under the node's lock, as an admission. */
 static int local_refund(srl_limiter *lim, const void *key, size_t len, uint32_t cost)
 {
+    struct local *l = local_of(lim);
     struct lnode *n = NULL;
-    int rc = lock_key(local_of(lim), key, len, &n);
+    int rc = lock_key(l, key, len, &n);
     if (rc != 0)
         return rc;
-    srl__cmp_refund(&lim->cmp, node_state(n), srl__now(lim), cost);
+    if (l->lockfree)
+        (void)word_update(l, n, WORD_REFUND, cost, 0, NULL); /* locked, live: not retired */
+    else
+        srl__cmp_refund(&lim->cmp, node_state(n), srl__now(lim), cost);
     unlock_key(n);
     return 0;
 }
@@ -1053,6 +1276,8 @@ static int local_reset_key(srl_limiter *lim, const void *key, size_t len)
         rcu_read_unlock();
         return rc;
     }
+    if (l->lockfree)
+        (void)word_retire(l, n, 0, false);
     retire_locked(l, n);
     pthread_mutex_unlock(&n->lock);
     unlink_node(l, n);
@@ -1103,32 +1328,31 @@ static int64_t local_evict_idle(srl_limiter *lim)
     return evicted;
 }
 
-/* Sums per-node counters (each under its lock) and the shards.  Under
- * concurrent traffic the sum is a snapshot of no single instant. */
+/* Sums the counts of live nodes, of dead nodes still awaiting their grace
+ * period (their counts move to the shards only in free_node_rcu, which
+ * waits for retire_lock: each node is counted once, in itself or in the
+ * shards), and the shards.  The counters are relaxed atomics, summed
+ * without the nodes' locks.  Under concurrent traffic the sum is a
+ * snapshot of no single instant; once the deciders are done it is exact. */
 static int local_stats(srl_limiter *lim, srl_stats *out)
 {
     struct local *l = local_of(lim);
     srl_stats s = {0};
     s.capacity = l->capacity;
     s.used = __atomic_load_n(&l->used, __ATOMIC_RELAXED);
-    rcu_read_lock();
+    bool early = SRL__MUTANT(l->broken, SRL__LOCAL_BROKEN_LF_RETIRE_EARLY);
+    pthread_mutex_lock(&l->retire_lock);
     uint64_t fresh = __atomic_load_n(&l->fresh, __ATOMIC_ACQUIRE);
     for (uint64_t i = 0; i < fresh; i++) {
-        struct lnode *n = live_at(l, i);
-        if (n == NULL)
-            continue;
-        /* The counters are relaxed atomics: a busy node is summed without
-         * its lock rather than waited for (a snapshot either way). */
-        bool locked = pthread_mutex_trylock(&n->lock) == 0;
-        if (!node_dead(n)) {
+        /* LIVE or DEAD cannot become FREE (nor be reused) while we hold
+         * retire_lock; a NEW node has counted nothing yet. */
+        struct lnode *n = node_at(l, (uint32_t)i);
+        unsigned st = __atomic_load_n(&n->dead, __ATOMIC_ACQUIRE);
+        if (st == NODE_LIVE || (st == NODE_DEAD && !early)) {
             s.allowed += __atomic_load_n(&n->allowed, __ATOMIC_RELAXED);
             s.denied += __atomic_load_n(&n->denied, __ATOMIC_RELAXED);
         }
-        if (locked)
-            pthread_mutex_unlock(&n->lock);
-        node_done(n);
     }
-    rcu_read_unlock();
     for (unsigned i = 0; i < NSHARDS; i++) {
         const struct shard *sh = &l->shards[i];
         uint64_t fa = __atomic_load_n(&sh->full_allowed, __ATOMIC_RELAXED);
@@ -1141,6 +1365,7 @@ static int local_stats(srl_limiter *lim, srl_stats *out)
         s.reclaimed += __atomic_load_n(&sh->reclaimed, __ATOMIC_RELAXED);
         s.would_deny += __atomic_load_n(&sh->would_deny, __ATOMIC_RELAXED);
     }
+    pthread_mutex_unlock(&l->retire_lock);
     /* recovered, reset_slots: no crash repair exists in one process (a
      * thread cannot die holding a node's lock without its process). */
     *out = s;
@@ -1201,11 +1426,12 @@ static int64_t local_foreach(srl_limiter *lim, srl_foreach_fn fn, void *ctx)
         uint64_t now = srl__now(lim);
         e.allowed = __atomic_load_n(&n->allowed, __ATOMIC_RELAXED);
         e.denied = __atomic_load_n(&n->denied, __ATOMIC_RELAXED);
-        e.last_ns = srl__cmp_last_ns(&lim->cmp, node_state(n));
-        srl__cmp_decide(&lim->cmp, node_state(n), now, 1, 0, &e.now);
-        e.at_rest = srl__cmp_at_rest(&lim->cmp, node_state(n), now);
-        e.inflight = srl__cmp_inflight(&lim->cmp, node_state(n));
-        memcpy(copy, node_state(n), l->state_bytes);
+        /* One read of the state (lock-free deciders may move it on). */
+        state_copy(l, n, copy);
+        e.last_ns = srl__cmp_last_ns(&lim->cmp, copy);
+        srl__cmp_decide(&lim->cmp, copy, now, 1, 0, &e.now);
+        e.at_rest = srl__cmp_at_rest(&lim->cmp, copy, now);
+        e.inflight = srl__cmp_inflight(&lim->cmp, copy);
         e.state = copy;   /* fn runs outside the node's lock: it gets a copy */
         pthread_mutex_unlock(&n->lock);
         e.key_len = n->key_len;
@@ -1244,6 +1470,7 @@ static void free_local(struct local *l)
     for (unsigned i = 0; i < NSTRIPES; i++)
         pthread_mutex_destroy(&l->stripes[i]);
     pthread_mutex_destroy(&l->pool_lock);
+    pthread_mutex_destroy(&l->retire_lock);
     free(l);
 }
 
@@ -1332,6 +1559,12 @@ int srl_open_local(const srl_config *cfg, srl_limiter **out)
     }
     l->lim.impl = l;
     l->state_bytes = l->lim.cmp.state_bytes;
+    /* The lock-free path needs a state of one word that a decision alone
+     * writes: one GCRA limit, no ban word, no dry run (kept locked). */
+    const struct srl__compound *c = &l->lim.cmp;
+    l->lockfree = (cfg->flags & SRL_CONFIG_LOCKFREE) != 0 && c->count == 1 &&
+                  c->limits.limit[0].algorithm == SRL_GCRA && !c->penalty && c->conc < 0 &&
+                  c->state_bytes == sizeof(uint64_t) && !l->lim.dry_run;
     l->capacity = cfg->capacity;
     l->key_display = cfg->key_display;
     l->creator_pid = getpid();
@@ -1362,6 +1595,7 @@ int srl_open_local(const srl_config *cfg, srl_limiter **out)
     l->chunks = calloc(l->max_chunks, sizeof *l->chunks);
     l->index = index_alloc(l->nbuckets * sizeof(struct lbucket), &l->index_bytes);
     pthread_mutex_init(&l->pool_lock, NULL);
+    pthread_mutex_init(&l->retire_lock, NULL);
     for (unsigned i = 0; i < NSTRIPES; i++)
         pthread_mutex_init(&l->stripes[i], NULL);
     if (l->chunks == NULL || l->index == NULL) {
@@ -1378,7 +1612,18 @@ int srl__local_set_broken(srl_limiter *lim, unsigned flags)
 {
     if (lim == NULL || lim->ops != &local_ops || (flags & ~SRL__LOCAL_BROKEN_ALL) != 0)
         return SRL_EINVAL;
-    local_of(lim)->broken = flags;
+    __atomic_store_n(&local_of(lim)->broken, flags, __ATOMIC_RELAXED);
+    return 0;
+}
+
+int srl__local_lf_counts(srl_limiter *lim, struct srl__local_lf_counts *out)
+{
+    if (lim == NULL || lim->ops != &local_ops || out == NULL)
+        return SRL_EINVAL;
+    struct local *l = local_of(lim);
+    out->conflicts = __atomic_load_n(&l->lf_conflicts, __ATOMIC_RELAXED);
+    out->tombstones = __atomic_load_n(&l->lf_tombstones, __ATOMIC_RELAXED);
+    out->late = __atomic_load_n(&l->lf_late, __ATOMIC_RELAXED);
     return 0;
 }
 #endif

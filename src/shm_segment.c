@@ -1,18 +1,22 @@
 /*
  * shm_segment.c - segment lifecycle: create-or-open, validate, map, unmap.
  *
- * Creation race: shm_open(O_CREAT|O_EXCL) decides the one initialiser.  It
- * fchmods to cfg->mode (umask aside), writes the header page with state
- * INIT and its pid (pwrite, so a loser can tell a live creator from a dead
- * one at once), reserves the whole size with posix_fallocate (a full tmpfs
- * fails here with ENOSPC, never later with SIGBUS), maps it, initialises
- * every bucket and finally publishes state = READY with release ordering.
- * On any failure it marks the header FAILED and unlinks what it created;
- * waiters that see FAILED start over (and may become the creator).
+ * Creation race: link(2) decides the one initialiser.  Each creator makes
+ * an unnamed file in /dev/shm (O_TMPFILE), takes its flock, fchmods it to
+ * cfg->mode (umask aside) and writes the header page with state INIT and
+ * its pid, then links it to the name; the link that finds the name taken
+ * fails with EEXIST and its file vanishes (create_linked).  So a file at
+ * the name always has its header, and its creator's flock until READY.
+ * The winner then reserves the whole size with posix_fallocate (a full
+ * tmpfs fails here with ENOSPC, never later with SIGBUS), maps it,
+ * initialises every bucket and finally publishes state = READY with
+ * release ordering.  On any failure it marks the header FAILED and unlinks
+ * what it created; waiters that see FAILED start over (and may become the
+ * creator).
  *
  * Losers (and plain opens) wait, bounded by SRL__SHM_READY_WAIT_MS (by
- * SRL__SHM_CREATOR_WAIT_MS while the creator still holds the flock it takes
- * for create(): slow on a loaded machine, not dead), until
+ * SRL__SHM_CREATOR_WAIT_MS while the creator still holds its flock: slow on
+ * a loaded machine, not dead), until
  * the header is present and READY (acquire load); a creator that is dead
  * before READY gives SRL_ESTALE, a live one that does not finish gives
  * SRL_ETIMEDOUT.  Then the header is validated as untrusted input (magic,
@@ -26,8 +30,9 @@
  * the header: SRL_EMISMATCH, or with SRL_CHANGE a live change
  * (shm_change.c) once the handle is open.
  *
- * No locks here but the creator's flock, a sign of life only: the header is immutable once READY (only the creator writes
- * it, before READY), and nobody else touches a mapping being set up.
+ * No locks here but the creator's flock, a sign of life only: the header
+ * is immutable once READY (only the creator writes it, before READY), and
+ * nobody else touches a mapping being set up.
  */
 #include "shm.h"
 #include "proc.h"
@@ -269,7 +274,32 @@ static int publish(struct srl__shm *s, unsigned test_flags)
 
 /* ------------------------------------------------------------ create */
 
-static int create(struct srl__shm *s, int fd, const srl_config *cfg, unsigned test_flags)
+/* The first half of a creation, on a file nobody else can see yet (an
+ * O_TMPFILE, open_round): its mode, then the header page with state INIT
+ * and the creator's identity, then the policy pages.  Nothing here is
+ * visible at the name, so a failure leaves nothing behind. */
+static int create_header(struct srl__shm *s, int fd, const srl_config *cfg)
+{
+    if (fchmod(fd, cfg->mode) != 0)
+        return errno_code(errno);
+    unsigned char *pages = calloc(1, SRL__SHM_HEADER_BYTES);
+    if (pages == NULL)
+        return SRL_ENOMEM;
+    header_fill((struct srl__shm_header *)pages, s, cfg);
+    policy_fill_first(pages, s);
+    errno = 0;
+    ssize_t w = pwrite(fd, pages, SRL__SHM_HEADER_BYTES, 0);
+    free(pages);
+    if (w != (ssize_t)SRL__SHM_HEADER_BYTES)
+        return errno_code(errno ? errno : ENOSPC);
+    return 0;
+}
+
+/* The second half, once the file is at the name (waiters see its INIT
+ * header and its flock): the whole size, the table, READY.  The
+ * allocation comes only now so that creators racing for one name never
+ * each reserve a whole segment (only the one whose link won does). */
+static int create_rest(struct srl__shm *s, int fd, const srl_config *cfg, unsigned test_flags)
 {
 #ifdef SRL_MUTANTS
     if (test_flags & SRL__SHM_TEST_SLOW_CREATE) {
@@ -278,27 +308,6 @@ static int create(struct srl__shm *s, int fd, const srl_config *cfg, unsigned te
         }
     }
 #endif
-    if (fchmod(fd, cfg->mode) != 0)
-        return errno_code(errno);
-    /* The header page alone first, into the empty file: the file's size
-     * grows only once the page is copied, so a waiter sees either nothing
-     * or the whole header (with the creator's pid).  A write into a page
-     * that is already there is not seen whole, so nothing is ever written
-     * in place before READY.  Then the policy pages (read by nobody before
-     * READY), then the allocation. */
-    unsigned char *pages = calloc(1, SRL__SHM_HEADER_BYTES);
-    if (pages == NULL)
-        return SRL_ENOMEM;
-    header_fill((struct srl__shm_header *)pages, s, cfg);
-    policy_fill_first(pages, s);
-    size_t rest = SRL__SHM_HEADER_BYTES - SRL__SHM_PAGE_BYTES;
-    ssize_t w = -1;
-    errno = 0;
-    if (pwrite(fd, pages, SRL__SHM_PAGE_BYTES, 0) == (ssize_t)SRL__SHM_PAGE_BYTES)
-        w = pwrite(fd, pages + SRL__SHM_PAGE_BYTES, rest, SRL__SHM_PAGE_BYTES);
-    free(pages);
-    if (w != (ssize_t)rest)
-        return errno_code(errno ? errno : ENOSPC);
     int e = posix_fallocate(fd, 0, (off_t)s->map_bytes);
     if (e != 0)
         return errno_code(e);
@@ -426,6 +435,7 @@ static bool creator_at_work(int fd)
 static int wait_ready(int fd, struct srl__shm_header **hdr, struct stat *st)
 {
     uint64_t until = mono_ms() + SRL__SHM_READY_WAIT_MS;
+    bool last_look = false;
     for (;;) {
         if (fstat(fd, st) != 0)
             return errno_code(errno);
@@ -474,8 +484,17 @@ static int wait_ready(int fd, struct srl__shm_header **hdr, struct stat *st)
             continue;
         }
         if (now_ms >= until) {
-            /* Empty or all-zero header and nobody finished it: the creator
-             * died between shm_open and its first write. */
+            /* What this round saw may predate a pause of ours (a waiter is
+             * descheduled too): judge only on a look taken after the
+             * bound, from the top. */
+            if (!last_look) {
+                last_look = true;
+                continue;
+            }
+            /* Empty or all-zero header and nobody finished it: not a file
+             * a creator of this version made (create_linked names a file
+             * only once its header is written), or a copy of an older
+             * version's creator that died before its first write. */
             if (*hdr == NULL || all_zero((*hdr)->magic, 8))
                 return SRL_ESTALE;
             return SRL_ETIMEDOUT;
@@ -617,6 +636,57 @@ static int open_errno(const char *path, int e)
     return errno_code(e);
 }
 
+/* Make the segment's file under no name: an O_TMPFILE in /dev/shm (where
+ * glibc's shm_open puts every name), flocked, with its INIT header written,
+ * then linked to the name.  A file at the name therefore always shows a
+ * header and, until READY, its creator's flock: a creator descheduled at
+ * any point is never mistaken for a dead one (a file made by shm_open
+ * first and locked after stood empty and unlocked in between, and a waiter
+ * that saw it so for its whole bounded wait called it stale; seen with
+ * eight racing openers on a loaded 2-core machine).  The link fails with
+ * EEXIST if someone else's file got the name first, as O_EXCL would, and
+ * the loser's file vanishes with its descriptor.  Returns 0 with *fdp the
+ * linked file, SRL_EEXIST, or another SRL_E* code; nothing is left behind
+ * on failure. */
+static int create_linked(struct srl__shm *s, const char *path, const srl_config *cfg,
+                         unsigned test_flags, int *fdp)
+{
+    char full[300], self[64];
+    snprintf(full, sizeof full, "/dev/shm%s", path);
+    int fd = open("/dev/shm", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return errno_code(errno);
+    /* Held until create_rest is done: a waiter that finds the header still
+     * INIT after its bound asks this lock whether we are still at it (slow,
+     * say on a loaded machine) before it gives up (wait_ready).  Nobody
+     * else can hold a lock on a file with no name. */
+    int rc = flock(fd, LOCK_EX | LOCK_NB) == 0 ? create_header(s, fd, cfg) : errno_code(errno);
+#ifdef SRL_MUTANTS
+    /* A creator descheduled before its link: it waits until someone else
+     * has made the name (the test arranges it) and must then lose cleanly. */
+    if (rc == 0 && (test_flags & SRL__SHM_TEST_SLOW_LINK)) {
+        struct stat st;
+        for (int i = 0; i < 30000 && stat(full, &st) != 0; i++) {
+            struct timespec nap = {0, 1000 * 1000};
+            nanosleep(&nap, NULL);
+        }
+    }
+#else
+    (void)test_flags;
+#endif
+    if (rc == 0) {
+        snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
+        if (linkat(AT_FDCWD, self, AT_FDCWD, full, AT_SYMLINK_FOLLOW) != 0)
+            rc = errno == EEXIST ? SRL_EEXIST : open_errno(path, errno);
+    }
+    if (rc != 0) {
+        close(fd);
+        return rc;
+    }
+    *fdp = fd;
+    return 0;
+}
+
 /* One attempt of srl__shm_open: 0, an SRL_E* code, or RETRY. */
 static int open_round(struct srl__shm *s, const char *path, const srl_config *cfg,
                       unsigned flags, unsigned test_flags)
@@ -624,17 +694,10 @@ static int open_round(struct srl__shm *s, const char *path, const srl_config *cf
     int fd = -1, rc = 0;
     bool created = false;
     if (flags & SRL_CREATE) {
-        fd = shm_open(path, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
-        if (fd >= 0) {
-            created = true;
-            /* Held while create() runs: a waiter that finds the header
-             * still empty or INIT after its bound asks this lock whether
-             * we are still at it (slow, say on a loaded machine) before
-             * it calls the segment stale (wait_ready). */
-            (void)flock(fd, LOCK_EX | LOCK_NB);
-        }
-        else if (errno != EEXIST || (flags & SRL_EXCL))
-            rc = open_errno(path, errno);
+        rc = create_linked(s, path, cfg, test_flags, &fd);
+        created = rc == 0;
+        if (rc == SRL_EEXIST && !(flags & SRL_EXCL))
+            rc = 0;   /* someone else's: open it below */
     }
     if (fd < 0 && rc == 0) {
         fd = shm_open(path, O_RDWR | O_CLOEXEC, 0);
@@ -643,13 +706,13 @@ static int open_round(struct srl__shm *s, const char *path, const srl_config *cf
             rc = errno == ENOENT && (flags & SRL_CREATE) ? RETRY : open_errno(path, errno);
     }
     if (rc == 0)
-        rc = created ? create(s, fd, cfg, test_flags)
+        rc = created ? create_rest(s, fd, cfg, test_flags)
                      : open_existing(s, fd, cfg, (flags & SRL_ADOPT) ? NULL : cfg);
     if (created)
         (void)flock(fd, LOCK_UN);
     if (rc != 0 && created) {
         /* Tell anyone already waiting on this file that it will never be
-         * READY (harmless if the header was never written), then unlink. */
+         * READY, then unlink. */
         uint32_t failed = SRL__SHM_FAILED;
         if (pwrite(fd, &failed, sizeof failed, offsetof(struct srl__shm_header, state)) < 0) {
             /* nothing more to do: the waiters time out instead */

@@ -33,8 +33,10 @@ enum {
     SRL__SHM_TEST_GET_THEN_PUT = 0x4u,  /* broken: search, unlock, then insert (no both-locks) */
     SRL__SHM_TEST_NOLOCK_REFUND = 0x8u, /* broken: refund an existing key without its lock */
     SRL__SHM_TEST_NOLOCK_ENTER = 0x10u, /* broken: srl_enter on an existing key without its lock */
-    SRL__SHM_TEST_SLOW_CREATE = 0x20u,  /* creator pauses 3 s before its first write
-                                           (a creator descheduled on a loaded machine) */
+    SRL__SHM_TEST_SLOW_CREATE = 0x20u,  /* creator pauses 3 s once its INIT header is at
+                                           the name (descheduled on a loaded machine) */
+    SRL__SHM_TEST_SLOW_LINK = 0x8000u,  /* creator waits, its file unnamed, until someone
+                                           else has made the name, then links */
     /* Live policy changes (tests/check_shm_live.c). */
     SRL__SHM_TEST_LIVE_NO_CONVERT = 0x40u, /* broken: a slot of the previous generation
                                               keeps its bytes as they are */
@@ -79,7 +81,24 @@ int srl__shm_open_test(const char *name, const srl_config *cfg, unsigned flags,
  * nodes that await their grace period (the bug of docs/design.md, "The
  * pool bound race"). */
 #define SRL__LOCAL_BROKEN_NO_POOL_WAIT 0x10u
-#define SRL__LOCAL_BROKEN_ALL 0x1fu
+/* The lock-free GCRA path (SRL_CONFIG_LOCKFREE, tests/check_local_lockfree.c). */
+#define SRL__LOCAL_BROKEN_LF_BLIND_STORE 0x20u /* write the new TAT with a plain store
+                                                  (an exchange), not a compare-and-swap */
+#define SRL__LOCAL_BROKEN_LF_NO_TOMBSTONE 0x40u /* eviction and reset leave the state
+                                                   word as it is (no version): a CAS may
+                                                   land on a retired state */
+#define SRL__LOCAL_BROKEN_LF_RETIRE_EARLY 0x80u /* a retired state's counts are added to
+                                                   the totals when it dies, not after its
+                                                   grace period: a late count is lost */
+#define SRL__LOCAL_BROKEN_ALL 0xffu
+/* What the lock-free path saw (counted only in the test library): lost
+ * compare-and-swaps (and, in the blind-store variant, overwritten writes),
+ * deciders that met a tombstone and fell back to the lock, and decisions
+ * counted on a state that was retired meanwhile (late counts). */
+struct srl__local_lf_counts {
+    uint64_t conflicts, tombstones, late;
+};
+int srl__local_lf_counts(srl_limiter *lim, struct srl__local_lf_counts *out);
 /* Switch on SRL__LOCAL_BROKEN_* variants (tests/check_local_race.c).  Call
  * before any other thread uses lim.  Returns SRL_EINVAL for a limiter that
  * is not local or unknown flags. */

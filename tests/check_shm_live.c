@@ -238,13 +238,39 @@ struct load {
     uint32_t errors;
 };
 
-static void load_worker(const char *name, const srl_config *cfg, struct load *a, int w)
+/* In a forked worker: its own handle on the segment, with the mutant's
+ * flags, then counted in *started (the parent waits for all).  A worker
+ * that cannot open exits 1, which reap_workers reports. */
+static srl_limiter *worker_open(const char *name, const srl_config *cfg, uint32_t *started)
 {
     srl_limiter *lim;
     if (srl_open_shared(name, cfg, SRL_ADOPT, &lim) != 0)
         _exit(1);
     srl__shm_set_test_flags(lim, mutant());
-    __atomic_add_fetch(&a->started, 1, __ATOMIC_RELEASE);
+    __atomic_add_fetch(started, 1, __ATOMIC_RELEASE);
+    return lim;
+}
+
+/* Until all WORKERS have counted themselves in *started. */
+static void wait_started(uint32_t *started)
+{
+    while (__atomic_load_n(started, __ATOMIC_ACQUIRE) < WORKERS)
+        sched_yield();
+}
+
+/* Every worker exited, and with 0. */
+static void reap_workers(const pid_t pids[WORKERS])
+{
+    for (int w = 0; w < WORKERS; w++) {
+        int st;
+        ck_assert_int_eq(waitpid(pids[w], &st, 0), pids[w]);
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "worker %d: status %#x", w, st);
+    }
+}
+
+static void load_worker(const char *name, const srl_config *cfg, struct load *a, int w)
+{
+    srl_limiter *lim = worker_open(name, cfg, &a->started);
     uint32_t k = (uint32_t)w * 167;
     while (!__atomic_load_n(&a->stop, __ATOMIC_ACQUIRE)) {
         char key[16];
@@ -289,8 +315,7 @@ START_TEST(six_workers_hammering_1000_keys_stay_within_the_bound_while_the_limit
         if (pids[w] == 0)
             load_worker(name, &cfg, a, w);
     }
-    while (__atomic_load_n(&a->started, __ATOMIC_ACQUIRE) < WORKERS)
-        sched_yield();
+    wait_started(&a->started);
     /* Each change is made while every worker runs: it starts after each
      * has decided 500 times since the last change, and the next waits for
      * 500 more (so each generation is decided on by every worker). */
@@ -306,11 +331,7 @@ START_TEST(six_workers_hammering_1000_keys_stay_within_the_bound_while_the_limit
     /* Long enough under the last policy for every key to be used up. */
     wait_progress(a, since, 8 * LOAD_KEYS);
     __atomic_store_n(&a->stop, 1, __ATOMIC_RELEASE);
-    for (int w = 0; w < WORKERS; w++) {
-        int st;
-        ck_assert_int_eq(waitpid(pids[w], &st, 0), pids[w]);
-        ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-    }
+    reap_workers(pids);
     ck_assert_uint_eq(a->errors, 0);
     /* The bound (srl.h): C0 + the raises; and at least the last capacity,
      * with the key used up under it. */
@@ -358,11 +379,7 @@ START_TEST(a_change_races_with_new_keys_and_with_eviction)
         ck_assert_int_ge(pids[w], 0);
         if (pids[w] != 0)
             continue;
-        srl_limiter *lim;
-        if (srl_open_shared(name, &cfg, SRL_ADOPT, &lim) != 0)
-            _exit(1);
-        srl__shm_set_test_flags(lim, mutant());
-        __atomic_add_fetch(&a->started, 1, __ATOMIC_RELEASE);
+        srl_limiter *lim = worker_open(name, &cfg, &a->started);
         for (uint32_t n = 0; !__atomic_load_n(&a->stop, __ATOMIC_ACQUIRE); n++) {
             char key[32];
             int len = snprintf(key, sizeof key, "w%d-%u", w, n);   /* a new key each time */
@@ -385,8 +402,7 @@ START_TEST(a_change_races_with_new_keys_and_with_eviction)
         srl_close(lim);
         _exit(0);
     }
-    while (__atomic_load_n(&a->started, __ATOMIC_ACQUIRE) < WORKERS)
-        sched_yield();
+    wait_started(&a->started);
     uint64_t since[WORKERS] = {0};
     static const char *const texts[] = {"token_bucket:20/1m", "token_bucket:5/1m",
                                         "token_bucket:40/1m", "token_bucket:10/1m",
@@ -400,11 +416,7 @@ START_TEST(a_change_races_with_new_keys_and_with_eviction)
     }
     wait_progress(a, since, 20);
     __atomic_store_n(&a->stop, 1, __ATOMIC_RELEASE);
-    for (int w = 0; w < WORKERS; w++) {
-        int st;
-        ck_assert_int_eq(waitpid(pids[w], &st, 0), pids[w]);
-        ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-    }
+    reap_workers(pids);
     ck_assert_uint_eq(a->errors, 0);
     srl_stats st;
     ck_assert_int_eq(srl_stats_get(ctl, &st), 0);
@@ -431,7 +443,7 @@ START_TEST(changers_racing_with_one_change_exactly_one_is_told_it_changed_it)
     const char *name = unique_name("live");
     srl_limiter *ctl = open_live(name, &cfg, SRL_CREATE | SRL_EXCL);
     struct race {
-        int ready, go;
+        uint32_t ready, go;
         int rc[WORKERS];
     } *r = mmap(NULL, sizeof *r, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     ck_assert_ptr_ne(r, MAP_FAILED);
@@ -442,26 +454,19 @@ START_TEST(changers_racing_with_one_change_exactly_one_is_told_it_changed_it)
         ck_assert_int_ge(pids[w], 0);
         if (pids[w] != 0)
             continue;
-        srl_limiter *lim;
-        if (srl_open_shared(name, &cfg, SRL_ADOPT, &lim) != 0)
-            _exit(1);
-        srl__shm_set_test_flags(lim, mutant());
         srl_limits twenty = limits_of("token_bucket:20/1h");
-        __atomic_add_fetch(&r->ready, 1, __ATOMIC_RELEASE);
+        srl_limiter *lim = worker_open(name, &cfg, &r->ready);
         while (!__atomic_load_n(&r->go, __ATOMIC_ACQUIRE))
             ;
         r->rc[w] = srl_policy_change_tier(lim, 0, &twenty, NULL, 0);
         srl_close(lim);
         _exit(0);
     }
-    while (__atomic_load_n(&r->ready, __ATOMIC_ACQUIRE) < WORKERS)
-        sched_yield();
+    wait_started(&r->ready);
     __atomic_store_n(&r->go, 1, __ATOMIC_RELEASE);
+    reap_workers(pids);
     int ones = 0, zeros = 0;
     for (int w = 0; w < WORKERS; w++) {
-        int st;
-        ck_assert_int_eq(waitpid(pids[w], &st, 0), pids[w]);
-        ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
         ones += r->rc[w] == 1;
         zeros += r->rc[w] == 0;
     }

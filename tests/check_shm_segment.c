@@ -364,12 +364,12 @@ START_TEST(an_empty_file_at_the_name_is_stale_after_the_bounded_wait)
 }
 END_TEST
 
-/* A creator descheduled between shm_open and its first write (here: paused
+/* A creator descheduled once its INIT header is at the name (here: paused
  * 3 s, past the 2 s wait) is slow, not dead: it still holds the file's
  * flock, so a waiter keeps waiting and opens the segment once READY instead
- * of calling an empty file stale.  (Seen on a loaded 2-core machine: one
- * of eight racing openers got SRL_ESTALE.) */
-START_TEST(a_creator_slow_before_its_first_write_is_waited_for_not_called_stale)
+ * of giving up.  (Seen on a loaded 2-core machine: one of eight racing
+ * openers gave up.) */
+START_TEST(a_creator_slow_after_its_header_is_waited_for_not_given_up_on)
 {
     srl_config cfg = config(10, 100);
     char name[128];
@@ -383,16 +383,76 @@ START_TEST(a_creator_slow_before_its_first_write_is_waited_for_not_called_stale)
         _exit(rc == 0 ? 0 : 1);
     }
     struct stat st;
-    while (stat(path_of(name), &st) != 0) {   /* the creator has shm_open'ed it */
+    while (stat(path_of(name), &st) != 0) {   /* the creator has linked it */
         struct timespec nap = {0, 1000000};
         nanosleep(&nap, NULL);
     }
-    ck_assert_int_eq(st.st_size, 0);          /* and written nothing yet */
+    /* The name appears with its header and policy pages, never empty. */
+    ck_assert_int_eq(st.st_size, SRL__SHM_HEADER_BYTES);
     ck_assert_int_eq(open_rc(name, &cfg, SRL_CREATE), 0);
     int status;
     ck_assert_int_eq(waitpid(pid, &status, 0), pid);
     ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     ck_assert_int_eq(srl_unlink(name), 0);
+}
+END_TEST
+
+/* A creator descheduled before its segment has a name (here: its unnamed
+ * file waits until someone else has made the name) cannot leave the name
+ * empty or half made for others to misjudge: the later creator takes the
+ * name, the earlier one's link fails and it opens the later one's segment,
+ * and with SRL_EXCL it is told SRL_EEXIST.  Nothing of the loser stays in
+ * /dev/shm (its file never had a name). */
+START_TEST(a_creator_that_loses_the_name_while_descheduled_opens_the_winners_segment)
+{
+    srl_config cfg = config(10, 100);
+    char name[128];
+    strcpy(name, unique_name("slow"));
+    for (int excl = 0; excl <= 1; excl++) {
+        int pipefd[2];
+        ck_assert_int_eq(pipe(pipefd), 0);
+        pid_t pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+            close(pipefd[0]);
+            srl_limiter *lim;
+            int rc = srl__shm_open_test(name, &cfg, SRL_CREATE | (excl ? SRL_EXCL : 0),
+                                        SRL__SHM_TEST_SLOW_LINK, &lim);
+            int32_t creator = 0;
+            if (rc == 0) {
+                srl_info info;
+                srl_info_get(lim, &info);
+                creator = (int32_t)info.creator_pid;
+                srl_decision d;
+                if (srl_acquire(lim, "k", 1, 1, &d) != 0 || !d.allowed)
+                    rc = 99;
+                srl_close(lim);
+            }
+            int32_t out[2] = {rc, creator};
+            _exit(write(pipefd[1], out, sizeof out) == sizeof out ? 0 : 1);
+        }
+        close(pipefd[1]);
+        srl_limiter *lim;
+        ck_assert_int_eq(srl_open_shared(name, &cfg, SRL_CREATE | SRL_EXCL, &lim), 0);
+        int32_t out[2];
+        ck_assert_int_eq(read(pipefd[0], out, sizeof out), sizeof out);
+        close(pipefd[0]);
+        int status;
+        ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+        ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        srl_stats st;
+        ck_assert_int_eq(srl_stats_get(lim, &st), 0);
+        if (excl) {
+            ck_assert_int_eq(out[0], SRL_EEXIST);
+            ck_assert_uint_eq(st.allowed, 0);
+        } else {
+            ck_assert_int_eq(out[0], 0);
+            ck_assert_int_eq(out[1], getpid());   /* ours: the winner's segment */
+            ck_assert_uint_eq(st.allowed, 1);     /* its decision landed in it */
+        }
+        srl_close(lim);
+        ck_assert_int_eq(srl_unlink(name), 0);
+    }
 }
 END_TEST
 
@@ -745,7 +805,8 @@ static Suite *suite(void)
     tcase_add_test(tc, a_token_bucket_slot_without_key_display_costs_exactly_64_segment_bytes);
     tcase_add_test(tc, random_bytes_at_the_name_are_foreign);
     tcase_add_test(tc, an_empty_file_at_the_name_is_stale_after_the_bounded_wait);
-    tcase_add_test(tc, a_creator_slow_before_its_first_write_is_waited_for_not_called_stale);
+    tcase_add_test(tc, a_creator_slow_after_its_header_is_waited_for_not_given_up_on);
+    tcase_add_test(tc, a_creator_that_loses_the_name_while_descheduled_opens_the_winners_segment);
     tcase_add_test(tc, a_creator_that_died_before_ready_leaves_a_stale_segment);
     tcase_add_test(tc, a_live_creator_that_never_finishes_times_out);
     tcase_add_test(tc, a_waiter_whose_creator_fails_starts_over_and_creates_it_itself);
