@@ -222,6 +222,12 @@ static int lf_try(struct srl__shm *s, const struct srl__shm_pol *p, uint64_t b, 
     }
     uint64_t exp_m = m1, exp_t = tat;
 #ifdef SRL_MUTANTS
+    if ((s->test_flags & SRL__SHM_TEST_LF_PARK) && s->test_park != NULL) {
+        s->test_flags &= ~(unsigned)SRL__SHM_TEST_LF_PARK;   /* once */
+        __atomic_store_n(&s->test_park[0], 1, __ATOMIC_RELEASE);
+        while (__atomic_load_n(&s->test_park[1], __ATOMIC_ACQUIRE) == 0)
+            sched_yield();
+    }
     if (s->test_flags & (SRL__SHM_TEST_LF_STORE | SRL__SHM_TEST_LF_NO_SEQ))
         sched_yield();   /* a preemption between the read and the write */
     if (s->test_flags & SRL__SHM_TEST_LF_STORE) {

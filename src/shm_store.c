@@ -138,6 +138,11 @@ void srl__shm_set_test_die(srl_limiter *lim, unsigned n)
 {
     ((struct srl__shm *)lim->impl)->test_die_at = n;
 }
+
+void srl__shm_set_test_park(srl_limiter *lim, uint32_t *words)
+{
+    ((struct srl__shm *)lim->impl)->test_park = words;
+}
 #endif
 
 /* SRL_CHANGE: the segment was opened (what cannot change equal to cfg's)

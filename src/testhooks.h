@@ -55,11 +55,19 @@ enum {
                                            alone (freeze and thaw do nothing) */
     SRL__SHM_TEST_LF_DIE_FROZEN = 0x4000u, /* a locked decision SIGKILLs itself with
                                            the slot frozen (seq odd), mid-write */
+    /* 0x8000u is SRL__SHM_TEST_SLOW_LINK (above). */
+    SRL__SHM_TEST_LF_PARK = 0x10000u,   /* a lock-free admission, once, parks between
+                                           its read of {seq, TAT} and its CAS until
+                                           told to go (srl__shm_set_test_park) */
 };
 /* The n-th step (1-based: each bucket of the sweep, under its lock; then
  * before, in the middle of and after the spare copy; after publishing) at
  * which a changer with SRL__SHM_TEST_CHANGE_DIE dies. */
 void srl__shm_set_test_die(srl_limiter *lim, unsigned n);
+/* SRL__SHM_TEST_LF_PARK's words, in memory the test shares with the
+ * decider's process: the decider stores 1 to words[0] once it has read the
+ * slot and decided, then waits until words[1] is nonzero, then CASes. */
+void srl__shm_set_test_park(srl_limiter *lim, uint32_t *words);
 /* Set SRL__SHM_TEST_* on an open shared/anonymous limiter (src/shm_store.c). */
 void srl__shm_set_test_flags(srl_limiter *lim, unsigned flags);
 /* srl__shm_open with SRL__SHM_TEST_* flags that act during the open

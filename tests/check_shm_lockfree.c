@@ -392,6 +392,263 @@ static unsigned forced(void)
     return e == NULL ? 0 : (unsigned)strtoul(e, NULL, 0);
 }
 
+/* ------------------------------------------- a decider parked before its CAS
+ *
+ * SRL__SHM_TEST_LF_PARK stops a lock-free admission of key A in a forked
+ * process after it read {seq, TAT} and decided, before its CAS.  While it
+ * is parked, this process changes A's slot under the lock so that the slot
+ * ends with the TAT the decider read (the case a CAS of the TAT alone, or
+ * one that ignores seq, cannot tell):
+ *   evict:     time moved so A is idle, srl_evict_idle frees it, time moved
+ *              back and a new key B takes the same slot with TAT equal;
+ *   relocate:  a new key C whose buckets are full pushes A to its other
+ *              bucket and takes its slot, TAT equal;
+ *   reset:     srl_reset_key(A), then A comes back into the same slot.
+ * Then the decider goes: its CAS must fail, it re-reads or takes the lock,
+ * and everything must equal a locked reference store (same clock, room for
+ * every key) that did the same operations in the same order: the decider's
+ * decision, the new key's state untouched, A's state.  Clock: GCRA 10 per
+ * 10 s (T = 1 s); A admitted 3 times at 1000 s (TAT 1003 s); the fillers 9
+ * times (TAT 1009 s: never idle here). */
+enum { PARK_EVICT, PARK_RELOCATE, PARK_RESET };
+
+struct parked {
+    srl_decision got, want;              /* the decider's, the reference's */
+    srl_decision other_before, other_after, other_want; /* B or C (peek) */
+    srl_decision a_after, a_want;        /* A (peek) afterwards */
+};
+
+struct park_page {
+    uint32_t words[2];                   /* srl__shm_set_test_park */
+    int rc;
+    srl_decision d;
+};
+
+static void must_acquire(srl_limiter *lim, const char *key, srl_decision *d)
+{
+    ck_assert_int_eq(srl_acquire(lim, key, strlen(key), 1, d), 0);
+    ck_assert_uint_eq(d->flags & SRL_DECISION_UNTRACKED, 0);
+}
+
+/* srl_peek; an error (the key is not there) is kept in d->allowed. */
+static void peek(srl_limiter *lim, const char *key, srl_decision *d)
+{
+    memset(d, 0, sizeof *d);
+    int rc = srl_peek(lim, key, strlen(key), 1, d);
+    if (rc != 0)
+        d->allowed = rc;
+}
+
+/* A name "<what>-n" whose candidate buckets are {b1, b2} (either order if
+ * any_order), written to out. */
+static void name_in(const struct srl__shm *s, const char *what, uint64_t b1, uint64_t b2,
+                    bool any_order, unsigned *next, char *out, size_t n)
+{
+    for (;; (*next)++) {
+        ck_assert_uint_lt(*next, 1000000);
+        key_name(out, n, what, *next);
+        struct srl__shm_key k;
+        srl__shm_hash(s, out, strlen(out), &k);
+        if ((k.b1 == b1 && k.b2 == b2) || (any_order && k.b1 == b2 && k.b2 == b1)) {
+            (*next)++;
+            return;
+        }
+    }
+}
+
+/* Where key is in lim's table: its bucket, slot index in *slot (-1 none). */
+static uint64_t where(const struct srl__shm *s, const char *key, int *slot)
+{
+    struct srl__shm_key k;
+    srl__shm_hash(s, key, strlen(key), &k);
+    uint64_t cand[2] = {k.b1, k.b2};
+    for (int c = 0; c < 2; c++) {
+        int i = srl__shm_find_locked(s, cand[c], &k);
+        if (i >= 0) {
+            *slot = i;
+            return cand[c];
+        }
+    }
+    *slot = -1;
+    return 0;
+}
+
+static void parked_run(int what, unsigned extra_flags, struct parked *r)
+{
+    fake_clock *clk = fake_clock_shared(1000 * SEC);
+    uint64_t cap = what == PARK_RELOCATE ? 48 : 16;   /* 3 buckets, or 1 */
+    srl_config cfg = gcra_config(10, 10 * SEC, cap, clk, SRL_CONFIG_LOCKFREE);
+    srl_config rcfg = gcra_config(10, 10 * SEC, 1024, clk, 0);
+    srl_limiter *lim = NULL, *ref = NULL;
+    ck_assert_int_eq(srl_open_anonymous(&cfg, &lim), 0);
+    ck_assert_int_eq(srl_open_anonymous(&rcfg, &ref), 0);
+    struct srl__shm *s = lim->impl;
+    ck_assert(s->lockfree);
+    ck_assert_uint_eq(s->buckets, cap / 16);
+    char a[32] = "A", other[32] = "B", filler[32];
+    unsigned next = 0;
+    srl_decision d;
+    if (what == PARK_RELOCATE)
+        name_in(s, "a", 0, 2, false, &next, a, sizeof a);
+    for (int n = 0; n < 3; n++) {
+        must_acquire(lim, a, &d);
+        must_acquire(ref, a, &d);
+    }
+    /* Fill the table (relocate: buckets 0 and 1, with keys of those two
+     * only, so that A, whose other bucket is 2, is the one that can move). */
+    unsigned fillers = what == PARK_RELOCATE ? 31 : 15;
+    for (unsigned f = 0; f < fillers; f++) {
+        if (what == PARK_RELOCATE)
+            name_in(s, "f", 0, 1, true, &next, filler, sizeof filler);
+        else
+            key_name(filler, sizeof filler, "f", f);
+        for (int n = 0; n < 9; n++)
+            must_acquire(lim, filler, &d);
+    }
+    int ai;
+    uint64_t ab = where(s, a, &ai);
+    ck_assert_int_ge(ai, 0);
+    ck_assert_uint_eq(ab, 0);
+    for (uint64_t b = 0; b < (what == PARK_RELOCATE ? 2u : 1u); b++)
+        for (unsigned i = 0; i < SRL__SHM_SLOTS; i++)
+            ck_assert_uint_ne(srl__shm_bucket(s, b)->tags[i], 0);
+
+    /* The decider: parks with A's TAT 1003 s read at 1000 s. */
+    struct park_page *pg = mmap(NULL, sizeof *pg, PROT_READ | PROT_WRITE,
+                                MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    ck_assert_ptr_ne(pg, MAP_FAILED);
+    memset(pg, 0, sizeof *pg);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        srl__shm_set_test_park(lim, pg->words);
+        srl__shm_set_test_flags(lim, SRL__SHM_TEST_LF_PARK | extra_flags);
+        pg->rc = srl_acquire(lim, a, strlen(a), 1, &pg->d);
+        _exit(0);
+    }
+    while (__atomic_load_n(&pg->words[0], __ATOMIC_ACQUIRE) == 0) {
+        int st;
+        ck_assert_int_eq(waitpid(pid, &st, WNOHANG), 0);   /* it must park, not finish */
+        usleep(1000);
+    }
+
+    /* A's slot changes under the lock, ending with the TAT the decider read. */
+    if (what == PARK_EVICT) {
+        clk->now = 1004 * SEC;   /* A idle (TAT 1003 s), the fillers not */
+        ck_assert_int_eq(srl_evict_idle(lim), 1);
+        ck_assert_int_eq(srl_evict_idle(ref), 1);
+        clk->now = 1002 * SEC;   /* B's TAT: 1003 s, A's as the decider read it */
+        must_acquire(lim, other, &d);
+        must_acquire(ref, other, &d);
+        int bi;
+        ck_assert_uint_eq(where(s, other, &bi), ab);
+        ck_assert_int_eq(bi, ai);           /* B took A's slot */
+        key_name(filler, sizeof filler, "f", 0);
+        ck_assert_int_eq(srl_reset_key(lim, filler, strlen(filler)), 0);   /* room for A */
+    } else if (what == PARK_RELOCATE) {
+        clk->now = 1002 * SEC;
+        name_in(s, "c", 0, 1, true, &next, other, sizeof other);
+        must_acquire(lim, other, &d);
+        must_acquire(ref, other, &d);
+        int ci, ai2;
+        ck_assert_uint_eq(where(s, other, &ci), ab);
+        ck_assert_int_eq(ci, ai);           /* C took A's slot */
+        ck_assert_uint_eq(where(s, a, &ai2), 2);   /* A moved to its other bucket */
+        ck_assert_int_ge(ai2, 0);
+    } else {
+        clk->now = 1002 * SEC;
+        ck_assert_int_eq(srl_reset_key(lim, a, strlen(a)), 0);
+        ck_assert_int_eq(srl_reset_key(ref, a, strlen(a)), 0);
+        must_acquire(lim, a, &d);
+        must_acquire(ref, a, &d);
+        int ai2;
+        ck_assert_uint_eq(where(s, a, &ai2), ab);
+        ck_assert_int_eq(ai2, ai);          /* A is back in the same slot */
+        snprintf(other, sizeof other, "%s", filler);   /* a filler: nothing moves it */
+    }
+    peek(lim, other, &r->other_before);
+
+    __atomic_store_n(&pg->words[1], 1, __ATOMIC_RELEASE);
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    ck_assert_int_eq(pg->rc, 0);
+    r->got = pg->d;
+    must_acquire(ref, a, &r->want);
+    peek(lim, other, &r->other_after);
+    if (what == PARK_RESET)
+        r->other_want = r->other_before;   /* a filler: not in ref */
+    else
+        peek(ref, other, &r->other_want);
+    peek(lim, a, &r->a_after);
+    peek(ref, a, &r->a_want);
+    ck_assert_int_eq(srl_check(lim, NULL, NULL), 0);
+    munmap(pg, sizeof *pg);
+    srl_close(ref);
+    srl_close(lim);
+}
+
+static bool same_decision(const srl_decision *x, const srl_decision *y)
+{
+    return x->allowed == y->allowed && x->remaining == y->remaining &&
+           x->retry_after_ns == y->retry_after_ns && x->reset_after_ns == y->reset_after_ns &&
+           x->flags == y->flags;
+}
+
+static bool parked_exact(const struct parked *r)
+{
+    return same_decision(&r->got, &r->want) && same_decision(&r->other_after, &r->other_before) &&
+           same_decision(&r->other_after, &r->other_want) &&
+           same_decision(&r->a_after, &r->a_want);
+}
+
+static void parked_assert(int what)
+{
+    struct parked r;
+    parked_run(what, forced(), &r);
+    ck_assert_int_eq(r.got.allowed, r.want.allowed);
+    ck_assert_uint_eq(r.got.remaining, r.want.remaining);
+    ck_assert_uint_eq(r.got.reset_after_ns, r.want.reset_after_ns);
+    ck_assert_int_eq(r.other_after.allowed, r.other_before.allowed);
+    ck_assert_uint_eq(r.other_after.remaining, r.other_before.remaining);
+    ck_assert_uint_eq(r.other_after.reset_after_ns, r.other_before.reset_after_ns);
+    ck_assert_uint_eq(r.other_after.reset_after_ns, r.other_want.reset_after_ns);
+    ck_assert_int_eq(r.a_after.allowed, r.a_want.allowed);
+    ck_assert_uint_eq(r.a_after.reset_after_ns, r.a_want.reset_after_ns);
+    ck_assert(parked_exact(&r));
+}
+
+START_TEST(a_decider_parked_before_its_cas_while_its_key_is_evicted_and_the_slot_reused_falls_back)
+{
+    parked_assert(PARK_EVICT);
+}
+END_TEST
+
+START_TEST(a_decider_parked_before_its_cas_while_its_key_is_relocated_falls_back)
+{
+    parked_assert(PARK_RELOCATE);
+}
+END_TEST
+
+START_TEST(a_decider_parked_before_its_cas_while_its_key_is_reset_and_back_falls_back)
+{
+    parked_assert(PARK_RESET);
+}
+END_TEST
+
+/* The CAS that ignores seq (SRL__SHM_TEST_LF_NO_SEQ) lands on the changed
+ * slot in each of the three: every parked case sees it. */
+START_TEST(a_cas_that_ignores_seq_lands_on_the_changed_slot_and_each_parked_test_sees_it)
+{
+    for (int what = PARK_EVICT; what <= PARK_RESET; what++) {
+        struct parked r;
+        parked_run(what, SRL__SHM_TEST_LF_NO_SEQ, &r);
+        ck_assert_msg(!parked_exact(&r), "parked case %d: the CAS without seq was not caught",
+                      what);
+    }
+}
+END_TEST
+
 /* ------------------------------------------------------------ tests */
 
 START_TEST(a_found_gcra_key_is_decided_while_another_holds_its_bucket_lock)
@@ -631,6 +888,10 @@ static Suite *lockfree_suite(void)
     ADD(s, a_writer_killed_with_the_slot_frozen_leaves_seq_odd_and_the_next_decider_repairs);
     ADD(s, a_plain_store_instead_of_the_cas_over_admits_and_the_one_key_test_sees_it);
     ADD(s, locked_writers_that_leave_seq_alone_over_admit_and_the_mixed_test_sees_it);
+    ADD(s, a_decider_parked_before_its_cas_while_its_key_is_evicted_and_the_slot_reused_falls_back);
+    ADD(s, a_decider_parked_before_its_cas_while_its_key_is_relocated_falls_back);
+    ADD(s, a_decider_parked_before_its_cas_while_its_key_is_reset_and_back_falls_back);
+    ADD(s, a_cas_that_ignores_seq_lands_on_the_changed_slot_and_each_parked_test_sees_it);
     return s;
 }
 
