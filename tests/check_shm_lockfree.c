@@ -17,12 +17,17 @@
  *   crash:       a locked writer killed with the slot frozen leaves seq odd;
  *                the next (lock-free) decider goes to the lock, whose repair
  *                restores the state and makes seq even.
+ *   parked:      a decider parked between its read and its CAS
+ *                (SRL__SHM_TEST_LF_PARK) while its slot is evicted and
+ *                reused, relocated, or reset and refilled, each time with
+ *                the TAT it read: it falls back, exact against a locked
+ *                reference store.
  *   broken:      race harnesses over broken variants (testhooks.h:
  *                SRL__SHM_TEST_LF_STORE a plain store, LF_WRITERS_NO_SEQ
  *                locked writers that leave seq alone) must over-admit in
- *                some trial.  LF_NO_SEQ (a CAS that ignores seq) is not
- *                caught reliably: hot-key relocations inside a decider's
- *                window are rare here (a few per run); see design.md.
+ *                some trial; LF_NO_SEQ (a CAS that ignores seq) must make
+ *                every parked case inexact (the race harnesses rarely hit
+ *                its window; the parked tests arrange it).
  *
  * Overlap is arranged, not hoped for: workers run until the parent says
  * stop, each counting its operations in a shared page, and the parent says
