@@ -164,7 +164,8 @@ void bench_components_measure(const bench_opts *o, bench_components *c);
 typedef enum bench_store {
     BENCH_SHARED = 0,         /* srl_open_shared on /dev/shm */
     BENCH_LOCAL = 1,          /* srl_open_local */
-    BENCH_SHARED_GLOBAL = 2   /* srl_open_shared inside one global robust mutex */
+    BENCH_SHARED_GLOBAL = 2,  /* srl_open_shared inside one global robust mutex */
+    BENCH_SHARED_LOCKFREE = 3 /* srl_open_shared with SRL_CONFIG_LOCKFREE */
 } bench_store;
 const char *bench_store_name(bench_store s);
 

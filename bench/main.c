@@ -157,7 +157,7 @@ static void run_group(struct report *R, int si, int di, int ai, const bench_keys
     srl_ticker def = {srl_monotonic_ns, NULL}, coarse = {srl_monotonic_coarse_ns, NULL};
     struct per_row *row = &R->per[si][di][ai];
     enum { FLOOR, SHARED, LOCAL, GLOBAL, C_SHARED, C_LOCAL, D_SHARED, D_LOCAL, M_SHARED, M_LOCAL,
-           LF_LOCAL, NSUB };
+           L_SHARED, LF_LOCAL, NSUB };
     /* Two limits (the allow token bucket and the allow GCRA) next to one. */
     srl_limits two = {.count = 2};
     two.limit[0] = allow;
@@ -179,6 +179,8 @@ static void run_group(struct report *R, int si, int di, int ai, const bench_keys
                      &R->deny[ai][1]},
         [M_SHARED] = {BENCH_SHARED, allow, def, tb, &R->compound[si][di][0], &two},
         [M_LOCAL] = {BENCH_LOCAL, allow, def, tb, &R->compound[si][di][1], &two},
+        [L_SHARED] = {BENCH_SHARED_LOCKFREE, allow, def, decisions && a == SRL_GCRA,
+                      &R->lockfree_shared[si][di]},
         [LF_LOCAL] = {BENCH_LOCAL, allow, def, decisions && a == SRL_GCRA, &R->lockfree[si][di],
                       NULL, SRL_CONFIG_LOCKFREE},
     };

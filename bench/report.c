@@ -182,6 +182,22 @@ static void print_per_decision(const struct report *R)
                ratio(cl->ns, r->floor_ns, cl->rc == 0, g, sizeof g));
         (void)h;
     }
+    printf("\n### GCRA lock-free (SRL_CONFIG_LOCKFREE)\n\n");
+    printf("The allow GCRA on the shared store with the lock-free found-key path (one "
+           "16-byte compare-and-swap, no mutex), beside the same store without the flag "
+           "and the floor, timed in the same interleaved group.\n\n");
+    printf("| keys | dist | floor | shared | lock-free | shared/floor | lock-free/floor |\n");
+    printf("| ---: | --- | ---: | ---: | ---: | ---: | ---: |\n");
+    for (int si = 0; si < 2; si++)
+        for (int di = 0; di < 2; di++) {
+            const struct per_row *r = &R->per[si][di][bench_algo_index(SRL_GCRA)];
+            const bench_cell *lf = &R->lockfree_shared[si][di];
+            printf("| %s | %s | %.1f | %s | %s | %s | %s |\n", size_name(R->sizes[si], a, sizeof a),
+                   bench_dist_name((bench_dist)di), r->floor_ns, cell_ns(&r->shared, b, sizeof b),
+                   cell_ns(lf, c, sizeof c),
+                   ratio(r->shared.ns, r->floor_ns, r->shared.rc == 0, d, sizeof d),
+                   ratio(lf->ns, r->floor_ns, lf->rc == 0, e, sizeof e));
+        }
     printf("\n### Two limits in one decision (token_bucket + gcra, all or nothing)\n\n");
     printf("The allow token bucket alone, and as a compound with the allow GCRA "
            "(\"token_bucket:1e9/1h + gcra:1e9/1h\"): one slot and one lock for both, each "
@@ -537,7 +553,8 @@ int report_count_errors(const struct report *R)
             if (sec & BENCH_SEC_DECISIONS)
                 n += (R->global[si][di].rc != 0) + (R->coarse[si][di][0].rc != 0) +
                      (R->coarse[si][di][1].rc != 0) + (R->compound[si][di][0].rc != 0) +
-                     (R->compound[si][di][1].rc != 0) + (R->lockfree[si][di].rc != 0);
+                     (R->compound[si][di][1].rc != 0) + (R->lockfree[si][di].rc != 0) +
+                     (R->lockfree_shared[si][di].rc != 0);
         }
     for (int ai = 0; ai < NALGO && (sec & BENCH_SEC_DECISIONS); ai++)
         n += (R->deny[ai][0].rc != 0) + (R->deny[ai][1].rc != 0);

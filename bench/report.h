@@ -38,6 +38,7 @@ struct report {
     struct per_row per[2][2][NALGO];
     bench_cell global[2][2];              /* token bucket inside the global lock */
     bench_cell coarse[2][2][2];           /* token bucket, coarse ticker: [size][dist][shared, local] */
+    bench_cell lockfree_shared[2][2];     /* gcra, shared store, SRL_CONFIG_LOCKFREE: [size][dist] */
     bench_cell compound[2][2][2];         /* token bucket + gcra (two limits): [size][dist][shared, local] */
     bench_cell lockfree[2][2];            /* gcra, local store, SRL_CONFIG_LOCKFREE: [size][dist] */
     bench_cell deny[NALGO][2];            /* [algo][shared, local], N keys uniform */

@@ -22,6 +22,7 @@ const char *bench_store_name(bench_store s)
     case BENCH_SHARED: return "shared";
     case BENCH_LOCAL: return "local";
     case BENCH_SHARED_GLOBAL: return "shared+global lock";
+    case BENCH_SHARED_LOCKFREE: return "shared, lock-free";
     }
     return "?";
 }
@@ -50,7 +51,10 @@ int bench_open(bench_store s, const srl_config *cfg, srl_limiter **out)
     char name[64];
     snprintf(name, sizeof name, "/srl-bench-%d-%08x%08x", (int)getpid(),
              randombytes_random(), randombytes_random());
-    int rc = srl_open_shared(name, cfg, SRL_CREATE | SRL_EXCL, out);
+    srl_config c = *cfg;
+    if (s == BENCH_SHARED_LOCKFREE)
+        c.flags |= SRL_CONFIG_LOCKFREE;
+    int rc = srl_open_shared(name, &c, SRL_CREATE | SRL_EXCL, out);
     if (rc == 0)
         srl_unlink(name);
     return rc;

@@ -567,7 +567,26 @@ typedef struct srl_config {
 
 /*
  * SRL_CONFIG_LOCKFREE: decide a tracked key's plain srl_acquire without a
- * lock where the policy's state is one 64-bit word.
+ * lock where the policy's state is one 64-bit word.  Other stores ignore
+ * the flag.
+ *
+ * In a shared or anonymous store: the handle decides a key it finds, under
+ * a GCRA tier, without the bucket lock: one 16-byte compare-and-swap of the
+ * slot's sequence word and TAT (docs/design.md, "Lock-free GCRA (layout
+ * 7)").  Taken only by a plain srl_acquire / srl_acquire_tier of a key
+ * already in the table whose tier is one GCRA limit with no ban period, on
+ * a segment created with a GCRA limit in some tier (its slots are then
+ * 16-byte aligned), on a CPU with cmpxchg16b (x86-64); everything else (a
+ * new key, a tier change, token bucket, the sliding algorithms, compounds
+ * of several limits, penalties, srl_enter, srl_reserve with a wait,
+ * refunds, dry run) takes the lock as without the flag, and the answers
+ * are the same either way; handles with and without it may share a
+ * segment.  A crash mid-decision leaves nothing to repair.  What it costs:
+ * an admission is an atomic add to its bucket's counters and generation
+ * word either way (layout 7); a decision that loses its CAS to a
+ * concurrent one retries a few times, then takes the lock; a slot being
+ * written under the lock sends the decider to the lock.  GCRA slots grow
+ * to a multiple of 16 bytes.
  *
  * In the in-process store (srl_open_local): a handle whose policy is one
  * GCRA limit (no other limit in the compound, no ",penalty=", not

@@ -41,7 +41,7 @@
 #include "testhooks.h"
 
 #define SRL__SHM_MAGIC "SRLSHM\0\1"
-#define SRL__SHM_VERSION 6u            /* 3: header checksum, creator identity;
+#define SRL__SHM_VERSION 7u            /* 3: header checksum, creator identity;
                                            4: compound limits, slot meta word;
                                            5: tier table, a slot's tier, bucket
                                               would_deny, recovered moved to the
@@ -51,7 +51,14 @@
                                               generation in its meta word; bucket
                                               gen (the denial-flood cache,
                                               shm_flood.c), bucket full 32 bits
-                                              to make its room */
+                                              to make its room;
+                                           7: a slot's meta flags word is its
+                                              sequence (seq), slots 16-aligned
+                                              when the creation policy has a
+                                              GCRA limit (the lock-free GCRA
+                                              path, shm_lockfree.c); counters
+                                              and gen updated by atomic adds on
+                                              16-aligned segments */
 #define SRL__SHM_SLOTS 16u              /* slots per bucket */
 #define SRL__SHM_PAGE_BYTES 4096u       /* the header page (struct srl__shm_header) */
 #define SRL__SHM_HEADER_BYTES 12288u    /* header page + the two policy copies; the
@@ -184,22 +191,38 @@ _Static_assert(offsetof(struct srl__shm_bucket, tags) == sizeof(pthread_mutex_t)
 /* Slot layout inside a bucket (offsets from the slot's start), named here
  * once; srl__shm_geometry and every accessor use these:
  *   0   uint8  fp[16]
- *   16  meta: uint16 tier, uint16 flags, uint32 gen  (tier below the
- *       table's tier_count, checked; flags zero; gen: the policy generation
- *       the state is of, the current one or the one before (layout 6))
+ *   16  meta: uint16 tier, uint16 seq, uint32 gen  (tier below the
+ *       table's tier_count, checked; gen: the policy generation the state
+ *       is of, the current one or the one before (layout 6); seq (layout
+ *       7): odd while a locked writer changes the slot, see below)
  *   24  state[state_bytes]   the compound state (8-aligned), then counters:
  *   +0  uint32 allowed, uint32 denied  (per key, saturating)
  *   +8  uint16 key_len                 (only if key_display > 0)
  *   +10 display[key_display]           (only if key_display > 0)
- * rounded up to 8 bytes.  key_len serves rlctl's display alone, so with no
- * display copy it is not stored (srl_entry.key_len reads 0, "unknown").
+ * rounded up to 8 bytes, or to 16 when the creation policy has a GCRA
+ * limit in some tier (srl__shm_geometry; slots_off too), so that meta and
+ * a GCRA state's TAT, bytes 16..32, can be swapped by one 16-byte
+ * compare-and-swap (shm_lockfree.c).  key_len serves rlctl's display
+ * alone, so with no display copy it is not stored (srl_entry.key_len reads
+ * 0, "unknown").
  * What a slot and a bucket then cost is asserted, not restated here:
- * tests/check_shm_segment.c (a_token_bucket_slot_without_key_display_...). */
+ * tests/check_shm_segment.c (a_token_bucket_slot_without_key_display_...).
+ *
+ * seq (layout 7): every locked writer that changes a slot's fp, tier, gen,
+ * tag or state makes seq odd first (srl__shm_slot_current or
+ * srl__shm_slot_freeze, then a full fence) and even again last
+ * (srl__shm_slot_thaw, release), and it only grows (mod 2^16): an insert or
+ * a relocation into a slot keeps the slot's own seq.  The lock-free path
+ * reads {meta, TAT} with seq even and commits with one 16-byte CAS that
+ * expects that same meta: a writer that came between makes it fail.  Under
+ * a bucket lock an odd seq of an occupied slot is damage (its writer would
+ * have died holding the lock, and repair makes every seq even): reset and
+ * counted like a bad meta word. */
 #define SRL__SLOT_FP 0u
 #define SRL__SLOT_META 16u
 #define SRL__SLOT_META_BYTES 8u
 #define SRL__SLOT_TIER SRL__SLOT_META  /* uint16 */
-#define SRL__SLOT_FLAGS (SRL__SLOT_META + 2u) /* uint16, zero */
+#define SRL__SLOT_SEQ (SRL__SLOT_META + 2u)   /* uint16 (layout 7; "flags", zero, before) */
 #define SRL__SLOT_GEN (SRL__SLOT_META + 4u)   /* uint32 (layout 6) */
 #define SRL__SLOT_STATE (SRL__SLOT_META + SRL__SLOT_META_BYTES)
 #define SRL__CTR_ALLOWED 0u            /* from counters_off */
@@ -251,9 +274,12 @@ struct srl__shm {
     bool open_change;               /* SRL_CHANGE: the opener changes a policy that differs */
     bool change_pending;            /* ... and it did differ (segment_open changes it) */
     struct srl__shm_flood *flood;   /* the denial-flood cache, NULL when off (shm_flood.c) */
+    bool lockfree;                  /* SRL_CONFIG_LOCKFREE and the segment and CPU allow
+                                       it (srl__shm_lf_open, shm_lockfree.c) */
 #ifdef SRL_MUTANTS
     unsigned test_flags;            /* SRL__SHM_TEST_* (testhooks.h) */
     unsigned test_die_at;           /* SRL__SHM_TEST_CHANGE_DIE's countdown */
+    uint32_t *test_park;            /* SRL__SHM_TEST_LF_PARK's two words (testhooks.h) */
 #endif
     uint8_t hash_key[SRL__SHM_HASH_KEY_BYTES];
     char name[256];
@@ -442,9 +468,45 @@ static inline uint64_t srl__shm_tag_word(const struct srl__shm_bucket *bk, unsig
     return __atomic_load_n(&bk->tag_words[w], __ATOMIC_RELAXED);
 }
 
-/* Relaxed add to a per-bucket counter; the caller holds the bucket lock. */
+/* Relaxed add to a per-bucket counter that only lock holders write; the
+ * caller holds the bucket lock. */
 #define SRL__SHM_COUNT(field, n) \
     __atomic_store_n(&(field), __atomic_load_n(&(field), __ATOMIC_RELAXED) + (n), __ATOMIC_RELAXED)
+
+/* The segment's slots are 16-aligned (srl__shm_geometry: a GCRA limit in
+ * the creation policy), so lock-free deciders may exist (shm_lockfree.c). */
+static inline bool srl__shm_lf_seg(const struct srl__shm *s)
+{
+    return ((s->slot_bytes | s->slots_off) & 15u) == 0;
+}
+
+/* Add to a counter the lock-free path also adds to (bucket allowed, denied,
+ * gen): an atomic read-modify-write on a segment where lock-free deciders
+ * may exist (a locked load-then-store could lose their add), the plain
+ * relaxed load and store elsewhere (layout 6's cost). */
+#define SRL__SHM_SHARED_ADD(s, field, n)                                                 \
+    do {                                                                                 \
+        if (srl__shm_lf_seg(s))                                                          \
+            __atomic_fetch_add(&(field), (n), __ATOMIC_RELAXED);                          \
+        else                                                                             \
+            SRL__SHM_COUNT(field, n);                                                    \
+    } while (0)
+
+/* Per-key counter add, saturating: atomic where the lock-free path may add
+ * to it too (without the lock), plain elsewhere (the caller holds the lock). */
+static inline void srl__shm_sat_add32(const struct srl__shm *s, uint32_t *p, uint32_t n)
+{
+    uint32_t v = __atomic_load_n(p, __ATOMIC_RELAXED);
+    if (!srl__shm_lf_seg(s)) {   /* no lock-free adder: the lock holder's plain add */
+        __atomic_store_n(p, v > UINT32_MAX - n ? UINT32_MAX : v + n, __ATOMIC_RELAXED);
+        return;
+    }
+    uint32_t w;
+    do
+        w = v > UINT32_MAX - n ? UINT32_MAX : v + n;
+    while (w != v && !__atomic_compare_exchange_n(p, &v, w, true, __ATOMIC_RELAXED,
+                                                 __ATOMIC_RELAXED));
+}
 
 /* Hash a key into k, and start the misses a hit needs (both bucket heads,
  * both home windows) so that they overlap. */
@@ -463,20 +525,28 @@ uint8_t srl__shm_fp_tag(const uint8_t fp[SRL__SHM_FP_BYTES]);
 /* Slot of k in bucket b, or -1 (lock held). */
 int srl__shm_find_locked(const struct srl__shm *s, uint64_t b, const struct srl__shm_key *k);
 /* The slot's tier and generation words, and whether the meta word is sound
- * for view p (tier below its count, flags zero; the generation is judged
- * by the caller).  Lock held. */
+ * for view p (tier below its count; the generation is judged by the
+ * caller; seq by srl__shm_slot_current).  Lock held. */
 uint16_t srl__shm_slot_tier(const struct srl__shm *s, uint64_t b, unsigned i);
 uint32_t srl__shm_slot_gen(const struct srl__shm *s, uint64_t b, unsigned i);
 bool srl__shm_slot_meta_ok(const struct srl__shm *s, const struct srl__shm_pol *p, uint64_t b,
                            unsigned i);
-/* Make slot i of bucket b (locked) current: a state of the previous
- * generation is converted (srl__tier_convert, in the undo record), a meta
- * word that is not sound is reset and counted.  Returns the slot's
- * compound under p (p from srl__shm_pol_locked). */
+/* Make slot i of bucket b (locked) current, and freeze it (seq odd): a
+ * state of the previous generation is converted (srl__tier_convert, in the
+ * undo record), a meta word that is not sound (or a seq found odd) is
+ * reset and counted.  Returns the slot's compound under p (p from
+ * srl__shm_pol_locked).  Every call is paired with srl__shm_slot_thaw
+ * before the lock is released (and before the next call on that slot). */
 const struct srl__compound *srl__shm_slot_current(struct srl__shm *s, const struct srl__shm_pol *p,
                                                   uint64_t b, unsigned i, uint64_t now);
 /* key_len of slot i (stored only when key_display > 0), and whether it is
  * in range or not stored at all. */
+/* seq (layout 7, lock held): freeze makes it odd (returns true if it was
+ * odd already: damage, or a caller's second freeze), followed by a full
+ * fence so that no lock-free CAS can land after the state is read; thaw
+ * makes it even (release), one past. */
+bool srl__shm_slot_freeze(struct srl__shm *s, uint64_t b, unsigned i);
+void srl__shm_slot_thaw(struct srl__shm *s, uint64_t b, unsigned i);
 uint16_t *srl__shm_slot_key_len(const struct srl__shm *s, uint64_t b, unsigned i);
 bool srl__shm_slot_len_ok(const struct srl__shm *s, uint64_t b, unsigned i);
 
@@ -522,7 +592,7 @@ int srl__shm_table_init(struct srl__shm *s);
 /* Bump bucket b's gen (lock held): a slot of b may now decide otherwise. */
 static inline void srl__shm_gen_bump(struct srl__shm *s, uint64_t b)
 {
-    SRL__SHM_COUNT(srl__shm_bucket(s, b)->gen, 1u);
+    SRL__SHM_SHARED_ADD(s, srl__shm_bucket(s, b)->gen, 1u);
 }
 /* Add n local denials of the key with fingerprint fp to bucket b (locked):
  * the bucket's denied (and would_deny on a dry-run handle) always, the
@@ -574,6 +644,21 @@ int srl__shm_flood_acquire(srl_limiter *lim, const void *key, size_t len, uint32
                            srl_decision *d);
 int srl__shm_flood_acquire_tier(srl_limiter *lim, uint32_t tier, const void *key, size_t len,
                                 uint32_t cost, srl_decision *d);
+
+/* ----------------------------------------------------- shm_lockfree.c */
+
+/* Set s->lockfree for this opener: cfg asks for SRL_CONFIG_LOCKFREE, the
+ * segment's slots are 16-aligned and the CPU has a 16-byte CAS. */
+void srl__shm_lf_open(struct srl__shm *s, const srl_config *cfg);
+/* Whether slots of a segment with this geometry can be swapped lock-free
+ * (meta and TAT 16-aligned): also what srl__shm_geometry decided. */
+bool srl__shm_lf_aligned(const struct srl__shm *s);
+/* A plain srl_acquire_tier of the found key k under an all-GCRA tier,
+ * decided with one 16-byte CAS and no lock.  1 decided (*d filled,
+ * counted; io, may be NULL, gets a denial's copy as the locked path
+ * would give it), 0 not taken (the caller takes the locked path). */
+int srl__shm_lf_decide(struct srl__shm *s, const struct srl__shm_key *k, uint32_t tier,
+                       uint32_t cost, struct srl__shm_flood_io *io, srl_decision *d);
 
 /* -------------------------------------------------------- shm_store.c */
 

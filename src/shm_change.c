@@ -175,8 +175,10 @@ static int sweep(struct srl__shm *s, const struct srl__shm_pol *cur, char *msg, 
         struct srl__shm_bucket *bk = srl__shm_bucket(s, b);
         uint64_t now = srl__now(&s->lim);
         for (unsigned i = 0; i < SRL__SHM_SLOTS; i++)
-            if (bk->tags[i] != 0)
+            if (bk->tags[i] != 0) {
                 srl__shm_slot_current(s, cur, b, i, now);
+                srl__shm_slot_thaw(s, b, i);
+            }
         DIE_POINT(s);
         srl__shm_unlock(s, b);
     }

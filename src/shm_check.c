@@ -105,9 +105,10 @@ static void check_bucket(struct srl__shm *s, uint64_t b, uint64_t now, struct re
         else if (tier >= of->tier_count)
             problem(r, "bucket %llu slot %u: tier %u beyond the table (%u tiers)",
                     (unsigned long long)b, i, tier, of->tier_count);
-        else if (!srl__shm_slot_meta_ok(s, of, b, i))
-            problem(r, "bucket %llu slot %u: meta word set (layout 6 writes only the tier and "
-                       "the generation)", (unsigned long long)b, i);
+        else if (__atomic_load_n((const uint16_t *)(fp + SRL__SLOT_SEQ), __ATOMIC_RELAXED) & 1u)
+            problem(r, "bucket %llu slot %u: sequence word odd with no writer (a write cut "
+                       "short without a lock owner; reset by its next user)",
+                    (unsigned long long)b, i);
         else if (!srl__cmp_valid(&of->cmp[tier], srl__shm_slot_state(s, b, i), now))
             problem(r, "bucket %llu slot %u: invalid state (tier %u)", (unsigned long long)b, i,
                     tier);

@@ -70,6 +70,19 @@ uint64_t srl__shm_abi_word(void)
            (uint64_t)SRL__SHM_SLOTS << 32 | (uint64_t)sizeof(struct srl__shm_bucket) << 40;
 }
 
+/* Some limit of tier 0 (l) or of a further tier of cfg is GCRA. */
+static bool gcra_anywhere(const srl_config *cfg, const srl_limits *l)
+{
+    for (uint32_t j = 0; j < l->count && j < SRL_LIMITS_MAX; j++)
+        if (l->limit[j].algorithm == SRL_GCRA)
+            return true;
+    for (uint32_t t = 0; cfg->tiers != NULL && t < cfg->tier_count; t++)
+        for (uint32_t j = 0; j < cfg->tiers[t].limits.count && j < SRL_LIMITS_MAX; j++)
+            if (cfg->tiers[t].limits.limit[j].algorithm == SRL_GCRA)
+                return true;
+    return false;
+}
+
 int srl__shm_geometry(struct srl__shm *s, const srl_config *cfg)
 {
     struct srl__compound c;
@@ -89,9 +102,13 @@ int srl__shm_geometry(struct srl__shm *s, const srl_config *cfg)
      * display alone, and without it a token-bucket slot is 56 bytes, not 64. */
     size_t keyinfo = cfg->key_display > 0 ? SRL__CTR_DISPLAY - SRL__CTR_KEY_LEN +
                                                 (size_t)cfg->key_display : 0;
-    size_t slot = round_up(counters + SRL__CTR_BYTES + keyinfo, 8);
+    /* Layout 7: a policy with a GCRA limit in some tier gets 16-aligned
+     * slots, so that meta and TAT can be swapped by one 16-byte CAS
+     * (shm_lockfree.c); others keep 8 (a token-bucket slot stays 56). */
+    size_t align = gcra_anywhere(cfg, l) ? 16 : 8;
+    size_t slot = round_up(counters + SRL__CTR_BYTES + keyinfo, align);
     size_t undo = round_up(sizeof(struct srl__shm_bucket), 8);
-    size_t slots = round_up(undo + state, 8);
+    size_t slots = round_up(undo + state, align);
     size_t bucket = round_up(slots + SRL__SHM_SLOTS * slot, 64);
     if (bucket > UINT32_MAX)
         return SRL_EPOLICY;

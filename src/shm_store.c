@@ -138,6 +138,11 @@ void srl__shm_set_test_die(srl_limiter *lim, unsigned n)
 {
     ((struct srl__shm *)lim->impl)->test_die_at = n;
 }
+
+void srl__shm_set_test_park(srl_limiter *lim, uint32_t *words)
+{
+    ((struct srl__shm *)lim->impl)->test_park = words;
+}
 #endif
 
 /* SRL_CHANGE: the segment was opened (what cannot change equal to cfg's)
@@ -153,6 +158,8 @@ static int open_change(int rc, const srl_config *cfg, srl_limiter **out)
         rc = srl_policy_change(*out, cfg, NULL, 0);
     if (rc >= 0)   /* 1: changed; 0: another opener changed it first */
         rc = srl__shm_flood_open((*out)->impl, cfg);
+    if (rc >= 0)
+        srl__shm_lf_open((*out)->impl, cfg);
     if (rc != 0) {
         srl_close(*out);
         *out = NULL;

@@ -36,6 +36,7 @@
 
 #include <errno.h>
 #include <sched.h>
+#include <signal.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -187,18 +188,46 @@ uint32_t srl__shm_slot_gen(const struct srl__shm *s, uint64_t b, unsigned i)
 bool srl__shm_slot_meta_ok(const struct srl__shm *s, const struct srl__shm_pol *p, uint64_t b,
                            unsigned i)
 {
-    uint16_t flags;
-    memcpy(&flags, srl__shm_slot(s, b, i) + SRL__SLOT_FLAGS, sizeof flags);
-    return srl__shm_slot_tier(s, b, i) < p->tier_count && flags == 0;
+    return srl__shm_slot_tier(s, b, i) < p->tier_count;
+}
+
+static uint16_t *slot_seq(const struct srl__shm *s, uint64_t b, unsigned i)
+{
+    return (uint16_t *)(srl__shm_slot(s, b, i) + SRL__SLOT_SEQ);
+}
+
+bool srl__shm_slot_freeze(struct srl__shm *s, uint64_t b, unsigned i)
+{
+    if (SRL__MUTANT(s->test_flags, SRL__SHM_TEST_LF_WRITERS_NO_SEQ))
+        return false;   /* broken: a lock-free CAS may land mid-write */
+    uint16_t *q = slot_seq(s, b, i);
+    uint16_t v = __atomic_load_n(q, __ATOMIC_RELAXED);
+    if (!(v & 1u))
+        __atomic_store_n(q, (uint16_t)(v + 1u), __ATOMIC_RELAXED);
+    /* The odd seq is visible before anything of the slot is read: a CAS
+     * ordered after this store sees it odd and fails, one ordered before
+     * is seen by the reads that follow. */
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    return (v & 1u) != 0;
+}
+
+void srl__shm_slot_thaw(struct srl__shm *s, uint64_t b, unsigned i)
+{
+    if (SRL__MUTANT(s->test_flags, SRL__SHM_TEST_LF_WRITERS_NO_SEQ))
+        return;
+    uint16_t *q = slot_seq(s, b, i);
+    uint16_t v = __atomic_load_n(q, __ATOMIC_RELAXED);
+    __atomic_store_n(q, (uint16_t)((v | 1u) + 1u), __ATOMIC_RELEASE);
 }
 
 /* A fresh tier-0 state of generation p, for a slot whose meta word or
- * generation is damage (lock held). */
+ * generation is damage (lock held, slot frozen: seq is left as it is). */
 static void slot_fresh(struct srl__shm *s, const struct srl__shm_pol *p, uint64_t b, unsigned i,
                        uint64_t now)
 {
     unsigned char *slot = srl__shm_slot(s, b, i);
-    memset(slot + SRL__SLOT_META, 0, SRL__SLOT_META_BYTES);
+    uint16_t tier = 0;
+    memcpy(slot + SRL__SLOT_TIER, &tier, sizeof tier);
     memcpy(slot + SRL__SLOT_GEN, &p->gen, sizeof p->gen);
     srl__cmp_state_init(&p->cmp[0], srl__shm_slot_state(s, b, i), now);
 }
@@ -215,6 +244,13 @@ static void slot_fresh(struct srl__shm *s, const struct srl__shm_pol *p, uint64_
 const struct srl__compound *srl__shm_slot_current(struct srl__shm *s, const struct srl__shm_pol *p,
                                                   uint64_t b, unsigned i, uint64_t now)
 {
+    if (srl__shm_slot_freeze(s, b, i)) {
+        /* Odd under the lock: no writer is mid-write (a dead one was
+         * repaired when the lock was taken), so the bytes are damage. */
+        slot_fresh(s, p, b, i, now);
+        SRL__SHM_COUNT(srl__shm_bucket(s, b)->reset_slots, 1);
+        srl__shm_gen_bump(s, b);
+    }
     uint32_t g = srl__shm_slot_gen(s, b, i);
     if (g != p->gen) {
         const struct srl__shm_pol *from = g == p->gen - 1u ? p->prev : NULL;
@@ -279,12 +315,14 @@ static void slot_reset(struct srl__shm *s, const struct srl__shm_pol *p, uint64_
         return;
     }
     /* A reset state is tier 0's of the current generation, whatever the
-     * meta word said (flags are written by nobody yet: any are damage,
-     * cleared with it). */
+     * meta word said (seq was made even by repair before). */
     if (p != NULL)
         slot_fresh(s, p, b, i, now);
 }
 
+/* Whether slot i is at rest, judged frozen: a lock-free admission cannot
+ * land between this answer and the caller's eviction.  The caller thaws
+ * the slot (after clearing its tag, or not). */
 static bool slot_at_rest(struct srl__shm *s, const struct srl__shm_pol *p, uint64_t b, unsigned i,
                          uint64_t now)
 {
@@ -292,25 +330,19 @@ static bool slot_at_rest(struct srl__shm *s, const struct srl__shm_pol *p, uint6
                             now);
 }
 
-static uint32_t sat_inc(uint32_t v)
-{
-    return v == UINT32_MAX ? v : v + 1;
-}
 
 /* Count one decision on bucket b, slot i (lock held). */
 static void count(struct srl__shm *s, uint64_t b, unsigned i, const srl_decision *d)
 {
     struct srl__shm_bucket *bk = srl__shm_bucket(s, b);
     if (d->allowed) {
-        SRL__SHM_COUNT(bk->allowed, 1);
-        uint32_t *a = slot_allowed(s, b, i);
-        __atomic_store_n(a, sat_inc(*a), __ATOMIC_RELAXED);
+        SRL__SHM_SHARED_ADD(s, bk->allowed, 1);
+        srl__shm_sat_add32(s, slot_allowed(s, b, i), 1);
     } else {
-        SRL__SHM_COUNT(bk->denied, 1);
+        SRL__SHM_SHARED_ADD(s, bk->denied, 1);
         if (s->lim.dry_run)
             SRL__SHM_COUNT(bk->would_deny, 1);   /* the facade turns it (limiter.c) */
-        uint32_t *n = slot_denied(s, b, i);
-        __atomic_store_n(n, sat_inc(*n), __ATOMIC_RELAXED);
+        srl__shm_sat_add32(s, slot_denied(s, b, i), 1);
     }
 }
 
@@ -318,18 +350,15 @@ void srl__shm_count_denied(struct srl__shm *s, uint64_t b, const uint8_t fp[SRL_
                            uint32_t n)
 {
     struct srl__shm_bucket *bk = srl__shm_bucket(s, b);
-    SRL__SHM_COUNT(bk->denied, n);
+    SRL__SHM_SHARED_ADD(s, bk->denied, n);
     if (s->lim.dry_run)
         SRL__SHM_COUNT(bk->would_deny, n);
     struct srl__shm_key k;
     memcpy(k.fp, fp, SRL__SHM_FP_BYTES);
     k.tag = srl__shm_fp_tag(fp);
     int i = srl__shm_find_locked(s, b, &k);
-    if (i >= 0) {   /* else evicted or moved meanwhile: the per-key part is dropped */
-        uint32_t *p = slot_denied(s, b, (unsigned)i);
-        uint32_t v = *p;
-        __atomic_store_n(p, v > UINT32_MAX - n ? UINT32_MAX : v + n, __ATOMIC_RELAXED);
-    }
+    if (i >= 0)   /* else evicted or moved meanwhile: the per-key part is dropped */
+        srl__shm_sat_add32(s, slot_denied(s, b, (unsigned)i), n);
 }
 
 /* One request: an admission of `cost` (srl_acquire; srl_reserve when
@@ -424,7 +453,30 @@ static int decide_slot(struct srl__shm *s, uint64_t b, unsigned i, const struct 
     uint64_t now = srl__now(&s->lim);
     const struct srl__compound *from = srl__shm_slot_current(s, p, b, i, now);
     srl__shm_undo_begin(s, b, i);
+#ifdef SRL_MUTANTS
+    bool broken_done = false;
+    if ((s->test_flags & SRL__SHM_TEST_LF_WRITERS_NO_SEQ) && rq->apply == NULL &&
+        rq->lease == NULL && rq->max_wait == 0 && srl__shm_slot_tier(s, b, i) == rq->tier) {
+        /* Read, a slow write (another core's lock-free decider gets in:
+         * the slot is not frozen), write back what was decided. */
+        unsigned char copy[s->state_bytes] __attribute__((aligned(8)));
+        memcpy(copy, srl__shm_slot_state(s, b, i), s->state_bytes);
+        for (volatile unsigned n = 0; n < 2000; n++)
+            ;
+        srl__cmp_decide(&p->cmp[rq->tier], copy, now, rq->cost, 1, d);
+        memcpy(srl__shm_slot_state(s, b, i), copy, s->state_bytes);
+        broken_done = true;
+    }
+    if (s->test_flags & SRL__SHM_TEST_LF_DIE_FROZEN) {
+        memset(srl__shm_slot_state(s, b, i), 0x5a, s->state_bytes);   /* half written */
+        raise(SIGKILL);
+    }
+#endif
     bool changed = false;
+#ifdef SRL_MUTANTS
+    if (broken_done)
+        goto decided;
+#endif
     if (srl__shm_slot_tier(s, b, i) != rq->tier) {
         changed = true;
         /* The key changes tier: its state is converted (tiers.c) from the
@@ -437,6 +489,9 @@ static int decide_slot(struct srl__shm *s, uint64_t b, unsigned i, const struct 
         memcpy(srl__shm_slot(s, b, i) + SRL__SLOT_TIER, &t, sizeof t);
     }
     decide_state(s, b, i, &p->cmp[rq->tier], now, rq, d);
+#ifdef SRL_MUTANTS
+decided:
+#endif
     /* The undo copy still holds the state before: a denial that wrote
      * nothing leaves gen alone, so other processes' cached denials of the
      * bucket stay valid. */
@@ -445,6 +500,7 @@ static int decide_slot(struct srl__shm *s, uint64_t b, unsigned i, const struct 
                srl__shm_slot_state(s, b, i), s->state_bytes) != 0)
         srl__shm_gen_bump(s, b);
     srl__shm_undo_end(s, b);
+    srl__shm_slot_thaw(s, b, i);
     count_req(s, b, i, rq, d);
     if (out != NULL) {
         out->now = now;
@@ -503,7 +559,12 @@ static void insert(struct srl__shm *s, const struct srl__shm_pol *p, uint64_t b,
                    const struct shm_req *rq, srl_decision *d)
 {
     unsigned char *slot = srl__shm_slot(s, b, i);
+    /* The slot is free, but a lock-free decider that found its previous
+     * key may still hold its old meta: seq goes on from where it was. */
+    srl__shm_slot_freeze(s, b, i);
+    uint16_t seq = *slot_seq(s, b, i);
     memset(slot, 0, s->slot_bytes);
+    *slot_seq(s, b, i) = seq;
     memcpy(slot + SRL__SLOT_FP, k->fp, SRL__SHM_FP_BYTES);
     if (s->key_display > 0) {
         *srl__shm_slot_key_len(s, b, i) = (uint16_t)len;
@@ -521,6 +582,7 @@ static void insert(struct srl__shm *s, const struct srl__shm_pol *p, uint64_t b,
          * also checks the holder's pid). */
         srl__conc_seed(srl__cmp_conc_state(&s->lim.cmp, state), randombytes_random());
     decide_state(s, b, i, &p->cmp[rq->tier], now, rq, d);
+    srl__shm_slot_thaw(s, b, i);
     count_req(s, b, i, rq, d);
     srl__shm_gen_bump(s, b);
     srl__shm_tag_store(srl__shm_bucket(s, b), i, k->tag);
@@ -568,12 +630,17 @@ static int reclaim(struct srl__shm *s, const struct srl__shm_pol *p, uint64_t b,
 {
     struct srl__shm_bucket *bk = srl__shm_bucket(s, b);
     for (unsigned i = 0; i < SRL__SHM_SLOTS; i++) {
-        if (bk->tags[i] != 0 && slot_at_rest(s, p, b, i, now)) {
+        if (bk->tags[i] == 0)
+            continue;
+        bool rest = slot_at_rest(s, p, b, i, now);
+        if (rest) {
             srl__shm_tag_store(bk, i, 0);
             SRL__SHM_COUNT(bk->evicted, 1);
             srl__shm_gen_bump(s, b);
-            return (int)i;
         }
+        srl__shm_slot_thaw(s, b, i);
+        if (rest)
+            return (int)i;
     }
     return -1;
 }
@@ -624,13 +691,21 @@ static int relocate(struct srl__shm *s, const struct srl__shm_pol *p, uint64_t b
                  * the previous generation moved behind its sweep would be
                  * two generations behind after the next change (found by
                  * a_change_races_with_new_keys_and_with_eviction). */
+                /* It also freezes the source (seq odd): a lock-free CAS
+                 * on it lands before the copy below reads it, or fails. */
                 srl__shm_slot_current(s, p, b, i, now);
                 /* The marker lets repair of b resolve a move cut short
                  * between the two tag stores (srl__shm_repair_bucket). */
                 __atomic_store_n(&bk->moving_slot, (uint8_t)(i + 1), __ATOMIC_RELEASE);
+                /* The destination keeps its own seq, frozen while written. */
+                srl__shm_slot_freeze(s, other, (unsigned)j);
+                uint16_t seq = *slot_seq(s, other, (unsigned)j);
                 memcpy(srl__shm_slot(s, other, (unsigned)j), srl__shm_slot(s, b, i), s->slot_bytes);
+                *slot_seq(s, other, (unsigned)j) = seq;
+                srl__shm_slot_thaw(s, other, (unsigned)j);
                 srl__shm_tag_store(srl__shm_bucket(s, other), (unsigned)j, tag);
                 srl__shm_tag_store(bk, i, 0);
+                srl__shm_slot_thaw(s, b, i);
                 __atomic_store_n(&bk->moving_slot, 0, __ATOMIC_RELEASE);
                 srl__shm_gen_bump(s, b);
                 srl__shm_gen_bump(s, other);
@@ -709,6 +784,12 @@ static void repair(struct srl__shm *s, uint64_t b, uint64_t now, bool nested)
                s->state_bytes);
     /* An out-of-range undo_slot is itself damage: drop it, then validate. */
     __atomic_store_n(&bk->undo_slot, 0, __ATOMIC_RELEASE);
+    /* The dead owner may have left a slot frozen (seq odd): its state is
+     * restored above (or was never written: an eviction, an insert before
+     * its tag), so it is made even, one past, for the lock-free path. */
+    for (unsigned i = 0; i < SRL__SHM_SLOTS; i++)
+        if (__atomic_load_n(slot_seq(s, b, i), __ATOMIC_RELAXED) & 1u)
+            srl__shm_slot_thaw(s, b, i);
     for (unsigned i = 0; i < SRL__SHM_SLOTS; i++) {
         if (__atomic_load_n(&bk->tags[i], __ATOMIC_RELAXED) == 0)
             continue;
@@ -967,6 +1048,13 @@ static int decide_k(srl_limiter *lim, const struct srl__shm_key *k, const void *
     }
 #endif
 
+    /* A plain admission of a found key under an all-GCRA tier: one CAS,
+     * no lock (shm_lockfree.c), when this handle asked for it; anything
+     * it does not take comes down here. */
+    if (s->lockfree && rq->lease == NULL && rq->apply == NULL && rq->max_wait == 0 &&
+        srl__shm_lf_decide(s, k, rq->tier, rq->cost, io, d))
+        return 0;
+
     uint64_t b;
     int i;
     int rc = find_fast(s, k, &deadline, &b, &i);
@@ -1037,9 +1125,9 @@ static int decide_k(srl_limiter *lim, const struct srl__shm_key *k, const void *
         }
         SRL__SHM_COUNT(bk->full, 1);
         if (d->allowed)
-            SRL__SHM_COUNT(bk->allowed, 1);
+            SRL__SHM_SHARED_ADD(s, bk->allowed, 1);
         else
-            SRL__SHM_COUNT(bk->denied, 1);
+            SRL__SHM_SHARED_ADD(s, bk->denied, 1);
         if (!d->allowed && s->lim.dry_run)
             SRL__SHM_COUNT(bk->would_deny, 1);
         unlock_pair(s, k);
@@ -1142,11 +1230,13 @@ int srl__shm_leave(srl_limiter *lim, srl_lease *lease)
         return rc;
     if (i < 0)
         return SRL_ENOENT;   /* the key is gone: its units were reclaimed */
+    srl__shm_slot_freeze(s, b, (unsigned)i);
     srl__shm_undo_begin(s, b, (unsigned)i);
     rc = srl__cmp_leave(&lim->cmp, srl__shm_slot_state(s, b, (unsigned)i), lease->entry,
                         lease->gen, (int32_t)getpid());
     srl__shm_gen_bump(s, b);
     srl__shm_undo_end(s, b);
+    srl__shm_slot_thaw(s, b, (unsigned)i);
     srl__shm_unlock(s, b);
     return rc;
 }
@@ -1194,10 +1284,12 @@ int srl__shm_peek(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
     uint64_t now = srl__now(lim);
     const struct srl__compound *c = srl__shm_slot_current(s, p, b, (unsigned)i, now);
     if (cost > c->min_permits) {   /* the key's tier takes less (srl_acquire_tier) */
+        srl__shm_slot_thaw(s, b, (unsigned)i);
         srl__shm_unlock(s, b);
         return SRL_ECOST;
     }
     srl__cmp_decide(c, srl__shm_slot_state(s, b, (unsigned)i), now, cost, 0, d);
+    srl__shm_slot_thaw(s, b, (unsigned)i);
     srl__shm_unlock(s, b);
     return 0;
 }
@@ -1242,6 +1334,7 @@ int srl__shm_refund(srl_limiter *lim, const void *key, size_t len, uint32_t cost
     uint64_t now = srl__now(lim);
     const struct srl__compound *c = srl__shm_slot_current(s, p, b, (unsigned)i, now);
     if (cost > c->min_permits) {
+        srl__shm_slot_thaw(s, b, (unsigned)i);
         srl__shm_unlock(s, b);
         return SRL_ECOST;
     }
@@ -1249,6 +1342,7 @@ int srl__shm_refund(srl_limiter *lim, const void *key, size_t len, uint32_t cost
     srl__cmp_refund(c, srl__shm_slot_state(s, b, (unsigned)i), now, cost);
     srl__shm_gen_bump(s, b);
     srl__shm_undo_end(s, b);
+    srl__shm_slot_thaw(s, b, (unsigned)i);
     srl__shm_unlock(s, b);
     return 0;
 }
@@ -1272,6 +1366,7 @@ int srl__shm_key_state(srl_limiter *lim, const void *key, size_t len, void *buf)
     }
     srl__shm_slot_current(s, p, b, (unsigned)i, srl__now(lim));
     memcpy(buf, srl__shm_slot_state(s, b, (unsigned)i), s->state_bytes);
+    srl__shm_slot_thaw(s, b, (unsigned)i);
     srl__shm_unlock(s, b);
     return 0;
 }
@@ -1287,7 +1382,9 @@ int srl__shm_reset_key(srl_limiter *lim, const void *key, size_t len)
         return rc;
     if (i < 0)
         return SRL_ENOENT;
+    srl__shm_slot_freeze(s, b, (unsigned)i);
     srl__shm_tag_store(srl__shm_bucket(s, b), (unsigned)i, 0);
+    srl__shm_slot_thaw(s, b, (unsigned)i);
     srl__shm_gen_bump(s, b);
     srl__shm_unlock(s, b);
     return 0;
@@ -1318,7 +1415,11 @@ int64_t srl__shm_evict_idle(srl_limiter *lim)
         }
         uint64_t now = srl__now(lim);
         for (unsigned i = 0; i < SRL__SHM_SLOTS; i++) {
-            if (bk->tags[i] != 0 && lim->cmp.conc >= 0) {
+            if (bk->tags[i] == 0)
+                continue;
+            /* Frozen from here to the end: current, reclaimed, judged. */
+            const struct srl__compound *c = srl__shm_slot_current(s, p, b, i, now);
+            if (lim->cmp.conc >= 0) {
                 /* Dead holders' and max_hold-expired units first (undo
                  * record: a crash mid-reclaim restores the whole state). */
                 srl__shm_undo_begin(s, b, i);
@@ -1332,12 +1433,13 @@ int64_t srl__shm_evict_idle(srl_limiter *lim)
                     srl__shm_gen_bump(s, b);
                 }
             }
-            if (bk->tags[i] != 0 && slot_at_rest(s, p, b, i, now)) {
+            if (srl__cmp_at_rest(c, srl__shm_slot_state(s, b, i), now)) {
                 srl__shm_tag_store(bk, i, 0);
                 SRL__SHM_COUNT(bk->evicted, 1);
                 srl__shm_gen_bump(s, b);
                 n++;
             }
+            srl__shm_slot_thaw(s, b, i);
         }
         srl__shm_unlock(s, b);
     }
@@ -1393,6 +1495,7 @@ int64_t srl__shm_foreach(srl_limiter *lim, srl_foreach_fn fn, void *ctx)
             e.state = state;   /* valid while fn runs: the bucket stays locked */
             n++;
             stop = fn(&e, ctx);
+            srl__shm_slot_thaw(s, b, i);
         }
         srl__shm_unlock(s, b);
         if (stop)

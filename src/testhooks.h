@@ -46,11 +46,28 @@ enum {
     SRL__SHM_TEST_CHANGE_NO_SWEEP = 0x200u, /* broken: the changer skips its sweep */
     SRL__SHM_TEST_CHANGE_DIE = 0x400u,  /* the changer SIGKILLs itself at its n-th
                                            step (srl__shm_set_test_die) */
+    /* The lock-free GCRA path (tests/check_shm_lockfree.c).  Each yields
+     * between reading a slot and writing it, as a preemption would. */
+    SRL__SHM_TEST_LF_STORE = 0x800u,    /* broken: a plain store of the TAT, no CAS */
+    SRL__SHM_TEST_LF_NO_SEQ = 0x1000u,  /* broken: the CAS expects the meta word it
+                                           finds at commit time (seq ignored) */
+    SRL__SHM_TEST_LF_WRITERS_NO_SEQ = 0x2000u, /* broken: locked writers leave seq
+                                           alone (freeze and thaw do nothing) */
+    SRL__SHM_TEST_LF_DIE_FROZEN = 0x4000u, /* a locked decision SIGKILLs itself with
+                                           the slot frozen (seq odd), mid-write */
+    /* 0x8000u is SRL__SHM_TEST_SLOW_LINK (above). */
+    SRL__SHM_TEST_LF_PARK = 0x10000u,   /* a lock-free admission, once, parks between
+                                           its read of {seq, TAT} and its CAS until
+                                           told to go (srl__shm_set_test_park) */
 };
 /* The n-th step (1-based: each bucket of the sweep, under its lock; then
  * before, in the middle of and after the spare copy; after publishing) at
  * which a changer with SRL__SHM_TEST_CHANGE_DIE dies. */
 void srl__shm_set_test_die(srl_limiter *lim, unsigned n);
+/* SRL__SHM_TEST_LF_PARK's words, in memory the test shares with the
+ * decider's process: the decider stores 1 to words[0] once it has read the
+ * slot and decided, then waits until words[1] is nonzero, then CASes. */
+void srl__shm_set_test_park(srl_limiter *lim, uint32_t *words);
 /* Set SRL__SHM_TEST_* on an open shared/anonymous limiter (src/shm_store.c). */
 void srl__shm_set_test_flags(srl_limiter *lim, unsigned flags);
 /* srl__shm_open with SRL__SHM_TEST_* flags that act during the open

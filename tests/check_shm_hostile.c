@@ -1053,6 +1053,50 @@ START_TEST(random_bytes_over_the_table_never_crash_hang_or_read_out_of_bounds)
 }
 END_TEST
 
+/* Layout 7: a slot whose seq is odd with no lock owner (a write cut short
+ * that no repair saw, or garbage).  A lock-free handle must neither spin on
+ * it nor hang: it gives up after a few reads and takes the lock, and the
+ * locked path resets the slot (counted) and makes seq even again. */
+START_TEST(an_odd_seq_with_no_lock_owner_sends_a_lock_free_decider_to_the_lock_which_resets_it)
+{
+    guard(60);
+    struct victim v;
+    victim_open(&v, SRL_GCRA, 10, 64, 8, 1);
+    srl_config cfg = v.cfg;
+    cfg.flags = SRL_CONFIG_LOCKFREE;
+    srl_limiter *lf = NULL;
+    ck_assert_int_eq(srl_open_shared(v.name, &cfg, 0, &lf), 0);
+    ck_assert(((struct srl__shm *)lf->impl)->lockfree);
+    uint64_t b;
+    unsigned i;
+    first_used(&v, &b, &i);
+    unsigned char *slot = slot_at(&v, b, i);
+    uint16_t seq;
+    memcpy(&seq, slot + SRL__SLOT_SEQ, sizeof seq);
+    ck_assert_uint_eq(seq & 1u, 0);
+    seq |= 1u;
+    memcpy(slot + SRL__SLOT_SEQ, &seq, sizeof seq);
+    struct check_lines l = {0};
+    ck_assert_int_eq(srl_check(v.lim, check_lines_collect, &l), 1);
+    ck_assert_ptr_nonnull(strstr(l.last, "sequence word odd"));
+    srl_decision d;
+    ck_assert_int_eq(srl_acquire(lf, "key-0", 5, 1, &d), 0);
+    ck_assert_int_eq(d.allowed, 1);
+    ck_assert_uint_eq(d.flags, 0);
+    ck_assert_uint_eq(d.remaining, 9);   /* reset to fresh, then this admission */
+    srl_stats st;
+    ck_assert_int_eq(srl_stats_get(lf, &st), 0);
+    ck_assert_uint_eq(st.reset_slots, 1);
+    memcpy(&seq, slot + SRL__SLOT_SEQ, sizeof seq);
+    ck_assert_uint_eq(seq & 1u, 0);
+    ck_assert_int_eq(srl_check(v.lim, NULL, NULL), 0);
+    ck_assert_int_eq(srl_acquire(lf, "key-0", 5, 1, &d), 0);   /* lock-free again */
+    ck_assert_uint_eq(d.remaining, 8);
+    srl_close(lf);
+    victim_close(&v);
+}
+END_TEST
+
 /* One damage at a time, with the exact number of problems srl_check reports. */
 START_TEST(srl_check_reports_each_documented_kind_of_table_damage_exactly_once)
 {
@@ -1078,12 +1122,16 @@ START_TEST(srl_check_reports_each_documented_kind_of_table_damage_exactly_once)
                       (want));                                                               \
     } while (0)
 
-    /* The meta word's flags are written by nobody yet (layout 5 writes the tier). */
-    slot[SRL__SLOT_META + 2] = 0x01;
-    EXPECT_PROBLEMS(1, "meta word set");
-    ck_assert_ptr_nonnull(strstr(l.last, "meta word set"));
-    slot[SRL__SLOT_META + 2] = 0;
-    EXPECT_PROBLEMS(0, "meta word restored");
+    /* An odd seq (layout 7) with no lock owner: a write cut short that no
+     * repair saw; its next user resets the slot. */
+    uint16_t seq0;
+    memcpy(&seq0, slot + SRL__SLOT_SEQ, sizeof seq0);
+    uint16_t odd = (uint16_t)(seq0 | 1u);
+    memcpy(slot + SRL__SLOT_SEQ, &odd, sizeof odd);
+    EXPECT_PROBLEMS(1, "seq odd");
+    ck_assert_ptr_nonnull(strstr(l.last, "sequence word odd"));
+    memcpy(slot + SRL__SLOT_SEQ, &seq0, sizeof seq0);
+    EXPECT_PROBLEMS(0, "seq restored");
 
     BK(&v, b, tags)[i] = (uint8_t)(tag == 0xff ? 0xfe : tag + 1);
     EXPECT_PROBLEMS(1, "tag without a matching fingerprint");
@@ -1610,6 +1658,7 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, random_bytes_over_the_table_never_crash_hang_or_read_out_of_bounds, 0, 5);
     tcase_add_test(tc, bytes_after_the_header_are_hints_never_trusted);
     tcase_add_test(tc, srl_check_reports_each_documented_kind_of_table_damage_exactly_once);
+    tcase_add_test(tc, an_odd_seq_with_no_lock_owner_sends_a_lock_free_decider_to_the_lock_which_resets_it);
     tcase_add_test(tc, a_sliding_log_count_beyond_permits_does_not_stall_its_bucket);
     tcase_add_test(tc, random_bytes_over_a_bucket_mutex_give_a_bounded_error_never_a_crash_or_a_hang);
     tcase_add_loop_test(tc, a_bucket_mutex_of_a_foreign_kind_is_ecorrupt_and_reported_never_an_abort, 0, 2);

@@ -642,26 +642,28 @@ START_TEST(a_segment_with_a_concurrency_limit_keeps_it)
 }
 END_TEST
 
-/* Layout 6 refuses a layout-5 segment (and layout-5 code, which wants
- * version 5 exactly, refuses 6: the same equality check, seen from there). */
-START_TEST(a_layout_5_segment_is_refused_as_another_layout_version)
+/* Layout 7 refuses a layout-6 (and 5) segment, and layout-6 code, which
+ * wants version 6 exactly, refuses 7: the same equality check, seen from
+ * there.  8 stands for the next one. */
+START_TEST(a_layout_6_segment_is_refused_as_another_layout_version)
 {
-    ck_assert_uint_eq(SRL__SHM_VERSION, 6);
+    ck_assert_uint_eq(SRL__SHM_VERSION, 7);
     srl_config cfg = config_of("token_bucket:10/1h", 64, NULL);
     const char *name = unique_name("live");
     srl_limiter *lim = open_live(name, &cfg, SRL_CREATE | SRL_EXCL);
     srl_close(lim);
-    for (uint32_t v = 5; v <= 7; v += 2) {
-        shm_poke32(name, offsetof(struct srl__shm_header, version), v);
+    const uint32_t others[] = {5, 6, 8};
+    for (size_t j = 0; j < 3; j++) {
+        shm_poke32(name, offsetof(struct srl__shm_header, version), others[j]);
         ck_assert_int_eq(srl_open_shared(name, &cfg, 0, &lim), SRL_EVERSION);
         ck_assert_int_eq(srl_open_shared(name, NULL, 0, &lim), SRL_EVERSION);
         ck_assert_int_eq(srl_open_shared(name, &cfg, SRL_CHANGE, &lim), SRL_EVERSION);
     }
-    shm_poke32(name, offsetof(struct srl__shm_header, version), 6);
+    shm_poke32(name, offsetof(struct srl__shm_header, version), 7);
     lim = open_live(name, &cfg, 0);
     srl_info info;
     ck_assert_int_eq(srl_info_get(lim, &info), 0);
-    ck_assert_uint_eq(info.layout_version, 6);
+    ck_assert_uint_eq(info.layout_version, 7);
     srl_close(lim);
     ck_assert_int_eq(srl_unlink(name), 0);
 }
@@ -974,7 +976,7 @@ static Suite *suite(void)
     tc = tcase_create("refusals");
     tcase_add_test(tc, what_cannot_change_is_refused_with_its_code_and_a_message_saying_what_to_do);
     tcase_add_test(tc, a_segment_with_a_concurrency_limit_keeps_it);
-    tcase_add_test(tc, a_layout_5_segment_is_refused_as_another_layout_version);
+    tcase_add_test(tc, a_layout_6_segment_is_refused_as_another_layout_version);
     tcase_add_test(tc, srl_change_changes_srl_adopt_takes_and_a_plain_opener_refuses);
     suite_add_tcase(s, tc);
     tc = tcase_create("hostile");

@@ -1,0 +1,295 @@
+/*
+ * shm_lockfree.c - the lock-free found-key path of GCRA in the shared and
+ * anonymous stores (issue 17, item 2; layout 7).  docs/design.md,
+ * "Lock-free GCRA (layout 7)", has the argument; the rules in short:
+ *
+ * WHAT TAKES IT
+ *   A handle opened with SRL_CONFIG_LOCKFREE, on a segment whose slots are
+ *   16-aligned (srl__shm_geometry: the creation policy has a GCRA limit in
+ *   some tier), on a CPU with a 16-byte CAS (x86-64 cmpxchg16b; elsewhere
+ *   the path is off).  Per request: a plain srl_acquire / srl_acquire_tier
+ *   (no lease, no wait, no apply), not a dry-run handle, of a key found in
+ *   one of its buckets whose tier's compound is one GCRA limit with no ban
+ *   period, whose slot's meta word names that tier and the generation of
+ *   the handle's newest policy view, which is the segment's policy_gen.
+ *   Everything else (a miss, an insert, a tier change, a conversion, a
+ *   stale view, an odd seq that stays odd, a CAS lost too often) returns 0
+ *   and the caller takes the locked path, which decides it exactly as
+ *   before.
+ *
+ * INVARIANTS
+ *   - Slot bytes 16..32 are {meta = {tier, seq, gen}, TAT}.  A lock-free
+ *     decider writes nothing but the TAT, and only by one 16-byte CAS whose
+ *     expected meta is the one it read with seq even; the new meta is the
+ *     same, so it never changes seq, tier or gen.
+ *   - Every locked writer of a slot's fp, tag, tier, gen or state makes
+ *     seq odd (then a full fence) before it reads what it will write from,
+ *     and even, one past, after (release): shm_table.c, srl__shm_slot_
+ *     current / freeze / thaw.  seq only grows: an insert or a relocation
+ *     into a slot keeps the slot's own seq.  So between a decider's read
+ *     and its CAS no writer can have begun or ended on the slot without
+ *     changing seq, and the CAS fails: a TAT can only land on the key and
+ *     the state the decider read (the fp was read under the same even seq).
+ *     The one hole is seq wrapping: 32768 complete locked writes of the
+ *     slot while one decider sits between read and CAS, and then the TAT
+ *     equal too.
+ *   - A denial writes no state (GCRA): it is decided on a snapshot of
+ *     {meta, fp, TAT} that read the same even meta before and after.
+ *   - Counters: bucket allowed / denied and gen, per-key allowed / denied
+ *     are atomic adds on both paths on a 16-aligned segment
+ *     (SRL__SHM_SHARED_ADD, srl__shm_sat_add32; plain adds elsewhere),
+ *     so srl_stats stays exact.  An admission bumps the bucket's gen after
+ *     its CAS, as a locked admission does after its write: the flood cache
+ *     (shm_flood.c) sees the state changed.
+ *   - The clock is read before the snapshot: a decision is made with a now
+ *     no later than the moment it commits, so a racing pair may commit in
+ *     the opposite order of their clock reads; GCRA then computes the
+ *     later commit with an older now, which can only deny, never admit
+ *     beyond the limit.
+ *
+ * LOCKS
+ *   None.  Never waits: an odd seq (a locked writer at work, or a dead one
+ *   whose repair has not come yet) is re-read at most LF_TRIES times, then
+ *   the locked path takes the bucket lock, whose robust-mutex recovery
+ *   makes the seq even (repair in shm_table.c).
+ *
+ * CRASH
+ *   A decider killed anywhere leaves either the old TAT or the new one
+ *   (the CAS is atomic) and at most its own counter adds undone: nothing to
+ *   repair.
+ *
+ * Per-key counters (srl_foreach) are added after the CAS, guarded by the
+ * slot still holding the key (tag and fp); a decider preempted between its
+ * CAS and that add while the key is relocated may lose its one count (the
+ * copy was taken before), and one preempted between the check and the add
+ * while the slot is also reused by another key may add it to that key.
+ * srl_stats's bucket counters are exact regardless.  (No cheap fix: the
+ * counters are outside the CAS's 16 bytes; design.md, "Counters".)
+ */
+#include "shm.h"
+
+#include <sched.h>
+#include <string.h>
+
+#define LF_TRIES 4u
+
+#if defined(__x86_64__)
+static bool cpu_has_cx16(void)
+{
+    unsigned a = 1, b, c, d;
+    __asm__ __volatile__("cpuid" : "+a"(a), "=b"(b), "=c"(c), "=d"(d) : "2"(0u));
+    return (c >> 13) & 1u;
+}
+
+/* lock cmpxchg16b on the 16-aligned p: {lo, hi} = {*exp_lo, *exp_hi} ->
+ * {new_lo, new_hi}; on failure the words found go to *exp_lo, *exp_hi. */
+static bool cas16(void *p, uint64_t *exp_lo, uint64_t *exp_hi, uint64_t new_lo, uint64_t new_hi)
+{
+    bool ok;
+    __asm__ __volatile__("lock cmpxchg16b %1"
+                         : "=@ccz"(ok), "+m"(*(unsigned __int128 *)p), "+a"(*exp_lo),
+                           "+d"(*exp_hi)
+                         : "b"(new_lo), "c"(new_hi)
+                         : "memory");
+    return ok;
+}
+#define LF_CPU 1
+#else
+#define LF_CPU 0
+#endif
+
+bool srl__shm_lf_aligned(const struct srl__shm *s)
+{
+    return s->slot_bytes % 16u == 0 && s->slots_off % 16u == 0 && s->bucket_bytes % 16u == 0 &&
+           SRL__SHM_HEADER_BYTES % 16u == 0 && SRL__SLOT_META % 16u == 0;
+}
+
+void srl__shm_lf_open(struct srl__shm *s, const srl_config *cfg)
+{
+    s->lockfree = false;
+#if LF_CPU
+    bool want = cfg != NULL && (cfg->flags & SRL_CONFIG_LOCKFREE);
+#ifdef SRL_FORCE_LOCKFREE
+    want = true;   /* a build that runs every suite with the path on */
+#endif
+    s->lockfree = want && srl__shm_lf_aligned(s) && cpu_has_cx16();
+#else
+    (void)cfg;
+#endif
+}
+
+#if LF_CPU
+/* The compound of view p's tier t takes this path: one GCRA limit, no ban. */
+static bool lf_tier(const struct srl__shm_pol *p, uint32_t t)
+{
+    const struct srl__compound *c = &p->cmp[t];
+    return c->count == 1 && c->algo[0] == &srl__algo_gcra && !c->penalty && c->conc < 0 &&
+           c->off[0] == 0;
+}
+
+static uint64_t load64(const unsigned char *p, int order)
+{
+    return __atomic_load_n((const uint64_t *)p, order);
+}
+
+/* The meta word as the CAS compares it: tier, seq, gen, little-endian in
+ * one word (what a 64-bit load of bytes 16..24 gives). */
+static uint16_t meta_seq(uint64_t m)
+{
+    uint16_t v;
+    memcpy(&v, (const unsigned char *)&m + 2, sizeof v);
+    return v;
+}
+
+static uint16_t meta_tier(uint64_t m)
+{
+    uint16_t v;
+    memcpy(&v, &m, sizeof v);
+    return v;
+}
+
+static uint32_t meta_gen(uint64_t m)
+{
+    uint32_t v;
+    memcpy(&v, (const unsigned char *)&m + 4, sizeof v);
+    return v;
+}
+
+static uint32_t *slot_ctr(const struct srl__shm *s, uint64_t b, unsigned i, unsigned which)
+{
+    return (uint32_t *)(srl__shm_slot(s, b, i) + s->counters_off + which);
+}
+
+/* The slot still holds k (its tag and fp): where its per-key counter goes.
+ * Not seq: a locked decision of the key in between changes seq and the
+ * count is still the key's. */
+static bool still_here(const struct srl__shm *s, uint64_t b, unsigned i,
+                       const struct srl__shm_key *k)
+{
+    const unsigned char *slot = srl__shm_slot(s, b, i);
+    if (__atomic_load_n(&srl__shm_bucket(s, b)->tags[i], __ATOMIC_ACQUIRE) != k->tag)
+        return false;
+    uint64_t f0 = load64(slot + SRL__SLOT_FP, __ATOMIC_RELAXED);
+    uint64_t f1 = load64(slot + SRL__SLOT_FP + 8, __ATOMIC_RELAXED);
+    return memcmp(&f0, k->fp, 8) == 0 && memcmp(&f1, k->fp + 8, 8) == 0;
+}
+
+/* Outcomes of one try on one slot. */
+enum { LF_DONE, LF_OTHER, LF_RETRY, LF_LOCKED };
+
+static int lf_try(struct srl__shm *s, const struct srl__shm_pol *p, uint64_t b, unsigned i,
+                  const struct srl__shm_key *k, uint32_t tier, uint32_t cost,
+                  struct srl__shm_flood_io *io, srl_decision *d)
+{
+    struct srl__shm_bucket *bk = srl__shm_bucket(s, b);
+    unsigned char *slot = srl__shm_slot(s, b, i);
+    unsigned char *meta = slot + SRL__SLOT_META;
+    /* Clock, then the flood cache's gen, then the snapshot: the snapshot
+     * is of a moment after both (header comment; shm_flood.c). */
+    uint64_t now = srl__now(&s->lim);
+    uint32_t gen0 = __atomic_load_n(&bk->gen, __ATOMIC_ACQUIRE);
+    uint64_t m1 = load64(meta, __ATOMIC_ACQUIRE);
+    if (meta_seq(m1) & 1u)
+        return LF_RETRY;   /* a locked writer at work (or dead: the lock repairs) */
+    uint8_t tag = __atomic_load_n(&bk->tags[i], __ATOMIC_RELAXED);
+    uint64_t f0 = load64(slot + SRL__SLOT_FP, __ATOMIC_RELAXED);
+    uint64_t f1 = load64(slot + SRL__SLOT_FP + 8, __ATOMIC_RELAXED);
+    uint64_t tat = load64(slot + SRL__SLOT_STATE, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    if (load64(meta, __ATOMIC_RELAXED) != m1)
+        return LF_RETRY;
+    if (tag != k->tag || memcmp(&f0, k->fp, 8) != 0 || memcmp(&f1, k->fp + 8, 8) != 0)
+        return LF_OTHER;
+    if (meta_tier(m1) != tier || meta_gen(m1) != p->gen)
+        return LF_LOCKED;   /* a tier change or a conversion: the lock's */
+    uint64_t st = tat;
+    srl__cmp_decide(&p->cmp[tier], &st, now, cost, 1, d);
+    if (!d->allowed) {
+        /* Nothing written: counted, and handed to the flood cache as the
+         * locked path would (the state the snapshot read, gen before it). */
+        SRL__SHM_SHARED_ADD(s, bk->denied, 1);
+        if (still_here(s, b, i, k))
+            srl__shm_sat_add32(s, slot_ctr(s, b, i, SRL__CTR_DENIED), 1);
+        if (io != NULL && d->retry_after_ns > 0) {
+            io->recorded = 1;
+            io->bucket = b;
+            io->gen = gen0;
+            io->now = now;
+            io->pol = p;
+            memset(io->state, 0, s->state_bytes);
+            memcpy(io->state, &tat, sizeof tat);
+        }
+        return LF_DONE;
+    }
+    uint64_t exp_m = m1, exp_t = tat;
+#ifdef SRL_MUTANTS
+    if ((s->test_flags & SRL__SHM_TEST_LF_PARK) && s->test_park != NULL) {
+        s->test_flags &= ~(unsigned)SRL__SHM_TEST_LF_PARK;   /* once */
+        __atomic_store_n(&s->test_park[0], 1, __ATOMIC_RELEASE);
+        while (__atomic_load_n(&s->test_park[1], __ATOMIC_ACQUIRE) == 0)
+            sched_yield();
+    }
+    if (s->test_flags & (SRL__SHM_TEST_LF_STORE | SRL__SHM_TEST_LF_NO_SEQ))
+        sched_yield();   /* a preemption between the read and the write */
+    if (s->test_flags & SRL__SHM_TEST_LF_STORE) {
+        __atomic_store_n((uint64_t *)(slot + SRL__SLOT_STATE), st, __ATOMIC_RELEASE);
+        goto committed;   /* broken: whatever was written meanwhile is lost */
+    }
+    if (s->test_flags & SRL__SHM_TEST_LF_NO_SEQ)
+        exp_m = m1 = load64(meta, __ATOMIC_ACQUIRE);   /* broken: seq not held to the read */
+#endif
+    if (!cas16(meta, &exp_m, &exp_t, m1, st))
+        return LF_RETRY;
+#ifdef SRL_MUTANTS
+committed:
+#endif
+    srl__shm_gen_bump(s, b);
+    SRL__SHM_SHARED_ADD(s, bk->allowed, 1);
+    if (still_here(s, b, i, k))
+        srl__shm_sat_add32(s, slot_ctr(s, b, i, SRL__CTR_ALLOWED), 1);
+    return LF_DONE;
+}
+#endif
+
+int srl__shm_lf_decide(struct srl__shm *s, const struct srl__shm_key *k, uint32_t tier,
+                       uint32_t cost, struct srl__shm_flood_io *io, srl_decision *d)
+{
+#if LF_CPU
+    if (s->lim.dry_run)
+        return 0;
+    const struct srl__shm_pol *p = __atomic_load_n(&s->pol, __ATOMIC_ACQUIRE);
+    if (p == NULL || tier >= p->tier_count || !lf_tier(p, tier) ||
+        cost > p->cmp[tier].min_permits ||
+        __atomic_load_n(&srl__shm_live(s)->policy_gen, __ATOMIC_ACQUIRE) != p->gen)
+        return 0;
+    uint64_t cand[2] = {k->b1, k->b2};
+    for (int c = 0; c < (k->b1 == k->b2 ? 1 : 2); c++) {
+        const struct srl__shm_bucket *bk = srl__shm_bucket(s, cand[c]);
+        for (unsigned w = 0; w < SRL__SHM_SLOTS / 8; w++) {
+            uint64_t m = srl__shm_tag_match(srl__shm_tag_word(bk, w), k->tag);
+            for (; m != 0; m &= m - 1) {
+                unsigned i = w * 8 + srl__shm_tag_byte(m);
+                for (unsigned t = 0;; t++) {
+                    int r = lf_try(s, p, cand[c], i, k, tier, cost, io, d);
+                    if (r == LF_DONE)
+                        return 1;
+                    if (r == LF_LOCKED || t + 1 >= LF_TRIES)
+                        return 0;
+                    if (r == LF_OTHER)
+                        break;
+                    __builtin_ia32_pause();
+                }
+            }
+        }
+    }
+    return 0;
+#else
+    (void)s;
+    (void)k;
+    (void)tier;
+    (void)cost;
+    (void)io;
+    (void)d;
+    return 0;
+#endif
+}

@@ -1,0 +1,912 @@
+/*
+ * check_shm_lockfree.c - the lock-free GCRA path of the shared store
+ * (SRL_CONFIG_LOCKFREE, layout 7; src/shm_lockfree.c, docs/design.md
+ * "Lock-free GCRA (layout 7)"): exact under real multi-process races, and
+ * proof that these tests catch the bugs its seq word and CAS close.
+ *
+ *   taken:       a found GCRA key is decided while another holds its bucket
+ *                lock (so no lock was needed); a token-bucket one is not.
+ *   exactness:   8 processes on one key, and on 64 keys, with the flag:
+ *                exactly the permits admitted, bucket and per-key counters
+ *                equal to what the workers saw (denials too).
+ *   movement:    lock-free deciders on hot keys while other processes insert
+ *                new keys into a small table (relocating the hot ones),
+ *                evict idle ones and reset others: every hot key admits
+ *                exactly its permits (no TAT lands on another slot).
+ *   mixed:       handles with and without the flag on one key: exact.
+ *   crash:       a locked writer killed with the slot frozen leaves seq odd;
+ *                the next (lock-free) decider goes to the lock, whose repair
+ *                restores the state and makes seq even.
+ *   parked:      a decider parked between its read and its CAS
+ *                (SRL__SHM_TEST_LF_PARK) while its slot is evicted and
+ *                reused, relocated, or reset and refilled, each time with
+ *                the TAT it read: it falls back, exact against a locked
+ *                reference store.
+ *   broken:      race harnesses over broken variants (testhooks.h:
+ *                SRL__SHM_TEST_LF_STORE a plain store, LF_WRITERS_NO_SEQ
+ *                locked writers that leave seq alone) must over-admit in
+ *                some trial; LF_NO_SEQ (a CAS that ignores seq) must make
+ *                every parked case inexact (the race harnesses rarely hit
+ *                its window; the parked tests arrange it).
+ *
+ * Overlap is arranged, not hoped for: workers run until the parent says
+ * stop, each counting its operations in a shared page, and the parent says
+ * stop only once every worker has made progress past the point the test
+ * needs (and, for the exactness tests, every permit was taken).  Time is a
+ * fake clock in a shared page: frozen, or moved only by the churn workers,
+ * never far enough for a hot key to earn a permit back.
+ */
+#include <check.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "shm.h"
+#include "srl.h"
+#include "testutil.h"
+#include "shm_testutil.h"
+
+#define WORKERS 8
+#define MAXKEYS 64
+#define MIN_OPS 5000u     /* every worker's progress before stop */
+#define BROKEN_TRIALS 10
+
+static fake_clock *g_clk;   /* the churn workers move it (inherited by fork) */
+
+struct area {
+    uint32_t stop;
+    uint32_t started;
+    uint32_t errors;
+    uint32_t untracked;
+    uint64_t ops[WORKERS];
+    uint64_t allowed[MAXKEYS];
+    uint64_t denied[MAXKEYS];
+    uint64_t churn_ring[2][64];     /* each churn worker's last keys that got a slot (+1) */
+    uint64_t churn_pos[2];
+    uint64_t churn_allowed;
+    uint64_t churn_denied;
+};
+
+static struct area *area_new(void)
+{
+    struct area *a = mmap(NULL, sizeof *a, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                          -1, 0);
+    ck_assert_ptr_ne(a, MAP_FAILED);
+    memset(a, 0, sizeof *a);
+    return a;
+}
+
+static srl_config gcra_config(uint32_t permits, uint64_t window, uint64_t capacity,
+                              fake_clock *clock, unsigned flags)
+{
+    srl_config cfg;
+    srl_config_init(&cfg);
+    cfg.policy = (srl_policy){.algorithm = SRL_GCRA, .permits = permits, .window_ns = window};
+    cfg.capacity = capacity;
+    cfg.ticker = fake_ticker(clock);
+    cfg.lock_timeout_ms = 20000;   /* a slow sanitizer run is not a stuck owner */
+    cfg.flags = flags;
+    return cfg;
+}
+
+static void key_name(char *buf, size_t n, const char *what, uint64_t i)
+{
+    snprintf(buf, n, "%s-%llu", what, (unsigned long long)i);
+}
+
+struct job {
+    const char *name;
+    srl_config cfg[WORKERS];        /* each worker's own (flags differ) */
+    unsigned test_flags[WORKERS];
+    void (*fn[WORKERS])(srl_limiter *lim, int w, struct area *a, const struct job *j);
+    unsigned nkeys;
+    uint64_t target;                /* admissions after which stop may come (0: none) */
+};
+
+static bool stopped(struct area *a)
+{
+    return __atomic_load_n(&a->stop, __ATOMIC_ACQUIRE) != 0;
+}
+
+static int one(srl_limiter *lim, struct area *a, const char *key, unsigned slot_no, uint32_t tier)
+{
+    srl_decision d = {0};
+    int rc = tier == 0 ? srl_acquire(lim, key, strlen(key), 1, &d)
+                       : srl_acquire_tier(lim, tier, key, strlen(key), 1, &d);
+    if (rc != 0)
+        __atomic_fetch_add(&a->errors, 1, __ATOMIC_RELAXED);
+    if (d.flags & SRL_DECISION_UNTRACKED)
+        __atomic_fetch_add(&a->untracked, 1, __ATOMIC_RELAXED);
+    if (slot_no < MAXKEYS)
+        __atomic_fetch_add(d.allowed ? &a->allowed[slot_no] : &a->denied[slot_no], 1,
+                           __ATOMIC_RELAXED);
+    else
+        __atomic_fetch_add(d.allowed ? &a->churn_allowed : &a->churn_denied, 1,
+                           __ATOMIC_RELAXED);
+    return rc == 0 && !(d.flags & SRL_DECISION_UNTRACKED);
+}
+
+/* Hot keys, round robin from a worker-dependent start. */
+static void hot(srl_limiter *lim, int w, struct area *a, const struct job *j)
+{
+    char key[32];
+    for (uint64_t n = (uint64_t)w; !stopped(a); n++) {
+        unsigned k = (unsigned)(n % j->nkeys);
+        key_name(key, sizeof key, "hot", k);
+        one(lim, a, key, k, 0);
+        __atomic_fetch_add(&a->ops[w], 1, __ATOMIC_RELAXED);
+    }
+}
+
+/* New keys of tier 1 (1 an hour: never at rest) into a table kept nearly full: an
+ * insert finds room only where the evictor freed a slot, often in another
+ * bucket, so it relocates a key of its own buckets there (hot ones too).
+ * The clock moves 1 us a key (the evictor's idle sweep has work too). */
+static void churn(srl_limiter *lim, int w, struct area *a, const struct job *j)
+{
+    (void)j;
+    char key[32];
+    fake_clock *clk = g_clk;
+    for (uint64_t n = 0; !stopped(a); n++) {
+        key_name(key, sizeof key, w % 2 ? "churn-a" : "churn-b", n);
+        if (one(lim, a, key, MAXKEYS, 1)) {
+            uint64_t p = a->churn_pos[w % 2]++;
+            __atomic_store_n(&a->churn_ring[w % 2][p % 64], n + 1, __ATOMIC_RELAXED);
+        }
+        __atomic_fetch_add(&clk->now, 1000, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&a->ops[w], 1, __ATOMIC_RELAXED);
+    }
+}
+
+/* rlctl's evict and reset, through the API: an idle sweep now and then,
+ * and resets of churn keys among the last 64 each churn worker got a slot
+ * for, each freeing one slot. */
+static void evictor(srl_limiter *lim, int w, struct area *a, const struct job *j)
+{
+    (void)j;
+    char key[32];
+    uint64_t x = 88172645463325252ull;
+    for (uint64_t n = 0; !stopped(a); n++) {
+        if (n % 64 == 0 && srl_evict_idle(lim) < 0)
+            __atomic_fetch_add(&a->errors, 1, __ATOMIC_RELAXED);
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        unsigned side = (unsigned)(x & 1);
+        uint64_t got = __atomic_load_n(&a->churn_ring[side][(x >> 8) % 64], __ATOMIC_RELAXED);
+        if (got > 0) {
+            key_name(key, sizeof key, side ? "churn-a" : "churn-b", got - 1);
+            int rc = srl_reset_key(lim, key, strlen(key));
+            if (rc != 0 && rc != SRL_ENOENT)
+                __atomic_fetch_add(&a->errors, 1, __ATOMIC_RELAXED);
+        }
+        __atomic_fetch_add(&a->ops[w], 1, __ATOMIC_RELAXED);
+    }
+}
+
+static uint64_t hot_allowed(const struct area *a, unsigned nkeys)
+{
+    uint64_t t = 0;
+    for (unsigned k = 0; k < nkeys; k++)
+        t += __atomic_load_n(&a->allowed[k], __ATOMIC_RELAXED);
+    return t;
+}
+
+/* Fork the workers; each opens the segment (created by the parent), runs
+ * its fn until stop.  The parent says stop once every worker did MIN_OPS
+ * and the hot keys took target admissions. */
+static void run(const struct job *j, struct area *a)
+{
+    pid_t pids[WORKERS];
+    for (int w = 0; w < WORKERS; w++) {
+        pids[w] = fork();
+        ck_assert_int_ge(pids[w], 0);
+        if (pids[w] == 0) {
+            srl_limiter *lim = NULL;
+            if (srl_open_shared(j->name, &j->cfg[w], 0, &lim) != 0)
+                _exit(2);
+            srl__shm_set_test_flags(lim, j->test_flags[w]);
+            __atomic_fetch_add(&a->started, 1, __ATOMIC_RELEASE);
+            while (__atomic_load_n(&a->started, __ATOMIC_ACQUIRE) < WORKERS)
+                sched_yield();
+            j->fn[w](lim, w, a, j);
+            srl_close(lim);
+            _exit(0);
+        }
+    }
+    for (;;) {
+        bool all = true;
+        for (int w = 0; w < WORKERS; w++)
+            all = all && __atomic_load_n(&a->ops[w], __ATOMIC_RELAXED) >= MIN_OPS;
+        if (all && hot_allowed(a, j->nkeys) >= j->target)
+            break;
+        usleep(1000);
+    }
+    __atomic_store_n(&a->stop, 1, __ATOMIC_RELEASE);
+    for (int w = 0; w < WORKERS; w++) {
+        int status;
+        ck_assert_int_eq(waitpid(pids[w], &status, 0), pids[w]);
+        ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                      "worker %d ended with status %#x", w, status);
+    }
+    ck_assert_uint_eq(a->errors, 0);
+}
+
+/* ------------------------------------------------------- harnesses */
+
+struct sums {
+    uint64_t allowed, denied;
+};
+
+static int foreach_sum(const srl_entry *e, void *ctx)
+{
+    struct sums *s = ctx;
+    s->allowed += e->allowed;
+    s->denied += e->denied;
+    return 0;
+}
+
+/* Every worker on the hot keys; half of them with the flag when mixed.
+ * Returns the largest number any key admitted; *smallest the least. */
+static uint64_t hot_run(unsigned nkeys, uint32_t permits, bool mixed, unsigned test_flags,
+                        uint64_t *smallest, bool check_counters)
+{
+    fake_clock *clk = fake_clock_shared(1000 * SEC);
+    struct job *j = calloc(1, sizeof *j);
+    ck_assert_ptr_nonnull(j);
+    j->name = unique_name("lockfree");
+    j->nkeys = nkeys;
+    j->target = (uint64_t)nkeys * permits;
+    for (int w = 0; w < WORKERS; w++) {
+        bool lf = !mixed || w % 2 == 0;
+        j->cfg[w] = gcra_config(permits, 3600 * SEC, 1024, clk, lf ? SRL_CONFIG_LOCKFREE : 0);
+        j->test_flags[w] = test_flags;
+        j->fn[w] = hot;
+    }
+    srl_limiter *lim = NULL;
+    ck_assert_int_eq(srl_open_shared(j->name, &j->cfg[0], SRL_CREATE | SRL_EXCL, &lim), 0);
+    ck_assert(((struct srl__shm *)lim->impl)->lockfree);
+    struct area *a = area_new();
+    run(j, a);
+    uint64_t most = 0, least = UINT64_MAX, denied = 0;
+    for (unsigned k = 0; k < nkeys; k++) {
+        most = a->allowed[k] > most ? a->allowed[k] : most;
+        least = a->allowed[k] < least ? a->allowed[k] : least;
+        denied += a->denied[k];
+    }
+    if (check_counters) {
+        /* What the workers saw is what the segment counted, allowed and
+         * denied, in the buckets (srl_stats) and per key (srl_foreach). */
+        srl_stats st;
+        ck_assert_int_eq(srl_stats_get(lim, &st), 0);
+        ck_assert_uint_eq(st.allowed, (uint64_t)nkeys * permits);
+        ck_assert_uint_eq(st.denied, denied);
+        ck_assert_uint_eq(st.recovered + st.reset_slots + st.full + st.timeouts, 0);
+        ck_assert_uint_eq(a->untracked, 0);
+        for (unsigned k = 0; k < nkeys; k++) {
+            char key[32];
+            key_name(key, sizeof key, "hot", k);
+            ck_assert_uint_eq(a->allowed[k], permits);
+            srl_decision d;
+            ck_assert_int_eq(srl_peek(lim, key, strlen(key), 1, &d), 0);
+            ck_assert_int_eq(d.allowed, 0);
+        }
+        struct sums sum = {0, 0};
+        ck_assert_int_eq(srl_foreach(lim, foreach_sum, &sum), (int64_t)nkeys);
+        ck_assert_uint_eq(sum.allowed, (uint64_t)nkeys * permits);
+        ck_assert_uint_eq(sum.denied, denied);
+        ck_assert_int_eq(srl_check(lim, NULL, NULL), 0);
+    }
+    srl_close(lim);
+    ck_assert_int_eq(srl_unlink(j->name), 0);
+    munmap(a, sizeof *a);
+    free(j);
+    *smallest = least;
+    return most;
+}
+
+/* Hot keys under movement: 5 lock-free deciders on 8 hot keys (tier 0,
+ * permits per hour), 2 workers inserting new tier-1 keys into a 48-slot table (3 buckets: every relocation goes to the third), 1 evicting idle
+ * keys and resetting recent ones.  Returns the most any hot key admitted. */
+#define HOT_KEYS 8u
+static uint64_t moving_run(uint32_t permits, unsigned test_flags, uint64_t *smallest,
+                           bool check_counters)
+{
+    fake_clock *clk = fake_clock_shared(1000 * SEC);
+    g_clk = clk;
+    static srl_tier tiers[1];
+    memset(tiers, 0, sizeof tiers);
+    snprintf(tiers[0].name, sizeof tiers[0].name, "churn");
+    tiers[0].limits.count = 1;
+    tiers[0].limits.limit[0] = (srl_policy){.algorithm = SRL_GCRA, .permits = 1,
+                                            .window_ns = 3600 * SEC};
+    struct job *j = calloc(1, sizeof *j);
+    ck_assert_ptr_nonnull(j);
+    j->name = unique_name("lockfree");
+    j->nkeys = HOT_KEYS;
+    j->target = (uint64_t)HOT_KEYS * permits;
+    for (int w = 0; w < WORKERS; w++) {
+        j->cfg[w] = gcra_config(permits, 24 * 3600 * SEC, 48, clk, SRL_CONFIG_LOCKFREE);
+        j->cfg[w].on_full = SRL_ON_FULL_ALLOW;
+        j->cfg[w].tiers = tiers;
+        j->cfg[w].tier_count = 1;
+        j->test_flags[w] = test_flags;
+        j->fn[w] = w < 5 ? hot : w < 7 ? churn : evictor;
+    }
+    srl_limiter *lim = NULL;
+    ck_assert_int_eq(srl_open_shared(j->name, &j->cfg[0], SRL_CREATE | SRL_EXCL, &lim), 0);
+    ck_assert(((struct srl__shm *)lim->impl)->lockfree);
+    struct area *a = area_new();
+    /* The hot keys are in the table before the churn fills it (a key that
+     * finds it full is on_full's, untracked); never at rest, they stay. */
+    for (unsigned k = 0; k < HOT_KEYS; k++) {
+        char key[32];
+        key_name(key, sizeof key, "hot", k);
+        srl_decision d;
+        ck_assert_int_eq(srl_acquire(lim, key, strlen(key), 1, &d), 0);
+        ck_assert_int_eq(d.allowed, 1);
+        ck_assert_uint_eq(d.flags, 0);
+        a->allowed[k] = 1;
+    }
+    run(j, a);
+    uint64_t most = 0, least = UINT64_MAX;
+    for (unsigned k = 0; k < HOT_KEYS; k++) {
+        most = a->allowed[k] > most ? a->allowed[k] : most;
+        least = a->allowed[k] < least ? a->allowed[k] : least;
+    }
+    if (check_counters) {
+        /* The churn moved less than one hot emission interval of time. */
+        ck_assert_uint_lt(clk->now - 1000 * SEC, 24 * 3600 * SEC / permits);
+        srl_stats st;
+        ck_assert_int_eq(srl_stats_get(lim, &st), 0);
+        uint64_t denied = a->churn_denied;
+        for (unsigned k = 0; k < HOT_KEYS; k++)
+            denied += a->denied[k];
+        ck_assert_uint_eq(st.allowed, (uint64_t)HOT_KEYS * permits + a->churn_allowed);
+        ck_assert_uint_eq(st.denied, denied);
+        ck_assert_uint_eq(st.recovered + st.reset_slots + st.timeouts, 0);
+        for (unsigned k = 0; k < HOT_KEYS; k++) {
+            char key[32];
+            key_name(key, sizeof key, "hot", k);
+            ck_assert_uint_eq(a->allowed[k], permits);
+            srl_decision d;
+            ck_assert_int_eq(srl_peek(lim, key, strlen(key), 1, &d), 0);
+            ck_assert_int_eq(d.allowed, 0);
+        }
+        ck_assert_int_eq(srl_check(lim, NULL, NULL), 0);
+    }
+    srl_close(lim);
+    ck_assert_int_eq(srl_unlink(j->name), 0);
+    munmap(a, sizeof *a);
+    free(j);
+    *smallest = least;
+    return most;
+}
+
+/* A broken variant's harness: over-admission in some trial (the variant is
+ * switched on in every worker; LF_FORCE in the environment does the same
+ * to the exact tests, to show their FAIL lines). */
+static unsigned forced(void)
+{
+    const char *e = getenv("LF_FORCE");
+    return e == NULL ? 0 : (unsigned)strtoul(e, NULL, 0);
+}
+
+/* ------------------------------------------- a decider parked before its CAS
+ *
+ * SRL__SHM_TEST_LF_PARK stops a lock-free admission of key A in a forked
+ * process after it read {seq, TAT} and decided, before its CAS.  While it
+ * is parked, this process changes A's slot under the lock so that the slot
+ * ends with the TAT the decider read (the case a CAS of the TAT alone, or
+ * one that ignores seq, cannot tell):
+ *   evict:     time moved so A is idle, srl_evict_idle frees it, time moved
+ *              back and a new key B takes the same slot with TAT equal;
+ *   relocate:  a new key C whose buckets are full pushes A to its other
+ *              bucket and takes its slot, TAT equal;
+ *   reset:     srl_reset_key(A), then A comes back into the same slot.
+ * Then the decider goes: its CAS must fail, it re-reads or takes the lock,
+ * and everything must equal a locked reference store (same clock, room for
+ * every key) that did the same operations in the same order: the decider's
+ * decision, the new key's state untouched, A's state.  Clock: GCRA 10 per
+ * 10 s (T = 1 s); A admitted 3 times at 1000 s (TAT 1003 s); the fillers 9
+ * times (TAT 1009 s: never idle here). */
+enum { PARK_EVICT, PARK_RELOCATE, PARK_RESET };
+
+struct parked {
+    srl_decision got, want;              /* the decider's, the reference's */
+    srl_decision other_before, other_after, other_want; /* B or C (peek) */
+    srl_decision a_after, a_want;        /* A (peek) afterwards */
+};
+
+struct park_page {
+    uint32_t words[2];                   /* srl__shm_set_test_park */
+    int rc;
+    srl_decision d;
+};
+
+static void must_acquire(srl_limiter *lim, const char *key, srl_decision *d)
+{
+    ck_assert_int_eq(srl_acquire(lim, key, strlen(key), 1, d), 0);
+    ck_assert_uint_eq(d->flags & SRL_DECISION_UNTRACKED, 0);
+}
+
+/* srl_peek; an error (the key is not there) is kept in d->allowed. */
+static void peek(srl_limiter *lim, const char *key, srl_decision *d)
+{
+    memset(d, 0, sizeof *d);
+    int rc = srl_peek(lim, key, strlen(key), 1, d);
+    if (rc != 0)
+        d->allowed = rc;
+}
+
+/* A name "<what>-n" whose candidate buckets are {b1, b2} (either order if
+ * any_order), written to out. */
+static void name_in(const struct srl__shm *s, const char *what, uint64_t b1, uint64_t b2,
+                    bool any_order, unsigned *next, char *out, size_t n)
+{
+    for (;; (*next)++) {
+        ck_assert_uint_lt(*next, 1000000);
+        key_name(out, n, what, *next);
+        struct srl__shm_key k;
+        srl__shm_hash(s, out, strlen(out), &k);
+        if ((k.b1 == b1 && k.b2 == b2) || (any_order && k.b1 == b2 && k.b2 == b1)) {
+            (*next)++;
+            return;
+        }
+    }
+}
+
+/* Where key is in lim's table: its bucket, slot index in *slot (-1 none). */
+static uint64_t where(const struct srl__shm *s, const char *key, int *slot)
+{
+    struct srl__shm_key k;
+    srl__shm_hash(s, key, strlen(key), &k);
+    uint64_t cand[2] = {k.b1, k.b2};
+    for (int c = 0; c < 2; c++) {
+        int i = srl__shm_find_locked(s, cand[c], &k);
+        if (i >= 0) {
+            *slot = i;
+            return cand[c];
+        }
+    }
+    *slot = -1;
+    return 0;
+}
+
+static void parked_run(int what, unsigned extra_flags, struct parked *r)
+{
+    fake_clock *clk = fake_clock_shared(1000 * SEC);
+    uint64_t cap = what == PARK_RELOCATE ? 48 : 16;   /* 3 buckets, or 1 */
+    srl_config cfg = gcra_config(10, 10 * SEC, cap, clk, SRL_CONFIG_LOCKFREE);
+    srl_config rcfg = gcra_config(10, 10 * SEC, 1024, clk, 0);
+    srl_limiter *lim = NULL, *ref = NULL;
+    ck_assert_int_eq(srl_open_anonymous(&cfg, &lim), 0);
+    ck_assert_int_eq(srl_open_anonymous(&rcfg, &ref), 0);
+    struct srl__shm *s = lim->impl;
+    ck_assert(s->lockfree);
+    ck_assert_uint_eq(s->buckets, cap / 16);
+    char a[32] = "A", other[32] = "B", filler[32];
+    unsigned next = 0;
+    srl_decision d;
+    if (what == PARK_RELOCATE)
+        name_in(s, "a", 0, 2, false, &next, a, sizeof a);
+    for (int n = 0; n < 3; n++) {
+        must_acquire(lim, a, &d);
+        must_acquire(ref, a, &d);
+    }
+    /* Fill the table (relocate: buckets 0 and 1, with keys of those two
+     * only, so that A, whose other bucket is 2, is the one that can move). */
+    unsigned fillers = what == PARK_RELOCATE ? 31 : 15;
+    for (unsigned f = 0; f < fillers; f++) {
+        if (what == PARK_RELOCATE)
+            name_in(s, "f", 0, 1, true, &next, filler, sizeof filler);
+        else
+            key_name(filler, sizeof filler, "f", f);
+        for (int n = 0; n < 9; n++)
+            must_acquire(lim, filler, &d);
+    }
+    int ai;
+    uint64_t ab = where(s, a, &ai);
+    ck_assert_int_ge(ai, 0);
+    ck_assert_uint_eq(ab, 0);
+    for (uint64_t b = 0; b < (what == PARK_RELOCATE ? 2u : 1u); b++)
+        for (unsigned i = 0; i < SRL__SHM_SLOTS; i++)
+            ck_assert_uint_ne(srl__shm_bucket(s, b)->tags[i], 0);
+
+    /* The decider: parks with A's TAT 1003 s read at 1000 s. */
+    struct park_page *pg = mmap(NULL, sizeof *pg, PROT_READ | PROT_WRITE,
+                                MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    ck_assert_ptr_ne(pg, MAP_FAILED);
+    memset(pg, 0, sizeof *pg);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        srl__shm_set_test_park(lim, pg->words);
+        srl__shm_set_test_flags(lim, SRL__SHM_TEST_LF_PARK | extra_flags);
+        pg->rc = srl_acquire(lim, a, strlen(a), 1, &pg->d);
+        _exit(0);
+    }
+    while (__atomic_load_n(&pg->words[0], __ATOMIC_ACQUIRE) == 0) {
+        int st;
+        ck_assert_int_eq(waitpid(pid, &st, WNOHANG), 0);   /* it must park, not finish */
+        usleep(1000);
+    }
+
+    /* A's slot changes under the lock, ending with the TAT the decider read. */
+    if (what == PARK_EVICT) {
+        clk->now = 1004 * SEC;   /* A idle (TAT 1003 s), the fillers not */
+        ck_assert_int_eq(srl_evict_idle(lim), 1);
+        ck_assert_int_eq(srl_evict_idle(ref), 1);
+        clk->now = 1002 * SEC;   /* B's TAT: 1003 s, A's as the decider read it */
+        must_acquire(lim, other, &d);
+        must_acquire(ref, other, &d);
+        int bi;
+        ck_assert_uint_eq(where(s, other, &bi), ab);
+        ck_assert_int_eq(bi, ai);           /* B took A's slot */
+        key_name(filler, sizeof filler, "f", 0);
+        ck_assert_int_eq(srl_reset_key(lim, filler, strlen(filler)), 0);   /* room for A */
+    } else if (what == PARK_RELOCATE) {
+        clk->now = 1002 * SEC;
+        name_in(s, "c", 0, 1, true, &next, other, sizeof other);
+        must_acquire(lim, other, &d);
+        must_acquire(ref, other, &d);
+        int ci, ai2;
+        ck_assert_uint_eq(where(s, other, &ci), ab);
+        ck_assert_int_eq(ci, ai);           /* C took A's slot */
+        ck_assert_uint_eq(where(s, a, &ai2), 2);   /* A moved to its other bucket */
+        ck_assert_int_ge(ai2, 0);
+    } else {
+        clk->now = 1002 * SEC;
+        ck_assert_int_eq(srl_reset_key(lim, a, strlen(a)), 0);
+        ck_assert_int_eq(srl_reset_key(ref, a, strlen(a)), 0);
+        must_acquire(lim, a, &d);
+        must_acquire(ref, a, &d);
+        int ai2;
+        ck_assert_uint_eq(where(s, a, &ai2), ab);
+        ck_assert_int_eq(ai2, ai);          /* A is back in the same slot */
+        snprintf(other, sizeof other, "%s", filler);   /* a filler: nothing moves it */
+    }
+    peek(lim, other, &r->other_before);
+
+    __atomic_store_n(&pg->words[1], 1, __ATOMIC_RELEASE);
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    ck_assert_int_eq(pg->rc, 0);
+    r->got = pg->d;
+    must_acquire(ref, a, &r->want);
+    peek(lim, other, &r->other_after);
+    if (what == PARK_RESET)
+        r->other_want = r->other_before;   /* a filler: not in ref */
+    else
+        peek(ref, other, &r->other_want);
+    peek(lim, a, &r->a_after);
+    peek(ref, a, &r->a_want);
+    ck_assert_int_eq(srl_check(lim, NULL, NULL), 0);
+    munmap(pg, sizeof *pg);
+    srl_close(ref);
+    srl_close(lim);
+}
+
+static bool same_decision(const srl_decision *x, const srl_decision *y)
+{
+    return x->allowed == y->allowed && x->remaining == y->remaining &&
+           x->retry_after_ns == y->retry_after_ns && x->reset_after_ns == y->reset_after_ns &&
+           x->flags == y->flags;
+}
+
+static bool parked_exact(const struct parked *r)
+{
+    return same_decision(&r->got, &r->want) && same_decision(&r->other_after, &r->other_before) &&
+           same_decision(&r->other_after, &r->other_want) &&
+           same_decision(&r->a_after, &r->a_want);
+}
+
+static void parked_assert(int what)
+{
+    struct parked r;
+    parked_run(what, forced(), &r);
+    ck_assert_int_eq(r.got.allowed, r.want.allowed);
+    ck_assert_uint_eq(r.got.remaining, r.want.remaining);
+    ck_assert_uint_eq(r.got.reset_after_ns, r.want.reset_after_ns);
+    ck_assert_int_eq(r.other_after.allowed, r.other_before.allowed);
+    ck_assert_uint_eq(r.other_after.remaining, r.other_before.remaining);
+    ck_assert_uint_eq(r.other_after.reset_after_ns, r.other_before.reset_after_ns);
+    ck_assert_uint_eq(r.other_after.reset_after_ns, r.other_want.reset_after_ns);
+    ck_assert_int_eq(r.a_after.allowed, r.a_want.allowed);
+    ck_assert_uint_eq(r.a_after.reset_after_ns, r.a_want.reset_after_ns);
+    ck_assert(parked_exact(&r));
+}
+
+START_TEST(a_decider_parked_before_its_cas_while_its_key_is_evicted_and_the_slot_reused_falls_back)
+{
+    parked_assert(PARK_EVICT);
+}
+END_TEST
+
+START_TEST(a_decider_parked_before_its_cas_while_its_key_is_relocated_falls_back)
+{
+    parked_assert(PARK_RELOCATE);
+}
+END_TEST
+
+START_TEST(a_decider_parked_before_its_cas_while_its_key_is_reset_and_back_falls_back)
+{
+    parked_assert(PARK_RESET);
+}
+END_TEST
+
+/* The CAS that ignores seq (SRL__SHM_TEST_LF_NO_SEQ) lands on the changed
+ * slot in each of the three: every parked case sees it. */
+START_TEST(a_cas_that_ignores_seq_lands_on_the_changed_slot_and_each_parked_test_sees_it)
+{
+    for (int what = PARK_EVICT; what <= PARK_RESET; what++) {
+        struct parked r;
+        parked_run(what, SRL__SHM_TEST_LF_NO_SEQ, &r);
+        ck_assert_msg(!parked_exact(&r), "parked case %d: the CAS without seq was not caught",
+                      what);
+    }
+}
+END_TEST
+
+/* ------------------------------------------------------------ tests */
+
+START_TEST(a_found_gcra_key_is_decided_while_another_holds_its_bucket_lock)
+{
+    fake_clock *clk = fake_clock_shared(1000 * SEC);
+    srl_config cfg = gcra_config(10, 3600 * SEC, 1024, clk, SRL_CONFIG_LOCKFREE);
+    cfg.lock_timeout_ms = 200;
+    srl_limiter *lim = NULL;
+    ck_assert_int_eq(srl_open_anonymous(&cfg, &lim), 0);
+    struct srl__shm *s = lim->impl;
+    ck_assert(s->lockfree);
+    srl_decision d;
+    ck_assert_int_eq(srl_acquire(lim, "k", 1, 1, &d), 0);   /* the insert: locked */
+    struct srl__shm_key k;
+    srl__shm_hash(s, "k", 1, &k);
+    uint64_t b = srl__shm_find_locked(s, k.b1, &k) >= 0 ? k.b1 : k.b2;
+    ck_assert_int_ge(srl__shm_find_locked(s, b, &k), 0);
+    /* Held by another process, which waits until told to let go. */
+    volatile uint32_t *go = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                                 -1, 0);
+    ck_assert_ptr_ne((void *)go, MAP_FAILED);
+    go[0] = go[1] = 0;
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        struct timespec dl = SRL__SHM_NO_DEADLINE;
+        if (srl__shm_lock(s, b, &dl) != 0)
+            _exit(2);
+        __atomic_store_n(&go[0], 1, __ATOMIC_RELEASE);
+        while (__atomic_load_n(&go[1], __ATOMIC_ACQUIRE) == 0)
+            usleep(1000);
+        srl__shm_unlock(s, b);
+        _exit(0);
+    }
+    while (__atomic_load_n(&go[0], __ATOMIC_ACQUIRE) == 0)
+        usleep(1000);
+    for (uint32_t r = 2; r <= 10; r++) {
+        ck_assert_int_eq(srl_acquire(lim, "k", 1, 1, &d), 0);
+        ck_assert_int_eq(d.allowed, 1);
+        ck_assert_uint_eq(d.remaining, 10 - r);
+    }
+    ck_assert_int_eq(srl_acquire(lim, "k", 1, 1, &d), 0);
+    ck_assert_int_eq(d.allowed, 0);
+    /* The same key through srl_peek (not on the path) waits for the lock. */
+    ck_assert_int_eq(srl_peek(lim, "k", 1, 1, &d), SRL_ETIMEDOUT);
+    __atomic_store_n(&go[1], 1, __ATOMIC_RELEASE);
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    srl_stats st;
+    ck_assert_int_eq(srl_stats_get(lim, &st), 0);
+    ck_assert_uint_eq(st.allowed, 10);
+    ck_assert_uint_eq(st.denied, 1);
+    srl_close(lim);
+}
+END_TEST
+
+START_TEST(without_the_flag_or_for_a_token_bucket_the_lock_is_taken)
+{
+    fake_clock *clk = fake_clock_shared(1000 * SEC);
+    for (int c = 0; c < 2; c++) {
+        srl_config cfg = gcra_config(10, 3600 * SEC, 1024, clk, c == 0 ? 0 : SRL_CONFIG_LOCKFREE);
+        if (c == 1)
+            cfg.policy.algorithm = SRL_TOKEN_BUCKET;
+        cfg.lock_timeout_ms = 100;
+        srl_limiter *lim = NULL;
+        ck_assert_int_eq(srl_open_anonymous(&cfg, &lim), 0);
+        struct srl__shm *s = lim->impl;
+        /* The token-bucket segment's slots are not 16-aligned: off. */
+        ck_assert(s->lockfree == false);
+        ck_assert_uint_eq(srl__shm_lf_aligned(s), c == 0);
+        srl_decision d;
+        ck_assert_int_eq(srl_acquire(lim, "k", 1, 1, &d), 0);
+        struct srl__shm_key k;
+        srl__shm_hash(s, "k", 1, &k);
+        uint64_t b = srl__shm_find_locked(s, k.b1, &k) >= 0 ? k.b1 : k.b2;
+        volatile uint32_t *go = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+                                     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        go[0] = go[1] = 0;
+        pid_t pid = fork();
+        if (pid == 0) {
+            struct timespec dl = SRL__SHM_NO_DEADLINE;
+            if (srl__shm_lock(s, b, &dl) != 0)
+                _exit(2);
+            __atomic_store_n(&go[0], 1, __ATOMIC_RELEASE);
+            while (__atomic_load_n(&go[1], __ATOMIC_ACQUIRE) == 0)
+                usleep(1000);
+            srl__shm_unlock(s, b);
+            _exit(0);
+        }
+        while (__atomic_load_n(&go[0], __ATOMIC_ACQUIRE) == 0)
+            usleep(1000);
+        ck_assert_int_eq(srl_acquire(lim, "k", 1, 1, &d), SRL_ETIMEDOUT);
+        __atomic_store_n(&go[1], 1, __ATOMIC_RELEASE);
+        int status;
+        ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+        srl_close(lim);
+        munmap((void *)go, 4096);
+    }
+}
+END_TEST
+
+START_TEST(eight_lock_free_processes_on_one_key_admit_exactly_its_permits)
+{
+    uint64_t least;
+    ck_assert_uint_eq(hot_run(1, 5000, false, forced(), &least, true), 5000);
+}
+END_TEST
+
+START_TEST(eight_lock_free_processes_on_64_keys_admit_exactly_each_keys_permits_and_count_every_denial)
+{
+    uint64_t least;
+    ck_assert_uint_eq(hot_run(64, 400, false, forced(), &least, true), 400);
+    ck_assert_uint_eq(least, 400);
+}
+END_TEST
+
+START_TEST(handles_with_and_without_the_flag_on_one_key_admit_exactly_its_permits)
+{
+    uint64_t least;
+    ck_assert_uint_eq(hot_run(1, 5000, true, forced(), &least, true), 5000);
+}
+END_TEST
+
+START_TEST(hot_keys_admit_exactly_their_permits_while_inserts_relocate_and_evictions_free_slots)
+{
+    uint64_t least;
+    ck_assert_uint_eq(moving_run(3000, forced(), &least, true), 3000);
+    ck_assert_uint_eq(least, 3000);
+}
+END_TEST
+
+/* A locked writer SIGKILLed with the slot frozen: seq stays odd, the state
+ * half written, the undo record set.  The next decider, lock-free, finds
+ * seq odd, goes to the lock, and the lock's repair puts everything back. */
+START_TEST(a_writer_killed_with_the_slot_frozen_leaves_seq_odd_and_the_next_decider_repairs)
+{
+    fake_clock *clk = fake_clock_shared(1000 * SEC);
+    srl_config cfg = gcra_config(100, 3600 * SEC, 1024, clk, SRL_CONFIG_LOCKFREE);
+    const char *name = unique_name("lockfree");
+    srl_limiter *lim = NULL;
+    ck_assert_int_eq(srl_open_shared(name, &cfg, SRL_CREATE | SRL_EXCL, &lim), 0);
+    struct srl__shm *s = lim->impl;
+    srl_decision d;
+    ck_assert_int_eq(srl_acquire(lim, "k", 1, 1, &d), 0);
+    ck_assert_int_eq(srl_acquire(lim, "k", 1, 1, &d), 0);
+    ck_assert_uint_eq(d.remaining, 98);
+    struct srl__shm_key k;
+    srl__shm_hash(s, "k", 1, &k);
+    uint64_t b = srl__shm_find_locked(s, k.b1, &k) >= 0 ? k.b1 : k.b2;
+    int i = srl__shm_find_locked(s, b, &k);
+    ck_assert_int_ge(i, 0);
+    uint16_t *seq = (uint16_t *)(srl__shm_slot(s, b, (unsigned)i) + SRL__SLOT_SEQ);
+    uint16_t before = *seq;
+    ck_assert_uint_eq(before & 1u, 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        srl_config plain = cfg;
+        plain.flags = 0;
+        srl_limiter *w = NULL;
+        if (srl_open_shared(name, &plain, 0, &w) != 0)
+            _exit(2);
+        srl__shm_set_test_flags(w, SRL__SHM_TEST_LF_DIE_FROZEN);
+        srl_acquire(w, "k", 1, 1, &d);
+        _exit(3);   /* not reached: killed in the write */
+    }
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    ck_assert_uint_eq(*seq & 1u, 1);
+    ck_assert_uint_ne(srl__shm_bucket(s, b)->undo_slot, 0);
+    ck_assert_int_eq(srl_acquire(lim, "k", 1, 1, &d), 0);
+    ck_assert_int_eq(d.allowed, 1);
+    ck_assert_uint_eq(d.remaining, 97);   /* the state before the dead write */
+    ck_assert_uint_eq(*seq & 1u, 0);
+    ck_assert_uint_eq(srl__shm_bucket(s, b)->undo_slot, 0);
+    srl_stats st;
+    ck_assert_int_eq(srl_stats_get(lim, &st), 0);
+    ck_assert_uint_eq(st.recovered, 1);
+    ck_assert_uint_eq(st.reset_slots, 0);
+    ck_assert_uint_eq(st.allowed, 3);
+    ck_assert_int_eq(srl_check(lim, NULL, NULL), 0);
+    uint16_t after = *seq;
+    ck_assert_int_eq(srl_acquire(lim, "k", 1, 1, &d), 0);   /* lock-free: seq unchanged */
+    ck_assert_uint_eq(d.remaining, 96);
+    ck_assert_uint_eq(*seq, after);
+    srl_close(lim);
+    ck_assert_int_eq(srl_unlink(name), 0);
+}
+END_TEST
+
+/* ------------------------------------------------ broken variants */
+
+START_TEST(a_plain_store_instead_of_the_cas_over_admits_and_the_one_key_test_sees_it)
+{
+    uint64_t least, worst = 0;
+    for (int t = 0; t < BROKEN_TRIALS && worst <= 5000; t++) {
+        uint64_t m = hot_run(1, 5000, false, SRL__SHM_TEST_LF_STORE, &least, false);
+        worst = m > worst ? m : worst;
+    }
+    ck_assert_msg(worst > 5000, "the broken store never over-admitted (%llu)",
+                  (unsigned long long)worst);
+}
+END_TEST
+
+START_TEST(locked_writers_that_leave_seq_alone_over_admit_and_the_mixed_test_sees_it)
+{
+    uint64_t least, worst = 0;
+    for (int t = 0; t < BROKEN_TRIALS && worst <= 5000; t++) {
+        uint64_t m = hot_run(1, 5000, true, SRL__SHM_TEST_LF_WRITERS_NO_SEQ, &least, false);
+        worst = m > worst ? m : worst;
+    }
+    ck_assert_msg(worst > 5000, "writers without seq never over-admitted (%llu)",
+                  (unsigned long long)worst);
+}
+END_TEST
+
+/* One case per test, named after it: CK_RUN_CASE=<test> runs one. */
+#define ADD(s, fn)                                   \
+    do {                                             \
+        TCase *tc = tcase_create(#fn);               \
+        tcase_set_timeout(tc, 240);                  \
+        tcase_add_test(tc, fn);                      \
+        suite_add_tcase(s, tc);                      \
+    } while (0)
+
+static Suite *lockfree_suite(void)
+{
+    Suite *s = suite_create("shm_lockfree");
+    ADD(s, a_found_gcra_key_is_decided_while_another_holds_its_bucket_lock);
+    ADD(s, without_the_flag_or_for_a_token_bucket_the_lock_is_taken);
+    ADD(s, eight_lock_free_processes_on_one_key_admit_exactly_its_permits);
+    ADD(s, eight_lock_free_processes_on_64_keys_admit_exactly_each_keys_permits_and_count_every_denial);
+    ADD(s, handles_with_and_without_the_flag_on_one_key_admit_exactly_its_permits);
+    ADD(s, hot_keys_admit_exactly_their_permits_while_inserts_relocate_and_evictions_free_slots);
+    ADD(s, a_writer_killed_with_the_slot_frozen_leaves_seq_odd_and_the_next_decider_repairs);
+    ADD(s, a_plain_store_instead_of_the_cas_over_admits_and_the_one_key_test_sees_it);
+    ADD(s, locked_writers_that_leave_seq_alone_over_admit_and_the_mixed_test_sees_it);
+    ADD(s, a_decider_parked_before_its_cas_while_its_key_is_evicted_and_the_slot_reused_falls_back);
+    ADD(s, a_decider_parked_before_its_cas_while_its_key_is_relocated_falls_back);
+    ADD(s, a_decider_parked_before_its_cas_while_its_key_is_reset_and_back_falls_back);
+    ADD(s, a_cas_that_ignores_seq_lands_on_the_changed_slot_and_each_parked_test_sees_it);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(lockfree_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    const char *tags[] = {"lockfree"};
+    shm_sweep_leftovers(tags, 1);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
