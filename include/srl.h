@@ -567,8 +567,7 @@ typedef struct srl_config {
 
 /*
  * SRL_CONFIG_LOCKFREE: decide a tracked key's plain srl_acquire without a
- * lock where the policy's state is one 64-bit word.  Other stores ignore
- * the flag.
+ * lock where the policy's state is one 64-bit word.
  *
  * In a shared or anonymous store: the handle decides a key it finds, under
  * a GCRA tier, without the bucket lock: one 16-byte compare-and-swap of the
@@ -602,8 +601,8 @@ typedef struct srl_config {
  * other policy is decided under the lock as without the flag; the flag is
  * then accepted and changes nothing.  What it costs: the per-key counters
  * become atomic adds on the key's own line (docs/design.md, "Lock-free
- * GCRA in the in-process store").  The shared, anonymous and Redis stores
- * accept the flag and decide under their locks as without it.
+ * GCRA in the in-process store").  The Redis store accepts the flag and
+ * changes nothing.
  */
 #define SRL_CONFIG_LOCKFREE 0x4u
 
