@@ -195,7 +195,7 @@ static int lf_try(struct srl__shm *s, const struct srl__shm_pol *p, uint64_t b, 
     uint64_t f0 = load64(slot + SRL__SLOT_FP, __ATOMIC_RELAXED);
     uint64_t f1 = load64(slot + SRL__SLOT_FP + 8, __ATOMIC_RELAXED);
     uint64_t tat = load64(slot + SRL__SLOT_STATE, __ATOMIC_RELAXED);
-    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    SRL__SHM_FENCE(__ATOMIC_ACQUIRE);
     if (load64(meta, __ATOMIC_RELAXED) != m1)
         return LF_RETRY;
     if (tag != k->tag || memcmp(&f0, k->fp, 8) != 0 || memcmp(&f1, k->fp + 8, 8) != 0)

@@ -207,7 +207,7 @@ bool srl__shm_slot_freeze(struct srl__shm *s, uint64_t b, unsigned i)
     /* The odd seq is visible before anything of the slot is read: a CAS
      * ordered after this store sees it odd and fails, one ordered before
      * is seen by the reads that follow. */
-    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    SRL__SHM_FENCE(__ATOMIC_SEQ_CST);
     return (v & 1u) != 0;
 }
 
