@@ -480,10 +480,7 @@ START_TEST(eight_processes_in_dry_run_on_one_key_count_exactly_the_would_be_deni
     srl_config cfg = config("sliding_log:500/1m", c, SRL_CONFIG_DRY_RUN);
     char nm[128];
     strcpy(nm, unique_name("dry-race"));
-    struct area *a = mmap(NULL, sizeof *a, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-                          -1, 0);
-    ck_assert_ptr_ne(a, MAP_FAILED);
-    memset(a, 0, sizeof *a);
+    struct area *a = shared_zeroed(sizeof *a);
     pid_t pids[WORKERS];
     for (int w = 0; w < WORKERS; w++) {
         pids[w] = fork();

@@ -137,10 +137,7 @@ START_TEST(sigkilled_workers_leave_a_healthy_table_and_no_key_over_its_bound)
     uint64_t run_ns = (uint64_t)(seconds * 1e9);
     uint64_t bound_ns = 4 * run_ns + 60ull * 1000000000ull;
 
-    struct area *a = mmap(NULL, sizeof *a, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-                          -1, 0);
-    ck_assert_ptr_ne(a, MAP_FAILED);
-    memset(a, 0, sizeof *a);
+    struct area *a = shared_zeroed(sizeof *a);
     srl_config cfg;
     srl_config_init(&cfg);
     ck_assert_int_eq(srl_policy_parse("token_bucket:3/1h", &cfg.policy), 0);

@@ -281,11 +281,8 @@ START_TEST(eight_processes_flooding_one_key_are_counted_exactly)
         strcpy(nm, unique_name("flood"));
         srl_limiter *lim;
         ck_assert_int_eq(srl_open_shared(nm, &cfg, SRL_CREATE | SRL_EXCL, &lim), 0);
-        struct spin_barrier *bar = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
-                                        MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        struct spin_barrier *bar = shared_zeroed(4096);
         uint64_t *admitted = (uint64_t *)(bar + 1);
-        ck_assert_ptr_ne(bar, MAP_FAILED);
-        memset(bar, 0, 4096);
         pid_t pid[WORKERS];
         for (int w = 0; w < WORKERS; w++) {
             pid[w] = fork();

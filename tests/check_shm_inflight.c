@@ -63,14 +63,6 @@ static srl_config config_text(const char *policy, fake_clock *c)
     return cfg;
 }
 
-static void *shared_page(size_t n)
-{
-    void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    ck_assert_ptr_ne(p, MAP_FAILED);
-    memset(p, 0, n);
-    return p;
-}
-
 /* ------------------------------------------------------------ tables */
 
 START_TEST(named_and_anonymous_segments_hold_units_exactly)
@@ -192,7 +184,7 @@ static int race_trial(unsigned test_flags, int trial)
     srl_decision d;
     ck_assert_int_eq(srl_enter(lim, "hot", 3, &l, &d), 0);
     ck_assert_int_eq(srl_leave(lim, &l), 0);
-    struct race_area *a = shared_page(sizeof *a);
+    struct race_area *a = shared_zeroed(sizeof *a);
     pid_t pids[WORKERS];
     for (int w = 0; w < WORKERS; w++) {
         pids[w] = fork();
@@ -269,7 +261,7 @@ START_TEST(workers_killed_holding_units_are_reclaimed_and_nothing_is_released_tw
     snprintf(nm, sizeof nm, "%s", unique_name("inflight-kill"));
     srl_limiter *lim;
     ck_assert_int_eq(srl_open_shared(nm, &cfg, SRL_CREATE | SRL_EXCL, &lim), 0);
-    struct kill_area *a = shared_page(sizeof *a);
+    struct kill_area *a = shared_zeroed(sizeof *a);
     enum { LIVE = 3, KILLS = 200 };
     pid_t pids[LIVE];
     for (int w = 0; w < LIVE; w++) {
@@ -517,7 +509,7 @@ START_TEST(eight_processes_on_a_compound_get_exactly_the_tightest_limit)
         snprintf(nm, sizeof nm, "%s", unique_name("compound-race"));
         srl_limiter *lim;
         ck_assert_int_eq(srl_open_shared(nm, &cfg, SRL_CREATE | SRL_EXCL, &lim), 0);
-        struct compound_area *a = shared_page(sizeof *a);
+        struct compound_area *a = shared_zeroed(sizeof *a);
         pid_t pids[WORKERS];
         for (int w = 0; w < WORKERS; w++) {
             pids[w] = fork();

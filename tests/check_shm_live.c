@@ -304,10 +304,7 @@ START_TEST(six_workers_hammering_1000_keys_stay_within_the_bound_while_the_limit
     srl_config cfg = config_of(first, 2048, clock);
     const char *name = unique_name("live");
     srl_limiter *ctl = open_live(name, &cfg, SRL_CREATE | SRL_EXCL);
-    struct load *a = mmap(NULL, sizeof *a, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-                          -1, 0);
-    ck_assert_ptr_ne(a, MAP_FAILED);
-    memset(a, 0, sizeof *a);
+    struct load *a = shared_zeroed(sizeof *a);
     pid_t pids[WORKERS];
     for (int w = 0; w < WORKERS; w++) {
         pids[w] = fork();
@@ -369,10 +366,7 @@ START_TEST(a_change_races_with_new_keys_and_with_eviction)
     srl_config cfg = config_of("token_bucket:10/1m", 64, clock);
     const char *name = unique_name("live");
     srl_limiter *ctl = open_live(name, &cfg, SRL_CREATE | SRL_EXCL);
-    struct load *a = mmap(NULL, sizeof *a, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-                          -1, 0);
-    ck_assert_ptr_ne(a, MAP_FAILED);
-    memset(a, 0, sizeof *a);
+    struct load *a = shared_zeroed(sizeof *a);
     pid_t pids[WORKERS];
     for (int w = 0; w < WORKERS; w++) {
         pids[w] = fork();
@@ -445,9 +439,7 @@ START_TEST(changers_racing_with_one_change_exactly_one_is_told_it_changed_it)
     struct race {
         uint32_t ready, go;
         int rc[WORKERS];
-    } *r = mmap(NULL, sizeof *r, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    ck_assert_ptr_ne(r, MAP_FAILED);
-    memset(r, 0, sizeof *r);
+    } *r = shared_zeroed(sizeof *r);
     pid_t pids[WORKERS];
     for (int w = 0; w < WORKERS; w++) {
         pids[w] = fork();

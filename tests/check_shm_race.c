@@ -54,15 +54,6 @@ struct area {
     uint32_t untracked;
 };
 
-static struct area *area_new(void)
-{
-    struct area *a = mmap(NULL, sizeof *a, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-                          -1, 0);
-    ck_assert_ptr_ne(a, MAP_FAILED);
-    memset(a, 0, sizeof *a);
-    return a;
-}
-
 static void area_free(struct area *a)
 {
     munmap(a, sizeof *a);
@@ -144,7 +135,7 @@ static uint32_t exactness_run(srl_algorithm algo, unsigned test_flags, uint32_t 
     char nm[128];
     strcpy(nm, name);
     srl_config cfg = race_config(algo, PERMITS, 64, c);
-    struct area *a = area_new();
+    struct area *a = shared_zeroed(sizeof *a);
     run_workers(nm, &cfg, test_flags, hammer_one_key, a);
     uint32_t most = 0, least = UINT32_MAX;
     for (int t = 0; t < TRIALS; t++) {
@@ -222,7 +213,7 @@ static int registry_run(unsigned test_flags, int *zero_rounds)
     strcpy(nm, unique_name("registry"));
     /* Room for every round's key: a full table would hide the race. */
     srl_config cfg = race_config(SRL_TOKEN_BUCKET, 1, 4 * ROUNDS, c);
-    struct area *a = area_new();
+    struct area *a = shared_zeroed(sizeof *a);
     run_workers(nm, &cfg, test_flags, first_requests, a);
     int over = 0, zero = 0;
     for (int r = 0; r < ROUNDS; r++) {
@@ -297,7 +288,7 @@ START_TEST(keys_moved_by_relocation_keep_one_state_under_concurrent_requests)
     strcpy(nm, unique_name("dense"));
     srl_config cfg = race_config(SRL_TOKEN_BUCKET, DENSE_PERMITS, 1024, c);
     cfg.on_full = SRL_ON_FULL_DENY;   /* an untracked request must not count as admitted */
-    struct area *a = area_new();
+    struct area *a = shared_zeroed(sizeof *a);
     run_workers(nm, &cfg, 0, dense_requests, a);
     srl_limiter *lim;
     ck_assert_int_eq(srl_open_shared(nm, &cfg, 0, &lim), 0);

@@ -115,10 +115,7 @@ static uint32_t refund_run(srl_algorithm algo, unsigned test_flags, uint32_t *le
     char nm[128];
     strcpy(nm, unique_name("refund-race"));
     srl_config cfg = config(algo, PERMITS, c);
-    struct area *a = mmap(NULL, sizeof *a, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-                          -1, 0);
-    ck_assert_ptr_ne(a, MAP_FAILED);
-    memset(a, 0, sizeof *a);
+    struct area *a = shared_zeroed(sizeof *a);
     pid_t pids[WORKERS];
     for (int w = 0; w < WORKERS; w++) {
         pids[w] = fork();

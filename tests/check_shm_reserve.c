@@ -121,10 +121,7 @@ static void ck_windows(const srl_policy *p, const uint64_t *a, size_t n)
  * the sorted instants (malloc'd) and their count; *end the final clock. */
 static uint64_t *run_eight(const char *policy, size_t *count, uint64_t *end)
 {
-    struct shared *sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-                             -1, 0);
-    ck_assert_ptr_ne(sh, MAP_FAILED);
-    memset(sh, 0, sizeof *sh);
+    struct shared *sh = shared_zeroed(sizeof *sh);
     atomic_store(&sh->clock, T0);
     srl_config cfg;
     srl_config_init(&cfg);

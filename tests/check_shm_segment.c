@@ -90,9 +90,7 @@ struct race_area {
 START_TEST(eight_processes_opening_a_new_name_at_once_make_one_segment)
 {
     srl_config cfg = config(100, 1000);
-    struct race_area *a = mmap(NULL, sizeof *a, PROT_READ | PROT_WRITE,
-                               MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    ck_assert_ptr_ne(a, MAP_FAILED);
+    struct race_area *a = shared_zeroed(sizeof *a);
     for (int trial = 0; trial < 10; trial++) {
         char name[128];
         strcpy(name, unique_name("race"));

@@ -109,10 +109,7 @@ START_TEST(eight_processes_admit_each_key_exactly_its_own_tiers_limit_in_every_t
     const char *name = unique_name("tiers");
     srl_limiter *lim;
     ck_assert_int_eq(srl_open_shared(name, &cfg, SRL_CREATE | SRL_EXCL, &lim), 0);
-    struct area *a = mmap(NULL, sizeof *a, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-                          -1, 0);
-    ck_assert_ptr_ne(a, MAP_FAILED);
-    memset(a, 0, sizeof *a);
+    struct area *a = shared_zeroed(sizeof *a);
     pid_t pids[WORKERS];
     for (int w = 0; w < WORKERS; w++) {
         pids[w] = fork();

@@ -23,6 +23,16 @@ fake_clock *fake_clock_shared(uint64_t start)
     return c;
 }
 
+void *shared_zeroed(size_t n)
+{
+    void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+        perror("mmap");
+        abort();
+    }
+    return p;   /* anonymous pages start zeroed */
+}
+
 srl_ticker fake_ticker(fake_clock *c)
 {
     srl_ticker t = {fake_clock_read, c};

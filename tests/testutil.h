@@ -25,6 +25,11 @@ uint64_t fake_clock_read(void *ctx);           /* srl_ticker_fn */
 fake_clock *fake_clock_shared(uint64_t start); /* munmap'd at exit */
 srl_ticker fake_ticker(fake_clock *c);
 
+/* n zeroed bytes in an anonymous MAP_SHARED mapping: what a test's forked
+ * workers and its parent all see (counts, start lines, stop flags).  Aborts
+ * if the mapping fails; munmap(p, n) when done, or leave it to exit. */
+void *shared_zeroed(size_t n);
+
 /* "/srl-test-<pid>-<counter>-<tag>": unique per process and call. */
 const char *unique_name(const char *tag);
 
