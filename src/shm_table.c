@@ -1208,11 +1208,15 @@ static int locate_k(struct srl__shm *s, const struct srl__shm_key *k, uint64_t *
     return 0;
 }
 
+/* The key's slot, its bucket locked; SRL_ENOENT with nothing locked if the
+ * key is not there, or a lock error.  For the calls that change or read one
+ * existing key (refund, reset, state, peek, apply without insert). */
 static int locate(struct srl__shm *s, const void *key, size_t len, struct srl__shm_key *k,
                   uint64_t *bucket, int *slot)
 {
     srl__shm_hash(s, key, len, k);
-    return locate_k(s, k, bucket, slot);
+    int rc = locate_k(s, k, bucket, slot);
+    return rc == 0 && *slot < 0 ? SRL_ENOENT : rc;
 }
 
 /* The lease names its key by fingerprint, so the key is found wherever
@@ -1256,8 +1260,6 @@ int srl__shm_apply(srl_limiter *lim, const void *key, size_t len, int insert,
     int rc = locate(s, key, len, &k, &b, &i);
     if (rc != 0)
         return rc;
-    if (i < 0)
-        return SRL_ENOENT;
     struct shm_req rq = {.cost = 1, .apply = fn, .ctx = ctx};
     rc = decide_slot(s, b, (unsigned)i, &rq, &d, NULL);
     srl__shm_unlock(s, b);
@@ -1272,10 +1274,10 @@ int srl__shm_peek(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
     uint64_t b;
     int i;
     int rc = locate(s, key, len, &k, &b, &i);
+    if (rc == SRL_ENOENT)
+        return rc;
     if (rc != 0)
         return degraded(s, rc, d);
-    if (i < 0)
-        return SRL_ENOENT;
     const struct srl__shm_pol *p = srl__shm_pol_get(s, true);
     if (p == NULL) {
         srl__shm_unlock(s, b);
@@ -1324,8 +1326,6 @@ int srl__shm_refund(srl_limiter *lim, const void *key, size_t len, uint32_t cost
     int rc = locate(s, key, len, &k, &b, &i);
     if (rc != 0)
         return rc;
-    if (i < 0)
-        return SRL_ENOENT;
     const struct srl__shm_pol *p = srl__shm_pol_get(s, true);
     if (p == NULL) {
         srl__shm_unlock(s, b);
@@ -1356,8 +1356,6 @@ int srl__shm_key_state(srl_limiter *lim, const void *key, size_t len, void *buf)
     int rc = locate(s, key, len, &k, &b, &i);
     if (rc != 0)
         return rc;
-    if (i < 0)
-        return SRL_ENOENT;
     /* The state as the current policy reads it (srl_info.limits). */
     const struct srl__shm_pol *p = srl__shm_pol_get(s, true);
     if (p == NULL) {
@@ -1380,8 +1378,6 @@ int srl__shm_reset_key(srl_limiter *lim, const void *key, size_t len)
     int rc = locate(s, key, len, &k, &b, &i);
     if (rc != 0)
         return rc;
-    if (i < 0)
-        return SRL_ENOENT;
     srl__shm_slot_freeze(s, b, (unsigned)i);
     srl__shm_tag_store(srl__shm_bucket(s, b), (unsigned)i, 0);
     srl__shm_slot_thaw(s, b, (unsigned)i);
