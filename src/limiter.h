@@ -6,7 +6,7 @@
  * arguments were checked: key non-NULL with 1 <= len <= SRL_KEY_MAX,
  * 1 <= cost <= cmp.min_permits, out pointers non-NULL.
  *
- * Stores: shm_*.c (shared and anonymous segments), local.c (liburcu).
+ * Stores: shm_*.c (shared and anonymous segments), local*.c (liburcu).
  * Neither knows how rates are computed: they hand a key's state and `now`
  * to the compound calls (compound.h) under the key's lock.  The facade has
  * already checked that 1 <= cost <= cmp.min_permits, that srl_acquire and

@@ -75,7 +75,7 @@ void srl__shm_set_test_flags(srl_limiter *lim, unsigned flags);
 int srl__shm_open_test(const char *name, const srl_config *cfg, unsigned flags,
                        unsigned test_flags, srl_limiter **out);
 
-/* The in-process store (src/local.c).  Each reintroduces one bug the design
+/* The in-process store (src/local*.c).  Each reintroduces one bug the design
  * closes, so a test can show it catches it. */
 #define SRL__LOCAL_BROKEN_NO_LOCK 0x1u       /* decide without the state's lock */
 #define SRL__LOCAL_BROKEN_GET_THEN_PUT 0x2u  /* lookup, then insert without the re-search */

@@ -1,0 +1,460 @@
+/*
+ * local.h - the in-process store (srl_open_local), internal: the node, the
+ * index bucket, the handle, and the helpers more than one of its files
+ * needs.  Only src/local*.c include it.
+ *
+ * Files (each opens with the design of what it holds):
+ *   local.c           the ops: the decision (srl_acquire, srl_reserve,
+ *                     srl_enter), leave, peek, key_state, refund, reset;
+ *                     open and close (and FORK); the test hooks
+ *   local_index.c     the pool of nodes (get, put, the grace-period free, the
+ *                     wait at its bound) and the bucketed index (stripe
+ *                     locks, insert, relocation, unlink); its INVARIANTS
+ *   local_lockfree.c  the lock-free GCRA state word (SRL_CONFIG_LOCKFREE):
+ *                     why a CAS never lands where it must not; retirement
+ *                     of the word and its atomic copy
+ *   local_walk.c      a node's retirement, reclamation in a full table, and
+ *                     the walks of the pool (evict_idle, stats, foreach); info
+ *
+ * WHAT IT HOLDS
+ *   - struct lnode: one key.  Its 128-bit fingerprint, its lock, its
+ *     counters, then the algorithm's state inline and the display copy of
+ *     the key (key_display bytes); node_bytes apart, 64-byte aligned, in the
+ *     pool's chunks (local_index.c).
+ *   - struct lbucket: a line of the index, 8 entries.  An entry is 0
+ *     (empty) or tag << 32 | (node index + 1), the tag being 32 bits of the
+ *     fingerprint.  A key lives in one of two candidate buckets chosen by
+ *     the fingerprint (key_place, as the shared table, src/shm_table.c).
+ *   - struct local, the handle, and struct shard, its rarely written
+ *     counters; struct lkey, a key as lookups see it.
+ *   - The helpers that several files share, and those of the decision path
+ *     (HOT PATH below), static inline; the srl__local_* functions one file
+ *     defines for the others, declared at the end (all else is static).
+ *   Identity is the fingerprint: SipHash-2-4 with 128-bit output of the key
+ *   under a random key per limiter (crypto_shorthash_siphashx24), as in the
+ *   shared store; clients choose keys, so an unkeyed hash would let them pile
+ *   keys into a few buckets.  The key bytes themselves are not kept (only the
+ *   display copy), so a key costs the same whatever its length.
+ *
+ * CONCURRENCY (every file keeps to it)
+ *   - Every index access (lookup, insert, delete, walk) runs inside
+ *     rcu_read_lock (urcu-bp: a library cannot make the application register
+ *     its threads, and the "bulletproof" flavour registers them lazily).
+ *     Entries are loaded with acquire and stored with release, so a node's
+ *     initialising writes happen before any lookup that finds it.
+ *   - A state, its counters and its dead flag are read and written under
+ *     the node's mutex (dead and the counters are also accessed with relaxed
+ *     atomics, so lookups may peek at dead without the lock, and a broken
+ *     test variant may run without it and still be well-defined C).
+ *     Except on a lock-free handle (local_lockfree.c), whose state word
+ *     and counters are also written without the lock, atomically.
+ *   - Lock order: stripe locks in increasing stripe order (a third one only
+ *     with trylock); a node's lock is never taken while a stripe lock is
+ *     held, nor a stripe lock while a node's lock is held.  The pool mutex
+ *     is innermost and held for a few instructions; retire_lock is taken
+ *     alone (a stats walk, free_node_rcu).
+ *   - No shared line is written on the hit path.  l->used is written only
+ *     on insert and delete; the full/evicted/retired counters live in
+ *     cache-line shards picked by the current CPU and are written only on
+ *     the full, evict and delete paths.  srl_stats adds them up.
+ *
+ * HOT PATH
+ *   local_decide (local.c) on a key it finds calls no function of another
+ *   file: what it needs is here, static inline (find and scan, node_lock,
+ *   word_update, the counters), or in local.c.  Only a miss calls out
+ *   (srl__local_find_or_insert; srl__local_pool_wait at the pool's bound),
+ *   on a path that already takes the pool's and two stripe locks.
+ *   Test-only code stays under SRL_MUTANTS or SRL__MUTANT (testhooks.h).
+ */
+#ifndef SRL_LOCAL_H
+#define SRL_LOCAL_H
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+
+#include <sodium.h>
+#include <urcu-bp.h>
+
+#include "limiter.h"
+#include "testhooks.h"
+
+/*
+ * ThreadSanitizer cannot see liburcu's grace periods: its atomics are
+ * inline assembly in an uninstrumented library.  These annotations tell it
+ * the one ordering liburcu really provides, and nothing more: every
+ * reader's use of a node happens before call_rcu's callback puts it back
+ * on the free list (the grace period).  Each reader releases on &node->rcu
+ * when it is done with the node; the callback acquires it.  (Publication
+ * needs no annotation: index entries are C11 atomics, which it sees.)
+ * In a normal build the macros are empty.
+ */
+#if defined(__SANITIZE_THREAD__)
+#define SRL__TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define SRL__TSAN 1
+#endif
+#endif
+#ifdef SRL__TSAN
+#include <sanitizer/tsan_interface.h>
+#define TSAN_ACQUIRE(p) __tsan_acquire((void *)(p))
+#define TSAN_RELEASE(p) __tsan_release((void *)(p))
+#else
+#define TSAN_ACQUIRE(p) ((void)0)
+#define TSAN_RELEASE(p) ((void)0)
+#endif
+
+/* The broken variants (SRL__LOCAL_BROKEN_*, srl__local_set_broken) are in
+ * testhooks.h, compiled only into the test copy (SRL_MUTANTS). */
+
+#define CACHE_LINE 64
+#define NSHARDS 16          /* counter shards, by CPU; power of two */
+#define BUCKET_ENTRIES 8    /* one 64-byte line of 8-byte entries */
+#define NSTRIPES 256        /* index write locks, by bucket; power of two */
+
+/* Line 0: what a lookup compares, and the lock; then the counters, the
+ * free-time fields and the state (a token bucket's node is 128 bytes). */
+struct lnode {
+    uint8_t fp[16];           /* the key's fingerprint; fixed while indexed */
+    uint16_t key_len;         /* likewise (SRL_KEY_MAX fits) */
+    uint16_t dead;            /* NODE_*: live 0 -> dead 1 under lock; atomic */
+    uint32_t idx;             /* this node's index in the pool; fixed */
+    pthread_mutex_t lock;     /* guards dead, the counters and the state */
+    uint64_t allowed;         /* this key's decisions (under lock) */
+    uint64_t denied;
+    struct local *owner;      /* for the call_rcu callback */
+    union {
+        struct rcu_head rcu;  /* from unlink to the callback */
+        uint32_t free_next;   /* on the free list: next index + 1, or 0 */
+    } u;
+    uint64_t data[];          /* state (state_bytes), then the display copy */
+};
+
+/* n->dead.  A node is reachable by walks (of the pool) only while LIVE,
+ * by lookups (through the index) only from just before its entry is
+ * stored (LIVE is stored first, with release) until a grace period after
+ * the entry is cleared. */
+enum { NODE_LIVE = 0, NODE_DEAD = 1, NODE_FREE = 2, NODE_NEW = 3 };
+
+struct lbucket {
+    uint64_t e[BUCKET_ENTRIES]; /* 0, or tag << 32 | (node index + 1); atomics */
+} __attribute__((aligned(CACHE_LINE)));
+
+/* Rarely written per-limiter counters, one shard per CPU (modulo NSHARDS). */
+struct shard {
+    uint64_t full_allowed;    /* on_full decisions, allowed */
+    uint64_t full_denied;     /* on_full decisions, denied */
+    uint64_t evicted;         /* at-rest states reclaimed */
+    uint64_t retired_allowed; /* counters of deleted states */
+    uint64_t retired_denied;
+    uint64_t timeouts;        /* node lock waits that ran past lock_timeout_ms */
+    uint64_t reclaimed;       /* in-flight units of dead or expired holders freed */
+    uint64_t would_deny;      /* dry run: denials turned into admissions (limiter.c) */
+} __attribute__((aligned(CACHE_LINE)));
+
+struct local {
+    srl_limiter lim;          /* lim.impl points back here */
+    /* Read-only after open: read by every request, written by none. */
+    struct lbucket *index;
+    uint64_t nbuckets;
+    unsigned char **chunks;   /* chunk c holds nodes c << chunk_shift ...; set once */
+    unsigned chunk_shift;
+    size_t node_bytes;        /* sizeof(struct lnode) + state + display, to 64 */
+    size_t state_bytes;       /* algo->size rounded up to 8 */
+    uint64_t capacity;
+    uint32_t key_display;
+    uint32_t max_chunks;
+    bool lockfree;            /* SRL_CONFIG_LOCKFREE on a one-word GCRA policy */
+#ifdef SRL_MUTANTS
+    unsigned broken;          /* SRL__LOCAL_BROKEN_* (testhooks.h) */
+    uint64_t lf_conflicts, lf_tombstones, lf_late; /* srl__local_lf_counts */
+#endif
+    pid_t creator_pid;
+    uint64_t created_unix_ns;
+    size_t index_bytes;       /* the index mapping (mmap) */
+    unsigned char hash_key[crypto_shorthash_siphashx24_KEYBYTES];
+    /* Written on insert and delete only, on a line of its own. */
+    uint64_t used __attribute__((aligned(CACHE_LINE)));
+    uint64_t reclaim_cursor;  /* next pool index srl__local_reclaim_some looks at */
+    /* The pool: taken on insert, and by the call_rcu worker on free. */
+    pthread_mutex_t pool_lock __attribute__((aligned(CACHE_LINE)));
+    uint32_t free_head;       /* free list: node index + 1, or 0 */
+    uint64_t fresh;           /* nodes ever handed out by the bump allocator */
+    pthread_mutex_t stripes[NSTRIPES];
+    /* Held by a stats walk, and by call_rcu's callback while it moves a
+     * dead node's counts into the shards: a walk counts a node once. */
+    pthread_mutex_t retire_lock __attribute__((aligned(CACHE_LINE)));
+    struct shard shards[NSHARDS];
+};
+
+/* A key as lookups see it: fingerprint, its tag and candidate buckets. */
+struct lkey {
+    const void *key;          /* the key bytes (NULL when known by fp only) */
+    uint8_t fp[16];
+    uint32_t tag;
+    uint32_t len;
+    uint64_t b1, b2;
+};
+
+/* ------------------------------------------------------------ helpers */
+
+static inline struct local *local_of(srl_limiter *lim)
+{
+    return lim->impl;
+}
+
+static inline void *node_state(struct lnode *n)
+{
+    return n->data;
+}
+
+static inline const unsigned char *node_display(const struct local *l, const struct lnode *n)
+{
+    return (const unsigned char *)n->data + l->state_bytes;
+}
+
+static inline bool node_dead(const struct lnode *n)
+{
+    return __atomic_load_n(&n->dead, __ATOMIC_RELAXED) != 0;
+}
+
+static inline struct lnode *node_at(const struct local *l, uint32_t idx)
+{
+    unsigned char *c = l->chunks[idx >> l->chunk_shift];
+    return (struct lnode *)(c + (size_t)(idx & ((1u << l->chunk_shift) - 1)) * l->node_bytes);
+}
+
+/* One more in a counter whose writers are serialised (by the node's lock):
+ * a plain load and store, atomic only so that unlocked readers are defined. */
+static inline void count_one(uint64_t *c)
+{
+    uint64_t v = __atomic_load_n(c, __ATOMIC_RELAXED);
+    if (v != UINT64_MAX)
+        __atomic_store_n(c, v + 1, __ATOMIC_RELAXED);
+}
+
+static inline struct shard *my_shard(struct local *l)
+{
+    int cpu = sched_getcpu();
+    return &l->shards[(unsigned)(cpu < 0 ? 0 : cpu) & (NSHARDS - 1)];
+}
+
+static inline void shard_add(uint64_t *c, uint64_t v)
+{
+    __atomic_fetch_add(c, v, __ATOMIC_RELAXED);
+}
+
+#ifdef SRL_MUTANTS
+#define LF_SAW(l, field) __atomic_fetch_add(&(l)->field, 1, __ATOMIC_RELAXED)
+#else
+#define LF_SAW(l, field) ((void)0)
+#endif
+
+/* Take n's lock, waiting at most lock_timeout_ms.  0, or SRL_ETIMEDOUT
+ * (counted).  A node's lock is held only for one decision, so a wait this
+ * long means a holder that is stuck (a ticker that blocks, a thread stopped
+ * in a debugger): the caller gets on_full's answer instead of hanging.  The
+ * deadline is CLOCK_REALTIME because pthread_mutex_timedlock is what
+ * ThreadSanitizer intercepts (clocklock is not): a step of the wall clock
+ * can shorten or stretch one such wait, never make it unbounded.  The
+ * uncontended path is one trylock and reads no clock. */
+static inline int node_lock(struct local *l, struct lnode *n)
+{
+    if (pthread_mutex_trylock(&n->lock) == 0)
+        return 0;
+    struct timespec dl;
+    clock_gettime(CLOCK_REALTIME, &dl);
+    uint64_t ns = (uint64_t)dl.tv_nsec + (uint64_t)l->lim.lock_timeout_ms * 1000000ull;
+    dl.tv_sec += (time_t)(ns / SRL_NS_PER_S);
+    dl.tv_nsec = (long)(ns % SRL_NS_PER_S);
+    if (pthread_mutex_timedlock(&n->lock, &dl) == 0)
+        return 0;
+    shard_add(&my_shard(l)->timeouts, 1);
+    return SRL_ETIMEDOUT;
+}
+
+static inline uint64_t fastrange(uint64_t x, uint64_t n)
+{
+    return (uint64_t)(((unsigned __int128)x * n) >> 64);
+}
+
+/* fp's candidate buckets and tag, as the shared table derives them: the
+ * buckets from the high bits of each half, the tag from low bits. */
+static inline void key_place(const struct local *l, struct lkey *k)
+{
+    uint64_t lo, hi;
+    memcpy(&lo, k->fp, 8);
+    memcpy(&hi, k->fp + 8, 8);
+    k->b1 = fastrange(lo, l->nbuckets);
+    k->b2 = fastrange(hi, l->nbuckets);
+    if (k->b2 == k->b1)
+        k->b2 = (k->b1 + 1) % l->nbuckets;
+    k->tag = (uint32_t)lo;
+}
+
+/* This thread is done with n for this read-side critical section. */
+static inline void node_done(struct lnode *n)
+{
+    TSAN_RELEASE(&n->u.rcu);
+    (void)n;
+}
+
+static inline uint64_t entry_load(const uint64_t *e)
+{
+    return __atomic_load_n(e, __ATOMIC_ACQUIRE);
+}
+
+static inline void entry_store(uint64_t *e, uint64_t v)
+{
+    __atomic_store_n(e, v, __ATOMIC_RELEASE);
+}
+
+/* The live node for k in bucket b, or NULL.  Call inside rcu_read_lock.
+ * Without any lock: fp is fixed while indexed, and dead is read
+ * atomically (a node that dies right after is caught under its lock by
+ * the caller). */
+static inline struct lnode *scan(const struct local *l, uint64_t b, const struct lkey *k)
+{
+    uint64_t *e = l->index[b].e;
+    for (unsigned i = 0; i < BUCKET_ENTRIES; i++) {
+        uint64_t v = entry_load(&e[i]);
+        if ((uint32_t)(v >> 32) != k->tag || (uint32_t)v == 0)
+            continue;
+        struct lnode *n = node_at(l, (uint32_t)v - 1);
+        /* The state's line is read after the lock, which is a locked
+         * instruction: start its miss now, with the fingerprint's. */
+        __builtin_prefetch((const unsigned char *)n + CACHE_LINE, 1, 3);
+        if (memcmp(n->fp, k->fp, sizeof n->fp) == 0 && !node_dead(n))
+            return n;
+        node_done(n);
+    }
+    return NULL;
+}
+
+/* The live node for k, or NULL.  Call inside rcu_read_lock. */
+static inline struct lnode *find(const struct local *l, const struct lkey *k)
+{
+    struct lnode *n = scan(l, k->b1, k);
+    return n != NULL ? n : scan(l, k->b2, k);
+}
+
+/* Release a live-key slot taken by reserve() (local_index.c): a node that
+ * lost its insertion race, or one marked dead. */
+static inline void unreserve(struct local *l)
+{
+    __atomic_fetch_sub(&l->used, 1, __ATOMIC_RELAXED);
+}
+
+/* INSERT_WAIT: the pool is at its bound with nodes awaiting their grace
+ * period; the caller leaves its read-side section, waits for them
+ * (srl__local_pool_wait) and tries again. */
+enum { INSERT_OK = 0, INSERT_FULL = 1, INSERT_WAIT = 2 };
+
+/* ------------------------------------------- the state word (lock-free) */
+
+/*
+ * On a lock-free handle (l->lockfree: one GCRA limit, see srl_open_local) a
+ * node's state is one 64-bit word, the TAT, and every access to it after
+ * the node is published is atomic: a decision is a compare-and-swap from
+ * the value it decided on, with or without the node's lock.  WORD_TOMB is
+ * the version that retires a state: reset, eviction and reclamation CAS it
+ * in (under the node's lock, before they set dead), and nothing ever
+ * writes the word again until the node is reused after its grace period.
+ * A TAT never equals it: a commit that would store UINT64_MAX (a TAT
+ * saturated 584 years from 0) stores UINT64_MAX - 1, which decides alike.
+ */
+#define WORD_TOMB UINT64_MAX
+
+static inline uint64_t *node_word(struct lnode *n)
+{
+    return (uint64_t *)n->data;
+}
+
+enum word_op { WORD_DECIDE, WORD_RESERVE, WORD_REFUND };
+
+/* The lock-free decision (and, under the lock, reserve and refund) on n's
+ * word: read the word, then the time, decide on a copy, and CAS the copy
+ * in; on a lost CAS start again from the value that won (and a new time).
+ * A decision that writes nothing (a denial) takes effect at its read.
+ * Returns false, deciding nothing, if the state is retired (WORD_TOMB):
+ * the caller takes the locked path, which sees the node dead and looks the
+ * key up again.  Call inside rcu_read_lock, n found live through the index:
+ * n is not reused before the section ends. */
+static inline bool word_update(struct local *l, struct lnode *n, enum word_op op, uint32_t cost,
+                               uint64_t max_wait, srl_decision *d)
+{
+    uint64_t *w = node_word(n);
+    uint64_t old = __atomic_load_n(w, __ATOMIC_RELAXED);
+    for (;;) {
+        if (old == WORD_TOMB) {
+            LF_SAW(l, lf_tombstones);
+            return false;
+        }
+        uint64_t now = srl__now(&l->lim), nw = old;
+        if (op == WORD_DECIDE)
+            srl__cmp_decide(&l->lim.cmp, &nw, now, cost, 1, d);
+        else if (op == WORD_RESERVE)
+            srl__cmp_reserve(&l->lim.cmp, &nw, now, cost, max_wait, d);
+        else
+            srl__cmp_refund(&l->lim.cmp, &nw, now, cost);
+        if (nw == WORD_TOMB)
+            nw = WORD_TOMB - 1;
+        if (nw == old)
+            return true;
+        if (SRL__MUTANT(l->broken, SRL__LOCAL_BROKEN_YIELD))
+            sched_yield();   /* the amplifier: a preemption between read and CAS */
+#ifdef SRL_MUTANTS
+        if (l->broken & SRL__LOCAL_BROKEN_LF_BLIND_STORE) {
+            /* Broken on purpose: a write that ignores what happened since
+             * the read (an exchange, so the lost update can be counted). */
+            if (__atomic_exchange_n(w, nw, __ATOMIC_RELAXED) != old)
+                LF_SAW(l, lf_conflicts);
+            return true;
+        }
+#endif
+        if (__atomic_compare_exchange_n(w, &old, nw, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+            return true;
+        LF_SAW(l, lf_conflicts);
+    }
+}
+
+/* ------------------------------------------------- across the files */
+
+/* local_index.c */
+/* The live node for k, found or created (INSERT_OK, *out set), or
+ * INSERT_FULL, INSERT_WAIT, SRL_ENOMEM.  Call inside rcu_read_lock. */
+int srl__local_find_or_insert(struct local *l, const struct lkey *k, struct lnode **out);
+/* Wait for the nodes awaiting their grace period; false if this thread
+ * cannot.  Call outside any read-side section, with no lock held. */
+bool srl__local_pool_wait(struct local *l);
+/* Clear the entry of n, marked dead by this thread, and free n after a
+ * grace period.  Call inside rcu_read_lock, without n->lock. */
+void srl__local_unlink_node(struct local *l, struct lnode *n);
+/* The index's mapping (open). */
+struct lbucket *srl__local_index_alloc(size_t bytes, size_t *mapped);
+
+/* local_lockfree.c */
+/* CAS n's word to WORD_TOMB (if only_at_rest, only from a value at rest
+ * at now); true if retired.  Call with n's lock held, n not dead. */
+bool srl__local_word_retire(struct local *l, struct lnode *n, uint64_t now, bool only_at_rest);
+/* n's state as one read sees it.  Call with n's lock held. */
+void srl__local_state_copy(const struct local *l, struct lnode *n, void *buf);
+
+/* local_walk.c */
+/* Mark n dead and release its slot.  Call with n's lock held, n not dead;
+ * then unlock and srl__local_unlink_node. */
+void srl__local_retire_locked(struct local *l, struct lnode *n);
+/* The table is full: reclaim some at-rest states; how many.  Call inside
+ * rcu_read_lock. */
+uint64_t srl__local_reclaim_some(struct local *l);
+/* Store ops (struct srl__store_ops). */
+int64_t srl__local_evict_idle(srl_limiter *lim);
+int srl__local_stats(srl_limiter *lim, srl_stats *out);
+int srl__local_info(srl_limiter *lim, srl_info *out);
+int64_t srl__local_foreach(srl_limiter *lim, srl_foreach_fn fn, void *ctx);
+
+#endif
