@@ -8,13 +8,16 @@
  *                     srl_enter), leave, peek, key_state, refund, reset;
  *                     open and close (and FORK); the test hooks
  *   local_index.c     the pool of nodes (get, put, the grace-period free, the
- *                     wait at its bound) and the bucketed index (stripe
- *                     locks, insert, relocation, unlink); its INVARIANTS
+ *                     wait at its bound), the bucketed index (stripe locks,
+ *                     insert, relocation, unlink), and a node's retirement
+ *                     and eviction, with the reclamation an insert into a
+ *                     full table runs (insert and reclamation call each
+ *                     other, so they share a file); its INVARIANTS
  *   local_lockfree.c  the lock-free GCRA state word (SRL_CONFIG_LOCKFREE):
  *                     why a CAS never lands where it must not; retirement
  *                     of the word and its atomic copy
- *   local_walk.c      a node's retirement, reclamation in a full table, and
- *                     the walks of the pool (evict_idle, stats, foreach); info
+ *   local_walk.c      the walks of the pool (evict_idle, stats, foreach), and
+ *                     info; calls into local_index.c, never the reverse
  *
  * WHAT IT HOLDS
  *   - struct lnode: one key.  Its 128-bit fingerprint, its lock, its
@@ -179,7 +182,7 @@ struct local {
     unsigned char hash_key[crypto_shorthash_siphashx24_KEYBYTES];
     /* Written on insert and delete only, on a line of its own. */
     uint64_t used __attribute__((aligned(CACHE_LINE)));
-    uint64_t reclaim_cursor;  /* next pool index srl__local_reclaim_some looks at */
+    uint64_t reclaim_cursor;  /* next pool index an insert's reclamation looks at */
     /* The pool: taken on insert, and by the call_rcu worker on free. */
     pthread_mutex_t pool_lock __attribute__((aligned(CACHE_LINE)));
     uint32_t free_head;       /* free list: node index + 1, or 0 */
@@ -436,6 +439,12 @@ bool srl__local_pool_wait(struct local *l);
 void srl__local_unlink_node(struct local *l, struct lnode *n);
 /* The index's mapping (open). */
 struct lbucket *srl__local_index_alloc(size_t bytes, size_t *mapped);
+/* Mark n dead and release its slot.  Call with n's lock held, n not dead;
+ * then unlock and srl__local_unlink_node. */
+void srl__local_retire_locked(struct local *l, struct lnode *n);
+/* If n is live and at rest (after freeing a concurrency limit's dead and
+ * expired holders), retire it; true if it did.  Call with n's lock held. */
+bool srl__local_evict_if_at_rest_locked(struct local *l, struct lnode *n);
 
 /* local_lockfree.c */
 /* CAS n's word to WORD_TOMB (if only_at_rest, only from a value at rest
@@ -445,12 +454,6 @@ bool srl__local_word_retire(struct local *l, struct lnode *n, uint64_t now, bool
 void srl__local_state_copy(const struct local *l, struct lnode *n, void *buf);
 
 /* local_walk.c */
-/* Mark n dead and release its slot.  Call with n's lock held, n not dead;
- * then unlock and srl__local_unlink_node. */
-void srl__local_retire_locked(struct local *l, struct lnode *n);
-/* The table is full: reclaim some at-rest states; how many.  Call inside
- * rcu_read_lock. */
-uint64_t srl__local_reclaim_some(struct local *l);
 /* Store ops (struct srl__store_ops). */
 int64_t srl__local_evict_idle(srl_limiter *lim);
 int srl__local_stats(srl_limiter *lim, srl_stats *out);

@@ -17,6 +17,15 @@
  *     by srl__local_index_alloc, never resized).  Its stripe locks, the
  *     insert (srl__local_find_or_insert), the one-step relocation and the
  *     delete (srl__local_unlink_node).
+ *   - Retirement and reclamation: srl__local_retire_locked (a node's death:
+ *     dead 0 -> 1, its capacity slot released, under its lock; for reset,
+ *     eviction and reclamation, the caller then unlinks it), eviction of an
+ *     at-rest state (srl__local_evict_if_at_rest_locked, after freeing a
+ *     concurrency limit's dead and expired holders), and reclaim_some: an
+ *     insert into a full table evicts among the next RECLAIM_SCAN nodes of
+ *     the pool, skipping busy ones with trylock (an insert must not wait on
+ *     other keys).  Here rather than with the walks because insert and
+ *     reclamation call each other.
  *
  * INVARIANTS
  *   - A node's fp and key_len never change while any index entry points to
@@ -43,8 +52,7 @@
  *     or awaiting their grace period.  An insert that finds none free waits
  *     for the pending grace periods (srl__local_pool_wait: rcu_barrier,
  *     outside the read-side section) and tries again; it never answers
- *     on_full for it,
- *     since the table is not full (docs/design.md, "The pool bound race":
+ *     on_full for it, since the table is not full (docs/design.md, "The pool bound race":
  *     a sweep churning fresh states once made a key of 8 permits admit 256).
  *
  * MAY TOUCH
@@ -52,11 +60,12 @@
  *   locks; a node's fields only while no lookup can reach it (from pool_get
  *   to its publication, and from free_node_rcu on), and, while it is
  *   indexed, its fp and idx, which are fixed.  Never a live node's state or
- *   lock: those belong to the ops (local.c) and the walks (local_walk.c).
- *   An insert into a full table calls srl__local_reclaim_some
+ *   lock, but to retire one (dead, under its lock, which retirement and
+ *   reclamation take); states belong to the ops (local.c) and the walks
  *   (local_walk.c).
  */
 #include "local.h"
+#include "proc.h"
 
 #include <assert.h>
 #include <stdlib.h>
@@ -296,6 +305,123 @@ void srl__local_unlink_node(struct local *l, struct lnode *n)
     call_rcu(&n->u.rcu, free_node_rcu);
 }
 
+/* ------------------------------------------------ retirement and reclamation */
+
+#define RECLAIM_SCAN 64     /* nodes an insert into a full table may visit */
+
+/* Visit the pool's LIVE nodes (acquire: their fields are initialised),
+ * `count` indexes from `from` (wrapping), calling fn on each until it
+ * returns nonzero.  Call inside rcu_read_lock: a node seen LIVE is not
+ * reused before the section ends (had its grace period begun before the
+ * section, the section would see it DEAD).  A DEAD node is skipped: its
+ * grace period may have begun before this section, so it is not ours to
+ * touch.  Returns indexes visited.
+ * A walk of the pool, not of the index, sees each node once even while a
+ * relocation moves its entry, and costs what the keys ever held, not what
+ * the capacity could hold. */
+static uint64_t pool_walk(struct local *l, uint64_t from, uint64_t count,
+                          int (*fn)(struct local *, struct lnode *, void *), void *ctx)
+{
+    uint64_t fresh = __atomic_load_n(&l->fresh, __ATOMIC_ACQUIRE), seen = 0;
+    if (fresh == 0)
+        return 0;
+    uint64_t i = from % fresh;
+    if (count > fresh)
+        count = fresh;
+    while (seen < count) {
+        seen++;
+        struct lnode *n = node_at(l, (uint32_t)i);
+        if (++i == fresh)
+            i = 0;
+        unsigned st = __atomic_load_n(&n->dead, __ATOMIC_ACQUIRE);
+        if (st == NODE_LIVE && fn(l, n, ctx) != 0)
+            break;
+    }
+    return seen;
+}
+
+/* Mark n dead and release its capacity slot (its counts stay in it, and
+ * in stats walks, until free_node_rcu moves them).  Call with n->lock held
+ * and n not dead (on a lock-free handle, its word already WORD_TOMB); the
+ * caller then unlocks and calls srl__local_unlink_node. */
+void srl__local_retire_locked(struct local *l, struct lnode *n)
+{
+    __atomic_store_n(&n->dead, NODE_DEAD, __ATOMIC_RELEASE);
+#ifdef SRL_MUTANTS
+    if (l->broken & SRL__LOCAL_BROKEN_LF_RETIRE_EARLY) {
+        /* Broken on purpose: counted at death, so a lock-free decision that
+         * counts after this (its CAS came first) is lost. */
+        struct shard *s = my_shard(l);
+        shard_add(&s->retired_allowed, __atomic_load_n(&n->allowed, __ATOMIC_RELAXED));
+        shard_add(&s->retired_denied, __atomic_load_n(&n->denied, __ATOMIC_RELAXED));
+    }
+#endif
+    unreserve(l);
+}
+
+/* If n is live and at rest, mark it dead; returns true if it did.  Call
+ * with n->lock held; the caller unlinks after unlocking. */
+bool srl__local_evict_if_at_rest_locked(struct local *l, struct lnode *n)
+{
+    if (node_dead(n))
+        return false;
+    uint64_t now = srl__now(&l->lim);
+    if (l->lim.cmp.conc >= 0) {
+        /* Dead holders' and max_hold-expired units first. */
+        uint32_t freed = srl__conc_reclaim(&l->lim.cmp.limits.limit[l->lim.cmp.conc],
+                                           srl__cmp_conc_state(&l->lim.cmp, node_state(n)), now,
+                                           srl__proc_alive, NULL);
+        if (freed > 0)
+            shard_add(&my_shard(l)->reclaimed, freed);
+    }
+    if (l->lockfree ? !srl__local_word_retire(l, n, now, true)
+                    : !srl__cmp_at_rest(&l->lim.cmp, node_state(n), now))
+        return false;
+    srl__local_retire_locked(l, n);
+    return true;
+}
+
+struct reclaim_ctx {
+    uint64_t visited, reclaimed;
+};
+
+static int reclaim_visit(struct local *l, struct lnode *n, void *arg)
+{
+    struct reclaim_ctx *c = arg;
+    if (pthread_mutex_trylock(&n->lock) != 0) {
+        node_done(n);
+    } else {
+        bool evicted = srl__local_evict_if_at_rest_locked(l, n);
+        pthread_mutex_unlock(&n->lock);
+        if (evicted) {
+            srl__local_unlink_node(l, n);
+            c->reclaimed++;
+        } else {
+            node_done(n);
+        }
+    }
+    return ++c->visited == RECLAIM_SCAN;
+}
+
+/*
+ * The table is full: reclaim at-rest states among the next RECLAIM_SCAN
+ * nodes of the pool from a cursor that moves on each time (so a different
+ * sample at each call, in the order keys first arrived).  Busy
+ * nodes are skipped with trylock: a locked state is in use, hence rarely
+ * at rest, and an insert must not wait on other keys.  Returns the number
+ * reclaimed.  Call inside rcu_read_lock.
+ */
+static uint64_t reclaim_some(struct local *l)
+{
+    struct reclaim_ctx c = {0, 0};
+    uint64_t from = __atomic_load_n(&l->reclaim_cursor, __ATOMIC_RELAXED);
+    uint64_t went = pool_walk(l, from, UINT64_MAX, reclaim_visit, &c);
+    __atomic_store_n(&l->reclaim_cursor, from + went, __ATOMIC_RELAXED);
+    if (c.reclaimed)
+        shard_add(&my_shard(l)->evicted, c.reclaimed);
+    return c.reclaimed;
+}
+
 /*
  * Find or create the live node for k.  Returns INSERT_OK with *out set,
  * INSERT_FULL when no slot is free even after reclaiming (or, rarely, when
@@ -306,7 +432,7 @@ void srl__local_unlink_node(struct local *l, struct lnode *n)
 int srl__local_find_or_insert(struct local *l, const struct lkey *k, struct lnode **out)
 {
     if (!reserve(l)) {
-        if (srl__local_reclaim_some(l) == 0 || !reserve(l)) {
+        if (reclaim_some(l) == 0 || !reserve(l)) {
             /* Another thread may have created this very key meanwhile. */
             struct lnode *n = find(l, k);
             if (n == NULL)

@@ -1,24 +1,21 @@
 /*
- * local_walk.c - the in-process store's retirement, reclamation and walks
- * (local.h has the structs, the rules every file keeps, and the map of the
- * files).
+ * local_walk.c - the in-process store's walks of the pool (local.h has the
+ * structs, the rules every file keeps, and the map of the files).
  *
  * WHAT IT HOLDS
- *   - srl__local_retire_locked: a node's death (dead 0 -> 1, its capacity
- *     slot released), under its lock, for reset (local.c), eviction and
- *     reclamation; the caller then unlinks it (local_index.c).
- *   - Eviction of an at-rest state (after reclaiming a concurrency limit's
- *     dead and expired holders), and srl__local_reclaim_some: an insert
- *     into a full table evicts among the next RECLAIM_SCAN nodes of the
- *     pool.
- *   - The walks of the pool: srl_evict_idle, srl_stats, srl_foreach; and
- *     srl_info, which walks nothing.
+ *   - The walks of the pool: srl_evict_idle (which retires at-rest nodes
+ *     through srl__local_evict_if_at_rest_locked, local_index.c),
+ *     srl_stats, srl_foreach; and srl_info, which walks nothing.
+ *   A node's retirement and the reclamation of a full table are in
+ *   local_index.c: an insert reclaims, and reclaiming unlinks, so they
+ *   live with the index (tools/dev/callgraph-cycles refuses a loop between
+ *   files).
  *
  * INVARIANTS
  *   - Walks go over the pool, not the index: a walk sees each node once
  *     even while a relocation moves its entry, and costs what the keys ever
  *     held, not what the capacity could hold.  srl_evict_idle, srl_foreach
- *     and reclamation visit LIVE nodes only (a DEAD one's grace period may
+ *     (and an insert's reclamation) visit LIVE nodes only (a DEAD one's grace period may
  *     have begun before the walk's read-side section); a key inserted or
  *     retired during a walk may or may not be seen.
  *   - A dead node's counts stay in it until its call_rcu callback
@@ -33,8 +30,7 @@
  *     (srl__local_word_retire).
  *
  * LOCKS
- *   A node's lock (trylock when reclaiming for an insert, which must not
- *   wait on other keys; with the timeout elsewhere), released before the
+ *   A node's lock (with the timeout), released before the
  *   node is unlinked, since unlinking takes stripe locks; retire_lock for
  *   stats, with no node lock.  Time is read inside the node's lock.
  *
@@ -44,125 +40,9 @@
  *   through srl__local_unlink_node.
  */
 #include "local.h"
-#include "proc.h"
 
 #include <stdlib.h>
 #include <unistd.h>
-
-#define RECLAIM_SCAN 64     /* nodes an insert into a full table may visit */
-
-/* Visit the pool's LIVE nodes (acquire: their fields are initialised),
- * `count` indexes from `from` (wrapping), calling fn on each until it
- * returns nonzero.  Call inside rcu_read_lock: a node seen LIVE is not
- * reused before the section ends (had its grace period begun before the
- * section, the section would see it DEAD).  A DEAD node is skipped: its
- * grace period may have begun before this section, so it is not ours to
- * touch.  Returns indexes visited.
- * A walk of the pool, not of the index, sees each node once even while a
- * relocation moves its entry, and costs what the keys ever held, not what
- * the capacity could hold. */
-static uint64_t pool_walk(struct local *l, uint64_t from, uint64_t count,
-                          int (*fn)(struct local *, struct lnode *, void *), void *ctx)
-{
-    uint64_t fresh = __atomic_load_n(&l->fresh, __ATOMIC_ACQUIRE), seen = 0;
-    if (fresh == 0)
-        return 0;
-    uint64_t i = from % fresh;
-    if (count > fresh)
-        count = fresh;
-    while (seen < count) {
-        seen++;
-        struct lnode *n = node_at(l, (uint32_t)i);
-        if (++i == fresh)
-            i = 0;
-        unsigned st = __atomic_load_n(&n->dead, __ATOMIC_ACQUIRE);
-        if (st == NODE_LIVE && fn(l, n, ctx) != 0)
-            break;
-    }
-    return seen;
-}
-
-/* Mark n dead and release its capacity slot (its counts stay in it, and
- * in stats walks, until free_node_rcu moves them).  Call with n->lock held
- * and n not dead (on a lock-free handle, its word already WORD_TOMB); the
- * caller then unlocks and calls srl__local_unlink_node. */
-void srl__local_retire_locked(struct local *l, struct lnode *n)
-{
-    __atomic_store_n(&n->dead, NODE_DEAD, __ATOMIC_RELEASE);
-#ifdef SRL_MUTANTS
-    if (l->broken & SRL__LOCAL_BROKEN_LF_RETIRE_EARLY) {
-        /* Broken on purpose: counted at death, so a lock-free decision that
-         * counts after this (its CAS came first) is lost. */
-        struct shard *s = my_shard(l);
-        shard_add(&s->retired_allowed, __atomic_load_n(&n->allowed, __ATOMIC_RELAXED));
-        shard_add(&s->retired_denied, __atomic_load_n(&n->denied, __ATOMIC_RELAXED));
-    }
-#endif
-    unreserve(l);
-}
-
-/* If n is live and at rest, mark it dead; returns true if it did.  Call
- * with n->lock held; the caller unlinks after unlocking. */
-static bool evict_if_at_rest_locked(struct local *l, struct lnode *n)
-{
-    if (node_dead(n))
-        return false;
-    uint64_t now = srl__now(&l->lim);
-    if (l->lim.cmp.conc >= 0) {
-        /* Dead holders' and max_hold-expired units first. */
-        uint32_t freed = srl__conc_reclaim(&l->lim.cmp.limits.limit[l->lim.cmp.conc],
-                                           srl__cmp_conc_state(&l->lim.cmp, node_state(n)), now,
-                                           srl__proc_alive, NULL);
-        if (freed > 0)
-            shard_add(&my_shard(l)->reclaimed, freed);
-    }
-    if (l->lockfree ? !srl__local_word_retire(l, n, now, true)
-                    : !srl__cmp_at_rest(&l->lim.cmp, node_state(n), now))
-        return false;
-    srl__local_retire_locked(l, n);
-    return true;
-}
-
-struct reclaim_ctx {
-    uint64_t visited, reclaimed;
-};
-
-static int reclaim_visit(struct local *l, struct lnode *n, void *arg)
-{
-    struct reclaim_ctx *c = arg;
-    if (pthread_mutex_trylock(&n->lock) != 0) {
-        node_done(n);
-    } else {
-        bool evicted = evict_if_at_rest_locked(l, n);
-        pthread_mutex_unlock(&n->lock);
-        if (evicted) {
-            srl__local_unlink_node(l, n);
-            c->reclaimed++;
-        } else {
-            node_done(n);
-        }
-    }
-    return ++c->visited == RECLAIM_SCAN;
-}
-
-/*
- * The table is full: reclaim at-rest states among the next RECLAIM_SCAN
- * nodes of the pool from a cursor that moves on each time (so a different
- * sample at each call, in the order keys first arrived).  Busy
- * nodes are skipped with trylock: a locked state is in use, hence rarely
- * at rest, and an insert must not wait on other keys.  Returns the number
- * reclaimed.  Call inside rcu_read_lock.
- */
-uint64_t srl__local_reclaim_some(struct local *l)
-{
-    struct reclaim_ctx c = {0, 0};
-    uint64_t from = __atomic_load_n(&l->reclaim_cursor, __ATOMIC_RELAXED);
-    uint64_t went = pool_walk(l, from, UINT64_MAX, reclaim_visit, &c);
-    __atomic_store_n(&l->reclaim_cursor, from + went, __ATOMIC_RELAXED);
-    if (c.reclaimed)
-        shard_add(&my_shard(l)->evicted, c.reclaimed);
-    return c.reclaimed;
-}
 
 /* The LIVE node at pool index i (acquire: initialised), or NULL.  Call
  * inside rcu_read_lock with i below an acquire-load of l->fresh; see
@@ -192,7 +72,7 @@ int64_t srl__local_evict_idle(srl_limiter *lim)
             node_done(n);
             continue;
         }
-        bool gone = evict_if_at_rest_locked(l, n);
+        bool gone = srl__local_evict_if_at_rest_locked(l, n);
         pthread_mutex_unlock(&n->lock);
         if (gone) {
             srl__local_unlink_node(l, n);
