@@ -445,6 +445,11 @@ void srl__local_retire_locked(struct local *l, struct lnode *n);
 /* If n is live and at rest (after freeing a concurrency limit's dead and
  * expired holders), retire it; true if it did.  Call with n's lock held. */
 bool srl__local_evict_if_at_rest_locked(struct local *l, struct lnode *n);
+/* Visit the pool's LIVE nodes, count indexes from `from` (wrapping; 0 and
+ * UINT64_MAX: all), until fn returns nonzero; indexes visited.  fn gets a
+ * node it must hand back with node_done.  Call inside rcu_read_lock. */
+uint64_t srl__local_pool_walk(struct local *l, uint64_t from, uint64_t count,
+                             int (*fn)(struct local *, struct lnode *, void *), void *ctx);
 
 /* local_lockfree.c */
 /* CAS n's word to WORD_TOMB (if only_at_rest, only from a value at rest

@@ -319,8 +319,8 @@ void srl__local_unlink_node(struct local *l, struct lnode *n)
  * A walk of the pool, not of the index, sees each node once even while a
  * relocation moves its entry, and costs what the keys ever held, not what
  * the capacity could hold. */
-static uint64_t pool_walk(struct local *l, uint64_t from, uint64_t count,
-                          int (*fn)(struct local *, struct lnode *, void *), void *ctx)
+uint64_t srl__local_pool_walk(struct local *l, uint64_t from, uint64_t count,
+                             int (*fn)(struct local *, struct lnode *, void *), void *ctx)
 {
     uint64_t fresh = __atomic_load_n(&l->fresh, __ATOMIC_ACQUIRE), seen = 0;
     if (fresh == 0)
@@ -415,7 +415,7 @@ static uint64_t reclaim_some(struct local *l)
 {
     struct reclaim_ctx c = {0, 0};
     uint64_t from = __atomic_load_n(&l->reclaim_cursor, __ATOMIC_RELAXED);
-    uint64_t went = pool_walk(l, from, UINT64_MAX, reclaim_visit, &c);
+    uint64_t went = srl__local_pool_walk(l, from, UINT64_MAX, reclaim_visit, &c);
     __atomic_store_n(&l->reclaim_cursor, from + went, __ATOMIC_RELAXED);
     if (c.reclaimed)
         shard_add(&my_shard(l)->evicted, c.reclaimed);

@@ -44,13 +44,24 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-/* The LIVE node at pool index i (acquire: initialised), or NULL.  Call
- * inside rcu_read_lock with i below an acquire-load of l->fresh; see
- * pool_walk for why only LIVE ones. */
-static struct lnode *live_at(const struct local *l, uint64_t i)
+static int evict_visit(struct local *l, struct lnode *n, void *arg)
 {
-    struct lnode *n = node_at(l, (uint32_t)i);
-    return __atomic_load_n(&n->dead, __ATOMIC_ACQUIRE) == NODE_LIVE ? n : NULL;
+    int64_t *evicted = arg;
+    /* Best effort, as in the shared store: a node whose lock cannot be
+     * had is skipped (its timeout counted); the others are still swept. */
+    if (node_lock(l, n) != 0) {
+        node_done(n);
+        return 0;
+    }
+    bool gone = srl__local_evict_if_at_rest_locked(l, n);
+    pthread_mutex_unlock(&n->lock);
+    if (gone) {
+        srl__local_unlink_node(l, n);
+        (*evicted)++;
+    } else {
+        node_done(n);
+    }
+    return 0;
 }
 
 /* Walks the whole pool under one read-side critical section: it delays
@@ -61,26 +72,7 @@ int64_t srl__local_evict_idle(srl_limiter *lim)
     struct local *l = local_of(lim);
     int64_t evicted = 0;
     rcu_read_lock();
-    uint64_t fresh = __atomic_load_n(&l->fresh, __ATOMIC_ACQUIRE);
-    for (uint64_t i = 0; i < fresh; i++) {
-        struct lnode *n = live_at(l, i);
-        if (n == NULL)
-            continue;
-        /* Best effort, as in the shared store: a node whose lock cannot be
-         * had is skipped (its timeout counted); the others are still swept. */
-        if (node_lock(l, n) != 0) {
-            node_done(n);
-            continue;
-        }
-        bool gone = srl__local_evict_if_at_rest_locked(l, n);
-        pthread_mutex_unlock(&n->lock);
-        if (gone) {
-            srl__local_unlink_node(l, n);
-            evicted++;
-        } else {
-            node_done(n);
-        }
-    }
+    srl__local_pool_walk(l, 0, UINT64_MAX, evict_visit, &evicted);
     rcu_read_unlock();
     if (evicted)
         shard_add(&my_shard(l)->evicted, (uint64_t)evicted);
@@ -155,55 +147,60 @@ int srl__local_info(srl_limiter *lim, srl_info *out)
     return 0;
 }
 
+struct foreach_ctx {
+    srl_foreach_fn fn;
+    void *ctx;
+    void *copy;        /* one state, handed to fn */
+    int64_t visited;
+    int rc;
+};
+
+static int foreach_visit(struct local *l, struct lnode *n, void *arg)
+{
+    struct foreach_ctx *c = arg;
+    srl_entry e = {0};
+    if (node_lock(l, n) != 0) {
+        node_done(n);
+        c->rc = SRL_ETIMEDOUT;   /* as the shared store: a walk does not skip keys silently */
+        return 1;
+    }
+    if (node_dead(n)) {
+        pthread_mutex_unlock(&n->lock);
+        node_done(n);
+        return 0;
+    }
+    uint64_t now = srl__now(&l->lim);
+    e.allowed = __atomic_load_n(&n->allowed, __ATOMIC_RELAXED);
+    e.denied = __atomic_load_n(&n->denied, __ATOMIC_RELAXED);
+    /* One read of the state (lock-free deciders may move it on). */
+    srl__local_state_copy(l, n, c->copy);
+    e.last_ns = srl__cmp_last_ns(&l->lim.cmp, c->copy);
+    srl__cmp_decide(&l->lim.cmp, c->copy, now, 1, 0, &e.now);
+    e.at_rest = srl__cmp_at_rest(&l->lim.cmp, c->copy, now);
+    e.inflight = srl__cmp_inflight(&l->lim.cmp, c->copy);
+    e.state = c->copy;   /* fn runs outside the node's lock: it gets a copy */
+    pthread_mutex_unlock(&n->lock);
+    e.key_len = n->key_len;
+    e.display = node_display(l, n);
+    e.display_len = e.key_len < l->key_display ? e.key_len : l->key_display;
+    memcpy(e.fingerprint, n->fp, sizeof e.fingerprint);
+    c->visited++;
+    int stop = c->fn(&e, c->ctx);
+    node_done(n);
+    return stop;
+}
+
 /* fn is called outside the node's lock (it may take its time) but inside
  * the read-side critical section, which keeps e.display valid. */
 int64_t srl__local_foreach(srl_limiter *lim, srl_foreach_fn fn, void *ctx)
 {
     struct local *l = local_of(lim);
-    int64_t visited = 0;
-    void *copy = malloc(l->state_bytes);
-    if (copy == NULL)
+    struct foreach_ctx c = {fn, ctx, malloc(l->state_bytes), 0, 0};
+    if (c.copy == NULL)
         return SRL_ENOMEM;
     rcu_read_lock();
-    uint64_t fresh = __atomic_load_n(&l->fresh, __ATOMIC_ACQUIRE);
-    for (uint64_t i = 0; i < fresh; i++) {
-        struct lnode *n = live_at(l, i);
-        if (n == NULL)
-            continue;
-        srl_entry e = {0};
-        if (node_lock(l, n) != 0) {
-            node_done(n);
-            rcu_read_unlock();
-            free(copy);
-            return SRL_ETIMEDOUT;   /* as the shared store: a walk does not skip keys silently */
-        }
-        if (node_dead(n)) {
-            pthread_mutex_unlock(&n->lock);
-            node_done(n);
-            continue;
-        }
-        uint64_t now = srl__now(lim);
-        e.allowed = __atomic_load_n(&n->allowed, __ATOMIC_RELAXED);
-        e.denied = __atomic_load_n(&n->denied, __ATOMIC_RELAXED);
-        /* One read of the state (lock-free deciders may move it on). */
-        srl__local_state_copy(l, n, copy);
-        e.last_ns = srl__cmp_last_ns(&lim->cmp, copy);
-        srl__cmp_decide(&lim->cmp, copy, now, 1, 0, &e.now);
-        e.at_rest = srl__cmp_at_rest(&lim->cmp, copy, now);
-        e.inflight = srl__cmp_inflight(&lim->cmp, copy);
-        e.state = copy;   /* fn runs outside the node's lock: it gets a copy */
-        pthread_mutex_unlock(&n->lock);
-        e.key_len = n->key_len;
-        e.display = node_display(l, n);
-        e.display_len = e.key_len < l->key_display ? e.key_len : l->key_display;
-        memcpy(e.fingerprint, n->fp, sizeof e.fingerprint);
-        visited++;
-        int stop = fn(&e, ctx);
-        node_done(n);
-        if (stop)
-            break;
-    }
+    srl__local_pool_walk(l, 0, UINT64_MAX, foreach_visit, &c);
     rcu_read_unlock();
-    free(copy);
-    return visited;
+    free(c.copy);
+    return c.rc != 0 ? c.rc : c.visited;
 }
