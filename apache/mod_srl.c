@@ -184,6 +184,7 @@ typedef struct srl_ap_limiter {
     uint64_t capacity;
     uint32_t key_display;
     int on_full;               /* SRL_ON_FULL_*, or -1: take SrlOnFull */
+    unsigned flags;            /* lockfree=on, flood_cache=on: SRL_CONFIG_* of its handles */
     const char *defined_at;    /* "file:line", for messages */
     const char *policy_header; /* RateLimit-Policy value, set in post_config */
     const char *redis;         /* redis=URI: a Redis store, not a segment; else NULL */
@@ -292,6 +293,32 @@ static const char *parse_on_full(const char *v, int *out)
     return NULL;
 }
 
+/* on|off of a per-handle srl_config flag (lockfree=, flood_cache=). */
+static const char *parse_flag(const char *v, unsigned flag, unsigned *flags)
+{
+    if (strcasecmp(v, "on") == 0)
+        *flags |= flag;
+    else if (strcasecmp(v, "off") == 0)
+        *flags &= ~flag;
+    else
+        return "must be on or off";
+    return NULL;
+}
+
+/* lockfree=on decides GCRA only (srl.h, SRL_CONFIG_LOCKFREE): a policy
+ * with no GCRA limit in any tier would take the lock on every request, and
+ * the option would silently do nothing. */
+static int has_gcra(const srl_ap_limiter *l)
+{
+    for (uint32_t t = 0; t <= l->ntiers; t++) {
+        const srl_limits *ls = t == 0 ? &l->limits : &l->tiers[t - 1].limits;
+        for (uint32_t i = 0; i < ls->count; i++)
+            if (ls->limit[i].algorithm == SRL_GCRA)
+                return 1;
+    }
+    return 0;
+}
+
 /* ---------------------------------------------------------- directives */
 
 static const char *cmd_limiter(cmd_parms *cmd, void *dconf, int argc, char *const argv[])
@@ -302,7 +329,8 @@ static const char *cmd_limiter(cmd_parms *cmd, void *dconf, int argc, char *cons
         return err;
     if (argc < 3)
         return "SrlLimiter NAME POLICY CAPACITY [key_display=N] [on_full=allow|deny] "
-               "[policy_name=TOKEN] [redis=URI]";
+               "[policy_name=TOKEN] [tier=NAME=POLICY]... [lockfree=on|off] "
+               "[flood_cache=on|off] [redis=URI]";
 
     srl_ap_limiter *l = apr_pcalloc(cmd->pool, sizeof *l);
     l->name = argv[0];
@@ -372,6 +400,15 @@ static const char *cmd_limiter(cmd_parms *cmd, void *dconf, int argc, char *cons
                                     "byte %u: %s", argv[0], t->name, eq + 1,
                                     (unsigned)pe.offset, pe.message);
             l->ntiers++;
+        } else if (strncasecmp(a, "lockfree=", 9) == 0 ||
+                   strncasecmp(a, "flood_cache=", 12) == 0) {
+            int lf = a[0] == 'l' || a[0] == 'L';
+            const char *e = parse_flag(a + (lf ? 9 : 12),
+                                       lf ? SRL_CONFIG_LOCKFREE : SRL_CONFIG_FLOOD_CACHE,
+                                       &l->flags);
+            if (e != NULL)
+                return apr_psprintf(cmd->pool, "SrlLimiter %s: %s %s", argv[0],
+                                    lf ? "lockfree" : "flood_cache", e);
         } else if (strncasecmp(a, "redis=", 6) == 0) {
             char why[200];
             if (srl_redis_uri_check(a + 6, why, sizeof why) != 0)
@@ -380,7 +417,8 @@ static const char *cmd_limiter(cmd_parms *cmd, void *dconf, int argc, char *cons
         } else {
             return apr_psprintf(cmd->pool, "SrlLimiter %s: unknown option '%s' (known: "
                                 "key_display=N, on_full=allow|deny, policy_name=TOKEN, "
-                                "tier=NAME=POLICY, redis=URI)",
+                                "tier=NAME=POLICY, lockfree=on|off, flood_cache=on|off, "
+                                "redis=URI)",
                                 argv[0], a);
         }
     }
@@ -393,6 +431,13 @@ static const char *cmd_limiter(cmd_parms *cmd, void *dconf, int argc, char *cons
     if (l->redis != NULL && l->ntiers > 0)
         return apr_psprintf(cmd->pool, "SrlLimiter %s: tier= is for a segment; a Redis "
                             "store (redis=) has one policy", argv[0]);
+    if (l->redis != NULL && l->flags != 0)
+        return apr_psprintf(cmd->pool, "SrlLimiter %s: lockfree= and flood_cache= are for a "
+                            "segment; a Redis store (redis=) decides in Redis", argv[0]);
+    if ((l->flags & SRL_CONFIG_LOCKFREE) && !has_gcra(l))
+        return apr_psprintf(cmd->pool, "SrlLimiter %s: lockfree=on decides gcra limits only, "
+                            "and '%s' has none in any tier: use gcra:N/W, or drop "
+                            "lockfree=", argv[0], argv[1]);
     if (l->redis != NULL && l->key_display != 0)
         return apr_psprintf(cmd->pool, "SrlLimiter %s: key_display is for a segment; a Redis "
                             "store (redis=) keeps every key whole", argv[0]);
@@ -751,6 +796,7 @@ static void limiter_config(const srl_ap_registry *reg, const srl_ap_limiter *l, 
     cfg->tier_count = l->ntiers;
     cfg->key_display = l->key_display;
     cfg->on_full = (srl_on_full)(l->on_full >= 0 ? l->on_full : reg->on_full);
+    cfg->flags = l->flags;   /* per handle: never stored in, or compared with, the segment */
     /* The parent runs as root and the segment ends up the worker user's
      * (hand_to_worker): that one uid is trusted, by name, and no other
      * (docs/design.md, "Trust").  The parent only maps it: it never locks a

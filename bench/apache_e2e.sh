@@ -4,6 +4,8 @@
 # mod_srl and with it (a limit that never denies), measured with wrk.
 #
 #   bench/apache_e2e.sh 10 5     # 5 rounds of 10 s per server (the defaults)
+#   SRL_LIMITER="gcra:1000000000/1h 65536 lockfree=on" bench/apache_e2e.sh 10 5
+#                                # another SrlLimiter (after its NAME)
 #
 # Needs SRL_MOD (the built mod_srl.so; default build-bench/apache/mod_srl.so)
 # and wrk (Debian package wrk, in tools/install-deps).  Two apache2 servers of
@@ -23,6 +25,7 @@ secs=${1:-10}
 rounds=${2:-5}
 here=$(cd "$(dirname "$0")" && pwd)
 mod=${SRL_MOD:-$here/../build-bench/apache/mod_srl.so}
+limiter=${SRL_LIMITER:-token_bucket:1000000000/1h 65536}   # SrlLimiter after NAME
 command -v wrk >/dev/null || { echo "apache_e2e: wrk is missing (apt-get install wrk)" >&2; exit 2; }
 [ -e "$mod" ] || { echo "apache_e2e: no mod_srl.so at $mod (set SRL_MOD)" >&2; exit 2; }
 [ -x /usr/sbin/apache2 ] || { echo "apache_e2e: apache2 is missing" >&2; exit 2; }
@@ -81,7 +84,7 @@ CONF
     if [ "$srl" = 1 ]; then
       cat <<CONF
 LoadModule srl_module $mod
-SrlLimiter $seg token_bucket:1000000000/1h 65536
+SrlLimiter $seg $limiter
 SrlLimit $seg
 SrlKey ip
 CONF
@@ -142,6 +145,6 @@ verdict=$(awk -v r="$ratio" 'BEGIN {print (r >= 98.0) ? "met" : "MISSED"}')
 echo "| server | requests/s (median of $rounds x ${secs} s, wrk -t2 -c16) | all rounds |"
 echo "| --- | ---: | --- |"
 echo "| apache2 prefork, 8 workers, 512-byte file | $mp | ${plain[*]} |"
-echo "| the same + mod_srl (token_bucket:1e9/1h, SrlKey ip) | $ms | ${withsrl[*]} |"
+echo "| the same + mod_srl (SrlLimiter NAME $limiter, SrlKey ip) | $ms | ${withsrl[*]} |"
 echo
 echo "mod_srl keeps $ratio % of Apache's requests/s (target >= 98 %: $verdict)."

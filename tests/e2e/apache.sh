@@ -10,6 +10,11 @@
 #      RateLimit r=0;t=Retry-After, and every answer RateLimit-Policy
 #   B  key header:X-Key, 30 requests over 30 held connections: exactly 10
 #      admitted, by more than one child (%P in the access log)
+#   Q  lockfree=on flood_cache=on on a gcra limiter: a key's first request,
+#      then 29 at once over held connections: exactly 10 admitted in all,
+#      20 refused with Retry-After, rlctl info allowed 10; then 20 more at
+#      once: all refused; lockfree=on on a limiter with no gcra limit and
+#      flood_cache=maybe are refused at configuration time, saying why
 #   C  a directory (DirectoryIndex: a subrequest and a redirect per
 #      request, into a <Location> of their own, so httpd runs the access
 #      phase for them again): still exactly 10 admitted, once per request
@@ -62,11 +67,12 @@ e2e_tmpdir "apache-$mpm"
 e2e_port=$(free_port)
 token="srl-e2e-ap-$mpm-$$"
 name="/$token"
-e2e_segments+=("$name" "$name-fd" "$name-fa" "$name-st" "$name-dl" "$name-ti" "$name-rf" "$name-pc")
+e2e_segments+=("$name" "$name-fd" "$name-fa" "$name-st" "$name-dl" "$name-ti" "$name-rf" "$name-pc"
+              "$name-lf")
 started=$(date +%s)
 
 mkdir -p "$e2e_tmp/htdocs/dir"
-for f in ip cost dry free fulld fulla st delay tier tiern pc; do echo "$f" >"$e2e_tmp/htdocs/$f"; done
+for f in ip cost dry free fulld fulla st delay tier tiern pc lf; do echo "$f" >"$e2e_tmp/htdocs/$f"; done
 mkdir -p "$e2e_tmp/htdocs/refund" && echo ok >"$e2e_tmp/htdocs/refund/ok"
 echo hdr >"$e2e_tmp/htdocs/hdr"
 echo index >"$e2e_tmp/htdocs/dir/index.html"
@@ -137,6 +143,11 @@ SrlLimiter $name-pc token_bucket:$LIMIT/1d 64 key_display=32
 <Location /pc>
     SrlLimit $name-pc
     SrlKey header:X-Key
+</Location>
+SrlLimiter $name-lf gcra:$LIMIT/1d 64 key_display=32 lockfree=on flood_cache=on
+<Location /lf>
+    SrlLimit $name-lf
+    SrlKey header:X-Key
 </Location>"
 
 # --- configuration-time behaviour, before any server runs
@@ -155,6 +166,17 @@ out=$(/usr/sbin/apache2 -d "$e2e_tmp" -f "$e2e_tmp/badpolicy.conf" -t 2>&1); rc=
 check_eq "SrlLimiter with a misspelt algorithm is refused (exit status)" 1 "$rc"
 check_eq "the refusal names the bad part and the fix" 1 \
   "$(grep -cF "SrlLimiter $name: bad policy 'tokenbucket:$LIMIT/1d' at byte 0: unknown algorithm 'tokenbucket' (did you mean token_bucket?)" <<<"$out")"
+sed "s|^SrlLimiter $name-pc token_bucket:$LIMIT/1d 64 key_display=32\$|& lockfree=on|" \
+  "$e2e_tmp/check.conf" >"$e2e_tmp/badlf.conf"
+out=$(/usr/sbin/apache2 -d "$e2e_tmp" -f "$e2e_tmp/badlf.conf" -t 2>&1); rc=$?
+check_eq "Q: lockfree=on on a limiter with no gcra limit is refused (exit status)" 1 "$rc"
+check_eq "Q: the refusal says lockfree decides gcra only, and the fix" 1 \
+  "$(grep -cF "SrlLimiter $name-pc: lockfree=on decides gcra limits only, and 'token_bucket:$LIMIT/1d' has none in any tier: use gcra:N/W, or drop lockfree=" <<<"$out")"
+sed "s|flood_cache=on|flood_cache=maybe|" "$e2e_tmp/check.conf" >"$e2e_tmp/badfc.conf"
+out=$(/usr/sbin/apache2 -d "$e2e_tmp" -f "$e2e_tmp/badfc.conf" -t 2>&1); rc=$?
+check_eq "Q: flood_cache=maybe is refused (exit status)" 1 "$rc"
+check_eq "Q: the refusal says what flood_cache takes" 1 \
+  "$(grep -cF "SrlLimiter $name-lf: flood_cache must be on or off" <<<"$out")"
 sed "s|SrlDelay 5s|SrlDelay 2h|" "$e2e_tmp/check.conf" >"$e2e_tmp/baddelay.conf"
 out=$(/usr/sbin/apache2 -d "$e2e_tmp" -f "$e2e_tmp/baddelay.conf" -t 2>&1); rc=$?
 check_eq "SrlDelay above 1h is refused (exit status)" 1 "$rc"
@@ -216,6 +238,19 @@ pids=$(awk '$2 == 200 && $4 == "key=hold-B" {print $1}' "$e2e_tmp/access.log" | 
 check_gt "B: distinct children (%P) among the admitted" 1 "$pids"
 check_eq "B: access log agrees on the admitted" $LIMIT \
   "$(awk '$2 == 200 && $4 == "key=hold-B"' "$e2e_tmp/access.log" | wc -l)"
+
+# --- Q: lockfree=on flood_cache=on (gcra): the first request inserts the
+# key (under the lock); the concurrent ones find it, the lock-free path's case
+q=$(http seq 1 /lf "X-Key: hold-Q")
+check_eq "Q: the key's first request is admitted" 200 "$(cut -f1 <<<"$q")"
+q=$(http hold $((3 * LIMIT - 1)) /lf "X-Key: hold-Q")
+check_eq "Q: of 29 concurrent requests, admitted (10 in all)" $((LIMIT - 1)) "$(count_status 200 "$q")"
+check_eq "Q: refused with 429" $((2 * LIMIT)) "$(count_status 429 "$q")"
+check_eq "Q: every 429 has a Retry-After" $((2 * LIMIT)) \
+  "$(awk -F'\t' '$1 == 429 && $2 ~ /^[0-9]+$/' <<<"$q" | wc -l)"
+q=$(http hold $((2 * LIMIT)) /lf "X-Key: hold-Q")
+check_eq "Q: 20 more at once once the key is spent: all refused" $((2 * LIMIT)) "$(count_status 429 "$q")"
+check_eq "Q: rlctl info: allowed (admissions are never cached)" $LIMIT "$(rlctl_count "$name-lf" allowed)"
 
 # --- C: subrequests and internal redirects are not counted
 c=$(http seq $((LIMIT + 3)) /dir/ "X-Key: dir-C")
@@ -405,7 +440,7 @@ check_eq "K: allowed decisions" 1 \
 check_eq "K: denied decisions" 1 \
   "$(grep -cxF "srl_decisions_total{segment=\"$name\",result=\"denied\"} 32" "$e2e_tmp/metrics.txt")"
 check_eq "K: keys" 1 "$(grep -cxF "srl_keys{segment=\"$name\"} 6" "$e2e_tmp/metrics.txt")"
-rlctl_as_owner metrics "$name" "$name-fd" "$name-fa" "$name-st" "$name-rf" "$name-dl" "$name-ti" "$name-pc" >"$e2e_tmp/rlctl-metrics.txt"
+rlctl_as_owner metrics "$name" "$name-fd" "$name-fa" "$name-st" "$name-rf" "$name-dl" "$name-ti" "$name-pc" "$name-lf" >"$e2e_tmp/rlctl-metrics.txt"
 check_eq "K: the same text as rlctl metrics (one formatter)" same \
   "$(cmp -s "$e2e_tmp/metrics.txt" "$e2e_tmp/rlctl-metrics.txt" && echo same || echo differs)"
 
