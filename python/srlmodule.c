@@ -442,26 +442,35 @@ static PyObject *limiter_wrap(PyTypeObject *cls, srl_limiter *lim)
     return (PyObject *)o;
 }
 
+/* srl_config.flags of an opener's keyword arguments: per handle, never
+ * stored in or compared with a segment (srl.h). */
+static unsigned handle_flags(int dry_run, int lockfree, int flood_cache)
+{
+    return (dry_run ? SRL_CONFIG_DRY_RUN : 0u) | (lockfree ? SRL_CONFIG_LOCKFREE : 0u) |
+           (flood_cache ? SRL_CONFIG_FLOOD_CACHE : 0u);
+}
+
 static PyObject *Limiter_shared(PyObject *cls, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"name", "policy", "capacity", "key_display", "on_full",
                              "create", "exclusive", "lock_timeout_ms", "mode", "dry_run", "tiers",
-                             "change", NULL};
+                             "change", "lockfree", "flood_cache", NULL};
     const char *name, *on_full = "allow";
     PyObject *policy = Py_None, *tiers = Py_None;
     srl_tier table[SRL_TIERS_MAX - 1];
     uint32_t ntiers;
     unsigned long long capacity = 65536, key_display = 0, lock_timeout_ms = 1000, mode = 0600;
-    int create = 1, exclusive = 0, dry_run = 0, change = 0, rc;
+    int create = 1, exclusive = 0, dry_run = 0, change = 0, lockfree = 0, flood = 0, rc;
     srl_config cfg;
     srl_limiter *lim = NULL;
     unsigned flags;
     char what[300];
 
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|OO&O&spp$O&O&pOp:shared", kwlist, &name,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|OO&O&spp$O&O&pOppp:shared", kwlist, &name,
                                      &policy, to_u64, &capacity, to_u64, &key_display,
                                      &on_full, &create, &exclusive, to_u64, &lock_timeout_ms,
-                                     to_u64, &mode, &dry_run, &tiers, &change))
+                                     to_u64, &mode, &dry_run, &tiers, &change, &lockfree,
+                                     &flood))
         return NULL;
     if (create && policy == Py_None) {
         PyErr_SetString(PyExc_TypeError,
@@ -478,7 +487,7 @@ static PyObject *Limiter_shared(PyObject *cls, PyObject *args, PyObject *kw)
         return NULL;
     }
     flags = (create ? SRL_CREATE : 0u) | (exclusive ? SRL_EXCL : 0u) | (change ? SRL_CHANGE : 0u);
-    cfg.flags = dry_run ? SRL_CONFIG_DRY_RUN : 0u;
+    cfg.flags = handle_flags(dry_run, lockfree, flood);
     /* Without create and without a policy, cfg NULL: the segment's policy,
      * geometry and on_full are adopted (and the default lock timeout used);
      * with a policy, the segment must match it (SRL_EMISMATCH otherwise).
@@ -511,7 +520,8 @@ static PyObject *Limiter_shared(PyObject *cls, PyObject *args, PyObject *kw)
 static PyObject *open_unnamed(PyObject *cls, PyObject *args, PyObject *kw, int local)
 {
     static char *kwlist[] = {"policy", "capacity", "key_display", "on_full",
-                             "lock_timeout_ms", "dry_run", "tiers", NULL};
+                             "lock_timeout_ms", "dry_run", "tiers", "lockfree", "flood_cache",
+                             NULL};
     const char *on_full = "allow";
     PyObject *policy, *tiers = Py_None;
     srl_tier table[SRL_TIERS_MAX - 1];
@@ -519,12 +529,13 @@ static PyObject *open_unnamed(PyObject *cls, PyObject *args, PyObject *kw, int l
     unsigned long long capacity = 65536, key_display = 0, lock_timeout_ms = 1000;
     srl_config cfg;
     srl_limiter *lim = NULL;
-    int rc, dry_run = 0;
+    int rc, dry_run = 0, lockfree = 0, flood = 0;
 
     if (!PyArg_ParseTupleAndKeywords(args, kw,
-                                     local ? "O|O&O&s$O&pO:local" : "O|O&O&s$O&pO:anonymous",
+                                     local ? "O|O&O&s$O&pOpp:local" : "O|O&O&s$O&pOpp:anonymous",
                                      kwlist, &policy, to_u64, &capacity, to_u64, &key_display,
-                                     &on_full, to_u64, &lock_timeout_ms, &dry_run, &tiers))
+                                     &on_full, to_u64, &lock_timeout_ms, &dry_run, &tiers,
+                                     &lockfree, &flood))
         return NULL;
     if (policy == Py_None) {
         PyErr_SetString(PyExc_TypeError, "a policy is needed, e.g. \"100/1m\"");
@@ -533,7 +544,7 @@ static PyObject *open_unnamed(PyObject *cls, PyObject *args, PyObject *kw, int l
     if (config_from(&cfg, policy, capacity, key_display, on_full, lock_timeout_ms, 0600) < 0 ||
         tiers_from(tiers, table, &ntiers) < 0)
         return NULL;
-    cfg.flags = dry_run ? SRL_CONFIG_DRY_RUN : 0u;
+    cfg.flags = handle_flags(dry_run, lockfree, flood);
     cfg.tiers = table;
     cfg.tier_count = ntiers;   /* the local store refuses tiers: SRL_ENOTSUP */
     rc = local ? srl_open_local(&cfg, &lim) : srl_open_anonymous(&cfg, &lim);
@@ -891,7 +902,7 @@ static PyMethodDef Limiter_methods[] = {
      METH_VARARGS | METH_KEYWORDS | METH_CLASS,
      "shared(name, policy, capacity=65536, key_display=0, on_full='allow', create=True,\n"
      "       exclusive=False, *, lock_timeout_ms=1000, mode=0o600, dry_run=False,\n"
-     "       tiers=None, change=False)\n"
+     "       tiers=None, change=False, lockfree=False, flood_cache=False)\n"
      "tiers: {name: policy} beside policy (tier 'default'), see acquire(tier=).\n"
      "change=True: an existing segment with another policy (same capacity, key_display\n"
      "and tier names) is given this one, live, each key keeping its use (a key that\n"
@@ -900,16 +911,24 @@ static PyMethodDef Limiter_methods[] = {
      "policy may be None: the segment's policy, capacity, key_display and on_full are\n"
      "adopted (the other arguments are then ignored).  dry_run=True: never refuse\n"
      "(SRL_CONFIG_DRY_RUN): a would-be denial is allowed with decision.would_deny\n"
-     "True and counted in stats()['would_deny']; this handle's choice only."},
+     "True and counted in stats()['would_deny']; this handle's choice only.\n"
+     "lockfree=True (SRL_CONFIG_LOCKFREE): a key found under a gcra tier is decided\n"
+     "with one compare-and-swap, no bucket lock; the same answers.  flood_cache=True\n"
+     "(SRL_CONFIG_FLOOD_CACHE): a key this handle saw denied is answered from a\n"
+     "private copy while nothing changes it; those denials reach the segment's\n"
+     "counts later (at this handle's next locked decision in that bucket, its\n"
+     "stats() or close()).  Both per handle, like dry_run."},
     {"anonymous", (PyCFunction)(void (*)(void))Limiter_anonymous,
      METH_VARARGS | METH_KEYWORDS | METH_CLASS,
      "anonymous(policy, capacity=65536, key_display=0, on_full='allow', *, lock_timeout_ms=1000,\n"
-     "          dry_run=False, tiers=None)\n"
+     "          dry_run=False, tiers=None, lockfree=False, flood_cache=False)\n"
      "A table in an anonymous shared mapping: create it, then fork the workers."},
     {"local", (PyCFunction)(void (*)(void))Limiter_local,
      METH_VARARGS | METH_KEYWORDS | METH_CLASS,
      "local(policy, capacity=65536, key_display=0, on_full='allow', *, lock_timeout_ms=1000,\n"
-     "      dry_run=False)\n"
+     "      dry_run=False, lockfree=False, flood_cache=False)\n"
+     "lockfree=True: a found key of a gcra policy is decided with one compare-and-swap\n"
+     "of its state, no mutex; flood_cache is accepted and changes nothing here.\n"
      "An in-process store; create it after fork, in the process that uses it."},
     {"acquire", (PyCFunction)(void (*)(void))Limiter_acquire, METH_VARARGS | METH_KEYWORDS,
      "acquire(key, cost=1, *, tier=None) -> Decision.  key: str (UTF-8) or bytes.\n"

@@ -7,6 +7,7 @@ an anonymous limiter shared with a forked child; the WSGI middleware called
 directly with environ dicts.  Nothing here is timed.
 """
 import os
+import subprocess
 import sys
 import unittest
 
@@ -290,6 +291,39 @@ class TestShared(unittest.TestCase):
         with srl.Limiter.local("token_bucket:1/1d", dry_run=True) as lim:
             self.assertEqual([lim.acquire("k").would_deny for _ in range(3)], [False, True, True])
             self.assertEqual(lim.stats()["would_deny"], 2)
+
+    def test_flood_cache_answers_a_denied_key_and_its_counts_arrive_later(self):
+        # The flag reaches the handle: its repeated denials of one key are
+        # answered without the segment (another process reads 1 denial, not
+        # 11), exactly as the lock would answer them, and are counted once it
+        # flushes (stats() of any handle of this process flushes them all).
+        n = self.name("flood")
+        a = srl.Limiter.shared(n, "token_bucket:1/1d", capacity=64, flood_cache=True)
+        self.assertTrue(a.acquire("k").allowed)
+        first = a.acquire("k")                  # denied under the lock: cached
+        for _ in range(10):
+            d = a.acquire("k")
+            self.assertEqual((d.allowed, d.remaining, d.retry_after),
+                             (False, 0, first.retry_after))
+        other = subprocess.run(
+            [sys.executable, "-c", "import srl, sys; "
+             "print(srl.Limiter.shared(sys.argv[1], None, create=False).stats()['denied'])", n],
+            capture_output=True, text=True, check=True)
+        self.assertEqual(other.stdout.strip(), "1")   # the 10 are pending in this process
+        self.assertEqual(a.stats()["denied"], 11)     # stats() flushes them
+        a.close()
+
+    def test_lockfree_gcra_admits_exactly_its_permits_in_every_store(self):
+        n = self.name("lf")
+        stores = [srl.Limiter.shared(n, "gcra:5/1d", capacity=64, lockfree=True),
+                  srl.Limiter.anonymous("gcra:5/1d", capacity=64, lockfree=True),
+                  srl.Limiter.local("gcra:5/1d", capacity=64, lockfree=True)]
+        for lim in stores:
+            got = [lim.acquire("k").allowed for _ in range(8)]
+            self.assertEqual(got, [True] * 5 + [False] * 3, lim.kind)
+            st = lim.stats()
+            self.assertEqual((st["allowed"], st["denied"]), (5, 3), lim.kind)
+            lim.close()
 
     def assertSrlError(self, cls, code, fn):
         with self.assertRaises(cls) as cm:
