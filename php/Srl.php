@@ -104,6 +104,8 @@ final class Srl
     private const DECISION_LOCAL = 0x8;
     private const DECISION_WOULD_DENY = 0x4;
     private const CONFIG_DRY_RUN = 0x1;   /* srl_config.flags SRL_CONFIG_DRY_RUN */
+    private const CONFIG_FLOOD_CACHE = 0x2;   /* SRL_CONFIG_FLOOD_CACHE */
+    private const CONFIG_LOCKFREE = 0x4;      /* SRL_CONFIG_LOCKFREE */
 
     private FFI $ffi;
     private ?FFI\CData $lim;     /* srl_limiter * */
@@ -170,15 +172,25 @@ final class Srl
      * segment's: other openers keep enforcing), tiers (['paid' =>
      * 'token_bucket:10000/1m', ...]: named policies beside $policy, which is
      * tier 'default'; up to 15, names 1..31 of [A-Za-z0-9_-]; acquire() takes
-     * a tier name; a segment only).  Any other option, or a segment-only one
-     * (key_display, mode, flags, tiers)
+     * a tier name; a segment only), lockfree (true: a key already in the
+     * table under a gcra tier is decided with one compare-and-swap, no
+     * bucket lock; the same answers: SRL_CONFIG_LOCKFREE), flood_cache
+     * (true: a key this handle saw denied is answered from a private copy
+     * while nothing changes it; those denials reach the segment's counts at
+     * this handle's next locked decision in that bucket, its stats() or
+     * close(): SRL_CONFIG_FLOOD_CACHE; it pays only on a handle that lives
+     * across requests).  Both this handle's choice, like dry_run; segment
+     * only.  Any other option, or a segment-only one
+     * (key_display, mode, flags, tiers, lockfree, flood_cache)
      * with redis, throws InvalidArgumentException naming it, before
      * anything is opened.
      */
     /* The options the constructor takes; any other key is an error. */
-    private const OPTIONS = ['key_display', 'on_full', 'mode', 'flags', 'redis', 'dry_run', 'tiers'];
+    private const OPTIONS = ['key_display', 'on_full', 'mode', 'flags', 'redis', 'dry_run', 'tiers',
+                             'lockfree', 'flood_cache'];
     /* What a Redis store has no use for (no segment, no display copy, no tiers). */
-    private const SEGMENT_ONLY = ['key_display', 'mode', 'flags', 'tiers'];
+    private const SEGMENT_ONLY = ['key_display', 'mode', 'flags', 'tiers', 'lockfree',
+                                  'flood_cache'];
 
     public function __construct(string $name, string $policy, int $capacity, array $options = [])
     {
@@ -243,8 +255,18 @@ final class Srl
                 throw new InvalidArgumentException('dry_run must be true or false');
             }
             $this->dryRun = $options['dry_run'];
-            $cfg->flags = $this->dryRun ? self::CONFIG_DRY_RUN : 0;
         }
+        $cflags = $this->dryRun ? self::CONFIG_DRY_RUN : 0;
+        foreach (['lockfree' => self::CONFIG_LOCKFREE,
+                  'flood_cache' => self::CONFIG_FLOOD_CACHE] as $opt => $bit) {
+            if (isset($options[$opt])) {
+                if (!is_bool($options[$opt])) {
+                    throw new InvalidArgumentException("$opt must be true or false");
+                }
+                $cflags |= $options[$opt] ? $bit : 0;
+            }
+        }
+        $cfg->flags = $cflags;
         $flags = (int)($options['flags'] ?? self::CREATE);
         /* Kept alive until the open has copied them (srl_config.tiers). */
         $tiers = self::tierTable($ffi, $options['tiers'] ?? [], $cfg);

@@ -28,6 +28,10 @@
 #   5b 'dry_run' => true (CLI): never refused, exactly the would-be
 #      denials flagged wouldDeny with their retry_after, counted in
 #      stats()['would_deny'] and rlctl info; an enforcing handle refuses
+#   5d 'lockfree' => true (CLI, gcra:5/1d): exactly 5 of 8 admitted;
+#      'flood_cache' => true: 10 more denials of a denied key are answered
+#      by the handle (rlctl info, another process, counts 1 denial), then
+#      its stats() flushes them (11, and rlctl agrees); both must be bools
 #   5c reserve() (CLI): the burst without a wait, then each its token's
 #      wait, a wait above maxWait denied taking nothing, refund() cancels,
 #      a sliding log cannot wait (SRL_ENOTSUP)
@@ -178,7 +182,7 @@ typo=$(SRL_NAME="$srl_name-typo" LD_LIBRARY_PATH="$SRL_LIBDIR" as_worker php -n 
   try { new Srl(getenv("SRL_NAME"), "token_bucket:20/1d", 1024, ["key_dispaly" => 32]); echo "no exception\n"; }
   catch (InvalidArgumentException $e) { echo $e->getMessage(), "\n"; }')
 check_eq "4: a misspelt option is refused, named" \
-  "unknown option 'key_dispaly' (known: key_display, on_full, mode, flags, redis, dry_run, tiers)" "$typo"
+  "unknown option 'key_dispaly' (known: key_display, on_full, mode, flags, redis, dry_run, tiers, lockfree, flood_cache)" "$typo"
 check_eq "4: ... before anything was created" absent \
   "$([ -e "/dev/shm/$srl_token-typo" ] && echo present || echo absent)"
 check_eq "4: a missing segment without Srl::CREATE: SRL_ENOENT" -7 \
@@ -275,6 +279,46 @@ check_eq "5b: stats allowed denied would_deny" "3 3 2" "$(sed -n 5p <<<"$out")"
 check_eq "5b: dry_run must be a bool" "dry_run must be true or false" "$(sed -n 6p <<<"$out")"
 check_eq "5b: rlctl info: would deny" 2 "$(rlctl_count "$dry_name" would_deny)"
 rlctl_as_owner destroy "$dry_name" >/dev/null 2>&1
+
+# --- 5d: 'lockfree' and 'flood_cache' reach the handle
+lf_name="$srl_name-lf"
+e2e_segments+=("$lf_name" "$lf_name-fc")
+out=$(SRL_NAME="$lf_name" LD_LIBRARY_PATH="$SRL_LIBDIR" as_worker php -n -d extension=ffi -d ffi.enable=1 -r '
+  require getenv("SRL_PHP_DIR") . "/Srl.php";
+  /* rlctl info NAME --json in another process: its "denied" */
+  function denied(string $n): string {
+    $j = json_decode((string)shell_exec(getenv("SRL_RLCTL") . " info " . escapeshellarg($n) . " --json"), true);
+    $f = function ($o) use (&$f) {
+      if (!is_array($o)) { return null; }
+      if (isset($o["denied"]) && is_int($o["denied"])) { return $o["denied"]; }
+      foreach ($o as $v) { $r = $f($v); if ($r !== null) { return $r; } }
+      return null;
+    };
+    return (string)($f($j) ?? "missing");
+  }
+  $n = getenv("SRL_NAME");
+  $lf = new Srl($n, "gcra:5/1d", 64, ["lockfree" => true]);
+  $a = [];
+  for ($i = 0; $i < 8; $i++) { $a[] = $lf->acquire("k")["allowed"] ? 1 : 0; }
+  echo implode(" ", $a), "\n";
+  $lf->close();
+  $fc = new Srl($n . "-fc", "token_bucket:1/1d", 64, ["flood_cache" => true]);
+  $fc->acquire("k"); $fc->acquire("k");   /* allowed, then denied under the lock: cached */
+  for ($i = 0; $i < 10; $i++) { $fc->acquire("k"); }
+  echo denied($n . "-fc"), "\n";
+  echo $fc->stats()["denied"], " ", denied($n . "-fc"), "\n";
+  $fc->close();
+  foreach (["lockfree", "flood_cache"] as $o) {
+    try { new Srl($n, "gcra:5/1d", 64, [$o => 1]); echo "no exception\n"; }
+    catch (InvalidArgumentException $e) { echo $e->getMessage(), "\n"; }
+  }' 2>&1)
+check_eq "5d: lockfree gcra:5/1d: exactly 5 of 8 admitted" "1 1 1 1 1 0 0 0" "$(sed -n 1p <<<"$out")"
+check_eq "5d: flood_cache: rlctl info counts 1 denial while the handle holds 10" 1 "$(sed -n 2p <<<"$out")"
+check_eq "5d: flood_cache: stats() flushes them: 11, and rlctl agrees" "11 11" "$(sed -n 3p <<<"$out")"
+check_eq "5d: lockfree must be a bool" "lockfree must be true or false" "$(sed -n 4p <<<"$out")"
+check_eq "5d: flood_cache must be a bool" "flood_cache must be true or false" "$(sed -n 5p <<<"$out")"
+rlctl_as_owner destroy "$lf_name" >/dev/null 2>&1
+rlctl_as_owner destroy "$lf_name-fc" >/dev/null 2>&1
 
 # --- 5c: reserve() waits instead of refusing (real clock: loose bounds only)
 # token_bucket:2/1s: 2 at once, then one every 500 ms; a reservation that
