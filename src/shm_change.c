@@ -8,7 +8,8 @@
  *      names and count, a concurrency limit) and that the new policy's
  *      largest state fits the slots (state_bytes): else SRL_EMISMATCH or
  *      SRL_EPOLICY with what to do in msg, and nothing is touched;
- *   2. takes flock(LOCK_EX) on the segment file: changers run one at a time
+ *   2. takes flock(LOCK_EX) on the segment file, through a description of
+ *      its own (/proc/self/fd/N): changers run one at a time
  *      (an anonymous segment has no file: SRL_ENOTSUP);
  *   3. sweeps every bucket under its lock, converting each slot still on
  *      g - 1 to g (srl__shm_slot_current, the rule of tiers.c), so that no
@@ -36,7 +37,9 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/file.h>
+#include <unistd.h>
 
 
 #ifdef SRL_MUTANTS
@@ -272,13 +275,29 @@ int srl__shm_policy_change(struct srl__shm *s, const srl_config *cfg, uint32_t t
     int rc = one != NULL ? 0 : table_of(cfg, &t);
     if (rc != 0)
         return srl__say(msg, len, rc, "policy: not a valid table (srl_config's rules)");
+    /* The changers' flock is taken on an open file description of this
+     * call's own, not on s->fd: a handle opened before fork (a pre-forked
+     * server's parent) shares s->fd's description with every child, and
+     * flock treats all holders of one description as one owner, so two
+     * children would both "hold" it and both publish (e2e-apache-prefork
+     * saw two children each make generation 1).  /proc/self/fd/N opens the
+     * same inode anew, even if its name was unlinked or reused since. */
+    char path[40];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", s->fd);
     pthread_mutex_lock(&s->change_mu);
-    if (flock(s->fd, LOCK_EX) != 0) {
+    int lfd = open(path, O_RDONLY | O_CLOEXEC);
+    if (lfd < 0) {
+        pthread_mutex_unlock(&s->change_mu);
+        return srl__say(msg, len, SRL_ESYS, "cannot open %s to lock the segment for a change "
+                        "(a policy change needs /proc mounted)", path);
+    }
+    if (flock(lfd, LOCK_EX) != 0) {
+        close(lfd);
         pthread_mutex_unlock(&s->change_mu);
         return srl__say(msg, len, SRL_ESYS, "flock on the segment file failed");
     }
     rc = change_locked(s, cfg, &t, tier, one, check, msg, len);
-    (void)flock(s->fd, LOCK_UN);
+    close(lfd);   /* releases the flock */
     pthread_mutex_unlock(&s->change_mu);
     return rc;
 }
