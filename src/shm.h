@@ -473,8 +473,6 @@ static inline uint64_t srl__shm_tag_word(const struct srl__shm_bucket *bk, unsig
 #define SRL__SHM_COUNT(field, n) \
     __atomic_store_n(&(field), __atomic_load_n(&(field), __ATOMIC_RELAXED) + (n), __ATOMIC_RELAXED)
 
-/* The segment's slots are 16-aligned (srl__shm_geometry: a GCRA limit in
- * the creation policy), so lock-free deciders may exist (shm_lockfree.c). */
 /* A fence between a slot's seq word and its other words (shm_lockfree.c's
  * reader, srl__shm_slot_freeze's writer).  GCC 12 refuses fences under
  * -fsanitize=thread (-Wtsan: TSan does not model them).  TSan cannot see a
@@ -492,6 +490,8 @@ static inline uint64_t srl__shm_tag_word(const struct srl__shm_bucket *bk, unsig
 #define SRL__SHM_FENCE(order) __atomic_thread_fence(order)
 #endif
 
+/* The segment's slots are 16-aligned (srl__shm_geometry: a GCRA limit in
+ * the creation policy), so lock-free deciders may exist (shm_lockfree.c). */
 static inline bool srl__shm_lf_seg(const struct srl__shm *s)
 {
     return ((s->slot_bytes | s->slots_off) & 15u) == 0;
