@@ -108,4 +108,28 @@ typedef unsigned __int128 srl__u128;
 uint64_t srl__sat_add(uint64_t a, uint64_t b);          /* a + b, saturating */
 uint64_t srl__ceil_div128(srl__u128 n, uint64_t d);     /* ceil(n / d), saturating at UINT64_MAX */
 
+/* n / d and n % d for a 128-bit n whose quotient fits 64 bits (n's high
+ * half below d; callers check it), d > 0.  What every decision divides:
+ * GCC turns a 128-by-64 division into a call of libgcc's __udivmodti4
+ * (~60 instructions on the hot path, BENCHMARKS.md), although x86-64's
+ * DIVQ divides a 128-bit dividend by a 64-bit divisor in one instruction
+ * when the quotient fits, which n's high half below d guarantees (no #DE). */
+static inline uint64_t srl__div128_64(srl__u128 n, uint64_t d, uint64_t *rem)
+{
+    uint64_t hi = (uint64_t)(n >> 64), lo = (uint64_t)n;
+#if defined(__x86_64__)
+    uint64_t q, r;
+    __asm__("divq %4" : "=a"(q), "=d"(r) : "a"(lo), "d"(hi), "rm"(d) : "cc");
+    *rem = r;
+    return q;
+#else
+    if (hi == 0) {
+        *rem = lo % d;
+        return lo / d;
+    }
+    *rem = (uint64_t)(n % d);
+    return (uint64_t)(n / d);
+#endif
+}
+
 #endif

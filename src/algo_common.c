@@ -25,10 +25,10 @@ uint64_t srl__ceil_div128(srl__u128 n, uint64_t d)
     /* d == 0 is a caller bug: every divisor is a validated window or permits. */
     if (d == 0)
         return UINT64_MAX;
-    srl__u128 q = n / d;
-    if (n % d != 0)
-        q++;
-    if (q > (srl__u128)UINT64_MAX)
+    if ((uint64_t)(n >> 64) >= d)
+        return UINT64_MAX;   /* the quotient is >= 2^64 */
+    uint64_t r, q = srl__div128_64(n, d, &r);
+    if (r != 0 && q == UINT64_MAX)
         return UINT64_MAX;
-    return (uint64_t)q;
+    return q + (r != 0);
 }

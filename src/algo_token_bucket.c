@@ -64,13 +64,15 @@ static void tb_refill(const srl_policy *p, const struct tb_state *s, uint64_t no
         return;
     }
     srl__u128 units = (srl__u128)s->frac + (srl__u128)elapsed * p->permits;
-    srl__u128 add = units / p->window_ns;
-    if (add >= (srl__u128)(cap - s->tokens)) {
+    /* A refill of >= 2^64 tokens (units' high half >= W) fills any bucket. */
+    uint64_t add, rem;
+    if ((uint64_t)(units >> 64) >= p->window_ns ||
+        (add = srl__div128_64(units, p->window_ns, &rem)) >= cap - s->tokens) {
         *tokens = cap;
         *frac = 0;
     } else {
         *tokens = s->tokens + (uint32_t)add;
-        *frac = (uint64_t)(units % p->window_ns);
+        *frac = rem;
     }
 }
 

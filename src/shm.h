@@ -274,6 +274,7 @@ struct srl__shm {
     bool open_change;               /* SRL_CHANGE: the opener changes a policy that differs */
     bool change_pending;            /* ... and it did differ (segment_open changes it) */
     struct srl__shm_flood *flood;   /* the denial-flood cache, NULL when off (shm_flood.c) */
+    int mutex_kind;                 /* srl__shm_mutex_own_kind(), at open */
     bool lockfree;                  /* SRL_CONFIG_LOCKFREE and the segment and CPU allow
                                        it (srl__shm_lf_open, shm_lockfree.c) */
 #ifdef SRL_MUTANTS
@@ -398,6 +399,10 @@ void srl__shm_undo_end(struct srl__shm *s, uint64_t b);
  * no lock: glibc aborts on some kinds, so this comes before any lock. */
 int srl__shm_mutex_kind_check(const struct srl__shm *s, uint64_t b, unsigned *found,
                               unsigned *want);
+/* The kind word srl__shm_mutex_init writes in this process, or -1 (none
+ * could be made, or not glibc): the handle keeps it (mutex_kind) so that
+ * every lock compares one word with one word, inline. */
+int srl__shm_mutex_own_kind(void);
 /* Initialise bucket b's mutex (creator only, before READY). */
 int srl__shm_mutex_init(pthread_mutex_t *mu);
 

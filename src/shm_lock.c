@@ -103,6 +103,16 @@ static int own_kind(int *kind)
 }
 #endif
 
+int srl__shm_mutex_own_kind(void)
+{
+#ifdef __GLIBC__
+    int k;
+    return own_kind(&k) == 0 ? k : -1;
+#else
+    return -1;
+#endif
+}
+
 int srl__shm_mutex_kind_check(const struct srl__shm *s, uint64_t b, unsigned *found,
                               unsigned *want)
 {

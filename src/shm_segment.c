@@ -193,6 +193,7 @@ static struct srl__shm *handle_new(const srl_config *cfg, srl_store_kind kind,
     s->lim.impl = s;
     s->kind = kind;
     s->fd = -1;
+    s->mutex_kind = srl__shm_mutex_own_kind();
     pthread_mutex_init(&s->pol_mu, NULL);
     pthread_mutex_init(&s->change_mu, NULL);
     return s;

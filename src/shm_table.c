@@ -206,8 +206,11 @@ bool srl__shm_slot_freeze(struct srl__shm *s, uint64_t b, unsigned i)
         __atomic_store_n(q, (uint16_t)(v + 1u), __ATOMIC_RELAXED);
     /* The odd seq is visible before anything of the slot is read: a CAS
      * ordered after this store sees it odd and fails, one ordered before
-     * is seen by the reads that follow. */
-    SRL__SHM_FENCE(__ATOMIC_SEQ_CST);
+     * is seen by the reads that follow.  A segment whose slots are not
+     * 16-aligned has no lock-free decider to order against (srl__shm_lf_seg):
+     * no fence, a locked RMW's worth of cycles on every decision. */
+    if (srl__shm_lf_seg(s))
+        SRL__SHM_FENCE(__ATOMIC_SEQ_CST);
     return (v & 1u) != 0;
 }
 
@@ -845,10 +848,24 @@ static int try_once(pthread_mutex_t *mu)
     return pthread_mutex_clocklock(mu, CLOCK_MONOTONIC, &past);
 }
 
+/* The kind check of shm_lock.c, its common case inline: the word equals
+ * the one this handle computed at open.  Anything else (or no glibc, or no
+ * kind known) takes the full check, which says what it found. */
+static int kind_check(const struct srl__shm *s, uint64_t b)
+{
+#ifdef __GLIBC__
+    if (s->mutex_kind >= 0 &&
+        __atomic_load_n(&srl__shm_bucket(s, b)->mu.__data.__kind, __ATOMIC_RELAXED) ==
+            s->mutex_kind)
+        return 0;
+#endif
+    return srl__shm_mutex_kind_check(s, b, NULL, NULL);
+}
+
 int srl__shm_lock(struct srl__shm *s, uint64_t b, struct timespec *deadline)
 {
     pthread_mutex_t *mu = &srl__shm_bucket(s, b)->mu;
-    int rc = srl__shm_mutex_kind_check(s, b, NULL, NULL);
+    int rc = kind_check(s, b);
     if (rc != 0)
         return rc;
     /* Uncontended (the common case): no clock read for the deadline. */
@@ -864,7 +881,7 @@ int srl__shm_lock(struct srl__shm *s, uint64_t b, struct timespec *deadline)
 /* nested: inside another bucket's repair (see repair). */
 static int trylock_at(struct srl__shm *s, uint64_t b, bool nested)
 {
-    int rc = srl__shm_mutex_kind_check(s, b, NULL, NULL);
+    int rc = kind_check(s, b);
     if (rc != 0)
         return rc;
     int e = try_once(&srl__shm_bucket(s, b)->mu);
