@@ -280,7 +280,7 @@ struct srl__shm {
 #ifdef SRL_MUTANTS
     unsigned test_flags;            /* SRL__SHM_TEST_* (testhooks.h) */
     unsigned test_die_at;           /* SRL__SHM_TEST_CHANGE_DIE's countdown */
-    uint32_t *test_park;            /* SRL__SHM_TEST_LF_PARK's two words (testhooks.h) */
+    uint32_t *test_park;            /* SRL__SHM_TEST_*_PARK's two words (testhooks.h) */
 #endif
     uint8_t hash_key[SRL__SHM_HASH_KEY_BYTES];
     char name[256];

@@ -38,7 +38,9 @@
 #include <stdio.h>
 #include <string.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/file.h>
+#include <time.h>
 #include <unistd.h>
 
 
@@ -50,8 +52,34 @@ static void die_point(struct srl__shm *s)
         raise(SIGKILL);
 }
 #define DIE_POINT(s) die_point(s)
+
+/* SRL__SHM_TEST_CHANGE_PARK: the changer holds the flock and has read the
+ * generation it will replace; it says so in test_park[0] and waits for
+ * test_park[1], while the test sends a second changer at the flock.  Here,
+ * after the read, so that a second changer that wrongly got in too (the
+ * shared-fd bug) publishes over a generation this one already read, as in
+ * ci9, rather than being seen by it.  Two minutes without a go is a dead
+ * test: give up rather than spin for ever. */
+static int park_point(struct srl__shm *s, char *msg, size_t len)
+{
+    if (!(s->test_flags & SRL__SHM_TEST_CHANGE_PARK) || s->test_park == NULL)
+        return 0;
+    __atomic_store_n(&s->test_park[0], 1, __ATOMIC_RELEASE);
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while (__atomic_load_n(&s->test_park[1], __ATOMIC_ACQUIRE) == 0) {
+        sched_yield();
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        if (t.tv_sec - t0.tv_sec > 120)
+            return srl__say(msg, len, SRL_ETIMEDOUT, "test hook: a changer parked in the "
+                            "flock was not told to go in 120 s; nothing was changed");
+    }
+    return 0;
+}
+#define PARK_POINT(s, msg, len) park_point(s, msg, len)
 #else
 #define DIE_POINT(s) ((void)0)
+#define PARK_POINT(s, msg, len) 0
 #endif
 
 static bool has_conc(const srl_limits *l)
@@ -242,6 +270,9 @@ static int change_locked(struct srl__shm *s, const srl_config *cfg, struct table
     rc = refuse(s, cfg, t, cur, msg, len);
     if (rc != 0 || check || table_equal(t, cur))
         return rc;   /* the same policy: nothing to do, no new generation */
+    rc = PARK_POINT(s, msg, len);
+    if (rc != 0)
+        return rc;
     rc = sweep(s, cur, msg, len);
     if (rc != 0)
         return rc;
@@ -291,12 +322,17 @@ int srl__shm_policy_change(struct srl__shm *s, const srl_config *cfg, uint32_t t
         return srl__say(msg, len, SRL_ESYS, "cannot open %s to lock the segment for a change "
                         "(a policy change needs /proc mounted)", path);
     }
-    if (flock(lfd, LOCK_EX) != 0) {
+    /* The broken variant flocks s->fd as the code before did (a constant
+     * lfd in the shipped library). */
+    int held = SRL__MUTANT(s->test_flags, SRL__SHM_TEST_CHANGE_SHARED_FD) ? s->fd : lfd;
+    if (flock(held, LOCK_EX) != 0) {
         close(lfd);
         pthread_mutex_unlock(&s->change_mu);
         return srl__say(msg, len, SRL_ESYS, "flock on the segment file failed");
     }
     rc = change_locked(s, cfg, &t, tier, one, check, msg, len);
+    if (held != lfd)
+        (void)flock(held, LOCK_UN);
     close(lfd);   /* releases the flock */
     pthread_mutex_unlock(&s->change_mu);
     return rc;

@@ -59,14 +59,25 @@ enum {
     SRL__SHM_TEST_LF_PARK = 0x10000u,   /* a lock-free admission, once, parks between
                                            its read of {seq, TAT} and its CAS until
                                            told to go (srl__shm_set_test_park) */
+    /* The changers' flock across fork (tests/check_shm_live.c, "fork"). */
+    SRL__SHM_TEST_CHANGE_PARK = 0x20000u, /* a changer, holding the flock and having read
+                                           the generation it replaces, parks until told
+                                           to go (srl__shm_set_test_park) */
+    SRL__SHM_TEST_CHANGE_SHARED_FD = 0x40000u, /* broken: the changer flocks the handle's
+                                           own fd, whose description every process
+                                           forked after the open shares (the code before
+                                           976668a) */
 };
 /* The n-th step (1-based: each bucket of the sweep, under its lock; then
  * before, in the middle of and after the spare copy; after publishing) at
  * which a changer with SRL__SHM_TEST_CHANGE_DIE dies. */
 void srl__shm_set_test_die(srl_limiter *lim, unsigned n);
-/* SRL__SHM_TEST_LF_PARK's words, in memory the test shares with the
- * decider's process: the decider stores 1 to words[0] once it has read the
- * slot and decided, then waits until words[1] is nonzero, then CASes. */
+/* SRL__SHM_TEST_LF_PARK's and SRL__SHM_TEST_CHANGE_PARK's words, in memory
+ * the test shares with the parked process: the decider stores 1 to
+ * words[0] once it has read the slot and decided, then waits until
+ * words[1] is nonzero, then CASes; the changer stores 1 to words[0] once
+ * it holds the flock and has read the generation, then waits for words[1]
+ * (two minutes at most: then it gives up, SRL_ETIMEDOUT), then changes. */
 void srl__shm_set_test_park(srl_limiter *lim, uint32_t *words);
 /* Set SRL__SHM_TEST_* on an open shared/anonymous limiter (src/shm_store.c). */
 void srl__shm_set_test_flags(srl_limiter *lim, unsigned flags);

@@ -12,6 +12,10 @@
  *               A change racing with new keys and with eviction.
  *   crash:      a changer SIGKILLed at random steps leaves a consistent
  *               segment with the old policy or the new, never a mix.
+ *   fork:       one handle opened before fork, two forked changers: one
+ *               parked inside the flock (SRL__SHM_TEST_CHANGE_PARK), the
+ *               other must wait for it (seen blocked in /proc/locks); the
+ *               broken variant that flocks the shared fd lets both in.
  *   refusals:   what cannot change (state size, capacity, key_display,
  *               tiers, concurrency, anonymous, local) with the exact code
  *               and message.
@@ -26,6 +30,7 @@
  */
 #include <check.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -553,6 +558,167 @@ START_TEST(a_changer_killed_at_any_step_leaves_the_old_policy_or_the_new_never_d
 }
 END_TEST
 
+/* ------------------------------------------------------------ fork
+ *
+ * A pre-forked server (mod_srl) opens the segment in its parent and forks:
+ * every child shares the handle's open file description, and flock treats
+ * all holders of one description as one owner.  Two children changing the
+ * policy through that handle must still run one at a time.  Arranged, not
+ * hoped for: changer A parks holding the flock, after reading the
+ * generation (SRL__SHM_TEST_CHANGE_PARK); changer B is started only then,
+ * and A is let go only once B is seen waiting for the flock (a "->" line
+ * of /proc/locks with B's pid) or has returned without waiting (the bug).
+ */
+
+enum { CHANGER_A, CHANGER_B };
+
+struct forked_change {
+    uint32_t park[2];        /* srl__shm_set_test_park: A parked, go */
+    int rc[2];               /* each changer's srl_policy_change */
+    char msg[2][256];
+};
+
+struct forked_result {
+    int rc[2];
+    char msg[2][256];
+    bool b_waited;           /* B was seen blocked on the flock while A held it */
+    uint32_t gen;
+    srl_policy policy;
+};
+
+/* Is pid waiting for a flock: a blocked request ("N: -> FLOCK ADVISORY
+ * WRITE pid ...") in /proc/locks? */
+static bool waits_for_flock(pid_t pid)
+{
+    FILE *f = fopen("/proc/locks", "r");
+    if (f == NULL)
+        return false;
+    char line[256];
+    bool found = false;
+    while (!found && fgets(line, sizeof line, f) != NULL) {
+        const char *arrow = strstr(line, "->");
+        char type[16], mode[16], rw[16];
+        long who;
+        found = arrow != NULL &&
+                sscanf(arrow + 2, "%15s %15s %15s %ld", type, mode, rw, &who) == 4 &&
+                strcmp(type, "FLOCK") == 0 && who == (long)pid;
+    }
+    fclose(f);
+    return found;
+}
+
+/* A forked changer: srl_policy_change through the inherited handle, with
+ * `flags` (and the suite's mutant) on this process's copy of it. */
+static pid_t fork_changer(srl_limiter *lim, const srl_config *to, unsigned flags,
+                          struct forked_change *pg, int who)
+{
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid != 0)
+        return pid;
+    srl__shm_set_test_park(lim, pg->park);
+    srl__shm_set_test_flags(lim, mutant() | flags);
+    pg->rc[who] = srl_policy_change(lim, to, pg->msg[who], sizeof pg->msg[who]);
+    srl_close(lim);
+    _exit(0);
+}
+
+/* A changer's end: it exited, with 0. */
+static void reap_changer(pid_t pid, const char *who)
+{
+    int st;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "changer %s: status %#x", who, st);
+}
+
+/* Gives up on the scenario: no changer is left parked, then the failure. */
+static void abandon(pid_t a, pid_t b, const char *why)
+{
+    kill(a, SIGKILL);
+    waitpid(a, NULL, 0);
+    if (b > 0) {
+        kill(b, SIGKILL);
+        waitpid(b, NULL, 0);
+    }
+    ck_abort_msg("%s", why);
+}
+
+/* The scenario, both changers with `broken` (0: the library as shipped). */
+static void forked_changers_run(unsigned broken, struct forked_result *r)
+{
+    const int patience_ms = 60000;   /* a safety net: the normal path waits for events */
+    srl_config p0 = config_of("gcra:10/1h", 64, NULL);
+    srl_config p1 = config_of("gcra:20/1h", 64, NULL);
+    const char *name = unique_name("live");
+    srl_limiter *lim = open_live(name, &p0, SRL_CREATE | SRL_EXCL);   /* the one handle */
+    struct forked_change *pg = shared_zeroed(sizeof *pg);
+    pid_t a = fork_changer(lim, &p1, SRL__SHM_TEST_CHANGE_PARK | broken, pg, CHANGER_A);
+    int waited = 0;
+    while (__atomic_load_n(&pg->park[0], __ATOMIC_ACQUIRE) == 0) {
+        if (waitpid(a, NULL, WNOHANG) == a)   /* it must park, not finish */
+            ck_abort_msg("changer A returned without parking: %d (%s)", pg->rc[CHANGER_A],
+                         pg->msg[CHANGER_A]);
+        if (waited++ == patience_ms)
+            abandon(a, -1, "changer A did not park in the flock in 60 s");
+        usleep(1000);
+    }
+    pid_t b = fork_changer(lim, &p1, broken, pg, CHANGER_B);
+    bool b_done = false;
+    for (waited = 0; !(b_done = waitpid(b, NULL, WNOHANG) == b) && !waits_for_flock(b);
+         waited++) {
+        if (waited == patience_ms)
+            abandon(a, b, "changer B neither waited for the flock nor returned in 60 s");
+        usleep(1000);
+    }
+    r->b_waited = !b_done;
+    __atomic_store_n(&pg->park[1], 1, __ATOMIC_RELEASE);
+    reap_changer(a, "A");
+    if (!b_done)
+        reap_changer(b, "B");
+    for (int w = CHANGER_A; w <= CHANGER_B; w++) {
+        r->rc[w] = pg->rc[w];
+        memcpy(r->msg[w], pg->msg[w], sizeof r->msg[w]);
+    }
+    srl_info info;
+    ck_assert_int_eq(srl_info_get(lim, &info), 0);
+    r->gen = info.policy_gen;
+    r->policy = info.policy;
+    ck_assert_int_eq(srl_check(lim, NULL, NULL), 0);
+    munmap(pg, sizeof *pg);
+    srl_close(lim);
+    ck_assert_int_eq(srl_unlink(name), 0);
+}
+
+START_TEST(a_change_through_a_handle_shared_across_fork_waits_for_the_other_changer)
+{
+    struct forked_result r;
+    forked_changers_run(0, &r);
+    ck_assert_msg(r.b_waited, "changer B returned %d (%s) while A held the flock: it did not "
+                  "wait", r.rc[CHANGER_B], r.msg[CHANGER_B]);
+    /* A made generation 1; B, let in after it, found P1 current. */
+    ck_assert_msg(r.rc[CHANGER_A] == 1 && r.rc[CHANGER_B] == 0,
+                  "A returned %d (%s), B %d (%s): exactly one changer makes the new generation",
+                  r.rc[CHANGER_A], r.msg[CHANGER_A], r.rc[CHANGER_B], r.msg[CHANGER_B]);
+    ck_assert_uint_eq(r.gen, 1);
+    ck_assert_int_eq(r.policy.algorithm, SRL_GCRA);
+    ck_assert_uint_eq(r.policy.permits, 20);
+}
+END_TEST
+
+/* The same with the flock on the shared fd (the code before 976668a): B
+ * gets in while A holds it, and both make "generation 1" (ci9's two
+ * children).  Shows the test above catches that bug. */
+START_TEST(a_flock_on_the_fd_shared_across_fork_lets_both_changers_in_and_the_test_sees_it)
+{
+    struct forked_result r;
+    forked_changers_run(SRL__SHM_TEST_CHANGE_SHARED_FD, &r);
+    ck_assert_msg(!r.b_waited && r.rc[CHANGER_A] == 1 && r.rc[CHANGER_B] == 1,
+                  "the shared-fd flock was not caught: B %s, A returned %d, B %d",
+                  r.b_waited ? "waited" : "did not wait", r.rc[CHANGER_A], r.rc[CHANGER_B]);
+    ck_assert_uint_eq(r.gen, 1);
+}
+END_TEST
+
 /* ------------------------------------------------------------ refusals */
 
 START_TEST(what_cannot_change_is_refused_with_its_code_and_a_message_saying_what_to_do)
@@ -964,6 +1130,12 @@ static Suite *suite(void)
     tc = tcase_create("crash");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, a_changer_killed_at_any_step_leaves_the_old_policy_or_the_new_never_damage);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("fork");
+    tcase_set_timeout(tc, 180);
+    tcase_add_test(tc, a_change_through_a_handle_shared_across_fork_waits_for_the_other_changer);
+    tcase_add_test(tc,
+        a_flock_on_the_fd_shared_across_fork_lets_both_changers_in_and_the_test_sees_it);
     suite_add_tcase(s, tc);
     tc = tcase_create("refusals");
     tcase_add_test(tc, what_cannot_change_is_refused_with_its_code_and_a_message_saying_what_to_do);
