@@ -12,7 +12,8 @@
  *                coarse ticker (used by the files below; calls none of them)
  *   acquire.c    per-decision cost of srl_acquire on both stores
  *   scaling.c    forked processes on distinct keys and on one hot key
- *   memory.c     segment bytes per slot and per key; the 10M-key segment
+ *   memory.c     table bytes per slot, fixed bytes per segment, segment bytes
+ *                per key; the 10M-key segment
  *   redis.c      the Redis GCRA script baseline (only built with hiredis)
  *
  * Invariants: every measurement reads its keys from a pre-generated
@@ -305,6 +306,12 @@ typedef struct bench_mem_row {
     uint32_t slot_bytes;
     uint64_t capacity;        /* slots */
     uint64_t segment_bytes;
+    /* segment_bytes = fixed_bytes + table_bytes: the header and policy pages,
+     * whatever the capacity, and the buckets (heads and slots), which grow
+     * with it.  Split by a second segment of the same config with fewer
+     * buckets (srl_info gives no bucket size); 0 if that could not be made. */
+    uint64_t table_bytes;
+    uint64_t fixed_bytes;
     uint64_t filled;          /* keys tracked when the first request found no slot */
     int rc;
 } bench_mem_row;

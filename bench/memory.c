@@ -1,9 +1,13 @@
 /*
  * memory.c - what a tracked key costs in bytes, and a 10M-key segment.
  *
- * Shared store: srl_info gives the slot size and the segment's total bytes;
- * bytes per key is segment_bytes / capacity when every slot can be used,
- * and segment_bytes / filled for the load the table really reaches: keys
+ * Shared store: srl_info gives the slot size and the segment's total bytes,
+ * which are a fixed part (the header and policy pages, once per segment)
+ * plus the table (bucket heads and slots, growing with the capacity).  The
+ * 64 B/slot target is about the table, so the two are reported apart:
+ * srl_info has no bucket size, so a second segment of the same config with
+ * another bucket count splits them (split_segment).  Bytes per key is
+ * segment_bytes / filled for the load the table really reaches: keys
  * are inserted (one request each, policies with a one-minute window so no
  * state comes to rest and gets reclaimed during the fill) until the first
  * request is decided "untracked" (no slot free in its buckets).
@@ -42,6 +46,37 @@ static void fill_key(unsigned char *buf, uint64_t i)
     char tmp[32]; /* 16 used: indices stay below 10^14 */
     snprintf(tmp, sizeof tmp, "f:%014llu", (unsigned long long)i);
     memcpy(buf, tmp, BENCH_KEY_LEN);
+}
+
+/* Split big's segment into table and fixed bytes: open cfg again with one
+ * bucket (two if big has one), so that the bytes the segment gains per
+ * bucket are the table's and what is left at zero buckets is fixed.
+ * Measured, not taken from the layout, so the report follows the library.
+ * Leaves both 0 if the two segments do not fit that line exactly. */
+static int split_segment(const srl_config *cfg, const srl_info *big, uint64_t *table,
+                         uint64_t *fixed)
+{
+    srl_config c = *cfg;
+    c.capacity = (uint64_t)big->slots_per_bucket * (big->buckets > 1 ? 1 : 2);
+    srl_limiter *lim = NULL;
+    srl_info small;
+    int rc = bench_open(BENCH_SHARED, &c, &lim);
+    if (rc == 0)
+        rc = srl_info_get(lim, &small);
+    srl_close(lim);
+    if (rc != 0 || small.buckets == big->buckets)
+        return rc;
+    const srl_info *lo = small.buckets < big->buckets ? &small : big;
+    const srl_info *hi = lo == big ? &small : big;
+    uint64_t db = hi->buckets - lo->buckets, ds = hi->segment_bytes - lo->segment_bytes;
+    if (hi->segment_bytes < lo->segment_bytes || ds % db != 0)
+        return 0;
+    uint64_t per_bucket = ds / db;
+    if (lo->segment_bytes < lo->buckets * per_bucket)
+        return 0;
+    *table = big->buckets * per_bucket;
+    *fixed = big->segment_bytes - *table;
+    return 0;
 }
 
 void bench_mem_shared(srl_algorithm a, uint32_t display, uint64_t capacity,
@@ -86,6 +121,9 @@ void bench_mem_shared(srl_algorithm a, uint32_t display, uint64_t capacity,
     if (srl_stats_get(lim, &st) == 0)
         out->filled = st.used;
     srl_close(lim);
+    int src = split_segment(&cfg, &info, &out->table_bytes, &out->fixed_bytes);
+    if (out->rc == 0)
+        out->rc = src;
 }
 
 static size_t heap_bytes(void)
