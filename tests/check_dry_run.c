@@ -100,11 +100,33 @@ static void close_store(srl_limiter *lim, const char *name)
         ck_assert_int_eq(srl_unlink(name), 0);
 }
 
+/* A dry-run config of policy on a clock of its own at 7 s (moved by no one). */
+static srl_config dry_config(const char *policy)
+{
+    return config(policy, fake_clock_shared(7 * SEC), SRL_CONFIG_DRY_RUN);
+}
+
+/* A dry-run limiter of policy in a store of the given kind (see open_store). */
+static srl_limiter *open_dry(int kind, const char *policy, char name[128])
+{
+    srl_config cd = dry_config(policy);
+    return open_store(kind, &cd, name);
+}
+
 static srl_stats stats(srl_limiter *lim)
 {
     srl_stats st;
     ck_assert_int_eq(srl_stats_get(lim, &st), 0);
     return st;
+}
+
+/* lim's stats count allowed, denied and would_deny as given. */
+static void ck_counts(srl_limiter *lim, uint64_t allowed, uint64_t denied, uint64_t would_deny)
+{
+    srl_stats st = stats(lim);
+    ck_assert_uint_eq(st.allowed, allowed);
+    ck_assert_uint_eq(st.denied, denied);
+    ck_assert_uint_eq(st.would_deny, would_deny);
 }
 
 /* The dry decision is the enforcing one, allowed and flagged if it denied. */
@@ -228,10 +250,8 @@ END_TEST
 /* _i: store kind. */
 START_TEST(a_dry_run_enter_that_would_be_refused_is_admitted_without_a_unit)
 {
-    fake_clock *c = fake_clock_shared(7 * SEC);
-    srl_config cd = config("concurrency:2", c, SRL_CONFIG_DRY_RUN);
     char nm[128];
-    srl_limiter *dry = open_store(_i, &cd, nm);
+    srl_limiter *dry = open_dry(_i, "concurrency:2", nm);
     srl_lease held[2], extra;
     srl_decision d;
     for (int i = 0; i < 2; i++) {
@@ -250,10 +270,7 @@ START_TEST(a_dry_run_enter_that_would_be_refused_is_admitted_without_a_unit)
         ck_assert_int_eq(srl_leave(dry, &extra), SRL_ENOENT);
         ck_assert_uint_eq(inflight_total(dry), 2);
     }
-    srl_stats st = stats(dry);
-    ck_assert_uint_eq(st.allowed, 2);
-    ck_assert_uint_eq(st.denied, 3);
-    ck_assert_uint_eq(st.would_deny, 3);
+    ck_counts(dry, 2, 3, 3);
     ck_assert_int_eq(srl_leave(dry, &held[0]), 0);
     ck_assert_int_eq(srl_enter(dry, "k", 1, &extra, &d), 0);   /* a unit is free again */
     ck_assert_uint_eq(d.flags, 0);
@@ -266,10 +283,8 @@ END_TEST
  * by either limit takes no unit and no permit. */
 START_TEST(a_dry_run_compound_enter_takes_nothing_when_either_limit_would_refuse)
 {
-    fake_clock *c = fake_clock_shared(7 * SEC);
-    srl_config cd = config("concurrency:2 + token_bucket:3/1h", c, SRL_CONFIG_DRY_RUN);
     char nm[128];
-    srl_limiter *dry = open_store(_i, &cd, nm);
+    srl_limiter *dry = open_dry(_i, "concurrency:2 + token_bucket:3/1h", nm);
     srl_lease l1, l2, l3;
     srl_decision d;
     ck_assert_int_eq(srl_enter(dry, "k", 1, &l1, &d), 0);
@@ -290,10 +305,7 @@ START_TEST(a_dry_run_compound_enter_takes_nothing_when_either_limit_would_refuse
     ck_assert_uint_eq(d.retry_after_ns, 1200 * SEC);
     ck_assert_uint_eq(l1.gen, 0);
     ck_assert_uint_eq(inflight_total(dry), 1);
-    srl_stats st = stats(dry);
-    ck_assert_uint_eq(st.allowed, 3);
-    ck_assert_uint_eq(st.denied, 2);
-    ck_assert_uint_eq(st.would_deny, 2);
+    ck_counts(dry, 3, 2, 2);
     close_store(dry, nm);
 }
 END_TEST
@@ -301,10 +313,8 @@ END_TEST
 /* _i: store kind. */
 START_TEST(a_dry_run_peek_turns_like_acquire_and_counts_nothing)
 {
-    fake_clock *c = fake_clock_shared(7 * SEC);
-    srl_config cd = config("sliding_log:2/1s", c, SRL_CONFIG_DRY_RUN);
     char nm[128];
-    srl_limiter *dry = open_store(_i, &cd, nm);
+    srl_limiter *dry = open_dry(_i, "sliding_log:2/1s", nm);
     srl_decision d;
     for (int i = 0; i < 2; i++)
         ck_assert_int_eq(srl_acquire(dry, "k", 1, 1, &d), 0);
@@ -312,10 +322,7 @@ START_TEST(a_dry_run_peek_turns_like_acquire_and_counts_nothing)
     ck_assert_int_eq(d.allowed, 1);
     ck_assert_uint_eq(d.flags, SRL_DECISION_WOULD_DENY);
     ck_assert_uint_eq(d.retry_after_ns, SEC);
-    srl_stats st = stats(dry);
-    ck_assert_uint_eq(st.allowed, 2);
-    ck_assert_uint_eq(st.denied, 0);
-    ck_assert_uint_eq(st.would_deny, 0);
+    ck_counts(dry, 2, 0, 0);
     close_store(dry, nm);
 }
 END_TEST
@@ -355,8 +362,7 @@ END_TEST
 /* _i: store kind.  A full table with on_full deny: the dry run admits. */
 START_TEST(a_dry_run_on_a_full_table_that_denies_admits_and_counts_it)
 {
-    fake_clock *c = fake_clock_shared(7 * SEC);
-    srl_config cd = config("token_bucket:2/1h", c, SRL_CONFIG_DRY_RUN);
+    srl_config cd = dry_config("token_bucket:2/1h");
     cd.capacity = 1;                  /* a segment rounds up to one bucket */
     cd.on_full = SRL_ON_FULL_DENY;
     char nm[128];
@@ -383,8 +389,7 @@ END_TEST
  * turned as well (the error code stays), and counted nowhere. */
 START_TEST(a_dry_run_degraded_denial_is_turned_and_not_counted)
 {
-    fake_clock *c = fake_clock_shared(7 * SEC);
-    srl_config cd = config("token_bucket:2/1h", c, SRL_CONFIG_DRY_RUN);
+    srl_config cd = dry_config("token_bucket:2/1h");
     cd.capacity = 1;                  /* one bucket: every key's */
     cd.on_full = SRL_ON_FULL_DENY;
     cd.lock_timeout_ms = 20;

@@ -36,6 +36,12 @@ static srl_limiter *open_local(srl_algorithm algo, uint32_t permits, uint64_t wi
     return lim;
 }
 
+/* token_bucket:permits/1s on a clock that never moves (from 0). */
+static srl_limiter *open_frozen_tb(uint32_t permits, uint64_t capacity, srl_on_full on_full)
+{
+    return open_local(SRL_TOKEN_BUCKET, permits, SEC, capacity, on_full, fake_clock_shared(0));
+}
+
 static srl_decision acq(srl_limiter *lim, const char *key)
 {
     srl_decision d;
@@ -44,19 +50,23 @@ static srl_decision acq(srl_limiter *lim, const char *key)
     return d;
 }
 
-static uint64_t used(srl_limiter *lim)
+static srl_stats stats(srl_limiter *lim)
 {
     srl_stats st;
     ck_assert_int_eq(srl_stats_get(lim, &st), 0);
-    return st.used;
+    return st;
+}
+
+static uint64_t used(srl_limiter *lim)
+{
+    return stats(lim).used;
 }
 
 /* ------------------------------------------------- capacity, on_full */
 
 START_TEST(a_full_table_allows_an_untracked_key_and_counts_it)
 {
-    fake_clock *c = fake_clock_shared(0);
-    srl_limiter *lim = open_local(SRL_TOKEN_BUCKET, 5, SEC, 2, SRL_ON_FULL_ALLOW, c);
+    srl_limiter *lim = open_frozen_tb(5, 2, SRL_ON_FULL_ALLOW);
     ck_allowed(acq(lim, "a"), 4);
     ck_allowed(acq(lim, "b"), 4);
     srl_decision d = acq(lim, "c");
@@ -67,8 +77,7 @@ START_TEST(a_full_table_allows_an_untracked_key_and_counts_it)
     ck_assert_int_eq(srl_peek(lim, "c", 1, 1, &d), SRL_ENOENT);
     /* Tracked keys are still decided by their states. */
     ck_allowed(acq(lim, "a"), 3);
-    srl_stats st;
-    ck_assert_int_eq(srl_stats_get(lim, &st), 0);
+    srl_stats st = stats(lim);
     ck_assert_uint_eq(st.capacity, 2);
     ck_assert_uint_eq(st.used, 2);
     ck_assert_uint_eq(st.full, 1);
@@ -81,8 +90,7 @@ END_TEST
 
 START_TEST(a_full_table_denies_an_untracked_key_when_on_full_is_deny)
 {
-    fake_clock *c = fake_clock_shared(0);
-    srl_limiter *lim = open_local(SRL_TOKEN_BUCKET, 5, SEC, 1, SRL_ON_FULL_DENY, c);
+    srl_limiter *lim = open_frozen_tb(5, 1, SRL_ON_FULL_DENY);
     ck_allowed(acq(lim, "a"), 4);
     for (int i = 0; i < 3; i++) {
         srl_decision d = acq(lim, "b");
@@ -90,8 +98,7 @@ START_TEST(a_full_table_denies_an_untracked_key_when_on_full_is_deny)
         ck_assert_uint_eq(d.flags, SRL_DECISION_UNTRACKED);
         ck_assert_uint_eq(d.retry_after_ns, SEC); /* one window */
     }
-    srl_stats st;
-    ck_assert_int_eq(srl_stats_get(lim, &st), 0);
+    srl_stats st = stats(lim);
     ck_assert_uint_eq(st.full, 3);
     ck_assert_uint_eq(st.denied, 3);
     ck_assert_uint_eq(st.allowed, 1);
@@ -109,8 +116,7 @@ START_TEST(an_insert_into_a_full_table_reclaims_states_at_rest)
         acq(lim, "busy");                  /* empty: far from rest */
     c->now = 400 * MS;                     /* a, b: 4 + 2 = 5 at rest; busy: 2 */
     ck_allowed(acq(lim, "new"), 4);        /* reclaims a and b, not busy */
-    srl_stats st;
-    ck_assert_int_eq(srl_stats_get(lim, &st), 0);
+    srl_stats st = stats(lim);
     ck_assert_uint_eq(st.evicted, 2);
     ck_assert_uint_eq(st.used, 2);
     ck_assert_uint_eq(st.full, 0);
@@ -132,8 +138,7 @@ END_TEST
 
 START_TEST(reset_key_forgets_a_key_and_keeps_its_counts_in_stats)
 {
-    fake_clock *c = fake_clock_shared(0);
-    srl_limiter *lim = open_local(SRL_TOKEN_BUCKET, 2, SEC, 10, SRL_ON_FULL_ALLOW, c);
+    srl_limiter *lim = open_frozen_tb(2, 10, SRL_ON_FULL_ALLOW);
     ck_allowed(acq(lim, "k"), 1);
     ck_allowed(acq(lim, "k"), 0);
     ck_denied(acq(lim, "k"), 500 * MS);
@@ -142,8 +147,7 @@ START_TEST(reset_key_forgets_a_key_and_keeps_its_counts_in_stats)
     ck_assert_int_eq(srl_reset_key(lim, "k", 1), SRL_ENOENT);
     ck_assert_int_eq(srl_reset_key(lim, "never", 5), SRL_ENOENT);
     ck_allowed(acq(lim, "k"), 1);          /* fresh, though no time passed */
-    srl_stats st;
-    ck_assert_int_eq(srl_stats_get(lim, &st), 0);
+    srl_stats st = stats(lim);
     ck_assert_uint_eq(st.allowed, 3);
     ck_assert_uint_eq(st.denied, 1);
     ck_assert_uint_eq(st.evicted, 0);      /* a reset is not an eviction */
@@ -157,8 +161,7 @@ END_TEST
 
 START_TEST(peek_changes_nothing_and_reports_an_untracked_key_as_enoent)
 {
-    fake_clock *c = fake_clock_shared(0);
-    srl_limiter *lim = open_local(SRL_TOKEN_BUCKET, 3, SEC, 10, SRL_ON_FULL_ALLOW, c);
+    srl_limiter *lim = open_frozen_tb(3, 10, SRL_ON_FULL_ALLOW);
     srl_decision d;
     ck_assert_int_eq(srl_peek(lim, "p", 1, 1, &d), SRL_ENOENT);
     ck_assert_uint_eq(used(lim), 0);       /* peek creates nothing */
@@ -171,8 +174,7 @@ START_TEST(peek_changes_nothing_and_reports_an_untracked_key_as_enoent)
     ck_assert_int_eq(srl_peek(lim, "p", 1, 3, &d), 0);
     ck_assert_int_eq(d.allowed, 0);
     ck_allowed(acq(lim, "p"), 1);
-    srl_stats st;
-    ck_assert_int_eq(srl_stats_get(lim, &st), 0);
+    srl_stats st = stats(lim);
     ck_assert_uint_eq(st.allowed, 2);      /* peeks are not decisions */
     ck_assert_uint_eq(st.denied, 0);
     srl_close(lim);
@@ -181,8 +183,7 @@ END_TEST
 
 START_TEST(keys_are_matched_on_every_byte_and_their_length)
 {
-    fake_clock *c = fake_clock_shared(0);
-    srl_limiter *lim = open_local(SRL_TOKEN_BUCKET, 1, SEC, 10, SRL_ON_FULL_ALLOW, c);
+    srl_limiter *lim = open_frozen_tb(1, 10, SRL_ON_FULL_ALLOW);
     static unsigned char big[SRL_KEY_MAX];
     memset(big, 'x', sizeof big);
     srl_decision d;
@@ -293,8 +294,7 @@ static int fingerprint_of(const srl_entry *e, void *ctx)
 
 START_TEST(foreach_gives_a_key_the_same_fingerprint_every_visit)
 {
-    fake_clock *c = fake_clock_shared(0);
-    srl_limiter *lim = open_local(SRL_TOKEN_BUCKET, 2, SEC, 10, SRL_ON_FULL_ALLOW, c);
+    srl_limiter *lim = open_frozen_tb(2, 10, SRL_ON_FULL_ALLOW);
     acq(lim, "k1");
     uint8_t f1[16], f2[16], zero[16] = {0};
     ck_assert_int_eq(srl_foreach(lim, fingerprint_of, f1), 1);
@@ -311,8 +311,8 @@ END_TEST
 
 START_TEST(info_describes_a_local_store_and_check_is_not_supported)
 {
-    fake_clock *c = fake_clock_shared(0);
-    srl_limiter *lim = open_local(SRL_SLIDING_COUNTER, 7, 60 * SEC, 1234, SRL_ON_FULL_DENY, c);
+    srl_limiter *lim = open_local(SRL_SLIDING_COUNTER, 7, 60 * SEC, 1234, SRL_ON_FULL_DENY,
+                                  fake_clock_shared(0));
     srl_info in;
     memset(&in, 0x5a, sizeof in);
     ck_assert_int_eq(srl_info_get(lim, &in), 0);
@@ -400,8 +400,7 @@ END_TEST
  * forever in rcu_barrier() for a call_rcu worker the child does not have. */
 START_TEST(a_limiter_inherited_by_fork_closes_in_the_child_without_hanging)
 {
-    fake_clock *c = fake_clock_shared(0);
-    srl_limiter *lim = open_local(SRL_TOKEN_BUCKET, 2, SEC, 16, SRL_ON_FULL_ALLOW, c);
+    srl_limiter *lim = open_frozen_tb(2, 16, SRL_ON_FULL_ALLOW);
     acq(lim, "x");
     ck_assert_int_eq(srl_reset_key(lim, "x", 1), 0); /* starts call_rcu's worker */
     acq(lim, "y");

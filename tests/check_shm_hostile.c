@@ -127,6 +127,15 @@ static const char *make_segment(const char *tag, const srl_config *cfg)
     return name;
 }
 
+/* The hang guard, then the suite's usual victim: token_bucket:100/60s,
+ * capacity 64, display 0, in *cfg; returns the new segment's name. */
+static const char *guarded_segment(unsigned seconds, const char *tag, srl_config *cfg)
+{
+    guard(seconds);
+    *cfg = config(SRL_TOKEN_BUCKET, 100, 64, 0);
+    return make_segment(tag, cfg);
+}
+
 /* The whole file, malloc'd; *len its size. */
 static unsigned char *slurp(const char *name, size_t *len)
 {
@@ -197,6 +206,30 @@ static void assert_refused(const char *name, const srl_config *cfg, unsigned fla
                   "edit at %zu = %#x: a refused open changed the file", off, value);
     free(before);
     free(after);
+}
+
+/* assert_refused for an opener without a config and one with cfg. */
+static void assert_refused_with_and_without_config(const char *name, const srl_config *cfg,
+                                                   int want, size_t off, unsigned value)
+{
+    assert_refused(name, NULL, 0, want, off, value);
+    assert_refused(name, cfg, 0, want, off, value);
+}
+
+/* ...and also for one that would create it (SRL_CREATE must not help). */
+static void assert_refused_by_every_opener(const char *name, const srl_config *cfg, int want,
+                                           size_t off, unsigned value)
+{
+    assert_refused_with_and_without_config(name, cfg, want, off, value);
+    assert_refused(name, cfg, SRL_CREATE, want, off, value);
+}
+
+/* The segment opens and is usable for an opener without a config and one with cfg. */
+static void assert_usable_with_and_without_config(const char *name, const srl_config *cfg)
+{
+    srl_info info;
+    ck_assert_int_eq(open_and_use(name, NULL, 0, &info), 0);
+    ck_assert_int_eq(open_and_use(name, cfg, 0, &info), 0);
 }
 
 /* The geometry the store computes for cfg (slot and bucket sizes follow
@@ -277,9 +310,8 @@ static int expected_open(size_t off, const struct srl__shm_header *h, bool *adop
 
 START_TEST(every_header_byte_set_to_a_bad_value_is_refused_with_its_code_or_provably_ignored)
 {
-    guard(200);
-    srl_config cfg = config(SRL_TOKEN_BUCKET, 100, 64, 0);
-    const char *name = make_segment("hdr", &cfg);
+    srl_config cfg;
+    const char *name = guarded_segment(200, "hdr", &cfg);
     struct srl__shm_header orig;
     read_header(name, &orig);
     ck_assert_uint_eq(orig.slot_bytes, geometry_of(&cfg).slot_bytes);
@@ -301,17 +333,14 @@ START_TEST(every_header_byte_set_to_a_bad_value_is_refused_with_its_code_or_prov
             shm_poke(name, off, &bad, 1);
             /* Any edit of a checksummed byte is caught by the checksum... */
             if (!IN(off, magic) && !IN(off, version) && !IN(off, abi) && !IN(off, state)) {
-                assert_refused(name, NULL, 0, SRL_ECORRUPT, off, bad);
-                assert_refused(name, &cfg, 0, SRL_ECORRUPT, off, bad);
+                assert_refused_with_and_without_config(name, &cfg, SRL_ECORRUPT, off, bad);
                 /* ...and, resealed, by the checks behind it (or ignored). */
                 reseal(name);
             }
             bool adopt, creation;
             int want = expected_open(off, &h, &adopt, &creation);
             if (want != 0) {
-                assert_refused(name, NULL, 0, want, off, bad);
-                assert_refused(name, &cfg, 0, want, off, bad);
-                assert_refused(name, &cfg, SRL_CREATE, want, off, bad);
+                assert_refused_by_every_opener(name, &cfg, want, off, bad);
             } else {
                 srl_info info;
                 int rc = open_and_use(name, NULL, 0, &info);
@@ -338,46 +367,54 @@ START_TEST(every_header_byte_set_to_a_bad_value_is_refused_with_its_code_or_prov
     unsigned char pad[SRL__SHM_LIVE_OFFSET - sizeof orig];
     memset(pad, 0xa5, sizeof pad);
     shm_poke(name, sizeof orig, pad, sizeof pad);
-    srl_info info;
-    ck_assert_int_eq(open_and_use(name, NULL, 0, &info), 0);
-    ck_assert_int_eq(open_and_use(name, &cfg, 0, &info), 0);
+    assert_usable_with_and_without_config(name, &cfg);
     ck_assert_int_eq(srl_unlink(name), 0);
 }
 END_TEST
 
+/* A table of `buckets` buckets for `capacity` keys in a file of `total`
+ * bytes, resealed: a header consistent in itself, whatever the file holds. */
+static void poke_table_size(const char *name, uint64_t buckets, uint64_t capacity, uint64_t total)
+{
+    shm_poke64(name, F(buckets), buckets);
+    shm_poke64(name, F(capacity), capacity);
+    shm_poke64(name, F(total_bytes), total);
+    reseal(name);
+}
+
+/* Slot and bucket sizes as like's geometry has them, and the file size
+ * they give for `buckets` buckets, resealed. */
+static void poke_sizes_of(const char *name, const srl_config *like, uint64_t buckets)
+{
+    struct srl__shm g = geometry_of(like);
+    shm_poke32(name, F(slot_bytes), (uint32_t)g.slot_bytes);
+    shm_poke32(name, F(bucket_bytes), (uint32_t)g.bucket_bytes);
+    shm_poke64(name, F(total_bytes), SRL__SHM_HEADER_BYTES + buckets * g.bucket_bytes);
+    reseal(name);
+}
+
 START_TEST(header_fields_that_lie_together_are_corrupt_unless_the_file_really_holds_them)
 {
-    guard(60);
-    srl_config cfg = config(SRL_TOKEN_BUCKET, 100, 64, 0);
-    const char *name = make_segment("lie", &cfg);
+    srl_config cfg;
+    const char *name = guarded_segment(60, "lie", &cfg);
     struct srl__shm_header orig;
     read_header(name, &orig);
     srl_info info;
 
     /* The largest table, consistent in itself, in a 8 KiB file. */
-    shm_poke64(name, F(buckets), 1ull << 28);
-    shm_poke64(name, F(capacity), 1ull << 32);
-    shm_poke64(name, F(total_bytes), SRL__SHM_HEADER_BYTES + (1ull << 28) * orig.bucket_bytes);
-    reseal(name);
+    poke_table_size(name, 1ull << 28, 1ull << 32,
+                    SRL__SHM_HEADER_BYTES + (1ull << 28) * orig.bucket_bytes);
     assert_refused(name, NULL, 0, SRL_ECORRUPT, F(capacity), 0);
     /* Beyond SRL_CAPACITY_MAX, consistent: refused before any size is computed. */
-    shm_poke64(name, F(buckets), 1ull << 40);
-    shm_poke64(name, F(capacity), 1ull << 44);
-    shm_poke64(name, F(total_bytes), SRL__SHM_HEADER_BYTES + (1ull << 40) * orig.bucket_bytes);
-    reseal(name);
+    poke_table_size(name, 1ull << 40, 1ull << 44,
+                    SRL__SHM_HEADER_BYTES + (1ull << 40) * orig.bucket_bytes);
     assert_refused(name, NULL, 0, SRL_ECORRUPT, F(capacity), 0);
     /* A total that wraps 64 bits. */
-    shm_poke64(name, F(buckets), UINT64_MAX / 16);
-    shm_poke64(name, F(capacity), UINT64_MAX / 16 * 16);
-    shm_poke64(name, F(total_bytes), UINT64_MAX);
-    reseal(name);
+    poke_table_size(name, UINT64_MAX / 16, UINT64_MAX / 16 * 16, UINT64_MAX);
     assert_refused(name, NULL, 0, SRL_ECORRUPT, F(capacity), 0);
     /* A smaller table than the file holds is a consistent segment: opened
      * with that capacity (the extra bytes are never touched). */
-    shm_poke64(name, F(buckets), 2);
-    shm_poke64(name, F(capacity), 32);
-    shm_poke64(name, F(total_bytes), SRL__SHM_HEADER_BYTES + 2ull * orig.bucket_bytes);
-    reseal(name);
+    poke_table_size(name, 2, 32, SRL__SHM_HEADER_BYTES + 2ull * orig.bucket_bytes);
     ck_assert_int_eq(open_and_use(name, NULL, 0, &info), 0);
     ck_assert_uint_eq(info.capacity, 32);
     assert_refused(name, &cfg, 0, SRL_EMISMATCH, F(capacity), 0);
@@ -385,13 +422,8 @@ START_TEST(header_fields_that_lie_together_are_corrupt_unless_the_file_really_ho
 
     /* The largest display, with slot and bucket sizes that agree with it. */
     srl_config wide = config(SRL_TOKEN_BUCKET, 100, 64, 255);
-    size_t slot = geometry_of(&wide).slot_bytes;
-    size_t bucket = geometry_of(&wide).bucket_bytes;
     shm_poke32(name, F(key_display), 255);
-    shm_poke32(name, F(slot_bytes), (uint32_t)slot);
-    shm_poke32(name, F(bucket_bytes), (uint32_t)bucket);
-    shm_poke64(name, F(total_bytes), SRL__SHM_HEADER_BYTES + orig.buckets * bucket);
-    reseal(name);
+    poke_sizes_of(name, &wide, orig.buckets);
     assert_refused(name, NULL, 0, SRL_ECORRUPT, F(key_display), 255);
     shm_poke(name, 0, &orig, sizeof orig);
 
@@ -401,12 +433,7 @@ START_TEST(header_fields_that_lie_together_are_corrupt_unless_the_file_really_ho
     shm_poke32(name, F(state_bytes), 8 + 8 * 4096);
     srl_config log = config(SRL_SLIDING_LOG, 4096, 64, 0);
     ck_assert_uint_eq(geometry_of(&log).state_bytes, 8 + 8 * 4096);
-    slot = geometry_of(&log).slot_bytes;
-    bucket = geometry_of(&log).bucket_bytes;
-    shm_poke32(name, F(slot_bytes), (uint32_t)slot);
-    shm_poke32(name, F(bucket_bytes), (uint32_t)bucket);
-    shm_poke64(name, F(total_bytes), SRL__SHM_HEADER_BYTES + orig.buckets * bucket);
-    reseal(name);
+    poke_sizes_of(name, &log, orig.buckets);
     assert_refused(name, NULL, 0, SRL_ECORRUPT, F(limits.limit[0].algorithm), SRL_SLIDING_LOG);
     shm_poke(name, 0, &orig, sizeof orig);
 
@@ -450,9 +477,8 @@ END_TEST
 
 START_TEST(a_truncated_segment_is_refused_at_every_interesting_size_without_sigbus)
 {
-    guard(60);
-    srl_config cfg = config(SRL_TOKEN_BUCKET, 100, 64, 0);
-    const char *name0 = make_segment("trunc", &cfg);
+    srl_config cfg;
+    const char *name0 = guarded_segment(60, "trunc", &cfg);
     struct srl__shm_header h;
     read_header(name0, &h);
     ck_assert_int_eq(srl_unlink(name0), 0);
@@ -475,14 +501,11 @@ START_TEST(a_truncated_segment_is_refused_at_every_interesting_size_without_sigb
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         const char *name = make_segment("trunc", &cfg);
         ck_assert_int_eq(truncate(path_of(name), cases[c].size), 0);
-        srl_info info;
-        if (cases[c].want == 0) {
-            ck_assert_int_eq(open_and_use(name, NULL, 0, &info), 0);
-            ck_assert_int_eq(open_and_use(name, &cfg, 0, &info), 0);
-        } else {
-            assert_refused(name, NULL, 0, cases[c].want, (size_t)cases[c].size, 0);
-            assert_refused(name, &cfg, 0, cases[c].want, (size_t)cases[c].size, 0);
-        }
+        if (cases[c].want == 0)
+            assert_usable_with_and_without_config(name, &cfg);
+        else
+            assert_refused_with_and_without_config(name, &cfg, cases[c].want,
+                                                   (size_t)cases[c].size, 0);
         ck_assert_int_eq(srl_unlink(name), 0);
     }
 }
@@ -500,9 +523,8 @@ static pid_t dead_pid(void)
 
 START_TEST(an_unfinished_truncated_segment_is_stale_or_timed_out_by_its_creators_life)
 {
-    guard(60);
-    srl_config cfg = config(SRL_TOKEN_BUCKET, 100, 64, 0);
-    const char *name = make_segment("unfin", &cfg);
+    srl_config cfg;
+    const char *name = guarded_segment(60, "unfin", &cfg);
     shm_poke32(name, F(state), SRL__SHM_INIT);
     ck_assert_int_eq(truncate(path_of(name), SRL__SHM_HEADER_BYTES), 0);
     shm_poke32(name, F(creator_pid), (uint32_t)dead_pid());
@@ -519,9 +541,8 @@ END_TEST
  * creator; one from another namespace cannot be judged and is waited for. */
 START_TEST(a_creator_is_dead_when_its_pid_was_reused_and_unknown_in_another_pid_namespace)
 {
-    guard(60);
-    srl_config cfg = config(SRL_TOKEN_BUCKET, 100, 64, 0);
-    const char *name = make_segment("reuse", &cfg);
+    srl_config cfg;
+    const char *name = guarded_segment(60, "reuse", &cfg);
     struct srl__shm_header h;
     read_header(name, &h);
     ck_assert_int_eq(h.creator_pid, getpid());
@@ -542,9 +563,8 @@ END_TEST
  * unfinished file is EACCES at once, not ETIMEDOUT after the ready-wait. */
 START_TEST(a_strangers_unfinished_segment_is_eacces_before_any_wait)
 {
-    guard(30);
-    srl_config cfg = config(SRL_TOKEN_BUCKET, 100, 64, 0);
-    const char *name = make_segment("strange", &cfg);
+    srl_config cfg;
+    const char *name = guarded_segment(30, "strange", &cfg);
     shm_poke32(name, F(state), SRL__SHM_INIT);                 /* our live pid: would wait */
     ck_assert_int_eq(chown(path_of(name), 65534, 65534), 0);
     assert_refused(name, NULL, 0, SRL_EACCES, F(state), SRL__SHM_INIT);
@@ -558,9 +578,8 @@ END_TEST
  * the file still backs. */
 START_TEST(a_segment_truncated_under_a_live_handle_is_reported_by_check_and_info)
 {
-    guard(30);
-    srl_config cfg = config(SRL_TOKEN_BUCKET, 100, 64, 0);
-    const char *name = make_segment("trunc", &cfg);
+    srl_config cfg;
+    const char *name = guarded_segment(30, "trunc", &cfg);
     srl_limiter *lim;
     ck_assert_int_eq(srl_open_shared(name, &cfg, 0, &lim), 0);
     srl_info info;
@@ -613,17 +632,14 @@ END_TEST
  */
 START_TEST(a_segment_shrunk_after_it_was_opened_is_refused_by_every_later_open)
 {
-    guard(30);
-    srl_config cfg = config(SRL_TOKEN_BUCKET, 100, 64, 0);
-    const char *name = make_segment("shrink", &cfg);
+    srl_config cfg;
+    const char *name = guarded_segment(30, "shrink", &cfg);
     srl_limiter *lim;
     ck_assert_int_eq(srl_open_shared(name, &cfg, 0, &lim), 0);
     struct srl__shm_header h;
     read_header(name, &h);
     ck_assert_int_eq(truncate(path_of(name), (off_t)(SRL__SHM_HEADER_BYTES + h.bucket_bytes)), 0);
-    assert_refused(name, NULL, 0, SRL_ECORRUPT, 0, 0);
-    assert_refused(name, &cfg, 0, SRL_ECORRUPT, 0, 0);
-    assert_refused(name, &cfg, SRL_CREATE, SRL_ECORRUPT, 0, 0);
+    assert_refused_by_every_opener(name, &cfg, SRL_ECORRUPT, 0, 0);
     srl_close(lim);     /* unmapping a cut mapping is fine; touching it is not */
     ck_assert_int_eq(srl_unlink(name), 0);
 }
@@ -762,9 +778,7 @@ START_TEST(another_users_segment_is_eacces_for_every_opener_root_included_unless
     /* Root is no exception: the owner could rewrite the mutexes' robust-list
      * links while root locks them (docs/design.md, "Trust"). */
     srl_info info;
-    assert_refused(name, NULL, 0, SRL_EACCES, 0, 0);
-    assert_refused(name, &cfg, 0, SRL_EACCES, 0, 0);
-    assert_refused(name, &cfg, SRL_CREATE, SRL_EACCES, 0, 0);
+    assert_refused_by_every_opener(name, &cfg, SRL_EACCES, 0, 0);
     /* Naming the owner trusts it, and only it. */
     srl_config named = cfg;
     named.owner_uid = 65533;
@@ -786,13 +800,10 @@ END_TEST
 
 START_TEST(a_world_writable_segment_is_eacces_unless_the_opener_asked_for_that_mode)
 {
-    guard(30);
-    srl_config cfg = config(SRL_TOKEN_BUCKET, 100, 64, 0);
-    const char *name = make_segment("mode", &cfg);
+    srl_config cfg;
+    const char *name = guarded_segment(30, "mode", &cfg);
     ck_assert_int_eq(chmod(path_of(name), 0666), 0);
-    assert_refused(name, NULL, 0, SRL_EACCES, 0, 0666);
-    assert_refused(name, &cfg, 0, SRL_EACCES, 0, 0666);
-    assert_refused(name, &cfg, SRL_CREATE, SRL_EACCES, 0, 0666);
+    assert_refused_by_every_opener(name, &cfg, SRL_EACCES, 0, 0666);
     srl_config wide = cfg;
     wide.mode = 0666;
     srl_info info;
@@ -804,8 +815,7 @@ START_TEST(a_world_writable_segment_is_eacces_unless_the_opener_asked_for_that_m
      * nothing for an opener without a config. */
     shm_poke32(name, F(mode), 0666);
     reseal(name);
-    assert_refused(name, NULL, 0, SRL_EACCES, F(mode), 0666);
-    assert_refused(name, &cfg, 0, SRL_EACCES, F(mode), 0666);
+    assert_refused_with_and_without_config(name, &cfg, SRL_EACCES, F(mode), 0666);
     shm_poke32(name, F(mode), 0600);
     reseal(name);
     /* Read permission for others grants no write: accepted at 0600. */

@@ -78,6 +78,75 @@ static int open_rc(const char *name, const srl_config *cfg, unsigned flags)
     return rc;
 }
 
+/* Refused with `want` to a creator with cfg and to an opener without a config. */
+static void assert_refused_to_creator_and_adopter(const char *name, const srl_config *cfg, int want)
+{
+    ck_assert_int_eq(open_rc(name, cfg, SRL_CREATE), want);
+    ck_assert_int_eq(open_rc(name, NULL, 0), want);
+}
+
+/* pid, a child of ours, exits normally with status 0. */
+static void assert_child_ok(pid_t pid)
+{
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+/* The name no longer exists under /dev/shm. */
+static void assert_no_file(const char *name)
+{
+    struct stat st;
+    ck_assert_int_eq(stat(path_of(name), &st), -1);
+    ck_assert_int_eq(errno, ENOENT);
+}
+
+/* A plain file (not made by srl) of n bytes at the name. */
+static void plant_file(const char *name, const void *bytes, size_t n)
+{
+    int fd = open(path_of(name), O_CREAT | O_EXCL | O_RDWR, 0600);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, bytes, n), (ssize_t)n);
+    close(fd);
+}
+
+/* A forked creator of name that runs srl__shm_open_test with `test` and
+ * exits 0 if its create succeeded. */
+static pid_t fork_creator(const char *name, const srl_config *cfg, unsigned test)
+{
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        srl_limiter *lim;
+        int rc = srl__shm_open_test(name, cfg, SRL_CREATE | SRL_EXCL, test, &lim);
+        _exit(rc == 0 ? 0 : 1);
+    }
+    return pid;
+}
+
+/* A creator of name, in this process, that never marks its segment READY. */
+static srl_limiter *unfinished_creator(const char *name, const srl_config *cfg)
+{
+    srl_limiter *creator;
+    ck_assert_int_eq(srl__shm_open_test(name, cfg, SRL_CREATE | SRL_EXCL, SRL__SHM_TEST_NO_READY,
+                                        &creator), 0);
+    return creator;
+}
+
+/* A forked child, as uid/gid 65534, opens name with cfg and exits 0 if that
+ * was SRL_EACCES (10: it could not change user). */
+static pid_t fork_open_as_nobody(const char *name, const srl_config *cfg)
+{
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        if (setgid(65534) != 0 || setuid(65534) != 0)
+            _exit(10);
+        _exit(open_rc(name, cfg, 0) == SRL_EACCES ? 0 : 11);
+    }
+    return pid;
+}
+
 /* ------------------------------------------------------- the race */
 
 struct race_area {
@@ -119,11 +188,8 @@ START_TEST(eight_processes_opening_a_new_name_at_once_make_one_segment)
                 _exit(0);
             }
         }
-        for (int w = 0; w < 8; w++) {
-            int status;
-            ck_assert_int_eq(waitpid(pids[w], &status, 0), pids[w]);
-            ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-        }
+        for (int w = 0; w < 8; w++)
+            assert_child_ok(pids[w]);
         int creators = 0;
         for (int w = 0; w < 8; w++) {
             ck_assert_int_eq(a->rc[w], 0);
@@ -151,8 +217,7 @@ START_TEST(a_segment_with_another_magic_is_foreign)
     srl_config cfg = config(10, 100);
     const char *name = make_segment(&cfg);
     shm_poke(name, 0, "NOTSRL!!", 8);
-    ck_assert_int_eq(open_rc(name, &cfg, SRL_CREATE), SRL_EFOREIGN);
-    ck_assert_int_eq(open_rc(name, NULL, 0), SRL_EFOREIGN);
+    assert_refused_to_creator_and_adopter(name, &cfg, SRL_EFOREIGN);
     ck_assert_int_eq(srl_unlink(name), 0);
 }
 END_TEST
@@ -189,26 +254,28 @@ END_TEST
 START_TEST(a_header_whose_geometry_disagrees_with_its_policy_is_corrupt)
 {
     srl_config cfg = config(10, 1000);
-    const char *name = make_segment(&cfg);
-    /* More buckets than the file holds. */
-    shm_poke64(name, offsetof(struct srl__shm_header, buckets), 1u << 20);
-    ck_assert_int_eq(open_rc(name, NULL, 0), SRL_ECORRUPT);
-    ck_assert_int_eq(srl_unlink(name), 0);
-
-    name = make_segment(&cfg);
-    shm_poke32(name, offsetof(struct srl__shm_header, slot_bytes), 8);
-    ck_assert_int_eq(open_rc(name, NULL, 0), SRL_ECORRUPT);
-    ck_assert_int_eq(srl_unlink(name), 0);
-
-    name = make_segment(&cfg);
-    shm_poke32(name, offsetof(struct srl__shm_header, limits.limit[0].permits), 0);   /* invalid policy */
-    ck_assert_int_eq(open_rc(name, NULL, 0), SRL_ECORRUPT);
-    ck_assert_int_eq(srl_unlink(name), 0);
-
-    name = make_segment(&cfg);
-    shm_poke32(name, offsetof(struct srl__shm_header, state), 77);
-    ck_assert_int_eq(open_rc(name, NULL, 0), SRL_ECORRUPT);
-    ck_assert_int_eq(srl_unlink(name), 0);
+    /* One edit per fresh segment: a header word at off set to value. */
+    static const struct {
+        size_t off, width;
+        uint64_t value;
+    } edits[] = {
+        /* More buckets than the file holds. */
+        {offsetof(struct srl__shm_header, buckets), 8, 1u << 20},
+        {offsetof(struct srl__shm_header, slot_bytes), 4, 8},
+        {offsetof(struct srl__shm_header, limits.limit[0].permits), 4, 0},   /* invalid policy */
+        {offsetof(struct srl__shm_header, state), 4, 77},
+    };
+    for (size_t e = 0; e < sizeof edits / sizeof edits[0]; e++) {
+        const char *name = make_segment(&cfg);
+        if (edits[e].width == 8)
+            shm_poke64(name, edits[e].off, edits[e].value);
+        else
+            shm_poke32(name, edits[e].off, (uint32_t)edits[e].value);
+        int rc = open_rc(name, NULL, 0);
+        ck_assert_msg(rc == SRL_ECORRUPT, "edit at %zu: rc %d, want SRL_ECORRUPT", edits[e].off,
+                      rc);
+        ck_assert_int_eq(srl_unlink(name), 0);
+    }
 }
 END_TEST
 
@@ -331,15 +398,11 @@ START_TEST(random_bytes_at_the_name_are_foreign)
 {
     srl_config cfg = config(10, 100);
     const char *name = unique_name("random");
-    int fd = open(path_of(name), O_CREAT | O_EXCL | O_RDWR, 0600);
-    ck_assert_int_ge(fd, 0);
     unsigned char junk[8192];
     for (size_t i = 0; i < sizeof junk; i++)
         junk[i] = (unsigned char)(i * 131 + 7);
-    ck_assert_int_eq(write(fd, junk, sizeof junk), (ssize_t)sizeof junk);
-    close(fd);
-    ck_assert_int_eq(open_rc(name, &cfg, SRL_CREATE), SRL_EFOREIGN);
-    ck_assert_int_eq(open_rc(name, NULL, 0), SRL_EFOREIGN);
+    plant_file(name, junk, sizeof junk);
+    assert_refused_to_creator_and_adopter(name, &cfg, SRL_EFOREIGN);
     /* A short file that is not empty: never one of ours either. */
     ck_assert_int_eq(truncate(path_of(name), 100), 0);
     ck_assert_int_eq(open_rc(name, NULL, 0), SRL_EFOREIGN);
@@ -351,9 +414,7 @@ START_TEST(an_empty_file_at_the_name_is_stale_after_the_bounded_wait)
 {
     srl_config cfg = config(10, 100);
     const char *name = unique_name("empty");
-    int fd = open(path_of(name), O_CREAT | O_EXCL | O_RDWR, 0600);
-    ck_assert_int_ge(fd, 0);
-    close(fd);
+    plant_file(name, "", 0);
     ck_assert_int_eq(open_rc(name, &cfg, SRL_CREATE), SRL_ESTALE);
     struct stat st;
     ck_assert_int_eq(stat(path_of(name), &st), 0);   /* left for the operator */
@@ -372,14 +433,7 @@ START_TEST(a_creator_slow_after_its_header_is_waited_for_not_given_up_on)
     srl_config cfg = config(10, 100);
     char name[128];
     strcpy(name, unique_name("slow"));
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0) {
-        srl_limiter *lim;
-        int rc = srl__shm_open_test(name, &cfg, SRL_CREATE | SRL_EXCL, SRL__SHM_TEST_SLOW_CREATE,
-                                    &lim);
-        _exit(rc == 0 ? 0 : 1);
-    }
+    pid_t pid = fork_creator(name, &cfg, SRL__SHM_TEST_SLOW_CREATE);
     struct stat st;
     while (stat(path_of(name), &st) != 0) {   /* the creator has linked it */
         struct timespec nap = {0, 1000000};
@@ -388,9 +442,7 @@ START_TEST(a_creator_slow_after_its_header_is_waited_for_not_given_up_on)
     /* The name appears with its header and policy pages, never empty. */
     ck_assert_int_eq(st.st_size, SRL__SHM_HEADER_BYTES);
     ck_assert_int_eq(open_rc(name, &cfg, SRL_CREATE), 0);
-    int status;
-    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    assert_child_ok(pid);
     ck_assert_int_eq(srl_unlink(name), 0);
 }
 END_TEST
@@ -435,9 +487,7 @@ START_TEST(a_creator_that_loses_the_name_while_descheduled_opens_the_winners_seg
         int32_t out[2];
         ck_assert_int_eq(read(pipefd[0], out, sizeof out), sizeof out);
         close(pipefd[0]);
-        int status;
-        ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-        ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        assert_child_ok(pid);
         srl_stats st;
         ck_assert_int_eq(srl_stats_get(lim, &st), 0);
         if (excl) {
@@ -459,18 +509,9 @@ START_TEST(a_creator_that_died_before_ready_leaves_a_stale_segment)
     srl_config cfg = config(10, 100);
     char name[128];
     strcpy(name, unique_name("stale"));
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0) {
-        srl_limiter *lim;
-        int rc = srl__shm_open_test(name, &cfg, SRL_CREATE | SRL_EXCL, SRL__SHM_TEST_NO_READY, &lim);
-        _exit(rc == 0 ? 0 : 1);   /* dies holding an INIT segment */
-    }
-    int status;
-    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    ck_assert_int_eq(open_rc(name, &cfg, SRL_CREATE), SRL_ESTALE);
-    ck_assert_int_eq(open_rc(name, NULL, 0), SRL_ESTALE);
+    /* The creator dies holding an INIT segment. */
+    assert_child_ok(fork_creator(name, &cfg, SRL__SHM_TEST_NO_READY));
+    assert_refused_to_creator_and_adopter(name, &cfg, SRL_ESTALE);
     /* The remedy works: unlink, and the next create starts afresh. */
     ck_assert_int_eq(srl_unlink(name), 0);
     ck_assert_int_eq(open_rc(name, &cfg, SRL_CREATE | SRL_EXCL), 0);
@@ -483,9 +524,7 @@ START_TEST(a_live_creator_that_never_finishes_times_out)
     srl_config cfg = config(10, 100);
     char name[128];
     strcpy(name, unique_name("slow"));
-    srl_limiter *creator;
-    ck_assert_int_eq(srl__shm_open_test(name, &cfg, SRL_CREATE | SRL_EXCL, SRL__SHM_TEST_NO_READY,
-                                   &creator), 0);
+    srl_limiter *creator = unfinished_creator(name, &cfg);
     ck_assert_int_eq(open_rc(name, &cfg, SRL_CREATE), SRL_ETIMEDOUT);
     srl_close(creator);
     ck_assert_int_eq(srl_unlink(name), 0);
@@ -512,9 +551,7 @@ START_TEST(a_waiter_whose_creator_fails_starts_over_and_creates_it_itself)
     srl_config cfg = config(10, 100);
     char name[128];
     strcpy(name, unique_name("failed"));
-    srl_limiter *creator;
-    ck_assert_int_eq(srl__shm_open_test(name, &cfg, SRL_CREATE | SRL_EXCL, SRL__SHM_TEST_NO_READY,
-                                   &creator), 0);
+    srl_limiter *creator = unfinished_creator(name, &cfg);
     int fds[2];
     ck_assert_int_eq(pipe(fds), 0);
     pid_t pid = fork();
@@ -561,8 +598,7 @@ START_TEST(a_failed_segment_left_at_the_name_is_stale)
     srl_config cfg = config(10, 100);
     const char *name = make_segment(&cfg);
     shm_poke32(name, offsetof(struct srl__shm_header, state), SRL__SHM_FAILED);
-    ck_assert_int_eq(open_rc(name, &cfg, SRL_CREATE), SRL_ESTALE);
-    ck_assert_int_eq(open_rc(name, NULL, 0), SRL_ESTALE);
+    assert_refused_to_creator_and_adopter(name, &cfg, SRL_ESTALE);
     ck_assert_int_eq(srl_unlink(name), 0);
 }
 END_TEST
@@ -622,28 +658,12 @@ START_TEST(a_segment_owned_by_another_user_is_refused)
     cfg.mode = 0666;                        /* the mode check alone would pass */
     const char *name = make_segment(&cfg);
     ck_assert_int_eq(chown(path_of(name), 65533, 65533), 0);
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0) {
-        if (setgid(65534) != 0 || setuid(65534) != 0)
-            _exit(10);
-        int rc = open_rc(name, &cfg, 0);                    /* owner 65533, we are 65534 */
-        _exit(rc == SRL_EACCES ? 0 : 11);
-    }
-    int status;
-    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-    ck_assert(WIFEXITED(status));
-    ck_assert_int_eq(WEXITSTATUS(status), 0);
+    assert_child_ok(fork_open_as_nobody(name, &cfg));       /* owner 65533, we are 65534 */
     /* A root-owned 0600 segment: the kernel already says no to others. */
     ck_assert_int_eq(chown(path_of(name), 0, 0), 0);
     ck_assert_int_eq(chmod(path_of(name), 0600), 0);
-    pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0) {
-        if (setgid(65534) != 0 || setuid(65534) != 0)
-            _exit(10);
-        _exit(open_rc(name, NULL, 0) == SRL_EACCES ? 0 : 11);
-    }
+    pid_t pid = fork_open_as_nobody(name, NULL);
+    int status;
     ck_assert_int_eq(waitpid(pid, &status, 0), pid);
     ck_assert_int_eq(WEXITSTATUS(status), 0);
     ck_assert_int_eq(srl_unlink(name), 0);
@@ -663,9 +683,7 @@ START_TEST(a_too_small_tmpfs_gives_enospc_at_creation_and_leaves_nothing)
     char name[128];
     strcpy(name, unique_name("enospc"));
     ck_assert_int_eq(open_rc(name, &cfg, SRL_CREATE), SRL_ENOSPC);
-    struct stat st;
-    ck_assert_int_eq(stat(path_of(name), &st), -1);
-    ck_assert_int_eq(errno, ENOENT);
+    assert_no_file(name);
     /* Four processes racing to create it: the creator fails, marks it
      * FAILED and unlinks it; the others start over and fail the same way
      * rather than waiting for a segment that will never be ready. */
@@ -676,14 +694,9 @@ START_TEST(a_too_small_tmpfs_gives_enospc_at_creation_and_leaves_nothing)
         if (pids[w] == 0)
             _exit(open_rc(name, &cfg, SRL_CREATE) == SRL_ENOSPC ? 0 : 1);
     }
-    for (int w = 0; w < 4; w++) {
-        int status;
-        ck_assert_int_eq(waitpid(pids[w], &status, 0), pids[w]);
-        ck_assert(WIFEXITED(status));
-        ck_assert_int_eq(WEXITSTATUS(status), 0);
-    }
-    ck_assert_int_eq(stat(path_of(name), &st), -1);
-    ck_assert_int_eq(errno, ENOENT);
+    for (int w = 0; w < 4; w++)
+        assert_child_ok(pids[w]);
+    assert_no_file(name);
     /* What fits still works there. */
     cfg.capacity = 160;
     ck_assert_int_eq(open_rc(name, &cfg, SRL_CREATE), 0);

@@ -30,7 +30,8 @@
 
 #define PERMITS 10
 
-static srl_limiter *open_anon(uint64_t capacity, srl_on_full on_full, fake_clock *c)
+/* token_bucket:PERMITS/1s on c's time. */
+static srl_config table_config(uint64_t capacity, srl_on_full on_full, fake_clock *c)
 {
     srl_config cfg;
     srl_config_init(&cfg);
@@ -38,9 +39,26 @@ static srl_limiter *open_anon(uint64_t capacity, srl_on_full on_full, fake_clock
     cfg.capacity = capacity;
     cfg.on_full = on_full;
     cfg.ticker = fake_ticker(c);
+    return cfg;
+}
+
+static srl_limiter *open_config(const srl_config *cfg)
+{
     srl_limiter *lim;
-    ck_assert_int_eq(srl_open_anonymous(&cfg, &lim), 0);
+    ck_assert_int_eq(srl_open_anonymous(cfg, &lim), 0);
     return lim;
+}
+
+static srl_limiter *open_anon(uint64_t capacity, srl_on_full on_full, fake_clock *c)
+{
+    srl_config cfg = table_config(capacity, on_full, c);
+    return open_config(&cfg);
+}
+
+/* Time never moves for this table: nothing comes to rest. */
+static srl_limiter *open_frozen(uint64_t capacity, srl_on_full on_full)
+{
+    return open_anon(capacity, on_full, fake_clock_shared(0));
 }
 
 static srl_decision acq(srl_limiter *lim, const char *key, uint32_t cost)
@@ -60,6 +78,16 @@ static srl_stats stats(srl_limiter *lim)
 static int key_of(char *buf, size_t n, uint64_t i)
 {
     return snprintf(buf, n, "user-%llu", (unsigned long long)i);
+}
+
+/* Keys user-<first> .. user-<first + n - 1> acquire cost each. */
+static void fill_keys(srl_limiter *lim, uint64_t first, uint64_t n, uint32_t cost)
+{
+    char key[32];
+    for (uint64_t i = first; i < first + n; i++) {
+        key_of(key, sizeof key, i);
+        acq(lim, key, cost);
+    }
 }
 
 /* ------------------------------------------------------- load factor */
@@ -159,11 +187,8 @@ START_TEST(an_insert_into_a_full_table_reclaims_a_state_at_rest)
 {
     fake_clock *c = fake_clock_shared(0);
     srl_limiter *lim = open_anon(16, SRL_ON_FULL_DENY, c);   /* one bucket */
-    char key[32];
-    for (int i = 0; i < 16; i++) {
-        key_of(key, sizeof key, (uint64_t)i);
-        acq(lim, key, i == 0 ? 1 : PERMITS);                 /* key 0: 9 left */
-    }
+    fill_keys(lim, 0, 1, 1);                                  /* key 0: 9 left */
+    fill_keys(lim, 1, 15, PERMITS);
     srl_decision d = acq(lim, "late", 1);
     ck_assert_uint_eq(d.flags, SRL_DECISION_UNTRACKED);
     ck_assert_int_eq(d.allowed, 0);
@@ -185,13 +210,8 @@ END_TEST
 
 START_TEST(a_full_table_allows_untracked_keys_by_default_and_counts_them)
 {
-    fake_clock *c = fake_clock_shared(0);
-    srl_limiter *lim = open_anon(16, SRL_ON_FULL_ALLOW, c);
-    char key[32];
-    for (int i = 0; i < 16; i++) {
-        key_of(key, sizeof key, (uint64_t)i);
-        acq(lim, key, 1);
-    }
+    srl_limiter *lim = open_frozen(16, SRL_ON_FULL_ALLOW);
+    fill_keys(lim, 0, 16, 1);
     for (int n = 0; n < 3; n++) {
         srl_decision d = acq(lim, "stranger", 1);
         ck_assert_int_eq(d.allowed, 1);
@@ -213,13 +233,8 @@ END_TEST
 
 START_TEST(a_full_table_denies_untracked_keys_when_on_full_is_deny)
 {
-    fake_clock *c = fake_clock_shared(0);
-    srl_limiter *lim = open_anon(16, SRL_ON_FULL_DENY, c);
-    char key[32];
-    for (int i = 0; i < 16; i++) {
-        key_of(key, sizeof key, (uint64_t)i);
-        acq(lim, key, 1);
-    }
+    srl_limiter *lim = open_frozen(16, SRL_ON_FULL_DENY);
+    fill_keys(lim, 0, 16, 1);
     srl_decision d = acq(lim, "stranger", 1);
     ck_assert_int_eq(d.allowed, 0);
     ck_assert_uint_eq(d.flags, SRL_DECISION_UNTRACKED);
@@ -239,11 +254,8 @@ START_TEST(evict_idle_drops_exactly_the_states_at_rest)
 {
     fake_clock *c = fake_clock_shared(0);
     srl_limiter *lim = open_anon(1000, SRL_ON_FULL_ALLOW, c);
-    char key[32];
-    for (int i = 0; i < 300; i++) {
-        key_of(key, sizeof key, (uint64_t)i);
-        acq(lim, key, i < 100 ? PERMITS : 1);   /* 100 empty, 200 nearly full */
-    }
+    fill_keys(lim, 0, 100, PERMITS);            /* 100 empty, */
+    fill_keys(lim, 100, 200, 1);                /* 200 nearly full */
     ck_assert_int_eq(srl_evict_idle(lim), 0);
     c->now = 100 * MS;                          /* +1 token: the 200 are full */
     ck_assert_int_eq(srl_evict_idle(lim), 200);
@@ -261,8 +273,7 @@ END_TEST
 
 START_TEST(reset_key_forgets_one_key_only)
 {
-    fake_clock *c = fake_clock_shared(0);
-    srl_limiter *lim = open_anon(100, SRL_ON_FULL_ALLOW, c);
+    srl_limiter *lim = open_frozen(100, SRL_ON_FULL_ALLOW);
     acq(lim, "a", PERMITS);
     acq(lim, "b", PERMITS);
     ck_assert_int_eq(srl_reset_key(lim, "a", 1), 0);
@@ -277,8 +288,7 @@ END_TEST
 
 START_TEST(stats_sum_the_counters_of_every_bucket)
 {
-    fake_clock *c = fake_clock_shared(0);
-    srl_limiter *lim = open_anon(4096, SRL_ON_FULL_ALLOW, c);
+    srl_limiter *lim = open_frozen(4096, SRL_ON_FULL_ALLOW);
     char key[32];
     uint64_t allowed = 0, denied = 0;
     for (int i = 0; i < 1000; i++) {
@@ -325,15 +335,9 @@ static void disjoint_keys(struct srl__shm *s, char *a, char *b, struct srl__shm_
 
 START_TEST(a_held_bucket_lock_does_not_delay_a_key_of_other_buckets)
 {
-    fake_clock *c = fake_clock_shared(0);
-    srl_config cfg;
-    srl_config_init(&cfg);
-    cfg.policy = (srl_policy){.algorithm = SRL_TOKEN_BUCKET, .permits = PERMITS, .window_ns = SEC};
-    cfg.capacity = 1024;
+    srl_config cfg = table_config(1024, SRL_ON_FULL_ALLOW, fake_clock_shared(0));
     cfg.lock_timeout_ms = 20;
-    cfg.ticker = fake_ticker(c);
-    srl_limiter *lim;
-    ck_assert_int_eq(srl_open_anonymous(&cfg, &lim), 0);
+    srl_limiter *lim = open_config(&cfg);
     struct srl__shm *s = lim->impl;
     char a[32], b[32];
     struct srl__shm_key ka;
@@ -390,10 +394,10 @@ static void count_line(void *ctx, const char *problem)
     (*(int *)ctx)++;
 }
 
-/* A table with some keys, and the slot of "user-5". */
-static srl_limiter *checked_table(fake_clock *c, struct srl__shm_key *k, int *slot)
+/* A table with some keys (frozen time), and the slot of "user-5". */
+static srl_limiter *checked_table(struct srl__shm_key *k, int *slot)
 {
-    srl_limiter *lim = open_anon(256, SRL_ON_FULL_ALLOW, c);
+    srl_limiter *lim = open_frozen(256, SRL_ON_FULL_ALLOW);
     char key[32];
     for (int i = 0; i < 100; i++) {
         key_of(key, sizeof key, (uint64_t)i);
@@ -425,10 +429,9 @@ static int problems(srl_limiter *lim)
 
 START_TEST(check_finds_a_tag_that_does_not_match_its_fingerprint)
 {
-    fake_clock *c = fake_clock_shared(0);
     struct srl__shm_key k;
     int i;
-    srl_limiter *lim = checked_table(c, &k, &i);
+    srl_limiter *lim = checked_table(&k, &i);
     struct srl__shm_bucket *bk = srl__shm_bucket(lim->impl, k.b1);
     bk->tags[i] = (uint8_t)(bk->tags[i] == 0xff ? 0x01 : bk->tags[i] + 1);
     ck_assert_int_gt(problems(lim), 0);
@@ -438,10 +441,9 @@ END_TEST
 
 START_TEST(check_finds_a_damaged_fingerprint)
 {
-    fake_clock *c = fake_clock_shared(0);
     struct srl__shm_key k;
     int i;
-    srl_limiter *lim = checked_table(c, &k, &i);
+    srl_limiter *lim = checked_table(&k, &i);
     struct srl__shm *s = lim->impl;
     unsigned char *fp = srl__shm_slot(s, k.b1, (unsigned)i);
     /* Flip one fingerprint bit, or one in each half, such that the damaged
@@ -477,10 +479,9 @@ END_TEST
 
 START_TEST(check_finds_a_pending_undo_record)
 {
-    fake_clock *c = fake_clock_shared(0);
     struct srl__shm_key k;
     int i;
-    srl_limiter *lim = checked_table(c, &k, &i);
+    srl_limiter *lim = checked_table(&k, &i);
     srl__shm_bucket(lim->impl, k.b1)->undo_slot = (uint8_t)(i + 1);
     ck_assert_int_eq(problems(lim), 1);
     srl__shm_bucket(lim->impl, k.b1)->undo_slot = 200;        /* out of range too */
@@ -493,10 +494,9 @@ END_TEST
 
 START_TEST(check_finds_a_duplicate_key_and_an_invalid_state)
 {
-    fake_clock *c = fake_clock_shared(0);
     struct srl__shm_key k;
     int i;
-    srl_limiter *lim = checked_table(c, &k, &i);
+    srl_limiter *lim = checked_table(&k, &i);
     struct srl__shm *s = lim->impl;
     /* Copy the slot into a free slot of its other bucket. */
     struct srl__shm_bucket *other = srl__shm_bucket(s, k.b2);
@@ -546,13 +546,8 @@ static int stop_after_three(const srl_entry *e, void *ctx)
 
 START_TEST(foreach_visits_every_key_once_and_stops_when_asked)
 {
-    fake_clock *c = fake_clock_shared(0);
-    srl_limiter *lim = open_anon(1000, SRL_ON_FULL_ALLOW, c);
-    char key[32];
-    for (int i = 0; i < 500; i++) {
-        key_of(key, sizeof key, (uint64_t)i);
-        acq(lim, key, 1);
-    }
+    srl_limiter *lim = open_frozen(1000, SRL_ON_FULL_ALLOW);
+    fill_keys(lim, 0, 500, 1);
     static struct stop_ctx all;
     memset(&all, 0, sizeof all);
     ck_assert_int_eq(srl_foreach(lim, collect, &all), 500);
@@ -608,8 +603,7 @@ static int where(struct srl__shm *s, const struct srl__shm_key *k, uint64_t *b)
  * found with its own state. */
 START_TEST(a_new_key_lands_in_a_free_home_slot_of_the_bucket_it_joins)
 {
-    fake_clock *c = fake_clock_shared(0);
-    srl_limiter *lim = open_anon(65536, SRL_ON_FULL_ALLOW, c);
+    srl_limiter *lim = open_frozen(65536, SRL_ON_FULL_ALLOW);
     struct srl__shm *s = lim->impl;
     char key[32];
     unsigned at_home = 0, away = 0;
@@ -655,8 +649,7 @@ END_TEST
  * exactly like any other key, and so are the keys that took its home. */
 START_TEST(a_key_displaced_from_its_home_is_still_found_exactly)
 {
-    fake_clock *c = fake_clock_shared(0);
-    srl_limiter *lim = open_anon(4096, SRL_ON_FULL_ALLOW, c);
+    srl_limiter *lim = open_frozen(4096, SRL_ON_FULL_ALLOW);
     struct srl__shm *s = lim->impl;
     struct srl__shm_key x;
     srl__shm_hash(s, "displaced", 9, &x);

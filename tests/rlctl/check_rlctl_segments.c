@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <grp.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +27,35 @@
 #include "shm_testutil.h"
 #include "shm.h" /* internal: to damage headers and leave a stale segment */
 
+/* Run rlctl with the arguments, require exit status `want`, drop the output. */
+#define RUN_STATUS(want, ...)                                                          \
+    do {                                                                               \
+        run_result r_;                                                                 \
+        RUN(&r_, (want), __VA_ARGS__);                                                 \
+        run_free(&r_);                                                                 \
+    } while (0)
+
+/* A plain segment (token_bucket:5/1h, capacity 64, no key display) made by
+ * rlctl create at PREFIX-tag; its name in name. */
+static void create_plain(char *name, size_t len, const char *tag)
+{
+    seg_name(name, len, tag);
+    seg_create(name, "token_bucket:5/1h", "64", "0");
+}
+
+/* got is the text fmt formats to (the exact message of an rlctl run). */
+__attribute__((format(printf, 2, 3)))
+static void assert_says(const char *got, const char *fmt, ...)
+{
+    char want[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(want, sizeof want, fmt, ap);
+    va_end(ap);
+    ck_assert_int_lt(n, (int)sizeof want);
+    ck_assert_str_eq(got, want);
+}
+
 /* "label:" padded to 16 columns, then the value: one line of `info`. */
 static void assert_info_line(const char *out, const char *label, const char *value)
 {
@@ -35,7 +65,6 @@ static void assert_info_line(const char *out, const char *label, const char *val
     snprintf(line, sizeof line, "\n%-16s%s\n", lab, value);
     ck_assert_msg(strstr(out, line) != NULL, "no line '%s' in:\n%s", line + 1, out);
 }
-
 
 /* ---------------------------------------------------- create and info */
 
@@ -121,8 +150,7 @@ START_TEST(info_and_metrics_show_the_denials_a_dry_run_handle_allowed)
     char name[160];
     seg_name(name, sizeof name, "dry");
     run_result r;
-    RUN(&r, 0, "create", name, "--policy", "token_bucket:5/1h", "--capacity", "16");
-    run_free(&r);
+    RUN_STATUS(0, "create", name, "--policy", "token_bucket:5/1h", "--capacity", "16");
     srl_config cfg;
     srl_config_init(&cfg);
     cfg.flags = SRL_CONFIG_DRY_RUN;
@@ -156,8 +184,7 @@ START_TEST(info_and_metrics_show_the_denials_a_dry_run_handle_allowed)
     ck_assert_msg(strstr(r.out, want) != NULL, "no '%s' in:\n%s", want + 1, r.out);
     ck_assert_ptr_nonnull(strstr(r.out, "\n# TYPE srl_would_deny_total counter\n"));
     run_free(&r);
-    RUN(&r, 0, "destroy", name);
-    run_free(&r);
+    RUN_STATUS(0, "destroy", name);
 }
 END_TEST
 
@@ -227,8 +254,7 @@ START_TEST(create_with_tiers_then_info_counts_keys_per_tier_and_list_names_each_
                       strstr(r.out, "log\n") != NULL && strstr(r.out, "default\n") != NULL,
                   "list said: %s", r.out);
     run_free(&r);
-    RUN(&r, 0, "destroy", name);
-    run_free(&r);
+    RUN_STATUS(0, "destroy", name);
 }
 END_TEST
 
@@ -251,23 +277,20 @@ START_TEST(create_without_room_says_how_many_bytes_it_needs_and_how_many_are_fre
     ck_assert_msg(strstr(r.err, " free in /dev/shm\n") != NULL, "got: %s", r.err);
     ck_assert_str_eq(r.out, "");
     run_free(&r);
-    RUN(&r, 66, "info", name);
-    run_free(&r);
+    RUN_STATUS(66, "info", name);
 }
 END_TEST
 
 START_TEST(create_of_an_existing_segment_exits_73_and_changes_nothing)
 {
-    char name[160], want[400];
-    seg_name(name, sizeof name, "exists");
-    seg_create(name, "token_bucket:5/1h", "64", "0");
+    char name[160];
+    create_plain(name, sizeof name, "exists");
     run_result r;
     RUN(&r, 73, "create", name, "--policy", "gcra:9/1s", "--capacity", "128");
-    snprintf(want, sizeof want,
-             "rlctl: %s: segment already exists: use it as it is, or remove it first with "
-             "'rlctl destroy'\n",
-             name);
-    ck_assert_str_eq(r.err, want);
+    assert_says(r.err,
+                "rlctl: %s: segment already exists: use it as it is, or remove it first with "
+                "'rlctl destroy'\n",
+                name);
     ck_assert_str_eq(r.out, "");
     run_free(&r);
     RUN(&r, 0, "info", name, "--json");
@@ -283,7 +306,7 @@ END_TEST
 
 START_TEST(check_exits_0_on_a_healthy_segment)
 {
-    char name[160], want[300];
+    char name[160];
     seg_name(name, sizeof name, "check");
     seg_create(name, "sliding_log:5/1h", "256", "8");
     run_result r;
@@ -295,8 +318,8 @@ START_TEST(check_exits_0_on_a_healthy_segment)
         run_free(&r);
     }
     RUN(&r, 0, "check", name);
-    snprintf(want, sizeof want, "%s: healthy: every invariant holds\n", name);
-    ck_assert_str_eq(r.out, want);
+    assert_says(r.out,
+                "%s: healthy: every invariant holds\n", name);
     run_free(&r);
     RUN(&r, 0, "check", name, "--json");
     json_value *v = parse_out(&r);
@@ -312,8 +335,7 @@ END_TEST
 START_TEST(watch_prints_count_samples_with_the_running_totals)
 {
     char name[160];
-    seg_name(name, sizeof name, "watch");
-    seg_create(name, "token_bucket:5/1h", "64", "0");
+    create_plain(name, sizeof name, "watch");
     run_result r;
     for (int i = 0; i < 7; i++) {
         run_rlctl(&r, "try", name, "w", (const char *)NULL);
@@ -362,8 +384,7 @@ START_TEST(ls_lists_our_segments_with_their_policy_and_use)
     seg_create(a, "gcra:10/1s", "128", "0");
     seg_create(b, "sliding_counter:100/1m", "256", "0");
     run_result r;
-    RUN(&r, 0, "try", a, "x");
-    run_free(&r);
+    RUN_STATUS(0, "try", a, "x");
     RUN(&r, 0, "ls", "--keys", "--json");
     json_value *v = parse_out(&r);
     const json_value *segs = json_get(v, "segments");
@@ -405,6 +426,36 @@ START_TEST(ls_lists_our_segments_with_their_policy_and_use)
 }
 END_TEST
 
+/* The status of name in the JSON listing that rlctl with args (a NULL-ended
+ * argv, an `ls ... --json`) prints, exit 0, or NULL if not listed (copied
+ * to buf); name listed twice fails the test. */
+static const char *listed_status(const char *const *args, const char *name, char *buf,
+                                 size_t len)
+{
+    run_result r;
+    ck_assert_int_eq(run_rlctl_argv(&r, args), 0);
+    json_value *v = parse_out(&r);
+    const json_value *segs = json_get(v, "segments");
+    const char *found = NULL;
+    for (size_t i = 0; i < segs->n; i++)
+        if (strcmp(json_get_str(segs->items[i], "name"), name) == 0) {
+            ck_assert_msg(found == NULL, "%s listed twice", name);
+            snprintf(buf, len, "%s", json_get_str(segs->items[i], "status"));
+            found = buf;
+        }
+    json_free(v);
+    run_free(&r);
+    return found;
+}
+
+/* `ls --json` (`ls --all --json` if all) status of name, as listed_status. */
+static const char *ls_status(const char *name, int all, char *buf, size_t len)
+{
+    static const char *const mine[] = {"ls", "--json", NULL};
+    static const char *const every[] = {"ls", "--all", "--json", NULL};
+    return listed_status(all ? every : mine, name, buf, len);
+}
+
 /* ls --keys's STATUS column of name (its second word), copied to buf:
  * the counter warnings need the walk. */
 static const char *ls_text_status(const char *name, char *buf, size_t len)
@@ -427,9 +478,7 @@ static void try_keys(const char *name, int from, int to)
     for (int i = from; i <= to; i++) {
         char k[16];
         snprintf(k, sizeof k, "k%d", i);
-        run_result r;
-        RUN(&r, 0, "try", name, k);
-        run_free(&r);
+        RUN_STATUS(0, "try", name, k);
     }
 }
 
@@ -488,18 +537,8 @@ START_TEST(info_and_ls_warn_at_90_percent_load_and_after_untracked_decisions)
     ck_assert_uint_eq(json_get_u64(v, "full"), 2);
     json_free(v);
     run_free(&r);
-    RUN(&r, 0, "ls", "--keys", "--json");
-    v = parse_out(&r);
-    const json_value *segs = json_get(v, "segments");
-    int seen = 0;
-    for (size_t i = 0; i < segs->n; i++)
-        if (strcmp(json_get_str(segs->items[i], "name"), name) == 0) {
-            ck_assert_str_eq(json_get_str(segs->items[i], "status"), "load,untracked");
-            seen = 1;
-        }
-    ck_assert(seen);
-    json_free(v);
-    run_free(&r);
+    static const char *const ls_keys[] = {"ls", "--keys", "--json", NULL};
+    ck_assert_str_eq(listed_status(ls_keys, name, st, sizeof st), "load,untracked");
     seg_destroy(name);
 }
 END_TEST
@@ -508,22 +547,18 @@ END_TEST
 
 START_TEST(destroy_removes_the_segment)
 {
-    char name[160], want[300];
-    seg_name(name, sizeof name, "destroy");
-    seg_create(name, "token_bucket:5/1h", "64", "0");
+    char name[160];
+    create_plain(name, sizeof name, "destroy");
     ck_assert(shm_exists(name));
     run_result r;
     RUN(&r, 0, "destroy", name);
-    snprintf(want, sizeof want,
-             "destroyed %s (processes that have it open keep using it until they close it)\n",
-             name);
-    ck_assert_str_eq(r.out, want);
+    assert_says(r.out,
+                "destroyed %s (processes that have it open keep using it until they close it)\n",
+                name);
     run_free(&r);
     ck_assert(!shm_exists(name));
-    RUN(&r, 66, "info", name);
-    run_free(&r);
-    RUN(&r, 66, "destroy", name);
-    run_free(&r);
+    RUN_STATUS(66, "info", name);
+    RUN_STATUS(66, "destroy", name);
 }
 END_TEST
 
@@ -565,7 +600,7 @@ END_TEST
 
 START_TEST(a_foreign_file_exits_65_and_is_left_alone)
 {
-    char name[160], want[400];
+    char name[160];
     seg_name(name, sizeof name, "foreign");
     int fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
     ck_assert_int_ge(fd, 0);
@@ -576,10 +611,9 @@ START_TEST(a_foreign_file_exits_65_and_is_left_alone)
     close(fd);
     run_result r;
     RUN(&r, 65, "info", name);
-    snprintf(want, sizeof want,
-             "rlctl: %s: not an srl segment: it belongs to another program: leave it alone\n",
-             name);
-    ck_assert_str_eq(r.err, want);
+    assert_says(r.err,
+                "rlctl: %s: not an srl segment: it belongs to another program: leave it alone\n",
+                name);
     run_free(&r);
     RUN(&r, 65, "list", name, "--json");
     {
@@ -592,10 +626,10 @@ START_TEST(a_foreign_file_exits_65_and_is_left_alone)
     }
     run_free(&r);
     RUN(&r, 65, "destroy", name);
-    snprintf(want, sizeof want,
-             "rlctl: %s: not an srl segment: refusing to remove it (--force removes it anyway)\n",
-             name);
-    ck_assert_str_eq(r.err, want);
+    assert_says(r.err,
+                "rlctl: %s: not an srl segment: refusing to remove it (--force removes it "
+                "anyway)\n",
+                name);
     run_free(&r);
     ck_assert(shm_exists(name));
     RUN(&r, 0, "ls", "--json");
@@ -612,18 +646,8 @@ START_TEST(a_foreign_file_exits_65_and_is_left_alone)
                                 "not open; 'rlctl ls --all' lists them)\n") != NULL,
                   "no skipped note: %s", r.out);
     run_free(&r);
-    RUN(&r, 0, "ls", "--all", "--json");
-    json_value *v = parse_out(&r);
-    const json_value *segs = json_get(v, "segments");
-    int seen = 0;
-    for (size_t i = 0; i < segs->n; i++)
-        if (strcmp(json_get_str(segs->items[i], "name"), name) == 0) {
-            ck_assert_str_eq(json_get_str(segs->items[i], "status"), "foreign");
-            seen++;
-        }
-    ck_assert_int_eq(seen, 1);
-    json_free(v);
-    run_free(&r);
+    char st[32];
+    ck_assert_str_eq(ls_status(name, 1, st, sizeof st), "foreign");    /* listed once */
     /* Unchanged: the same bytes are still there. */
     fd = shm_open(name, O_RDONLY, 0);
     ck_assert_int_ge(fd, 0);
@@ -631,13 +655,10 @@ START_TEST(a_foreign_file_exits_65_and_is_left_alone)
     ck_assert_int_eq(read(fd, back, sizeof back), (int)sizeof back);
     close(fd);
     ck_assert(memcmp(back, junk, sizeof junk) == 0);
-    RUN(&r, 0, "destroy", name, "--force");
-    run_free(&r);
+    RUN_STATUS(0, "destroy", name, "--force");
     ck_assert(!shm_exists(name));
 }
 END_TEST
-
-static const char *ls_status(const char *name, int all, char *buf, size_t len);
 
 /* Group sharing is explicit: a segment created 0660 is refused by every
  * opener that does not accept 0660, rlctl included, and accepted by
@@ -663,62 +684,26 @@ START_TEST(a_group_shared_segment_is_opened_with_the_global_mode)
     RUN(&r, 0, "--mode=0660", "info", name);
     assert_info_line(r.out, "mode", "0660");
     run_free(&r);
-    RUN(&r, 77, "--mode", "0640", "info", name); /* no group write accepted */
-    run_free(&r);
+    RUN_STATUS(77, "--mode", "0640", "info", name); /* no group write accepted */
     ck_assert_str_eq(ls_status(name, 0, st, sizeof st), "forbidden");
-    RUN(&r, 0, "--mode", "0660", "ls", "--json");
-    json_value *v = parse_out(&r);
-    const json_value *segs = json_get(v, "segments");
-    int seen = 0;
-    for (size_t i = 0; i < segs->n; i++)
-        if (strcmp(json_get_str(segs->items[i], "name"), name) == 0) {
-            ck_assert_str_eq(json_get_str(segs->items[i], "status"), "ok");
-            seen = 1;
-        }
-    ck_assert(seen);
-    json_free(v);
-    run_free(&r);
+    static const char *const ls_0660[] = {"--mode", "0660", "ls", "--json", NULL};
+    ck_assert_str_eq(listed_status(ls_0660, name, st, sizeof st), "ok");
     RUN(&r, 64, "--mode", "0999", "info", name);
     ck_assert_str_eq(r.err, "rlctl: --mode: invalid value '0999': expected octal permission "
                             "bits, e.g. 0660 to accept a segment its group may write\n");
     run_free(&r);
-    RUN(&r, 77, "destroy", name);
-    run_free(&r);
-    RUN(&r, 0, "--mode", "0660", "destroy", name);
-    run_free(&r);
+    RUN_STATUS(77, "destroy", name);
+    RUN_STATUS(0, "--mode", "0660", "destroy", name);
     ck_assert(!shm_exists(name));
 }
 END_TEST
 
-/* `ls --json` status of name, or NULL if not listed (copied to buf). */
-static const char *ls_status(const char *name, int all, char *buf, size_t len)
-{
-    run_result r;
-    int st = all ? run_rlctl(&r, "ls", "--all", "--json", (const char *)NULL)
-                 : run_rlctl(&r, "ls", "--json", (const char *)NULL);
-    ck_assert_int_eq(st, 0);
-    json_value *v = parse_out(&r);
-    const json_value *segs = json_get(v, "segments");
-    const char *found = NULL;
-    for (size_t i = 0; i < segs->n; i++)
-        if (strcmp(json_get_str(segs->items[i], "name"), name) == 0) {
-            ck_assert_msg(found == NULL, "%s listed twice", name);
-            snprintf(buf, len, "%s", json_get_str(segs->items[i], "status"));
-            found = buf;
-        }
-    json_free(v);
-    run_free(&r);
-    return found;
-}
-
 START_TEST(damaged_segments_exit_65_are_listed_by_ls_and_destroy_removes_them)
 {
-    char ver[160], cor[160], sta[160], want[400], st[32];
-    seg_name(ver, sizeof ver, "version");
-    seg_name(cor, sizeof cor, "corrupt");
+    char ver[160], cor[160], sta[160], st[32];
+    create_plain(ver, sizeof ver, "version");
+    create_plain(cor, sizeof cor, "corrupt");
     seg_name(sta, sizeof sta, "stale");
-    seg_create(ver, "token_bucket:5/1h", "64", "0");
-    seg_create(cor, "token_bucket:5/1h", "64", "0");
     uint32_t bad_version = SRL__SHM_VERSION + 7, bad_state = 7;
     shm_poke(ver, offsetof(struct srl__shm_header, version), &bad_version, sizeof bad_version);
     shm_poke(cor, offsetof(struct srl__shm_header, state), &bad_state, sizeof bad_state);
@@ -749,16 +734,13 @@ START_TEST(damaged_segments_exit_65_are_listed_by_ls_and_destroy_removes_them)
     for (size_t i = 0; i < 3; i++) {
         run_result r;
         RUN(&r, 65, "info", cases[i].name);
-        snprintf(want, sizeof want, "rlctl: %s: %s: %s\n", cases[i].name, cases[i].what,
-                 cases[i].remedy);
-        ck_assert_str_eq(r.err, want);
+        assert_says(r.err, "rlctl: %s: %s: %s\n", cases[i].name, cases[i].what,
+                    cases[i].remedy);
         ck_assert_str_eq(r.out, "");
         run_free(&r);
-        RUN(&r, 65, "try", cases[i].name, "k");
-        run_free(&r);
+        RUN_STATUS(65, "try", cases[i].name, "k");
         ck_assert_str_eq(ls_status(cases[i].name, 0, st, sizeof st), cases[i].status);
-        RUN(&r, 0, "destroy", cases[i].name);
-        run_free(&r);
+        RUN_STATUS(0, "destroy", cases[i].name);
         ck_assert(!shm_exists(cases[i].name));
     }
 }
@@ -766,12 +748,11 @@ END_TEST
 
 START_TEST(check_reports_each_problem_and_exits_1)
 {
-    char name[160], want[600];
+    char name[160];
     seg_name(name, sizeof name, "check-bad");
     seg_create(name, "token_bucket:5/1h", "16", "0"); /* one bucket of 16 slots */
     run_result r;
-    RUN(&r, 0, "try", name, "k");
-    run_free(&r);
+    RUN_STATUS(0, "try", name, "k");
     /* Find the key's slot in bucket 0 and give it a tag that no longer
      * matches its fingerprint. */
     int fd = shm_open(name, O_RDWR, 0);
@@ -791,10 +772,10 @@ START_TEST(check_reports_each_problem_and_exits_1)
     shm_poke(name, at + slot, &bad, 1);
 
     RUN(&r, 1, "check", name);
-    snprintf(want, sizeof want,
-             "%s: bucket 0 slot %d: tag %#x does not match its fingerprint\n%s: 1 problem found\n",
-             name, slot, bad, name);
-    ck_assert_str_eq(r.out, want);
+    assert_says(r.out,
+                "%s: bucket 0 slot %d: tag %#x does not match its fingerprint\n"
+                "%s: 1 problem found\n",
+                name, slot, bad, name);
     run_free(&r);
     RUN(&r, 1, "check", name, "--json");
     json_value *v = parse_out(&r);
@@ -802,9 +783,8 @@ START_TEST(check_reports_each_problem_and_exits_1)
     ck_assert_uint_eq(json_get_u64(v, "problem_count"), 1);
     const json_value *p = json_get(v, "problems");
     ck_assert_uint_eq(p->n, 1);
-    snprintf(want, sizeof want, "bucket 0 slot %d: tag %#x does not match its fingerprint", slot,
-             bad);
-    ck_assert_str_eq(p->items[0]->text, want);
+    assert_says(p->items[0]->text, "bucket 0 slot %d: tag %#x does not match its fingerprint",
+                slot, bad);
     json_free(v);
     run_free(&r);
     seg_destroy(name);
@@ -813,30 +793,26 @@ END_TEST
 
 START_TEST(a_segment_writable_by_others_exits_77_as_forbidden)
 {
-    char name[160], want[700], st[32];
-    seg_name(name, sizeof name, "forbidden");
-    seg_create(name, "token_bucket:5/1h", "64", "0");
+    char name[160], st[32];
+    create_plain(name, sizeof name, "forbidden");
     int fd = shm_open(name, O_RDWR, 0);
     ck_assert_int_ge(fd, 0);
     ck_assert_int_eq(fchmod(fd, 0602), 0);
     close(fd);
     run_result r;
     RUN(&r, 77, "info", name);
-    snprintf(want, sizeof want,
-             "rlctl: %s: permission denied (segment owner or mode refused): its mode 0602 lets "
-             "group or others write it, which srl refuses unless told: 'chmod 600 /dev/shm%s' "
-             "if nobody else should, or 'rlctl --mode 0602 ...' if they are trusted\n",
-             name, name);
-    ck_assert_str_eq(r.err, want);
+    assert_says(r.err,
+                "rlctl: %s: permission denied (segment owner or mode refused): its mode 0602 lets "
+                "group or others write it, which srl refuses unless told: 'chmod 600 /dev/shm%s' "
+                "if nobody else should, or 'rlctl --mode 0602 ...' if they are trusted\n",
+                name, name);
     run_free(&r);
     /* Ours, so shown without --all: only we can fix its mode. */
     ck_assert_str_eq(ls_status(name, 0, st, sizeof st), "forbidden");
     ck_assert_str_eq(ls_status(name, 1, st, sizeof st), "forbidden");
-    RUN(&r, 77, "destroy", name);
-    run_free(&r);
+    RUN_STATUS(77, "destroy", name);
     ck_assert(shm_exists(name));
-    RUN(&r, 0, "destroy", name, "--force");
-    run_free(&r);
+    RUN_STATUS(0, "destroy", name, "--force");
     ck_assert(!shm_exists(name));
 }
 END_TEST
@@ -845,24 +821,21 @@ END_TEST
  * as truncated by info and ls, with the sizes and what to do. */
 START_TEST(a_truncated_segment_is_named_as_such_by_info_and_ls)
 {
-    char name[160], want[600], st[32], path[200];
-    seg_name(name, sizeof name, "cut");
-    seg_create(name, "token_bucket:5/1h", "64", "0");
+    char name[160], st[32], path[200];
+    create_plain(name, sizeof name, "cut");
     snprintf(path, sizeof path, "/dev/shm%s", name);
     /* Past the header pages (3 in layout 6), into the table. */
     ck_assert_int_eq(truncate(path, SRL__SHM_HEADER_BYTES + 904), 0);
     run_result r;
     RUN(&r, 65, "info", name);
-    snprintf(want, sizeof want,
-             "rlctl: %s: segment is corrupt (header or table inconsistent): its file is %u "
-             "bytes but its header says %u: it was truncated (workers still using it die of "
-             "SIGBUS): stop them, 'rlctl destroy %s', and restart them\n",
-             name, SRL__SHM_HEADER_BYTES + 904, SRL__SHM_HEADER_BYTES + 4 * 1024, name);
-    ck_assert_str_eq(r.err, want);
+    assert_says(r.err,
+                "rlctl: %s: segment is corrupt (header or table inconsistent): its file is %u "
+                "bytes but its header says %u: it was truncated (workers still using it die of "
+                "SIGBUS): stop them, 'rlctl destroy %s', and restart them\n",
+                name, SRL__SHM_HEADER_BYTES + 904, SRL__SHM_HEADER_BYTES + 4 * 1024, name);
     run_free(&r);
     ck_assert_str_eq(ls_status(name, 0, st, sizeof st), "truncated");
-    RUN(&r, 0, "destroy", name, "--force");
-    run_free(&r);
+    RUN_STATUS(0, "destroy", name, "--force");
 }
 END_TEST
 
@@ -882,20 +855,18 @@ static int take(srl_limiter *lim, const char *key, int tries)
  * cannot take is refused with the command that makes one that can. */
 START_TEST(set_policy_raises_a_running_segments_limit_and_each_key_keeps_its_use)
 {
-    char name[160], want[700];
+    char name[160];
     seg_name(name, sizeof name, "live");
     run_result r;
-    RUN(&r, 0, "create", name, "--policy", "token_bucket:10/1h", "--capacity", "64", "--tier",
-        "paid=token_bucket:20/1h");
-    run_free(&r);
+    RUN_STATUS(0, "create", name, "--policy", "token_bucket:10/1h", "--capacity", "64", "--tier",
+               "paid=token_bucket:20/1h");
     srl_limiter *lim;   /* a worker, opened before any change */
     ck_assert_int_eq(srl_open_shared(name, NULL, 0, &lim), 0);
     ck_assert_int_eq(take(lim, "k", 10), 10);
     RUN(&r, 0, "set-policy", name, "token_bucket:20/1h");
-    snprintf(want, sizeof want,
-             "%s: tier 0 (default): token_bucket:10/1h -> token_bucket:20/1h (policy "
-             "generation 1); each key keeps its use, converted on its next request\n", name);
-    ck_assert_str_eq(r.out, want);
+    assert_says(r.out,
+                "%s: tier 0 (default): token_bucket:10/1h -> token_bucket:20/1h (policy "
+                "generation 1); each key keeps its use, converted on its next request\n", name);
     run_free(&r);
     ck_assert_int_eq(take(lim, "k", 50), 10);   /* 10 used of 20: exactly 10 more */
     RUN(&r, 0, "set-policy", name, "paid=token_bucket:30/1h", "--json");
@@ -909,33 +880,30 @@ START_TEST(set_policy_raises_a_running_segments_limit_and_each_key_keeps_its_use
     json_free(v);
     run_free(&r);
     RUN(&r, 0, "set-policy", name, "paid=token_bucket:30/1h");
-    snprintf(want, sizeof want,
-             "%s: tier 1 (paid) already has token_bucket:30/1h: nothing changed (policy "
-             "generation 2)\n", name);
-    ck_assert_str_eq(r.out, want);
+    assert_says(r.out,
+                "%s: tier 1 (paid) already has token_bucket:30/1h: nothing changed (policy "
+                "generation 2)\n", name);
     run_free(&r);
     RUN(&r, 65, "set-policy", name, "sliding_log:100/1h");
-    snprintf(want, sizeof want,
-             "rlctl: %s: set-policy refused (SRL_EMISMATCH): size: the segment's slots hold 24 "
-             "bytes of state (made for token_bucket:10/1h), sliding_log:100/1h needs 808: make a "
-             "bigger segment under another name, e.g. rlctl create NEWNAME --policy "
-             "'sliding_log:100/1h' --capacity 64, move the workers to it and destroy this one\n",
-             name);
-    ck_assert_str_eq(r.err, want);
+    assert_says(r.err,
+                "rlctl: %s: set-policy refused (SRL_EMISMATCH): size: the segment's slots "
+                "hold 24 bytes of state (made for token_bucket:10/1h), sliding_log:100/1h needs "
+                "808: make a bigger segment under another name, e.g. rlctl create NEWNAME "
+                "--policy 'sliding_log:100/1h' --capacity 64, move the workers to it and destroy "
+                "this one\n",
+                name);
     ck_assert_str_eq(r.out, "");
     run_free(&r);
     RUN(&r, 64, "set-policy", name, "gold=token_bucket:1/1s");
-    snprintf(want, sizeof want,
-             "rlctl: %s: set-policy refused (SRL_EINVAL): no tier 'gold' in the segment (rlctl "
-             "info %s lists them)\n", name, name);
-    ck_assert_str_eq(r.err, want);
+    assert_says(r.err,
+                "rlctl: %s: set-policy refused (SRL_EINVAL): no tier 'gold' in the segment (rlctl "
+                "info %s lists them)\n", name, name);
     run_free(&r);
     RUN(&r, 64, "set-policy", name, "tokenbucket:1/1s");
     ck_assert_str_eq(r.err, "rlctl: set-policy: invalid policy 'tokenbucket:1/1s': unknown "
                             "algorithm 'tokenbucket' (did you mean token_bucket?)\n");
     run_free(&r);
-    RUN(&r, 64, "set-policy", name);   /* no policy */
-    run_free(&r);
+    RUN_STATUS(64, "set-policy", name);   /* no policy */
     RUN(&r, 0, "info", name);
     assert_info_line(r.out, "policy", "token_bucket:20/1h");
     assert_info_line(r.out, "tier 1", "paid = token_bucket:30/1h (0 keys)");
@@ -953,11 +921,9 @@ START_TEST(set_policy_raises_a_running_segments_limit_and_each_key_keeps_its_use
     ck_assert_uint_eq(in.policy_gen, 2);
     ck_assert_uint_eq(in.policy.permits, 20);
     srl_close(lim);
-    RUN(&r, 0, "check", name);
-    run_free(&r);
+    RUN_STATUS(0, "check", name);
     seg_destroy(name);
-    RUN(&r, 66, "set-policy", name, "token_bucket:20/1h");
-    run_free(&r);
+    RUN_STATUS(66, "set-policy", name, "token_bucket:20/1h");
 }
 END_TEST
 
@@ -988,7 +954,7 @@ static int run_as_nobody(run_result *r, const char *const *args)
 START_TEST(root_refuses_another_users_segment_and_inspects_it_only_as_that_user)
 {
     ck_assert_int_eq(geteuid(), 0);
-    char name[160], want[600], other[160];
+    char name[160], other[160];
     seg_name(name, sizeof name, "squat");
     const char *create[] = {"create", name, "--policy", "token_bucket:5/1h", "--capacity", "64",
                             NULL};
@@ -1002,31 +968,24 @@ START_TEST(root_refuses_another_users_segment_and_inspects_it_only_as_that_user)
     static const char *const cmds[] = {"info", "check", "list", "evict"};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
         RUN(&r, 77, cmds[i], name);
-        snprintf(want, sizeof want,
-                 "rlctl: %s: permission denied (segment owner or mode refused): it belongs to "
-                 "nobody (uid 65534), and srl maps only its caller's own segments: run 'rlctl "
-                 "--owner nobody ...' (as root, rlctl then runs as nobody before mapping it)\n",
-                 name);
-        ck_assert_str_eq(r.err, want);
+        assert_says(r.err,
+                    "rlctl: %s: permission denied (segment owner or mode refused): it belongs to "
+                    "nobody (uid 65534), and srl maps only its caller's own segments: run 'rlctl "
+                    "--owner nobody ...' (as root, rlctl then runs as nobody before mapping it)\n",
+                    name);
         run_free(&r);
-        RUN(&r, 0, "--owner", "nobody", cmds[i], name);
-        run_free(&r);
+        RUN_STATUS(0, "--owner", "nobody", cmds[i], name);
     }
-    RUN(&r, 0, "--owner=65534", "info", name);
-    run_free(&r);
-    RUN(&r, 64, "--owner", "no-such-user-here", "info", name);
-    run_free(&r);
+    RUN_STATUS(0, "--owner=65534", "info", name);
+    RUN_STATUS(64, "--owner", "no-such-user-here", "info", name);
     /* It really ran as nobody: what it creates is nobody's. */
     seg_name(other, sizeof other, "squat2");
-    RUN(&r, 0, "--owner", "nobody", "create", other, "--policy", "5/1h", "--capacity", "16");
-    run_free(&r);
+    RUN_STATUS(0, "--owner", "nobody", "create", other, "--policy", "5/1h", "--capacity", "16");
     snprintf(path, sizeof path, "/dev/shm%s", other);
     ck_assert_int_eq(stat(path, &st), 0);
     ck_assert_uint_eq(st.st_uid, 65534);
-    RUN(&r, 0, "--owner", "nobody", "destroy", other);
-    run_free(&r);
-    RUN(&r, 0, "--owner", "nobody", "destroy", name);
-    run_free(&r);
+    RUN_STATUS(0, "--owner", "nobody", "destroy", other);
+    RUN_STATUS(0, "--owner", "nobody", "destroy", name);
 }
 END_TEST
 
