@@ -111,7 +111,8 @@ uint64_t srl__ceil_div128(srl__u128 n, uint64_t d);     /* ceil(n / d), saturati
 /* n / d and n % d for a 128-bit n whose quotient fits 64 bits (n's high
  * half below d; callers check it), d > 0.  What every decision divides:
  * GCC turns a 128-by-64 division into a call of libgcc's __udivmodti4
- * (~60 instructions on the hot path, BENCHMARKS.md), although x86-64's
+ * (~60 instructions on the hot path; docs/design.md, "Three per-decision
+ * costs that bought nothing"), although x86-64's
  * DIVQ divides a 128-bit dividend by a 64-bit divisor in one instruction
  * when the quotient fits, which n's high half below d guarantees (no #DE). */
 static inline uint64_t srl__div128_64(srl__u128 n, uint64_t d, uint64_t *rem)
