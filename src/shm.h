@@ -9,11 +9,21 @@
  * Files:
  *   shm_segment.c  create/open/validate/map a segment (named or anonymous)
  *   shm_lock.c     robust bucket mutexes (init, kind check), deadlines, undo record
- *   shm_table.c    hashing, slots, locking with crash repair, lookup, insert,
- *                  relocation, reclaim, walks
+ *   shm_table.c    hashing, locking with crash repair, lookup, the decisions,
+ *                  insert, relocation, reclaim
+ *   shm_slot.c     a slot's rules: lookup in a locked bucket, conversion on
+ *                  touch (srl__shm_slot_current), repair's check and reset of
+ *                  a slot (its one-line accessors are static inline here)
+ *   shm_walk.c     the walks (evict_idle, foreach, table init) and the calls
+ *                  on one key that decide nothing (key_state, reset_key,
+ *                  tier_get); calls shm_table.c and shm_slot.c, never the
+ *                  reverse
  *   shm_check.c    the invariant checker (srl__shm_check)
+ *   shm_policy.c   the live policy's two copies and each handle's views
+ *   shm_change.c   srl_policy_change on a segment (the changer)
  *   shm_flood.c    the per-handle denial-flood cache (answers a key's repeated
  *                  denials without a lock while the bucket's gen holds)
+ *   shm_lockfree.c the lock-free found-key path of GCRA (SRL_CONFIG_LOCKFREE)
  *   shm_store.c    the srl__store_ops over the table, the public openers
  *
  * Trust: the segment is shared with every process that can open it.  Its
@@ -36,6 +46,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "limiter.h"
 #include "testhooks.h"
@@ -540,19 +551,135 @@ void srl__shm_key_of_fp(const struct srl__shm *s, struct srl__shm_key *k);
  * candidates). */
 unsigned srl__shm_fp_home(const struct srl__shm *s, const uint8_t fp[SRL__SHM_FP_BYTES],
                           uint64_t b);
-/* The candidate buckets of a stored fingerprint. */
-void srl__shm_fp_buckets(const struct srl__shm *s, const uint8_t fp[SRL__SHM_FP_BYTES], uint64_t *b1,
-                         uint64_t *b2);
-uint8_t srl__shm_fp_tag(const uint8_t fp[SRL__SHM_FP_BYTES]);
-/* Slot of k in bucket b, or -1 (lock held). */
-int srl__shm_find_locked(const struct srl__shm *s, uint64_t b, const struct srl__shm_key *k);
+
+/* Little-endian 64-bit word at p: one load (a byte loop cost ~30
+ * instructions per half of every key's hash). */
+static inline uint64_t srl__shm_le64(const uint8_t *p)
+{
+    uint64_t v;
+    memcpy(&v, p, sizeof v);
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    v = __builtin_bswap64(v);
+#endif
+    return v;
+}
+
+static inline uint64_t srl__shm_fastrange(uint64_t x, uint64_t n)
+{
+    return (uint64_t)(((unsigned __int128)x * n) >> 64);
+}
+
+/* The candidate buckets of a stored fingerprint, and its tag (the rules
+ * at the top of shm_table.c).  Inline: the hash inlines them on every
+ * request, and shm_slot.c's identity checks use them without calling the
+ * table back. */
+static inline void srl__shm_fp_buckets(const struct srl__shm *s,
+                                       const uint8_t fp[SRL__SHM_FP_BYTES], uint64_t *b1,
+                                       uint64_t *b2)
+{
+    *b1 = srl__shm_fastrange(srl__shm_le64(fp), s->buckets);
+    *b2 = srl__shm_fastrange(srl__shm_le64(fp + 8), s->buckets);
+    if (*b1 == *b2 && s->buckets > 1)
+        *b2 = (*b1 + 1) % s->buckets;
+}
+
+static inline uint8_t srl__shm_fp_tag(const uint8_t fp[SRL__SHM_FP_BYTES])
+{
+    return fp[0] != 0 ? fp[0] : 1;
+}
+
+/* --------------------------------------------------------- shm_slot.c */
+
+/* A slot's words (the slot layout above), lock held.  Static inline: the
+ * decision path (shm_table.c) reads or writes them on every request, and a
+ * call into shm_slot.c there would cost a call per decision. */
+static inline uint32_t *srl__shm_slot_allowed(const struct srl__shm *s, uint64_t b, unsigned i)
+{
+    return (uint32_t *)(srl__shm_slot(s, b, i) + s->counters_off + SRL__CTR_ALLOWED);
+}
+
+static inline uint32_t *srl__shm_slot_denied(const struct srl__shm *s, uint64_t b, unsigned i)
+{
+    return (uint32_t *)(srl__shm_slot(s, b, i) + s->counters_off + SRL__CTR_DENIED);
+}
+
+/* key_len and the display copy exist only when key_display > 0; without
+ * them a slot ends after its counters.  Callers check key_display first. */
+static inline uint16_t *srl__shm_slot_key_len(const struct srl__shm *s, uint64_t b, unsigned i)
+{
+    return (uint16_t *)(srl__shm_slot(s, b, i) + s->counters_off + SRL__CTR_KEY_LEN);
+}
+
+static inline unsigned char *srl__shm_slot_display(const struct srl__shm *s, uint64_t b,
+                                                   unsigned i)
+{
+    return srl__shm_slot(s, b, i) + s->counters_off + SRL__CTR_DISPLAY;
+}
+
 /* The slot's tier and generation words, and whether the meta word is sound
  * for view p (tier below its count; the generation is judged by the
  * caller; seq by srl__shm_slot_current).  Lock held. */
-uint16_t srl__shm_slot_tier(const struct srl__shm *s, uint64_t b, unsigned i);
-uint32_t srl__shm_slot_gen(const struct srl__shm *s, uint64_t b, unsigned i);
-bool srl__shm_slot_meta_ok(const struct srl__shm *s, const struct srl__shm_pol *p, uint64_t b,
-                           unsigned i);
+static inline uint16_t srl__shm_slot_tier(const struct srl__shm *s, uint64_t b, unsigned i)
+{
+    uint16_t t;
+    memcpy(&t, srl__shm_slot(s, b, i) + SRL__SLOT_TIER, sizeof t);
+    return t;
+}
+
+static inline uint32_t srl__shm_slot_gen(const struct srl__shm *s, uint64_t b, unsigned i)
+{
+    uint32_t g;
+    memcpy(&g, srl__shm_slot(s, b, i) + SRL__SLOT_GEN, sizeof g);
+    return g;
+}
+
+static inline bool srl__shm_slot_meta_ok(const struct srl__shm *s, const struct srl__shm_pol *p,
+                                         uint64_t b, unsigned i)
+{
+    return srl__shm_slot_tier(s, b, i) < p->tier_count;
+}
+
+static inline uint16_t *srl__shm_slot_seq(const struct srl__shm *s, uint64_t b, unsigned i)
+{
+    return (uint16_t *)(srl__shm_slot(s, b, i) + SRL__SLOT_SEQ);
+}
+
+/* seq (layout 7, lock held): freeze makes it odd (returns true if it was
+ * odd already: damage, or a caller's second freeze), followed by a full
+ * fence so that no lock-free CAS can land after the state is read; thaw
+ * makes it even (release), one past. */
+static inline bool srl__shm_slot_freeze(struct srl__shm *s, uint64_t b, unsigned i)
+{
+    if (SRL__MUTANT(s->test_flags, SRL__SHM_TEST_LF_WRITERS_NO_SEQ))
+        return false;   /* broken: a lock-free CAS may land mid-write */
+    uint16_t *q = srl__shm_slot_seq(s, b, i);
+    uint16_t v = __atomic_load_n(q, __ATOMIC_RELAXED);
+    if (!(v & 1u))
+        __atomic_store_n(q, (uint16_t)(v + 1u), __ATOMIC_RELAXED);
+    /* The odd seq is visible before anything of the slot is read: a CAS
+     * ordered after this store sees it odd and fails, one ordered before
+     * is seen by the reads that follow.  A segment whose slots are not
+     * 16-aligned has no lock-free decider to order against (srl__shm_lf_seg):
+     * no fence, a locked RMW's worth of cycles on every decision. */
+    if (srl__shm_lf_seg(s))
+        SRL__SHM_FENCE(__ATOMIC_SEQ_CST);
+    return (v & 1u) != 0;
+}
+
+static inline void srl__shm_slot_thaw(struct srl__shm *s, uint64_t b, unsigned i)
+{
+    if (SRL__MUTANT(s->test_flags, SRL__SHM_TEST_LF_WRITERS_NO_SEQ))
+        return;
+    uint16_t *q = srl__shm_slot_seq(s, b, i);
+    uint16_t v = __atomic_load_n(q, __ATOMIC_RELAXED);
+    __atomic_store_n(q, (uint16_t)((v | 1u) + 1u), __ATOMIC_RELEASE);
+}
+
+/* Slot of k in bucket b, or -1 (lock held). */
+int srl__shm_find_locked(const struct srl__shm *s, uint64_t b, const struct srl__shm_key *k);
+/* Whether key_len of slot i is in range, or not stored at all
+ * (key_display 0). */
+bool srl__shm_slot_len_ok(const struct srl__shm *s, uint64_t b, unsigned i);
 /* Make slot i of bucket b (locked) current, and freeze it (seq odd): a
  * state of the previous generation is converted (srl__tier_convert, in the
  * undo record), a meta word that is not sound (or a seq found odd) is
@@ -561,16 +688,16 @@ bool srl__shm_slot_meta_ok(const struct srl__shm *s, const struct srl__shm_pol *
  * before the lock is released (and before the next call on that slot). */
 const struct srl__compound *srl__shm_slot_current(struct srl__shm *s, const struct srl__shm_pol *p,
                                                   uint64_t b, unsigned i, uint64_t now);
-/* key_len of slot i (stored only when key_display > 0), and whether it is
- * in range or not stored at all. */
-/* seq (layout 7, lock held): freeze makes it odd (returns true if it was
- * odd already: damage, or a caller's second freeze), followed by a full
- * fence so that no lock-free CAS can land after the state is read; thaw
- * makes it even (release), one past. */
-bool srl__shm_slot_freeze(struct srl__shm *s, uint64_t b, unsigned i);
-void srl__shm_slot_thaw(struct srl__shm *s, uint64_t b, unsigned i);
-uint16_t *srl__shm_slot_key_len(const struct srl__shm *s, uint64_t b, unsigned i);
-bool srl__shm_slot_len_ok(const struct srl__shm *s, uint64_t b, unsigned i);
+/* Repair's check of slot i of bucket b (locked, its owner dead): identity,
+ * and with p != NULL its generation, meta word and state.  And its reset
+ * when the check fails: a damaged identity frees the slot, else (p !=
+ * NULL) a fresh tier-0 state of p.  srl__shm_repair_bucket uses both. */
+bool srl__shm_slot_valid(const struct srl__shm *s, const struct srl__shm_pol *p, uint64_t b,
+                         unsigned i, uint64_t now);
+void srl__shm_slot_reset(struct srl__shm *s, const struct srl__shm_pol *p, uint64_t b, unsigned i,
+                         uint64_t now);
+
+/* -------------------------------------------------- shm_table.c, again */
 
 int srl__shm_acquire(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
                      srl_decision *d);
@@ -578,15 +705,12 @@ int srl__shm_acquire_tier(srl_limiter *lim, uint32_t tier, const void *key, size
                           uint32_t cost, srl_decision *d);
 int srl__shm_peek(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
                   srl_decision *d);
-int srl__shm_reset_key(srl_limiter *lim, const void *key, size_t len);
 int srl__shm_enter(srl_limiter *lim, const void *key, size_t len, srl_lease *lease,
                    srl_decision *d);
 int srl__shm_leave(srl_limiter *lim, srl_lease *lease);
-int srl__shm_key_state(srl_limiter *lim, const void *key, size_t len, void *buf);
 int srl__shm_refund(srl_limiter *lim, const void *key, size_t len, uint32_t cost);
 int srl__shm_reserve(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
                      uint64_t max_wait, srl_decision *d);
-int64_t srl__shm_evict_idle(srl_limiter *lim);
 /* For a store layered on a segment (tiered.c): call fn on key's state under
  * its bucket lock and undo record, with the segment's `now`.  insert: a
  * missing key is inserted fresh first (as srl_acquire would); else a
@@ -597,9 +721,27 @@ int64_t srl__shm_evict_idle(srl_limiter *lim);
 typedef int (*srl__shm_apply_fn)(void *state, uint64_t now, void *ctx);
 int srl__shm_apply(srl_limiter *lim, const void *key, size_t len, int insert,
                    srl__shm_apply_fn fn, void *ctx);
+/* Hash key into k and lock the bucket holding it: 0 with that bucket
+ * locked and its slot in *slot, SRL_ENOENT with nothing locked if the key
+ * is not there, or a lock error.  For the calls that change or read one
+ * existing key (refund, peek, apply without insert; shm_walk.c's
+ * key_state and reset_key). */
+int srl__shm_locate(struct srl__shm *s, const void *key, size_t len, struct srl__shm_key *k,
+                    uint64_t *bucket, int *slot);
+
+/* --------------------------------------------------------- shm_walk.c */
+
+int64_t srl__shm_evict_idle(srl_limiter *lim);
 int64_t srl__shm_foreach(srl_limiter *lim, srl_foreach_fn fn, void *ctx);
+int srl__shm_key_state(srl_limiter *lim, const void *key, size_t len, void *buf);
+int srl__shm_reset_key(srl_limiter *lim, const void *key, size_t len);
 /* The current limits of tier t (srl_tier_get). */
 int srl__shm_tier_get(srl_limiter *lim, uint32_t t, srl_tier *out);
+/* Initialise every bucket of a fresh mapping (creator only). */
+int srl__shm_table_init(struct srl__shm *s);
+
+/* ---------------------------------------------- shm_change.c, shm_check.c */
+
 /* shm_change.c: srl_policy_change on a shared segment (cfg normalised by
  * the prologue), or with one != NULL srl_policy_change_tier (cfg unused);
  * check: change nothing, only answer (srl_policy_change_check).
@@ -608,8 +750,8 @@ int srl__shm_policy_change(struct srl__shm *s, const srl_config *cfg, uint32_t t
                            const srl_limits *one, int check, char *msg, size_t len);
 /* shm_check.c: the invariant checker (srl_check). */
 int64_t srl__shm_check(srl_limiter *lim, srl_report_fn fn, void *ctx);
-/* Initialise every bucket of a fresh mapping (creator only). */
-int srl__shm_table_init(struct srl__shm *s);
+
+/* ---------------------------- shm_table.c: gen, counts, flood exchange */
 
 /* Bump bucket b's gen (lock held): a slot of b may now decide otherwise. */
 static inline void srl__shm_gen_bump(struct srl__shm *s, uint64_t b)

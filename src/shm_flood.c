@@ -20,8 +20,9 @@
  *   - An entry answers only (fingerprint, tier) equal to its own, while
  *     now < until and the bucket's gen equals the entry's.  Every write
  *     that can change what a slot of the bucket decides bumps gen under the
- *     bucket lock (shm.h, struct srl__shm_bucket.gen; shm_table.c), so gen
- *     equal means the slot still holds the copied state, bit for bit.
+ *     bucket lock (shm.h, struct srl__shm_bucket.gen; shm_table.c,
+ *     shm_slot.c, shm_walk.c), so gen equal means the slot still holds the
+ *     copied state, bit for bit.
  *   - It answers only what the locked path would: srl__cmp_decide on a
  *     private copy of that state, at the same ticker's now, and only if that
  *     is a denial that leaves the copy unchanged (a denial that writes, a

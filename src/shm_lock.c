@@ -1,9 +1,10 @@
 /*
  * shm_lock.c - bucket mutexes: robust process-shared mutex setup, the kind
  * check, bounded-wait deadlines and the undo record.  Taking a lock (and
- * the crash repair it may do) is in shm_table.c, beside the slot rules
- * repair applies; this file calls nothing of the table's, so the two do
- * not call each other.  The rules below hold for both.
+ * the crash repair it may do) is in shm_table.c; the slot rules repair
+ * applies are in shm_slot.c, which uses the undo record here.  This file
+ * calls nothing of either, so no two of them call each other.  The rules
+ * below hold for all three.
  *
  * Mutexes are PTHREAD_PROCESS_SHARED | PTHREAD_MUTEX_ROBUST with
  * PTHREAD_PRIO_NONE: priority inheritance is never used (PI futexes cost a

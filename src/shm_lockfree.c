@@ -24,8 +24,8 @@
  *     same, so it never changes seq, tier or gen.
  *   - Every locked writer of a slot's fp, tag, tier, gen or state makes
  *     seq odd (then a full fence) before it reads what it will write from,
- *     and even, one past, after (release): shm_table.c, srl__shm_slot_
- *     current / freeze / thaw.  seq only grows: an insert or a relocation
+ *     and even, one past, after (release): srl__shm_slot_current
+ *     (shm_slot.c), srl__shm_slot_freeze / thaw (shm.h).  seq only grows: an insert or a relocation
  *     into a slot keeps the slot's own seq.  So between a decider's read
  *     and its CAS no writer can have begun or ended on the slot without
  *     changing seq, and the CAS fails: a TAT can only land on the key and

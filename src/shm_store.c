@@ -3,10 +3,11 @@
  * SRL_STORE_ANONYMOUS, and the public openers srl_open_shared,
  * srl_open_anonymous, srl_unlink.
  *
- * The table work lives in shm_table.c, the check in shm_check.c, the
- * segment's life in shm_segment.c.  This file is the top of the store:
- * it calls all of them and none of them calls it (the segment openers take
- * the ops as an argument; srl__shm_open here passes srl__shm_ops).
+ * The table work lives in shm_table.c, shm_slot.c and shm_walk.c, the
+ * check in shm_check.c, the segment's life in shm_segment.c.  This file
+ * is the top of the store: it calls all of them and none of them calls it
+ * (the segment openers take the ops as an argument; srl__shm_open here
+ * passes srl__shm_ops).
  * this file adds what is read without a bucket lock: stats (per-bucket
  * counters summed with relaxed loads, so no cache line is shared by every
  * request) and info (the header, immutable once READY).

@@ -1,7 +1,19 @@
 /*
- * shm_table.c - the bucketed table: hashing, slots, taking bucket locks
- * (with crash repair, which needs the slot rules), lookup, insert,
- * relocation, reclaim and walks.  The invariant check is in shm_check.c.
+ * shm_table.c - the bucketed table: hashing, taking bucket locks (with
+ * crash repair), lookup, the decisions (srl_acquire, srl_reserve,
+ * srl_enter, srl_leave, srl_peek, srl_refund and srl__shm_apply), and the
+ * insert, relocation and reclaim a decision on a new key may need.
+ * The other files of the table (shm.h has the map):
+ *   shm_slot.c   a slot's rules: lookup in a locked bucket, making a slot
+ *                current (conversion on touch), repair's check and reset of
+ *                a slot; a slot's one-line accessors, freeze and thaw, and a
+ *                fingerprint's buckets and tag are static inline in shm.h,
+ *                so the decision path below calls no other file for them
+ *   shm_walk.c   the walks (srl_evict_idle, srl_foreach, table init) and the
+ *                calls on one key that decide nothing (srl_key_state,
+ *                srl_reset_key, srl_tier_get)
+ *   shm_check.c  the invariant check (srl_check)
+ * This file calls shm_slot.c; shm_walk.c calls both; neither is called back.
  *
  * Identity: fp = SipHash-2-4 with 128-bit output (crypto_shorthash_
  * siphashx24) of the key under the segment's random key.  The two candidate
@@ -9,6 +21,7 @@
  * product, no modulo bias, any bucket count); if they coincide the second
  * is the next bucket.  The tag is fp[0] forced nonzero (fastrange uses the
  * high bits of each half, so the tag is nearly independent of the bucket).
+ * Both rules are srl__shm_fp_buckets and srl__shm_fp_tag (shm.h).
  *
  * Invariants (srl__shm_check verifies them):
  *   - a slot is occupied iff its tag is nonzero, and then tag == fp's tag,
@@ -44,37 +57,6 @@
 #include <unistd.h>
 
 /* ------------------------------------------------------------ hashing */
-
-/* Little-endian 64-bit word at p: one load (a byte loop cost ~30
- * instructions per half of every key's hash). */
-static uint64_t le64(const uint8_t *p)
-{
-    uint64_t v;
-    memcpy(&v, p, sizeof v);
-#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    v = __builtin_bswap64(v);
-#endif
-    return v;
-}
-
-static uint64_t fastrange(uint64_t x, uint64_t n)
-{
-    return (uint64_t)(((unsigned __int128)x * n) >> 64);
-}
-
-void srl__shm_fp_buckets(const struct srl__shm *s, const uint8_t fp[SRL__SHM_FP_BYTES], uint64_t *b1,
-                         uint64_t *b2)
-{
-    *b1 = fastrange(le64(fp), s->buckets);
-    *b2 = fastrange(le64(fp + 8), s->buckets);
-    if (*b1 == *b2 && s->buckets > 1)
-        *b2 = (*b1 + 1) % s->buckets;
-}
-
-uint8_t srl__shm_fp_tag(const uint8_t fp[SRL__SHM_FP_BYTES])
-{
-    return fp[0] != 0 ? fp[0] : 1;
-}
 
 void srl__shm_key_of_fp(const struct srl__shm *s, struct srl__shm_key *k)
 {
@@ -122,206 +104,13 @@ void srl__shm_hash(const struct srl__shm *s, const void *key, size_t len, struct
     prefetch_home(s, k->b2, k->home2);
 }
 
-/* ------------------------------------------------------------ slots */
+/* ------------------------------------------------ a slot at rest, counting */
 
-static uint32_t *slot_allowed(const struct srl__shm *s, uint64_t b, unsigned i)
-{
-    return (uint32_t *)(srl__shm_slot(s, b, i) + s->counters_off + SRL__CTR_ALLOWED);
-}
-
-static uint32_t *slot_denied(const struct srl__shm *s, uint64_t b, unsigned i)
-{
-    return (uint32_t *)(srl__shm_slot(s, b, i) + s->counters_off + SRL__CTR_DENIED);
-}
-
-/* key_len and the display copy exist only when key_display > 0; without
- * them a slot ends after its counters.  Callers check key_display first. */
-uint16_t *srl__shm_slot_key_len(const struct srl__shm *s, uint64_t b, unsigned i)
-{
-    return (uint16_t *)(srl__shm_slot(s, b, i) + s->counters_off + SRL__CTR_KEY_LEN);
-}
-
-/* key_len is in range, or is not stored at all (key_display 0). */
-bool srl__shm_slot_len_ok(const struct srl__shm *s, uint64_t b, unsigned i)
-{
-    if (s->key_display == 0)
-        return true;
-    uint16_t len = *srl__shm_slot_key_len(s, b, i);
-    return len >= 1 && len <= SRL_KEY_MAX;
-}
-
-static unsigned char *slot_display(const struct srl__shm *s, uint64_t b, unsigned i)
-{
-    return srl__shm_slot(s, b, i) + s->counters_off + SRL__CTR_DISPLAY;
-}
-
-int srl__shm_find_locked(const struct srl__shm *s, uint64_t b, const struct srl__shm_key *k)
-{
-    /* 8 tags per comparison; each flagged slot is verified on its tag byte
-     * (the SWAR mask may flag a neighbour of a match) and its whole fp. */
-    const struct srl__shm_bucket *bk = srl__shm_bucket(s, b);
-    for (unsigned w = 0; w < SRL__SHM_SLOTS / 8; w++) {
-        uint64_t m = srl__shm_tag_match(srl__shm_tag_word(bk, w), k->tag);
-        for (; m != 0; m &= m - 1) {
-            unsigned i = w * 8 + srl__shm_tag_byte(m);
-            if (bk->tags[i] == k->tag && memcmp(srl__shm_slot(s, b, i), k->fp, SRL__SHM_FP_BYTES) == 0)
-                return (int)i;
-        }
-    }
-    return -1;
-}
-
-uint16_t srl__shm_slot_tier(const struct srl__shm *s, uint64_t b, unsigned i)
-{
-    uint16_t t;
-    memcpy(&t, srl__shm_slot(s, b, i) + SRL__SLOT_TIER, sizeof t);
-    return t;
-}
-
-uint32_t srl__shm_slot_gen(const struct srl__shm *s, uint64_t b, unsigned i)
-{
-    uint32_t g;
-    memcpy(&g, srl__shm_slot(s, b, i) + SRL__SLOT_GEN, sizeof g);
-    return g;
-}
-
-bool srl__shm_slot_meta_ok(const struct srl__shm *s, const struct srl__shm_pol *p, uint64_t b,
-                           unsigned i)
-{
-    return srl__shm_slot_tier(s, b, i) < p->tier_count;
-}
-
-static uint16_t *slot_seq(const struct srl__shm *s, uint64_t b, unsigned i)
-{
-    return (uint16_t *)(srl__shm_slot(s, b, i) + SRL__SLOT_SEQ);
-}
-
-bool srl__shm_slot_freeze(struct srl__shm *s, uint64_t b, unsigned i)
-{
-    if (SRL__MUTANT(s->test_flags, SRL__SHM_TEST_LF_WRITERS_NO_SEQ))
-        return false;   /* broken: a lock-free CAS may land mid-write */
-    uint16_t *q = slot_seq(s, b, i);
-    uint16_t v = __atomic_load_n(q, __ATOMIC_RELAXED);
-    if (!(v & 1u))
-        __atomic_store_n(q, (uint16_t)(v + 1u), __ATOMIC_RELAXED);
-    /* The odd seq is visible before anything of the slot is read: a CAS
-     * ordered after this store sees it odd and fails, one ordered before
-     * is seen by the reads that follow.  A segment whose slots are not
-     * 16-aligned has no lock-free decider to order against (srl__shm_lf_seg):
-     * no fence, a locked RMW's worth of cycles on every decision. */
-    if (srl__shm_lf_seg(s))
-        SRL__SHM_FENCE(__ATOMIC_SEQ_CST);
-    return (v & 1u) != 0;
-}
-
-void srl__shm_slot_thaw(struct srl__shm *s, uint64_t b, unsigned i)
-{
-    if (SRL__MUTANT(s->test_flags, SRL__SHM_TEST_LF_WRITERS_NO_SEQ))
-        return;
-    uint16_t *q = slot_seq(s, b, i);
-    uint16_t v = __atomic_load_n(q, __ATOMIC_RELAXED);
-    __atomic_store_n(q, (uint16_t)((v | 1u) + 1u), __ATOMIC_RELEASE);
-}
-
-/* A fresh tier-0 state of generation p, for a slot whose meta word or
- * generation is damage (lock held, slot frozen: seq is left as it is). */
-static void slot_fresh(struct srl__shm *s, const struct srl__shm_pol *p, uint64_t b, unsigned i,
-                       uint64_t now)
-{
-    unsigned char *slot = srl__shm_slot(s, b, i);
-    uint16_t tier = 0;
-    memcpy(slot + SRL__SLOT_TIER, &tier, sizeof tier);
-    memcpy(slot + SRL__SLOT_GEN, &p->gen, sizeof p->gen);
-    srl__cmp_state_init(&p->cmp[0], srl__shm_slot_state(s, b, i), now);
-}
-
-/* Every use of an occupied slot's state starts here (lock held).  A state
- * of the previous generation is converted to the current one by the tier
- * conversion rule (tiers.c), limit by limit within its own tier, from the
- * undo copy, with the generation word written last: a worker killed before
- * that leaves the old state (the undo record restores it) on the old
- * generation.  Damage (a generation neither current nor previous, a tier
- * beyond the table, a stray flag) resets the slot to a fresh tier-0 state
- * and is counted, as repair would, so no index from the segment is ever
- * used unchecked. */
-const struct srl__compound *srl__shm_slot_current(struct srl__shm *s, const struct srl__shm_pol *p,
-                                                  uint64_t b, unsigned i, uint64_t now)
-{
-    if (srl__shm_slot_freeze(s, b, i)) {
-        /* Odd under the lock: no writer is mid-write (a dead one was
-         * repaired when the lock was taken), so the bytes are damage. */
-        slot_fresh(s, p, b, i, now);
-        SRL__SHM_COUNT(srl__shm_bucket(s, b)->reset_slots, 1);
-        srl__shm_gen_bump(s, b);
-    }
-    uint32_t g = srl__shm_slot_gen(s, b, i);
-    if (g != p->gen) {
-        const struct srl__shm_pol *from = g == p->gen - 1u ? p->prev : NULL;
-        if (from != NULL && srl__shm_slot_meta_ok(s, from, b, i)) {
-            unsigned t = srl__shm_slot_tier(s, b, i);
-            void *state = srl__shm_slot_state(s, b, i);
-            srl__shm_undo_begin(s, b, i);
-            const unsigned char *old = (unsigned char *)srl__shm_bucket(s, b) + s->undo_off;
-#ifdef SRL_MUTANTS
-            if (s->test_flags & SRL__SHM_TEST_LIVE_FRESH)
-                srl__cmp_state_init(&p->cmp[t], state, now);   /* broken: use forgotten */
-            else if (!(s->test_flags & SRL__SHM_TEST_LIVE_NO_CONVERT))
-#endif
-            srl__tier_convert(&from->cmp[t], old, &p->cmp[t], state, now);
-            memcpy(srl__shm_slot(s, b, i) + SRL__SLOT_GEN, &p->gen, sizeof p->gen);
-            srl__shm_undo_end(s, b);
-        } else {
-            slot_fresh(s, p, b, i, now);
-            SRL__SHM_COUNT(srl__shm_bucket(s, b)->reset_slots, 1);
-        }
-    }
-    if (!srl__shm_slot_meta_ok(s, p, b, i)) {
-        slot_fresh(s, p, b, i, now);
-        SRL__SHM_COUNT(srl__shm_bucket(s, b)->reset_slots, 1);
-        srl__shm_gen_bump(s, b);
-    }
-    return &p->cmp[srl__shm_slot_tier(s, b, i)];
-}
-
-/* Repair's check of a slot: identity, and (when the policy could be read,
- * p != NULL) its generation, meta word and state under that generation. */
-static bool slot_valid(const struct srl__shm *s, const struct srl__shm_pol *p, uint64_t b,
-                       unsigned i, uint64_t now)
-{
-    const uint8_t *fp = srl__shm_slot(s, b, i);
-    uint64_t c1, c2;
-    srl__shm_fp_buckets(s, fp, &c1, &c2);
-    if (srl__shm_bucket(s, b)->tags[i] != srl__shm_fp_tag(fp) || (b != c1 && b != c2) ||
-        !srl__shm_slot_len_ok(s, b, i))
-        return false;
-    if (p == NULL)
-        return true;   /* no valid policy: every decision says SRL_ECORRUPT anyway */
-    uint32_t g = srl__shm_slot_gen(s, b, i);
-    const struct srl__shm_pol *of = g == p->gen ? p : g == p->gen - 1u ? p->prev : NULL;
-    return of != NULL && srl__shm_slot_meta_ok(s, of, b, i) &&
-           srl__cmp_valid(&of->cmp[srl__shm_slot_tier(s, b, i)], srl__shm_slot_state(s, b, i),
-                          now);
-}
-
-/* Repair's reset: p is the current view, or NULL (then identity only). */
-static void slot_reset(struct srl__shm *s, const struct srl__shm_pol *p, uint64_t b, unsigned i,
-                       uint64_t now)
-{
-    const uint8_t *fp = srl__shm_slot(s, b, i);
-    uint64_t c1, c2;
-    srl__shm_fp_buckets(s, fp, &c1, &c2);
-    struct srl__shm_bucket *bk = srl__shm_bucket(s, b);
-    if (bk->tags[i] != srl__shm_fp_tag(fp) || (b != c1 && b != c2) || !srl__shm_slot_len_ok(s, b, i)) {
-        /* The identity itself is damaged: the slot is freed, which is the
-         * same as a fresh state for whichever key comes next. */
-        srl__shm_tag_store(bk, i, 0);
-        return;
-    }
-    /* A reset state is tier 0's of the current generation, whatever the
-     * meta word said (seq was made even by repair before). */
-    if (p != NULL)
-        slot_fresh(s, p, b, i, now);
-}
+/* The slot rules are in shm_slot.c.  These stay with the decision path
+ * they serve: slot_at_rest is reclaim's (a call into another file would
+ * cost one per slot it scans), count runs on every decision (static here,
+ * the compiler may specialise it for its callers), and
+ * srl__shm_count_denied is count's twin for the flood cache's denials. */
 
 /* Whether slot i is at rest, judged frozen: a lock-free admission cannot
  * land between this answer and the caller's eviction.  The caller thaws
@@ -340,12 +129,12 @@ static void count(struct srl__shm *s, uint64_t b, unsigned i, const srl_decision
     struct srl__shm_bucket *bk = srl__shm_bucket(s, b);
     if (d->allowed) {
         SRL__SHM_SHARED_ADD(s, bk->allowed, 1);
-        srl__shm_sat_add32(s, slot_allowed(s, b, i), 1);
+        srl__shm_sat_add32(s, srl__shm_slot_allowed(s, b, i), 1);
     } else {
         SRL__SHM_SHARED_ADD(s, bk->denied, 1);
         if (s->lim.dry_run)
             SRL__SHM_COUNT(bk->would_deny, 1);   /* the facade turns it (limiter.c) */
-        srl__shm_sat_add32(s, slot_denied(s, b, i), 1);
+        srl__shm_sat_add32(s, srl__shm_slot_denied(s, b, i), 1);
     }
 }
 
@@ -361,7 +150,7 @@ void srl__shm_count_denied(struct srl__shm *s, uint64_t b, const uint8_t fp[SRL_
     k.tag = srl__shm_fp_tag(fp);
     int i = srl__shm_find_locked(s, b, &k);
     if (i >= 0)   /* else evicted or moved meanwhile: the per-key part is dropped */
-        srl__shm_sat_add32(s, slot_denied(s, b, (unsigned)i), n);
+        srl__shm_sat_add32(s, srl__shm_slot_denied(s, b, (unsigned)i), n);
 }
 
 /* One request: an admission of `cost` (srl_acquire; srl_reserve when
@@ -565,14 +354,14 @@ static void insert(struct srl__shm *s, const struct srl__shm_pol *p, uint64_t b,
     /* The slot is free, but a lock-free decider that found its previous
      * key may still hold its old meta: seq goes on from where it was. */
     srl__shm_slot_freeze(s, b, i);
-    uint16_t seq = *slot_seq(s, b, i);
+    uint16_t seq = *srl__shm_slot_seq(s, b, i);
     memset(slot, 0, s->slot_bytes);
-    *slot_seq(s, b, i) = seq;
+    *srl__shm_slot_seq(s, b, i) = seq;
     memcpy(slot + SRL__SLOT_FP, k->fp, SRL__SHM_FP_BYTES);
     if (s->key_display > 0) {
         *srl__shm_slot_key_len(s, b, i) = (uint16_t)len;
         size_t shown = len < s->key_display ? len : s->key_display;
-        memcpy(slot_display(s, b, i), key, shown);
+        memcpy(srl__shm_slot_display(s, b, i), key, shown);
     }
     void *state = srl__shm_slot_state(s, b, i);
     uint16_t tier = (uint16_t)rq->tier;
@@ -702,9 +491,9 @@ static int relocate(struct srl__shm *s, const struct srl__shm_pol *p, uint64_t b
                 __atomic_store_n(&bk->moving_slot, (uint8_t)(i + 1), __ATOMIC_RELEASE);
                 /* The destination keeps its own seq, frozen while written. */
                 srl__shm_slot_freeze(s, other, (unsigned)j);
-                uint16_t seq = *slot_seq(s, other, (unsigned)j);
+                uint16_t seq = *srl__shm_slot_seq(s, other, (unsigned)j);
                 memcpy(srl__shm_slot(s, other, (unsigned)j), srl__shm_slot(s, b, i), s->slot_bytes);
-                *slot_seq(s, other, (unsigned)j) = seq;
+                *srl__shm_slot_seq(s, other, (unsigned)j) = seq;
                 srl__shm_slot_thaw(s, other, (unsigned)j);
                 srl__shm_tag_store(srl__shm_bucket(s, other), (unsigned)j, tag);
                 srl__shm_tag_store(bk, i, 0);
@@ -729,9 +518,11 @@ static int relocate(struct srl__shm *s, const struct srl__shm_pol *p, uint64_t b
 /* Taking a bucket lock repairs the bucket when its owner died (see
  * shm_lock.c for the outcomes, the nesting rule and the undo record).  It
  * lives here, not in shm_lock.c, because repair validates slots by the
- * table's rules (slot_valid, slot_reset): kept beside
- * them, shm_lock.c stays plain mutex handling and the two files do not
- * call each other. */
+ * slot rules (srl__shm_slot_valid, srl__shm_slot_reset, shm_slot.c), which
+ * use shm_lock.c's undo record: kept here, shm_lock.c stays plain mutex
+ * handling and no two files call each other.  Repair cannot go to
+ * shm_slot.c either: it takes locks (resolve_move's trylock) as taking a
+ * lock repairs, so the two share this file. */
 static int trylock_at(struct srl__shm *s, uint64_t b, bool nested);
 
 /* A relocation out of b (locked) was cut short: its source slot i and
@@ -791,13 +582,13 @@ static void repair(struct srl__shm *s, uint64_t b, uint64_t now, bool nested)
      * restored above (or was never written: an eviction, an insert before
      * its tag), so it is made even, one past, for the lock-free path. */
     for (unsigned i = 0; i < SRL__SHM_SLOTS; i++)
-        if (__atomic_load_n(slot_seq(s, b, i), __ATOMIC_RELAXED) & 1u)
+        if (__atomic_load_n(srl__shm_slot_seq(s, b, i), __ATOMIC_RELAXED) & 1u)
             srl__shm_slot_thaw(s, b, i);
     for (unsigned i = 0; i < SRL__SHM_SLOTS; i++) {
         if (__atomic_load_n(&bk->tags[i], __ATOMIC_RELAXED) == 0)
             continue;
-        if (!slot_valid(s, p, b, i, now)) {
-            slot_reset(s, p, b, i, now);
+        if (!srl__shm_slot_valid(s, p, b, i, now)) {
+            srl__shm_slot_reset(s, p, b, i, now);
             SRL__SHM_COUNT(bk->reset_slots, 1);
         }
     }
@@ -1228,8 +1019,8 @@ static int locate_k(struct srl__shm *s, const struct srl__shm_key *k, uint64_t *
 /* The key's slot, its bucket locked; SRL_ENOENT with nothing locked if the
  * key is not there, or a lock error.  For the calls that change or read one
  * existing key (refund, reset, state, peek, apply without insert). */
-static int locate(struct srl__shm *s, const void *key, size_t len, struct srl__shm_key *k,
-                  uint64_t *bucket, int *slot)
+int srl__shm_locate(struct srl__shm *s, const void *key, size_t len, struct srl__shm_key *k,
+                    uint64_t *bucket, int *slot)
 {
     srl__shm_hash(s, key, len, k);
     int rc = locate_k(s, k, bucket, slot);
@@ -1274,7 +1065,7 @@ int srl__shm_apply(srl_limiter *lim, const void *key, size_t len, int insert,
     struct srl__shm_key k;
     uint64_t b;
     int i;
-    int rc = locate(s, key, len, &k, &b, &i);
+    int rc = srl__shm_locate(s, key, len, &k, &b, &i);
     if (rc != 0)
         return rc;
     struct shm_req rq = {.cost = 1, .apply = fn, .ctx = ctx};
@@ -1290,7 +1081,7 @@ int srl__shm_peek(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
     struct srl__shm_key k;
     uint64_t b;
     int i;
-    int rc = locate(s, key, len, &k, &b, &i);
+    int rc = srl__shm_locate(s, key, len, &k, &b, &i);
     if (rc == SRL_ENOENT)
         return rc;
     if (rc != 0)
@@ -1340,7 +1131,7 @@ int srl__shm_refund(srl_limiter *lim, const void *key, size_t len, uint32_t cost
         }
     }
 #endif
-    int rc = locate(s, key, len, &k, &b, &i);
+    int rc = srl__shm_locate(s, key, len, &k, &b, &i);
     if (rc != 0)
         return rc;
     const struct srl__shm_pol *p = srl__shm_pol_get(s, true);
@@ -1361,179 +1152,5 @@ int srl__shm_refund(srl_limiter *lim, const void *key, size_t len, uint32_t cost
     srl__shm_undo_end(s, b);
     srl__shm_slot_thaw(s, b, (unsigned)i);
     srl__shm_unlock(s, b);
-    return 0;
-}
-
-int srl__shm_key_state(srl_limiter *lim, const void *key, size_t len, void *buf)
-{
-    struct srl__shm *s = lim->impl;
-    struct srl__shm_key k;
-    uint64_t b;
-    int i;
-    int rc = locate(s, key, len, &k, &b, &i);
-    if (rc != 0)
-        return rc;
-    /* The state as the current policy reads it (srl_info.limits). */
-    const struct srl__shm_pol *p = srl__shm_pol_get(s, true);
-    if (p == NULL) {
-        srl__shm_unlock(s, b);
-        return SRL_ECORRUPT;
-    }
-    srl__shm_slot_current(s, p, b, (unsigned)i, srl__now(lim));
-    memcpy(buf, srl__shm_slot_state(s, b, (unsigned)i), s->state_bytes);
-    srl__shm_slot_thaw(s, b, (unsigned)i);
-    srl__shm_unlock(s, b);
-    return 0;
-}
-
-int srl__shm_reset_key(srl_limiter *lim, const void *key, size_t len)
-{
-    struct srl__shm *s = lim->impl;
-    struct srl__shm_key k;
-    uint64_t b;
-    int i;
-    int rc = locate(s, key, len, &k, &b, &i);
-    if (rc != 0)
-        return rc;
-    srl__shm_slot_freeze(s, b, (unsigned)i);
-    srl__shm_tag_store(srl__shm_bucket(s, b), (unsigned)i, 0);
-    srl__shm_slot_thaw(s, b, (unsigned)i);
-    srl__shm_gen_bump(s, b);
-    srl__shm_unlock(s, b);
-    return 0;
-}
-
-/* ------------------------------------------------------------ walks */
-
-int64_t srl__shm_evict_idle(srl_limiter *lim)
-{
-    struct srl__shm *s = lim->impl;
-    int64_t n = 0;
-    for (uint64_t b = 0; b < s->buckets; b++) {
-        struct srl__shm_bucket *bk = srl__shm_bucket(s, b);
-        bool any = false;
-        for (unsigned i = 0; i < SRL__SHM_SLOTS && !any; i++)
-            any = __atomic_load_n(&bk->tags[i], __ATOMIC_RELAXED) != 0;
-        if (!any)
-            continue;
-        struct timespec deadline = SRL__SHM_NO_DEADLINE;
-        /* Best effort: a bucket whose lock cannot be had is skipped (and its
-         * timeout counted); the others are still swept. */
-        if (srl__shm_lock(s, b, &deadline) != 0)
-            continue;
-        const struct srl__shm_pol *p = srl__shm_pol_get(s, true);
-        if (p == NULL) {
-            srl__shm_unlock(s, b);
-            return SRL_ECORRUPT;
-        }
-        uint64_t now = srl__now(lim);
-        for (unsigned i = 0; i < SRL__SHM_SLOTS; i++) {
-            if (bk->tags[i] == 0)
-                continue;
-            /* Frozen from here to the end: current, reclaimed, judged. */
-            const struct srl__compound *c = srl__shm_slot_current(s, p, b, i, now);
-            if (lim->cmp.conc >= 0) {
-                /* Dead holders' and max_hold-expired units first (undo
-                 * record: a crash mid-reclaim restores the whole state). */
-                srl__shm_undo_begin(s, b, i);
-                uint32_t freed = srl__conc_reclaim(
-                    &lim->cmp.limits.limit[lim->cmp.conc],
-                    srl__cmp_conc_state(&lim->cmp, srl__shm_slot_state(s, b, i)), now,
-                    srl__proc_alive, NULL);
-                srl__shm_undo_end(s, b);
-                if (freed > 0) {
-                    __atomic_add_fetch(&srl__shm_live(s)->reclaimed, freed, __ATOMIC_RELAXED);
-                    srl__shm_gen_bump(s, b);
-                }
-            }
-            if (srl__cmp_at_rest(c, srl__shm_slot_state(s, b, i), now)) {
-                srl__shm_tag_store(bk, i, 0);
-                SRL__SHM_COUNT(bk->evicted, 1);
-                srl__shm_gen_bump(s, b);
-                n++;
-            }
-            srl__shm_slot_thaw(s, b, i);
-        }
-        srl__shm_unlock(s, b);
-    }
-    return n;
-}
-
-int64_t srl__shm_foreach(srl_limiter *lim, srl_foreach_fn fn, void *ctx)
-{
-    struct srl__shm *s = lim->impl;
-    int64_t n = 0;
-    unsigned char shown[SRL_KEY_DISPLAY_MAX];
-    for (uint64_t b = 0; b < s->buckets; b++) {
-        struct srl__shm_bucket *bk = srl__shm_bucket(s, b);
-        bool any = false;
-        for (unsigned i = 0; i < SRL__SHM_SLOTS && !any; i++)
-            any = __atomic_load_n(&bk->tags[i], __ATOMIC_RELAXED) != 0;
-        if (!any)
-            continue;
-        struct timespec deadline = SRL__SHM_NO_DEADLINE;
-        int rc = srl__shm_lock(s, b, &deadline);
-        if (rc != 0)
-            return rc;
-        const struct srl__shm_pol *p = srl__shm_pol_get(s, true);
-        if (p == NULL) {
-            srl__shm_unlock(s, b);
-            return SRL_ECORRUPT;
-        }
-        uint64_t now = srl__now(lim);
-        int stop = 0;
-        for (unsigned i = 0; i < SRL__SHM_SLOTS && !stop; i++) {
-            if (bk->tags[i] == 0)
-                continue;
-            const struct srl__compound *c = srl__shm_slot_current(s, p, b, i, now);
-            const void *state = srl__shm_slot_state(s, b, i);
-            srl_entry e;
-            memset(&e, 0, sizeof e);
-            e.tier = srl__shm_slot_tier(s, b, i);
-            /* Without a display copy the length is not stored: key_len 0
-             * means "unknown" (a stored key is never empty). */
-            if (s->key_display > 0) {
-                e.key_len = *srl__shm_slot_key_len(s, b, i);
-                e.display_len = e.key_len < s->key_display ? e.key_len : s->key_display;
-                memcpy(shown, slot_display(s, b, i), e.display_len);
-            }
-            e.display = shown;
-            memcpy(e.fingerprint, srl__shm_slot(s, b, i), SRL__SHM_FP_BYTES);
-            e.allowed = __atomic_load_n(slot_allowed(s, b, i), __ATOMIC_RELAXED);
-            e.denied = __atomic_load_n(slot_denied(s, b, i), __ATOMIC_RELAXED);
-            e.last_ns = srl__cmp_last_ns(c, state);
-            srl__cmp_decide(c, (void *)state, now, 1, 0, &e.now);
-            e.at_rest = srl__cmp_at_rest(c, state, now);
-            e.inflight = srl__cmp_inflight(c, state);
-            e.state = state;   /* valid while fn runs: the bucket stays locked */
-            n++;
-            stop = fn(&e, ctx);
-            srl__shm_slot_thaw(s, b, i);
-        }
-        srl__shm_unlock(s, b);
-        if (stop)
-            break;
-    }
-    return n;
-}
-
-int srl__shm_tier_get(srl_limiter *lim, uint32_t t, srl_tier *out)
-{
-    const struct srl__shm_pol *p = srl__shm_pol_get(lim->impl, false);
-    if (p == NULL)
-        return SRL_ECORRUPT;
-    if (t >= p->tier_count)
-        return SRL_EINVAL;
-    *out = p->def[t];
-    return 0;
-}
-
-int srl__shm_table_init(struct srl__shm *s)
-{
-    for (uint64_t b = 0; b < s->buckets; b++) {
-        int rc = srl__shm_mutex_init(&srl__shm_bucket(s, b)->mu);
-        if (rc != 0)
-            return rc;
-    }
     return 0;
 }
