@@ -1104,9 +1104,25 @@ typedef struct srl_info {
     uint32_t tier_count;      /* tiers, 1..SRL_TIERS_MAX (srl_tier_get) */
     uint32_t policy_gen;      /* the policy's generation: 0 at creation, one more
                                  per srl_policy_change (0 for other stores) */
-    uint64_t reserved[3];     /* room to grow; zeroed */
+    uint32_t flags;           /* the SRL_CONFIG_* flags this handle works with:
+                                 those it was opened with that take effect in
+                                 its store (below), no others */
+    uint32_t reserved32;      /* zeroed */
+    uint64_t reserved[2];     /* room to grow; zeroed */
 } srl_info;
 
+/* What the store is, its policy and geometry now.  info.flags says which of
+ * the handle's SRL_CONFIG_* flags took effect, so that a caller (a binding,
+ * a metrics page, a test) can see a path is on rather than infer it:
+ *   SRL_CONFIG_DRY_RUN      every store, when asked;
+ *   SRL_CONFIG_FLOOD_CACHE  shared and anonymous stores, when asked;
+ *   SRL_CONFIG_LOCKFREE     shared and anonymous: asked, the segment's slots
+ *                           16-byte aligned (created with a GCRA limit in some
+ *                           tier) and the CPU has a 16-byte CAS; local: asked,
+ *                           and the policy is one GCRA limit with no penalty,
+ *                           not a dry run.  Never for Redis or tiered.
+ * A flag that took effect may still leave some requests to the locked path
+ * (see each flag); a flag asked for and not listed changes nothing. */
 SRL_API int srl_info_get(srl_limiter *lim, srl_info *out);
 
 /*

@@ -275,8 +275,12 @@ int srl_info_get(srl_limiter *lim, srl_info *out)
     if (lim == NULL || out == NULL)
         return SRL_EINVAL;
     int rc = lim->ops->info(lim, out);
-    if (rc == 0)
+    if (rc == 0) {
         out->tier_count = lim->tier_count;   /* every store: 1 without tiers */
+        /* The stores say which of their own flags are on; dry run is the
+         * facade's (dry_run_turn), in every store. */
+        out->flags = (out->flags & ~SRL_CONFIG_DRY_RUN) | (lim->dry_run ? SRL_CONFIG_DRY_RUN : 0u);
+    }
     return rc;
 }
 

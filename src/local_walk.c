@@ -143,6 +143,7 @@ int srl__local_info(srl_limiter *lim, srl_info *out)
         .creator_pid = (int32_t)l->creator_pid,
         .created_unix_ns = l->created_unix_ns,
         .name = "",
+        .flags = l->lockfree ? SRL_CONFIG_LOCKFREE : 0u,
     };
     return 0;
 }

@@ -259,6 +259,7 @@ static int tr_info(srl_limiter *lim, srl_info *out)
     if (rc != 0)
         return rc;
     out->kind = SRL_STORE_TIERED;
+    out->flags = 0;   /* host_config opens the host handle without any flag */
     out->capacity = h.capacity;
     out->slots_per_bucket = h.slots_per_bucket;
     out->buckets = h.buckets;

@@ -260,6 +260,54 @@ START_TEST(a_limiter_without_a_ticker_reads_the_clock_the_rule_picks)
 }
 END_TEST
 
+/* info.flags lists the flags that took effect, per store (srl.h,
+ * srl_info_get): what a binding or a metrics page shows to say a path is
+ * on.  Asked for everything, each store keeps what it can do. */
+START_TEST(info_flags_list_only_the_asked_flags_that_took_effect_in_the_store)
+{
+    const unsigned all = SRL_CONFIG_DRY_RUN | SRL_CONFIG_FLOOD_CACHE | SRL_CONFIG_LOCKFREE;
+    const struct {
+        int local;
+        srl_algorithm algo;
+        unsigned ask, want;
+    } rows[] = {
+        {0, SRL_GCRA, 0, 0},
+        {0, SRL_GCRA, SRL_CONFIG_LOCKFREE, SRL_CONFIG_LOCKFREE},
+        {0, SRL_GCRA, all, all},
+        {0, SRL_TOKEN_BUCKET, SRL_CONFIG_LOCKFREE, 0},        /* slots not 16-aligned */
+        {0, SRL_TOKEN_BUCKET, all, SRL_CONFIG_DRY_RUN | SRL_CONFIG_FLOOD_CACHE},
+        {1, SRL_GCRA, SRL_CONFIG_LOCKFREE, SRL_CONFIG_LOCKFREE},
+        {1, SRL_GCRA, SRL_CONFIG_FLOOD_CACHE, 0},             /* shared stores only */
+        {1, SRL_GCRA, all, SRL_CONFIG_DRY_RUN},               /* no lock-free dry run */
+        {1, SRL_TOKEN_BUCKET, SRL_CONFIG_LOCKFREE, 0},
+    };
+    for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++) {
+        srl_config cfg;
+        srl_config_init(&cfg);
+        cfg.policy = (srl_policy){.algorithm = rows[r].algo, .permits = 10, .window_ns = SEC};
+        cfg.capacity = 64;
+        cfg.flags = rows[r].ask;
+        srl_limiter *lim = NULL;
+        ck_assert_int_eq(rows[r].local ? srl_open_local(&cfg, &lim) : srl_open_anonymous(&cfg, &lim),
+                         0);
+        srl_info in;
+        memset(&in, 0xa5, sizeof in);
+        ck_assert_int_eq(srl_info_get(lim, &in), 0);
+#if defined(__x86_64__)
+        ck_assert_msg(in.flags == rows[r].want, "row %zu: flags 0x%x, want 0x%x", r, in.flags,
+                      rows[r].want);
+#else
+        ck_assert_uint_eq(in.flags & ~(unsigned)SRL_CONFIG_LOCKFREE,
+                          rows[r].want & ~(unsigned)SRL_CONFIG_LOCKFREE);
+#endif
+        ck_assert_uint_eq(in.reserved32, 0);
+        ck_assert_uint_eq(in.reserved[0], 0);
+        ck_assert_uint_eq(in.reserved[1], 0);
+        srl_close(lim);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("limiter");
@@ -275,6 +323,7 @@ int main(void)
     tcase_add_loop_test(tc, check_is_not_supported_on_a_local_limiter_and_healthy_on_a_new_segment, 0, 2);
     tcase_add_test(tc, default_ticker_is_coarse_only_when_the_emission_interval_is_100_resolutions);
     tcase_add_loop_test(tc, a_limiter_without_a_ticker_reads_the_clock_the_rule_picks, 0, 2);
+    tcase_add_test(tc, info_flags_list_only_the_asked_flags_that_took_effect_in_the_store);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

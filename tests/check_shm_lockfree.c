@@ -653,6 +653,9 @@ START_TEST(a_found_gcra_key_is_decided_while_another_holds_its_bucket_lock)
     ck_assert_int_eq(srl_open_anonymous(&cfg, &lim), 0);
     struct srl__shm *s = lim->impl;
     ck_assert(s->lockfree);
+    srl_info in;
+    ck_assert_int_eq(srl_info_get(lim, &in), 0);
+    ck_assert_uint_eq(in.flags, SRL_CONFIG_LOCKFREE);   /* what bindings show */
     srl_decision d;
     ck_assert_int_eq(srl_acquire(lim, "k", 1, 1, &d), 0);   /* the insert: locked */
     struct srl__shm_key k;
@@ -710,6 +713,9 @@ START_TEST(without_the_flag_or_for_a_token_bucket_the_lock_is_taken)
         /* The token-bucket segment's slots are not 16-aligned: off. */
         ck_assert(s->lockfree == false);
         ck_assert_uint_eq(srl__shm_lf_aligned(s), c == 0);
+        srl_info in;
+        ck_assert_int_eq(srl_info_get(lim, &in), 0);
+        ck_assert_uint_eq(in.flags, 0);   /* the token bucket's flag took no effect */
         srl_decision d;
         ck_assert_int_eq(srl_acquire(lim, "k", 1, 1, &d), 0);
         struct srl__shm_key k;
