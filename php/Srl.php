@@ -509,6 +509,31 @@ final class Srl
     }
 
     /*
+     * What the handle is now (srl_info): policy (the segment's current
+     * policy, as text), capacity, key_display, tier_count, policy_gen (one
+     * more per live change), layout_version, flags (srl_info.flags: the
+     * SRL_CONFIG_* bits that took effect in this handle's store) and, from
+     * it, lockfree, flood_cache and dry_run: true only where the option is
+     * in force, not merely asked for ('lockfree' => true on a segment
+     * without a gcra tier reads false).
+     */
+    public function info(): array
+    {
+        $in = $this->ffi->new('srl_info');
+        self::check($this->ffi, $this->ffi->srl_info_get($this->handle(), FFI::addr($in)), 'info');
+        $out = ['policy' => $this->format('srl_limits_format', FFI::addr($in->limits))];
+        foreach (['capacity', 'key_display', 'tier_count', 'policy_gen', 'layout_version',
+                  'flags'] as $f) {
+            $out[$f] = $in->$f;
+        }
+        return $out + [
+            'lockfree' => ($in->flags & self::CONFIG_LOCKFREE) !== 0,
+            'flood_cache' => ($in->flags & self::CONFIG_FLOOD_CACHE) !== 0,
+            'dry_run' => ($in->flags & self::CONFIG_DRY_RUN) !== 0,
+        ];
+    }
+
+    /*
      * Send the headers of the last acquire(): RateLimit-Policy and
      * RateLimit always, Retry-After and status 429 when it was denied.
      * After enter() (a concurrency limiter): Retry-After and 429 when it

@@ -131,7 +131,9 @@ typedef struct srl_info {
     uint32_t layout_version;
     uint32_t tier_count;
     uint32_t policy_gen;
-    uint64_t reserved[3];
+    uint32_t flags;
+    uint32_t reserved32;
+    uint64_t reserved[2];
 } srl_info;
 
 int srl_info_get(srl_limiter *lim, srl_info *out);
@@ -150,6 +152,7 @@ int srl_policy_parse(const char *text, srl_policy *out);
 int srl_policy_parse_ex(const char *text, srl_policy *out, srl_policy_error *err);
 int srl_policy_format(const srl_policy *p, char *buf, size_t len);
 int srl_limits_parse_ex(const char *text, srl_limits *out, srl_policy_error *err);
+int srl_limits_format(const srl_limits *l, char *buf, size_t len);
 
 void srl_config_init(srl_config *cfg);
 int srl_open_shared(const char *name, const srl_config *cfg, unsigned flags,

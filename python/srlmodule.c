@@ -774,6 +774,13 @@ static int dict_set_u64(PyObject *d, const char *name, uint64_t v)
     return rc;
 }
 
+/* info()'s booleans: whether srl_info.flags lists bit, i.e. whether that
+ * SRL_CONFIG_* option took effect, not merely whether it was asked for. */
+static int dict_set_flag(PyObject *d, const char *name, uint32_t flags, uint32_t bit)
+{
+    return PyDict_SetItemString(d, name, (flags & bit) ? Py_True : Py_False);
+}
+
 static PyObject *Limiter_stats(PyObject *op, PyObject *unused)
 {
     LimiterObject *self = (LimiterObject *)op;
@@ -828,7 +835,11 @@ static PyObject *Limiter_info(PyObject *op, PyObject *unused)
         dict_set_u64(d, "key_display", in.key_display) < 0 ||
         dict_set_u64(d, "tier_count", in.tier_count) < 0 ||
         dict_set_u64(d, "policy_gen", in.policy_gen) < 0 ||
-        dict_set_u64(d, "layout_version", in.layout_version) < 0) {
+        dict_set_u64(d, "layout_version", in.layout_version) < 0 ||
+        dict_set_u64(d, "flags", in.flags) < 0 ||
+        dict_set_flag(d, "lockfree", in.flags, SRL_CONFIG_LOCKFREE) < 0 ||
+        dict_set_flag(d, "flood_cache", in.flags, SRL_CONFIG_FLOOD_CACHE) < 0 ||
+        dict_set_flag(d, "dry_run", in.flags, SRL_CONFIG_DRY_RUN) < 0) {
         Py_XDECREF(v);
         Py_DECREF(d);
         return NULL;
@@ -952,7 +963,10 @@ static PyMethodDef Limiter_methods[] = {
     {"info", Limiter_info, METH_NOARGS,
      "info() -> dict: policy (the current one, as text), capacity, key_display, tier_count,\n"
      "policy_gen (one more per live change: shared(change=True), rlctl set-policy),\n"
-     "layout_version (0 for the local store)."},
+     "layout_version (0 for the local store), flags (srl_info.flags: the SRL_CONFIG_*\n"
+     "bits that took effect in this handle's store) and, from it, lockfree, flood_cache\n"
+     "and dry_run: True only where the option is in force, e.g. lockfree=True is False\n"
+     "on a token_bucket segment (no gcra tier) and flood_cache=True False on local()."},
     {"close", Limiter_close, METH_NOARGS, "Close the handle (the segment stays)."},
     {"__enter__", Limiter_enter, METH_NOARGS, NULL},
     {"__exit__", Limiter_exit, METH_VARARGS, NULL},

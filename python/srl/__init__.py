@@ -15,6 +15,11 @@ The C extension srl._srl wraps include/srl.h; this file defines the error
 classes, one per SRL_E* code, all subclasses of srl.Error, which carries
 .code (negative int), .name ("SRL_EPOLICY") and .message.  Decisions,
 limiter kinds and the header values are exactly those of the C library.
+
+The openers' dry_run=, lockfree= and flood_cache= are asked for; what took
+effect in the handle's store is in lim.info(): "flags" (srl_info.flags) and
+the booleans "lockfree", "flood_cache" and "dry_run" (lockfree=True on a
+token_bucket limiter, or flood_cache=True on local(), reads False).
 """
 from . import _srl
 from ._srl import (Decision, Limiter, headers, strerror, unlink, FLAG_UNTRACKED, FLAG_DEGRADED,

@@ -325,6 +325,45 @@ class TestShared(unittest.TestCase):
             self.assertEqual((st["allowed"], st["denied"]), (5, 3), lim.kind)
             lim.close()
 
+    def test_info_says_which_flags_took_effect(self):
+        # info() reports srl_info.flags, which the library sets from the
+        # field its decision path tests: so lockfree True here means the
+        # compare-and-swap path is on, which the decisions alone cannot show.
+        def opened(store, policy, **kw):
+            if store == "shared":
+                return srl.Limiter.shared(self.name("fl%d" % len(self.names)), policy,
+                                          capacity=64, **kw)
+            return getattr(srl.Limiter, store)(policy, capacity=64, **kw)
+
+        def took(store, policy, **kw):
+            with opened(store, policy, **kw) as lim:
+                i = lim.info()
+                return (i["flags"], i["lockfree"], i["flood_cache"], i["dry_run"])
+
+        lf, fc, dr = 0x4, 0x2, 0x1   # SRL_CONFIG_LOCKFREE, _FLOOD_CACHE, _DRY_RUN
+        for store in ("shared", "anonymous", "local"):
+            self.assertEqual(took(store, "gcra:5/1d"), (0, False, False, False), store)
+            # A gcra limit: the lock-free path is on in every store.
+            self.assertEqual(took(store, "gcra:5/1d", lockfree=True), (lf, True, False, False),
+                             store)
+            # token_bucket: asked for, not in effect (a segment without a
+            # gcra tier has no 16-aligned slots; local wants one gcra limit).
+            self.assertEqual(took(store, "token_bucket:5/1d", lockfree=True),
+                             (0, False, False, False), store)
+            self.assertEqual(took(store, "token_bucket:5/1d", dry_run=True),
+                             (dr, False, False, True), store)
+        for store in ("shared", "anonymous"):
+            self.assertEqual(took(store, "token_bucket:1/1d", flood_cache=True),
+                             (fc, False, True, False), store)
+            self.assertEqual(took(store, "gcra:5/1d", lockfree=True, flood_cache=True,
+                                  dry_run=True), (lf | fc | dr, True, True, True), store)
+        # local(): flood_cache changes nothing there, and a dry run keeps the
+        # locked path, so neither is reported.
+        self.assertEqual(took("local", "token_bucket:1/1d", flood_cache=True),
+                         (0, False, False, False))
+        self.assertEqual(took("local", "gcra:5/1d", lockfree=True, flood_cache=True,
+                              dry_run=True), (dr, False, False, True))
+
     def assertSrlError(self, cls, code, fn):
         with self.assertRaises(cls) as cm:
             fn()

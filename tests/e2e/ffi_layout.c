@@ -90,6 +90,8 @@ int main(void)
     FIELD(srl_info, layout_version);
     FIELD(srl_info, tier_count);
     FIELD(srl_info, policy_gen);
+    FIELD(srl_info, flags);
+    FIELD(srl_info, reserved32);
     FIELD(srl_info, reserved);
 
     STRUCT(srl_stats);

@@ -28,10 +28,13 @@
 #   5b 'dry_run' => true (CLI): never refused, exactly the would-be
 #      denials flagged wouldDeny with their retry_after, counted in
 #      stats()['would_deny'] and rlctl info; an enforcing handle refuses
-#   5d 'lockfree' => true (CLI, gcra:5/1d): exactly 5 of 8 admitted;
+#   5d 'lockfree' => true (CLI, gcra:5/1d): exactly 5 of 8 admitted, and
+#      info() says the lock-free path is on (srl_info.flags); on a
+#      token_bucket segment it says off;
 #      'flood_cache' => true: 10 more denials of a denied key are answered
 #      by the handle (rlctl info, another process, counts 1 denial), then
-#      its stats() flushes them (11, and rlctl agrees); both must be bools
+#      its stats() flushes them (11, and rlctl agrees), info() says it is
+#      on; both must be bools
 #   5c reserve() (CLI): the burst without a wait, then each its token's
 #      wait, a wait above maxWait denied taking nothing, refund() cancels,
 #      a sliding log cannot wait (SRL_ENOTSUP)
@@ -282,7 +285,7 @@ rlctl_as_owner destroy "$dry_name" >/dev/null 2>&1
 
 # --- 5d: 'lockfree' and 'flood_cache' reach the handle
 lf_name="$srl_name-lf"
-e2e_segments+=("$lf_name" "$lf_name-fc")
+e2e_segments+=("$lf_name" "$lf_name-fc" "$lf_name-tb")
 out=$(SRL_NAME="$lf_name" LD_LIBRARY_PATH="$SRL_LIBDIR" as_worker php -n -d extension=ffi -d ffi.enable=1 -r '
   require getenv("SRL_PHP_DIR") . "/Srl.php";
   /* rlctl info NAME --json in another process: its "denied" */
@@ -296,29 +299,49 @@ out=$(SRL_NAME="$lf_name" LD_LIBRARY_PATH="$SRL_LIBDIR" as_worker php -n -d exte
     };
     return (string)($f($j) ?? "missing");
   }
+  /* [lockfree, flood_cache, dry_run, flags] of info(): what took effect */
+  function took(Srl $s): string {
+    $i = $s->info();
+    return json_encode([$i["lockfree"], $i["flood_cache"], $i["dry_run"], $i["flags"]]);
+  }
   $n = getenv("SRL_NAME");
   $lf = new Srl($n, "gcra:5/1d", 64, ["lockfree" => true]);
   $a = [];
   for ($i = 0; $i < 8; $i++) { $a[] = $lf->acquire("k")["allowed"] ? 1 : 0; }
   echo implode(" ", $a), "\n";
+  echo took($lf), "\n";
   $lf->close();
   $fc = new Srl($n . "-fc", "token_bucket:1/1d", 64, ["flood_cache" => true]);
   $fc->acquire("k"); $fc->acquire("k");   /* allowed, then denied under the lock: cached */
   for ($i = 0; $i < 10; $i++) { $fc->acquire("k"); }
   echo denied($n . "-fc"), "\n";
   echo $fc->stats()["denied"], " ", denied($n . "-fc"), "\n";
+  echo took($fc), "\n";
   $fc->close();
+  $tb = new Srl($n . "-tb", "token_bucket:5/1d", 64, ["lockfree" => true]);
+  echo took($tb), "\n";
+  $tb->close();
   foreach (["lockfree", "flood_cache"] as $o) {
     try { new Srl($n, "gcra:5/1d", 64, [$o => 1]); echo "no exception\n"; }
     catch (InvalidArgumentException $e) { echo $e->getMessage(), "\n"; }
   }' 2>&1)
 check_eq "5d: lockfree gcra:5/1d: exactly 5 of 8 admitted" "1 1 1 1 1 0 0 0" "$(sed -n 1p <<<"$out")"
-check_eq "5d: flood_cache: rlctl info counts 1 denial while the handle holds 10" 1 "$(sed -n 2p <<<"$out")"
-check_eq "5d: flood_cache: stats() flushes them: 11, and rlctl agrees" "11 11" "$(sed -n 3p <<<"$out")"
-check_eq "5d: lockfree must be a bool" "lockfree must be true or false" "$(sed -n 4p <<<"$out")"
-check_eq "5d: flood_cache must be a bool" "flood_cache must be true or false" "$(sed -n 5p <<<"$out")"
+check_eq "5d: lockfree gcra:5/1d: info() says the lock-free path is on (flags 0x4)" \
+  "[true,false,false,4]" "$(sed -n 2p <<<"$out")"
+check_eq "5d: flood_cache: rlctl info counts 1 denial while the handle holds 10" 1 \
+  "$(sed -n 3p <<<"$out")"
+check_eq "5d: flood_cache: stats() flushes them: 11, and rlctl agrees" "11 11" \
+  "$(sed -n 4p <<<"$out")"
+check_eq "5d: flood_cache: info() says it is on (flags 0x2)" \
+  "[false,true,false,2]" "$(sed -n 5p <<<"$out")"
+check_eq "5d: lockfree on token_bucket: info() says it is off (no gcra tier)" \
+  "[false,false,false,0]" "$(sed -n 6p <<<"$out")"
+check_eq "5d: lockfree must be a bool" "lockfree must be true or false" "$(sed -n 7p <<<"$out")"
+check_eq "5d: flood_cache must be a bool" "flood_cache must be true or false" \
+  "$(sed -n 8p <<<"$out")"
 rlctl_as_owner destroy "$lf_name" >/dev/null 2>&1
 rlctl_as_owner destroy "$lf_name-fc" >/dev/null 2>&1
+rlctl_as_owner destroy "$lf_name-tb" >/dev/null 2>&1
 
 # --- 5c: reserve() waits instead of refusing (real clock: loose bounds only)
 # token_bucket:2/1s: 2 at once, then one every 500 ms; a reservation that
