@@ -131,8 +131,11 @@
  * as `rlctl metrics`, from the same formatter (tools/metrics_fmt.c is
  * compiled into both).  Read through the child's inherited handle
  * (srl_info_get + srl_stats_get, which sum the per-bucket counters: no
- * counter is added to any request's path).  Restrict the Location (Require
- * ip ...) as for server-status.
+ * counter is added to any request's path).  After them, two families of
+ * mod_srl's own, srl_handle_lockfree and srl_handle_flood_cache: whether
+ * the worker's handle of each limiter took lockfree=on / flood_cache=on
+ * (srl_info.flags), which rlctl, with no such handle, cannot say.
+ * Restrict the Location (Require ip ...) as for server-status.
  *
  * Concurrency.  Configuration records are written only while the
  * configuration is read and post_config runs (one thread, in the parent),
@@ -996,6 +999,54 @@ static int srl_check_config(apr_pool_t *pconf, apr_pool_t *plog, apr_pool_t *pte
     return OK;
 }
 
+/* The SrlLimiter options that are srl_config flags of its handles, and how
+ * the parent's log (log_handle_flags) and srl-metrics (handle_metrics) say
+ * whether they took effect (srl_info.flags). */
+static const struct {
+    uint32_t flag;
+    const char *option;   /* as in SrlLimiter */
+    const char *on;       /* took effect, for the log */
+    const char *off;      /* asked and not taken: why, for the log */
+    const char *metric, *help;
+} handle_flags[] = {
+    {SRL_CONFIG_LOCKFREE, "lockfree", "lock-free gcra path on",
+     /* srl.h's two conditions; srl_info tells them apart from neither (a
+      * segment's alignment is fixed at creation, by the policy it was
+      * created with, which a live change leaves no trace of). */
+     "either the segment's slots are not 16-byte aligned (it was created with no gcra limit "
+     "in any tier: stop the server, rlctl destroy it, start) or this CPU has no 16-byte "
+     "compare-and-swap (x86-64 cmpxchg16b)",
+     "srl_handle_lockfree",
+     "1 if this worker's handle decides found GCRA keys lock-free (SrlLimiter lockfree=on "
+     "took effect)"},
+    {SRL_CONFIG_FLOOD_CACHE, "flood_cache", "denial-flood cache on", "its store keeps none",
+     "srl_handle_flood_cache",
+     "1 if this worker's handle answers repeated denials from its denial-flood cache "
+     "(SrlLimiter flood_cache=on took effect)"},
+};
+
+/* lockfree=on, flood_cache=on: whether the handle just opened took them,
+ * once per generation.  The parent opens it and every child inherits it
+ * as is, so this is what each worker decides with (srl-metrics'
+ * srl_handle_* say the same per worker).  Asked and off is a warning: the
+ * operator asked for a path the workers do not take. */
+static void log_handle_flags(server_rec *s, const srl_ap_limiter *l)
+{
+    srl_info in;
+    if (l->flags == 0 || srl_info_get(l->lim, &in) != 0)
+        return;
+    for (size_t f = 0; f < sizeof handle_flags / sizeof handle_flags[0]; f++) {
+        if (!(l->flags & handle_flags[f].flag))
+            continue;
+        if (in.flags & handle_flags[f].flag)
+            ap_log_error(APLOG_MARK, APLOG_INFO, 0, s, "SrlLimiter %s: %s=on: %s", l->name,
+                         handle_flags[f].option, handle_flags[f].on);
+        else
+            ap_log_error(APLOG_MARK, APLOG_WARNING, 0, s, "SrlLimiter %s: %s=on asked but "
+                         "off: %s", l->name, handle_flags[f].option, handle_flags[f].off);
+    }
+}
+
 static int srl_post_config(apr_pool_t *pconf, apr_pool_t *plog, apr_pool_t *ptemp,
                            server_rec *s)
 {
@@ -1023,6 +1074,7 @@ static int srl_post_config(apr_pool_t *pconf, apr_pool_t *plog, apr_pool_t *ptem
             ap_log_error(APLOG_MARK, APLOG_INFO, 0, s,
                          "SrlLimiter %s: %s, %" APR_UINT64_T_FMT " keys, open", l->name, pol,
                          (apr_uint64_t)l->capacity);
+        log_handle_flags(s, l);
     }
     return OK;
 }
@@ -1325,6 +1377,30 @@ static void put_request(void *ctx, const char *s, size_t n)
     ap_rwrite(s, (int)n, (request_rec *)ctx);
 }
 
+/* After the segments' series (rlctl's text, byte for byte): what this
+ * worker's enforcing handle of each limiter (SrlLimit's, SrlDryRun Off)
+ * works with, from srl_info.flags, i.e. whether lockfree=on and
+ * flood_cache=on took effect, not merely whether they were asked for.
+ * Every worker inherits the parent's handles, so any one of them answers
+ * for all.  SrlDryRun's handle is always a dry run by construction
+ * (open_limiter), so it gets no series of its own. */
+static void handle_metrics(request_rec *r, const srl__metrics_seg *v, int n)
+{
+    const char **labels = apr_pcalloc(r->pool, sizeof *labels * (size_t)(n > 0 ? n : 1));
+    uint64_t *values = apr_pcalloc(r->pool, sizeof *values * (size_t)(n > 0 ? n : 1));
+    for (size_t f = 0; f < sizeof handle_flags / sizeof handle_flags[0]; f++) {
+        size_t k = 0;
+        for (int i = 0; i < n; i++) {
+            if (!v[i].ok)
+                continue;   /* srl_segment_up says why */
+            labels[k] = v[i].name;
+            values[k++] = (v[i].info.flags & handle_flags[f].flag) != 0;
+        }
+        srl__metrics_gauge(put_request, r, handle_flags[f].metric, handle_flags[f].help,
+                           "segment", labels, values, k);
+    }
+}
+
 static int srl_metrics_handler(request_rec *r)
 {
     if (r->handler == NULL || strcmp(r->handler, "srl-metrics") != 0)
@@ -1348,8 +1424,10 @@ static int srl_metrics_handler(request_rec *r)
                           srl_strerror(rc));
     }
     ap_set_content_type(r, SRL__METRICS_CONTENT_TYPE);
-    if (!r->header_only)
+    if (!r->header_only) {
         srl__metrics_format(v, (size_t)n, put_request, r);
+        handle_metrics(r, v, n);
+    }
     return OK;
 }
 

@@ -215,21 +215,43 @@ static void sample(const struct out *o, enum fam f, const srl__metrics_seg *g)
     puts_(o, "\n");
 }
 
+static void head(const struct out *o, const struct family *f)
+{
+    puts_(o, "# HELP ");
+    puts_(o, f->name);
+    puts_(o, " ");
+    puts_(o, f->help);
+    puts_(o, "\n# TYPE ");
+    puts_(o, f->name);
+    puts_(o, " ");
+    puts_(o, f->type);
+    puts_(o, "\n");
+}
+
 void srl__metrics_format(const srl__metrics_seg *segs, size_t n, srl__metrics_put put, void *ctx)
 {
     const struct out o = {put, ctx};
     for (int f = 0; f < F_COUNT; f++) {
-        puts_(&o, "# HELP ");
-        puts_(&o, families[f].name);
-        puts_(&o, " ");
-        puts_(&o, families[f].help);
-        puts_(&o, "\n# TYPE ");
-        puts_(&o, families[f].name);
-        puts_(&o, " ");
-        puts_(&o, families[f].type);
-        puts_(&o, "\n");
+        head(&o, &families[f]);
         for (size_t i = 0; i < n; i++)
             if (segs[i].ok || f == F_UP)
                 sample(&o, (enum fam)f, &segs[i]);
+    }
+}
+
+void srl__metrics_gauge(srl__metrics_put put, void *ctx, const char *name, const char *help,
+                        const char *key, const char *const *labels, const uint64_t *values,
+                        size_t n)
+{
+    const struct out o = {put, ctx};
+    const struct family f = {name, "gauge", help};
+    head(&o, &f);
+    for (size_t i = 0; i < n; i++) {
+        puts_(&o, name);
+        puts_(&o, "{");
+        label(&o, key, labels[i], 1);
+        puts_(&o, "} ");
+        u64(&o, values[i]);
+        puts_(&o, "\n");
     }
 }

@@ -35,4 +35,12 @@ typedef void (*srl__metrics_put)(void *ctx, const char *s, size_t n);
 void srl__metrics_format(const srl__metrics_seg *segs, size_t n, srl__metrics_put put,
                          void *ctx);
 
+/* One gauge family of the caller's own (mod_srl's srl_handle_*, which
+ * describe its worker's handles, not a segment: rlctl has no such handle):
+ * HELP, TYPE, then name{key="labels[i]"} values[i] for i < n, the label
+ * values escaped as the segment series' are. */
+void srl__metrics_gauge(srl__metrics_put put, void *ctx, const char *name, const char *help,
+                        const char *key, const char *const *labels, const uint64_t *values,
+                        size_t n);
+
 #endif

@@ -14,7 +14,11 @@
 #      then 29 at once over held connections: exactly 10 admitted in all,
 #      20 refused with Retry-After, rlctl info allowed 10; then 20 more at
 #      once: all refused; lockfree=on on a limiter with no gcra limit and
-#      flood_cache=maybe are refused at configuration time, saying why
+#      flood_cache=maybe are refused at configuration time, saying why;
+#      the paths are really on in the workers: srl-metrics' (a worker's)
+#      srl_handle_lockfree and srl_handle_flood_cache are 1 for it and 0
+#      for a limiter without the options (srl_info.flags of the handle),
+#      and the parent logged both as on when it opened the segment
 #   C  a directory (DirectoryIndex: a subrequest and a redirect per
 #      request, into a <Location> of their own, so httpd runs the access
 #      phase for them again): still exactly 10 admitted, once per request
@@ -47,8 +51,9 @@
 #   H  rlctl info on the segment: allowed/denied/used agree exactly, and
 #      rlctl list has each key (the exact bytes mod_srl used) with its counts;
 #      the segment belongs to the workers' user, mode 0600
-#   K  SetHandler srl-metrics: 200, Prometheus text promtool accepts, the
-#      counts of H, byte-identical to `rlctl metrics` of the same segments
+#   K  SetHandler srl-metrics: 200, Prometheus text promtool and
+#      prometheus_client accept, the counts of H, byte-identical to `rlctl
+#      metrics` of the same segments, then mod_srl's srl_handle_* gauges only
 #   I  after the stop, the same name with another capacity: apache2 refuses
 #      to start, saying on stderr why and how to fix it; `apache2 -k start`
 #      and `apache2 -t` themselves exit 1 (the check runs in check_config,
@@ -251,6 +256,21 @@ check_eq "Q: every 429 has a Retry-After" $((2 * LIMIT)) \
 q=$(http hold $((2 * LIMIT)) /lf "X-Key: hold-Q")
 check_eq "Q: 20 more at once once the key is spent: all refused" $((2 * LIMIT)) "$(count_status 429 "$q")"
 check_eq "Q: rlctl info: allowed (admissions are never cached)" $LIMIT "$(rlctl_count "$name-lf" allowed)"
+# Exact answers hold with the paths off too: that they are on is srl_info.flags
+# of the worker's handle, which only the worker's srl-metrics page shows.
+qm=$(curl -s "http://127.0.0.1:$e2e_port/srl-metrics")
+# handle_flag FAMILY LIMITER: its sample's value on the page ("" if none).
+handle_flag() { awk -v k="srl_handle_$1{segment=\"$2\"}" '$1 == k {print $2}' <<<"$qm"; }
+for fam in lockfree flood_cache; do
+  check_eq "Q: srl-metrics: srl_handle_$fam of $name-lf ($fam=on took effect in the worker)" 1 \
+    "$(handle_flag $fam "$name-lf")"
+  check_eq "Q: srl-metrics: srl_handle_$fam of $name (no $fam=)" 0 "$(handle_flag $fam "$name")"
+done
+check_eq "Q: the parent logged the lock-free path on" 1 \
+  "$(grep -c "SrlLimiter $name-lf: lockfree=on: lock-free gcra path on" "$e2e_tmp/error.log")"
+check_eq "Q: the parent logged the flood cache on" 1 \
+  "$(grep -c "SrlLimiter $name-lf: flood_cache=on: denial-flood cache on" "$e2e_tmp/error.log")"
+check_eq "Q: nothing asked for is off" 0 "$(grep -c "asked but off" "$e2e_tmp/error.log")"
 
 # --- C: subrequests and internal redirects are not counted
 c=$(http seq $((LIMIT + 3)) /dir/ "X-Key: dir-C")
@@ -441,8 +461,15 @@ check_eq "K: denied decisions" 1 \
   "$(grep -cxF "srl_decisions_total{segment=\"$name\",result=\"denied\"} 32" "$e2e_tmp/metrics.txt")"
 check_eq "K: keys" 1 "$(grep -cxF "srl_keys{segment=\"$name\"} 6" "$e2e_tmp/metrics.txt")"
 rlctl_as_owner metrics "$name" "$name-fd" "$name-fa" "$name-st" "$name-rf" "$name-dl" "$name-ti" "$name-pc" "$name-lf" >"$e2e_tmp/rlctl-metrics.txt"
-check_eq "K: the same text as rlctl metrics (one formatter)" same \
-  "$(cmp -s "$e2e_tmp/metrics.txt" "$e2e_tmp/rlctl-metrics.txt" && echo same || echo differs)"
+check_eq "K: rlctl metrics' text, byte for byte, first (one formatter)" same \
+  "$(head -c "$(stat -c %s "$e2e_tmp/rlctl-metrics.txt")" "$e2e_tmp/metrics.txt" |
+     cmp -s - "$e2e_tmp/rlctl-metrics.txt" && echo same || echo differs)"
+check_eq "K: then only mod_srl's srl_handle_* (two gauges, a sample per limiter each)" \
+  "srl_handle_lockfree gauge 9 srl_handle_flood_cache gauge 9" \
+  "$(tail -c +$(($(stat -c %s "$e2e_tmp/rlctl-metrics.txt") + 1)) "$e2e_tmp/metrics.txt" |
+     /usr/bin/python3 -c 'import sys
+from prometheus_client.parser import text_string_to_metric_families as p
+print(" ".join("%s %s %d" % (f.name, f.type, len(f.samples)) for f in p(sys.stdin.read())))')"
 
 stop_pid "$apache_pid"
 check_eq "apache2 stopped by its pid" gone "$(kill -0 "$apache_pid" 2>/dev/null && echo running || echo gone)"
