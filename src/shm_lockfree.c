@@ -36,9 +36,14 @@
  *   - A denial writes no state (GCRA): it is decided on a snapshot of
  *     {meta, fp, TAT} that read the same even meta before and after.
  *   - Counters: bucket allowed / denied and gen, per-key allowed / denied
- *     are atomic adds on both paths on a 16-aligned segment
- *     (SRL__SHM_SHARED_ADD, srl__shm_sat_add32; plain adds elsewhere),
- *     so srl_stats stays exact.  An admission bumps the bucket's gen after
+ *     are atomic adds on both paths on a 16-aligned segment whose lf_open
+ *     is set (SRL__SHM_SHARED_ADD, srl__shm_sat_add32, srl__shm_lf_live;
+ *     plain adds elsewhere), so srl_stats stays exact.  lf_open (layout 8)
+ *     is set by a creator with the flag before READY, or by a later opener
+ *     with the flag, which then passes every bucket lock before its first
+ *     decision (srl__shm_lf_announce, shm_walk.c): a locked writer that
+ *     read it unset under its bucket lock cannot overlap a lock-free
+ *     decision of that bucket.  An admission bumps the bucket's gen after
  *     its CAS, as a locked admission does after its write: the flood cache
  *     (shm_flood.c) sees the state changed.
  *   - The clock is read before the snapshot: a decision is made with a now

@@ -161,8 +161,12 @@ static int open_change(int rc, const srl_config *cfg, srl_limiter **out)
         rc = srl_policy_change(*out, cfg, NULL, 0);
     if (rc >= 0)   /* 1: changed; 0: another opener changed it first */
         rc = srl__shm_flood_open((*out)->impl, cfg);
-    if (rc >= 0)
-        srl__shm_lf_open((*out)->impl, cfg);
+    if (rc >= 0) {
+        struct srl__shm *s = (*out)->impl;
+        srl__shm_lf_open(s, cfg);
+        if (s->lockfree && srl__shm_lf_announce(s) != 0)
+            s->lockfree = false;   /* a bucket lock out of reach: the locked path */
+    }
     if (rc != 0) {
         srl_close(*out);
         *out = NULL;
