@@ -151,6 +151,10 @@ struct srl__shm_live {
 #define SRL__SHM_LF_NONE 0u
 #define SRL__SHM_LF_BIRTH 1u
 #define SRL__SHM_LF_LATER 2u
+/* A lock-free handle's own state (struct srl__shm's lf_pending). */
+#define SRL__SHM_LF_READY 0u
+#define SRL__SHM_LF_PASS 1u
+#define SRL__SHM_LF_FAILED 2u
 #define SRL__SHM_LIVE_OFFSET 3584u     /* 2048 in layout 4; 5's tier table needs room */
 _Static_assert(sizeof(struct srl__shm_header) <= SRL__SHM_LIVE_OFFSET, "live counters follow the header");
 _Static_assert(SRL__SHM_LIVE_OFFSET + sizeof(struct srl__shm_live) <= SRL__SHM_PAGE_BYTES,
@@ -305,6 +309,11 @@ struct srl__shm {
     int mutex_kind;                 /* srl__shm_mutex_own_kind(), at open */
     bool lockfree;                  /* SRL_CONFIG_LOCKFREE and the segment and CPU allow
                                        it (srl__shm_lf_open, shm_lockfree.c) */
+    uint8_t lf_pending;             /* SRL__SHM_LF_READY, _PASS (its first lock-free
+                                       decision passes every bucket lock first:
+                                       lf_open was not BIRTH at open) or _FAILED
+                                       (that pass could not have a lock: the locked
+                                       path for good); atomic, shm_table.c */
 #ifdef SRL_MUTANTS
     unsigned test_flags;            /* SRL__SHM_TEST_* (testhooks.h) */
     unsigned test_die_at;           /* SRL__SHM_TEST_CHANGE_DIE's countdown */
@@ -766,9 +775,6 @@ int srl__shm_locate(struct srl__shm *s, const void *key, size_t len, struct srl_
                     uint64_t *bucket, int *slot);
 
 /* --------------------------------------------------------- shm_walk.c */
-/* Set lf_open and pass every bucket lock: a lock-free handle's open,
- * before its first decision (layout 8).  0 or the lock's error. */
-int srl__shm_lf_announce(struct srl__shm *s);
 
 int64_t srl__shm_evict_idle(srl_limiter *lim);
 int64_t srl__shm_foreach(srl_limiter *lim, srl_foreach_fn fn, void *ctx);
@@ -851,7 +857,10 @@ int srl__shm_flood_acquire_tier(srl_limiter *lim, uint32_t tier, const void *key
 /* ----------------------------------------------------- shm_lockfree.c */
 
 /* Set s->lockfree for this opener: cfg asks for SRL_CONFIG_LOCKFREE, the
- * segment's slots are 16-aligned and the CPU has a 16-byte CAS. */
+ * segment's slots are 16-aligned and the CPU has a 16-byte CAS; and
+ * s->lf_pending: PASS unless the segment's lf_open says BIRTH.  Touches no
+ * lock: a process that opens and never decides (mod_srl's root parent)
+ * never locks a bucket. */
 void srl__shm_lf_open(struct srl__shm *s, const srl_config *cfg);
 /* Whether slots of a segment with this geometry can be swapped lock-free
  * (meta and TAT 16-aligned): also what srl__shm_geometry decided. */

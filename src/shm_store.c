@@ -95,7 +95,8 @@ static int shm_info(srl_limiter *lim, srl_info *out)
     memcpy(out->name, s->name, sizeof out->name);
     out->name[sizeof out->name - 1] = '\0';
     out->file_bytes = srl__shm_file_bytes(s);
-    out->flags = (s->lockfree ? SRL_CONFIG_LOCKFREE : 0u) |
+    bool lf = s->lockfree && __atomic_load_n(&s->lf_pending, __ATOMIC_RELAXED) != SRL__SHM_LF_FAILED;
+    out->flags = (lf ? SRL_CONFIG_LOCKFREE : 0u) |
                  (s->flood != NULL ? SRL_CONFIG_FLOOD_CACHE : 0u);
     return 0;
 }
@@ -161,12 +162,8 @@ static int open_change(int rc, const srl_config *cfg, srl_limiter **out)
         rc = srl_policy_change(*out, cfg, NULL, 0);
     if (rc >= 0)   /* 1: changed; 0: another opener changed it first */
         rc = srl__shm_flood_open((*out)->impl, cfg);
-    if (rc >= 0) {
-        struct srl__shm *s = (*out)->impl;
-        srl__shm_lf_open(s, cfg);
-        if (s->lockfree && srl__shm_lf_announce(s) != 0)
-            s->lockfree = false;   /* a bucket lock out of reach: the locked path */
-    }
+    if (rc >= 0)
+        srl__shm_lf_open((*out)->impl, cfg);
     if (rc != 0) {
         srl_close(*out);
         *out = NULL;

@@ -7,9 +7,7 @@
  *   - The walks of every bucket: srl_evict_idle (srl__shm_evict_idle, which
  *     also frees a concurrency limit's units of dead or expired holders
  *     before it judges a key at rest) and srl_foreach (srl__shm_foreach);
- *     the creator's srl__shm_table_init (every bucket's mutex); and a
- *     lock-free opener's pass through every bucket lock
- *     (srl__shm_lf_announce, layout 8).
+ *     and the creator's srl__shm_table_init (every bucket's mutex).
  *   - The calls on one existing key that are not decisions: srl_key_state
  *     (srl__shm_key_state), srl_reset_key (srl__shm_reset_key); and
  *     srl_tier_get (srl__shm_tier_get), which reads the policy view only.
@@ -210,33 +208,6 @@ int srl__shm_tier_get(srl_limiter *lim, uint32_t t, srl_tier *out)
     if (t >= p->tier_count)
         return SRL_EINVAL;
     *out = p->def[t];
-    return 0;
-}
-
-/* Say in lf_open that lock-free deciders may exist (layout 8), and make
- * sure no locked writer that read NONE is still at work: take and drop
- * every bucket's lock.  A locked writer that read NONE held its bucket's
- * lock before we took it; one that locks after we drop it reads our store
- * (shm.h, srl__shm_lf_live).  Not needed when the creator set it before
- * READY (BIRTH).  Returns 0, or the error of a lock that could not be had
- * (a holder past lock_timeout_ms, a damaged mutex): the caller's handle
- * then stays on the locked path (srl_info.flags shows it); lf_open stays
- * set, which costs the locked path its atomics and nothing else.  On a
- * 1M-key segment this is 65536 uncontended lock/unlock pairs, once per
- * lock-free open, and it touches every bucket's page. */
-int srl__shm_lf_announce(struct srl__shm *s)
-{
-    uint32_t *w = &srl__shm_live(s)->lf_open;
-    if (__atomic_load_n(w, __ATOMIC_ACQUIRE) == SRL__SHM_LF_BIRTH)
-        return 0;
-    __atomic_store_n(w, SRL__SHM_LF_LATER, __ATOMIC_SEQ_CST);
-    for (uint64_t b = 0; b < s->buckets; b++) {
-        struct timespec deadline = SRL__SHM_NO_DEADLINE;
-        int rc = srl__shm_lock(s, b, &deadline);
-        if (rc != 0)
-            return rc;
-        srl__shm_unlock(s, b);
-    }
     return 0;
 }
 

@@ -229,6 +229,11 @@ static void run(const struct job *j, struct area *a)
             }
             srl__shm_set_test_flags(lim, j->test_flags[w]);
             j->fn[w](lim, w, a, j);
+            srl_info after;
+            if (j->late[w] && (srl_info_get(lim, &after) != 0 ||
+                               (after.flags & SRL_CONFIG_LOCKFREE) !=
+                                   (j->cfg[w].flags & SRL_CONFIG_LOCKFREE)))
+                _exit(3);   /* its first decision's pass failed: not what the test needs */
             srl_close(lim);
             _exit(0);
         }
@@ -921,46 +926,89 @@ START_TEST(lockfree_handles_opened_among_running_locked_deciders_leave_every_cou
 }
 END_TEST
 
-/* The pass through every bucket lock is real: with one bucket's lock held
- * by another process past the opener's lock_timeout_ms, a lock-free open
- * succeeds on the locked path (srl_info.flags says so; the wait counted in
- * timeouts), and lf_open is set; once the lock is free, the next open is
- * lock-free.  A creator that asks for the path sets lf_open at birth. */
-START_TEST(a_lockfree_open_passes_every_bucket_lock_and_stays_locked_if_one_is_out_of_reach)
+/* A key none of whose candidate buckets is b; its bucket once inserted. */
+static const char *key_away_from(struct srl__shm *s, uint64_t b, char *buf, size_t n)
+{
+    for (unsigned i = 0;; i++) {
+        struct srl__shm_key k;
+        snprintf(buf, n, "away-%u", i);
+        srl__shm_hash(s, buf, strlen(buf), &k);
+        if (k.b1 != b && k.b2 != b)
+            return buf;
+    }
+}
+
+static uint64_t bucket_of(struct srl__shm *s, const char *key)
+{
+    struct srl__shm_key k;
+    srl__shm_hash(s, key, strlen(key), &k);
+    return srl__shm_find_locked(s, k.b1, &k) >= 0 ? k.b1 : k.b2;
+}
+
+/* The pass through every bucket lock (layout 8) is real, and comes at a
+ * lock-free handle's first decision, never at its open (a process that
+ * only opens, like mod_srl's root parent, locks nothing).  With one
+ * bucket's lock held by another process past lock_timeout_ms, the first
+ * decision is made on the locked path and the handle stays there
+ * (srl_info.flags says so; the wait counted once); after the release a new
+ * handle passes and decides while its key's bucket is held.  A creator
+ * that asks for the path sets lf_open at birth. */
+START_TEST(a_lockfree_handle_passes_every_bucket_lock_at_its_first_decision_and_stays_locked_if_one_is_out_of_reach)
 {
     fake_clock *clk = fake_clock_shared(1000 * SEC);
     srl_config plain = gcra_config(10, 3600 * SEC, 1024, clk, 0);
     srl_config lf = gcra_config(10, 3600 * SEC, 1024, clk, SRL_CONFIG_LOCKFREE);
     lf.lock_timeout_ms = 100;
     const char *name = unique_name("lockfree");
-    srl_limiter *lim = NULL;
+    srl_limiter *lim = NULL, *a = NULL, *b = NULL;
     ck_assert_int_eq(srl_open_shared(name, &plain, SRL_CREATE | SRL_EXCL, &lim), 0);
     struct srl__shm *s = lim->impl;
     ck_assert_uint_eq(srl__shm_live(s)->lf_open, SRL__SHM_LF_NONE);
-    uint64_t held = s->buckets - 1;   /* the pass's last */
-    struct holder h = hold_bucket(s, held);
-    srl_limiter *a = NULL;
-    ck_assert_int_eq(srl_open_shared(name, &lf, 0, &a), 0);
     srl_info in;
+    ck_assert_int_eq(srl_open_shared(name, &lf, 0, &a), 0);
+    ck_assert_int_eq(srl_info_get(a, &in), 0);
+    ck_assert_uint_eq(in.flags, SRL_CONFIG_LOCKFREE);
+    srl_close(a);
+    ck_assert_uint_eq(srl__shm_live(s)->lf_open, SRL__SHM_LF_NONE);   /* no decision, no pass */
+
+    uint64_t held = s->buckets - 1;
+    char buf[32];
+    const char *key = key_away_from(s, held, buf, sizeof buf);
+    srl_decision d;
+    struct holder h = hold_bucket(s, held);
+    ck_assert_int_eq(srl_open_shared(name, &lf, 0, &a), 0);
+    for (int n = 0; n < 2; n++) {   /* the second one tries no pass */
+        ck_assert_int_eq(srl_acquire(a, key, strlen(key), 1, &d), 0);
+        ck_assert_int_eq(d.allowed, 1);
+    }
     ck_assert_int_eq(srl_info_get(a, &in), 0);
     ck_assert_uint_eq(in.flags, 0);
-    ck_assert(!((struct srl__shm *)a->impl)->lockfree);
     ck_assert_uint_eq(srl__shm_live(s)->lf_open, SRL__SHM_LF_LATER);
-    release_bucket(h);
     srl_stats st;
     ck_assert_int_eq(srl_stats_get(lim, &st), 0);
     ck_assert_uint_eq(st.timeouts, 1);
-    srl_limiter *b = NULL;
+    release_bucket(h);
+
     ck_assert_int_eq(srl_open_shared(name, &lf, 0, &b), 0);
+    ck_assert_int_eq(srl_acquire(b, key, strlen(key), 1, &d), 0);   /* passes */
+    ck_assert_int_eq(d.allowed, 1);
     ck_assert_int_eq(srl_info_get(b, &in), 0);
     ck_assert_uint_eq(in.flags, SRL_CONFIG_LOCKFREE);
+    h = hold_bucket(s, bucket_of(s, key));
+    ck_assert_int_eq(srl_acquire(b, key, strlen(key), 1, &d), 0);   /* no lock needed */
+    ck_assert_int_eq(d.allowed, 1);
+    ck_assert_uint_eq(d.remaining, 10 - 4);
+    ck_assert_int_eq(srl_acquire(a, key, strlen(key), 1, &d), SRL_ETIMEDOUT);   /* a waits */
+    release_bucket(h);
     srl_close(b);
     srl_close(a);
     srl_close(lim);
     ck_assert_int_eq(srl_unlink(name), 0);
+
     /* Created by a lock-free opener: set before READY, no pass needed. */
     ck_assert_int_eq(srl_open_shared(name, &lf, SRL_CREATE | SRL_EXCL, &lim), 0);
     ck_assert_uint_eq(srl__shm_live(lim->impl)->lf_open, SRL__SHM_LF_BIRTH);
+    ck_assert_uint_eq(((struct srl__shm *)lim->impl)->lf_pending, SRL__SHM_LF_READY);
     srl_close(lim);
     ck_assert_int_eq(srl_unlink(name), 0);
 }
@@ -998,7 +1046,7 @@ static Suite *lockfree_suite(void)
     ADD(s, hot_keys_admit_exactly_their_permits_while_inserts_relocate_and_evictions_free_slots);
     ADD(s, a_writer_killed_with_the_slot_frozen_leaves_seq_odd_and_the_next_decider_repairs);
     ADD(s, lockfree_handles_opened_among_running_locked_deciders_leave_every_count_exact);
-    ADD(s, a_lockfree_open_passes_every_bucket_lock_and_stays_locked_if_one_is_out_of_reach);
+    ADD(s, a_lockfree_handle_passes_every_bucket_lock_at_its_first_decision_and_stays_locked_if_one_is_out_of_reach);
     ADD(s, a_plain_store_instead_of_the_cas_over_admits_and_the_one_key_test_sees_it);
     ADD(s, locked_writers_that_leave_seq_alone_over_admit_and_the_mixed_test_sees_it);
     ADD(s, a_decider_parked_before_its_cas_while_its_key_is_evicted_and_the_slot_reused_falls_back);
