@@ -581,11 +581,18 @@ typedef struct srl_config {
  * refunds, dry run) takes the lock as without the flag, and the answers
  * are the same either way; handles with and without it may share a
  * segment.  A crash mid-decision leaves nothing to repair.  What it costs:
- * an admission is an atomic add to its bucket's counters and generation
- * word either way (layout 7); a decision that loses its CAS to a
- * concurrent one retries a few times, then takes the lock; a slot being
- * written under the lock sends the decider to the lock.  GCRA slots grow
- * to a multiple of 16 bytes.
+ * once any handle with the flag has opened the segment (or the creator
+ * had it), every decision on it, locked or not, counts with atomic adds
+ * and orders its slot writes with a fence (layout 8; before that, locked
+ * decisions keep plain adds: about 15 % of a decision at 1k keys); a
+ * handle with the flag on a segment created without it takes and drops
+ * every bucket's lock before its first lock-free decision (one pass, at
+ * that decision, never at open: 65536 buckets for 1M keys; a lock out of
+ * reach past lock_timeout_ms leaves that handle on the locked path for
+ * good, and srl_info.flags without SRL_CONFIG_LOCKFREE); a decision that
+ * loses its CAS to a concurrent one retries a few times, then takes the
+ * lock; a slot being written under the lock sends the decider to the
+ * lock.  GCRA slots grow to a multiple of 16 bytes.
  *
  * In the in-process store (srl_open_local): a handle whose policy is one
  * GCRA limit (no other limit in the compound, no ",penalty=", not
@@ -1118,7 +1125,10 @@ typedef struct srl_info {
  *   SRL_CONFIG_FLOOD_CACHE  shared and anonymous stores, when asked;
  *   SRL_CONFIG_LOCKFREE     shared and anonymous: asked, the segment's slots
  *                           16-byte aligned (created with a GCRA limit in some
- *                           tier) and the CPU has a 16-byte CAS; local: asked,
+ *                           tier), the CPU has a 16-byte CAS, not a dry run,
+ *                           and not dropped since by a first decision that could not
+ *                           pass every bucket lock (SRL_CONFIG_LOCKFREE's
+ *                           costs); local: asked,
  *                           and the policy is one GCRA limit with no penalty,
  *                           not a dry run.  Never for Redis or tiered.
  * A flag that took effect may still leave some requests to the locked path

@@ -52,7 +52,7 @@
 #include "testhooks.h"
 
 #define SRL__SHM_MAGIC "SRLSHM\0\1"
-#define SRL__SHM_VERSION 7u            /* 3: header checksum, creator identity;
+#define SRL__SHM_VERSION 8u            /* 3: header checksum, creator identity;
                                            4: compound limits, slot meta word;
                                            5: tier table, a slot's tier, bucket
                                               would_deny, recovered moved to the
@@ -69,7 +69,11 @@
                                               GCRA limit (the lock-free GCRA
                                               path, shm_lockfree.c); counters
                                               and gen updated by atomic adds on
-                                              16-aligned segments */
+                                              16-aligned segments;
+                                           8: lf_open in the header page: those
+                                              atomic adds (and the freeze's
+                                              fence) only once a lock-free
+                                              handle may exist */
 #define SRL__SHM_SLOTS 16u              /* slots per bucket */
 #define SRL__SHM_PAGE_BYTES 4096u       /* the header page (struct srl__shm_header) */
 #define SRL__SHM_HEADER_BYTES 12288u    /* header page + the two policy copies; the
@@ -132,8 +136,25 @@ struct srl__shm_live {
                                     Stored with release by a changer only (under
                                     the file's flock), loaded with acquire under a
                                     bucket lock by every decision */
-    uint32_t live_pad;           /* zero */
+    uint32_t lf_open;            /* layout 8: whether lock-free deciders may exist
+                                    (SRL__SHM_LF_*): NONE until a lock-free handle
+                                    opens; BIRTH when the creator asked for the path
+                                    (before READY: no locked decision ever read
+                                    NONE); LATER when a later opener set it, and
+                                    then passed every bucket's lock before its
+                                    first lock-free decision (srl__shm_lf_open).
+                                    Never goes back.  Untrusted: any nonzero is
+                                    "may exist", the safe direction; a forged NONE
+                                    costs only counts, which whoever can write the
+                                    segment can change anyway */
 };
+#define SRL__SHM_LF_NONE 0u
+#define SRL__SHM_LF_BIRTH 1u
+#define SRL__SHM_LF_LATER 2u
+/* A lock-free handle's own state (struct srl__shm's lf_pending). */
+#define SRL__SHM_LF_READY 0u
+#define SRL__SHM_LF_PASS 1u
+#define SRL__SHM_LF_FAILED 2u
 #define SRL__SHM_LIVE_OFFSET 3584u     /* 2048 in layout 4; 5's tier table needs room */
 _Static_assert(sizeof(struct srl__shm_header) <= SRL__SHM_LIVE_OFFSET, "live counters follow the header");
 _Static_assert(SRL__SHM_LIVE_OFFSET + sizeof(struct srl__shm_live) <= SRL__SHM_PAGE_BYTES,
@@ -288,6 +309,11 @@ struct srl__shm {
     int mutex_kind;                 /* srl__shm_mutex_own_kind(), at open */
     bool lockfree;                  /* SRL_CONFIG_LOCKFREE and the segment and CPU allow
                                        it (srl__shm_lf_open, shm_lockfree.c) */
+    uint8_t lf_pending;             /* SRL__SHM_LF_READY, _PASS (its first lock-free
+                                       decision passes every bucket lock first:
+                                       lf_open was not BIRTH at open) or _FAILED
+                                       (that pass could not have a lock: the locked
+                                       path for good); atomic, shm_table.c */
 #ifdef SRL_MUTANTS
     unsigned test_flags;            /* SRL__SHM_TEST_* (testhooks.h) */
     unsigned test_die_at;           /* SRL__SHM_TEST_CHANGE_DIE's countdown */
@@ -513,13 +539,32 @@ static inline bool srl__shm_lf_seg(const struct srl__shm *s)
     return ((s->slot_bytes | s->slots_off) & 15u) == 0;
 }
 
+/* Whether lock-free deciders may be at work now on a bucket whose lock the
+ * caller holds (or are the caller: s->lockfree): a 16-aligned segment whose
+ * lf_open is set.  A locked writer that reads NONE under the bucket lock
+ * runs before any lock-free decision on that bucket (a lock-free opener
+ * sets lf_open, then takes and drops every bucket's lock before its first
+ * decision: srl__shm_lf_open), so its plain adds and its fence-less freeze
+ * cannot race one.  A relaxed load suffices: the opener's store happens
+ * before its unlock of the bucket, which happens before our lock.  The
+ * line is written once per segment lifetime at most, so reading it on
+ * every decision does not bounce. */
+static inline bool srl__shm_lf_live(const struct srl__shm *s)
+{
+    if (SRL__MUTANT(s->test_flags, SRL__SHM_TEST_LF_PLAIN_COUNTS))
+        return s->lockfree;   /* broken: locked writers never order against others */
+    return srl__shm_lf_seg(s) &&
+           (s->lockfree ||
+            __atomic_load_n(&srl__shm_live(s)->lf_open, __ATOMIC_RELAXED) != SRL__SHM_LF_NONE);
+}
+
 /* Add to a counter the lock-free path also adds to (bucket allowed, denied,
- * gen): an atomic read-modify-write on a segment where lock-free deciders
- * may exist (a locked load-then-store could lose their add), the plain
- * relaxed load and store elsewhere (layout 6's cost). */
+ * gen): an atomic read-modify-write where lock-free deciders may be at work
+ * (srl__shm_lf_live: a locked load-then-store could lose their add), the
+ * plain relaxed load and store elsewhere (layout 6's cost). */
 #define SRL__SHM_SHARED_ADD(s, field, n)                                                 \
     do {                                                                                 \
-        if (srl__shm_lf_seg(s))                                                          \
+        if (srl__shm_lf_live(s))                                                         \
             __atomic_fetch_add(&(field), (n), __ATOMIC_RELAXED);                          \
         else                                                                             \
             SRL__SHM_COUNT(field, n);                                                    \
@@ -530,7 +575,7 @@ static inline bool srl__shm_lf_seg(const struct srl__shm *s)
 static inline void srl__shm_sat_add32(const struct srl__shm *s, uint32_t *p, uint32_t n)
 {
     uint32_t v = __atomic_load_n(p, __ATOMIC_RELAXED);
-    if (!srl__shm_lf_seg(s)) {   /* no lock-free adder: the lock holder's plain add */
+    if (!srl__shm_lf_live(s)) {   /* no lock-free adder: the lock holder's plain add */
         __atomic_store_n(p, v > UINT32_MAX - n ? UINT32_MAX : v + n, __ATOMIC_RELAXED);
         return;
     }
@@ -658,10 +703,10 @@ static inline bool srl__shm_slot_freeze(struct srl__shm *s, uint64_t b, unsigned
         __atomic_store_n(q, (uint16_t)(v + 1u), __ATOMIC_RELAXED);
     /* The odd seq is visible before anything of the slot is read: a CAS
      * ordered after this store sees it odd and fails, one ordered before
-     * is seen by the reads that follow.  A segment whose slots are not
-     * 16-aligned has no lock-free decider to order against (srl__shm_lf_seg):
-     * no fence, a locked RMW's worth of cycles on every decision. */
-    if (srl__shm_lf_seg(s))
+     * is seen by the reads that follow.  With no lock-free decider to order
+     * against (srl__shm_lf_live): no fence, a locked RMW's worth of cycles
+     * on every decision. */
+    if (srl__shm_lf_live(s))
         SRL__SHM_FENCE(__ATOMIC_SEQ_CST);
     return (v & 1u) != 0;
 }
@@ -812,7 +857,10 @@ int srl__shm_flood_acquire_tier(srl_limiter *lim, uint32_t tier, const void *key
 /* ----------------------------------------------------- shm_lockfree.c */
 
 /* Set s->lockfree for this opener: cfg asks for SRL_CONFIG_LOCKFREE, the
- * segment's slots are 16-aligned and the CPU has a 16-byte CAS. */
+ * segment's slots are 16-aligned and the CPU has a 16-byte CAS; and
+ * s->lf_pending: PASS unless the segment's lf_open says BIRTH.  Touches no
+ * lock: a process that opens and never decides (mod_srl's root parent)
+ * never locks a bucket. */
 void srl__shm_lf_open(struct srl__shm *s, const srl_config *cfg);
 /* Whether slots of a segment with this geometry can be swapped lock-free
  * (meta and TAT 16-aligned): also what srl__shm_geometry decided. */

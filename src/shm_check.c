@@ -58,8 +58,10 @@ static void check_header(struct srl__shm *s, struct report *r)
     char why[256];
     if (srl__shm_policy_read(s, gen, &c, why, sizeof why) != 0)
         problem(r, "%s", why);
-    if (srl__shm_live(s)->live_pad != 0)
-        problem(r, "header: the word after policy_gen is not zero");
+    uint32_t lf = __atomic_load_n(&srl__shm_live(s)->lf_open, __ATOMIC_RELAXED);
+    if (lf > SRL__SHM_LF_LATER)
+        problem(r, "header: lf_open is %u, not 0, 1 or 2 (it is read as \"lock-free "
+                   "deciders may exist\": decisions stay exact, only slower)", lf);
 }
 
 /* Bucket b is locked. */

@@ -36,9 +36,14 @@
  *   - A denial writes no state (GCRA): it is decided on a snapshot of
  *     {meta, fp, TAT} that read the same even meta before and after.
  *   - Counters: bucket allowed / denied and gen, per-key allowed / denied
- *     are atomic adds on both paths on a 16-aligned segment
- *     (SRL__SHM_SHARED_ADD, srl__shm_sat_add32; plain adds elsewhere),
- *     so srl_stats stays exact.  An admission bumps the bucket's gen after
+ *     are atomic adds on both paths on a 16-aligned segment whose lf_open
+ *     is set (SRL__SHM_SHARED_ADD, srl__shm_sat_add32, srl__shm_lf_live;
+ *     plain adds elsewhere), so srl_stats stays exact.  lf_open (layout 8)
+ *     is set by a creator with the flag before READY, or by a later opener
+ *     with the flag, which then passes every bucket lock before its first
+ *     lock-free decision (lf_pass, shm_table.c): a locked writer that read
+ *     it unset under its bucket lock cannot overlap a lock-free decision of
+ *     that bucket.  An admission bumps the bucket's gen after
  *     its CAS, as a locked admission does after its write: the flood cache
  *     (shm_flood.c) sees the state changed.
  *   - The clock is read before the snapshot: a decision is made with a now
@@ -112,7 +117,14 @@ void srl__shm_lf_open(struct srl__shm *s, const srl_config *cfg)
 #ifdef SRL_FORCE_LOCKFREE
     want = true;   /* a build that runs every suite with the path on */
 #endif
-    s->lockfree = want && srl__shm_lf_aligned(s) && cpu_has_cx16();
+    /* A dry-run handle decides under the lock (its answers are turned by
+     * the facade, and the path below would count them as enforced): off,
+     * so that srl_info.flags says so. */
+    s->lockfree = want && !s->lim.dry_run && srl__shm_lf_aligned(s) && cpu_has_cx16();
+    s->lf_pending = s->lockfree && __atomic_load_n(&srl__shm_live(s)->lf_open, __ATOMIC_ACQUIRE) !=
+                                       SRL__SHM_LF_BIRTH
+                        ? SRL__SHM_LF_PASS
+                        : SRL__SHM_LF_READY;
 #else
     (void)cfg;
 #endif
@@ -255,8 +267,6 @@ int srl__shm_lf_decide(struct srl__shm *s, const struct srl__shm_key *k, uint32_
                        uint32_t cost, struct srl__shm_flood_io *io, srl_decision *d)
 {
 #if LF_CPU
-    if (s->lim.dry_run)
-        return 0;
     const struct srl__shm_pol *p = __atomic_load_n(&s->pol, __ATOMIC_ACQUIRE);
     if (p == NULL || tier >= p->tier_count || !lf_tier(p, tier) ||
         cost > p->cmp[tier].min_permits ||

@@ -254,12 +254,17 @@ uint64_t srl__shm_header_sum(const struct srl__shm_header *h)
     return x;
 }
 
-/* Initialise the table of a fresh, zeroed mapping and publish READY. */
-static int publish(struct srl__shm *s, unsigned test_flags)
+/* Initialise the table of a fresh, zeroed mapping and publish READY.  A
+ * creator that asks for the lock-free path says so in lf_open before READY
+ * (SRL__SHM_LF_BIRTH): no locked decision can ever have read NONE, so no
+ * lock-free opener of this segment needs to pass the bucket locks. */
+static int publish(struct srl__shm *s, const srl_config *cfg, unsigned test_flags)
 {
     int rc = srl__shm_table_init(s);
     if (rc != 0)
         return rc;
+    if ((cfg->flags & SRL_CONFIG_LOCKFREE) && srl__shm_lf_aligned(s))
+        srl__shm_live(s)->lf_open = SRL__SHM_LF_BIRTH;
     memcpy(s->hash_key, srl__shm_hdr(s)->hash_key, sizeof s->hash_key);
     s->header_sum = srl__shm_hdr(s)->header_sum;
     s->created = srl__shm_hdr(s)->limits;
@@ -318,7 +323,7 @@ static int create_rest(struct srl__shm *s, int fd, const srl_config *cfg, unsign
     s->base = p;
     s->mode = cfg->mode;
     s->owner_uid = (uint32_t)geteuid();
-    return publish(s, test_flags);
+    return publish(s, cfg, test_flags);
 }
 
 /* ------------------------------------------------------------ open */
@@ -826,7 +831,7 @@ int srl__shm_segment_open_anonymous(const srl_config *cfg, const struct srl__sto
     header_fill(srl__shm_hdr(s), s, cfg);
     policy_fill_first(s->base, s);
     s->lim.tier_get = srl__shm_tier_get;
-    rc = publish(s, 0);
+    rc = publish(s, cfg, 0);
     if (rc != 0) {
         srl__shm_unmap(s);
         return rc;

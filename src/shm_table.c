@@ -831,6 +831,49 @@ static void flood_io_locked(struct srl__shm *s, uint64_t b, unsigned i, const st
     memcpy(io->state, srl__shm_slot_state(s, b, i), s->state_bytes);
 }
 
+/* Layout 8: a lock-free handle's first lock-free decision on a segment not
+ * created with the flag.  Say in lf_open that lock-free deciders may
+ * exist, then take and drop every bucket's lock, so that no locked writer
+ * that read NONE is still at work: one that read it held its bucket's lock
+ * before we took it; one that locks after we drop it reads our store
+ * (shm.h, srl__shm_lf_live).  Here, at the first decision and not at open,
+ * so that a process that opens and never decides never locks (mod_srl's
+ * root parent: docs/design.md, "Trust").  Threads of the handle may both
+ * pass: harmless.  A lock that cannot be had (a holder past
+ * lock_timeout_ms, a damaged mutex) leaves the handle on the locked path
+ * for good (FAILED: srl_info.flags drops SRL_CONFIG_LOCKFREE) and lf_open
+ * set, which costs locked writers their atomics and nothing else.  On a
+ * 1M-key segment: 65536 uncontended lock/unlock pairs, once, touching
+ * every bucket's page. */
+__attribute__((cold, noinline)) static bool lf_pass(struct srl__shm *s)
+{
+    uint8_t now = __atomic_load_n(&s->lf_pending, __ATOMIC_ACQUIRE);
+    if (now != SRL__SHM_LF_PASS)
+        return now == SRL__SHM_LF_READY;
+    uint32_t *w = &srl__shm_live(s)->lf_open;
+    if (__atomic_load_n(w, __ATOMIC_RELAXED) == SRL__SHM_LF_NONE)
+        __atomic_store_n(w, SRL__SHM_LF_LATER, __ATOMIC_SEQ_CST);
+    for (uint64_t b = 0; b < s->buckets; b++) {
+        struct timespec deadline = SRL__SHM_NO_DEADLINE;
+        if (srl__shm_lock(s, b, &deadline) != 0) {
+            __atomic_store_n(&s->lf_pending, SRL__SHM_LF_FAILED, __ATOMIC_RELEASE);
+            return false;
+        }
+        srl__shm_unlock(s, b);
+    }
+    __atomic_store_n(&s->lf_pending, SRL__SHM_LF_READY, __ATOMIC_RELEASE);
+    return true;
+}
+
+/* Whether this lock-free handle may decide without the lock now: READY
+ * (one load of the handle's own byte), else lf_pass. */
+static inline bool lf_ready(struct srl__shm *s)
+{
+    return __builtin_expect(__atomic_load_n(&s->lf_pending, __ATOMIC_ACQUIRE) == SRL__SHM_LF_READY,
+                            1) ||
+           lf_pass(s);
+}
+
 /* srl_acquire and srl_enter: find or insert the key k (hashed), decide rq
  * on it.  io: a plain admission's flood-cache exchange, or NULL. */
 static int decide_k(srl_limiter *lim, const struct srl__shm_key *k, const void *key, size_t len,
@@ -860,7 +903,7 @@ static int decide_k(srl_limiter *lim, const struct srl__shm_key *k, const void *
      * no lock (shm_lockfree.c), when this handle asked for it; anything
      * it does not take comes down here. */
     if (s->lockfree && rq->lease == NULL && rq->apply == NULL && rq->max_wait == 0 &&
-        srl__shm_lf_decide(s, k, rq->tier, rq->cost, io, d))
+        lf_ready(s) && srl__shm_lf_decide(s, k, rq->tier, rq->cost, io, d))
         return 0;
 
     uint64_t b;

@@ -67,6 +67,9 @@ enum {
                                            own fd, whose description every process
                                            forked after the open shares (the code before
                                            976668a) */
+    SRL__SHM_TEST_LF_PLAIN_COUNTS = 0x80000u, /* broken: locked writers ignore lf_open
+                                           (plain counter adds, no freeze fence) while
+                                           other handles decide lock-free (layout 8) */
 };
 /* The n-th step (1-based: each bucket of the sweep, under its lock; then
  * before, in the middle of and after the spare copy; after publishing) at

@@ -273,7 +273,9 @@ START_TEST(info_flags_list_only_the_asked_flags_that_took_effect_in_the_store)
     } rows[] = {
         {0, SRL_GCRA, 0, 0},
         {0, SRL_GCRA, SRL_CONFIG_LOCKFREE, SRL_CONFIG_LOCKFREE},
-        {0, SRL_GCRA, all, all},
+        {0, SRL_GCRA, all, SRL_CONFIG_DRY_RUN | SRL_CONFIG_FLOOD_CACHE},   /* dry run: locked */
+        {0, SRL_GCRA, SRL_CONFIG_FLOOD_CACHE | SRL_CONFIG_LOCKFREE,
+         SRL_CONFIG_FLOOD_CACHE | SRL_CONFIG_LOCKFREE},
         {0, SRL_TOKEN_BUCKET, SRL_CONFIG_LOCKFREE, 0},        /* slots not 16-aligned */
         {0, SRL_TOKEN_BUCKET, all, SRL_CONFIG_DRY_RUN | SRL_CONFIG_FLOOD_CACHE},
         {1, SRL_GCRA, SRL_CONFIG_LOCKFREE, SRL_CONFIG_LOCKFREE},

@@ -800,28 +800,28 @@ START_TEST(a_segment_with_a_concurrency_limit_keeps_it)
 }
 END_TEST
 
-/* Layout 7 refuses a layout-6 (and 5) segment, and layout-6 code, which
- * wants version 6 exactly, refuses 7: the same equality check, seen from
- * there.  8 stands for the next one. */
+/* Layout 8 refuses a layout-7, 6 (and 5) segment, and layout-7 code, which
+ * wants version 7 exactly, refuses 8: the same equality check, seen from
+ * there.  9 stands for the next one. */
 START_TEST(a_layout_6_segment_is_refused_as_another_layout_version)
 {
-    ck_assert_uint_eq(SRL__SHM_VERSION, 7);
+    ck_assert_uint_eq(SRL__SHM_VERSION, 8);
     srl_config cfg = config_of("token_bucket:10/1h", 64, NULL);
     const char *name = unique_name("live");
     srl_limiter *lim = open_live(name, &cfg, SRL_CREATE | SRL_EXCL);
     srl_close(lim);
-    const uint32_t others[] = {5, 6, 8};
-    for (size_t j = 0; j < 3; j++) {
+    const uint32_t others[] = {5, 6, 7, 9};
+    for (size_t j = 0; j < 4; j++) {
         shm_poke32(name, offsetof(struct srl__shm_header, version), others[j]);
         ck_assert_int_eq(srl_open_shared(name, &cfg, 0, &lim), SRL_EVERSION);
         ck_assert_int_eq(srl_open_shared(name, NULL, 0, &lim), SRL_EVERSION);
         ck_assert_int_eq(srl_open_shared(name, &cfg, SRL_CHANGE, &lim), SRL_EVERSION);
     }
-    shm_poke32(name, offsetof(struct srl__shm_header, version), 7);
+    shm_poke32(name, offsetof(struct srl__shm_header, version), 8);
     lim = open_live(name, &cfg, 0);
     srl_info info;
     ck_assert_int_eq(srl_info_get(lim, &info), 0);
-    ck_assert_uint_eq(info.layout_version, 7);
+    ck_assert_uint_eq(info.layout_version, 8);
     srl_close(lim);
     ck_assert_int_eq(srl_unlink(name), 0);
 }
@@ -1048,13 +1048,17 @@ START_TEST(garbage_in_policy_gen_is_refused_never_followed)
     }
     shm_poke32(name, at, 0);
     ck_assert_int_eq(admit(lim, "k", 20), 6);
-    /* The pad word beside it: named by srl_check, otherwise unused. */
+    /* lf_open beside it (layout 8): a value that is none of its three is
+     * named by srl_check, and read as "lock-free deciders may exist" (the
+     * safe direction: decisions stay exact). */
     shm_poke32(name, at + 4, 0xdead);
     struct check_lines l;
     memset(&l, 0, sizeof l);
     ck_assert_int_eq(srl_check(lim, check_lines_collect, &l), 1);
-    ck_assert_str_eq(l.last, "header: the word after policy_gen is not zero");
-    shm_poke32(name, at + 4, 0);
+    ck_assert_str_eq(l.last, "header: lf_open is 57005, not 0, 1 or 2 (it is read as \"lock-free "
+                             "deciders may exist\": decisions stay exact, only slower)");
+    ck_assert_int_eq(admit(lim, "k", 20), 0);   /* nothing earned back: exact */
+    shm_poke32(name, at + 4, 2);
     ck_assert_int_eq(srl_check(lim, NULL, NULL), 0);
     srl_close(lim);
     ck_assert_int_eq(srl_unlink(name), 0);

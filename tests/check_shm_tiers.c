@@ -243,7 +243,7 @@ START_TEST(tiers_are_named_found_and_reported)
     srl_info info;
     ck_assert_int_eq(srl_info_get(lim, &info), 0);
     ck_assert_uint_eq(info.tier_count, 3);
-    ck_assert_uint_eq(info.layout_version, 7);
+    ck_assert_uint_eq(info.layout_version, SRL__SHM_VERSION);
     ck_assert_uint_eq(info.state_bytes, srl_limits_state_size(&t[1].limits));
     srl_tier got;
     ck_assert_int_eq(srl_tier_get(lim, 0, &got), 0);

@@ -51,12 +51,12 @@ int rlctl_truncated(const char *name, uint64_t *size, uint64_t *total)
     struct stat st;
     *total = 0;
     /* total_bytes sits at offset 48 of the header (src/shm.h, layouts 4 to
-     * 7: magic 8, version 4, state 4, abi 8, buckets, capacity, table_offset);
+     * 8: magic 8, version 4, state 4, abi 8, buckets, capacity, table_offset);
      * the version word at offset 8 says whether that holds. */
     uint32_t version = 0;
     int got = fstat(fd, &st) == 0 &&
               pread(fd, &version, sizeof version, 8) == (ssize_t)sizeof version &&
-              version >= 4 && version <= 7 &&
+              version >= 4 && version <= 8 &&
               pread(fd, total, sizeof *total, 48) == (ssize_t)sizeof *total;
     close(fd);
     *size = got ? (uint64_t)st.st_size : 0;
