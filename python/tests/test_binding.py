@@ -355,8 +355,11 @@ class TestShared(unittest.TestCase):
         for store in ("shared", "anonymous"):
             self.assertEqual(took(store, "token_bucket:1/1d", flood_cache=True),
                              (fc, False, True, False), store)
+            self.assertEqual(took(store, "gcra:5/1d", lockfree=True, flood_cache=True),
+                             (lf | fc, True, True, False), store)
+            # A dry run keeps the locked path in every store, so lockfree is off.
             self.assertEqual(took(store, "gcra:5/1d", lockfree=True, flood_cache=True,
-                                  dry_run=True), (lf | fc | dr, True, True, True), store)
+                                  dry_run=True), (fc | dr, False, True, True), store)
         # local(): flood_cache changes nothing there, and a dry run keeps the
         # locked path, so neither is reported.
         self.assertEqual(took("local", "token_bucket:1/1d", flood_cache=True),

@@ -4,8 +4,13 @@
  * segments of each algorithm, a compound, a concurrency limit with units
  * held, a limit with a ban period, a segment with three tiers (keys in
  * each; layout 5) and one whose policy was changed live, with keys on both
- * generations (layout 6) (capacity 8, key_display 8), then unlinks them.  Run by run.sh only when DIR has no seed yet; the committed seeds
- * in corpus/segment/ came from it.
+ * generations (layout 6); the GCRA one created lock-free (16-aligned slots,
+ * lf_open set at birth, its keys' repeats decided by CAS: layouts 7 and 8)
+ * (capacity 8, key_display 8), then unlinks them.  run.sh builds it
+ * (build-fuzz/make_seed); the committed seeds in corpus/segment/ came from
+ * it, and must be made again whenever the layout version changes (a seed
+ * of another version is refused at its first check and fuzzes nothing;
+ * the core test fuzz_seeds_current says so): tests/fuzz/README.md.
  */
 #include <fcntl.h>
 #include <stdio.h>
@@ -43,6 +48,8 @@ int main(int argc, char **argv)
             return 1;
         cfg.capacity = 8;
         cfg.key_display = 8;
+        if (strncmp(policies[i], "gcra:", 5) == 0)
+            cfg.flags = SRL_CONFIG_LOCKFREE;
         if (i == last) {
             cfg.tiers = tiers;
             cfg.tier_count = 2;
