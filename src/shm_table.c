@@ -43,6 +43,9 @@
  * and create one state.  Relocation takes a third bucket with trylock only.
  * An insert writes the slot's contents first and its tag last (release), so
  * a lock-free tag reader never sees a tag before the fp it stands for.
+ * A lock-free handle (shm_lockfree.c) on a segment not created with the
+ * flag passes every bucket's lock once, at its first lock-free decision
+ * (lf_pass, layout 8), holding no other lock.
  */
 #include "shm.h"
 #include "proc.h"
