@@ -38,6 +38,7 @@
  */
 #include <check.h>
 #include <sched.h>
+#include <stddef.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1014,6 +1015,54 @@ START_TEST(a_lockfree_handle_passes_every_bucket_lock_at_its_first_decision_and_
 }
 END_TEST
 
+/* lf_open is segment bytes, so untrusted: garbage in it is named by
+ * srl_check and read as "lock-free deciders may exist" (the safe
+ * direction: locked writers take the atomics), and neither a locked nor a
+ * lock-free handle decides anything but exactly (10 of 12 admitted, every
+ * decision counted); a lock-free handle's pass leaves the garbage as it is
+ * (only NONE becomes LATER). */
+START_TEST(garbage_in_lf_open_is_named_by_check_and_every_decision_stays_exact)
+{
+    fake_clock *clk = fake_clock_shared(1000 * SEC);
+    srl_config plain = gcra_config(10, 3600 * SEC, 1024, clk, 0);
+    srl_config lf = gcra_config(10, 3600 * SEC, 1024, clk, SRL_CONFIG_LOCKFREE);
+    const char *name = unique_name("lockfree");
+    srl_limiter *lim = NULL, *fast = NULL;
+    ck_assert_int_eq(srl_open_shared(name, &plain, SRL_CREATE | SRL_EXCL, &lim), 0);
+    struct srl__shm *s = lim->impl;
+    ck_assert(!srl__shm_lf_live(s));
+    size_t at = SRL__SHM_LIVE_OFFSET + offsetof(struct srl__shm_live, lf_open);
+    shm_poke32(name, at, 0xdeadbeefu);
+    ck_assert(srl__shm_lf_live(s));
+    struct check_lines l;
+    memset(&l, 0, sizeof l);
+    ck_assert_int_eq(srl_check(lim, check_lines_collect, &l), 1);
+    ck_assert_str_eq(l.last, "header: lf_open is 3735928559, not 0, 1 or 2 (it is read as "
+                             "\"lock-free deciders may exist\": decisions stay exact, only slower)");
+    ck_assert_int_eq(srl_open_shared(name, &lf, 0, &fast), 0);
+    srl_decision d;
+    uint32_t admitted = 0;
+    for (int n = 0; n < 12; n++) {
+        ck_assert_int_eq(srl_acquire(n % 2 ? fast : lim, "k", 1, 1, &d), 0);
+        admitted += d.allowed;
+    }
+    ck_assert_uint_eq(admitted, 10);
+    ck_assert_uint_eq(srl__shm_live(s)->lf_open, 0xdeadbeefu);
+    srl_info in;
+    ck_assert_int_eq(srl_info_get(fast, &in), 0);
+    ck_assert_uint_eq(in.flags, SRL_CONFIG_LOCKFREE);
+    srl_stats st;
+    ck_assert_int_eq(srl_stats_get(lim, &st), 0);
+    ck_assert_uint_eq(st.allowed, 10);
+    ck_assert_uint_eq(st.denied, 2);
+    shm_poke32(name, at, SRL__SHM_LF_LATER);
+    ck_assert_int_eq(srl_check(lim, NULL, NULL), 0);
+    srl_close(fast);
+    srl_close(lim);
+    ck_assert_int_eq(srl_unlink(name), 0);
+}
+END_TEST
+
 START_TEST(a_plain_store_instead_of_the_cas_over_admits_and_the_one_key_test_sees_it)
 {
     assert_broken_over_admits(false, SRL__SHM_TEST_LF_STORE, "the broken store");
@@ -1047,6 +1096,7 @@ static Suite *lockfree_suite(void)
     ADD(s, a_writer_killed_with_the_slot_frozen_leaves_seq_odd_and_the_next_decider_repairs);
     ADD(s, lockfree_handles_opened_among_running_locked_deciders_leave_every_count_exact);
     ADD(s, a_lockfree_handle_passes_every_bucket_lock_at_its_first_decision_and_stays_locked_if_one_is_out_of_reach);
+    ADD(s, garbage_in_lf_open_is_named_by_check_and_every_decision_stays_exact);
     ADD(s, a_plain_store_instead_of_the_cas_over_admits_and_the_one_key_test_sees_it);
     ADD(s, locked_writers_that_leave_seq_alone_over_admit_and_the_mixed_test_sees_it);
     ADD(s, a_decider_parked_before_its_cas_while_its_key_is_evicted_and_the_slot_reused_falls_back);
