@@ -25,8 +25,8 @@
  *   - Every locked writer of a slot's fp, tag, tier, gen or state makes
  *     seq odd (then a full fence) before it reads what it will write from,
  *     and even, one past, after (release): srl__shm_slot_current
- *     (shm_slot.c), srl__shm_slot_freeze / thaw (shm.h).  seq only grows: an insert or a relocation
- *     into a slot keeps the slot's own seq.  So between a decider's read
+ *     (shm_slot.c), srl__shm_slot_freeze / thaw (shm.h).  seq only grows:
+ *     an insert or a relocation into a slot keeps the slot's own seq.  So between a decider's read
  *     and its CAS no writer can have begun or ended on the slot without
  *     changing seq, and the CAS fails: a TAT can only land on the key and
  *     the state the decider read (the fp was read under the same even seq).
@@ -121,10 +121,11 @@ void srl__shm_lf_open(struct srl__shm *s, const srl_config *cfg)
      * the facade, and the path below would count them as enforced): off,
      * so that srl_info.flags says so. */
     s->lockfree = want && !s->lim.dry_run && srl__shm_lf_aligned(s) && cpu_has_cx16();
-    s->lf_pending = s->lockfree && __atomic_load_n(&srl__shm_live(s)->lf_open, __ATOMIC_ACQUIRE) !=
-                                       SRL__SHM_LF_BIRTH
-                        ? SRL__SHM_LF_PASS
-                        : SRL__SHM_LF_READY;
+    /* Not BIRTH: the first lock-free decision passes every bucket lock
+     * first (lf_pass, shm_table.c); never here, at open. */
+    uint32_t at_birth = __atomic_load_n(&srl__shm_live(s)->lf_open, __ATOMIC_ACQUIRE);
+    s->lf_pending = s->lockfree && at_birth != SRL__SHM_LF_BIRTH ? SRL__SHM_LF_PASS
+                                                                 : SRL__SHM_LF_READY;
 #else
     (void)cfg;
 #endif

@@ -95,7 +95,9 @@ static int shm_info(srl_limiter *lim, srl_info *out)
     memcpy(out->name, s->name, sizeof out->name);
     out->name[sizeof out->name - 1] = '\0';
     out->file_bytes = srl__shm_file_bytes(s);
-    bool lf = s->lockfree && __atomic_load_n(&s->lf_pending, __ATOMIC_RELAXED) != SRL__SHM_LF_FAILED;
+    /* Lock-free unless its first decision's pass failed (shm_table.c). */
+    bool lf = s->lockfree &&
+              __atomic_load_n(&s->lf_pending, __ATOMIC_RELAXED) != SRL__SHM_LF_FAILED;
     out->flags = (lf ? SRL_CONFIG_LOCKFREE : 0u) |
                  (s->flood != NULL ? SRL_CONFIG_FLOOD_CACHE : 0u);
     return 0;
