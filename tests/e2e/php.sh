@@ -464,7 +464,7 @@ check_eq "6: Redis killed (SRL_ESYS): on_full deny, degraded, no exception" "0 1
 
 # --- 7: tiers (CLI processes; the segment is made by the first)
 php_tiers() { # php_tiers CODE: run a snippet with $s the tiered limiter
-  SRL_NAME="$srl_name-tiers" LD_LIBRARY_PATH="$SRL_LIBDIR" as_worker php -n -d extension=ffi \
+  SRL_NAME="$seg_name-tiers" LD_LIBRARY_PATH="$SRL_LIBDIR" as_worker php -n -d extension=ffi \
     -d ffi.enable=1 -r '
     require getenv("SRL_PHP_DIR") . "/Srl.php";
     try {
@@ -489,7 +489,7 @@ check_eq "7: an unknown tier: SrlException SRL_ENOENT" \
   "SrlException -7 srl: no tier 'gold' in this limiter" "$(php_tiers '$s->acquire("k", 1, "gold")')"
 check_eq "7: cost above the tier's permits: SRL_ECOST" "SrlException -3" \
   "$(php_tiers '$s->acquire("k", 3)' | cut -d' ' -f1,2)"
-info=$(rlctl_as_owner info "$srl_name-tiers")
+info=$(rlctl_as_owner info "$seg_name-tiers")
 check_eq "7: rlctl info: default tier's keys" "tier 0:         default = token_bucket:2/1d (1 key)" \
   "$(grep '^tier 0:' <<<"$info")"
 check_eq "7: rlctl info: paid tier's keys" "tier 1:         paid = token_bucket:5/1d (2 keys)" \
