@@ -43,6 +43,7 @@
 #define SRL_SHM_H
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -567,7 +568,19 @@ static inline bool srl__shm_lf_live(const struct srl__shm *s)
         if (srl__shm_lf_live(s))                                                         \
             __atomic_fetch_add(&(field), (n), __ATOMIC_RELAXED);                          \
         else                                                                             \
-            SRL__SHM_COUNT(field, n);                                                    \
+            SRL__SHM_PLAIN_ADD(s, field, n);                                             \
+    } while (0)
+
+/* SRL__SHM_COUNT, except that under SRL__SHM_TEST_LF_PLAIN_COUNTS (broken on
+ * purpose, test library only) it gives up the CPU between its load and its
+ * store, as a preemption there would: a lock-free decider's add then lands
+ * in the window on a loaded 2-core machine too, and is lost. */
+#define SRL__SHM_PLAIN_ADD(s, field, n)                                                  \
+    do {                                                                                 \
+        __typeof__(field) srl__v = __atomic_load_n(&(field), __ATOMIC_RELAXED);          \
+        if (SRL__MUTANT((s)->test_flags, SRL__SHM_TEST_LF_PLAIN_COUNTS))                 \
+            sched_yield();                                                               \
+        __atomic_store_n(&(field), srl__v + (n), __ATOMIC_RELAXED);                      \
     } while (0)
 
 /* Per-key counter add, saturating: atomic where the lock-free path may add
