@@ -841,7 +841,7 @@ static void flood_io_locked(struct srl__shm *s, uint64_t b, unsigned i, const st
  * before we took it; one that locks after we drop it reads our store
  * (shm.h, srl__shm_lf_live).  Here, at the first decision and not at open,
  * so that a process that opens and never decides never locks (mod_srl's
- * root parent: docs/design.md, "Trust").  Threads of the handle may both
+ * root parent: docs/design.md, "Trust model").  Threads of the handle may both
  * pass: harmless.  A lock that cannot be had (a holder past
  * lock_timeout_ms, a damaged mutex) leaves the handle on the locked path
  * for good (FAILED: srl_info.flags drops SRL_CONFIG_LOCKFREE) and lf_open
