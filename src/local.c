@@ -534,6 +534,16 @@ int srl__local_set_broken(srl_limiter *lim, unsigned flags)
     return 0;
 }
 
+int srl__local_hold_key_stripes(srl_limiter *lim, const void *key, size_t len, int hold)
+{
+    if (lim == NULL || lim->ops != &local_ops || key == NULL)
+        return SRL_EINVAL;
+    struct lkey k;
+    key_of(local_of(lim), key, len, &k);
+    srl__local_hold_stripes(local_of(lim), &k, hold != 0);
+    return 0;
+}
+
 int srl__local_lf_counts(srl_limiter *lim, struct srl__local_lf_counts *out)
 {
     if (lim == NULL || lim->ops != &local_ops || out == NULL)

@@ -356,6 +356,9 @@ static inline void unreserve(struct local *l)
  * period; the caller leaves its read-side section, waits for them
  * (srl__local_pool_wait) and tries again. */
 enum { INSERT_OK = 0, INSERT_FULL = 1, INSERT_WAIT = 2 };
+#ifdef SRL_MUTANTS
+void srl__local_hold_stripes(struct local *l, const struct lkey *k, bool hold);
+#endif
 
 /* ------------------------------------------- the state word (lock-free) */
 

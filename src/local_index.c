@@ -46,8 +46,10 @@
  *     while it is live; a lock-free lookup that runs into a relocation may
  *     miss a key, and then finds it under the locks on the insert path.
  *   - l->used counts live nodes and never exceeds l->capacity: a slot is
- *     reserved (CAS loop) before a node is inserted and released when the
- *     node is marked dead or loses the insertion race.
+ *     reserved (CAS loop) under the stripe locks of a key found absent
+ *     there, just before its node is published, and released when the
+ *     node is marked dead (or, rarely, when no index entry was free).  So
+ *     a slot is never held by a thread that will lose an insertion race.
  *   - The pool bound: at most 4 x capacity nodes (+ 4 chunks) exist, live
  *     or awaiting their grace period.  An insert that finds none free waits
  *     for the pending grace periods (srl__local_pool_wait: rcu_barrier,
@@ -422,29 +424,50 @@ static uint64_t reclaim_some(struct local *l)
     return c.reclaimed;
 }
 
+/* No slot free (a relaxed look: only a shortcut, reserve() decides). */
+static bool table_full(const struct local *l)
+{
+    return __atomic_load_n(&l->used, __ATOMIC_RELAXED) >= l->capacity;
+}
+
+/* The key's node if another thread created it meanwhile, else INSERT_FULL. */
+static int found_or_full(const struct local *l, const struct lkey *k, struct lnode **out)
+{
+    struct lnode *n = find(l, k);
+    if (n == NULL)
+        return INSERT_FULL;
+    *out = n;
+    return INSERT_OK;
+}
+
 /*
  * Find or create the live node for k.  Returns INSERT_OK with *out set,
  * INSERT_FULL when no slot is free even after reclaiming (or, rarely, when
  * both candidate buckets and their one-step relocations are full),
  * INSERT_WAIT when the pool is at its bound (see srl__local_pool_wait), or
  * SRL_ENOMEM.  Call inside rcu_read_lock.
+ *
+ * The slot is reserved under k's stripe locks, once the search there found
+ * k absent: a slot counts a node about to be published, never a thread
+ * racing others for the same new key.  Reserved before the locks, N
+ * threads inserting one key held N slots until they got the locks, and a
+ * table of 13 with 5 live keys answered the next new key from on_full
+ * (docs/design.md, "Slots reserved by racers").
  */
 int srl__local_find_or_insert(struct local *l, const struct lkey *k, struct lnode **out)
 {
-    if (!reserve(l)) {
-        if (reclaim_some(l) == 0 || !reserve(l)) {
-            /* Another thread may have created this very key meanwhile. */
-            struct lnode *n = find(l, k);
-            if (n == NULL)
-                return INSERT_FULL;
-            *out = n;
-            return INSERT_OK;
-        }
-    }
+    bool early = SRL__MUTANT(l->broken, SRL__LOCAL_BROKEN_RESERVE_EARLY);
+    /* A full table: reclaim before paying for a node, so that a flood of
+     * new keys into a full table costs no pool traffic. */
+    if (table_full(l) && reclaim_some(l) == 0 && table_full(l))
+        return found_or_full(l, k, out);
+    if (early && !reserve(l) && (reclaim_some(l) == 0 || !reserve(l)))
+        return found_or_full(l, k, out);
     struct lnode *cand = NULL;
     int prc = pool_get(l, &cand);
     if (prc != 0) {
-        unreserve(l);
+        if (early)
+            unreserve(l);
         return prc;
     }
     memcpy(cand->fp, k->fp, sizeof cand->fp);
@@ -463,47 +486,68 @@ int srl__local_find_or_insert(struct local *l, const struct lkey *k, struct lnod
         memcpy((unsigned char *)node_state(cand) + l->state_bytes, k->key,
                k->len < l->key_display ? k->len : l->key_display);
 
-    lock_pair(l, k->b1, k->b2);
-    struct lnode *won = NULL;
+    for (bool reclaimed = false;;) {
+        lock_pair(l, k->b1, k->b2);
+        struct lnode *won = NULL;
 #ifdef SRL_MUTANTS
-    /* Broken on purpose (GET_THEN_PUT): the check (find, in the caller) and
-     * the act (this insert) are two steps, so two first requests add two
-     * nodes. */
-    if (!(l->broken & SRL__LOCAL_BROKEN_GET_THEN_PUT))
+        /* Broken on purpose (GET_THEN_PUT): the check (find, in the caller)
+         * and the act (this insert) are two steps, so two first requests
+         * add two nodes. */
+        if (!(l->broken & SRL__LOCAL_BROKEN_GET_THEN_PUT))
 #endif
-        won = find(l, k);
-    int at = -1;
-    uint64_t b = k->b1;
-    if (won == NULL) {
-        at = free_entry(l, k->b1);
-        if (at < 0) {
-            b = k->b2;
+            won = find(l, k);
+        int at = -1;
+        bool room = won == NULL && (early || reserve(l));
+        if (room) {
+            uint64_t b = k->b1;
             at = free_entry(l, b);
+            if (at < 0) {
+                b = k->b2;
+                at = free_entry(l, b);
+            }
+            if (at < 0)
+                at = relocate_one(l, k, &b);
+            if (at >= 0) {
+                /* Live before indexed: a pool walk that sees LIVE (acquire)
+                 * sees the node initialised, and finds its entry once it
+                 * can take these stripes. */
+                __atomic_store_n(&cand->dead, NODE_LIVE, __ATOMIC_RELEASE);
+                entry_store(&l->index[b].e[at], (uint64_t)k->tag << 32 | (cand->idx + 1));
+            } else {
+                unreserve(l);   /* no entry free */
+            }
+        } else if (won != NULL && early) {
+            unreserve(l);       /* lost the race */
         }
-        if (at < 0)
-            at = relocate_one(l, k, &b);
+        unlock_pair(l, k->b1, k->b2);
         if (at >= 0) {
-            /* Live before indexed: a pool walk that sees LIVE (acquire)
-             * sees the node initialised, and finds its entry once it can
-             * take these stripes. */
-            __atomic_store_n(&cand->dead, NODE_LIVE, __ATOMIC_RELEASE);
-            entry_store(&l->index[b].e[at], (uint64_t)k->tag << 32 | (cand->idx + 1));
+            *out = cand;
+            return INSERT_OK;
         }
-    }
-    unlock_pair(l, k->b1, k->b2);
-    if (at >= 0) {
-        *out = cand;
+        /* Reclaim (it takes other stripes) with none of ours held, once. */
+        if (won == NULL && !room && !reclaimed && reclaim_some(l) > 0) {
+            reclaimed = true;
+            continue;
+        }
+        /* Ours was never visible to anyone: back to the pool at once. */
+        pool_put(l, cand);
+        if (won == NULL)
+            return INSERT_FULL;
+        *out = won;
         return INSERT_OK;
     }
-    /* Lost the race (the winner's node is the key's state), or no entry
-     * free.  Ours was never visible to anyone: back to the pool at once. */
-    unreserve(l);
-    pool_put(l, cand);
-    if (won == NULL)
-        return INSERT_FULL;
-    *out = won;
-    return INSERT_OK;
 }
+
+#ifdef SRL_MUTANTS
+/* For srl__local_hold_key_stripes (testhooks.h). */
+void srl__local_hold_stripes(struct local *l, const struct lkey *k, bool hold)
+{
+    if (hold)
+        lock_pair(l, k->b1, k->b2);
+    else
+        unlock_pair(l, k->b1, k->b2);
+}
+#endif
 
 /* The index: lazily zeroed anonymous memory (a huge capacity costs address
  * space, not memory, until keys arrive), on huge pages when it is small

@@ -112,7 +112,15 @@ int srl__shm_open_test(const char *name, const srl_config *cfg, unsigned flags,
 #define SRL__LOCAL_BROKEN_LF_RETIRE_EARLY 0x80u /* a retired state's counts are added to
                                                    the totals when it dies, not after its
                                                    grace period: a late count is lost */
-#define SRL__LOCAL_BROKEN_ALL 0xffu
+/* An insert reserves its slot before taking the stripe locks, as it once
+ * did: threads racing to insert one key hold a slot each, and a table with
+ * room answers on_full (docs/design.md, "Slots reserved by racers"). */
+#define SRL__LOCAL_BROKEN_RESERVE_EARLY 0x100u
+/* Hold (hold != 0) or release, from the same thread, the stripe locks an
+ * insert of key takes: inserters of key then wait there.  SRL_EINVAL for a
+ * limiter that is not local. */
+int srl__local_hold_key_stripes(srl_limiter *lim, const void *key, size_t len, int hold);
+#define SRL__LOCAL_BROKEN_ALL 0x1ffu
 /* What the lock-free path saw (counted only in the test library): lost
  * compare-and-swaps (and, in the blind-store variant, overwritten writes),
  * deciders that met a tombstone and fell back to the lock, and decisions

@@ -33,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <urcu-bp.h>
 
@@ -581,6 +582,128 @@ START_TEST(reclamation_behind_catches_a_pool_that_answers_on_full)
 }
 END_TEST
 
+/* ============================================ racers of one new key */
+
+/* Threads inserting one new key into a table with room, while the test
+ * holds the key's stripe locks (srl__local_hold_key_stripes): each racer
+ * waits there.  Reserving its slot before the locks, each held one, and
+ * the racers outnumbering the free slots made one of them answer from
+ * on_full (docs/design.md, "Slots reserved by racers"). */
+enum { NR_CAPACITY = 4, NR_LIVE = 2, NR_RACERS = 3, NR_PERMITS = 10 };
+
+struct nr_racer {
+    srl_limiter *lim;
+    pid_t tid;                 /* atomic */
+    int done;                  /* atomic */
+    int rc;
+    srl_decision d;
+};
+
+static void *nr_worker(void *p)
+{
+    struct nr_racer *a = p;
+    __atomic_store_n(&a->tid, gettid(), __ATOMIC_RELEASE);
+    a->rc = srl_acquire(a->lim, "new", 3, 1, &a->d);
+    __atomic_store_n(&a->done, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+/* The thread is asleep (state S: here, waiting for a lock). */
+static bool thread_sleeping(pid_t tid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)tid);
+    return proc_stat_state(path) == 'S';
+}
+
+/* Every racer has returned or sleeps, and did so for 20 polls in a row
+ * (a racer asleep a moment on the pool's lock is on its way, not there). */
+static void nr_wait_parked(struct nr_racer *r)
+{
+    uint64_t deadline = wall_ns() + 60 * SEC;
+    for (int still = 0; still < 20;) {
+        bool parked = true;
+        for (int i = 0; i < NR_RACERS && parked; i++) {
+            pid_t tid = __atomic_load_n(&r[i].tid, __ATOMIC_ACQUIRE);
+            parked = __atomic_load_n(&r[i].done, __ATOMIC_ACQUIRE) ||
+                     (tid != 0 && thread_sleeping(tid));
+        }
+        still = parked ? still + 1 : 0;
+        ck_assert_msg(wall_ns() < deadline, "the racers never reached the held locks");
+        struct timespec ts = {0, 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* NR_LIVE keys in use (not at rest), then NR_RACERS threads insert one new
+ * key while its stripes are held; released once all wait.  Returns the
+ * racers answered untracked; every racer's call returned 0. */
+static int new_key_racers_run(unsigned broken, uint64_t *full)
+{
+    fake_clock *clock = fake_clock_shared(5 * SEC);
+    srl_limiter *lim = open_tb(NR_PERMITS, HOUR, NR_CAPACITY, clock);
+    ck_assert_int_eq(srl__local_set_broken(lim, broken), 0);
+    for (int i = 0; i < NR_LIVE; i++) {
+        char key[8];
+        int len = snprintf(key, sizeof key, "live-%d", i);
+        srl_decision d;
+        ck_assert_int_eq(srl_acquire(lim, key, (size_t)len, 1, &d), 0);
+        ck_assert(d.allowed && !(d.flags & SRL_DECISION_UNTRACKED));
+    }
+    ck_assert_int_eq(srl__local_hold_key_stripes(lim, "new", 3, 1), 0);
+    struct nr_racer r[NR_RACERS];
+    pthread_t t[NR_RACERS];
+    for (int i = 0; i < NR_RACERS; i++) {
+        r[i] = (struct nr_racer){.lim = lim};
+        ck_assert_int_eq(pthread_create(&t[i], NULL, nr_worker, &r[i]), 0);
+    }
+    nr_wait_parked(r);
+    ck_assert_int_eq(srl__local_hold_key_stripes(lim, "new", 3, 0), 0);
+    int untracked = 0, allowed = 0;
+    for (int i = 0; i < NR_RACERS; i++) {
+        pthread_join(t[i], NULL);
+        ck_assert_int_eq(r[i].rc, 0);
+        untracked += (r[i].d.flags & SRL_DECISION_UNTRACKED) != 0;
+        allowed += r[i].d.allowed;
+    }
+    ck_assert_int_eq(allowed, NR_RACERS);   /* 10 permits: all admitted, tracked or not */
+    srl_stats st;
+    ck_assert_int_eq(srl_stats_get(lim, &st), 0);
+    *full = st.full;
+    if (untracked == 0) {
+        /* The key's one state took every admission (a peek answers as
+         * if its cost were taken). */
+        srl_decision d;
+        ck_assert_int_eq(srl_peek(lim, "new", 3, 1, &d), 0);
+        ck_assert_uint_eq(d.remaining, NR_PERMITS - NR_RACERS - 1); /* after the peeked 1 */
+    }
+    srl_close(lim);
+    return untracked;
+}
+
+START_TEST(racers_inserting_one_new_key_hold_no_slot_while_they_wait_for_its_bucket)
+{
+    uint64_t full = 0;
+    int untracked = new_key_racers_run(0, &full);
+    fprintf(stderr, "new-key racers: %d untracked of %d (capacity %d, %d live)\n", untracked,
+            NR_RACERS, NR_CAPACITY, NR_LIVE);
+    ck_assert_int_eq(untracked, 0);
+    ck_assert_uint_eq(full, 0);
+}
+END_TEST
+
+START_TEST(new_key_racers_catch_slots_reserved_before_the_bucket_locks)
+{
+    uint64_t full = 0;
+    int untracked = new_key_racers_run(SRL__LOCAL_BROKEN_RESERVE_EARLY, &full);
+    fprintf(stderr, "new-key racers, slots reserved early: %d untracked of %d\n", untracked,
+            NR_RACERS);
+    /* Two racers hold the two free slots; the third finds the table full. */
+    ck_assert_int_eq(untracked, NR_RACERS - (NR_CAPACITY - NR_LIVE));
+    ck_assert_uint_eq(full, 1);
+}
+END_TEST
+
 static Suite *local_race_suite(void)
 {
     Suite *s = suite_create("local_race");
@@ -596,6 +719,8 @@ static Suite *local_race_suite(void)
     tcase_add_test(tc, eviction_race_catches_an_acquirer_that_decides_on_a_dead_state);
     tcase_add_test(tc, deleted_keys_awaiting_reclamation_never_make_a_key_untracked);
     tcase_add_test(tc, reclamation_behind_catches_a_pool_that_answers_on_full);
+    tcase_add_test(tc, racers_inserting_one_new_key_hold_no_slot_while_they_wait_for_its_bucket);
+    tcase_add_test(tc, new_key_racers_catch_slots_reserved_before_the_bucket_locks);
     suite_add_tcase(s, tc);
     return s;
 }

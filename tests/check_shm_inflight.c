@@ -418,18 +418,8 @@ START_TEST(a_killed_holder_not_yet_reaped_is_dead)
     /* Arranged, not hoped for: wait (unreaped) until it is a zombie. */
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/stat", (int)p);
-    for (;;) {
-        char buf[512] = "";
-        FILE *f = fopen(path, "r");
-        ck_assert_ptr_nonnull(f);
-        size_t n = fread(buf, 1, sizeof buf - 1, f);
-        fclose(f);
-        buf[n] = '\0';
-        const char *q = strrchr(buf, ')');
-        if (q != NULL && q[1] == ' ' && q[2] == 'Z')
-            break;
+    while (proc_stat_state(path) != 'Z')
         sched_yield();
-    }
     srl_lease l = inflight_enter_ok(lim, "k", 0);   /* the zombie's unit was freed */
     srl_stats st;
     ck_assert_int_eq(srl_stats_get(lim, &st), 0);

@@ -3,6 +3,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -46,4 +47,17 @@ const char *unique_name(const char *tag)
     snprintf(buf, sizeof buf, "/srl-test-%ld-%u-%s", (long)getpid(),
              __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED), tag);
     return buf;
+}
+
+char proc_stat_state(const char *stat_path)
+{
+    char buf[512];
+    FILE *f = fopen(stat_path, "r");
+    if (f == NULL)
+        return '?';
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *q = strrchr(buf, ')');   /* the command may hold ") " itself */
+    return q != NULL && q[1] == ' ' && q[2] != '\0' ? q[2] : '?';
 }

@@ -33,4 +33,9 @@ void *shared_zeroed(size_t n);
 /* "/srl-test-<pid>-<counter>-<tag>": unique per process and call. */
 const char *unique_name(const char *tag);
 
+/* The state letter of a /proc/.../stat file ('R', 'S', 'Z'...: the field
+ * after the command's closing parenthesis), or '?' if it cannot be read
+ * (the process or thread is gone). */
+char proc_stat_state(const char *stat_path);
+
 #endif
