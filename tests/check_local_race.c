@@ -16,6 +16,11 @@
  *     the pool; past the pool's bound, creation must wait for the grace
  *     period, never answer from on_full (the race that once let a key
  *     admit all 256 of its requests, docs/design.md "The pool bound race").
+ *   - racers of one new key: 3 threads insert one key into a table of 4
+ *     with 2 keys in use while the test holds the key's stripe locks; none
+ *     may hold a slot while it waits there, so none is answered from
+ *     on_full (docs/design.md, "Slots reserved by racers").  Deterministic:
+ *     the test waits until every racer sleeps on the held locks.
  * A race is luck, so each test repeats trials, and each is shown to catch
  * the bug it is about: srl__local_set_broken() switches on a deliberately
  * broken variant of src/local.c (no lock; get-then-put; no retry on a dead
