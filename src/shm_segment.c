@@ -257,13 +257,16 @@ uint64_t srl__shm_header_sum(const struct srl__shm_header *h)
 /* Initialise the table of a fresh, zeroed mapping and publish READY.  A
  * creator that asks for the lock-free path says so in lf_open before READY
  * (SRL__SHM_LF_BIRTH): no locked decision can ever have read NONE, so no
- * lock-free opener of this segment needs to pass the bucket locks. */
+ * lock-free opener of this segment needs to pass the bucket locks.  Not a
+ * dry-run creator: it decides under the lock (shm_lockfree.c), and BIRTH
+ * would make every locked writer pay for atomics no decider needs. */
 static int publish(struct srl__shm *s, const srl_config *cfg, unsigned test_flags)
 {
     int rc = srl__shm_table_init(s);
     if (rc != 0)
         return rc;
-    if ((cfg->flags & SRL_CONFIG_LOCKFREE) && srl__shm_lf_aligned(s))
+    if ((cfg->flags & (SRL_CONFIG_LOCKFREE | SRL_CONFIG_DRY_RUN)) == SRL_CONFIG_LOCKFREE &&
+        srl__shm_lf_aligned(s))
         srl__shm_live(s)->lf_open = SRL__SHM_LF_BIRTH;
     memcpy(s->hash_key, srl__shm_hdr(s)->hash_key, sizeof s->hash_key);
     s->header_sum = srl__shm_hdr(s)->header_sum;

@@ -1012,6 +1012,15 @@ START_TEST(a_lockfree_handle_passes_every_bucket_lock_at_its_first_decision_and_
     ck_assert_uint_eq(((struct srl__shm *)lim->impl)->lf_pending, SRL__SHM_LF_READY);
     srl_close(lim);
     ck_assert_int_eq(srl_unlink(name), 0);
+
+    /* Created by a dry-run opener that asks for the path: it decides under
+     * the lock, so it leaves NONE (locked writers keep their plain adds). */
+    srl_config dry = lf;
+    dry.flags |= SRL_CONFIG_DRY_RUN;
+    ck_assert_int_eq(srl_open_shared(name, &dry, SRL_CREATE | SRL_EXCL, &lim), 0);
+    ck_assert_uint_eq(srl__shm_live(lim->impl)->lf_open, SRL__SHM_LF_NONE);
+    srl_close(lim);
+    ck_assert_int_eq(srl_unlink(name), 0);
 }
 END_TEST
 
