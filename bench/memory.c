@@ -12,10 +12,12 @@
  * state comes to rest and gets reclaimed during the fill) until the first
  * request is decided "untracked" (no slot free in its buckets).
  *
- * Local store: heap bytes per key, from mallinfo2() before the limiter is
- * opened and after n keys were inserted (liburcu's table resizes in its own
- * call_rcu thread, so the measure waits for it to settle).  This counts
- * malloc's own headers too: it is what the process pays.
+ * Local store: resident bytes per key, from /proc/self/statm before the
+ * limiter is opened and after n keys were inserted (the call_rcu worker
+ * may still be at work, so the measure waits for it to settle).  This
+ * counts the index and the homes, which are mappings of their own, and
+ * malloc's headers for the overflow chunks: what the process pays.  With
+ * transparent huge pages a touched 2 MiB counts whole, as it costs.
  *
  * Creation: srl_open_shared(SRL_CREATE) of a big token-bucket segment (no
  * key display), timed, then one request for each of the first million keys
@@ -26,7 +28,6 @@
  */
 #include "bench.h"
 
-#include <malloc.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -126,10 +127,16 @@ void bench_mem_shared(srl_algorithm a, uint32_t display, uint64_t capacity,
         out->rc = src;
 }
 
-static size_t heap_bytes(void)
+static size_t resident_bytes(void)
 {
-    struct mallinfo2 mi = mallinfo2();
-    return mi.uordblks + mi.hblkhd;
+    unsigned long size = 0, resident = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f != NULL) {
+        if (fscanf(f, "%lu %lu", &size, &resident) != 2)
+            resident = 0;
+        fclose(f);
+    }
+    return (size_t)resident * (size_t)sysconf(_SC_PAGESIZE);
 }
 
 double bench_mem_local(srl_algorithm a, uint64_t n, int *rc)
@@ -138,7 +145,7 @@ double bench_mem_local(srl_algorithm a, uint64_t n, int *rc)
     srl_config_init(&cfg);
     cfg.policy = mem_policy(a);
     cfg.capacity = n + n / 4;
-    size_t h0 = heap_bytes();
+    size_t h0 = resident_bytes();
     srl_limiter *lim = NULL;
     *rc = srl_open_local(&cfg, &lim);
     if (*rc != 0)
@@ -149,12 +156,12 @@ double bench_mem_local(srl_algorithm a, uint64_t n, int *rc)
         fill_key(key, i);
         *rc = srl_acquire(lim, key, sizeof key, 1, &d);
     }
-    /* Let the table's resize (in liburcu's worker thread) finish. */
-    size_t h1 = heap_bytes(), prev;
+    /* Let the call_rcu worker settle. */
+    size_t h1 = resident_bytes(), prev;
     for (int i = 0; i < 20; i++) {
         usleep(20000);
         prev = h1;
-        h1 = heap_bytes();
+        h1 = resident_bytes();
         if (h1 == prev && i >= 2)
             break;
     }

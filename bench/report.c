@@ -364,15 +364,17 @@ static void print_scaling(const struct report *R)
 static void print_memory(const struct report *R)
 {
     char pol[SRL_POLICY_TEXT_MAX];
-    printf("## Memory (shared segment bytes from srl_info_get; local heap from mallinfo2)\n\n");
+    printf("## Memory (shared segment bytes from srl_info_get; local store: resident bytes)\n\n");
     printf("segment B = table + fixed: \"table B/slot\" = the buckets (heads and slots) / "
            "slots, what grows with the capacity; \"fixed B\" = what a segment has at any "
            "capacity (the header and policy pages), measured as what is left at zero buckets "
            "by a second segment of the same config; \"B/slot (all)\" = segment bytes / slots. "
            "\"filled\" = keys tracked when the first new key found no free slot (load "
-           "reached by the bucketed table); B/key = segment bytes / filled.\n\n");
+           "reached by the bucketed table); B/key = segment bytes / filled; local B/key = "
+           "the resident bytes (/proc/self/statm) a local store of the same capacity added "
+           "with capacity/1.25 keys (index, homes, nodes), / keys.\n\n");
     printf("| algorithm | policy | display | state B | slot B | slots | segment B | "
-           "table B/slot | fixed B | B/slot (all) | filled | load | B/key | local heap B/key |\n");
+           "table B/slot | fixed B | B/slot (all) | filled | load | B/key | local B/key |\n");
     printf("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | "
            "---: | ---: |\n");
     for (int ai = 0; ai < NALGO; ai++)

@@ -74,6 +74,20 @@ static void key_of(const struct local *l, const void *key, size_t len, struct lk
      * of keys at full capacity); the prefetch costs bandwidth, not a wait,
      * and saves a dependent miss for those. */
     __builtin_prefetch(&l->index[k->b2], 0, 3);
+    /* Most keys live in a node of their home windows (local_index.c,
+     * HOMES): start those misses now, beside the buckets', instead of
+     * after the bucket names the node.  Each node's first two lines: the
+     * fingerprint and lock, then the counters and the state's start. */
+    if (l->homes > 0) {
+        uint32_t h[2];
+        node_homes(l, k->fp, h);
+        for (unsigned c = 0; c < 2 * HOME_WINDOW; c++) {
+            const unsigned char *n =
+                l->home_map + (size_t)(h[c / HOME_WINDOW] + c % HOME_WINDOW) * l->node_bytes;
+            __builtin_prefetch(n, 1, 3);
+            __builtin_prefetch(n + CACHE_LINE, 1, 3);
+        }
+    }
 }
 
 #ifdef SRL_MUTANTS
@@ -401,14 +415,17 @@ static void free_local(struct local *l)
      * writes before ours (rcu_barrier does too, but TSan cannot see it). */
     pthread_mutex_lock(&l->pool_lock);
     pthread_mutex_unlock(&l->pool_lock);
-    uint64_t fresh = l->fresh;
+    uint64_t fresh = l->chunks != NULL ? l->fresh : 0;
     for (uint64_t i = 0; i < fresh; i++) {
         struct lnode *n = node_at(l, (uint32_t)i);
-        if (n->dead == NODE_LIVE)
+        if (n->life == NODE_LIVE)
             pthread_mutex_destroy(&n->lock);
     }
-    for (uint32_t c = 0; l->chunks != NULL && c < l->max_chunks; c++)
+    uint64_t home_chunks = l->home_bytes > 0 ? l->homes_end >> l->chunk_shift : 0;
+    for (uint64_t c = home_chunks; l->chunks != NULL && c < l->max_chunks; c++)
         free(l->chunks[c]);
+    if (l->home_map != NULL)
+        munmap(l->home_map, l->home_bytes);
     free(l->chunks);
     if (l->index != NULL)
         munmap(l->index, l->index_bytes);
@@ -507,11 +524,33 @@ int srl_open_local(const srl_config *cfg, srl_limiter **out)
     if (l->chunk_shift > CHUNK_SHIFT_MAX)
         l->chunk_shift = CHUNK_SHIFT_MAX;
     uint64_t pool_max = 4 * cfg->capacity + (4ull << l->chunk_shift);
+    /* The homes come first: one node per key of capacity, in whole chunks
+     * of one zeroed mapping (local_index.c, "Homes"); the pool's other
+     * nodes follow them.  None if that would not fit 32-bit node indexes
+     * or the mapping is refused: then every node is an overflow node, as
+     * before homes existed. */
+    uint64_t chunk = 1ull << l->chunk_shift;
+    l->homes_end = (cfg->capacity + chunk - 1) / chunk * chunk;
+    if (l->homes_end + pool_max <= UINT32_MAX) {
+        l->home_bytes = (size_t)l->homes_end * l->node_bytes;
+        l->home_map = srl__local_map(l->home_bytes);
+    }
+    if (l->home_map != NULL) {
+        l->homes = cfg->capacity < HOME_WINDOW ? HOME_WINDOW : cfg->capacity;
+        pool_max += l->homes_end;
+    } else {
+        l->home_bytes = 0;
+        l->homes_end = 0;
+    }
     if (pool_max > UINT32_MAX)
         pool_max = UINT32_MAX; /* node indexes are 32-bit */
     l->max_chunks = (uint32_t)(pool_max >> l->chunk_shift);
     l->chunks = calloc(l->max_chunks, sizeof *l->chunks);
-    l->index = srl__local_index_alloc(l->nbuckets * sizeof(struct lbucket), &l->index_bytes);
+    for (uint64_t c = 0; l->chunks != NULL && c < l->homes_end >> l->chunk_shift; c++)
+        l->chunks[c] = l->home_map + (size_t)(c << l->chunk_shift) * l->node_bytes;
+    l->fresh = l->homes_end;   /* the bump allocator starts after the homes */
+    l->index_bytes = l->nbuckets * sizeof(struct lbucket);
+    l->index = srl__local_map(l->index_bytes);
     pthread_mutex_init(&l->pool_lock, NULL);
     pthread_mutex_init(&l->retire_lock, NULL);
     for (unsigned i = 0; i < NSTRIPES; i++)
@@ -542,6 +581,60 @@ int srl__local_hold_key_stripes(srl_limiter *lim, const void *key, size_t len, i
     key_of(local_of(lim), key, len, &k);
     srl__local_hold_stripes(local_of(lim), &k, hold != 0);
     return 0;
+}
+
+struct home_ctx {
+    uint64_t live, at_home;
+};
+
+static int home_visit(struct local *l, struct lnode *n, void *arg)
+{
+    struct home_ctx *c = arg;
+    c->live++;
+    if (l->homes > 0) {
+        uint32_t h[2];
+        node_homes(l, n->fp, h);
+        for (unsigned w = 0; w < 2; w++)
+            if (n->idx >= h[w] && n->idx < h[w] + HOME_WINDOW) {
+                c->at_home++;
+                break;
+            }
+    }
+    node_done(n);
+    return 0;
+}
+
+int srl__local_home_counts(srl_limiter *lim, uint64_t *live, uint64_t *at_home)
+{
+    if (lim == NULL || lim->ops != &local_ops || live == NULL || at_home == NULL)
+        return SRL_EINVAL;
+    struct home_ctx c = {0, 0};
+    rcu_read_lock();
+    (void)srl__local_pool_walk(local_of(lim), 0, UINT64_MAX, home_visit, &c);
+    rcu_read_unlock();
+    *live = c.live;
+    *at_home = c.at_home;
+    return 0;
+}
+
+int srl__local_park_free(srl_limiter *lim, int op)
+{
+    if (lim == NULL || lim->ops != &local_ops)
+        return SRL_EINVAL;
+    struct local *l = local_of(lim);
+    switch (op) {
+    case SRL__LOCAL_PARK_ARM:
+        __atomic_store_n(&l->park_free[1], 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&l->park_free[0], 1, __ATOMIC_RELEASE);
+        return 0;
+    case SRL__LOCAL_PARK_ASK:
+        return __atomic_load_n(&l->park_free[1], __ATOMIC_ACQUIRE) == 1;
+    case SRL__LOCAL_PARK_RELEASE:
+        __atomic_store_n(&l->park_free[1], 2, __ATOMIC_RELEASE);
+        return 0;
+    default:
+        return SRL_EINVAL;
+    }
 }
 
 int srl__local_lf_counts(srl_limiter *lim, struct srl__local_lf_counts *out)

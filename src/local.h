@@ -23,7 +23,8 @@
  *   - struct lnode: one key.  Its 128-bit fingerprint, its lock, its
  *     counters, then the algorithm's state inline and the display copy of
  *     the key (key_display bytes); node_bytes apart, 64-byte aligned, in the
- *     pool's chunks (local_index.c).
+ *     pool's chunks (local_index.c), in one of the key's home windows when
+ *     one had a free node at its insert (node_homes; local_index.c, HOMES).
  *   - struct lbucket: a line of the index, 8 entries.  An entry is 0
  *     (empty) or tag << 32 | (node index + 1), the tag being 32 bits of the
  *     fingerprint.  A key lives in one of two candidate buckets chosen by
@@ -45,9 +46,9 @@
  *     its threads, and the "bulletproof" flavour registers them lazily).
  *     Entries are loaded with acquire and stored with release, so a node's
  *     initialising writes happen before any lookup that finds it.
- *   - A state, its counters and its dead flag are read and written under
- *     the node's mutex (dead and the counters are also accessed with relaxed
- *     atomics, so lookups may peek at dead without the lock, and a broken
+ *   - A state, its counters and its life word are read and written under
+ *     the node's mutex (life and the counters are also accessed with relaxed
+ *     atomics, so lookups may peek at life without the lock, and a broken
  *     test variant may run without it and still be well-defined C).
  *     Except on a lock-free handle (local_lockfree.c), whose state word
  *     and counters are also written without the lock, atomically.
@@ -118,15 +119,16 @@
 #define NSHARDS 16          /* counter shards, by CPU; power of two */
 #define BUCKET_ENTRIES 8    /* one 64-byte line of 8-byte entries */
 #define NSTRIPES 256        /* index write locks, by bucket; power of two */
+#define HOME_WINDOW 2       /* adjacent nodes per home window (local_index.c) */
 
 /* Line 0: what a lookup compares, and the lock; then the counters, the
  * free-time fields and the state (a token bucket's node is 128 bytes). */
 struct lnode {
     uint8_t fp[16];           /* the key's fingerprint; fixed while indexed */
     uint16_t key_len;         /* likewise (SRL_KEY_MAX fits) */
-    uint16_t dead;            /* NODE_*: live 0 -> dead 1 under lock; atomic */
+    uint16_t life;            /* NODE_*: LIVE -> DEAD under lock; atomic */
     uint32_t idx;             /* this node's index in the pool; fixed */
-    pthread_mutex_t lock;     /* guards dead, the counters and the state */
+    pthread_mutex_t lock;     /* guards life, the counters and the state */
     uint64_t allowed;         /* this key's decisions (under lock) */
     uint64_t denied;
     struct local *owner;      /* for the call_rcu callback */
@@ -137,11 +139,16 @@ struct lnode {
     uint64_t data[];          /* state (state_bytes), then the display copy */
 };
 
-/* n->dead.  A node is reachable by walks (of the pool) only while LIVE,
+/* n->life.  A node is reachable by walks (of the pool) only while LIVE,
  * by lookups (through the index) only from just before its entry is
  * stored (LIVE is stored first, with release) until a grace period after
- * the entry is cleared. */
-enum { NODE_LIVE = 0, NODE_DEAD = 1, NODE_FREE = 2, NODE_NEW = 3 };
+ * the entry is cleared.  FREE is 0: the home region (local_index.c) is
+ * mapped zeroed, so a home never taken reads FREE without being written
+ * (and costs no memory until it is).  FREE is stored only under pool_lock,
+ * once the node is ready to be taken: pool_get takes a home it reads FREE.
+ * GOING is a node whose counts free_node_rcu has moved to the shards, on
+ * its way to pool_put. */
+enum { NODE_FREE = 0, NODE_LIVE = 1, NODE_DEAD = 2, NODE_NEW = 3, NODE_GOING = 4 };
 
 struct lbucket {
     uint64_t e[BUCKET_ENTRIES]; /* 0, or tag << 32 | (node index + 1); atomics */
@@ -169,12 +176,17 @@ struct local {
     size_t node_bytes;        /* sizeof(struct lnode) + state + display, to 64 */
     size_t state_bytes;       /* algo->size rounded up to 8 */
     uint64_t capacity;
+    uint64_t homes;           /* nodes 0 .. homes-1 are homes (local_index.c); 0: none */
+    uint64_t homes_end;       /* homes rounded up to whole chunks; overflow starts here */
+    unsigned char *home_map;  /* their mapping (chunks[0 ..] point into it) */
+    size_t home_bytes;
     uint32_t key_display;
     uint32_t max_chunks;
     bool lockfree;            /* SRL_CONFIG_LOCKFREE on a one-word GCRA policy */
 #ifdef SRL_MUTANTS
     unsigned broken;          /* SRL__LOCAL_BROKEN_* (testhooks.h) */
     uint64_t lf_conflicts, lf_tombstones, lf_late; /* srl__local_lf_counts */
+    int park_free[2];         /* srl__local_park_free: armed, parked */
 #endif
     pid_t creator_pid;
     uint64_t created_unix_ns;
@@ -222,7 +234,7 @@ static inline const unsigned char *node_display(const struct local *l, const str
 
 static inline bool node_dead(const struct lnode *n)
 {
-    return __atomic_load_n(&n->dead, __ATOMIC_RELAXED) != 0;
+    return __atomic_load_n(&n->life, __ATOMIC_RELAXED) != NODE_LIVE;
 }
 
 static inline struct lnode *node_at(const struct local *l, uint32_t idx)
@@ -285,6 +297,18 @@ static inline uint64_t fastrange(uint64_t x, uint64_t n)
     return (uint64_t)(((unsigned __int128)x * n) >> 64);
 }
 
+/* The first nodes of fp's two home windows, HOME_WINDOW adjacent nodes
+ * each, where an insert puts the key when one is free (local_index.c,
+ * "HOMES"): from fp's middle bytes (the buckets take the high bits of
+ * each half, the tag the low ones).  Call only with l->homes > 0. */
+static inline void node_homes(const struct local *l, const uint8_t fp[16], uint32_t h[2])
+{
+    uint64_t v, n = l->homes - HOME_WINDOW + 1;
+    memcpy(&v, fp + 4, 8);
+    h[0] = (uint32_t)fastrange(v, n);
+    h[1] = (uint32_t)fastrange(v * 0x9e3779b97f4a7c15ull, n);   /* an odd multiplier */
+}
+
 /* fp's candidate buckets and tag, as the shared table derives them: the
  * buckets from the high bits of each half, the tag from low bits. */
 static inline void key_place(const struct local *l, struct lkey *k)
@@ -317,7 +341,7 @@ static inline void entry_store(uint64_t *e, uint64_t v)
 }
 
 /* The live node for k in bucket b, or NULL.  Call inside rcu_read_lock.
- * Without any lock: fp is fixed while indexed, and dead is read
+ * Without any lock: fp is fixed while indexed, and life is read
  * atomically (a node that dies right after is caught under its lock by
  * the caller). */
 static inline struct lnode *scan(const struct local *l, uint64_t b, const struct lkey *k)
@@ -368,7 +392,7 @@ void srl__local_hold_stripes(struct local *l, const struct lkey *k, bool hold);
  * the node is published is atomic: a decision is a compare-and-swap from
  * the value it decided on, with or without the node's lock.  WORD_TOMB is
  * the version that retires a state: reset, eviction and reclamation CAS it
- * in (under the node's lock, before they set dead), and nothing ever
+ * in (under the node's lock, before they mark the node DEAD), and nothing ever
  * writes the word again until the node is reused after its grace period.
  * A TAT never equals it: a commit that would store UINT64_MAX (a TAT
  * saturated 584 years from 0) stores UINT64_MAX - 1, which decides alike.
@@ -440,8 +464,9 @@ bool srl__local_pool_wait(struct local *l);
 /* Clear the entry of n, marked dead by this thread, and free n after a
  * grace period.  Call inside rcu_read_lock, without n->lock. */
 void srl__local_unlink_node(struct local *l, struct lnode *n);
-/* The index's mapping (open). */
-struct lbucket *srl__local_index_alloc(size_t bytes, size_t *mapped);
+/* A zeroed mapping of bytes for the index or the homes (open), on huge
+ * pages where that pays; NULL if the system refuses it. */
+void *srl__local_map(size_t bytes);
 /* Mark n dead and release its slot.  Call with n's lock held, n not dead;
  * then unlock and srl__local_unlink_node. */
 void srl__local_retire_locked(struct local *l, struct lnode *n);

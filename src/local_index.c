@@ -5,20 +5,21 @@
  *
  * WHAT IT HOLDS
  *   - The pool: fixed-size nodes (struct lnode, node_bytes apart, 64-byte
- *     aligned) in chunks of 2^chunk_shift nodes, allocated as keys arrive
- *     (chunks of 2 MiB and more are advised onto transparent huge pages) and
- *     never freed before srl_close.  Free nodes are kept on a free list and
- *     reused; no malloc on any decision path.  pool_get, pool_put, the
- *     call_rcu callback free_node_rcu, and srl__local_pool_wait at the
- *     pool's bound.
+ *     aligned) in chunks of 2^chunk_shift nodes, never freed before
+ *     srl_close: first the homes (HOMES below), one zeroed mapping made at
+ *     open, then overflow chunks allocated as keys need them (chunks of
+ *     2 MiB and more are advised onto transparent huge pages).  Free
+ *     overflow nodes are kept on a free list and reused; no malloc on any
+ *     decision path.  pool_get, pool_put, the call_rcu callback
+ *     free_node_rcu, and srl__local_pool_wait at the pool's bound.
  *   - The index: nbuckets buckets of 8 entries, one cache line each, a key
  *     in the first of its two candidate buckets when it has room.  The
  *     index has 2 entries per key of capacity (sized at open, lazily zeroed
- *     by srl__local_index_alloc, never resized).  Its stripe locks, the
+ *     by srl__local_map, never resized).  Its stripe locks, the
  *     insert (srl__local_find_or_insert), the one-step relocation and the
  *     delete (srl__local_unlink_node).
  *   - Retirement and reclamation: srl__local_retire_locked (a node's death:
- *     dead 0 -> 1, its capacity slot released, under its lock; for reset,
+ *     LIVE -> DEAD, its capacity slot released, under its lock; for reset,
  *     eviction and reclamation, the caller then unlinks it), eviction of an
  *     at-rest state (srl__local_evict_if_at_rest_locked, after freeing a
  *     concurrency limit's dead and expired holders), and reclaim_some: an
@@ -27,10 +28,30 @@
  *     other keys).  Here rather than with the walks because insert and
  *     reclamation call each other.
  *
+ * HOMES
+ *   A hit needs two misses: the bucket, then the node its entry names.  To
+ *   overlap them, nodes 0 .. capacity-1 are homes: a key has two home
+ *   windows of HOME_WINDOW adjacent nodes, chosen from its fingerprint
+ *   (node_homes, local.h), and pool_get gives an insert the first free
+ *   node of them, else an overflow node (free list, then bump).  A lookup
+ *   prefetches the windows' nodes beside the buckets (key_of, local.c); the
+ *   index still says where the key is, so a key out of its homes is found
+ *   as before, one dependent miss later.  Homes are taken and given back
+ *   under pool_lock like any node (a home is FREE, not on the free list:
+ *   its key finds it), and only after their grace period.  The mapping is
+ *   zeroed and NODE_FREE is 0: a home never taken costs no memory and needs
+ *   no initialising; a taken one gets its idx then.  The price: memory
+ *   grows toward capacity x node_bytes as keys spread over the homes (as a
+ *   shared segment's does at once), and walks of the pool visit every home.
+ *   At full capacity about 85 % of keys are at home, at half 98 %
+ *   (tests/check_local_homes.c).
+ *   If 32-bit node indexes cannot hold homes and the pool's bound, or the
+ *   mapping is refused, there are no homes (homes == 0).
+ *
  * INVARIANTS
  *   - A node's fp and key_len never change while any index entry points to
  *     it, nor until a grace period after the last entry was cleared.
- *   - dead goes 0 -> 1 exactly once per use of a node, under the node's
+ *   - life goes LIVE -> DEAD exactly once per use of a node, under the node's
  *     lock, by the thread that will then clear its index entry and hand it
  *     to call_rcu, whose callback puts it back on the free list: a node is
  *     reused only after a grace period that began after it left the index.
@@ -50,8 +71,9 @@
  *     there, just before its node is published, and released when the
  *     node is marked dead (or, rarely, when no index entry was free).  So
  *     a slot is never held by a thread that will lose an insertion race.
- *   - The pool bound: at most 4 x capacity nodes (+ 4 chunks) exist, live
- *     or awaiting their grace period.  An insert that finds none free waits
+ *   - The pool bound: besides the homes, at most 4 x capacity overflow
+ *     nodes (+ 4 chunks) exist, live or awaiting their grace period.  An
+ *     insert that finds none free waits
  *     for the pending grace periods (srl__local_pool_wait: rcu_barrier,
  *     outside the read-side section) and tries again; it never answers
  *     on_full for it, since the table is not full (docs/design.md, "The pool bound race":
@@ -75,7 +97,7 @@
 #include <unistd.h>
 
 #define HUGE_PAGE (2u << 20)
-#define INDEX_HUGE_MAX (256ull << 20) /* larger indexes are sparse: no THP */
+#define MAP_HUGE_MAX (256ull << 20) /* larger maps are sparse: no THP */
 
 /* Reserve one live-key slot; false if the table is full.  Relaxed: the
  * counter orders nothing, it only bounds the number of live nodes. */
@@ -108,14 +130,30 @@ static unsigned char *chunk_alloc(const struct local *l)
  * SRL_ENOMEM (no memory for a new chunk), or INSERT_WAIT (the pool is at
  * its bound, see srl_open_local: live nodes are at most the capacity, so
  * the rest, 3 x capacity and more, await their grace period). */
-static int pool_get(struct local *l, struct lnode **out)
+static int pool_get(struct local *l, const uint8_t fp[16], struct lnode **out)
 {
     int rc = 0;
+    uint32_t h[2] = {0, 0};
+    if (l->homes > 0)
+        node_homes(l, fp, h);
     pthread_mutex_lock(&l->pool_lock);
-    if (l->free_head != 0) {
+    struct lnode *home = NULL;
+    bool homes = l->homes > 0 && !SRL__MUTANT(l->broken, SRL__LOCAL_BROKEN_NO_HOMES);
+    for (unsigned c = 0; homes && c < 2 * HOME_WINDOW && home == NULL; c++) {
+        uint32_t i = h[c / HOME_WINDOW] + c % HOME_WINDOW;
+        struct lnode *n = node_at(l, i);
+        if (__atomic_load_n(&n->life, __ATOMIC_RELAXED) == NODE_FREE) {
+            home = n;
+            home->idx = i;   /* 0 in a home never taken before */
+        }
+    }
+    if (home != NULL) {
+        *out = home;
+        __atomic_store_n(&home->life, NODE_NEW, __ATOMIC_RELAXED);
+    } else if (l->free_head != 0) {
         *out = node_at(l, l->free_head - 1);
         l->free_head = (*out)->u.free_next;
-        __atomic_store_n(&(*out)->dead, NODE_NEW, __ATOMIC_RELAXED);
+        __atomic_store_n(&(*out)->life, NODE_NEW, __ATOMIC_RELAXED);
     } else {
         uint64_t c = l->fresh >> l->chunk_shift;
         if (c >= l->max_chunks) {
@@ -128,7 +166,7 @@ static int pool_get(struct local *l, struct lnode **out)
             } else {
                 *out = node_at(l, (uint32_t)l->fresh);
                 (*out)->idx = (uint32_t)l->fresh;
-                __atomic_store_n(&(*out)->dead, NODE_NEW, __ATOMIC_RELAXED);
+                __atomic_store_n(&(*out)->life, NODE_NEW, __ATOMIC_RELAXED);
                 __atomic_store_n(&l->fresh, l->fresh + 1, __ATOMIC_RELEASE);
             }
         }
@@ -143,9 +181,11 @@ static void pool_put(struct local *l, struct lnode *n)
 {
     pthread_mutex_destroy(&n->lock);
     pthread_mutex_lock(&l->pool_lock);
-    __atomic_store_n(&n->dead, NODE_FREE, __ATOMIC_RELAXED);
-    n->u.free_next = l->free_head;
-    l->free_head = n->idx + 1;
+    __atomic_store_n(&n->life, NODE_FREE, __ATOMIC_RELAXED);
+    if (n->idx >= l->homes) {   /* a home is found by its key, not a list */
+        n->u.free_next = l->free_head;
+        l->free_head = n->idx + 1;
+    }
     pthread_mutex_unlock(&l->pool_lock);
 }
 
@@ -171,8 +211,18 @@ static void free_node_rcu(struct rcu_head *head)
         shard_add(&s->retired_allowed, __atomic_load_n(&n->allowed, __ATOMIC_RELAXED));
         shard_add(&s->retired_denied, __atomic_load_n(&n->denied, __ATOMIC_RELAXED));
     }
-    __atomic_store_n(&n->dead, NODE_FREE, __ATOMIC_RELAXED);
+    /* Not FREE yet: a home read FREE is taken (pool_get), and pool_put
+     * has still to destroy this node's mutex. */
+    bool free_early = SRL__MUTANT(l->broken, SRL__LOCAL_BROKEN_FREE_EARLY);
+    __atomic_store_n(&n->life, free_early ? NODE_FREE : NODE_GOING, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&l->retire_lock);
+#ifdef SRL_MUTANTS
+    if (__atomic_exchange_n(&l->park_free[0], 0, __ATOMIC_ACQ_REL)) {
+        __atomic_store_n(&l->park_free[1], 1, __ATOMIC_RELEASE);
+        while (__atomic_load_n(&l->park_free[1], __ATOMIC_ACQUIRE) == 1)
+            sched_yield();
+    }
+#endif
     pool_put(l, n);
 }
 
@@ -319,8 +369,8 @@ void srl__local_unlink_node(struct local *l, struct lnode *n)
  * grace period may have begun before this section, so it is not ours to
  * touch.  Returns indexes visited.
  * A walk of the pool, not of the index, sees each node once even while a
- * relocation moves its entry, and costs what the keys ever held, not what
- * the capacity could hold. */
+ * relocation moves its entry, and costs the homes plus the overflow nodes
+ * the keys ever took. */
 uint64_t srl__local_pool_walk(struct local *l, uint64_t from, uint64_t count,
                              int (*fn)(struct local *, struct lnode *, void *), void *ctx)
 {
@@ -335,7 +385,7 @@ uint64_t srl__local_pool_walk(struct local *l, uint64_t from, uint64_t count,
         struct lnode *n = node_at(l, (uint32_t)i);
         if (++i == fresh)
             i = 0;
-        unsigned st = __atomic_load_n(&n->dead, __ATOMIC_ACQUIRE);
+        unsigned st = __atomic_load_n(&n->life, __ATOMIC_ACQUIRE);
         if (st == NODE_LIVE && fn(l, n, ctx) != 0)
             break;
     }
@@ -348,7 +398,7 @@ uint64_t srl__local_pool_walk(struct local *l, uint64_t from, uint64_t count,
  * caller then unlocks and calls srl__local_unlink_node. */
 void srl__local_retire_locked(struct local *l, struct lnode *n)
 {
-    __atomic_store_n(&n->dead, NODE_DEAD, __ATOMIC_RELEASE);
+    __atomic_store_n(&n->life, NODE_DEAD, __ATOMIC_RELEASE);
 #ifdef SRL_MUTANTS
     if (l->broken & SRL__LOCAL_BROKEN_LF_RETIRE_EARLY) {
         /* Broken on purpose: counted at death, so a lock-free decision that
@@ -464,7 +514,7 @@ int srl__local_find_or_insert(struct local *l, const struct lkey *k, struct lnod
     if (early && !reserve(l) && (reclaim_some(l) == 0 || !reserve(l)))
         return found_or_full(l, k, out);
     struct lnode *cand = NULL;
-    int prc = pool_get(l, &cand);
+    int prc = pool_get(l, k->fp, &cand);
     if (prc != 0) {
         if (early)
             unreserve(l);
@@ -511,7 +561,7 @@ int srl__local_find_or_insert(struct local *l, const struct lkey *k, struct lnod
                 /* Live before indexed: a pool walk that sees LIVE (acquire)
                  * sees the node initialised, and finds its entry once it
                  * can take these stripes. */
-                __atomic_store_n(&cand->dead, NODE_LIVE, __ATOMIC_RELEASE);
+                __atomic_store_n(&cand->life, NODE_LIVE, __ATOMIC_RELEASE);
                 entry_store(&l->index[b].e[at], (uint64_t)k->tag << 32 | (cand->idx + 1));
             } else {
                 unreserve(l);   /* no entry free */
@@ -552,9 +602,9 @@ void srl__local_hold_stripes(struct local *l, const struct lkey *k, bool hold)
 /* The index: lazily zeroed anonymous memory (a huge capacity costs address
  * space, not memory, until keys arrive), on huge pages when it is small
  * enough to be filled. */
-struct lbucket *srl__local_index_alloc(size_t bytes, size_t *mapped)
+void *srl__local_map(size_t bytes)
 {
-    bool huge = bytes >= HUGE_PAGE && bytes <= INDEX_HUGE_MAX;
+    bool huge = bytes >= HUGE_PAGE && bytes <= MAP_HUGE_MAX;
     size_t len = bytes + (huge ? HUGE_PAGE : 0);
     unsigned char *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
                             MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -572,6 +622,5 @@ struct lbucket *srl__local_index_alloc(size_t bytes, size_t *mapped)
         p = (unsigned char *)a;
         (void)madvise(p, bytes, MADV_HUGEPAGE); /* a hint: fewer TLB misses */
     }
-    *mapped = bytes;
-    return (struct lbucket *)p;
+    return p;
 }

@@ -20,10 +20,10 @@
  *     key's state or this key's retired state, never another key's.
  *   - Retirement: reset, eviction and reclamation CAS the word to
  *     WORD_TOMB (srl__local_word_retire) under the node's lock, eviction
- *     only from a value at rest, and then set dead.  WORD_TOMB is never a TAT and is
- *     never overwritten before reuse, so a decider's CAS from any TAT fails
- *     once the state is retired; the decider then takes the locked path,
- *     sees dead and looks the key up again (the closed eviction race, as
+ *     only from a value at rest, and then mark the node DEAD.  WORD_TOMB
+ *     is never a TAT and is never overwritten before reuse, so a decider's
+ *     CAS from any TAT fails once the state is retired; the decider then
+ *     takes the locked path, sees DEAD and looks the key up again (the closed eviction race, as
  *     for locked deciders).  An eviction that loses its CAS to a decider
  *     re-reads the word and finds it no longer at rest.
  *   - Every other write of the word after publication is a CAS too, made

@@ -13,8 +13,9 @@
  *
  * INVARIANTS
  *   - Walks go over the pool, not the index: a walk sees each node once
- *     even while a relocation moves its entry, and costs what the keys ever
- *     held, not what the capacity could hold.  srl_evict_idle, srl_foreach
+ *     even while a relocation moves its entry, and costs the homes (one
+ *     node per key of capacity, local_index.c) plus the overflow nodes the
+ *     keys ever took.  srl_evict_idle, srl_foreach
  *     (and an insert's reclamation) visit LIVE nodes only (a DEAD one's grace period may
  *     have begun before the walk's read-side section); a key inserted or
  *     retired during a walk may or may not be seen.
@@ -35,7 +36,7 @@
  *   stats, with no node lock.  Time is read inside the node's lock.
  *
  * MAY TOUCH
- *   A node's dead flag and state, under its lock; its counters, read
+ *   A node's life word and state, under its lock; its counters, read
  *   atomically; the shards.  Never the index or the pool's lists but
  *   through srl__local_unlink_node.
  */
@@ -98,7 +99,7 @@ int srl__local_stats(srl_limiter *lim, srl_stats *out)
         /* LIVE or DEAD cannot become FREE (nor be reused) while we hold
          * retire_lock; a NEW node has counted nothing yet. */
         struct lnode *n = node_at(l, (uint32_t)i);
-        unsigned st = __atomic_load_n(&n->dead, __ATOMIC_ACQUIRE);
+        unsigned st = __atomic_load_n(&n->life, __ATOMIC_ACQUIRE);
         if (st == NODE_LIVE || (st == NODE_DEAD && !early)) {
             s.allowed += __atomic_load_n(&n->allowed, __ATOMIC_RELAXED);
             s.denied += __atomic_load_n(&n->denied, __ATOMIC_RELAXED);

@@ -120,7 +120,15 @@ int srl__shm_open_test(const char *name, const srl_config *cfg, unsigned flags,
  * insert of key takes: inserters of key then wait there.  SRL_EINVAL for a
  * limiter that is not local. */
 int srl__local_hold_key_stripes(srl_limiter *lim, const void *key, size_t len, int hold);
-#define SRL__LOCAL_BROKEN_ALL 0x1ffu
+/* Every insert ignores the key's home windows (an overflow node for every
+ * key): decisions stay exact, only the hit's node miss is dependent again
+ * (tests/check_local_homes.c must see it). */
+#define SRL__LOCAL_BROKEN_NO_HOMES 0x200u
+/* The call_rcu callback marks a node FREE before pool_put has destroyed its
+ * mutex, as the first homes did: an insert may take that home meanwhile,
+ * and pool_put then frees the new key's node under it. */
+#define SRL__LOCAL_BROKEN_FREE_EARLY 0x400u
+#define SRL__LOCAL_BROKEN_ALL 0x7ffu
 /* What the lock-free path saw (counted only in the test library): lost
  * compare-and-swaps (and, in the blind-store variant, overwritten writes),
  * deciders that met a tombstone and fell back to the lock, and decisions
@@ -133,6 +141,17 @@ int srl__local_lf_counts(srl_limiter *lim, struct srl__local_lf_counts *out);
  * before any other thread uses lim.  Returns SRL_EINVAL for a limiter that
  * is not local or unknown flags. */
 int srl__local_set_broken(srl_limiter *lim, unsigned flags);
+/* The in-process store's live keys, and how many of them sit in a node of
+ * their home windows (local_index.c, HOMES).  SRL_EINVAL for a limiter
+ * that is not local. */
+int srl__local_home_counts(srl_limiter *lim, uint64_t *live, uint64_t *at_home);
+/* Park the call_rcu callback in the next node it frees, after the node's
+ * counts have moved and before pool_put: SRL__LOCAL_PARK_ARM arms it,
+ * SRL__LOCAL_PARK_ASK returns 1 while it is parked (else 0),
+ * SRL__LOCAL_PARK_RELEASE lets it go on.  SRL_EINVAL for a limiter that is
+ * not local, or another op. */
+enum { SRL__LOCAL_PARK_ASK = 0, SRL__LOCAL_PARK_ARM = 1, SRL__LOCAL_PARK_RELEASE = 2 };
+int srl__local_park_free(srl_limiter *lim, int op);
 
 /* The tiered store (src/tiered.c).  Each breaks one rule of its design. */
 #define SRL__TIERED_TEST_ANY_COST 0x1u    /* a ban answers every cost, smaller ones too */
