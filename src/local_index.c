@@ -201,9 +201,11 @@ static void free_node_rcu(struct rcu_head *head)
     struct local *l = n->owner;
 #ifdef SRL_MUTANTS
     /* call_rcu's worker may run while a test switches variants. */
-    bool early = __atomic_load_n(&l->broken, __ATOMIC_RELAXED) & SRL__LOCAL_BROKEN_LF_RETIRE_EARLY;
+    unsigned broken = __atomic_load_n(&l->broken, __ATOMIC_RELAXED);
+    bool early = broken & SRL__LOCAL_BROKEN_LF_RETIRE_EARLY;
+    bool free_early = broken & SRL__LOCAL_BROKEN_FREE_EARLY;
 #else
-    bool early = false;
+    bool early = false, free_early = false;
 #endif
     pthread_mutex_lock(&l->retire_lock);
     if (!early) {
@@ -213,7 +215,6 @@ static void free_node_rcu(struct rcu_head *head)
     }
     /* Not FREE yet: a home read FREE is taken (pool_get), and pool_put
      * has still to destroy this node's mutex. */
-    bool free_early = SRL__MUTANT(l->broken, SRL__LOCAL_BROKEN_FREE_EARLY);
     __atomic_store_n(&n->life, free_early ? NODE_FREE : NODE_GOING, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&l->retire_lock);
 #ifdef SRL_MUTANTS
