@@ -79,11 +79,10 @@ static void key_of(const struct local *l, const void *key, size_t len, struct lk
      * after the bucket names the node.  Each node's first two lines: the
      * fingerprint and lock, then the counters and the state's start. */
     if (l->homes > 0) {
-        uint32_t h[2];
-        node_homes(l, k->fp, h);
+        node_homes(l, k->fp, k->home);
         for (unsigned c = 0; c < 2 * HOME_WINDOW; c++) {
-            const unsigned char *n =
-                l->home_map + (size_t)(h[c / HOME_WINDOW] + c % HOME_WINDOW) * l->node_bytes;
+            uint32_t i = k->home[c / HOME_WINDOW] + c % HOME_WINDOW;
+            const unsigned char *n = l->home_map + (size_t)i * l->node_bytes;
             __builtin_prefetch(n, 1, 3);
             __builtin_prefetch(n + CACHE_LINE, 1, 3);
         }
@@ -421,8 +420,8 @@ static void free_local(struct local *l)
         if (n->life == NODE_LIVE)
             pthread_mutex_destroy(&n->lock);
     }
-    uint64_t home_chunks = l->home_bytes > 0 ? l->homes_end >> l->chunk_shift : 0;
-    for (uint64_t c = home_chunks; l->chunks != NULL && c < l->max_chunks; c++)
+    /* The homes' chunks are slices of home_map (homes_end is 0 without). */
+    for (uint64_t c = l->homes_end >> l->chunk_shift; l->chunks != NULL && c < l->max_chunks; c++)
         free(l->chunks[c]);
     if (l->home_map != NULL)
         munmap(l->home_map, l->home_bytes);

@@ -213,6 +213,7 @@ struct lkey {
     uint32_t tag;
     uint32_t len;
     uint64_t b1, b2;
+    uint32_t home[2];         /* node_homes, when the store has homes (key_of) */
 };
 
 /* ------------------------------------------------------------ helpers */

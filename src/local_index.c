@@ -126,21 +126,20 @@ static unsigned char *chunk_alloc(const struct local *l)
     return c;
 }
 
-/* A node for a new key, uninitialised but for its idx: 0 with *out set,
- * SRL_ENOMEM (no memory for a new chunk), or INSERT_WAIT (the pool is at
- * its bound, see srl_open_local: live nodes are at most the capacity, so
- * the rest, 3 x capacity and more, await their grace period). */
-static int pool_get(struct local *l, const uint8_t fp[16], struct lnode **out)
+/* A node for the new key k, uninitialised but for its idx: the first free
+ * node of k's home windows (k->home, from key_of), else an overflow node.
+ * 0 with *out set, SRL_ENOMEM (no memory for a new chunk), or INSERT_WAIT
+ * (the pool is at its bound, see srl_open_local: live nodes are at most
+ * the capacity, so the rest, 3 x capacity and more, await their grace
+ * period). */
+static int pool_get(struct local *l, const struct lkey *k, struct lnode **out)
 {
     int rc = 0;
-    uint32_t h[2] = {0, 0};
-    if (l->homes > 0)
-        node_homes(l, fp, h);
     pthread_mutex_lock(&l->pool_lock);
     struct lnode *home = NULL;
     bool homes = l->homes > 0 && !SRL__MUTANT(l->broken, SRL__LOCAL_BROKEN_NO_HOMES);
     for (unsigned c = 0; homes && c < 2 * HOME_WINDOW && home == NULL; c++) {
-        uint32_t i = h[c / HOME_WINDOW] + c % HOME_WINDOW;
+        uint32_t i = k->home[c / HOME_WINDOW] + c % HOME_WINDOW;
         struct lnode *n = node_at(l, i);
         if (__atomic_load_n(&n->life, __ATOMIC_RELAXED) == NODE_FREE) {
             home = n;
@@ -515,7 +514,7 @@ int srl__local_find_or_insert(struct local *l, const struct lkey *k, struct lnod
     if (early && !reserve(l) && (reclaim_some(l) == 0 || !reserve(l)))
         return found_or_full(l, k, out);
     struct lnode *cand = NULL;
-    int prc = pool_get(l, k->fp, &cand);
+    int prc = pool_get(l, k, &cand);
     if (prc != 0) {
         if (early)
             unreserve(l);

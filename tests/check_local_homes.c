@@ -66,36 +66,37 @@ static double at_home_pct(srl_limiter *lim, uint64_t want_live)
     return 100.0 * (double)home / (double)live;
 }
 
+/* Percent at home of `keys` new keys in a new table of `capacity`. */
+static double fill(uint64_t capacity, uint64_t keys, unsigned broken)
+{
+    srl_limiter *lim = open_local(capacity, (srl_ticker){0}, broken);
+    insert_keys(lim, 0, keys);
+    double pct = at_home_pct(lim, keys);
+    printf("homes%s: %.2f %% of %llu keys at home (capacity %llu)\n",
+           broken ? ", broken NO_HOMES" : "", pct, (unsigned long long)keys,
+           (unsigned long long)capacity);
+    srl_close(lim);
+    return pct;
+}
+
 START_TEST(at_half_load_nearly_every_key_is_in_a_home_window)
 {
-    srl_limiter *lim = open_local(65536, (srl_ticker){0}, 0);
-    insert_keys(lim, 0, 32768);
-    double pct = at_home_pct(lim, 32768);
-    printf("homes: %.2f %% of 32768 keys at home (capacity 65536)\n", pct);
+    double pct = fill(65536, 32768, 0);
     ck_assert_msg(pct >= 95.0, "only %.2f %% at home", pct);
-    srl_close(lim);
 }
 END_TEST
 
 START_TEST(at_full_load_most_keys_are_in_a_home_window)
 {
-    srl_limiter *lim = open_local(8192, (srl_ticker){0}, 0);
-    insert_keys(lim, 0, 8192);
-    double pct = at_home_pct(lim, 8192);
-    printf("homes: %.2f %% of 8192 keys at home (capacity 8192)\n", pct);
+    double pct = fill(8192, 8192, 0);
     ck_assert_msg(pct >= 70.0, "only %.2f %% at home", pct);
-    srl_close(lim);
 }
 END_TEST
 
 START_TEST(inserts_that_ignore_homes_leave_no_key_at_home)
 {
-    srl_limiter *lim = open_local(65536, (srl_ticker){0}, SRL__LOCAL_BROKEN_NO_HOMES);
-    insert_keys(lim, 0, 32768);
-    double pct = at_home_pct(lim, 32768);
-    printf("homes, broken NO_HOMES: %.2f %% at home\n", pct);
+    double pct = fill(65536, 32768, SRL__LOCAL_BROKEN_NO_HOMES);
     ck_assert(pct == 0.0);
-    srl_close(lim);
 }
 END_TEST
 
