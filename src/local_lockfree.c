@@ -23,9 +23,10 @@
  *     only from a value at rest, and then mark the node DEAD.  WORD_TOMB
  *     is never a TAT and is never overwritten before reuse, so a decider's
  *     CAS from any TAT fails once the state is retired; the decider then
- *     takes the locked path, sees DEAD and looks the key up again (the closed eviction race, as
- *     for locked deciders).  An eviction that loses its CAS to a decider
- *     re-reads the word and finds it no longer at rest.
+ *     takes the locked path, sees DEAD and looks the key up again (the
+ *     closed eviction race, as for locked deciders).  An eviction that
+ *     loses its CAS to a decider re-reads the word and finds it no longer
+ *     at rest.
  *   - Every other write of the word after publication is a CAS too, made
  *     under the node's lock (srl_reserve with a wait, srl_refund, the
  *     first decision of a new key only if it comes through the locked

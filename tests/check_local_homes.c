@@ -30,14 +30,16 @@
 #include "testhooks.h"
 #include "testutil.h"
 
-static srl_limiter *open_local(uint64_t capacity, srl_ticker ticker, unsigned broken)
+/* GCRA, `permits` a minute, on_full DENY; ticker {NULL}: the default. */
+static srl_limiter *open_local(uint64_t capacity, uint32_t permits, srl_ticker ticker,
+                               unsigned broken)
 {
     srl_config cfg;
     srl_config_init(&cfg);
-    cfg.policy = (srl_policy){.algorithm = SRL_GCRA, .permits = 5, .window_ns = 60 * SEC};
+    cfg.policy = (srl_policy){.algorithm = SRL_GCRA, .permits = permits, .window_ns = 60 * SEC};
     cfg.capacity = capacity;
     cfg.on_full = SRL_ON_FULL_DENY;
-    cfg.ticker = ticker;   /* {NULL}: the policy's default */
+    cfg.ticker = ticker;
     srl_limiter *lim = NULL;
     ck_assert_int_eq(srl_open_local(&cfg, &lim), 0);
     if (broken)
@@ -69,7 +71,7 @@ static double at_home_pct(srl_limiter *lim, uint64_t want_live)
 /* Percent at home of `keys` new keys in a new table of `capacity`. */
 static double fill(uint64_t capacity, uint64_t keys, unsigned broken)
 {
-    srl_limiter *lim = open_local(capacity, (srl_ticker){0}, broken);
+    srl_limiter *lim = open_local(capacity, 5, (srl_ticker){0}, broken);
     insert_keys(lim, 0, keys);
     double pct = at_home_pct(lim, keys);
     printf("homes%s: %.2f %% of %llu keys at home (capacity %llu)\n",
@@ -102,7 +104,7 @@ END_TEST
 
 START_TEST(a_home_freed_by_a_reset_takes_a_new_key_after_its_grace_period)
 {
-    srl_limiter *lim = open_local(4096, (srl_ticker){0}, 0);
+    srl_limiter *lim = open_local(4096, 5, (srl_ticker){0}, 0);
     insert_keys(lim, 0, 2048);
     for (uint64_t i = 0; i < 2048; i++) {
         char key[32];
@@ -135,15 +137,7 @@ END_TEST
 static int second_request_of_a_key_inserted_while_a_home_is_freed(unsigned broken)
 {
     fake_clock *c = fake_clock_shared(SEC);
-    srl_config cfg;
-    srl_config_init(&cfg);
-    cfg.policy = (srl_policy){.algorithm = SRL_GCRA, .permits = 1, .window_ns = 60 * SEC};
-    cfg.capacity = 2;
-    cfg.on_full = SRL_ON_FULL_DENY;
-    cfg.ticker = fake_ticker(c);
-    srl_limiter *lim = NULL;
-    ck_assert_int_eq(srl_open_local(&cfg, &lim), 0);
-    ck_assert_int_eq(srl__local_set_broken(lim, broken), 0);
+    srl_limiter *lim = open_local(2, 1, fake_ticker(c), broken);
     srl_decision d;
     ck_assert_int_eq(srl_acquire(lim, "a", 1, 1, &d), 0);
     ck_assert(d.allowed);
@@ -192,8 +186,8 @@ END_TEST
 START_TEST(homes_change_no_decision)
 {
     fake_clock *c[2] = {fake_clock_shared(SEC), fake_clock_shared(SEC)};
-    srl_limiter *lim[2] = {open_local(64, fake_ticker(c[0]), 0),
-                           open_local(64, fake_ticker(c[1]), SRL__LOCAL_BROKEN_NO_HOMES)};
+    srl_limiter *lim[2] = {open_local(64, 5, fake_ticker(c[0]), 0),
+                           open_local(64, 5, fake_ticker(c[1]), SRL__LOCAL_BROKEN_NO_HOMES)};
     uint64_t x = 0x2545f4914f6cdd1dull, decisions = 0, allowed = 0;
     for (int step = 0; step < 20000; step++) {
         x ^= x << 13;
