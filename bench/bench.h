@@ -295,6 +295,12 @@ void bench_flood_series(const bench_opts *o, srl_policy p, const bench_keys *k, 
  * (2.0 on two idle cores).  Below 2, other load or vCPU sharing caps every
  * scaling ratio at this value. */
 double bench_cpu_parallelism(double seconds);
+/* The same ALU loop pinned to each online CPU in turn (up to max of them),
+ * for seconds each: speed[i] is CPU i's work over the fastest CPU's (1.00).
+ * A VM's vCPUs may differ (a busy hyperthread sibling on the host), and a
+ * single-process cell then runs at the speed of whichever CPU it landed
+ * on.  Returns how many CPUs were measured (0 if affinity is refused). */
+int bench_cpu_speeds(double seconds, double *speed, int max);
 
 /* ------------------------------------------------------------ memory.c */
 

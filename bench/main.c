@@ -365,6 +365,7 @@ int main(int argc, char **argv)
     uint64_t t0 = bench_now_ns();
     read_loadavg(R.load_start, sizeof R.load_start);
     R.par_start = bench_cpu_parallelism(R.o.quick ? 0.2 : 0.5);
+    R.speeds = bench_cpu_speeds(R.o.quick ? 0.1 : 0.3, R.speed, 8);
     if (R.o.sections & BENCH_SEC_COMPONENTS) {
         progress("components");
         bench_components_measure(&R.o, &R.comp);

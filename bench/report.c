@@ -58,8 +58,16 @@ static void print_machine(const struct report *R)
                     : (o->cpu_time ? " (--cpu-time: thread CPU time)" : ""));
     printf("- /proc/loadavg at start: %s; at end: %s\n", R->load_start, R->load_end);
     printf("- CPU check: 2 processes of a pure ALU loop run %.2fx / %.2fx the work of one "
-           "(start / end; 2.00 = two free cores; less caps every scaling ratio below)\n\n",
+           "(start / end; 2.00 = two free cores; less caps every scaling ratio below)\n",
            R->par_start, R->par_end);
+    if (R->speeds > 0) {
+        printf("- CPU speeds: the ALU loop pinned to each CPU, over the fastest:");
+        for (int c = 0; c < R->speeds; c++)
+            printf("%s cpu%d %.2f", c ? "," : "", c, R->speed[c]);
+        printf(" (unequal: a single-process cell runs at the speed of the CPU it lands on; "
+               "pin the run with taskset to compare runs)\n");
+    }
+    printf("\n");
 }
 
 static const char *size_name(uint64_t n, char *buf, size_t len)

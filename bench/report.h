@@ -33,6 +33,8 @@ struct report {
     bench_opts o;
     char load_start[64], load_end[64];
     double par_start, par_end;           /* bench_cpu_parallelism before and after */
+    double speed[8];                     /* bench_cpu_speeds at the start */
+    int speeds;                          /* how many of speed[] were measured */
     uint64_t sizes[2];
     bench_components comp;
     struct per_row per[2][2][NALGO];

@@ -24,6 +24,7 @@
 #include "bench.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -363,6 +364,28 @@ static uint64_t spin_for(uint64_t ns)
         it++;
     }
     return it;
+}
+
+int bench_cpu_speeds(double seconds, double *speed, int max)
+{
+    cpu_set_t saved;
+    if (sched_getaffinity(0, sizeof saved, &saved) != 0)
+        return 0;
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    int n = online < max ? (int)online : max;
+    uint64_t best = 0, it[n];
+    for (int c = 0; c < n; c++) {
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(c, &one);
+        it[c] = sched_setaffinity(0, sizeof one, &one) == 0 ? spin_for((uint64_t)(seconds * 1e9)) : 0;
+        if (it[c] > best)
+            best = it[c];
+    }
+    sched_setaffinity(0, sizeof saved, &saved);
+    for (int c = 0; c < n; c++)
+        speed[c] = best > 0 ? (double)it[c] / (double)best : 0;
+    return best > 0 ? n : 0;
 }
 
 double bench_cpu_parallelism(double seconds)

@@ -606,10 +606,12 @@ typedef struct srl_config {
  * counting it.  srl_reserve with a wait, srl_refund, srl_peek and srl_foreach
  * keep the key's lock (their writes are compare-and-swaps as well).  Every
  * other policy is decided under the lock as without the flag; the flag is
- * then accepted and changes nothing.  What it costs: the per-key counters
- * become atomic adds on the key's own line (docs/design.md, "Lock-free
- * GCRA in the in-process store").  The Redis store accepts the flag and
- * changes nothing.
+ * then accepted and changes nothing.  On x86-64 an admission adds to the
+ * key's allowed count in the same 16-byte compare-and-swap (one locked
+ * instruction, where the locked path pays two for its mutex); elsewhere,
+ * and for every other count, the per-key counters become atomic adds on
+ * the key's own line (docs/design.md, "Lock-free GCRA in the in-process
+ * store").  The Redis store accepts the flag and changes nothing.
  */
 #define SRL_CONFIG_LOCKFREE 0x4u
 

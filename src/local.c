@@ -188,10 +188,12 @@ static int local_decide(srl_limiter *lim, const void *key, size_t len, uint32_t 
              * (or created) inside this read-side section, so it is not
              * reused before the section ends; if it was retired, the word
              * says so and the locked path below retries the lookup. */
-            if (word_update(l, n, WORD_DECIDE, cost, 0, d)) {
+            int wr = word_update(l, n, WORD_DECIDE, cost, 0, d);
+            if (wr != WORD_RETIRED) {
                 if (SRL__MUTANT(l->broken, SRL__LOCAL_BROKEN_YIELD))
                     sched_yield();   /* the amplifier: a retirement before we count */
-                count_decision(l, n, d->allowed);
+                if (wr != WORD_COUNTED)
+                    count_decision(l, n, d->allowed);
 #ifdef SRL_MUTANTS
                 if (node_dead(n) || __atomic_load_n(node_word(n), __ATOMIC_RELAXED) == WORD_TOMB)
                     LF_SAW(l, lf_late);   /* counted on a state retired meanwhile */
@@ -226,16 +228,19 @@ static int local_decide(srl_limiter *lim, const void *key, size_t len, uint32_t 
             rcu_read_unlock();
             continue;
         }
+        bool counted = false;   /* by word_update's CAS */
         if (l->lockfree) {
             /* lease == NULL (no concurrency limit); live under the lock, so
              * not retired: a CAS, since lock-free deciders do not lock. */
-            if (!word_update(l, n, max_wait != 0 ? WORD_RESERVE : WORD_DECIDE, cost,
-                             max_wait, d)) {
+            int wr = word_update(l, n, max_wait != 0 ? WORD_RESERVE : WORD_DECIDE, cost,
+                                 max_wait, d);
+            if (wr == WORD_RETIRED) {
                 pthread_mutex_unlock(&n->lock); /* cannot happen: retired => dead */
                 node_done(n);
                 rcu_read_unlock();
                 continue;
             }
+            counted = wr == WORD_COUNTED;
         } else {
             uint64_t now = srl__now(lim);
             if (lease == NULL && max_wait != 0)
@@ -245,7 +250,8 @@ static int local_decide(srl_limiter *lim, const void *key, size_t len, uint32_t 
             else
                 enter_locked(l, n, now, lease, d);
         }
-        count_decision(l, n, d->allowed);
+        if (!counted)
+            count_decision(l, n, d->allowed);
         count_would_deny(l, d);
         pthread_mutex_unlock(&n->lock);
         node_done(n);
@@ -499,6 +505,9 @@ int srl_open_local(const srl_config *cfg, srl_limiter **out)
     l->lockfree = (cfg->flags & SRL_CONFIG_LOCKFREE) != 0 && c->count == 1 &&
                   c->limits.limit[0].algorithm == SRL_GCRA && !c->penalty && c->conc < 0 &&
                   c->state_bytes == sizeof(uint64_t) && !l->lim.dry_run;
+#if SRL__CAS16
+    l->lf_pair = l->lockfree && NODE_PAIR_OK && srl__cpu_has_cas16();
+#endif
     l->capacity = cfg->capacity;
     l->key_display = cfg->key_display;
     l->creator_pid = getpid();
@@ -644,6 +653,7 @@ int srl__local_lf_counts(srl_limiter *lim, struct srl__local_lf_counts *out)
     out->conflicts = __atomic_load_n(&l->lf_conflicts, __ATOMIC_RELAXED);
     out->tombstones = __atomic_load_n(&l->lf_tombstones, __ATOMIC_RELAXED);
     out->late = __atomic_load_n(&l->lf_late, __ATOMIC_RELAXED);
+    out->lost_counts = __atomic_load_n(&l->lf_lost, __ATOMIC_RELAXED);
     return 0;
 }
 #endif

@@ -76,6 +76,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
@@ -83,6 +84,7 @@
 #include <sodium.h>
 #include <urcu-bp.h>
 
+#include "cas16.h"
 #include "limiter.h"
 #include "testhooks.h"
 
@@ -129,15 +131,25 @@ struct lnode {
     uint16_t life;            /* NODE_*: LIVE -> DEAD under lock; atomic */
     uint32_t idx;             /* this node's index in the pool; fixed */
     pthread_mutex_t lock;     /* guards life, the counters and the state */
-    uint64_t allowed;         /* this key's decisions (under lock) */
-    uint64_t denied;
+    uint64_t denied;          /* this key's denials (under lock, or an atomic add) */
     struct local *owner;      /* for the call_rcu callback */
     union {
         struct rcu_head rcu;  /* from unlink to the callback */
         uint32_t free_next;   /* on the free list: next index + 1, or 0 */
     } u;
+    /* allowed sits 16-aligned just before the state: a lock-free admission
+     * CASes the two as one pair (l->lf_pair, NODE_PAIR_OK). */
+    uint64_t allowed;         /* this key's admissions (likewise, or that CAS) */
     uint64_t data[];          /* state (state_bytes), then the display copy */
 };
+
+/* Whether a node's allowed count and its first state word make one
+ * 16-aligned pair (nodes are 64-aligned, so the offset decides): true on
+ * x86-64 glibc, where the mutex is 40 bytes.  A target where it is not
+ * keeps the CAS and the add (lf_pair false). */
+#define NODE_PAIR_OK                                                              \
+    (offsetof(struct lnode, allowed) % 16 == 0 &&                                 \
+     offsetof(struct lnode, data) == offsetof(struct lnode, allowed) + sizeof(uint64_t))
 
 /* n->life.  A node is reachable by walks (of the pool) only while LIVE,
  * by lookups (through the index) only from just before its entry is
@@ -183,9 +195,10 @@ struct local {
     uint32_t key_display;
     uint32_t max_chunks;
     bool lockfree;            /* SRL_CONFIG_LOCKFREE on a one-word GCRA policy */
+    bool lf_pair;             /* lockfree, and an admission is one 16-byte CAS */
 #ifdef SRL_MUTANTS
     unsigned broken;          /* SRL__LOCAL_BROKEN_* (testhooks.h) */
-    uint64_t lf_conflicts, lf_tombstones, lf_late; /* srl__local_lf_counts */
+    uint64_t lf_conflicts, lf_tombstones, lf_late, lf_lost; /* srl__local_lf_counts */
     int park_free[2];         /* srl__local_park_free: armed, parked */
 #endif
     pid_t creator_pid;
@@ -407,23 +420,34 @@ static inline uint64_t *node_word(struct lnode *n)
 
 enum word_op { WORD_DECIDE, WORD_RESERVE, WORD_REFUND };
 
+/* What word_update did.  WORD_COUNTED: an admission whose count it added
+ * to n->allowed in the same CAS (l->lf_pair); the caller counts every
+ * other decision itself. */
+enum { WORD_RETIRED = 0, WORD_DONE = 1, WORD_COUNTED = 2 };
+
 /* The lock-free decision (and, under the lock, reserve and refund) on n's
  * word: read the word, then the time, decide on a copy, and CAS the copy
  * in; on a lost CAS start again from the value that won (and a new time).
  * A decision that writes nothing (a denial) takes effect at its read.
- * Returns false, deciding nothing, if the state is retired (WORD_TOMB):
- * the caller takes the locked path, which sees the node dead and looks the
- * key up again.  Call inside rcu_read_lock, n found live through the index:
- * n is not reused before the section ends. */
-static inline bool word_update(struct local *l, struct lnode *n, enum word_op op, uint32_t cost,
-                               uint64_t max_wait, srl_decision *d)
+ * On an lf_pair handle an admission (WORD_DECIDE) CASes {allowed, word}
+ * as one 16-byte pair, count and state in one locked instruction; a count
+ * moved meanwhile (another admission, under the lock or not) fails it
+ * like a moved word.  Returns WORD_RETIRED, deciding nothing, if the state
+ * is retired (WORD_TOMB): the caller takes the locked path, which sees the
+ * node dead and looks the key up again.  Call inside rcu_read_lock, n
+ * found live through the index: n is not reused before the section ends. */
+static inline int word_update(struct local *l, struct lnode *n, enum word_op op, uint32_t cost,
+                              uint64_t max_wait, srl_decision *d)
 {
     uint64_t *w = node_word(n);
+#if SRL__CAS16
+    uint64_t seen = __atomic_load_n(&n->allowed, __ATOMIC_RELAXED);
+#endif
     uint64_t old = __atomic_load_n(w, __ATOMIC_RELAXED);
     for (;;) {
         if (old == WORD_TOMB) {
             LF_SAW(l, lf_tombstones);
-            return false;
+            return WORD_RETIRED;
         }
         uint64_t now = srl__now(&l->lim), nw = old;
         if (op == WORD_DECIDE)
@@ -435,7 +459,7 @@ static inline bool word_update(struct local *l, struct lnode *n, enum word_op op
         if (nw == WORD_TOMB)
             nw = WORD_TOMB - 1;
         if (nw == old)
-            return true;
+            return WORD_DONE;
         if (SRL__MUTANT(l->broken, SRL__LOCAL_BROKEN_YIELD))
             sched_yield();   /* the amplifier: a preemption between read and CAS */
 #ifdef SRL_MUTANTS
@@ -444,11 +468,37 @@ static inline bool word_update(struct local *l, struct lnode *n, enum word_op op
              * the read (an exchange, so the lost update can be counted). */
             if (__atomic_exchange_n(w, nw, __ATOMIC_RELAXED) != old)
                 LF_SAW(l, lf_conflicts);
-            return true;
+            return WORD_DONE;
+        }
+#endif
+#if SRL__CAS16 && defined(SRL_MUTANTS)
+        if (l->lf_pair && op == WORD_DECIDE && (l->broken & SRL__LOCAL_BROKEN_LF_SPLIT_COUNT)) {
+            /* Broken on purpose: the word, then the count apart. */
+            if (!__atomic_compare_exchange_n(w, &old, nw, false, __ATOMIC_RELAXED,
+                                             __ATOMIC_RELAXED)) {
+                LF_SAW(l, lf_conflicts);
+                continue;
+            }
+            sched_yield();
+            if (__atomic_exchange_n(&n->allowed, seen + 1, __ATOMIC_RELAXED) != seen)
+                LF_SAW(l, lf_lost);
+            return WORD_COUNTED;
+        }
+#endif
+#if SRL__CAS16
+        if (l->lf_pair && op == WORD_DECIDE) {   /* an admission: nw != old */
+            uint64_t found = old;
+            if (srl__cas16(&n->allowed, &seen, &found, seen + 1, nw))
+                return WORD_COUNTED;
+            if (found == old)
+                continue;   /* only the count moved: seen has it; decide again */
+            old = found;
+            LF_SAW(l, lf_conflicts);
+            continue;
         }
 #endif
         if (__atomic_compare_exchange_n(w, &old, nw, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
-            return true;
+            return WORD_DONE;
         LF_SAW(l, lf_conflicts);
     }
 }

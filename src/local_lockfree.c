@@ -32,16 +32,20 @@
  *     first decision of a new key only if it comes through the locked
  *     path), and every read is atomic (peek, key_state, foreach): the
  *     lock still orders those against retirement, not against deciders.
- *   - Counts: a decider counts with an atomic add after its CAS, inside
- *     its read-side section, so after the node's grace period no count can
- *     arrive; free_node_rcu (local_index.c) moves the counts then.  Stats
- *     are exact once the deciders have returned, whatever was retired
+ *   - Counts: a decider counts inside its read-side section, so after the
+ *     node's grace period no count can arrive; free_node_rcu
+ *     (local_index.c) moves the counts then.  An admission on x86-64
+ *     (l->lf_pair) counts in its CAS: {allowed, word} is one 16-byte pair
+ *     (cas16.h), one locked instruction where a CAS and an add were two;
+ *     every other decision counts with an atomic add after it.  Stats are
+ *     exact once the deciders have returned, whatever was retired
  *     meanwhile.
  *   Not lock-free (the lock as before): srl_enter, srl_reserve with a
  *   wait, srl_refund, srl_peek, key_state, every other policy.
  *
  * MAY TOUCH
- *   A node's state word, atomically only; nothing else of the node.
+ *   A node's state word, atomically only, and (the pair CAS, word_update)
+ *   its allowed count beside it; nothing else of the node.
  */
 #include "local.h"
 

@@ -71,6 +71,7 @@
  * srl_stats's bucket counters are exact regardless.  (No cheap fix: the
  * counters are outside the CAS's 16 bytes; design.md, "Counters".)
  */
+#include "cas16.h"
 #include "shm.h"
 
 #include <sched.h>
@@ -78,30 +79,7 @@
 
 #define LF_TRIES 4u
 
-#if defined(__x86_64__)
-static bool cpu_has_cx16(void)
-{
-    unsigned a = 1, b, c, d;
-    __asm__ __volatile__("cpuid" : "+a"(a), "=b"(b), "=c"(c), "=d"(d) : "2"(0u));
-    return (c >> 13) & 1u;
-}
-
-/* lock cmpxchg16b on the 16-aligned p: {lo, hi} = {*exp_lo, *exp_hi} ->
- * {new_lo, new_hi}; on failure the words found go to *exp_lo, *exp_hi. */
-static bool cas16(void *p, uint64_t *exp_lo, uint64_t *exp_hi, uint64_t new_lo, uint64_t new_hi)
-{
-    bool ok;
-    __asm__ __volatile__("lock cmpxchg16b %1"
-                         : "=@ccz"(ok), "+m"(*(unsigned __int128 *)p), "+a"(*exp_lo),
-                           "+d"(*exp_hi)
-                         : "b"(new_lo), "c"(new_hi)
-                         : "memory");
-    return ok;
-}
-#define LF_CPU 1
-#else
-#define LF_CPU 0
-#endif
+#define LF_CPU SRL__CAS16
 
 bool srl__shm_lf_aligned(const struct srl__shm *s)
 {
@@ -120,7 +98,7 @@ void srl__shm_lf_open(struct srl__shm *s, const srl_config *cfg)
     /* A dry-run handle decides under the lock (its answers are turned by
      * the facade, and the path below would count them as enforced): off,
      * so that srl_info.flags says so. */
-    s->lockfree = want && !s->lim.dry_run && srl__shm_lf_aligned(s) && cpu_has_cx16();
+    s->lockfree = want && !s->lim.dry_run && srl__shm_lf_aligned(s) && srl__cpu_has_cas16();
     /* Not BIRTH: the first lock-free decision passes every bucket lock
      * first (lf_pass, shm_table.c); never here, at open. */
     uint32_t at_birth = __atomic_load_n(&srl__shm_live(s)->lf_open, __ATOMIC_ACQUIRE);
@@ -251,7 +229,7 @@ static int lf_try(struct srl__shm *s, const struct srl__shm_pol *p, uint64_t b, 
     if (s->test_flags & SRL__SHM_TEST_LF_NO_SEQ)
         exp_m = m1 = load64(meta, __ATOMIC_ACQUIRE);   /* broken: seq not held to the read */
 #endif
-    if (!cas16(meta, &exp_m, &exp_t, m1, st))
+    if (!srl__cas16(meta, &exp_m, &exp_t, m1, st))
         return LF_RETRY;
 #ifdef SRL_MUTANTS
 committed:

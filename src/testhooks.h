@@ -128,13 +128,19 @@ int srl__local_hold_key_stripes(srl_limiter *lim, const void *key, size_t len, i
  * mutex, as the first homes did: an insert may take that home meanwhile,
  * and pool_put then frees the new key's node under it. */
 #define SRL__LOCAL_BROKEN_FREE_EARLY 0x400u
-#define SRL__LOCAL_BROKEN_ALL 0x7ffu
+/* A lock-free admission CASes the word alone, then stores the count it
+ * read plus one, apart (a yield between): an admission counted meanwhile
+ * is overwritten, as two 8-byte writes would lose it where the one
+ * 16-byte CAS cannot (src/local.h, word_update; x86-64 only). */
+#define SRL__LOCAL_BROKEN_LF_SPLIT_COUNT 0x800u
+#define SRL__LOCAL_BROKEN_ALL 0xfffu
 /* What the lock-free path saw (counted only in the test library): lost
  * compare-and-swaps (and, in the blind-store variant, overwritten writes),
  * deciders that met a tombstone and fell back to the lock, and decisions
  * counted on a state that was retired meanwhile (late counts). */
 struct srl__local_lf_counts {
     uint64_t conflicts, tombstones, late;
+    uint64_t lost_counts;   /* counts the split-count variant overwrote */
 };
 int srl__local_lf_counts(srl_limiter *lim, struct srl__local_lf_counts *out);
 /* Switch on SRL__LOCAL_BROKEN_* variants (tests/check_local_race.c).  Call

@@ -27,8 +27,9 @@
  *   - srl_reset_key racing the deciders: stats exactly the decisions made.
  * Each is shown to catch its bug: srl__local_set_broken() switches on a
  * broken variant (a blind store instead of the CAS; retirement without the
- * tombstone, so a CAS lands on a retired state; counts retired at death),
- * and the same harness must see the count go wrong.
+ * tombstone, so a CAS lands on a retired state; counts retired at death;
+ * on x86-64, an admission's count stored apart from its CAS instead of in
+ * it), and the same harness must see the count go wrong.
  *
  * Threads report through atomics; only the main thread calls ck_assert.
  */
@@ -39,6 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cas16.h"   /* SRL__CAS16: whether admissions count in their CAS */
 #include "srl.h"
 #include "testhooks.h"
 #include "testutil.h"
@@ -243,7 +245,8 @@ struct race {
     int nkeys;                 /* keys "hot-0" .. the deciders share */
     int epochs;                /* windows (epochs) at least */
     uint64_t min_seen;         /* the interleaving's count at least (see seen()) */
-    int which;                 /* which count: 0 conflicts, 1 tombstones, 2 late */
+    int which;                 /* which count: 0 conflicts, 1 tombstones, 2 late,
+                                  3 lost counts */
     int evictor, churner, resetter; /* extra threads */
     int stop_on_wrong;         /* a broken variant: stop at the first wrong count */
     /* The run. */
@@ -380,7 +383,12 @@ static void *churn_loop(void *p)
 static uint64_t seen(struct race *r)
 {
     ck_assert_int_eq(srl__local_lf_counts(r->lim, &r->seen), 0);
-    return r->which == 0 ? r->seen.conflicts : r->which == 1 ? r->seen.tombstones : r->seen.late;
+    switch (r->which) {
+    case 0: return r->seen.conflicts;
+    case 1: return r->seen.tombstones;
+    case 2: return r->seen.late;
+    default: return r->seen.lost_counts;
+    }
 }
 
 static int everyone_progressed(struct race *r)
@@ -611,6 +619,32 @@ START_TEST(sixteen_keys_catch_a_blind_store_instead_of_the_cas)
 }
 END_TEST
 
+#if SRL__CAS16
+/* With the 16-byte CAS (x86-64, src/cas16.h) an admission adds its count
+ * in the CAS of the word (one 16-byte CAS of {allowed, TAT}).  The variant writes the two apart: every
+ * window stays exact (the word is still CASed) and the run goes on until
+ * it has overwritten a count 20 times; the stats must then be short. */
+START_TEST(one_hot_key_catches_a_count_stored_apart_from_the_cas)
+{
+    struct race r = {.burst = 256, .nkeys = 1, .epochs = 40, .min_seen = 20, .which = 3};
+    start_race(&r, 1024, SRL__LOCAL_BROKEN_LF_SPLIT_COUNT);
+    report("one hot key, count apart from the CAS", &r);
+    ck_assert_int_eq(r.wrong_epoch, 0);
+    ck_assert_uint_ge(r.seen.lost_counts, 20);
+    uint64_t allowed = 0;
+    for (int i = 0; i < THREADS; i++)
+        allowed += r.allowed[i];
+    srl_stats st;
+    ck_assert_int_eq(srl_stats_get(r.lim, &st), 0);
+    fprintf(stderr, "  stats: allowed %llu (answered %llu), %llu counts overwritten\n",
+            (unsigned long long)st.allowed, (unsigned long long)allowed,
+            (unsigned long long)r.seen.lost_counts);
+    ck_assert_uint_lt(st.allowed, allowed);
+    srl_close(r.lim);
+}
+END_TEST
+#endif
+
 /* --- eviction and reclamation racing the deciders */
 
 /* The hot key, a sweeping thread and a thread creating keys in a full table
@@ -706,6 +740,9 @@ static Suite *local_lockfree_suite(void)
     tcase_add_test(hot, one_hot_key_catches_a_blind_store_instead_of_the_cas);
     tcase_add_test(hot, eight_threads_on_sixteen_keys_admit_exactly_the_burst_per_key_per_window);
     tcase_add_test(hot, sixteen_keys_catch_a_blind_store_instead_of_the_cas);
+#if SRL__CAS16
+    tcase_add_test(hot, one_hot_key_catches_a_count_stored_apart_from_the_cas);
+#endif
     TCase *retire = tcase_create("retire");
     tcase_add_test(retire, eviction_and_reclamation_racing_lockfree_deciders_keep_every_window_exact);
     tcase_add_test(retire, eviction_race_catches_a_cas_that_ignores_the_retired_version);

@@ -58,6 +58,13 @@ if build-test/bench/srl-bench --quick >build-test/bench-quick.log 2>&1; then
 else
   tail -20 build-test/bench-quick.log; echo "bench smoke run failed"; failed=$((failed + 1)); status=1
 fi
+echo "=== build-test: bench/ab.sh (smoke run of srl-cell and the A/B script, not timed)"
+if bench/ab.sh 1 build-test build-test --store local --decisions 20000 >build-test/ab-smoke.log 2>&1 &&
+   grep -q '^ns per decision, median' build-test/ab-smoke.log; then
+  passed=$((passed + 1))
+else
+  tail -20 build-test/ab-smoke.log; echo "ab.sh smoke run failed"; failed=$((failed + 1)); status=1
+fi
 # The sanitized builds run slower: meson's timeouts and Check's own per-case
 # timeouts (tcase_set_timeout, scaled by CK_TIMEOUT_MULTIPLIER) both get the
 # same margin, so a loaded 2-core machine does not turn slowness into a
