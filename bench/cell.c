@@ -7,44 +7,44 @@
  * measuring.  Short runs of two builds, alternated many times, see the same
  * machine; their medians compare where two long runs do not.
  *
- *   srl-cell [--store shared|local] [--policy P] [--keys N] [--decisions N]
- *            [--zipf] [--lockfree] [--wall]
+ *   srl-cell [--store shared|local] [--policy P] [--keys N] [--zipf]
+ *            [--lockfree] [--seconds S] [--reps R] [--wall]
  *
- * The keys and the request sequence are srl-bench's (keys.c: key i is
- * "u:%014llu" of i; uniform, or Zipf with --zipf; the seeds of srl-bench's
- * decision cells), so every build sees the same trace.  Every key is
- * created, then the trace runs once untimed (warm caches, grown pools),
- * then once timed.  Prints one line: "<ns> ns per decision" (thread CPU
- * time; --wall: CLOCK_MONOTONIC), then the share allowed.  Exit status 1
- * on any srl error, 2 on a bad option.  Public API only.
+ * The cell is srl-bench's, made by srl-bench's own code: its keys and
+ * request sequence (keys.c, the decision cells' seeds and length), its
+ * opener, capacity and warm-up (bench_acq_open_flags: a shared store is a
+ * fresh /dev/shm segment) and its timing (bench_time_batches: R
+ * repetitions of S / R seconds, the median kept; thread CPU time unless
+ * --wall).  Defaults: shared, token_bucket:1000000000/1h, 1000 keys,
+ * uniform, 0.5 s, 5 repetitions.  Prints one line, "<ns> ns per decision,
+ * <p>% allowed".  Exit status 1 on an srl error, 2 on a bad option.
  */
 #include "bench.h"
 
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: srl-cell [--store shared|local] [--policy P] [--keys N] "
-                    "[--decisions N] [--zipf] [--lockfree] [--wall]\n");
+    fprintf(stderr, "usage: srl-cell [--store shared|local] [--policy P] [--keys N] [--zipf] "
+                    "[--lockfree] [--seconds S] [--reps R] [--wall]\n");
     return 2;
 }
 
 int main(int argc, char **argv)
 {
     const char *store = "shared", *policy = "token_bucket:1000000000/1h";
-    uint64_t nkeys = 1000, n = 4000000;
-    unsigned flags = 0;
+    uint64_t nkeys = 1000;
+    uint32_t flags = 0;
     bench_dist dist = BENCH_UNIFORM;
-    uint64_t (*now_ns)(void) = bench_cpu_ns;
+    bench_opts o = {.seconds = 0.5, .reps = 5, .cpu_time = 1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--lockfree") == 0)
             flags |= SRL_CONFIG_LOCKFREE;
         else if (strcmp(a, "--wall") == 0)
-            now_ns = bench_now_ns;
+            o.cpu_time = 0;
         else if (strcmp(a, "--zipf") == 0)
             dist = BENCH_ZIPF;
         else if (v != NULL && strcmp(a, "--store") == 0 && ++i)
@@ -53,58 +53,47 @@ int main(int argc, char **argv)
             policy = v;
         else if (v != NULL && strcmp(a, "--keys") == 0 && ++i)
             nkeys = strtoull(v, NULL, 10);
-        else if (v != NULL && strcmp(a, "--decisions") == 0 && ++i)
-            n = strtoull(v, NULL, 10);
+        else if (v != NULL && strcmp(a, "--seconds") == 0 && ++i)
+            o.seconds = strtod(v, NULL);
+        else if (v != NULL && strcmp(a, "--reps") == 0 && ++i)
+            o.reps = atoi(v);
         else
             return usage();
     }
     int local = strcmp(store, "local") == 0;
-    if ((!local && strcmp(store, "shared") != 0) || nkeys == 0 || n == 0 ||
-        nkeys > UINT32_MAX)
+    if ((!local && strcmp(store, "shared") != 0) || nkeys == 0 || nkeys > UINT32_MAX ||
+        !(o.seconds > 0) || o.reps < 1)
         return usage();
 
-    srl_config c;
-    srl_config_init(&c);
-    int rc = srl_policy_parse(policy, &c.policy);
+    srl_policy p;
+    int rc = srl_policy_parse(policy, &p);
     if (rc != 0) {
         fprintf(stderr, "srl-cell: policy \"%s\": %s\n", policy, srl_strerror(rc));
         return 1;
     }
-    c.capacity = nkeys + nkeys / 4;   /* srl-bench's load: 80 % */
-    c.flags |= flags;
-    srl_limiter *lim;
-    rc = local ? srl_open_local(&c, &lim) : srl_open_anonymous(&c, &lim);
-    if (rc != 0) {
-        fprintf(stderr, "srl-cell: open: %s\n", srl_strerror(rc));
-        return 1;
-    }
     bench_keys keys;
-    bench_seq trace;
+    bench_seq seq;   /* srl-bench's decision cells: 4M requests, seed 42 + dist */
     if (bench_keys_make(&keys, nkeys) != 0 ||
-        bench_seq_make(&trace, n, 0, nkeys, dist, 42 + (uint64_t)dist) != 0) {
+        bench_seq_make(&seq, 1u << 22, 0, nkeys, dist, 42 + (uint64_t)dist) != 0) {
         fprintf(stderr, "srl-cell: out of memory\n");
         return 1;
     }
-
-    srl_decision d;
-    uint64_t allowed = 0;
-    for (int pass = 0; pass < 3; pass++) {   /* create, warm, time */
-        uint64_t count = pass == 0 ? nkeys : n, t0 = now_ns();
-        for (uint64_t i = 0; i < count; i++) {
-            rc = srl_acquire(lim, bench_key(&keys, pass == 0 ? i : trace.idx[i]), BENCH_KEY_LEN,
-                             1, &d);
-            if (rc != 0) {
-                fprintf(stderr, "srl-cell: srl_acquire: %s\n", srl_strerror(rc));
-                return 1;
-            }
-            allowed += pass == 2 && d.allowed;
-        }
-        if (pass == 2)
-            printf("%.1f ns per decision, %.1f%% allowed\n",
-                   (double)(now_ns() - t0) / (double)n, 100.0 * (double)allowed / (double)n);
-    }
-    srl_close(lim);
+    bench_acq a;
+    bench_acq_open_flags(&a, local ? BENCH_LOCAL : BENCH_SHARED, p, (srl_ticker){0}, flags,
+                         &keys, nkeys, &seq);
+    bench_subject sub = bench_acq_subject(&a);
+    if (sub.fn != NULL)
+        sub.ns = bench_time_batches(&o, sub.fn, sub.ctx, sub.seq_len);
+    bench_cell cell;
+    bench_acq_cell(&a, &sub, &cell);
+    if (a.lim != NULL)
+        bench_acq_close(&a);
     bench_keys_free(&keys);
-    bench_seq_free(&trace);
+    bench_seq_free(&seq);
+    if (cell.rc != 0) {
+        fprintf(stderr, "srl-cell: %s\n", srl_strerror(cell.rc));
+        return 1;
+    }
+    printf("%.1f ns per decision, %.1f%% allowed\n", cell.ns, 100.0 * cell.allowed_frac);
     return 0;
 }
