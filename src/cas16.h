@@ -58,4 +58,17 @@ static inline bool srl__cas16(void *p, uint64_t *exp_lo, uint64_t *exp_hi, uint6
 #define SRL__CAS16 0
 #endif
 
+/* Whether the 16-byte CAS exists here, built and on this CPU: the shared
+ * store's lock-free path (shm_lockfree.c) is on for a handle that asks only
+ * where this is true; the local store's lock-free path exists regardless
+ * (its 8-byte fallback).  What the tests expect srl_info.flags to say. */
+static inline bool srl__cas16_usable(void)
+{
+#if SRL__CAS16
+    return srl__cpu_has_cas16();
+#else
+    return false;
+#endif
+}
+
 #endif

@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
-# The whole test suite, as CI runs it: three builds of the tree, each with
+# The whole test suite, as CI runs it: four builds of the tree, each with
 # -Wall -Wextra -Werror, and every suite that makes sense in each.
 #   build-test        plain: every suite (core, shared, local, tools, e2e)
 #   build-test-asan   AddressSanitizer + UndefinedBehaviorSanitizer: all but e2e
 #                     and install (apache2 and php cannot load an ASan-built
 #                     module; a plain cc cannot link an ASan-built libsrl)
 #   build-test-tsan   ThreadSanitizer: the in-process store (suite local)
+#   build-test-nocas  -DSRL_NO_CAS16: the builds without a 16-byte CAS (every
+#                     CPU but x86-64): the tests whose expectations depend on
+#                     it (src/cas16.h), with the shared lock-free path off and
+#                     the local one on its 8-byte fallback
 #   build-fuzz        clang libFuzzer targets, 30 s each (tests/fuzz/run.sh),
 #                     when clang's fuzzer runtime is installed
-# Ends with one line "tests: N passed, N failed" over all three runs.
+# Ends with one line "tests: N passed, N failed" over all of them.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -73,6 +77,9 @@ CK_TIMEOUT_MULTIPLIER=3 run build-test-asan -Dwerror=true -Db_sanitize=address,u
     -Db_lundef=false -- --no-suite e2e --no-suite install --timeout-multiplier 3
 CK_TIMEOUT_MULTIPLIER=4 run build-test-tsan -Dwerror=true -Db_sanitize=thread -Db_lundef=false -- \
     --suite local --timeout-multiplier 4
+run build-test-nocas -Dwerror=true -Dc_args=-DSRL_NO_CAS16 -Dapache=disabled -- \
+    check_shm_lockfree check_shm_hostile check_limiter python-binding \
+    check_local check_local_race check_local_lockfree check_local_homes
 
 # libFuzzer targets (tests/fuzz), 30 s each, one pass/fail per target;
 # skipped (not counted) when clang's fuzzer runtime is not installed.
