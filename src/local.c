@@ -192,12 +192,16 @@ static int local_decide(srl_limiter *lim, const void *key, size_t len, uint32_t 
             if (wr != WORD_RETIRED) {
                 if (SRL__MUTANT(l->broken, SRL__LOCAL_BROKEN_YIELD))
                     sched_yield();   /* the amplifier: a retirement before we count */
-                if (wr != WORD_COUNTED)
+                if (wr != WORD_COUNTED) {
+#ifdef SRL_MUTANTS
+                    park_here(l, SRL__LOCAL_PARK_LF_COUNT);
+#endif
                     count_decision(l, n, d->allowed);
 #ifdef SRL_MUTANTS
-                if (node_dead(n) || __atomic_load_n(node_word(n), __ATOMIC_RELAXED) == WORD_TOMB)
-                    LF_SAW(l, lf_late);   /* counted on a state retired meanwhile */
+                    if (node_dead(n) || __atomic_load_n(node_word(n), __ATOMIC_RELAXED) == WORD_TOMB)
+                        LF_SAW(l, lf_late);   /* counted on a state retired meanwhile */
 #endif
+                }
                 node_done(n);
                 rcu_read_unlock();
                 return 0;
@@ -625,20 +629,21 @@ int srl__local_home_counts(srl_limiter *lim, uint64_t *live, uint64_t *at_home)
     return 0;
 }
 
-int srl__local_park_free(srl_limiter *lim, int op)
+int srl__local_park(srl_limiter *lim, int where, int op)
 {
-    if (lim == NULL || lim->ops != &local_ops)
+    if (lim == NULL || lim->ops != &local_ops ||
+        (where != SRL__LOCAL_PARK_FREE && where != SRL__LOCAL_PARK_LF_COUNT))
         return SRL_EINVAL;
-    struct local *l = local_of(lim);
+    int *p = local_of(lim)->park[where];
     switch (op) {
     case SRL__LOCAL_PARK_ARM:
-        __atomic_store_n(&l->park_free[1], 0, __ATOMIC_RELAXED);
-        __atomic_store_n(&l->park_free[0], 1, __ATOMIC_RELEASE);
+        __atomic_store_n(&p[1], 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&p[0], 1, __ATOMIC_RELEASE);
         return 0;
     case SRL__LOCAL_PARK_ASK:
-        return __atomic_load_n(&l->park_free[1], __ATOMIC_ACQUIRE) == 1;
+        return __atomic_load_n(&p[1], __ATOMIC_ACQUIRE) == 1;
     case SRL__LOCAL_PARK_RELEASE:
-        __atomic_store_n(&l->park_free[1], 2, __ATOMIC_RELEASE);
+        __atomic_store_n(&p[1], 2, __ATOMIC_RELEASE);
         return 0;
     default:
         return SRL_EINVAL;

@@ -199,7 +199,7 @@ struct local {
 #ifdef SRL_MUTANTS
     unsigned broken;          /* SRL__LOCAL_BROKEN_* (testhooks.h) */
     uint64_t lf_conflicts, lf_tombstones, lf_late, lf_lost; /* srl__local_lf_counts */
-    int park_free[2];         /* srl__local_park_free: armed, parked */
+    int park[2][2];           /* srl__local_park: per place, armed and parked */
 #endif
     pid_t creator_pid;
     uint64_t created_unix_ns;
@@ -279,6 +279,18 @@ static inline void shard_add(uint64_t *c, uint64_t v)
 
 #ifdef SRL_MUTANTS
 #define LF_SAW(l, field) __atomic_fetch_add(&(l)->field, 1, __ATOMIC_RELAXED)
+/* The thread that reaches an armed place (SRL__LOCAL_PARK_*, testhooks.h)
+ * first disarms it and waits there until the test releases it. */
+static inline void park_here(struct local *l, int where)
+{
+    int *p = l->park[where];
+    if (__atomic_load_n(&p[0], __ATOMIC_RELAXED) == 0 ||
+        !__atomic_exchange_n(&p[0], 0, __ATOMIC_ACQ_REL))
+        return;
+    __atomic_store_n(&p[1], 1, __ATOMIC_RELEASE);
+    while (__atomic_load_n(&p[1], __ATOMIC_ACQUIRE) == 1)
+        sched_yield();
+}
 #else
 #define LF_SAW(l, field) ((void)0)
 #endif

@@ -217,11 +217,7 @@ static void free_node_rcu(struct rcu_head *head)
     __atomic_store_n(&n->life, free_early ? NODE_FREE : NODE_GOING, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&l->retire_lock);
 #ifdef SRL_MUTANTS
-    if (__atomic_exchange_n(&l->park_free[0], 0, __ATOMIC_ACQ_REL)) {
-        __atomic_store_n(&l->park_free[1], 1, __ATOMIC_RELEASE);
-        while (__atomic_load_n(&l->park_free[1], __ATOMIC_ACQUIRE) == 1)
-            sched_yield();
-    }
+    park_here(l, SRL__LOCAL_PARK_FREE);
 #endif
     pool_put(l, n);
 }

@@ -151,13 +151,22 @@ int srl__local_set_broken(srl_limiter *lim, unsigned flags);
  * their home windows (local_index.c, HOMES).  SRL_EINVAL for a limiter
  * that is not local. */
 int srl__local_home_counts(srl_limiter *lim, uint64_t *live, uint64_t *at_home);
-/* Park the call_rcu callback in the next node it frees, after the node's
- * counts have moved and before pool_put: SRL__LOCAL_PARK_ARM arms it,
- * SRL__LOCAL_PARK_ASK returns 1 while it is parked (else 0),
- * SRL__LOCAL_PARK_RELEASE lets it go on.  SRL_EINVAL for a limiter that is
- * not local, or another op. */
+/* Park the next thread that reaches a place (where), so that a test can
+ * make something happen exactly there:
+ *   SRL__LOCAL_PARK_FREE      the call_rcu callback, in the next node it
+ *                             frees, after the node's counts have moved
+ *                             and before pool_put;
+ *   SRL__LOCAL_PARK_LF_COUNT  a lock-free decider, after its CAS (or read)
+ *                             of the word and before it counts its
+ *                             decision (only where the count is not in the
+ *                             CAS: a denial, or any decision without the
+ *                             16-byte CAS).
+ * SRL__LOCAL_PARK_ARM arms the place, SRL__LOCAL_PARK_ASK returns 1 while
+ * a thread is parked there (else 0), SRL__LOCAL_PARK_RELEASE lets it go
+ * on.  SRL_EINVAL for a limiter that is not local, another place or op. */
+enum { SRL__LOCAL_PARK_FREE = 0, SRL__LOCAL_PARK_LF_COUNT = 1 };
 enum { SRL__LOCAL_PARK_ASK = 0, SRL__LOCAL_PARK_ARM = 1, SRL__LOCAL_PARK_RELEASE = 2 };
-int srl__local_park_free(srl_limiter *lim, int op);
+int srl__local_park(srl_limiter *lim, int where, int op);
 
 /* The tiered store (src/tiered.c).  Each breaks one rule of its design. */
 #define SRL__TIERED_TEST_ANY_COST 0x1u    /* a ban answers every cost, smaller ones too */

@@ -145,17 +145,17 @@ static int second_request_of_a_key_inserted_while_a_home_is_freed(unsigned broke
     ck_assert_int_eq(srl__local_home_counts(lim, &live, &home), 0);
     ck_assert_uint_eq(home, 1);   /* a is in node 0 */
 
-    ck_assert_int_eq(srl__local_park_free(lim, SRL__LOCAL_PARK_ARM), 0);
+    ck_assert_int_eq(srl__local_park(lim, SRL__LOCAL_PARK_FREE, SRL__LOCAL_PARK_ARM), 0);
     ck_assert_int_eq(srl_reset_key(lim, "a", 1), 0);
     /* The grace period ends and the worker runs the callback: wait for it
      * to park (bounded; the worker needs no help from this thread). */
     int parked = 0;
-    for (int i = 0; i < 20000 && !(parked = srl__local_park_free(lim, SRL__LOCAL_PARK_ASK)); i++)
+    for (int i = 0; i < 20000 && !(parked = srl__local_park(lim, SRL__LOCAL_PARK_FREE, SRL__LOCAL_PARK_ASK)); i++)
         usleep(1000);
     ck_assert_msg(parked, "the callback never parked");
     ck_assert_int_eq(srl_acquire(lim, "b", 1, 1, &d), 0);
     ck_assert(d.allowed && !(d.flags & SRL_DECISION_UNTRACKED));
-    ck_assert_int_eq(srl__local_park_free(lim, SRL__LOCAL_PARK_RELEASE), 0);
+    ck_assert_int_eq(srl__local_park(lim, SRL__LOCAL_PARK_FREE, SRL__LOCAL_PARK_RELEASE), 0);
     rcu_barrier();
 
     ck_assert_int_eq(srl_acquire(lim, "b", 1, 1, &d), 0);
