@@ -150,8 +150,11 @@ static int second_request_of_a_key_inserted_while_a_home_is_freed(unsigned broke
     /* The grace period ends and the worker runs the callback: wait for it
      * to park (bounded; the worker needs no help from this thread). */
     int parked = 0;
-    for (int i = 0; i < 20000 && !(parked = srl__local_park(lim, SRL__LOCAL_PARK_FREE, SRL__LOCAL_PARK_ASK)); i++)
-        usleep(1000);
+    for (int i = 0; i < 20000 && !parked; i++) {
+        parked = srl__local_park(lim, SRL__LOCAL_PARK_FREE, SRL__LOCAL_PARK_ASK);
+        if (!parked)
+            usleep(1000);
+    }
     ck_assert_msg(parked, "the callback never parked");
     ck_assert_int_eq(srl_acquire(lim, "b", 1, 1, &d), 0);
     ck_assert(d.allowed && !(d.flags & SRL_DECISION_UNTRACKED));

@@ -723,8 +723,9 @@ END_TEST
  * the key is reset (its state retired) while it is parked, and then it
  * counts, on the retired state.  The count must still reach the stats: a
  * retired state's counts move to the totals only after its grace period.
- * Returns the decisions the stats lost (answered - counted), from a walk
- * before the grace period's callback can have run for sure and after it. */
+ * lost[] gets the decisions the stats lack (answered - counted): [0] right
+ * after the count (the callback may or may not have run), [1] once it has
+ * (rcu_barrier). */
 struct once {
     srl_limiter *lim;
     srl_decision d;
