@@ -40,7 +40,7 @@ static uint64_t batch_acquire(void *ctx, uint64_t start, uint64_t count)
     srl_decision d;
     uint64_t allowed = 0, untracked = 0;
     for (uint64_t i = 0; i < count; i++) {
-        const unsigned char *key = bench_key(c->k, c->idx[start + i]);
+        const unsigned char *key = bench_key_at(c->k, c->idx + start, i, count);
         int rc = srl_acquire(c->lim, key, BENCH_KEY_LEN, 1, &d);
         if (rc != 0 && c->rc == 0)
             c->rc = rc;
@@ -59,7 +59,7 @@ static uint64_t batch_acquire_global(void *ctx, uint64_t start, uint64_t count)
     srl_decision d;
     uint64_t allowed = 0, untracked = 0;
     for (uint64_t i = 0; i < count; i++) {
-        const unsigned char *key = bench_key(c->k, c->idx[start + i]);
+        const unsigned char *key = bench_key_at(c->k, c->idx + start, i, count);
         int rc = bench_global_acquire(&c->g, c->lim, key, BENCH_KEY_LEN, &d);
         if (rc != 0 && c->rc == 0)
             c->rc = rc;
@@ -170,7 +170,7 @@ static uint64_t batch_floor(void *ctx, uint64_t start, uint64_t count)
     bench_floor_run *c = ctx;
     uint64_t acc = 0;
     for (uint64_t i = 0; i < count; i++)
-        acc += bench_floor_op(c->f, bench_key(c->k, c->idx[start + i]), BENCH_KEY_LEN);
+        acc += bench_floor_op(c->f, bench_key_at(c->k, c->idx + start, i, count), BENCH_KEY_LEN);
     return acc;
 }
 

@@ -63,6 +63,7 @@ typedef struct bench_opts {
     uint64_t big_keys;        /* capacity of the creation test (10M) */
     unsigned sections;        /* BENCH_SEC_* to run (--only); all by default */
     int cpu_time;             /* --cpu-time: time decisions by this thread's CPU clock */
+    int cold_keys;            /* --cold-keys: keys not brought ahead (bench_key_at) */
 } bench_opts;
 
 enum {
@@ -88,6 +89,7 @@ double bench_rng_unit(bench_rng *r);       /* uniform in [0, 1) */
 typedef struct bench_keys {
     uint64_t n;
     unsigned char *bytes;     /* n * BENCH_KEY_LEN */
+    int cold;                 /* --cold-keys: no key is brought ahead (bench_key_at) */
 } bench_keys;
 
 int bench_keys_make(bench_keys *k, uint64_t n);
@@ -95,6 +97,28 @@ void bench_keys_free(bench_keys *k);
 static inline const unsigned char *bench_key(const bench_keys *k, uint64_t i)
 {
     return k->bytes + i * BENCH_KEY_LEN;
+}
+
+/* The key of request i of a timed loop over idx[0 .. end).  A server asks
+ * srl about a key it has just built from the request, so the key's bytes
+ * are in the cache; a key set of a million keys (16 MB) read in random
+ * order is not.  So the loop brings the key BENCH_KEY_AHEAD requests ahead
+ * into the cache, for every subject alike (srl, the floor, the global
+ * lock, Redis): what is timed is the limiter, not a miss on the key.
+ * Without it, the floor hid that miss behind its own table miss (the next
+ * key's load fits in the CPU's reorder window behind its few hundred
+ * instructions) while a decision of srl, about a thousand, could not: at
+ * 1M uniform keys a quarter of srl's time was that miss, and the floor's
+ * barely moved (BENCHMARKS.md, "Hot keys").  --cold-keys (k->cold) keeps
+ * the method of the runs before 2026-12-06 21:00 UTC.  The first
+ * BENCH_KEY_AHEAD requests of a batch are not brought ahead. */
+#define BENCH_KEY_AHEAD 8u
+static inline const unsigned char *bench_key_at(const bench_keys *k, const uint32_t *idx,
+                                                uint64_t i, uint64_t end)
+{
+    if (!k->cold && i + BENCH_KEY_AHEAD < end)
+        __builtin_prefetch(bench_key(k, idx[i + BENCH_KEY_AHEAD]), 0, 3);
+    return bench_key(k, idx[i]);
 }
 
 typedef enum bench_dist { BENCH_UNIFORM = 0, BENCH_ZIPF = 1 } bench_dist;

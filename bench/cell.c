@@ -7,15 +7,17 @@
  * measuring.  Short runs of two builds, alternated many times, see the same
  * machine; their medians compare where two long runs do not.
  *
- *   srl-cell [--store shared|local] [--policy P] [--keys N] [--zipf]
- *            [--lockfree] [--seconds S] [--reps R] [--wall]
+ *   srl-cell [--store shared|local|floor] [--policy P] [--keys N] [--zipf]
+ *            [--lockfree] [--seconds S] [--reps R] [--wall] [--cold-keys]
  *
  * The cell is srl-bench's, made by srl-bench's own code: its keys and
  * request sequence (keys.c, the decision cells' seeds and length), its
  * opener, capacity and warm-up (bench_acq_open_flags: a shared store is a
  * fresh /dev/shm segment) and its timing (bench_time_batches: R
  * repetitions of S / R seconds, the median kept; thread CPU time unless
- * --wall).  Defaults: shared, token_bucket:1000000000/1h, 1000 keys,
+ * --wall; keys brought ahead as srl-bench's, unless --cold-keys).  --store
+ * floor times srl-bench's floor for the cell (the shared segment's bytes and
+ * slot size).  Defaults: shared, token_bucket:1000000000/1h, 1000 keys,
  * uniform, 0.5 s, 5 repetitions.  Prints one line, "<ns> ns per decision,
  * <p>% allowed".  Exit status 1 on an srl error, 2 on a bad option.
  */
@@ -27,8 +29,8 @@
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: srl-cell [--store shared|local] [--policy P] [--keys N] [--zipf] "
-                    "[--lockfree] [--seconds S] [--reps R] [--wall]\n");
+    fprintf(stderr, "usage: srl-cell [--store shared|local|floor] [--policy P] [--keys N] [--zipf] "
+                    "[--lockfree] [--seconds S] [--reps R] [--wall] [--cold-keys]\n");
     return 2;
 }
 
@@ -45,6 +47,8 @@ int main(int argc, char **argv)
             flags |= SRL_CONFIG_LOCKFREE;
         else if (strcmp(a, "--wall") == 0)
             o.cpu_time = 0;
+        else if (strcmp(a, "--cold-keys") == 0)
+            o.cold_keys = 1;
         else if (strcmp(a, "--zipf") == 0)
             dist = BENCH_ZIPF;
         else if (v != NULL && strcmp(a, "--store") == 0 && ++i)
@@ -60,8 +64,8 @@ int main(int argc, char **argv)
         else
             return usage();
     }
-    int local = strcmp(store, "local") == 0;
-    if ((!local && strcmp(store, "shared") != 0) || nkeys == 0 || nkeys > UINT32_MAX ||
+    int local = strcmp(store, "local") == 0, is_floor = strcmp(store, "floor") == 0;
+    if ((!local && !is_floor && strcmp(store, "shared") != 0) || nkeys == 0 || nkeys > UINT32_MAX ||
         !(o.seconds > 0) || o.reps < 1)
         return usage();
 
@@ -78,14 +82,31 @@ int main(int argc, char **argv)
         fprintf(stderr, "srl-cell: out of memory\n");
         return 1;
     }
+    keys.cold = o.cold_keys;
     bench_acq a;
     bench_acq_open_flags(&a, local ? BENCH_LOCAL : BENCH_SHARED, p, (srl_ticker){0}, flags,
                          &keys, nkeys, &seq);
     bench_subject sub = bench_acq_subject(&a);
+    bench_floor f = {0};
+    bench_floor_run fr = {&f, &keys, seq.idx};
+    if (is_floor && sub.fn != NULL) {
+        /* srl-bench's floor for this cell: the shared segment's bytes and
+         * slot size, the segment closed before the floor is timed. */
+        uint64_t tbytes = a.info.segment_bytes;
+        uint32_t sbytes = a.info.slot_bytes;
+        bench_acq_close(&a);
+        sub.fn = NULL;
+        if (bench_floor_make(&f, tbytes, sbytes) == 0)
+            sub = bench_floor_subject(&fr, &seq);
+    }
     if (sub.fn != NULL)
         sub.ns = bench_time_batches(&o, sub.fn, sub.ctx, sub.seq_len);
     bench_cell cell;
     bench_acq_cell(&a, &sub, &cell);
+    if (is_floor) {
+        cell.allowed_frac = 1.0;   /* the floor decides nothing */
+        bench_floor_free(&f);
+    }
     if (a.lim != NULL)
         bench_acq_close(&a);
     bench_keys_free(&keys);

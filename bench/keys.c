@@ -36,6 +36,7 @@ double bench_rng_unit(bench_rng *r)
 int bench_keys_make(bench_keys *k, uint64_t n)
 {
     k->n = n;
+    k->cold = 0;
     k->bytes = malloc(n * BENCH_KEY_LEN + 1);
     if (k->bytes == NULL)
         return SRL_ENOMEM;

@@ -45,7 +45,7 @@ static void progress(const char *fmt, ...)
 static void usage(FILE *f)
 {
     fputs("usage: srl-bench [--quick] [--keys N] [--seconds S] [--reps R] [--only LIST]\n"
-          "                 [--cpu-time]\n"
+          "                 [--cpu-time] [--cold-keys]\n"
           "  --quick      CI smoke run (100k keys, short cells, 1M-key creation): < 60 s\n"
           "  --keys N     the many-keys size (default 1000000)\n"
           "  --seconds S  measured time per cell (default 0.5)\n"
@@ -53,7 +53,10 @@ static void usage(FILE *f)
           "  --only LIST  run only these sections, comma-separated: components,\n"
           "               decisions, redis, scaling, memory, flood (default: all)\n"
           "  --cpu-time   time single-process cells by this thread's CPU clock, not\n"
-          "               the wall clock (for a machine loaded by other jobs)\n",
+          "               the wall clock (for a machine loaded by other jobs)\n"
+          "  --cold-keys  do not bring each key into the cache ahead of its request\n"
+          "               (the method of the runs before 2026-12-06 21:00 UTC; see\n"
+          "               BENCHMARKS.md, \"Hot keys\")\n",
           f);
 }
 
@@ -68,6 +71,8 @@ static int parse_args(int argc, char **argv, bench_opts *o)
             o->quick = 1;
         } else if (strcmp(a, "--cpu-time") == 0) {
             o->cpu_time = 1;
+        } else if (strcmp(a, "--cold-keys") == 0) {
+            o->cold_keys = 1;
         } else if (strcmp(a, "--keys") == 0 && i + 1 < argc) {
             char *end;
             keys = strtoull(argv[++i], &end, 10);
@@ -233,6 +238,7 @@ static void run_per_decision(struct report *R)
         progress("out of memory for keys");
         exit(1);
     }
+    k.cold = o->cold_keys;
     for (int si = 0; si < 2; si++) {
         uint64_t n = R->sizes[si];
         bench_seq seq[2];
@@ -275,6 +281,7 @@ static void run_scaling(struct report *R)
         bench_keys k;
         if (bench_keys_make(&k, R->sizes[si]) != 0)
             return;
+        k.cold = o.cold_keys;
         for (int kind = 0; kind < 3; kind++)
             for (int hot = 0; hot < 2; hot++) {
                 if (si == 0 && hot)

@@ -201,7 +201,7 @@ static uint64_t redis_loop(redisContext *c, const struct redis_job *j, double *r
     uint64_t t0 = bench_now_ns(), t1 = t0;
     while (t1 - t0 < j->budget_ns) {
         for (int b = 0; b < 64; b++) {
-            const unsigned char *key = bench_key(j->k, j->seq->idx[pos]);
+            const unsigned char *key = bench_key_at(j->k, j->seq->idx, pos, j->seq->len);
             if (++pos == j->seq->len)
                 pos = 0;
             redisReply *r = redisCommand(c, "EVALSHA %s 1 %b %s %s 1", j->sha,

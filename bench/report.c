@@ -51,11 +51,13 @@ static void print_machine(const struct report *R)
     printf("- CPUs online (nproc): %ld\n", sysconf(_SC_NPROCESSORS_ONLN));
     printf("- CPU model: %s\n", model);
     printf("- kernel: %s %s %s\n", u.sysname, u.release, u.machine);
-    printf("- srl %d.%d.%d, options: keys=%llu seconds/cell=%.2f reps=%d%s\n",
+    printf("- srl %d.%d.%d, options: keys=%llu seconds/cell=%.2f reps=%d%s; %s\n",
            SRL_VERSION_MAJOR, SRL_VERSION_MINOR, SRL_VERSION_PATCH,
            (unsigned long long)o->keys, o->seconds, o->reps,
            o->quick ? (o->cpu_time ? " (--quick --cpu-time)" : " (--quick)")
-                    : (o->cpu_time ? " (--cpu-time: thread CPU time)" : ""));
+                    : (o->cpu_time ? " (--cpu-time: thread CPU time)" : ""),
+           o->cold_keys ? "--cold-keys: keys read cold, as before 2026-12-06 21:00 UTC"
+                        : "keys hot: each brought into the cache 8 requests ahead");
     printf("- /proc/loadavg at start: %s; at end: %s\n", R->load_start, R->load_end);
     printf("- CPU check: 2 processes of a pure ALU loop run %.2fx / %.2fx the work of one "
            "(start / end; 2.00 = two free cores; less caps every scaling ratio below)\n",

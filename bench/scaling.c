@@ -73,7 +73,7 @@ static uint64_t scale_batch(struct scale_env *e, const uint32_t *idx, uint64_t c
     srl_decision d;
     uint64_t acc = 0;
     for (uint64_t i = 0; i < count; i++) {
-        const unsigned char *key = bench_key(e->k, idx[i]);
+        const unsigned char *key = bench_key_at(e->k, idx, i, count);
         int rc = 0;
         if (e->kind == BENCH_SCALE_FLOOR) {
             acc += bench_floor_op(&e->f, key, BENCH_KEY_LEN);
