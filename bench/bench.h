@@ -110,7 +110,7 @@ static inline const unsigned char *bench_key(const bench_keys *k, uint64_t i)
  * instructions) while a decision of srl, about a thousand, could not: at
  * 1M uniform keys a quarter of srl's time was that miss, and the floor's
  * barely moved (BENCHMARKS.md, "Hot keys").  --cold-keys (k->cold) keeps
- * the method of the runs before 2026-12-06 21:00 UTC.  The first
+ * the method of the runs before 2026-12-06 22:18 UTC.  The first
  * BENCH_KEY_AHEAD requests of a batch are not brought ahead. */
 #define BENCH_KEY_AHEAD 8u
 static inline const unsigned char *bench_key_at(const bench_keys *k, const uint32_t *idx,

@@ -55,7 +55,7 @@ static void usage(FILE *f)
           "  --cpu-time   time single-process cells by this thread's CPU clock, not\n"
           "               the wall clock (for a machine loaded by other jobs)\n"
           "  --cold-keys  do not bring each key into the cache ahead of its request\n"
-          "               (the method of the runs before 2026-12-06 21:00 UTC; see\n"
+          "               (the method of the runs before 2026-12-06 22:18 UTC; see\n"
           "               BENCHMARKS.md, \"Hot keys\")\n",
           f);
 }

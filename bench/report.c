@@ -56,7 +56,7 @@ static void print_machine(const struct report *R)
            (unsigned long long)o->keys, o->seconds, o->reps,
            o->quick ? (o->cpu_time ? " (--quick --cpu-time)" : " (--quick)")
                     : (o->cpu_time ? " (--cpu-time: thread CPU time)" : ""),
-           o->cold_keys ? "--cold-keys: keys read cold, as before 2026-12-06 21:00 UTC"
+           o->cold_keys ? "--cold-keys: keys read cold, as in the runs before 2026-12-06 22:18 UTC"
                         : "keys hot: each brought into the cache 8 requests ahead");
     printf("- /proc/loadavg at start: %s; at end: %s\n", R->load_start, R->load_end);
     printf("- CPU check: 2 processes of a pure ALU loop run %.2fx / %.2fx the work of one "
