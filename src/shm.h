@@ -81,7 +81,14 @@
                                            table follows (table_offset) */
 #define SRL__SHM_HASH_KEY_BYTES 16u     /* SipHash takes a 128-bit key */
 #define SRL__SHM_FP_BYTES 16u           /* fingerprint: SipHash-2-4 128-bit output */
-#define SRL__SHM_READY_WAIT_MS 2000u    /* bounded wait for a creator */
+/* The bounded wait of an opener for a creator to finish.  Overridable at
+ * build time for one build only: the fuzzer's (tests/fuzz/run.sh), where a
+ * mutated header that says "a creator is at work" would otherwise cost
+ * each such input two seconds, and a long run slows to a few inputs a
+ * second once the corpus holds some.  Every shipped build keeps 2000. */
+#ifndef SRL__SHM_READY_WAIT_MS
+#define SRL__SHM_READY_WAIT_MS 2000u
+#endif
 #define SRL__SHM_CREATOR_WAIT_MS 30000u /* ... that is still inside create() */
 
 /* header.state */
