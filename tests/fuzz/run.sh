@@ -22,13 +22,13 @@ if [ -z "$CC" ] || ! printf 'int LLVMFuzzerTestOneInput(const char *d, long n){(
   exit 77
 fi
 san=(-fsanitize=address,undefined -fno-sanitize-recover=undefined -g -O1)
+cflags=(-D_GNU_SOURCE -fno-strict-aliasing -Wall -Wextra -Werror -I"$root/include" -I"$root/src"
+        -I"$root/tools" $(pkg-config --cflags libsodium liburcu-bp liburcu-cds))
 # A segment whose mutated header says a creator is still at work makes an
 # opener wait the ready bound (src/shm.h): 20 ms here, not 2 s, so such
 # inputs do not slow a long run from about a thousand inputs a second to a
 # few (the wait and its error are the same code; only the bound is shorter).
-san+=(-DSRL__SHM_READY_WAIT_MS=20u)
-cflags=(-D_GNU_SOURCE -fno-strict-aliasing -Wall -Wextra -Werror -I"$root/include" -I"$root/src"
-        -I"$root/tools" $(pkg-config --cflags libsodium liburcu-bp liburcu-cds))
+cflags+=(-DSRL__SHM_READY_WAIT_MS=20u)
 libs=($(pkg-config --libs libsodium liburcu-bp liburcu-cds) -lpthread -lrt)
 build() { # build: the library and rlctl objects once, then each target
   local o objs=() tobjs=()
