@@ -217,8 +217,7 @@ START_TEST(concurrency_a_reused_pid_is_not_the_holder)
 {
     /* A real child: alive while it runs, then a record with its pid but
      * another start time (what a reused pid looks like) is dead. */
-    pid_t c = fork();
-    ck_assert_int_ge(c, 0);
+    pid_t c = test_fork();
     if (c == 0) {
         pause();
         _exit(0);

@@ -400,8 +400,7 @@ START_TEST(a_dry_run_degraded_denial_is_turned_and_not_counted)
     int go[2], done[2];
     ck_assert_int_eq(pipe(go), 0);
     ck_assert_int_eq(pipe(done), 0);
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
+    pid_t pid = test_fork();
     if (pid == 0) {
         struct timespec dl = srl__shm_deadline(s);
         char x = 1;
@@ -488,8 +487,7 @@ START_TEST(eight_processes_in_dry_run_on_one_key_count_exactly_the_would_be_deni
     struct area *a = shared_zeroed(sizeof *a);
     pid_t pids[WORKERS];
     for (int w = 0; w < WORKERS; w++) {
-        pids[w] = fork();
-        ck_assert_int_ge(pids[w], 0);
+        pids[w] = test_fork();
         if (pids[w] == 0) {
             srl_limiter *lim = NULL;
             if (srl_open_shared(nm, &cfg, SRL_CREATE, &lim) != 0)

@@ -404,8 +404,7 @@ START_TEST(a_limiter_inherited_by_fork_closes_in_the_child_without_hanging)
     acq(lim, "x");
     ck_assert_int_eq(srl_reset_key(lim, "x", 1), 0); /* starts call_rcu's worker */
     acq(lim, "y");
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
+    pid_t pid = test_fork();
     if (pid == 0) {
         srl_close(lim);
         _exit(0);

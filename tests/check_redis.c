@@ -312,8 +312,7 @@ static unsigned forked_total(srl_limiter *lim)
     ck_assert_int_eq(pipe(res), 0);
     pid_t kids[N];
     for (int i = 0; i < N; i++) {
-        kids[i] = fork();
-        ck_assert_int_ge(kids[i], 0);
+        kids[i] = test_fork();
         if (kids[i] == 0) {
             close(go[1]);
             char c;
@@ -576,8 +575,7 @@ START_TEST(closed_mid_reply)
     snprintf(a.sun_path, sizeof a.sun_path, "%s", sock);
     ck_assert_int_eq(bind(lfd, (struct sockaddr *)&a, sizeof a), 0);
     ck_assert_int_eq(listen(lfd, 1), 0);
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
+    pid_t pid = test_fork();
     if (pid == 0) {
         int fd = accept(lfd, NULL, NULL);
         static const char *const replies[] = {

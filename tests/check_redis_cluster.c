@@ -356,8 +356,7 @@ static void run_start(struct run *run, srl_limiter *lim, char keys[][24], int nk
     ck_assert_int_eq(pipe(go), 0);
     ck_assert_int_eq(pipe(res), 0);
     for (int c = 0; c < NPROC; c++) {
-        run->kids[c] = fork();
-        ck_assert_int_ge(run->kids[c], 0);
+        run->kids[c] = test_fork();
         if (run->kids[c] == 0) {
             close(go[1]);
             if (stop != NULL)

@@ -116,8 +116,7 @@ static _Noreturn void worker(const char *name, const srl_config *cfg, struct are
 static pid_t spawn(const char *name, const srl_config *cfg, struct area *a, int w)
 {
     a->slot[w].key = 0;
-    pid_t p = fork();
-    ck_assert_int_ge(p, 0);
+    pid_t p = test_fork();
     if (p == 0)
         worker(name, cfg, a, w);
     return p;

@@ -285,8 +285,7 @@ START_TEST(eight_processes_flooding_one_key_are_counted_exactly)
         uint64_t *admitted = (uint64_t *)(bar + 1);
         pid_t pid[WORKERS];
         for (int w = 0; w < WORKERS; w++) {
-            pid[w] = fork();
-            ck_assert_int_ge(pid[w], 0);
+            pid[w] = test_fork();
             if (pid[w] == 0) {
                 srl_limiter *me;
                 if (srl_open_shared(nm, &cfg, 0, &me) != 0)
@@ -334,8 +333,7 @@ static void helper_start(struct helper *h, const char *nm, const srl_config *cfg
 {
     ck_assert_int_eq(pipe(h->go), 0);
     ck_assert_int_eq(pipe(h->back), 0);
-    h->pid = fork();
-    ck_assert_int_ge(h->pid, 0);
+    h->pid = test_fork();
     if (h->pid == 0) {
         srl_limiter *me;
         if (srl_open_shared(nm, cfg, 0, &me) != 0)
@@ -464,8 +462,7 @@ START_TEST(a_fork_does_not_count_the_parents_pending_denials_twice)
     for (int i = 0; i < 110; i++)
         ck_assert_int_eq(srl_acquire(lim, "hot", 3, 1, &d), 0);
     ck_assert_uint_lt(raw_denied(lim), 100);   /* most are pending in the cache */
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
+    pid_t pid = test_fork();
     if (pid == 0) {
         /* The child's own: 5 more denials, then close (flushes only these). */
         for (int i = 0; i < 5; i++)

@@ -514,8 +514,7 @@ END_TEST
 
 static pid_t dead_pid(void)
 {
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
+    pid_t pid = test_fork();
     if (pid == 0)
         _exit(0);
     ck_assert_int_eq(waitpid(pid, NULL, 0), pid);
@@ -750,8 +749,7 @@ END_TEST
 
 static int child_open(uid_t uid, const char *name, const srl_config *cfg)
 {
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
+    pid_t pid = test_fork();
     if (pid == 0) {
         if (setgid(uid) != 0 || setuid(uid) != 0)
             _exit(100);
@@ -1305,8 +1303,7 @@ START_TEST(random_bytes_over_a_bucket_mutex_give_a_bounded_error_never_a_crash_o
     guard(200);
     int seen_ok = 0, seen_err = 0;
     for (int trial = 0; trial < 300; trial++) {
-        pid_t pid = fork();
-        ck_assert_int_ge(pid, 0);
+        pid_t pid = test_fork();
         if (pid == 0) {
             guard(10);
             uint64_t seed = 0x3017e8ull + (uint64_t)trial;

@@ -187,8 +187,7 @@ static int race_trial(unsigned test_flags, int trial)
     struct race_area *a = shared_zeroed(sizeof *a);
     pid_t pids[WORKERS];
     for (int w = 0; w < WORKERS; w++) {
-        pids[w] = fork();
-        ck_assert_int_ge(pids[w], 0);
+        pids[w] = test_fork();
         if (pids[w] == 0)
             race_worker(lim, a);
     }
@@ -265,8 +264,7 @@ START_TEST(workers_killed_holding_units_are_reclaimed_and_nothing_is_released_tw
     enum { LIVE = 3, KILLS = 200 };
     pid_t pids[LIVE];
     for (int w = 0; w < LIVE; w++) {
-        pids[w] = fork();
-        ck_assert_int_ge(pids[w], 0);
+        pids[w] = test_fork();
         if (pids[w] == 0)
             kill_worker(lim, a);
     }
@@ -285,8 +283,7 @@ START_TEST(workers_killed_holding_units_are_reclaimed_and_nothing_is_released_tw
         int st;
         ck_assert_int_eq(waitpid(pids[w], &st, 0), pids[w]);
         ck_assert_msg(WIFSIGNALED(st), "worker exited by itself (status %d): a leave failed", st);
-        pids[w] = fork();
-        ck_assert_int_ge(pids[w], 0);
+        pids[w] = test_fork();
         if (pids[w] == 0)
             kill_worker(lim, a);
     }
@@ -370,8 +367,7 @@ START_TEST(a_stopped_holder_keeps_its_units_until_it_dies)
     srl_config cfg = config_text("concurrency:4", NULL);
     srl_limiter *lim;
     ck_assert_int_eq(srl_open_anonymous(&cfg, &lim), 0);
-    pid_t p = fork();
-    ck_assert_int_ge(p, 0);
+    pid_t p = test_fork();
     if (p == 0) {
         for (int i = 0; i < UNITS; i++) {
             srl_lease l;
@@ -406,8 +402,7 @@ START_TEST(a_killed_holder_not_yet_reaped_is_dead)
     srl_config cfg = config_text("concurrency:1", NULL);
     srl_limiter *lim;
     ck_assert_int_eq(srl_open_anonymous(&cfg, &lim), 0);
-    pid_t p = fork();
-    ck_assert_int_ge(p, 0);
+    pid_t p = test_fork();
     if (p == 0) {
         srl_lease l;
         srl_decision d;
@@ -502,8 +497,7 @@ START_TEST(eight_processes_on_a_compound_get_exactly_the_tightest_limit)
         struct compound_area *a = shared_zeroed(sizeof *a);
         pid_t pids[WORKERS];
         for (int w = 0; w < WORKERS; w++) {
-            pids[w] = fork();
-            ck_assert_int_ge(pids[w], 0);
+            pids[w] = test_fork();
             if (pids[w] == 0) {
                 spin_barrier_wait(&a->barrier, WORKERS);
                 for (int i = 0; i < 100; i++) {

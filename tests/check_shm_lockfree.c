@@ -228,8 +228,7 @@ static void run(const struct job *j, struct area *a)
 {
     pid_t pids[WORKERS];
     for (int w = 0; w < WORKERS; w++) {
-        pids[w] = fork();
-        ck_assert_int_ge(pids[w], 0);
+        pids[w] = test_fork();
         if (pids[w] == 0) {
             srl_limiter *lim = NULL;
             if (!j->late[w] && srl_open_shared(j->name, &j->cfg[w], 0, &lim) != 0)
@@ -585,8 +584,7 @@ static void parked_run(int what, unsigned extra_flags, struct parked *r)
 
     /* The decider: parks with A's TAT 1003 s read at 1000 s. */
     struct park_page *pg = shared_zeroed(sizeof *pg);
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
+    pid_t pid = test_fork();
     if (pid == 0) {
         srl__shm_set_test_park(lim, pg->words);
         srl__shm_set_test_flags(lim, SRL__SHM_TEST_LF_PARK | extra_flags);
@@ -728,8 +726,7 @@ struct holder {
 static struct holder hold_bucket(struct srl__shm *s, uint64_t b)
 {
     struct holder h = {0, shared_zeroed(4096)};
-    h.pid = fork();
-    ck_assert_int_ge(h.pid, 0);
+    h.pid = test_fork();
     if (h.pid == 0) {
         struct timespec dl = SRL__SHM_NO_DEADLINE;
         if (srl__shm_lock(s, b, &dl) != 0)
@@ -884,8 +881,7 @@ START_TEST(a_writer_killed_with_the_slot_frozen_leaves_seq_odd_and_the_next_deci
     uint16_t *seq = (uint16_t *)(srl__shm_slot(s, b, (unsigned)i) + SRL__SLOT_SEQ);
     uint16_t before = *seq;
     ck_assert_uint_eq(before & 1u, 0);
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
+    pid_t pid = test_fork();
     if (pid == 0) {
         srl_config plain = cfg;
         plain.flags = 0;

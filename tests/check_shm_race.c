@@ -86,8 +86,7 @@ static void run_workers(const char *name, const srl_config *cfg, unsigned test_f
 {
     pid_t pids[WORKERS];
     for (int w = 0; w < WORKERS; w++) {
-        pids[w] = fork();
-        ck_assert_int_ge(pids[w], 0);
+        pids[w] = test_fork();
         if (pids[w] == 0) {
             srl_limiter *lim = NULL;
             if (srl_open_shared(name, cfg, SRL_CREATE, &lim) != 0)

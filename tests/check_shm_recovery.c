@@ -92,8 +92,7 @@ static void seg_free(struct seg *s)
  * request for key; it is expected to die (or stop) inside it. */
 static pid_t evil_worker(struct seg *s, int action, const char *key)
 {
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
+    pid_t pid = test_fork();
     if (pid == 0) {
         struct evil e = {s->clock, action};
         srl_config cfg = s->cfg;
@@ -140,8 +139,7 @@ static int admit_count_elsewhere(struct seg *s, const char *key, int tries)
 {
     int fds[2];
     ck_assert_int_eq(pipe(fds), 0);
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
+    pid_t pid = test_fork();
     if (pid == 0) {
         srl_limiter *lim;
         int n = -1;
@@ -190,8 +188,7 @@ START_TEST(a_request_killed_after_its_decision_is_rolled_back)
 {
     struct seg s = seg_new(SRL_ON_FULL_ALLOW, 1000);
     ck_assert_int_eq(admit_count(s.lim, "k", PERMITS - 1), PERMITS - 1);
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
+    pid_t pid = test_fork();
     if (pid == 0) {
         /* What srl_acquire does, stopped dead between the state change and
          * the end of the undo record: the request took the last permit but
@@ -381,8 +378,7 @@ START_TEST(a_worker_killed_mid_relocation_leaves_one_state_for_the_key)
     uint64_t x = k.b1, y = k.b2;
     i = srl__shm_find_locked(sh, x, &k);
     ck_assert_int_ge(i, 0);
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
+    pid_t pid = test_fork();
     if (pid == 0) {
         struct timespec dl = srl__shm_deadline(sh);
         if (srl__shm_lock(sh, x < y ? x : y, &dl) != 0 || srl__shm_lock(sh, x < y ? y : x, &dl) != 0)

@@ -118,8 +118,7 @@ static uint32_t refund_run(srl_algorithm algo, unsigned test_flags, uint32_t *le
     struct area *a = shared_zeroed(sizeof *a);
     pid_t pids[WORKERS];
     for (int w = 0; w < WORKERS; w++) {
-        pids[w] = fork();
-        ck_assert_int_ge(pids[w], 0);
+        pids[w] = test_fork();
         if (pids[w] == 0) {
             srl_limiter *lim = NULL;
             if (srl_open_shared(nm, &cfg, SRL_CREATE, &lim) != 0)

@@ -132,8 +132,7 @@ static uint64_t *run_eight(const char *policy, size_t *count, uint64_t *end)
     ck_assert_int_eq(srl_open_anonymous(&cfg, &lim), 0);
     pid_t pids[WORKERS];
     for (int w = 0; w < WORKERS; w++) {
-        pids[w] = fork();
-        ck_assert_int_ge(pids[w], 0);
+        pids[w] = test_fork();
         if (pids[w] == 0)
             worker(lim, sh, w);
     }

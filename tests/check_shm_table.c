@@ -346,8 +346,7 @@ START_TEST(a_held_bucket_lock_does_not_delay_a_key_of_other_buckets)
     int go[2], done[2];
     ck_assert_int_eq(pipe(go), 0);
     ck_assert_int_eq(pipe(done), 0);
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
+    pid_t pid = test_fork();
     if (pid == 0) {
         /* Hold both of a's buckets until told to stop. */
         struct timespec dl = srl__shm_deadline(s);

@@ -112,8 +112,7 @@ START_TEST(eight_processes_admit_each_key_exactly_its_own_tiers_limit_in_every_t
     struct area *a = shared_zeroed(sizeof *a);
     pid_t pids[WORKERS];
     for (int w = 0; w < WORKERS; w++) {
-        pids[w] = fork();
-        ck_assert_int_ge(pids[w], 0);
+        pids[w] = test_fork();
         if (pids[w] == 0)
             worker(name, &cfg, a);
     }

@@ -111,8 +111,7 @@ static void eight_hosts_on(const char *u, const char *key, unsigned broken,
     ck_assert_int_eq(pipe(res), 0);
     pid_t kids[N];
     for (int i = 0; i < N; i++) {
-        kids[i] = fork();
-        ck_assert_int_ge(kids[i], 0);
+        kids[i] = test_fork();
         if (kids[i] == 0) {
             close(go[1]);
             struct host_result r = {0};
@@ -271,8 +270,7 @@ static struct flood flood_run(unsigned broken)
     ck_assert_int_eq(pipe(res), 0);
     pid_t kids[W];
     for (int i = 0; i < W; i++) {
-        kids[i] = fork();
-        ck_assert_int_ge(kids[i], 0);
+        kids[i] = test_fork();
         if (kids[i] == 0) {
             close(go[1]);
             struct flood f = {0};

@@ -84,8 +84,7 @@ static srl_decision acq_elsewhere(struct store *st, const char *key)
         return acq(st->a, key);
     int fds[2];
     ck_assert_int_eq(pipe(fds), 0);
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
+    pid_t pid = test_fork();
     if (pid == 0) {
         srl_decision d;
         memset(&d, 0, sizeof d);

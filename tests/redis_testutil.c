@@ -5,6 +5,7 @@
  * enough.
  */
 #include "redis_testutil.h"
+#include "testutil.h"
 
 #include <check.h>
 #include <fcntl.h>
@@ -33,8 +34,7 @@ static int sock_ready(const char *sock)
 pid_t redis_server_start(const char *dir, const char *sock, const char *const *extra)
 {
     unlink(sock);
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
+    pid_t pid = test_fork();
     if (pid == 0) {
         int null = open("/dev/null", O_WRONLY);
         dup2(null, 1);
@@ -144,9 +144,7 @@ void redis_cluster_start(struct redis_cluster *c)
         char port[16], conf[128];
         snprintf(port, sizeof port, "%d", c->port[i]);
         snprintf(conf, sizeof conf, "%s/nodes-%d.conf", c->dir, c->port[i]);
-        pid_t pid = fork();
-        if (pid < 0)
-            cluster_die(c, "fork");
+        pid_t pid = test_fork();
         if (pid == 0) {
             int null = open("/dev/null", O_WRONLY);
             dup2(null, 1);
@@ -172,9 +170,7 @@ void redis_cluster_start(struct redis_cluster *c)
         freeReplyObject(r);
         redisFree(k);
     }
-    pid_t cli = fork();
-    if (cli < 0)
-        cluster_die(c, "fork");
+    pid_t cli = test_fork();
     if (cli == 0) {
         int null = open("/dev/null", O_WRONLY);
         dup2(null, 1);

@@ -1,6 +1,8 @@
 /* testutil.c - see testutil.h. */
 #include "testutil.h"
 
+#include <check.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,4 +62,21 @@ char proc_stat_state(const char *stat_path)
     buf[n] = '\0';
     const char *q = strrchr(buf, ')');   /* the command may hold ") " itself */
     return q != NULL && q[1] == ' ' && q[2] != '\0' ? q[2] : '?';
+}
+
+/* Set in every process test_fork made (and their children): there a failed
+ * fork ends the process with 127, never a Check call. */
+static int forked_child;
+
+pid_t test_fork(void)
+{
+    pid_t pid = fork();
+    if (pid == 0)
+        forked_child = 1;
+    if (pid < 0) {
+        if (forked_child)
+            _exit(127);
+        ck_abort_msg("fork: %s", strerror(errno));
+    }
+    return pid;
 }

@@ -10,6 +10,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include "srl.h"
 
 #define MS 1000000ull
@@ -29,6 +30,21 @@ srl_ticker fake_ticker(fake_clock *c);
  * workers and its parent all see (counts, start lines, stop flags).  Aborts
  * if the mapping fails; munmap(p, n) when done, or leave it to exit. */
 void *shared_zeroed(size_t n);
+
+/* fork() for a test: the child's pid in the parent, 0 in the child.  A
+ * failed fork fails the test, in the parent (the only process there is).
+ *
+ * The rule it keeps: a forked child never calls Check (no ck_assert, no
+ * mark_point), not even the usual ck_assert_int_ge(pid, 0) after fork().
+ * In fork mode Check carries every assertion to the runner as a message
+ * appended to one file that all processes forked from the test share; a
+ * child SIGKILLed inside that write leaves half a message there, and the
+ * runner then fails the whole suite ("check_pack.c:156: Bad message type")
+ * after every assertion passed.  That is how check_shm_chaos failed once
+ * in CI.  A child reports through a shared_zeroed() page or its exit
+ * status; the lint test forks_only_through_test_fork keeps fork() out of
+ * the suites. */
+pid_t test_fork(void);
 
 /* "/srl-test-<pid>-<counter>-<tag>": unique per process and call. */
 const char *unique_name(const char *tag);

@@ -22,6 +22,7 @@
 
 #include "rlctl_assert.h"
 #include "srl.h"
+#include "testutil.h"
 
 /* ------------------------------------------------------ try, get, reset */
 
@@ -609,8 +610,7 @@ START_TEST(get_names_the_pids_holding_units_and_evict_frees_a_dead_holders_units
     seg_create(name, "concurrency:3", "64", "8");
     int ready[2];
     ck_assert_int_eq(pipe(ready), 0);
-    pid_t p = fork();
-    ck_assert_int_ge(p, 0);
+    pid_t p = test_fork();
     if (p == 0) {
         srl_limiter *lim;
         if (srl_open_shared(name, NULL, 0, &lim) != 0)

@@ -25,6 +25,7 @@
 
 #include "rlctl_assert.h"
 #include "shm_testutil.h"
+#include "testutil.h"
 #include "shm.h" /* internal: to damage headers and leave a stale segment */
 
 /* Run rlctl with the arguments, require exit status `want`, drop the output. */
@@ -708,8 +709,7 @@ START_TEST(damaged_segments_exit_65_are_listed_by_ls_and_destroy_removes_them)
     shm_poke(ver, offsetof(struct srl__shm_header, version), &bad_version, sizeof bad_version);
     shm_poke(cor, offsetof(struct srl__shm_header, state), &bad_state, sizeof bad_state);
     /* Stale: a creator that dies before publishing READY. */
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
+    pid_t pid = test_fork();
     if (pid == 0) {
         srl_config cfg;
         srl_config_init(&cfg);
@@ -930,8 +930,7 @@ END_TEST
 /* Run rlctl as uid/gid 65534 (nobody), from a child that dropped root. */
 static int run_as_nobody(run_result *r, const char *const *args)
 {
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
+    pid_t pid = test_fork();
     if (pid == 0) {
         if (setgroups(0, NULL) != 0 || setresgid(65534, 65534, 65534) != 0 ||
             setresuid(65534, 65534, 65534) != 0)

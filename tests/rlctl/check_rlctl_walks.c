@@ -39,6 +39,7 @@
 
 #include "rlctl_assert.h"
 #include "srl.h"
+#include "testutil.h"
 
 /* ------------------------------------------------------------ helpers */
 
@@ -66,8 +67,7 @@ static int run_tty(run_result *r, const char *delay, unsigned short cols,
         argv[n] = args[n - 1];
     argv[n] = NULL;
     fflush(NULL);
-    pid_t pid = fork();
-    ck_assert(pid >= 0);
+    pid_t pid = test_fork();
     if (pid == 0) {
         close(m);
         setsid();

@@ -52,9 +52,7 @@ static int spawn_fd3(child *c, const char *path, const char *const *args, int pr
     for (size_t i = 0; i < n; i++)
         argv[i + 1] = (char *)args[i];
     fflush(NULL);
-    c->pid = fork();
-    if (c->pid < 0)
-        abort();
+    c->pid = test_fork();
     if (c->pid == 0) {
         dup2(fileno(c->out), 1);
         dup2(fileno(c->err), 2);
