@@ -13,9 +13,10 @@
  * mutated lock word that looks held costs milliseconds, not a second (a
  * mutated mutex may legitimately block: that is SRL_ETIMEDOUT, not a
  * hang); the fuzz build shortens the opener's wait for a creator the same
- * way (SRL__SHM_READY_WAIT_MS, run.sh).  Then acquire, peek, enter/leave, key_state, reset_key on a few
- * keys, foreach, evict_idle, stats, info, check.  Any return code is acceptable; a crash, a sanitizer
- * report, a leak or a hang (libFuzzer -timeout) is a finding.
+ * way (SRL__SHM_READY_WAIT_MS, run.sh).  Then acquire, peek, enter/leave,
+ * key_state, reset_key on a few keys, foreach, evict_idle, stats, info,
+ * check.  Any return code is acceptable; a crash, a sanitizer report, a
+ * leak or a hang (libFuzzer -timeout) is a finding.
  */
 #include <fcntl.h>
 #include <stdio.h>

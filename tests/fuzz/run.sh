@@ -52,7 +52,13 @@ build() { # build: the library and rlctl objects once, then each target
       "${objs[@]}" "${libs[@]}" -o "$out/fuzz_$t" || return 1
   done
 }
-mkdir -p "$out/obj"
+# The objects are reused only while they would come out the same: a change
+# to the compiler, its flags or any header empties the cache (a source newer
+# than its object is rebuilt by build itself).
+stamp=$( { "$CC" --version; echo "${cflags[*]} ${san[*]}"
+           cat "$root"/include/*.h "$root"/src/*.h "$root"/tools/*.h; } | sha256sum | cut -c1-16)
+[ "$(cat "$out/obj/stamp" 2>/dev/null)" = "$stamp" ] || rm -rf "$out/obj"
+mkdir -p "$out/obj" && echo "$stamp" >"$out/obj/stamp"
 if ! build >"$out/build.log" 2>&1; then
   tail -30 "$out/build.log"; echo "fuzz: build failed"; exit 1
 fi
