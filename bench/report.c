@@ -537,6 +537,101 @@ static void n_fixed_bytes(const struct report *R, char *buf, size_t len)
                  (unsigned long long)m->fixed_bytes);
 }
 
+/* Issue 17's split of the 1M-key goal: the worst algorithm in one distribution. */
+static int t_floor_ratio_dist(const struct report *R, int si, int di, double *value)
+{
+    double worst = 0;
+    int ok = 1;
+    for (int ai = 0; ai < NALGO; ai++) {
+        const struct per_row *r = &R->per[si][di][ai];
+        if (r->shared.rc != 0 || r->floor_ns <= 0) {
+            ok = 0;
+            continue;
+        }
+        if (r->shared.ns / r->floor_ns > worst)
+            worst = r->shared.ns / r->floor_ns;
+    }
+    *value = worst;
+    return ok;
+}
+
+static int t_floor_uniform(const struct report *R, int si, double *value)
+{
+    return t_floor_ratio_dist(R, si, BENCH_UNIFORM, value);
+}
+
+static int t_floor_zipf(const struct report *R, int si, double *value)
+{
+    return t_floor_ratio_dist(R, si, BENCH_ZIPF, value);
+}
+
+/* Worst over both distributions of cell / the floor of algorithm ai's row. */
+static int t_cell_floor(const struct report *R, int si, int ai, const bench_cell *c0,
+                        const bench_cell *c1, double *value)
+{
+    const bench_cell *c[2] = {c0, c1};
+    double worst = 0;
+    for (int di = 0; di < 2; di++) {
+        double floor_ns = R->per[si][di][ai].floor_ns;
+        if (c[di]->rc != 0 || c[di]->ns <= 0 || floor_ns <= 0)
+            return 0;
+        if (c[di]->ns / floor_ns > worst)
+            worst = c[di]->ns / floor_ns;
+    }
+    *value = worst;
+    return 1;
+}
+
+/* The policy-driven clock: the token bucket with the coarse ticker. */
+static int t_coarse_floor(const struct report *R, int si, double *value)
+{
+    return t_cell_floor(R, si, bench_algo_index(SRL_TOKEN_BUCKET), &R->coarse[si][0][0],
+                        &R->coarse[si][1][0], value);
+}
+
+static int t_lockfree_shared(const struct report *R, int si, double *value)
+{
+    return t_cell_floor(R, si, bench_algo_index(SRL_GCRA), &R->lockfree_shared[si][0],
+                        &R->lockfree_shared[si][1], value);
+}
+
+static int t_lockfree_local(const struct report *R, int si, double *value)
+{
+    return t_cell_floor(R, si, bench_algo_index(SRL_GCRA), &R->lockfree[si][0],
+                        &R->lockfree[si][1], value);
+}
+
+/* Worst local / shared over every cell of the per-decision table. */
+static int t_local_shared(const struct report *R, int si, double *value)
+{
+    (void)si;
+    double worst = 0;
+    for (int sz = 0; sz < 2; sz++)
+        for (int di = 0; di < 2; di++)
+            for (int ai = 0; ai < NALGO; ai++) {
+                const struct per_row *r = &R->per[sz][di][ai];
+                if (r->shared.rc != 0 || r->local.rc != 0 || r->shared.ns <= 0)
+                    return 0;
+                if (r->local.ns / r->shared.ns > worst)
+                    worst = r->local.ns / r->shared.ns;
+            }
+    *value = worst;
+    return 1;
+}
+
+/* The hot-key denial flood with the cache: CPU ns per decision, 2 processes / 1. */
+static int t_flood(const struct report *R, int si, double *value)
+{
+    (void)si;
+    const bench_scale_result *one = &R->flood[1][0], *two = &R->flood[1][1];
+    if (!(R->o.sections & BENCH_SEC_FLOOD) || one->rc != 0 || two->rc != 0 || one->cpu_ns <= 0)
+        return 0;
+    *value = two->cpu_ns / one->cpu_ns;
+    return 1;
+}
+
+/* The original brief's goals first (every run since the first prints them),
+ * then issue 17's (BENCHMARKS.md gives their verdicts with the evidence). */
 static const struct target_def targets[] = {
     {"shared srl_acquire / floor at %s keys", "x", 1.3, 1, {1, -1}, t_floor_ratio, NULL},
     {"shared srl_acquire / floor at %s keys", "x", 2.0, 1, {0, -1}, t_floor_ratio, NULL},
@@ -549,6 +644,20 @@ static const struct target_def targets[] = {
      t_bytes_per_key, NULL},
     {"token_bucket, display 0: table bytes per slot", " B", 64, 1, {-1, -1},
      t_bytes_per_slot, n_fixed_bytes},
+    {"issue 17: shared / floor at %s keys, uniform (worst algorithm)", "x", 1.5, 1, {1, -1},
+     t_floor_uniform, NULL},
+    {"issue 17: shared / floor at %s keys, Zipf (worst algorithm)", "x", 1.3, 1, {1, -1},
+     t_floor_zipf, NULL},
+    {"issue 17: shared token bucket, coarse ticker / floor at %s keys", "x", 2.0, 1, {0, -1},
+     t_coarse_floor, NULL},
+    {"issue 17: lock-free GCRA, shared store / floor at %s keys", "x", 1.2, 1, {0, -1},
+     t_lockfree_shared, NULL},
+    {"issue 17: lock-free GCRA, local store / floor at %s keys", "x", 1.2, 1, {0, -1},
+     t_lockfree_local, NULL},
+    {"issue 17: local / shared, worst cell of the per-decision table", "x", 1.0, 1, {-1, -1},
+     t_local_shared, NULL},
+    {"issue 17: hot-key denial flood with the cache, CPU ns per decision, 2 processes / 1", "x",
+     1.0, 1, {-1, -1}, t_flood, NULL},
 };
 
 static void print_targets(const struct report *R)
