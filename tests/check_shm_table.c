@@ -580,15 +580,6 @@ static int home_free(struct srl__shm *s, uint64_t b, unsigned h)
     return -1;
 }
 
-/* The free slots of bucket b. */
-static unsigned free_slots(struct srl__shm *s, uint64_t b)
-{
-    unsigned n = 0;
-    for (unsigned i = 0; i < SRL__SHM_SLOTS; i++)
-        n += srl__shm_bucket(s, b)->tags[i] == 0;
-    return n;
-}
-
 /* Where k is stored: *b and the slot, or -1.  A plain scan of both
  * candidates, independent of the store's own lookup. */
 static int where(struct srl__shm *s, const struct srl__shm_key *k, uint64_t *b)
@@ -703,7 +694,7 @@ START_TEST(a_key_displaced_from_its_home_is_still_found_exactly)
      * x's home, and x would take it (both buckets ended up full in about 1
      * run of 100, the hash key being random).  So when both are full, a key
      * outside x's home windows is reset, and x takes the slot it frees. */
-    if (free_slots(s, x.b1) == 0 && free_slots(s, x.b2) == 0) {
+    if (bucket_free(s, x.b1) == 0 && bucket_free(s, x.b2) == 0) {
         ck_assert(have_spare);
         key_of(key, sizeof key, spare);
         ck_assert_int_eq(srl_reset_key(lim, key, strlen(key)), 0);
