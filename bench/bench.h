@@ -177,6 +177,8 @@ typedef struct bench_components {
     double clock_ns;          /* clock_gettime(CLOCK_MONOTONIC) */
     double coarse_ns;         /* clock_gettime(CLOCK_MONOTONIC_COARSE) */
     double siphash_ns;        /* crypto_shorthash_siphashx24, 16-byte key */
+    double hash_clock_ns;     /* the hash, then the precise clock */
+    double hash_clock_cas_ns; /* the same, then one locked CAS of a hot word */
     double mutex_ns;          /* robust pshared lock + unlock, uncontended */
     double mutex_clock_ns;    /* the same through pthread_mutex_clocklock (a bounded wait) */
     double algo_ns[4];        /* srl_state_acquire on one hot state, by srl_algorithm */

@@ -112,6 +112,10 @@ static void print_components(const struct report *R)
     printf("| clock_gettime(CLOCK_MONOTONIC), srl_monotonic_ns (the precise ticker) | %.1f |\n", c->clock_ns);
     printf("| clock_gettime(CLOCK_MONOTONIC_COARSE), srl_monotonic_coarse_ns | %.1f |\n", c->coarse_ns);
     printf("| SipHash-x24 (libsodium), 16-byte key | %.1f |\n", c->siphash_ns);
+    printf("| the hash, then the precise clock (no decision of a precise-clock policy skips either) "
+           "| %.1f |\n", c->hash_clock_ns);
+    printf("| the same, then one locked compare-and-swap of a hot word (the lock-free GCRA "
+           "path's least) | %.1f |\n", c->hash_clock_cas_ns);
     printf("| robust process-shared mutex lock+unlock, uncontended | %.1f |\n", c->mutex_ns);
     printf("| the same, locked with pthread_mutex_clocklock (bounded wait) | %.1f |\n",
            c->mutex_clock_ns);
@@ -461,7 +465,6 @@ struct target_def {
     /* NULL, or appends to what what only the run knows (e.g. bytes it measured) */
     void (*note)(const struct report *R, char *buf, size_t len);
 };
-
 
 static int t_redis(const struct report *R, int si, double *value)
 {

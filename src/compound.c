@@ -140,11 +140,12 @@ void srl__cmp_decide(const struct srl__compound *c, void *state, uint64_t now, u
                      int commit, srl_decision *d)
 {
     assert(!(commit && c->conc >= 0));
-    if (c->count == 1) {   /* the common case: one call, the vtable's without a penalty */
-        if (!c->penalty)
-            c->algo[0]->decide(&c->limits.limit[0], state, now, cost, commit, d);
-        else
-            srl__limit_decide(&c->limits.limit[0], state, now, cost, commit, d);
+    if (c->count == 1 && !c->penalty) {   /* the common case: the vtable's one call */
+        srl__cmp_decide_one(c, state, now, cost, commit, d);
+        return;
+    }
+    if (c->count == 1) {
+        srl__limit_decide(&c->limits.limit[0], state, now, cost, commit, d);
         d->binding = 0;
         clear_wait(d);
         return;

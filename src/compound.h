@@ -58,6 +58,19 @@ void srl__cmp_state_init(const struct srl__compound *c, void *state, uint64_t no
  * writes nothing.  cost is 1..min_permits. */
 void srl__cmp_decide(const struct srl__compound *c, void *state, uint64_t now, uint32_t cost,
                      int commit, srl_decision *d);
+
+/* srl__cmp_decide of a compound of one limit with no ban period, inline: the
+ * one vtable call and the fields a compound decision sets.  The lock-free
+ * paths' tiers are all of this kind (they check it when the view is built),
+ * and so is srl__cmp_decide's own common case. */
+static inline void srl__cmp_decide_one(const struct srl__compound *c, void *state, uint64_t now,
+                                       uint32_t cost, int commit, srl_decision *d)
+{
+    c->algo[0]->decide(&c->limits.limit[0], state, now, cost, commit, d);
+    d->binding = 0;
+    d->wait_ns = 0;
+    d->reserved[0] = d->reserved[1] = 0;
+}
 /* srl_reserve on one key (srl_limits_state_reserve describes it), always
  * committing.  max_wait 0 is srl__cmp_decide with commit; max_wait > 0
  * needs c->reserve.  Reservable compounds hold only token buckets and

@@ -279,6 +279,8 @@ struct srl__shm_pol {
     uint32_t tier_count;
     srl_tier def[SRL_TIERS_MAX];     /* def[0] is "default", tier 0 */
     struct srl__compound cmp[SRL_TIERS_MAX];
+    uint32_t lf_tiers;               /* bit t: tier t's compound takes the
+                                        lock-free path (srl__shm_lf_tier) */
     const struct srl__shm_pol *prev; /* gen - 1, or NULL if its copy was gone
                                         (or bad) when this one was built */
     struct srl__shm_pol *next_free;  /* every view of the handle, for close */
@@ -742,6 +744,7 @@ static inline void srl__shm_slot_thaw(struct srl__shm *s, uint64_t b, unsigned i
 
 /* Slot of k in bucket b, or -1 (lock held). */
 int srl__shm_find_locked(const struct srl__shm *s, uint64_t b, const struct srl__shm_key *k);
+
 /* Whether key_len of slot i is in range, or not stored at all
  * (key_display 0). */
 bool srl__shm_slot_len_ok(const struct srl__shm *s, uint64_t b, unsigned i);
@@ -885,6 +888,9 @@ void srl__shm_lf_open(struct srl__shm *s, const srl_config *cfg);
 /* Whether slots of a segment with this geometry can be swapped lock-free
  * (meta and TAT 16-aligned): also what srl__shm_geometry decided. */
 bool srl__shm_lf_aligned(const struct srl__shm *s);
+/* Whether a tier of compound c takes the lock-free path: one GCRA limit,
+ * no ban period (view_new, shm_policy.c, keeps the answer per tier). */
+bool srl__shm_lf_tier(const struct srl__compound *c);
 /* A plain srl_acquire_tier of the found key k under an all-GCRA tier,
  * decided with one 16-byte CAS and no lock.  1 decided (*d filled,
  * counted; io, may be NULL, gets a denial's copy as the locked path

@@ -10,8 +10,11 @@
  *   the path is off).  Per request: a plain srl_acquire / srl_acquire_tier
  *   (no lease, no wait, no apply), not a dry-run handle, of a key found in
  *   one of its buckets whose tier's compound is one GCRA limit with no ban
- *   period, whose slot's meta word names that tier and the generation of
- *   the handle's newest policy view, which is the segment's policy_gen.
+ *   period (srl__shm_lf_tier, kept per tier in the view's lf_tiers when
+ *   the view is built, not asked per request), whose slot's meta word
+ *   names that tier and the generation of the handle's newest policy
+ *   view, which is the segment's policy_gen.  Both home windows are tried
+ *   before the tag words are scanned (shm.h, "Home slots").
  *   Everything else (a miss, an insert, a tier change, a conversion, a
  *   stale view, an odd seq that stays odd, a CAS lost too often) returns 0
  *   and the caller takes the locked path, which decides it exactly as
@@ -64,7 +67,8 @@
  *   repair.
  *
  * Per-key counters (srl_foreach) are added after the CAS, guarded by the
- * slot still holding the key (tag and fp); a decider preempted between its
+ * slot still holding the key (its meta word unchanged since the CAS, one
+ * load; else its tag and fp, still_k); a decider preempted between its
  * CAS and that add while the key is relocated may lose its one count (the
  * copy was taken before), and one preempted between the check and the add
  * while the slot is also reused by another key may add it to that key.
@@ -109,14 +113,15 @@ void srl__shm_lf_open(struct srl__shm *s, const srl_config *cfg)
 #endif
 }
 
-#if LF_CPU
-/* The compound of view p's tier t takes this path: one GCRA limit, no ban. */
-static bool lf_tier(const struct srl__shm_pol *p, uint32_t t)
+_Static_assert(SRL_TIERS_MAX <= 32, "srl__shm_pol.lf_tiers has a bit per tier");
+
+bool srl__shm_lf_tier(const struct srl__compound *c)
 {
-    const struct srl__compound *c = &p->cmp[t];
     return c->count == 1 && c->algo[0] == &srl__algo_gcra && !c->penalty && c->conc < 0 &&
            c->off[0] == 0;
 }
+
+#if LF_CPU
 
 static uint64_t load64(const unsigned char *p, int order)
 {
@@ -165,6 +170,16 @@ static bool still_here(const struct srl__shm *s, uint64_t b, unsigned i,
     return memcmp(&f0, k->fp, 8) == 0 && memcmp(&f1, k->fp + 8, 8) == 0;
 }
 
+/* The slot still holds k, known cheaply: its meta word is still m, the one
+ * the CAS or the snapshot compared (no locked writer has frozen the slot
+ * since, so fp and tag are the ones read), or else by tag and fp. */
+static bool still_k(const struct srl__shm *s, uint64_t b, unsigned i, const struct srl__shm_key *k,
+                    uint64_t m)
+{
+    return load64(srl__shm_slot(s, b, i) + SRL__SLOT_META, __ATOMIC_ACQUIRE) == m ||
+           still_here(s, b, i, k);
+}
+
 /* Outcomes of one try on one slot. */
 enum { LF_DONE, LF_OTHER, LF_RETRY, LF_LOCKED };
 
@@ -194,12 +209,12 @@ static int lf_try(struct srl__shm *s, const struct srl__shm_pol *p, uint64_t b, 
     if (meta_tier(m1) != tier || meta_gen(m1) != p->gen)
         return LF_LOCKED;   /* a tier change or a conversion: the lock's */
     uint64_t st = tat;
-    srl__cmp_decide(&p->cmp[tier], &st, now, cost, 1, d);
+    srl__cmp_decide_one(&p->cmp[tier], &st, now, cost, 1, d);   /* lf_tiers: one GCRA */
     if (!d->allowed) {
         /* Nothing written: counted, and handed to the flood cache as the
          * locked path would (the state the snapshot read, gen before it). */
         SRL__SHM_SHARED_ADD(s, bk->denied, 1);
-        if (still_here(s, b, i, k))
+        if (still_k(s, b, i, k, m1))
             srl__shm_sat_add32(s, slot_ctr(s, b, i, SRL__CTR_DENIED), 1);
         if (io != NULL && d->retry_after_ns > 0) {
             io->recorded = 1;
@@ -236,9 +251,27 @@ committed:
 #endif
     srl__shm_gen_bump(s, b);
     SRL__SHM_SHARED_ADD(s, bk->allowed, 1);
-    if (still_here(s, b, i, k))
+    if (still_k(s, b, i, k, m1))
         srl__shm_sat_add32(s, slot_ctr(s, b, i, SRL__CTR_ALLOWED), 1);
     return LF_DONE;
+}
+
+/* Slot i of bucket b, tried until it answers: 1 decided, 0 for the locked
+ * path, -1 not k's slot. */
+static int lf_slot(struct srl__shm *s, const struct srl__shm_pol *p, uint64_t b, unsigned i,
+                   const struct srl__shm_key *k, uint32_t tier, uint32_t cost,
+                   struct srl__shm_flood_io *io, srl_decision *d)
+{
+    for (unsigned t = 0;; t++) {
+        int r = lf_try(s, p, b, i, k, tier, cost, io, d);
+        if (r == LF_DONE)
+            return 1;
+        if (r == LF_LOCKED || t + 1 >= LF_TRIES)
+            return 0;
+        if (r == LF_OTHER)
+            return -1;
+        __builtin_ia32_pause();
+    }
 }
 #endif
 
@@ -247,27 +280,33 @@ int srl__shm_lf_decide(struct srl__shm *s, const struct srl__shm_key *k, uint32_
 {
 #if LF_CPU
     const struct srl__shm_pol *p = __atomic_load_n(&s->pol, __ATOMIC_ACQUIRE);
-    if (p == NULL || tier >= p->tier_count || !lf_tier(p, tier) ||
+    if (p == NULL || tier >= SRL_TIERS_MAX || !((p->lf_tiers >> tier) & 1u) ||
         cost > p->cmp[tier].min_permits ||
         __atomic_load_n(&srl__shm_live(s)->policy_gen, __ATOMIC_ACQUIRE) != p->gen)
         return 0;
+    int nb = k->b1 == k->b2 ? 1 : 2;
     uint64_t cand[2] = {k->b1, k->b2};
-    for (int c = 0; c < (k->b1 == k->b2 ? 1 : 2); c++) {
+    unsigned home[2] = {k->home1, k->home2};
+    /* Both home windows first (shm.h): where an insert put the key when it
+     * could, found by a byte compare per slot, no tag word scanned. */
+    for (int c = 0; c < nb; c++) {
+        const struct srl__shm_bucket *bk = srl__shm_bucket(s, cand[c]);
+        for (unsigned i = home[c]; i < home[c] + SRL__SHM_HOME_SLOTS; i++)
+            if (__atomic_load_n(&bk->tags[i], __ATOMIC_RELAXED) == k->tag) {
+                int r = lf_slot(s, p, cand[c], i, k, tier, cost, io, d);
+                if (r >= 0)
+                    return r;
+            }
+    }
+    /* Then every slot of both (a home slot again only on a tag collision). */
+    for (int c = 0; c < nb; c++) {
         const struct srl__shm_bucket *bk = srl__shm_bucket(s, cand[c]);
         for (unsigned w = 0; w < SRL__SHM_SLOTS / 8; w++) {
             uint64_t m = srl__shm_tag_match(srl__shm_tag_word(bk, w), k->tag);
             for (; m != 0; m &= m - 1) {
-                unsigned i = w * 8 + srl__shm_tag_byte(m);
-                for (unsigned t = 0;; t++) {
-                    int r = lf_try(s, p, cand[c], i, k, tier, cost, io, d);
-                    if (r == LF_DONE)
-                        return 1;
-                    if (r == LF_LOCKED || t + 1 >= LF_TRIES)
-                        return 0;
-                    if (r == LF_OTHER)
-                        break;
-                    __builtin_ia32_pause();
-                }
+                int r = lf_slot(s, p, cand[c], w * 8 + srl__shm_tag_byte(m), k, tier, cost, io, d);
+                if (r >= 0)
+                    return r;
             }
         }
     }

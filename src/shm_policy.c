@@ -135,6 +135,8 @@ static struct srl__shm_pol *view_new(struct srl__shm *s, const struct srl__shm_p
             free(p);
             return NULL;
         }
+        if (srl__shm_lf_tier(&p->cmp[t]))
+            p->lf_tiers |= 1u << t;
     }
     p->next_free = s->pols;
     s->pols = p;

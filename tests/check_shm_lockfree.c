@@ -796,6 +796,57 @@ START_TEST(a_found_gcra_key_is_decided_while_another_holds_its_bucket_lock)
 }
 END_TEST
 
+/* Tier t of an anonymous lock-free store whose tiers are the texts given;
+ * key "k<t>" is inserted under tier t, then decided while another process
+ * holds its bucket: 0 (lock-free) or SRL_ETIMEDOUT (the lock's). */
+static int decided_with_bucket_held(srl_limiter *lim, uint32_t t)
+{
+    struct srl__shm *s = lim->impl;
+    char key[8];
+    snprintf(key, sizeof key, "k%u", (unsigned)t);
+    srl_decision d;
+    ck_assert_int_eq(srl_acquire_tier(lim, t, key, strlen(key), 1, &d), 0);   /* the insert */
+    struct srl__shm_key k;
+    srl__shm_hash(s, key, strlen(key), &k);
+    uint64_t b = srl__shm_find_locked(s, k.b1, &k) >= 0 ? k.b1 : k.b2;
+    ck_assert_int_ge(srl__shm_find_locked(s, b, &k), 0);
+    struct holder h = hold_bucket(s, b);
+    int rc = srl_acquire_tier(lim, t, key, strlen(key), 1, &d);
+    release_bucket(h);
+    return rc;
+}
+
+START_TEST(only_tiers_of_one_gcra_limit_without_a_ban_are_decided_without_the_lock)
+{
+    static const char *tier_text[] = {
+        "gcra:10/1h",                        /* tier 1: the path's */
+        "gcra:10/1h,penalty=1m",             /* a ban period: the lock's */
+        "gcra:10/1h + gcra:100/1d",          /* two limits: the lock's */
+        "token_bucket:10/1h",                /* not a GCRA: the lock's */
+        "gcra:5/1m",                         /* the path's again */
+    };
+    enum { NT = sizeof tier_text / sizeof tier_text[0] };
+    srl_tier tiers[NT];
+    memset(tiers, 0, sizeof tiers);
+    for (unsigned t = 0; t < NT; t++) {
+        snprintf(tiers[t].name, sizeof tiers[t].name, "t%u", t + 1);
+        ck_assert_int_eq(srl_limits_parse_ex(tier_text[t], &tiers[t].limits, NULL), 0);
+    }
+    srl_config cfg = gcra_config(10, 3600 * SEC, 1024, fake_clock_shared(1000 * SEC),
+                                 SRL_CONFIG_LOCKFREE);
+    cfg.tiers = tiers;
+    cfg.tier_count = NT;
+    cfg.lock_timeout_ms = 200;
+    srl_limiter *lim = NULL;
+    ck_assert_int_eq(srl_open_anonymous(&cfg, &lim), 0);
+    ck_assert(((struct srl__shm *)lim->impl)->lockfree);
+    static const int want[NT + 1] = {0, 0, SRL_ETIMEDOUT, SRL_ETIMEDOUT, SRL_ETIMEDOUT, 0};
+    for (uint32_t t = 0; t <= NT; t++)
+        ck_assert_msg(decided_with_bucket_held(lim, t) == want[t], "tier %u", (unsigned)t);
+    srl_close(lim);
+}
+END_TEST
+
 START_TEST(without_the_flag_or_for_a_token_bucket_the_lock_is_taken)
 {
     fake_clock *clk = fake_clock_shared(1000 * SEC);
@@ -1162,6 +1213,7 @@ static Suite *lockfree_suite(void)
     }
     /* The path itself. */
     ADD(s, a_found_gcra_key_is_decided_while_another_holds_its_bucket_lock);
+    ADD(s, only_tiers_of_one_gcra_limit_without_a_ban_are_decided_without_the_lock);
     ADD(s, a_lockfree_handle_passes_every_bucket_lock_at_its_first_decision_and_stays_locked_if_one_is_out_of_reach);
     ADD(s, locked_writers_that_ignore_lf_open_lose_counts_and_the_late_test_sees_it);
     ADD(s, a_plain_store_instead_of_the_cas_over_admits_and_the_one_key_test_sees_it);
