@@ -71,6 +71,7 @@ static inline void srl__cmp_decide_one(const struct srl__compound *c, void *stat
     d->wait_ns = 0;
     d->reserved[0] = d->reserved[1] = 0;
 }
+
 /* srl_reserve on one key (srl_limits_state_reserve describes it), always
  * committing.  max_wait 0 is srl__cmp_decide with commit; max_wait > 0
  * needs c->reserve.  Reservable compounds hold only token buckets and

@@ -744,7 +744,6 @@ static inline void srl__shm_slot_thaw(struct srl__shm *s, uint64_t b, unsigned i
 
 /* Slot of k in bucket b, or -1 (lock held). */
 int srl__shm_find_locked(const struct srl__shm *s, uint64_t b, const struct srl__shm_key *k);
-
 /* Whether key_len of slot i is in range, or not stored at all
  * (key_display 0). */
 bool srl__shm_slot_len_ok(const struct srl__shm *s, uint64_t b, unsigned i);
