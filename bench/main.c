@@ -6,7 +6,8 @@
  *
  * Sections, all in one run so every ratio compares numbers taken minutes
  * apart on the same machine:
- *   1. components: clock, hash, mutex, each algorithm on a hot state;
+ *   1. components: clock, hash, mutex, each algorithm on a hot state, and
+ *      the hash, the clock and a locked CAS back to back;
  *   2. per-decision cost of srl_acquire (4 algorithms x shared/local x
  *      1k/N keys x uniform/Zipf), each next to its floor (same key reads,
  *      same table bytes, same slot size), plus the global-lock wrapper and
