@@ -765,6 +765,16 @@ static struct srl__shm *open_asking(srl_limiter **lim, int lock_timeout_ms, unsi
     return (*lim)->impl;
 }
 
+/* The bucket that holds key, which must be in the table. */
+static uint64_t bucket_of(struct srl__shm *s, const char *key)
+{
+    struct srl__shm_key k;
+    srl__shm_hash(s, key, strlen(key), &k);
+    uint64_t b = srl__shm_find_locked(s, k.b1, &k) >= 0 ? k.b1 : k.b2;
+    ck_assert_int_ge(srl__shm_find_locked(s, b, &k), 0);
+    return b;
+}
+
 START_TEST(a_found_gcra_key_is_decided_while_another_holds_its_bucket_lock)
 {
     srl_limiter *lim = NULL;
@@ -772,12 +782,8 @@ START_TEST(a_found_gcra_key_is_decided_while_another_holds_its_bucket_lock)
     ck_assert(s->lockfree);
     srl_decision d;
     ck_assert_int_eq(srl_acquire(lim, "k", 1, 1, &d), 0);   /* the insert: locked */
-    struct srl__shm_key k;
-    srl__shm_hash(s, "k", 1, &k);
-    uint64_t b = srl__shm_find_locked(s, k.b1, &k) >= 0 ? k.b1 : k.b2;
-    ck_assert_int_ge(srl__shm_find_locked(s, b, &k), 0);
     /* Held by another process, which waits until told to let go. */
-    struct holder h = hold_bucket(s, b);
+    struct holder h = hold_bucket(s, bucket_of(s, "k"));
     for (uint32_t r = 2; r <= 10; r++) {
         ck_assert_int_eq(srl_acquire(lim, "k", 1, 1, &d), 0);
         ck_assert_int_eq(d.allowed, 1);
@@ -796,21 +802,16 @@ START_TEST(a_found_gcra_key_is_decided_while_another_holds_its_bucket_lock)
 }
 END_TEST
 
-/* Tier t of an anonymous lock-free store whose tiers are the texts given;
- * key "k<t>" is inserted under tier t, then decided while another process
- * holds its bucket: 0 (lock-free) or SRL_ETIMEDOUT (the lock's). */
+/* Key "k<t>" inserted under tier t of lim, then decided under tier t while
+ * another process holds its bucket: 0 (lock-free) or SRL_ETIMEDOUT (the
+ * lock's). */
 static int decided_with_bucket_held(srl_limiter *lim, uint32_t t)
 {
-    struct srl__shm *s = lim->impl;
     char key[8];
     snprintf(key, sizeof key, "k%u", (unsigned)t);
     srl_decision d;
     ck_assert_int_eq(srl_acquire_tier(lim, t, key, strlen(key), 1, &d), 0);   /* the insert */
-    struct srl__shm_key k;
-    srl__shm_hash(s, key, strlen(key), &k);
-    uint64_t b = srl__shm_find_locked(s, k.b1, &k) >= 0 ? k.b1 : k.b2;
-    ck_assert_int_ge(srl__shm_find_locked(s, b, &k), 0);
-    struct holder h = hold_bucket(s, b);
+    struct holder h = hold_bucket(lim->impl, bucket_of(lim->impl, key));
     int rc = srl_acquire_tier(lim, t, key, strlen(key), 1, &d);
     release_bucket(h);
     return rc;
@@ -866,10 +867,7 @@ START_TEST(without_the_flag_or_for_a_token_bucket_the_lock_is_taken)
         ck_assert_uint_eq(in.flags, 0);   /* the token bucket's flag took no effect */
         srl_decision d;
         ck_assert_int_eq(srl_acquire(lim, "k", 1, 1, &d), 0);
-        struct srl__shm_key k;
-        srl__shm_hash(s, "k", 1, &k);
-        uint64_t b = srl__shm_find_locked(s, k.b1, &k) >= 0 ? k.b1 : k.b2;
-        struct holder h = hold_bucket(s, b);
+        struct holder h = hold_bucket(s, bucket_of(s, "k"));
         ck_assert_int_eq(srl_acquire(lim, "k", 1, 1, &d), SRL_ETIMEDOUT);
         release_bucket(h);
         srl_close(lim);
@@ -1018,13 +1016,6 @@ static const char *key_away_from(struct srl__shm *s, uint64_t b, char *buf, size
         if (k.b1 != b && k.b2 != b)
             return buf;
     }
-}
-
-static uint64_t bucket_of(struct srl__shm *s, const char *key)
-{
-    struct srl__shm_key k;
-    srl__shm_hash(s, key, strlen(key), &k);
-    return srl__shm_find_locked(s, k.b1, &k) >= 0 ? k.b1 : k.b2;
 }
 
 /* The pass through every bucket lock (layout 8) is real, and comes at a
