@@ -1226,7 +1226,9 @@ typedef struct srl_entry {
     uint32_t display_len;
     uint32_t key_len;         /* full length of the key; 0 = unknown (no display copy kept) */
     uint8_t fingerprint[16];
-    uint64_t allowed;         /* this key's admitted requests (saturating) */
+    uint64_t allowed;         /* this key's admitted requests, and denied ones (each
+                                 saturating: the shared and in-process stores keep
+                                 32 bits of each per key, so they stop at 2^32 - 1) */
     uint64_t denied;
     uint64_t last_ns;         /* ticker time of its last admitted request */
     srl_decision now;         /* srl_peek for cost 1 at the time of the visit */

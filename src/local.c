@@ -52,16 +52,12 @@
 #define CHUNK_SHIFT_MIN 6   /* 64 nodes */
 #define CHUNK_SHIFT_MAX 17  /* 128k nodes (16 MiB of 128-byte nodes) */
 
-/* One decision in n's counters.  On a lock-free handle the lock-free
- * deciders count without the lock, so every count is an atomic add (on the
- * node's own line, which the decision has just written or read). */
+/* One decision in n's counts.  On a lock-free handle the lock-free
+ * deciders count without the lock, so every count is atomic (on the node's
+ * own line, which the decision has just written or read). */
 static inline void count_decision(const struct local *l, struct lnode *n, bool allowed)
 {
-    uint64_t *c = allowed ? &n->allowed : &n->denied;
-    if (l->lockfree)
-        __atomic_fetch_add(c, 1, __ATOMIC_RELAXED);
-    else
-        count_one(c);
+    count_node(n, allowed ? COUNT_ALLOWED : COUNT_DENIED, l->lockfree);
 }
 
 static void key_of(const struct local *l, const void *key, size_t len, struct lkey *k)
@@ -76,15 +72,20 @@ static void key_of(const struct local *l, const void *key, size_t len, struct lk
     __builtin_prefetch(&l->index[k->b2], 0, 3);
     /* Most keys live in a node of their home windows (local_index.c,
      * HOMES): start those misses now, beside the buckets', instead of
-     * after the bucket names the node.  Each node's first two lines: the
-     * fingerprint and lock, then the counters and the state's start. */
+     * after the bucket names the node.  A node's first line holds all a
+     * hit needs (the fingerprint, the lock, the counts and the state) but
+     * for a state of more than 24 bytes (local.h, struct lnode), whose
+     * second line is prefetched too (and, past that, the state's end is
+     * one dependent miss later). */
     if (l->homes > 0) {
         node_homes(l, k->fp, k->home);
+        const bool two = l->hot_lines > 1;
         for (unsigned c = 0; c < 2 * HOME_WINDOW; c++) {
             uint32_t i = k->home[c / HOME_WINDOW] + c % HOME_WINDOW;
             const unsigned char *n = l->home_map + (size_t)i * l->node_bytes;
             __builtin_prefetch(n, 1, 3);
-            __builtin_prefetch(n + CACHE_LINE, 1, 3);
+            if (two)
+                __builtin_prefetch(n + CACHE_LINE, 1, 3);
         }
     }
 }
@@ -110,7 +111,7 @@ static bool acquire_unlocked_broken(struct local *l, struct lnode *n, uint32_t c
     if (d->allowed)
         for (size_t i = 0; i < words; i++)
             __atomic_store_n(&st[i], copy[i], __ATOMIC_RELAXED);
-    count_one(d->allowed ? &n->allowed : &n->denied);
+    count_node(n, d->allowed ? COUNT_ALLOWED : COUNT_DENIED, false);
     return true;
 }
 #endif
@@ -227,7 +228,7 @@ static int local_decide(srl_limiter *lim, const void *key, size_t len, uint32_t 
             /* Evicted (or reset) between our lookup and our lock: deciding
              * on it would admit requests that the key's next state will
              * admit again.  Look the key up afresh. */
-            pthread_mutex_unlock(&n->lock);
+            node_unlock(n);
             node_done(n);
             rcu_read_unlock();
             continue;
@@ -239,7 +240,7 @@ static int local_decide(srl_limiter *lim, const void *key, size_t len, uint32_t 
             int wr = word_update(l, n, max_wait != 0 ? WORD_RESERVE : WORD_DECIDE, cost,
                                  max_wait, d);
             if (wr == WORD_RETIRED) {
-                pthread_mutex_unlock(&n->lock); /* cannot happen: retired => dead */
+                node_unlock(n); /* cannot happen: retired => dead */
                 node_done(n);
                 rcu_read_unlock();
                 continue;
@@ -257,7 +258,7 @@ static int local_decide(srl_limiter *lim, const void *key, size_t len, uint32_t 
         if (!counted)
             count_decision(l, n, d->allowed);
         count_would_deny(l, d);
-        pthread_mutex_unlock(&n->lock);
+        node_unlock(n);
         node_done(n);
         rcu_read_unlock();
         return 0;
@@ -299,7 +300,7 @@ static int local_leave(srl_limiter *lim, srl_lease *lease)
         return rc;   /* SRL_ENOENT: the key is gone, its units were reclaimed */
     }
     rc = srl__cmp_leave(&lim->cmp, node_state(n), lease->entry, lease->gen, (int32_t)getpid());
-    pthread_mutex_unlock(&n->lock);
+    node_unlock(n);
     node_done(n);
     rcu_read_unlock();
     return rc;
@@ -324,7 +325,7 @@ static int lock_live(struct local *l, const struct lkey *k, struct lnode **out)
             *out = n;
             return 0;
         }
-        pthread_mutex_unlock(&n->lock);
+        node_unlock(n);
         node_done(n);
         rcu_read_unlock();
         rcu_read_lock();
@@ -346,7 +347,7 @@ static int lock_key(struct local *l, const void *key, size_t len, struct lnode *
 
 static void unlock_key(struct lnode *n)
 {
-    pthread_mutex_unlock(&n->lock);
+    node_unlock(n);
     node_done(n);
     rcu_read_unlock();
 }
@@ -411,7 +412,7 @@ static int local_reset_key(srl_limiter *lim, const void *key, size_t len)
     if (l->lockfree)
         (void)srl__local_word_retire(l, n, 0, false);
     srl__local_retire_locked(l, n);
-    pthread_mutex_unlock(&n->lock);
+    node_unlock(n);
     srl__local_unlink_node(l, n);
     rcu_read_unlock();
     return 0;
@@ -424,18 +425,13 @@ static void free_local(struct local *l)
      * writes before ours (rcu_barrier does too, but TSan cannot see it). */
     pthread_mutex_lock(&l->pool_lock);
     pthread_mutex_unlock(&l->pool_lock);
-    uint64_t fresh = l->chunks != NULL ? l->fresh : 0;
-    for (uint64_t i = 0; i < fresh; i++) {
-        struct lnode *n = node_at(l, (uint32_t)i);
-        if (n->life == NODE_LIVE)
-            pthread_mutex_destroy(&n->lock);
-    }
     /* The homes' chunks are slices of home_map (homes_end is 0 without). */
     for (uint64_t c = l->homes_end >> l->chunk_shift; l->chunks != NULL && c < l->max_chunks; c++)
         free(l->chunks[c]);
     if (l->home_map != NULL)
         munmap(l->home_map, l->home_bytes);
     free(l->chunks);
+    free(l->colds);
     if (l->index != NULL)
         munmap(l->index, l->index_bytes);
     for (unsigned i = 0; i < NSTRIPES; i++)
@@ -517,6 +513,7 @@ int srl_open_local(const srl_config *cfg, srl_limiter **out)
     l->creator_pid = getpid();
     l->created_unix_ns = srl__clock_ns(CLOCK_REALTIME);
     randombytes_buf(l->hash_key, sizeof l->hash_key);
+    l->hot_lines = (unsigned)((sizeof(struct lnode) + l->state_bytes + CACHE_LINE - 1) / CACHE_LINE);
     l->node_bytes = (sizeof(struct lnode) + l->state_bytes + l->key_display + CACHE_LINE - 1) /
                     CACHE_LINE * CACHE_LINE;
 
@@ -544,7 +541,7 @@ int srl_open_local(const srl_config *cfg, srl_limiter **out)
     uint64_t chunk = 1ull << l->chunk_shift;
     l->homes_end = (cfg->capacity + chunk - 1) / chunk * chunk;
     if (l->homes_end + pool_max <= UINT32_MAX) {
-        l->home_bytes = (size_t)l->homes_end * l->node_bytes;
+        l->home_bytes = (size_t)l->homes_end * (l->node_bytes + sizeof(struct lcold));
         l->home_map = srl__local_map(l->home_bytes);
     }
     if (l->home_map != NULL) {
@@ -558,8 +555,15 @@ int srl_open_local(const srl_config *cfg, srl_limiter **out)
         pool_max = UINT32_MAX; /* node indexes are 32-bit */
     l->max_chunks = (uint32_t)(pool_max >> l->chunk_shift);
     l->chunks = calloc(l->max_chunks, sizeof *l->chunks);
-    for (uint64_t c = 0; l->chunks != NULL && c < l->homes_end >> l->chunk_shift; c++)
+    l->colds = calloc(l->max_chunks, sizeof *l->colds);
+    /* The homes' nodes, then their struct lcold, all of one mapping: the
+     * cold part is touched only by retirements. */
+    for (uint64_t c = 0; l->colds != NULL && l->chunks != NULL && c < l->homes_end >> l->chunk_shift;
+         c++) {
+        unsigned char *home_colds = l->home_map + (size_t)l->homes_end * l->node_bytes;
         l->chunks[c] = l->home_map + (size_t)(c << l->chunk_shift) * l->node_bytes;
+        l->colds[c] = (struct lcold *)home_colds + (c << l->chunk_shift);
+    }
     l->fresh = l->homes_end;   /* the bump allocator starts after the homes */
     l->index_bytes = l->nbuckets * sizeof(struct lbucket);
     l->index = srl__local_map(l->index_bytes);
@@ -567,7 +571,7 @@ int srl_open_local(const srl_config *cfg, srl_limiter **out)
     pthread_mutex_init(&l->retire_lock, NULL);
     for (unsigned i = 0; i < NSTRIPES; i++)
         pthread_mutex_init(&l->stripes[i], NULL);
-    if (l->chunks == NULL || l->index == NULL) {
+    if (l->chunks == NULL || l->colds == NULL || l->index == NULL) {
         free_local(l);
         return SRL_ENOMEM;
     }
@@ -593,6 +597,29 @@ int srl__local_hold_key_stripes(srl_limiter *lim, const void *key, size_t len, i
     key_of(local_of(lim), key, len, &k);
     srl__local_hold_stripes(local_of(lim), &k, hold != 0);
     return 0;
+}
+
+int srl__local_set_counts(srl_limiter *lim, const void *key, size_t len, uint32_t allowed,
+                          uint32_t denied)
+{
+    if (lim == NULL || lim->ops != &local_ops || key == NULL)
+        return SRL_EINVAL;
+    struct local *l = local_of(lim);
+    struct lkey k;
+    key_of(l, key, len, &k);
+    rcu_read_lock();
+    struct lnode *n = find(l, &k);
+    int rc = SRL_ENOENT;
+    if (n != NULL) {
+        rc = node_lock(l, n);
+        if (rc == 0) {
+            __atomic_store_n(&n->counts, (uint64_t)denied << 32 | allowed, __ATOMIC_RELAXED);
+            node_unlock(n);
+        }
+        node_done(n);
+    }
+    rcu_read_unlock();
+    return rc;
 }
 
 struct home_ctx {

@@ -13,6 +13,8 @@
  *                     and eviction, with the reclamation an insert into a
  *                     full table runs (insert and reclamation call each
  *                     other, so they share a file); its INVARIANTS
+ *   local_lock.c      a node's lock when it must wait or wake (a futex word;
+ *                     the uncontended path is node_lock, inline here)
  *   local_lockfree.c  the lock-free GCRA state word (SRL_CONFIG_LOCKFREE):
  *                     why a CAS never lands where it must not; retirement
  *                     of the word and its atomic copy
@@ -21,10 +23,12 @@
  *
  * WHAT IT HOLDS
  *   - struct lnode: one key.  Its 128-bit fingerprint, its lock, its
- *     counters, then the algorithm's state inline and the display copy of
- *     the key (key_display bytes); node_bytes apart, 64-byte aligned, in the
+ *     counts, then the algorithm's state inline and the display copy of
+ *     the key (key_display bytes): one line for the usual states, whose
+ *     hit touches nothing else; node_bytes apart, 64-byte aligned, in the
  *     pool's chunks (local_index.c), in one of the key's home windows when
  *     one had a free node at its insert (node_homes; local_index.c, HOMES).
+ *     Its struct lcold (retirement's words) sits apart, beside its chunk.
  *   - struct lbucket: a line of the index, 8 entries.  An entry is 0
  *     (empty) or tag << 32 | (node index + 1), the tag being 32 bits of the
  *     fingerprint.  A key lives in one of two candidate buckets chosen by
@@ -47,7 +51,7 @@
  *     Entries are loaded with acquire and stored with release, so a node's
  *     initialising writes happen before any lookup that finds it.
  *   - A state, its counters and its life word are read and written under
- *     the node's mutex (life and the counters are also accessed with relaxed
+ *     the node's lock (life and the counters are also accessed with relaxed
  *     atomics, so lookups may peek at life without the lock, and a broken
  *     test variant may run without it and still be well-defined C).
  *     Except on a lock-free handle (local_lockfree.c), whose state word
@@ -91,11 +95,13 @@
 /*
  * ThreadSanitizer cannot see liburcu's grace periods: its atomics are
  * inline assembly in an uninstrumented library.  These annotations tell it
- * the one ordering liburcu really provides, and nothing more: every
+ * the orderings liburcu really provides, and nothing more: every
  * reader's use of a node happens before call_rcu's callback puts it back
- * on the free list (the grace period).  Each reader releases on &node->rcu
- * when it is done with the node; the callback acquires it.  (Publication
- * needs no annotation: index entries are C11 atomics, which it sees.)
+ * on the free list (the grace period), and what the caller of call_rcu
+ * wrote before it happens before the callback.  Each reader releases on
+ * the node's address when it is done with the node, the unlinker on the
+ * rcu_head; the callback acquires both.  (Publication needs no
+ * annotation: index entries are C11 atomics, which it sees.)
  * In a normal build the macros are empty.
  */
 #if defined(__SANITIZE_THREAD__)
@@ -123,33 +129,65 @@
 #define NSTRIPES 256        /* index write locks, by bucket; power of two */
 #define HOME_WINDOW 2       /* adjacent nodes per home window (local_index.c) */
 
-/* Line 0: what a lookup compares, and the lock; then the counters, the
- * free-time fields and the state (a token bucket's node is 128 bytes). */
+/* One line holds all a hit touches: what a lookup compares, the lock, the
+ * counts and the state (whole for a token bucket, GCRA or sliding counter:
+ * 40 + 24 bytes at most), so that a node of those is one line, a hit
+ * waits for one line per node it looks at, and key_of prefetches one line
+ * per home node (l->hot_lines: more only for a bigger state).  The display
+ * copy follows the state.  What only a retirement and the grace period
+ * need is apart, in the node's struct lcold (node_cold). */
 struct lnode {
     uint8_t fp[16];           /* the key's fingerprint; fixed while indexed */
     uint16_t key_len;         /* likewise (SRL_KEY_MAX fits) */
     uint16_t life;            /* NODE_*: LIVE -> DEAD under lock; atomic */
     uint32_t idx;             /* this node's index in the pool; fixed */
-    pthread_mutex_t lock;     /* guards life, the counters and the state */
-    uint64_t denied;          /* this key's denials (under lock, or an atomic add) */
-    struct local *owner;      /* for the call_rcu callback */
-    union {
-        struct rcu_head rcu;  /* from unlink to the callback */
-        uint32_t free_next;   /* on the free list: next index + 1, or 0 */
-    } u;
-    /* allowed sits 16-aligned just before the state: a lock-free admission
-     * CASes the two as one pair (l->lf_pair, NODE_PAIR_OK). */
-    uint64_t allowed;         /* this key's admissions (likewise, or that CAS) */
-    uint64_t data[];          /* state (state_bytes), then the display copy */
+    uint32_t lock;            /* guards life, the counts and the state
+                                 (node_lock: 0 free, 1 held, 2 held, maybe awaited) */
+    uint32_t spare;
+    /* The counts sit 16-aligned just before the state: a lock-free
+     * admission CASes the two as one pair (l->lf_pair, NODE_PAIR_OK). */
+    uint64_t counts;          /* allowed (low 32 bits) and denied (high 32), each
+                                 saturating, as a slot's are: COUNT_* below */
+    uint64_t data[];          /* the state (state_bytes), then the display copy */
+};
+_Static_assert(sizeof(struct lnode) == 40, "a token bucket's state ends the node's first line");
+
+/* A node's words for its retirement, one per node, beside its chunk's
+ * nodes (l->colds, node_cold), written by the thread that unlinks it and
+ * read by the call_rcu callback, which finds the node by them. */
+struct lcold {
+    struct rcu_head rcu;      /* from unlink to the callback */
+    struct local *owner;
+    uint32_t idx;             /* the node's index (node_at) */
+    uint32_t free_next;       /* on the free list: next index + 1, or 0 */
 };
 
-/* Whether a node's allowed count and its first state word make one
- * 16-aligned pair (nodes are 64-aligned, so the offset decides): true on
- * x86-64 glibc, where the mutex is 40 bytes.  A target where it is not
- * keeps the CAS and the add (lf_pair false). */
+/* n->counts: allowed in the low half, denied in the high half. */
+#define COUNT_ALLOWED 1ull
+#define COUNT_DENIED (1ull << 32)
+static inline uint64_t counts_allowed(uint64_t c)
+{
+    return (uint32_t)c;
+}
+static inline uint64_t counts_denied(uint64_t c)
+{
+    return c >> 32;
+}
+/* c plus one of one (COUNT_ALLOWED or COUNT_DENIED), saturating: a half
+ * at UINT32_MAX stays there and never carries. */
+static inline uint64_t counts_plus(uint64_t c, uint64_t one)
+{
+    uint32_t half = one == COUNT_ALLOWED ? (uint32_t)c : (uint32_t)(c >> 32);
+    return half == UINT32_MAX ? c : c + one;
+}
+
+/* Whether a node's counts and its first state word make one
+ * 16-aligned pair (nodes are 64-aligned, so the offset decides): true
+ * wherever struct lnode has no padding.  A target where it is not keeps
+ * the CAS and the add (lf_pair false). */
 #define NODE_PAIR_OK                                                              \
-    (offsetof(struct lnode, allowed) % 16 == 0 &&                                 \
-     offsetof(struct lnode, data) == offsetof(struct lnode, allowed) + sizeof(uint64_t))
+    (offsetof(struct lnode, counts) % 16 == 0 &&                                  \
+     offsetof(struct lnode, data) == offsetof(struct lnode, counts) + sizeof(uint64_t))
 
 /* n->life.  A node is reachable by walks (of the pool) only while LIVE,
  * by lookups (through the index) only from just before its entry is
@@ -185,8 +223,10 @@ struct local {
     uint64_t nbuckets;
     unsigned char **chunks;   /* chunk c holds nodes c << chunk_shift ...; set once */
     unsigned chunk_shift;
+    struct lcold **colds;     /* chunk c's nodes' struct lcold; set with chunks[c] */
     size_t node_bytes;        /* sizeof(struct lnode) + state + display, to 64 */
     size_t state_bytes;       /* algo->size rounded up to 8 */
+    unsigned hot_lines;       /* lines of a node a hit touches: struct lnode and the state */
     uint64_t capacity;
     uint64_t homes;           /* nodes 0 .. homes-1 are homes (local_index.c); 0: none */
     uint64_t homes_end;       /* homes rounded up to whole chunks; overflow starts here */
@@ -241,7 +281,7 @@ static inline void *node_state(struct lnode *n)
     return n->data;
 }
 
-static inline const unsigned char *node_display(const struct local *l, const struct lnode *n)
+static inline const unsigned char *node_display(const struct local *l, struct lnode *n)
 {
     return (const unsigned char *)n->data + l->state_bytes;
 }
@@ -257,13 +297,24 @@ static inline struct lnode *node_at(const struct local *l, uint32_t idx)
     return (struct lnode *)(c + (size_t)(idx & ((1u << l->chunk_shift) - 1)) * l->node_bytes);
 }
 
-/* One more in a counter whose writers are serialised (by the node's lock):
- * a plain load and store, atomic only so that unlocked readers are defined. */
-static inline void count_one(uint64_t *c)
+static inline struct lcold *node_cold(const struct local *l, uint32_t idx)
 {
-    uint64_t v = __atomic_load_n(c, __ATOMIC_RELAXED);
-    if (v != UINT64_MAX)
-        __atomic_store_n(c, v + 1, __ATOMIC_RELAXED);
+    return l->colds[idx >> l->chunk_shift] + (idx & ((1u << l->chunk_shift) - 1));
+}
+
+/* One more allowed or denied (one: COUNT_*) in n's counts.  Where every
+ * writer holds the node's lock: a plain load and store, atomic only so that
+ * unlocked readers are defined.  On a lock-free handle, whose deciders
+ * count without the lock (local_lockfree.c): a CAS loop. */
+static inline void count_node(struct lnode *n, uint64_t one, bool lockfree)
+{
+    uint64_t v = __atomic_load_n(&n->counts, __ATOMIC_RELAXED);
+    if (!lockfree)
+        __atomic_store_n(&n->counts, counts_plus(v, one), __ATOMIC_RELAXED);
+    else
+        while (!__atomic_compare_exchange_n(&n->counts, &v, counts_plus(v, one), true,
+                                            __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+            ;
 }
 
 static inline struct shard *my_shard(struct local *l)
@@ -295,27 +346,38 @@ static inline void park_here(struct local *l, int where)
 #define LF_SAW(l, field) ((void)0)
 #endif
 
+/* A node's lock (n->lock), a futex word (local_lock.c has its design):
+ * 0 free, 1 held, 2 held and perhaps awaited.  Four bytes, so that the
+ * lock shares its line with the fingerprint and the state: a pthread
+ * mutex took 40 and pushed the state onto a second line, one more miss
+ * per hit at a million keys.  The uncontended path is one CAS to take
+ * and one exchange to give back, inline; waiting and waking call out. */
+int srl__local_node_wait(struct local *l, uint32_t *lock);
+void srl__local_node_wake(uint32_t *lock);
+
+static inline bool node_trylock(struct lnode *n)
+{
+    uint32_t free_ = 0;
+    return __atomic_compare_exchange_n(&n->lock, &free_, 1, false, __ATOMIC_ACQUIRE,
+                                       __ATOMIC_RELAXED);
+}
+
 /* Take n's lock, waiting at most lock_timeout_ms.  0, or SRL_ETIMEDOUT
  * (counted).  A node's lock is held only for one decision, so a wait this
  * long means a holder that is stuck (a ticker that blocks, a thread stopped
- * in a debugger): the caller gets on_full's answer instead of hanging.  The
- * deadline is CLOCK_REALTIME because pthread_mutex_timedlock is what
- * ThreadSanitizer intercepts (clocklock is not): a step of the wall clock
- * can shorten or stretch one such wait, never make it unbounded.  The
- * uncontended path is one trylock and reads no clock. */
+ * in a debugger): the caller gets on_full's answer instead of hanging.
+ * The uncontended path is one CAS and reads no clock. */
 static inline int node_lock(struct local *l, struct lnode *n)
 {
-    if (pthread_mutex_trylock(&n->lock) == 0)
+    if (__builtin_expect(node_trylock(n), 1))
         return 0;
-    struct timespec dl;
-    clock_gettime(CLOCK_REALTIME, &dl);
-    uint64_t ns = (uint64_t)dl.tv_nsec + (uint64_t)l->lim.lock_timeout_ms * 1000000ull;
-    dl.tv_sec += (time_t)(ns / SRL_NS_PER_S);
-    dl.tv_nsec = (long)(ns % SRL_NS_PER_S);
-    if (pthread_mutex_timedlock(&n->lock, &dl) == 0)
-        return 0;
-    shard_add(&my_shard(l)->timeouts, 1);
-    return SRL_ETIMEDOUT;
+    return srl__local_node_wait(l, &n->lock);
+}
+
+static inline void node_unlock(struct lnode *n)
+{
+    if (__builtin_expect(__atomic_exchange_n(&n->lock, 0, __ATOMIC_RELEASE) == 2, 0))
+        srl__local_node_wake(&n->lock);
 }
 
 static inline uint64_t fastrange(uint64_t x, uint64_t n)
@@ -349,10 +411,11 @@ static inline void key_place(const struct local *l, struct lkey *k)
     k->tag = (uint32_t)lo;
 }
 
-/* This thread is done with n for this read-side critical section. */
+/* This thread is done with n for this read-side critical section (the
+ * node's address stands for its grace period: free_node_rcu acquires it). */
 static inline void node_done(struct lnode *n)
 {
-    TSAN_RELEASE(&n->u.rcu);
+    TSAN_RELEASE(n);
     (void)n;
 }
 
@@ -378,9 +441,10 @@ static inline struct lnode *scan(const struct local *l, uint64_t b, const struct
         if ((uint32_t)(v >> 32) != k->tag || (uint32_t)v == 0)
             continue;
         struct lnode *n = node_at(l, (uint32_t)v - 1);
-        /* The state's line is read after the lock, which is a locked
-         * instruction: start its miss now, with the fingerprint's. */
-        __builtin_prefetch((const unsigned char *)n + CACHE_LINE, 1, 3);
+        /* A state past the first line is read after the lock, which is a
+         * locked instruction: start its miss now, with the fingerprint's. */
+        if (l->hot_lines > 1)
+            __builtin_prefetch((const unsigned char *)n + CACHE_LINE, 1, 3);
         if (memcmp(n->fp, k->fp, sizeof n->fp) == 0 && !node_dead(n))
             return n;
         node_done(n);
@@ -433,7 +497,7 @@ static inline uint64_t *node_word(struct lnode *n)
 enum word_op { WORD_DECIDE, WORD_RESERVE, WORD_REFUND };
 
 /* What word_update did.  WORD_COUNTED: an admission whose count it added
- * to n->allowed in the same CAS (l->lf_pair); the caller counts every
+ * to n->counts in the same CAS (l->lf_pair); the caller counts every
  * other decision itself. */
 enum { WORD_RETIRED = 0, WORD_DONE = 1, WORD_COUNTED = 2 };
 
@@ -441,7 +505,7 @@ enum { WORD_RETIRED = 0, WORD_DONE = 1, WORD_COUNTED = 2 };
  * word: read the word, then the time, decide on a copy, and CAS the copy
  * in; on a lost CAS start again from the value that won (and a new time).
  * A decision that writes nothing (a denial) takes effect at its read.
- * On an lf_pair handle an admission (WORD_DECIDE) CASes {allowed, word}
+ * On an lf_pair handle an admission (WORD_DECIDE) CASes {counts, word}
  * as one 16-byte pair, count and state in one locked instruction; a count
  * moved meanwhile (another admission, under the lock or not) fails it
  * like a moved word.  Returns WORD_RETIRED, deciding nothing, if the state
@@ -453,7 +517,7 @@ static inline int word_update(struct local *l, struct lnode *n, enum word_op op,
 {
     uint64_t *w = node_word(n);
 #if SRL__CAS16
-    uint64_t seen = __atomic_load_n(&n->allowed, __ATOMIC_RELAXED);
+    uint64_t seen = __atomic_load_n(&n->counts, __ATOMIC_RELAXED);
 #endif
     uint64_t old = __atomic_load_n(w, __ATOMIC_RELAXED);
     for (;;) {
@@ -492,7 +556,8 @@ static inline int word_update(struct local *l, struct lnode *n, enum word_op op,
                 continue;
             }
             sched_yield();
-            if (__atomic_exchange_n(&n->allowed, seen + 1, __ATOMIC_RELAXED) != seen)
+            if (__atomic_exchange_n(&n->counts, counts_plus(seen, COUNT_ALLOWED),
+                                    __ATOMIC_RELAXED) != seen)
                 LF_SAW(l, lf_lost);
             return WORD_COUNTED;
         }
@@ -500,7 +565,7 @@ static inline int word_update(struct local *l, struct lnode *n, enum word_op op,
 #if SRL__CAS16
         if (l->lf_pair && op == WORD_DECIDE) {   /* an admission: nw != old */
             uint64_t found = old;
-            if (srl__cas16(&n->allowed, &seen, &found, seen + 1, nw))
+            if (srl__cas16(&n->counts, &seen, &found, counts_plus(seen, COUNT_ALLOWED), nw))
                 return WORD_COUNTED;
             if (found == old)
                 continue;   /* only the count moved: seen has it; decide again */

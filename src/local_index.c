@@ -5,12 +5,13 @@
  *
  * WHAT IT HOLDS
  *   - The pool: fixed-size nodes (struct lnode, node_bytes apart, 64-byte
- *     aligned) in chunks of 2^chunk_shift nodes, never freed before
- *     srl_close: first the homes (HOMES below), one zeroed mapping made at
- *     open, then overflow chunks allocated as keys need them (chunks of
- *     2 MiB and more are advised onto transparent huge pages).  Free
- *     overflow nodes are kept on a free list and reused; no malloc on any
- *     decision path.  pool_get, pool_put, the call_rcu callback
+ *     aligned) in chunks of 2^chunk_shift nodes, each chunk's nodes followed
+ *     by their struct lcold (l->colds), never freed before srl_close: first
+ *     the homes (HOMES below), one zeroed mapping made at open, then
+ *     overflow chunks allocated as keys need them (chunks of 2 MiB and more
+ *     are advised onto transparent huge pages).  Free overflow nodes are
+ *     kept on a free list (linked through their lcold) and reused; no
+ *     malloc on any decision path.  pool_get, pool_put, the call_rcu callback
  *     free_node_rcu, and srl__local_pool_wait at the pool's bound.
  *   - The index: nbuckets buckets of 8 entries, one cache line each, a key
  *     in the first of its two candidate buckets when it has room.  The
@@ -114,10 +115,11 @@ static bool reserve(struct local *l)
 
 /* ------------------------------------------------------------ the pool */
 
-/* A chunk of 2^chunk_shift nodes, on huge pages when it spans them. */
+/* A chunk of 2^chunk_shift nodes and then their struct lcold, on huge
+ * pages when it spans them. */
 static unsigned char *chunk_alloc(const struct local *l)
 {
-    size_t bytes = ((size_t)1 << l->chunk_shift) * l->node_bytes;
+    size_t bytes = ((size_t)1 << l->chunk_shift) * (l->node_bytes + sizeof(struct lcold));
     size_t align = bytes >= HUGE_PAGE ? HUGE_PAGE : 4096;
     bytes = (bytes + align - 1) / align * align;
     unsigned char *c = aligned_alloc(align, bytes);
@@ -151,15 +153,20 @@ static int pool_get(struct local *l, const struct lkey *k, struct lnode **out)
         __atomic_store_n(&home->life, NODE_NEW, __ATOMIC_RELAXED);
     } else if (l->free_head != 0) {
         *out = node_at(l, l->free_head - 1);
-        l->free_head = (*out)->u.free_next;
+        l->free_head = node_cold(l, l->free_head - 1)->free_next;
         __atomic_store_n(&(*out)->life, NODE_NEW, __ATOMIC_RELAXED);
     } else {
         uint64_t c = l->fresh >> l->chunk_shift;
         if (c >= l->max_chunks) {
             rc = INSERT_WAIT;
         } else {
-            if (l->chunks[c] == NULL)
-                __atomic_store_n(&l->chunks[c], chunk_alloc(l), __ATOMIC_RELEASE);
+            if (l->chunks[c] == NULL) {
+                unsigned char *chunk = chunk_alloc(l);
+                if (chunk != NULL)
+                    l->colds[c] = (struct lcold *)(chunk + ((size_t)1 << l->chunk_shift) *
+                                                               l->node_bytes);
+                __atomic_store_n(&l->chunks[c], chunk, __ATOMIC_RELEASE);
+            }
             if (l->chunks[c] == NULL) {
                 rc = SRL_ENOMEM;
             } else {
@@ -178,11 +185,10 @@ static int pool_get(struct local *l, const struct lkey *k, struct lnode **out)
  * grace period has passed since its entry was cleared). */
 static void pool_put(struct local *l, struct lnode *n)
 {
-    pthread_mutex_destroy(&n->lock);
     pthread_mutex_lock(&l->pool_lock);
     __atomic_store_n(&n->life, NODE_FREE, __ATOMIC_RELAXED);
     if (n->idx >= l->homes) {   /* a home is found by its key, not a list */
-        n->u.free_next = l->free_head;
+        node_cold(l, n->idx)->free_next = l->free_head;
         l->free_head = n->idx + 1;
     }
     pthread_mutex_unlock(&l->pool_lock);
@@ -195,9 +201,11 @@ static void pool_put(struct local *l, struct lnode *n)
  * shards. */
 static void free_node_rcu(struct rcu_head *head)
 {
-    struct lnode *n = caa_container_of(head, struct lnode, u.rcu);
-    TSAN_ACQUIRE(&n->u.rcu);
-    struct local *l = n->owner;
+    TSAN_ACQUIRE(head);
+    struct lcold *cold = caa_container_of(head, struct lcold, rcu);
+    struct local *l = cold->owner;
+    struct lnode *n = node_at(l, cold->idx);
+    TSAN_ACQUIRE(n);
 #ifdef SRL_MUTANTS
     /* call_rcu's worker may run while a test switches variants. */
     unsigned broken = __atomic_load_n(&l->broken, __ATOMIC_RELAXED);
@@ -209,11 +217,13 @@ static void free_node_rcu(struct rcu_head *head)
     pthread_mutex_lock(&l->retire_lock);
     if (!early) {
         struct shard *s = my_shard(l);
-        shard_add(&s->retired_allowed, __atomic_load_n(&n->allowed, __ATOMIC_RELAXED));
-        shard_add(&s->retired_denied, __atomic_load_n(&n->denied, __ATOMIC_RELAXED));
+        uint64_t c = __atomic_load_n(&n->counts, __ATOMIC_RELAXED);
+        shard_add(&s->retired_allowed, counts_allowed(c));
+        shard_add(&s->retired_denied, counts_denied(c));
     }
-    /* Not FREE yet: a home read FREE is taken (pool_get), and pool_put
-     * has still to destroy this node's mutex. */
+    /* Not FREE yet: a home read FREE is taken (pool_get), and pool_put,
+     * which stores FREE, has yet to run: it would free the new key's node
+     * under it. */
     __atomic_store_n(&n->life, free_early ? NODE_FREE : NODE_GOING, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&l->retire_lock);
 #ifdef SRL_MUTANTS
@@ -349,8 +359,12 @@ void srl__local_unlink_node(struct local *l, struct lnode *n)
     unlock_pair(l, k.b1, k.b2);
     assert(found); /* only the thread that marked it dead clears it */
     (void)found;
+    struct lcold *cold = node_cold(l, idx);
+    cold->owner = l;
+    cold->idx = idx;
+    TSAN_RELEASE(&cold->rcu);   /* call_rcu hands the head to its worker */
     node_done(n);
-    call_rcu(&n->u.rcu, free_node_rcu);
+    call_rcu(&cold->rcu, free_node_rcu);
 }
 
 /* ------------------------------------------------ retirement and reclamation */
@@ -400,8 +414,9 @@ void srl__local_retire_locked(struct local *l, struct lnode *n)
         /* Broken on purpose: counted at death, so a lock-free decision that
          * counts after this (its CAS came first) is lost. */
         struct shard *s = my_shard(l);
-        shard_add(&s->retired_allowed, __atomic_load_n(&n->allowed, __ATOMIC_RELAXED));
-        shard_add(&s->retired_denied, __atomic_load_n(&n->denied, __ATOMIC_RELAXED));
+        uint64_t c = __atomic_load_n(&n->counts, __ATOMIC_RELAXED);
+        shard_add(&s->retired_allowed, counts_allowed(c));
+        shard_add(&s->retired_denied, counts_denied(c));
     }
 #endif
     unreserve(l);
@@ -436,11 +451,11 @@ struct reclaim_ctx {
 static int reclaim_visit(struct local *l, struct lnode *n, void *arg)
 {
     struct reclaim_ctx *c = arg;
-    if (pthread_mutex_trylock(&n->lock) != 0) {
+    if (!node_trylock(n)) {
         node_done(n);
     } else {
         bool evicted = srl__local_evict_if_at_rest_locked(l, n);
-        pthread_mutex_unlock(&n->lock);
+        node_unlock(n);
         if (evicted) {
             srl__local_unlink_node(l, n);
             c->reclaimed++;
@@ -518,9 +533,8 @@ int srl__local_find_or_insert(struct local *l, const struct lkey *k, struct lnod
     }
     memcpy(cand->fp, k->fp, sizeof cand->fp);
     cand->key_len = k->len;
-    pthread_mutex_init(&cand->lock, NULL);
-    cand->allowed = cand->denied = 0;
-    cand->owner = l;
+    cand->lock = 0;
+    cand->counts = 0;
     memset(node_state(cand), 0, l->node_bytes - sizeof *cand);
     /* A fresh state needs a time; reading it outside any lock is harmless:
      * every later reader takes the lock after this node is published, so

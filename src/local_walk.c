@@ -55,7 +55,7 @@ static int evict_visit(struct local *l, struct lnode *n, void *arg)
         return 0;
     }
     bool gone = srl__local_evict_if_at_rest_locked(l, n);
-    pthread_mutex_unlock(&n->lock);
+    node_unlock(n);
     if (gone) {
         srl__local_unlink_node(l, n);
         (*evicted)++;
@@ -101,8 +101,9 @@ int srl__local_stats(srl_limiter *lim, srl_stats *out)
         struct lnode *n = node_at(l, (uint32_t)i);
         unsigned st = __atomic_load_n(&n->life, __ATOMIC_ACQUIRE);
         if (st == NODE_LIVE || (st == NODE_DEAD && !early)) {
-            s.allowed += __atomic_load_n(&n->allowed, __ATOMIC_RELAXED);
-            s.denied += __atomic_load_n(&n->denied, __ATOMIC_RELAXED);
+            uint64_t c = __atomic_load_n(&n->counts, __ATOMIC_RELAXED);
+            s.allowed += counts_allowed(c);
+            s.denied += counts_denied(c);
         }
     }
     for (unsigned i = 0; i < NSHARDS; i++) {
@@ -167,13 +168,14 @@ static int foreach_visit(struct local *l, struct lnode *n, void *arg)
         return 1;
     }
     if (node_dead(n)) {
-        pthread_mutex_unlock(&n->lock);
+        node_unlock(n);
         node_done(n);
         return 0;
     }
     uint64_t now = srl__now(&l->lim);
-    e.allowed = __atomic_load_n(&n->allowed, __ATOMIC_RELAXED);
-    e.denied = __atomic_load_n(&n->denied, __ATOMIC_RELAXED);
+    uint64_t counts = __atomic_load_n(&n->counts, __ATOMIC_RELAXED);
+    e.allowed = counts_allowed(counts);
+    e.denied = counts_denied(counts);
     /* One read of the state (lock-free deciders may move it on). */
     srl__local_state_copy(l, n, c->copy);
     e.last_ns = srl__cmp_last_ns(&l->lim.cmp, c->copy);
@@ -181,7 +183,7 @@ static int foreach_visit(struct local *l, struct lnode *n, void *arg)
     e.at_rest = srl__cmp_at_rest(&l->lim.cmp, c->copy, now);
     e.inflight = srl__cmp_inflight(&l->lim.cmp, c->copy);
     e.state = c->copy;   /* fn runs outside the node's lock: it gets a copy */
-    pthread_mutex_unlock(&n->lock);
+    node_unlock(n);
     e.key_len = n->key_len;
     e.display = node_display(l, n);
     e.display_len = e.key_len < l->key_display ? e.key_len : l->key_display;

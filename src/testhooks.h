@@ -120,13 +120,19 @@ int srl__shm_open_test(const char *name, const srl_config *cfg, unsigned flags,
  * insert of key takes: inserters of key then wait there.  SRL_EINVAL for a
  * limiter that is not local. */
 int srl__local_hold_key_stripes(srl_limiter *lim, const void *key, size_t len, int hold);
+/* Set a tracked key's counts (what srl_foreach reports as allowed and
+ * denied), which no test could otherwise bring near their 2^32 - 1 limit:
+ * the saturation test.  SRL_ENOENT if the key is not tracked, SRL_EINVAL
+ * for a limiter that is not local. */
+int srl__local_set_counts(srl_limiter *lim, const void *key, size_t len, uint32_t allowed,
+                          uint32_t denied);
 /* Every insert ignores the key's home windows (an overflow node for every
  * key): decisions stay exact, only the hit's node miss is dependent again
  * (tests/check_local_homes.c must see it). */
 #define SRL__LOCAL_BROKEN_NO_HOMES 0x200u
-/* The call_rcu callback marks a node FREE before pool_put has destroyed its
- * mutex, as the first homes did: an insert may take that home meanwhile,
- * and pool_put then frees the new key's node under it. */
+/* The call_rcu callback marks a node FREE before pool_put has put it back,
+ * as the first homes did: an insert may take that home meanwhile, and
+ * pool_put then frees the new key's node under it. */
 #define SRL__LOCAL_BROKEN_FREE_EARLY 0x400u
 /* A lock-free admission CASes the word alone, then stores the count it
  * read plus one, apart (a yield between): an admission counted meanwhile

@@ -4,8 +4,9 @@
  *
  * Single-threaded first: a lock-free handle answers exactly as a locked one
  * on the same trace (every field, with peek, refund, reserve, reset, evict,
- * foreach, key_state and stats in between), and the flag changes nothing on
- * a policy that is not one GCRA limit.
+ * foreach, key_state and stats in between), the flag changes nothing on
+ * a policy that is not one GCRA limit, and a key's counts saturate at
+ * 2^32 - 1 each, locked or lock-free, without carrying into each other.
  *
  * Then the races.  Each runs its threads until the main thread says stop,
  * released together by a barrier; the main thread stops them only once
@@ -192,6 +193,46 @@ START_TEST(a_lockfree_handle_answers_exactly_as_a_locked_one)
     ck_assert_uint_eq(fa.tat, fb.tat);
     srl_close(lf);
     srl_close(lk);
+}
+END_TEST
+
+/* What srl_foreach reports for lim, which holds one key. */
+static struct fe_sum counts_of(srl_limiter *lim)
+{
+    struct fe_sum s = {0};
+    ck_assert_int_eq(srl_foreach(lim, fe_add, &s), 1);
+    return s;
+}
+
+START_TEST(a_keys_counts_stop_at_2_pow_32_minus_1_and_never_carry_into_each_other)
+{
+    /* The two halves of a node's counts word, on a locked handle and on a
+     * lock-free one (whose admissions count in their CAS where there is a
+     * 16-byte CAS, its denials in a CAS loop).  GCRA 3 per window on a
+     * frozen clock: three admissions, then denials. */
+    for (int lockfree = 0; lockfree < 2; lockfree++) {
+        srl_limiter *lim = open_gcra(3, 4, lockfree ? SRL_CONFIG_LOCKFREE : 0,
+                                     fake_clock_shared(5 * SEC));
+        srl_decision d;
+        ck_assert_int_eq(srl_acquire(lim, "k", 1, 1, &d), 0);
+        ck_assert(d.allowed);
+        ck_assert_int_eq(srl__local_set_counts(lim, "k", 1, UINT32_MAX - 1, 7), 0);
+        for (int i = 0; i < 2; i++) {   /* up to the limit, then one past it */
+            ck_assert_int_eq(srl_acquire(lim, "k", 1, 1, &d), 0);
+            ck_assert(d.allowed);
+        }
+        struct fe_sum c = counts_of(lim);
+        ck_assert_uint_eq(c.allowed, UINT32_MAX);
+        ck_assert_uint_eq(c.denied, 7);
+        ck_assert_int_eq(srl__local_set_counts(lim, "k", 1, 3, UINT32_MAX), 0);
+        ck_assert_int_eq(srl_acquire(lim, "k", 1, 1, &d), 0);
+        ck_assert(!d.allowed);
+        c = counts_of(lim);
+        ck_assert_uint_eq(c.allowed, 3);
+        ck_assert_uint_eq(c.denied, UINT32_MAX);
+        ck_assert_int_eq(srl__local_set_counts(lim, "absent", 6, 0, 0), SRL_ENOENT);
+        srl_close(lim);
+    }
 }
 END_TEST
 
@@ -815,6 +856,7 @@ static Suite *local_lockfree_suite(void)
     TCase *one = tcase_create("single");
     tcase_add_test(one, a_lockfree_handle_answers_exactly_as_a_locked_one);
     tcase_add_test(one, the_flag_is_accepted_and_changes_nothing_on_other_policies);
+    tcase_add_test(one, a_keys_counts_stop_at_2_pow_32_minus_1_and_never_carry_into_each_other);
     TCase *hot = tcase_create("hot");
     tcase_add_test(hot, eight_threads_on_one_hot_key_admit_exactly_the_burst_in_every_window);
     tcase_add_test(hot, one_hot_key_catches_a_blind_store_instead_of_the_cas);
