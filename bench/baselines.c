@@ -19,7 +19,9 @@
  * The components.  Hot-cache costs of the clock read, the hash, the mutex
  * and each algorithm's srl_state_acquire, to explain where a decision's
  * nanoseconds go; and the hash, the clock and a locked CAS back to back,
- * the least a decision of a precise-clock policy does.
+ * the least a decision of a precise-clock policy does.  Then one dependent
+ * miss in tables of three sizes (the chase): what a miss costs grows with
+ * the table it is in.
  *
  * Invariants: an entry's mutex and slot never straddle two entries; the
  * entry index is below f->entries (multiply-shift reduction).
@@ -29,6 +31,7 @@
 #include "bench.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 
@@ -264,6 +267,55 @@ static uint64_t batch_algo(void *ctx, uint64_t start, uint64_t count)
     return acc;
 }
 
+/* One dependent load at a time around a random cycle through every line of
+ * a shared anonymous mapping (a segment's kind of memory): the cost of one
+ * miss the prefetcher cannot guess, in a table of that size. */
+struct chase_ctx {
+    uint64_t *m;
+    uint64_t at;
+};
+
+static uint64_t batch_chase(void *ctx, uint64_t start, uint64_t count)
+{
+    struct chase_ctx *c = ctx;
+    (void)start;
+    uint64_t p = c->at;
+    for (uint64_t i = 0; i < count; i++)
+        p = c->m[p];
+    c->at = p;
+    return p;
+}
+
+static double chase_ns(const bench_opts *q, size_t bytes)
+{
+    size_t lines = bytes / 64, words = 64 / sizeof(uint64_t);
+    uint64_t *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    uint32_t *order = malloc(lines * sizeof *order);
+    if (m == MAP_FAILED || order == NULL) {
+        if (m != MAP_FAILED)
+            munmap(m, bytes);
+        free(order);
+        return -1;
+    }
+    /* Sattolo's shuffle: one cycle through all the lines. */
+    bench_rng r = {0x5eed};
+    for (size_t i = 0; i < lines; i++)
+        order[i] = (uint32_t)i;
+    for (size_t i = lines - 1; i > 0; i--) {
+        size_t j = (size_t)(bench_rng_next(&r) % i);
+        uint32_t t = order[i];
+        order[i] = order[j];
+        order[j] = t;
+    }
+    for (size_t i = 0; i < lines; i++)
+        m[(size_t)order[i] * words] = (uint64_t)order[(i + 1) % lines] * words;
+    struct chase_ctx c = {m, (uint64_t)order[0] * words};
+    free(order);
+    double ns = bench_time_batches(q, batch_chase, &c, 1u << 20);
+    munmap(m, bytes);
+    return ns;
+}
+
 void bench_components_measure(const bench_opts *o, bench_components *out)
 {
     bench_opts q = *o;
@@ -295,6 +347,8 @@ void bench_components_measure(const bench_opts *o, bench_components *out)
         }
         out->algo_ns[a] = bench_time_batches(&q, batch_algo, &c, 1u << 20);
     }
+    for (int i = 0; i < BENCH_CHASE_SIZES; i++)
+        out->chase_ns[i] = chase_ns(&q, (size_t)BENCH_CHASE_MIB[i] << 20);
     pthread_mutex_destroy(&c.m);
     bench_keys_free(&k);
 }

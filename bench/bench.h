@@ -182,7 +182,14 @@ typedef struct bench_components {
     double mutex_ns;          /* robust pshared lock + unlock, uncontended */
     double mutex_clock_ns;    /* the same through pthread_mutex_clocklock (a bounded wait) */
     double algo_ns[4];        /* srl_state_acquire on one hot state, by srl_algorithm */
+    double chase_ns[3];       /* one dependent load, a random line of BENCH_CHASE_MIB[i] MiB */
 } bench_components;
+
+/* The table sizes the chase rows time one dependent miss in: what a miss
+ * costs grows with the table (its lines and its pages), which is why the
+ * bigger of two stores pays more per miss at 1M keys (BENCHMARKS.md). */
+#define BENCH_CHASE_SIZES 3
+static const unsigned BENCH_CHASE_MIB[BENCH_CHASE_SIZES] = {16, 64, 256};
 
 void bench_components_measure(const bench_opts *o, bench_components *c);
 

@@ -126,6 +126,14 @@ static void print_components(const struct report *R)
         printf("| srl_state_acquire %s (pure algorithm) | %.1f |\n", pol,
                c->algo_ns[bench_algos[ai]]);
     }
+    printf("\n### One dependent miss, by the size of the table it is in\n\n"
+           "A load at a random line of a shared anonymous mapping, each load's address the "
+           "one before's value (no overlap, no prefetch): what one miss a decision cannot "
+           "overlap costs in a table of that size. At 1M keys (capacity 1.25M) the shared "
+           "segment of a token bucket is 81 MB; the Memory section gives the local store's "
+           "bytes per key.\n\n| table | ns per dependent load |\n| ---: | ---: |\n");
+    for (int i = 0; i < BENCH_CHASE_SIZES; i++)
+        printf("| %u MiB | %.1f |\n", BENCH_CHASE_MIB[i], c->chase_ns[i]);
     printf("\n");
 }
 
