@@ -131,6 +131,11 @@ static void nap_ms(int ms)
     nanosleep(&ts, NULL);
 }
 
+static void cluster_undo(void *c)
+{
+    redis_cluster_stop(c);
+}
+
 void redis_cluster_start(struct redis_cluster *c)
 {
     memset(c, 0, sizeof *c);
@@ -144,7 +149,7 @@ void redis_cluster_start(struct redis_cluster *c)
         char port[16], conf[128];
         snprintf(port, sizeof port, "%d", c->port[i]);
         snprintf(conf, sizeof conf, "%s/nodes-%d.conf", c->dir, c->port[i]);
-        pid_t pid = test_fork();
+        pid_t pid = test_fork_undo(cluster_undo, c);
         if (pid == 0) {
             int null = open("/dev/null", O_WRONLY);
             dup2(null, 1);
@@ -170,7 +175,7 @@ void redis_cluster_start(struct redis_cluster *c)
         freeReplyObject(r);
         redisFree(k);
     }
-    pid_t cli = test_fork();
+    pid_t cli = test_fork_undo(cluster_undo, c);
     if (cli == 0) {
         int null = open("/dev/null", O_WRONLY);
         dup2(null, 1);

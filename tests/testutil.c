@@ -68,15 +68,23 @@ char proc_stat_state(const char *stat_path)
  * fork ends the process with 127, never a Check call. */
 static int forked_child;
 
-pid_t test_fork(void)
+pid_t test_fork_undo(void (*undo)(void *), void *arg)
 {
     pid_t pid = fork();
     if (pid == 0)
         forked_child = 1;
     if (pid < 0) {
+        int e = errno;
         if (forked_child)
             _exit(127);
-        ck_abort_msg("fork: %s", strerror(errno));
+        if (undo != NULL)
+            undo(arg);
+        ck_abort_msg("fork: %s", strerror(e));
     }
     return pid;
+}
+
+pid_t test_fork(void)
+{
+    return test_fork_undo(NULL, NULL);
 }

@@ -45,6 +45,10 @@ void *shared_zeroed(size_t n);
  * status; the lint test forks_only_through_test_fork keeps fork() out of
  * the suites. */
 pid_t test_fork(void);
+/* test_fork for a setup that has already started something: a failed fork
+ * first calls undo(arg) (stop what was started, remove what was made),
+ * then fails the test as test_fork does. */
+pid_t test_fork_undo(void (*undo)(void *), void *arg);
 
 /* "/srl-test-<pid>-<counter>-<tag>": unique per process and call. */
 const char *unique_name(const char *tag);
