@@ -541,8 +541,9 @@ static int t_floor_ratio_dist(const struct report *R, int si, int di, double *va
             ok = 0;
             continue;
         }
-        if (r->shared.ns / r->floor_ns > worst)
-            worst = r->shared.ns / r->floor_ns;
+        double ratio = r->shared.ns / r->floor_ns;
+        if (ratio > worst)
+            worst = ratio;
     }
     *value = worst;
     return ok;
@@ -578,8 +579,9 @@ static int t_cell_floor(const struct report *R, int si, int ai, const bench_cell
         double floor_ns = R->per[si][di][ai].floor_ns;
         if (c[di]->rc != 0 || c[di]->ns <= 0 || floor_ns <= 0)
             return 0;
-        if (c[di]->ns / floor_ns > worst)
-            worst = c[di]->ns / floor_ns;
+        double ratio = c[di]->ns / floor_ns;
+        if (ratio > worst)
+            worst = ratio;
     }
     *value = worst;
     return 1;
