@@ -714,12 +714,13 @@ SRL_API int srl_open_anonymous(const srl_config *cfg, srl_limiter **out);
 /*
  * The in-process store (liburcu).  cfg->capacity bounds the number of keys.
  * Memory: an index of 16 bytes per key of capacity, and a home node per key
- * of capacity (srl_info's slot_bytes each: 128 for one token bucket or
- * GCRA without key_display), both mapped zeroed at open and paid as keys
- * touch them, so toward the whole once keys spread over the table (as a
- * shared segment's is paid at once); plus the nodes of keys that found
- * their homes taken (about 15 % at full capacity) and of deleted keys
- * awaiting their RCU grace period.
+ * of capacity (srl_info's slot_bytes each: 64 for one token bucket, GCRA
+ * or sliding counter without key_display), both mapped zeroed at open and
+ * paid as keys touch them, so toward the whole once keys spread over the
+ * table (as a shared segment's is paid at once); plus the nodes of keys
+ * that found their homes taken (about 15 % at full capacity) and of
+ * deleted keys awaiting their RCU grace period, and 32 bytes per node
+ * that a deletion has touched (what its grace period needs).
  */
 SRL_API int srl_open_local(const srl_config *cfg, srl_limiter **out);
 
