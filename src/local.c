@@ -50,7 +50,7 @@
 
 #define NO_LOCK_MAX_WORDS 64 /* the no-lock variant copies states up to 512 B */
 #define CHUNK_SHIFT_MIN 6   /* 64 nodes */
-#define CHUNK_SHIFT_MAX 17  /* 128k nodes (16 MiB of 128-byte nodes) */
+#define CHUNK_SHIFT_MAX 17  /* 128k nodes (8 MiB of 64-byte nodes) */
 
 /* One decision in n's counts.  On a lock-free handle the lock-free
  * deciders count without the lock, so every count is atomic (on the node's
@@ -558,11 +558,13 @@ int srl_open_local(const srl_config *cfg, srl_limiter **out)
     l->colds = calloc(l->max_chunks, sizeof *l->colds);
     /* The homes' nodes, then their struct lcold, all of one mapping: the
      * cold part is touched only by retirements. */
-    for (uint64_t c = 0; l->colds != NULL && l->chunks != NULL && c < l->homes_end >> l->chunk_shift;
-         c++) {
-        unsigned char *home_colds = l->home_map + (size_t)l->homes_end * l->node_bytes;
-        l->chunks[c] = l->home_map + (size_t)(c << l->chunk_shift) * l->node_bytes;
-        l->colds[c] = (struct lcold *)home_colds + (c << l->chunk_shift);
+    if (l->home_map != NULL && l->chunks != NULL && l->colds != NULL) {
+        struct lcold *home_colds =
+            (struct lcold *)(l->home_map + (size_t)l->homes_end * l->node_bytes);
+        for (uint64_t c = 0; c < l->homes_end >> l->chunk_shift; c++) {
+            l->chunks[c] = l->home_map + (size_t)(c << l->chunk_shift) * l->node_bytes;
+            l->colds[c] = home_colds + (c << l->chunk_shift);
+        }
     }
     l->fresh = l->homes_end;   /* the bump allocator starts after the homes */
     l->index_bytes = l->nbuckets * sizeof(struct lbucket);

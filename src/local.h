@@ -281,7 +281,7 @@ static inline void *node_state(struct lnode *n)
     return n->data;
 }
 
-static inline const unsigned char *node_display(const struct local *l, struct lnode *n)
+static inline const unsigned char *node_display(const struct local *l, const struct lnode *n)
 {
     return (const unsigned char *)n->data + l->state_bytes;
 }
