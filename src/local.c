@@ -83,9 +83,9 @@ static void key_of(const struct local *l, const void *key, size_t len, struct lk
         for (unsigned c = 0; c < 2 * HOME_WINDOW; c++) {
             uint32_t i = k->home[c / HOME_WINDOW] + c % HOME_WINDOW;
             const unsigned char *n = l->home_map + (size_t)i * l->node_bytes;
-            __builtin_prefetch(n, 1, 3);
+            srl__prefetch_w(n);
             if (two)
-                __builtin_prefetch(n + CACHE_LINE, 1, 3);
+                srl__prefetch_w(n + CACHE_LINE);
         }
     }
 }

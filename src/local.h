@@ -89,6 +89,7 @@
 #include <urcu-bp.h>
 
 #include "cas16.h"
+#include "prefetch.h"
 #include "limiter.h"
 #include "testhooks.h"
 
@@ -444,7 +445,7 @@ static inline struct lnode *scan(const struct local *l, uint64_t b, const struct
         /* A state past the first line is read after the lock, which is a
          * locked instruction: start its miss now, with the fingerprint's. */
         if (l->hot_lines > 1)
-            __builtin_prefetch((const unsigned char *)n + CACHE_LINE, 1, 3);
+            srl__prefetch_w((const unsigned char *)n + CACHE_LINE);
         if (memcmp(n->fp, k->fp, sizeof n->fp) == 0 && !node_dead(n))
             return n;
         node_done(n);

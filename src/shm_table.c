@@ -48,6 +48,7 @@
  * (lf_pass, layout 8), holding no other lock.
  */
 #include "shm.h"
+#include "prefetch.h"
 #include "proc.h"
 
 #include <errno.h>
@@ -84,7 +85,7 @@ static void prefetch_home(const struct srl__shm *s, uint64_t b, unsigned home)
     size_t first = s->slots_off + (size_t)home * s->slot_bytes;
     size_t last = first + (size_t)s->slot_bytes * SRL__SHM_HOME_SLOTS - 1;
     for (size_t line = first & ~(size_t)63; line <= last; line += 64)
-        __builtin_prefetch(bk + line, 1, 3);
+        srl__prefetch_w(bk + line);
 }
 
 void srl__shm_hash(const struct srl__shm *s, const void *key, size_t len, struct srl__shm_key *k)
@@ -99,10 +100,10 @@ void srl__shm_hash(const struct srl__shm *s, const void *key, size_t len, struct
      * never faults. */
     const unsigned char *h1 = (const unsigned char *)srl__shm_bucket(s, k->b1);
     const unsigned char *h2 = (const unsigned char *)srl__shm_bucket(s, k->b2);
-    __builtin_prefetch(h1, 1, 3);
-    __builtin_prefetch(h2, 1, 3);
-    __builtin_prefetch(h1 + 64, 1, 3);   /* counters and undo copy: written by every hit */
-    __builtin_prefetch(h2 + 64, 1, 3);
+    srl__prefetch_w(h1);
+    srl__prefetch_w(h2);
+    srl__prefetch_w(h1 + 64);   /* counters and undo copy: written by every hit */
+    srl__prefetch_w(h2 + 64);
     prefetch_home(s, k->b1, k->home1);
     prefetch_home(s, k->b2, k->home2);
 }

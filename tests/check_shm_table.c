@@ -15,7 +15,9 @@
  *     fingerprint, an undo record or a key's bucket is damaged by hand;
  *   - home slots (a lookup's prefetch target): a new key lands in a free
  *     slot of its home window in the bucket it joins, and a key displaced
- *     from its home is still found and decided exactly.
+ *     from its home is still found and decided exactly;
+ *   - the prefetch of those lines asks for them exclusive (PREFETCHW) on
+ *     exactly the x86 CPUs whose kernel lists the instruction.
  */
 #include <check.h>
 #include <stdio.h>
@@ -24,6 +26,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "prefetch.h"
 #include "shm.h"
 #include "srl.h"
 #include "testutil.h"
@@ -743,6 +746,28 @@ START_TEST(a_key_displaced_from_its_home_is_still_found_exactly)
 }
 END_TEST
 
+#if defined(__x86_64__) || defined(__i386__)
+/* src/prefetch.h: PREFETCHW where CPUID 0x80000001 ECX bit 8 says so, which
+ * Linux lists as "3dnowprefetch"; the read prefetch elsewhere. */
+START_TEST(the_write_prefetch_is_prefetchw_exactly_where_the_kernel_lists_it)
+{
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    ck_assert_ptr_nonnull(f);
+    char line[8192];
+    bool seen = false, listed = false;
+    while (!seen && fgets(line, sizeof line, f) != NULL) {
+        if (strncmp(line, "flags", 5) != 0)
+            continue;
+        seen = true;
+        listed = strstr(line, " 3dnowprefetch") != NULL;
+    }
+    fclose(f);
+    ck_assert_msg(seen, "/proc/cpuinfo has no flags line");
+    ck_assert_int_eq(srl__prefetchw_ok, listed);
+}
+END_TEST
+#endif
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("shm_table");
@@ -771,6 +796,9 @@ static Suite *suite(void)
     tcase_set_timeout(home, 60);
     tcase_add_test(home, a_new_key_lands_in_a_free_home_slot_of_the_bucket_it_joins);
     tcase_add_test(home, a_key_displaced_from_its_home_is_still_found_exactly);
+#if defined(__x86_64__) || defined(__i386__)
+    tcase_add_test(home, the_write_prefetch_is_prefetchw_exactly_where_the_kernel_lists_it);
+#endif
     suite_add_tcase(s, home);
     return s;
 }
