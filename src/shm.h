@@ -609,9 +609,18 @@ static inline void srl__shm_sat_add32(const struct srl__shm *s, uint32_t *p, uin
 }
 
 /* Hash a key into k, and start the misses a hit needs (both bucket heads,
- * both home windows) so that they overlap. */
+ * both home windows) so that they overlap: srl__shm_hash_only, then
+ * srl__shm_prefetch. */
 void srl__shm_hash(const struct srl__shm *s, const void *key, size_t len,
                    struct srl__shm_key *k);
+/* Hash a key into k, touching nothing of the table. */
+void srl__shm_hash_only(const struct srl__shm *s, const void *key, size_t len,
+                        struct srl__shm_key *k);
+/* Fetch the lines a locked or lock-free hit on k writes, for writing
+ * (src/prefetch.h).  Only for a request that goes to the table: a write
+ * prefetch takes the line from every other core's cache, so the flood
+ * cache's answers, which only read the bucket's gen, do not call it. */
+void srl__shm_prefetch(const struct srl__shm *s, const struct srl__shm_key *k);
 /* k's buckets, tag and home windows from k->fp (no prefetch). */
 void srl__shm_key_of_fp(const struct srl__shm *s, struct srl__shm_key *k);
 /* The home window start of a stored fingerprint in bucket b (one of its

@@ -333,10 +333,13 @@ int srl__shm_flood_acquire_tier(srl_limiter *lim, uint32_t tier, const void *key
     if (s->flood == NULL)
         return srl__shm_acquire_tier(lim, tier, key, len, cost, d);
     struct srl__shm_key k;
-    srl__shm_hash(s, key, len, &k);
+    srl__shm_hash_only(s, key, len, &k);
     struct flood_shard *sh = my_shard(s->flood);
     if (answer(s, sh, &k, tier, cost, d))
         return 0;
+    /* Only now: a write prefetch of the bucket would take its lines from
+     * the other workers answering the same flood from their caches. */
+    srl__shm_prefetch(s, &k);
     unsigned char state[SRL__FLOOD_STATE_MAX] __attribute__((aligned(8)));
     struct srl__shm_flood_io io;   /* only what the table reads is set */
     io.n = 0;

@@ -88,10 +88,15 @@ static void prefetch_home(const struct srl__shm *s, uint64_t b, unsigned home)
         srl__prefetch_w(bk + line);
 }
 
-void srl__shm_hash(const struct srl__shm *s, const void *key, size_t len, struct srl__shm_key *k)
+void srl__shm_hash_only(const struct srl__shm *s, const void *key, size_t len,
+                        struct srl__shm_key *k)
 {
     crypto_shorthash_siphashx24(k->fp, key, len, s->hash_key);
     srl__shm_key_of_fp(s, k);
+}
+
+void srl__shm_prefetch(const struct srl__shm *s, const struct srl__shm_key *k)
+{
     /* Start every miss a hit needs at once, before anything reads the
      * table: both heads (mutex and tags; the key is in b2 for about half
      * the keys, found after b1's tags missed) and both home windows (the
@@ -106,6 +111,12 @@ void srl__shm_hash(const struct srl__shm *s, const void *key, size_t len, struct
     srl__prefetch_w(h2 + 64);
     prefetch_home(s, k->b1, k->home1);
     prefetch_home(s, k->b2, k->home2);
+}
+
+void srl__shm_hash(const struct srl__shm *s, const void *key, size_t len, struct srl__shm_key *k)
+{
+    srl__shm_hash_only(s, key, len, k);
+    srl__shm_prefetch(s, k);
 }
 
 /* ------------------------------------------------ a slot at rest, counting */
