@@ -148,3 +148,11 @@ echo "| apache2 prefork, 8 workers, 512-byte file | $mp | ${plain[*]} |"
 echo "| the same + mod_srl (SrlLimiter NAME $limiter, SrlKey ip) | $ms | ${withsrl[*]} |"
 echo
 echo "mod_srl keeps $ratio % of Apache's requests/s (target >= 98 %: $verdict)."
+# Each round's two runs are back to back, so their ratio cancels what the
+# machine's speed does between rounds; its median is printed beside the
+# verdict (which stays on the medians above), to tell drift from a cost.
+pairs=()
+for r in $(seq 0 $((rounds - 1))); do
+  pairs+=("$(awk -v a="${withsrl[$r]}" -v b="${plain[$r]}" 'BEGIN {printf "%.1f", 100 * a / b}')")
+done
+echo "Round by round (mod_srl / plain, %): ${pairs[*]}; median $(median "${pairs[@]}") %."
