@@ -733,7 +733,8 @@ SRL_API int srl_open_local(const srl_config *cfg, srl_limiter **out);
  * options, joined by '&': db=N (SELECT), timeout_ms=N (every network wait,
  * default cfg->lock_timeout_ms), prefix=P (1..128 bytes, default "srl"),
  * user=U and password=W (AUTH; or in the userinfo, ":password@" without a
- * user).  User, password and prefix may use %XX escapes.  A bad uri is
+ * user; not both), each option at most once.  User, password and prefix may
+ * use %XX escapes.  A bad uri is
  * SRL_EINVAL (srl_redis_uri_check says why); a server that refuses the
  * AUTH, or wants one the uri does not give, SRL_EACCES at open.  The
  * keys used are P:cfg (the policy and the clock's epoch), P:stats and
