@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "rlctl_assert.h"
+#include "srl.h"
 
 struct bad_args {
     const char *args[12];
@@ -178,6 +179,26 @@ START_TEST(help_for_one_command_and_did_you_mean)
 }
 END_TEST
 
+/* --version: "rlctl (srl) X.Y.Z", srl.h's version, which is meson's
+ * project version (the library's soname version and the packages'). */
+START_TEST(version_names_the_srl_release)
+{
+    char want[64];
+    snprintf(want, sizeof want, "rlctl (srl) %d.%d.%d\n", SRL_VERSION_MAJOR, SRL_VERSION_MINOR,
+             SRL_VERSION_PATCH);
+    const char *pv = getenv("SRL_PROJECT_VERSION");
+    ck_assert_ptr_nonnull(pv);
+    char mv[64];
+    snprintf(mv, sizeof mv, "rlctl (srl) %s\n", pv);
+    ck_assert_str_eq(want, mv);
+    run_result r;
+    RUN(&r, 0, "--version");
+    ck_assert_str_eq(r.out, want);
+    ck_assert_str_eq(r.err, "");
+    run_free(&r);
+}
+END_TEST
+
 START_TEST(capacity_takes_k_m_g_suffixes)
 {
     char name[160];
@@ -208,6 +229,7 @@ int main(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, bad_arguments_exit_64_with_the_reason_and_a_usage_line);
     tcase_add_test(tc, help_for_one_command_and_did_you_mean);
+    tcase_add_test(tc, version_names_the_srl_release);
     tcase_add_test(tc, capacity_takes_k_m_g_suffixes);
     suite_add_tcase(s, tc);
     return run_suite(s);
