@@ -1025,6 +1025,13 @@ typedef struct srl_holder {
 
 SRL_API int srl_holder_get(const srl_policy *p, const void *state, uint32_t i, srl_holder *out);
 
+/* Whether that holder still runs, judged from the calling process: 1 alive
+ * (a stopped process too), 0 certainly exited (no such pid, a zombie, or
+ * the pid now names another process: its unit is freed by the next
+ * srl_evict_idle or by the next srl_enter that finds the key full), 2
+ * cannot be judged from here (another PID namespace), SRL_EINVAL for NULL. */
+SRL_API int srl_holder_alive(const srl_holder *h);
+
 /* A copy of key's whole state (srl_info.state_bytes bytes: every limit's
  * slice at srl_limits_state_offset), taken under the key's lock, for tools
  * that show more than a decision (the holders of a concurrency limit:

@@ -252,6 +252,9 @@ int rlctl_fail(const char *name, int rc);
 /* rlctl_fail for a command: with --json also {"error", "code", "remedy",
  * "exit_status"} on stdout. */
 int rlctl_fail_cmd(const rlctl_opts *o, int rc);
+/* The same for a failure rlctl explains itself: "rlctl: NAME: ERROR: REMEDY"
+ * (remedy may be NULL), the exit status of rc. */
+int rlctl_fail_cmd_why(const rlctl_opts *o, int rc, const char *error, const char *remedy);
 /* The config every open of an existing segment passes: the trust of
  * --owner and --mode, nothing else (the segment's own policy is adopted). */
 void rlctl_open_config(srl_config *cfg);

@@ -157,12 +157,12 @@ int rlctl_cmd_try(const rlctl_opts *o)
     /* On a lock timeout (or an unrecoverable lock) d is still filled. */
     int degraded = rc == SRL_ETIMEDOUT || rc == SRL_ENOTRECOVERABLE;
     if (rc == SRL_ENOTSUP) {
-        int st = rlctl_fail_cmd(o, rc);
-        fprintf(stderr, "rlctl: %s: 'try' takes permits of a rate limit, and this policy has an "
-                        "in-flight (concurrency) limit, whose units only the workers that hold "
-                        "them can take and give back (srl_enter/srl_leave); 'rlctl get %s KEY' "
-                        "shows who holds them\n", o->name, o->name);
-        return st;
+        char remedy[400];
+        snprintf(remedy, sizeof remedy,
+                 "its units are taken and given back only by the workers that hold them "
+                 "(srl_enter/srl_leave); 'rlctl get %s KEY' shows who holds them", o->name);
+        return rlctl_fail_cmd_why(o, rc, "'try' takes permits of a rate limit, and this "
+                                         "policy has an in-flight (concurrency) limit", remedy);
     }
     if (rc != 0 && !degraded)
         return rlctl_fail_cmd(o, rc);
