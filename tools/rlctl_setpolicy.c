@@ -51,6 +51,42 @@ static int refused(const rlctl_opts *o, int rc, const char *msg)
     return status;
 }
 
+/* "no tier NAME", and the tiers the segment has (a segment of one tier
+ * has only its own policy, which info shows as "policy", not as a tier). */
+static void no_such_tier(srl_limiter *lim, const srl_info *in, const char *tname, char *msg,
+                         size_t len)
+{
+    struct rlctl_tiers t;
+    int n = snprintf(msg, len, "no tier '%.32s' in the segment", tname);
+    if (rlctl_tiers_load(lim, in, 0, &t) != 0)
+        return;
+    if (t.n <= 1) {
+        snprintf(msg + n, len - (size_t)n,
+                 ": it has only its own policy (tier 0, 'default'): give the POLICY without "
+                 "TIER=");
+        return;
+    }
+    n += snprintf(msg + n, len - (size_t)n, " (its tiers:");
+    for (uint32_t i = 0; i < t.n && (size_t)n < len; i++)
+        n += snprintf(msg + n, len - (size_t)n, "%s %s", i ? "," : "", t.name[i]);
+    if ((size_t)n < len)
+        snprintf(msg + n, len - (size_t)n, ")");
+}
+
+/* The library's remedy for a segment too small names the create command
+ * with "--key-display N" when the segment keeps key bytes: the number is
+ * this segment's. */
+static void fill_key_display(char *msg, size_t len, uint32_t key_display)
+{
+    static const char pat[] = " --key-display N";
+    char *at = strstr(msg, pat);
+    if (at == NULL)
+        return;
+    char rest[1024];
+    snprintf(rest, sizeof rest, "%s", at + sizeof pat - 1);
+    snprintf(at, len - (size_t)(at - msg), " --key-display %u%s", key_display, rest);
+}
+
 int rlctl_cmd_set_policy(const rlctl_opts *o)
 {
     if (o->uri != NULL)
@@ -84,9 +120,8 @@ int rlctl_cmd_set_policy(const rlctl_opts *o)
     srl_info in;
     int rc = srl_info_get(lim, &in);
     if (rc == 0 && tier < 0) {
-        char msg[160];
-        snprintf(msg, sizeof msg, "no tier '%.32s' in the segment (rlctl info %s lists them)",
-                 tname, o->name);
+        char msg[1024];
+        no_such_tier(lim, &in, tname, msg, sizeof msg);
         srl_close(lim);
         free(buf);
         return refused(o, SRL_EINVAL, msg);
@@ -107,8 +142,10 @@ int rlctl_cmd_set_policy(const rlctl_opts *o)
         rc = srl_info_get(lim, &after);
     srl_close(lim);
     free(buf);
-    if (rc != 0)
+    if (rc != 0) {
+        fill_key_display(msg, sizeof msg, in.key_display);
         return refused(o, rc, msg[0] ? msg : srl_strerror(rc));
+    }
     char was[SRL_LIMITS_TEXT_MAX], now[SRL_LIMITS_TEXT_MAX];
     if (srl_limits_format(&before.limits, was, sizeof was) < 0)
         snprintf(was, sizeof was, "?");

@@ -896,8 +896,8 @@ START_TEST(set_policy_raises_a_running_segments_limit_and_each_key_keeps_its_use
     run_free(&r);
     RUN(&r, 64, "set-policy", name, "gold=token_bucket:1/1s");
     assert_says(r.err,
-                "rlctl: %s: set-policy refused (SRL_EINVAL): no tier 'gold' in the segment (rlctl "
-                "info %s lists them)\n", name, name);
+                "rlctl: %s: set-policy refused (SRL_EINVAL): no tier 'gold' in the segment (its "
+                "tiers: default, paid)\n", name);
     run_free(&r);
     RUN(&r, 64, "set-policy", name, "tokenbucket:1/1s");
     ck_assert_str_eq(r.err, "rlctl: set-policy: invalid policy 'tokenbucket:1/1s': unknown "
@@ -924,6 +924,25 @@ START_TEST(set_policy_raises_a_running_segments_limit_and_each_key_keeps_its_use
     RUN_STATUS(0, "check", name);
     seg_destroy(name);
     RUN_STATUS(66, "set-policy", name, "token_bucket:20/1h");
+    /* One tier, key bytes kept: the remedies name what this segment has. */
+    RUN_STATUS(0, "create", name, "--policy", "token_bucket:10/1h", "--capacity", "64",
+               "--key-display", "16");
+    RUN(&r, 64, "set-policy", name, "gold=token_bucket:1/1s");
+    assert_says(r.err,
+                "rlctl: %s: set-policy refused (SRL_EINVAL): no tier 'gold' in the segment: it "
+                "has only its own policy (tier 0, 'default'): give the POLICY without TIER=\n",
+                name);
+    run_free(&r);
+    RUN(&r, 65, "set-policy", name, "sliding_log:100/1h");
+    assert_says(r.err,
+                "rlctl: %s: set-policy refused (SRL_EMISMATCH): size: the segment's slots "
+                "hold 24 bytes of state (made for token_bucket:10/1h), sliding_log:100/1h needs "
+                "808: make a bigger segment under another name, e.g. rlctl create NEWNAME "
+                "--policy 'sliding_log:100/1h' --capacity 64 --key-display 16, move the workers "
+                "to it and destroy this one\n",
+                name);
+    run_free(&r);
+    seg_destroy(name);
 }
 END_TEST
 
