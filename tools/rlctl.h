@@ -301,10 +301,14 @@ struct rlctl_seg {
     srl_info info;            /* valid when open_rc == 0 */
     srl_stats stats;          /* valid when counted */
 };
+#define RLCTL_LS_OWNERS 8
 struct rlctl_segs {
     struct rlctl_seg *v;
     size_t n, cap;
     size_t skipped;           /* foreign or others' forbidden, left out (no --all) */
+    uint32_t owner_uid[RLCTL_LS_OWNERS];   /* owners of the forbidden ones skipped */
+    size_t owner_count[RLCTL_LS_OWNERS];
+    size_t nowners;
 };
 const char *rlctl_status_of(int rc); /* "ok", "stale", "forbidden", ... */
 /* Open NAME ("/" optional), read its info and, if walk, its stats (with a

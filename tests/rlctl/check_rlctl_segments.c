@@ -643,8 +643,8 @@ START_TEST(a_foreign_file_exits_65_and_is_left_alone)
     }
     run_free(&r);
     RUN(&r, 0, "ls");
-    ck_assert_msg(strstr(r.out, " skipped: not srl segments, or another user's that rlctl may "
-                                "not open; 'rlctl ls --all' lists them)\n") != NULL,
+    ck_assert_msg(strstr(r.out, " not srl segments or not readable; 'rlctl ls --all' lists them "
+                                "all)\n") != NULL,
                   "no skipped note: %s", r.out);
     run_free(&r);
     char st[32];
@@ -996,6 +996,21 @@ START_TEST(root_refuses_another_users_segment_and_inspects_it_only_as_that_user)
     }
     RUN_STATUS(0, "--owner=65534", "info", name);
     RUN_STATUS(64, "--owner", "no-such-user-here", "info", name);
+    /* ls as root leaves it out, but says whose it is and how to see it;
+     * that command lists it with its owner. */
+    RUN(&r, 0, "ls");
+    ck_assert_msg(strstr(r.out, name) == NULL, "%s", r.out);
+    ck_assert_msg(strstr(r.out, " of user nobody: 'rlctl --owner nobody ls' shows them") != NULL,
+                  "no owner in the skipped note: %s", r.out);
+    run_free(&r);
+    RUN(&r, 0, "--owner", "nobody", "ls");
+    {
+        const char *row = strstr(r.out, name);
+        ck_assert_msg(row != NULL, "%s", r.out);
+        size_t n = strcspn(row, "\n");
+        ck_assert_msg(n > 7 && strncmp(row + n - 7, " nobody", 7) == 0, "%s", r.out);
+    }
+    run_free(&r);
     /* It really ran as nobody: what it creates is nobody's. */
     seg_name(other, sizeof other, "squat2");
     RUN_STATUS(0, "--owner", "nobody", "create", other, "--policy", "5/1h", "--capacity", "16");
