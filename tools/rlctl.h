@@ -99,6 +99,7 @@ typedef struct rlctl_opts {
     srl_limits limits;        /* --policy: one limit or a compound */
     srl_tier tiers[SRL_TIERS_MAX - 1]; /* --tier NAME=POLICY, in the order given */
     uint32_t ntiers;
+    const char *tier_name;    /* try --tier NAME, else NULL (tier 0) */
     uint64_t capacity;
     uint32_t key_display;
     uint32_t mode;
@@ -381,6 +382,10 @@ struct rlctl_tiers {
 int rlctl_tiers_load(srl_limiter *lim, const srl_info *in, int count_keys,
                      struct rlctl_tiers *out);
 const char *rlctl_tier_name(const struct rlctl_tiers *t, uint32_t i);
+/* The index of the tier called name in an open limiter, or -1 with msg
+ * saying there is none and which tiers there are. */
+int rlctl_tier_index(srl_limiter *lim, const srl_info *in, const char *name, char *msg,
+                     size_t len);
 /* info's rows "tier N:  NAME = POLICY (K keys)", nothing for one tier. */
 void rlctl_tiers_text(const struct rlctl_tiers *t);
 /* "tiers": [{"index", "name", "policy"[, "keys"]}], every tier. */

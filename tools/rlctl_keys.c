@@ -151,8 +151,23 @@ int rlctl_cmd_try(const rlctl_opts *o)
     int status = rlctl_open(o, &lim);
     if (status != 0)
         return status;
+    int tier = 0;
+    if (o->tier_name != NULL) {
+        srl_info in;
+        char msg[1024];
+        int irc = srl_info_get(lim, &in);
+        if (irc != 0) {
+            srl_close(lim);
+            return rlctl_fail_cmd(o, irc);
+        }
+        tier = rlctl_tier_index(lim, &in, o->tier_name, msg, sizeof msg);
+        if (tier < 0) {
+            srl_close(lim);
+            return rlctl_fail_cmd_why(o, SRL_EINVAL, msg, NULL);
+        }
+    }
     srl_decision d;
-    int rc = srl_acquire(lim, o->key, o->key_len, o->cost, &d);
+    int rc = srl_acquire_tier(lim, (uint32_t)tier, o->key, o->key_len, o->cost, &d);
     srl_close(lim);
     /* On a lock timeout (or an unrecoverable lock) d is still filled. */
     int degraded = rc == SRL_ETIMEDOUT || rc == SRL_ENOTRECOVERABLE;

@@ -51,28 +51,6 @@ static int refused(const rlctl_opts *o, int rc, const char *msg)
     return status;
 }
 
-/* "no tier NAME", and the tiers the segment has (a segment of one tier
- * has only its own policy, which info shows as "policy", not as a tier). */
-static void no_such_tier(srl_limiter *lim, const srl_info *in, const char *tname, char *msg,
-                         size_t len)
-{
-    struct rlctl_tiers t;
-    int n = snprintf(msg, len, "no tier '%.32s' in the segment", tname);
-    if (rlctl_tiers_load(lim, in, 0, &t) != 0)
-        return;
-    if (t.n <= 1) {
-        snprintf(msg + n, len - (size_t)n,
-                 ": it has only its own policy (tier 0, 'default'): give the POLICY without "
-                 "TIER=");
-        return;
-    }
-    n += snprintf(msg + n, len - (size_t)n, " (its tiers:");
-    for (uint32_t i = 0; i < t.n && (size_t)n < len; i++)
-        n += snprintf(msg + n, len - (size_t)n, "%s %s", i ? "," : "", t.name[i]);
-    if ((size_t)n < len)
-        snprintf(msg + n, len - (size_t)n, ")");
-}
-
 /* The library's remedy for a segment too small names the create command
  * with "--key-display N" when the segment keeps key bytes: the number is
  * this segment's. */
@@ -116,12 +94,11 @@ int rlctl_cmd_set_policy(const rlctl_opts *o)
         free(buf);
         return status;
     }
-    int tier = tname != NULL ? srl_tier_find(lim, tname) : 0;
     srl_info in;
     int rc = srl_info_get(lim, &in);
+    char msg[1024];
+    int tier = rc == 0 && tname != NULL ? rlctl_tier_index(lim, &in, tname, msg, sizeof msg) : 0;
     if (rc == 0 && tier < 0) {
-        char msg[1024];
-        no_such_tier(lim, &in, tname, msg, sizeof msg);
         srl_close(lim);
         free(buf);
         return refused(o, SRL_EINVAL, msg);
@@ -134,7 +111,6 @@ int rlctl_cmd_set_policy(const rlctl_opts *o)
         free(buf);
         return rlctl_fail_cmd(o, rc);
     }
-    char msg[1024];
     rc = srl_policy_change_tier(lim, (uint32_t)tier, &l, msg, sizeof msg);
     int changed = rc == 1;   /* 0: it was the current policy already */
     srl_info after;

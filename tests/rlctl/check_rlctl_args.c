@@ -37,7 +37,7 @@ START_TEST(bad_arguments_exit_64_with_the_reason_and_a_usage_line)
         {{"\x1b[2J"}, "rlctl: unknown command '\\x1b[2J'", TOP_USAGE},
         {{"info"}, "rlctl: info: missing NAME", "usage: rlctl info NAME|URI [--json]"},
         {{"try", N}, "rlctl: try: missing KEY",
-         "usage: rlctl try NAME [--hex] KEY [--cost N] [--json]"},
+         "usage: rlctl try NAME [--hex] KEY [--cost N] [--tier NAME] [--json]"},
         {{"info", N, "extra"}, "rlctl: info: unexpected argument 'extra'",
          "usage: rlctl info NAME|URI [--json]"},
         {{"info", N, "--bogus"}, "rlctl: info: unknown option '--bogus'",
@@ -108,10 +108,10 @@ START_TEST(bad_arguments_exit_64_with_the_reason_and_a_usage_line)
          "usage: rlctl get NAME|URI [--hex] KEY [--cost N] [--json]"},
         {{"try", N, "k", "--cost", "0"},
          "rlctl: try: --cost: invalid value '0': expected a number of permits, 1..4294967295",
-         "usage: rlctl try NAME [--hex] KEY [--cost N] [--json]"},
+         "usage: rlctl try NAME [--hex] KEY [--cost N] [--tier NAME] [--json]"},
         {{"try", N, "k", "--cost", "-1"},
          "rlctl: try: --cost: invalid value '-1': expected a number of permits, 1..4294967295",
-         "usage: rlctl try NAME [--hex] KEY [--cost N] [--json]"},
+         "usage: rlctl try NAME [--hex] KEY [--cost N] [--tier NAME] [--json]"},
         {{"watch", N, "-i", "0"},
          "rlctl: watch: -i: invalid value '0': expected seconds, 0.001..86400 (e.g. 1 or 0.5)",
          "usage: rlctl watch NAME [-i SECONDS] [-n COUNT] [--json]"},
@@ -121,6 +121,14 @@ START_TEST(bad_arguments_exit_64_with_the_reason_and_a_usage_line)
          "rlctl: info: redis uri: option 'password' repeated at offset 30 (give each option "
          "once)",
          "usage: rlctl info NAME|URI [--json]"},
+        {{"metrics", N, "redis://h:1"},
+         "rlctl: metrics: a Redis uri names a store for info, get, reset and list only; metrics "
+         "takes segment names (a Redis store's counters: rlctl info URI)",
+         "usage: rlctl metrics [NAME...] [--all] [--output FILE]"},
+        {{"try", "unix:///run/redis.sock", "k"},
+         "rlctl: try: a Redis uri names a store for info, get, reset and list only; try takes a "
+         "segment name",
+         "usage: rlctl try NAME [--hex] KEY [--cost N] [--tier NAME] [--json]"},
         {{"evict", N, "--dry-run=yes"}, "rlctl: evict: unknown option '--dry-run=yes'",
          "usage: rlctl evict NAME [--dry-run] [--json]"},
     };

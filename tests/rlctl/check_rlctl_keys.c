@@ -600,6 +600,47 @@ END_TEST
 
 /* ------------------------------------------------------ in flight, compound */
 
+/* try --tier NAME decides under that tier (a new key is created in it,
+ * list shows it there); a name the segment has not is refused with its
+ * tiers, changing nothing. */
+START_TEST(try_takes_a_tier)
+{
+    char name[160], want[400];
+    seg_name(name, sizeof name, "trytier");
+    run_result r;
+    RUN(&r, 0, "create", name, "--policy", "token_bucket:2/1h", "--capacity", "64",
+        "--key-display", "8", "--tier", "paid=token_bucket:5/1h");
+    run_free(&r);
+    for (int i = 0; i < 5; i++) {
+        RUN(&r, 0, "try", name, "p", "--tier", "paid");
+        snprintf(want, sizeof want, "p: allowed, remaining %d of 5\n", 4 - i);
+        ck_assert_str_eq(r.out, want);
+        run_free(&r);
+    }
+    RUN(&r, 1, "try", name, "p", "--tier", "paid");
+    run_free(&r);
+    RUN(&r, 0, "try", name, "d");   /* no --tier: tier 0 */
+    ck_assert_str_eq(r.out, "d: allowed, remaining 1 of 2\n");
+    run_free(&r);
+    RUN(&r, 0, "list", name, "--json");
+    json_value *v = parse_out(&r);
+    ck_assert_str_eq(json_get_str(find_key(v, "p"), "tier_name"), "paid");
+    ck_assert_uint_eq(json_get_u64(find_key(v, "p"), "tier"), 1);
+    ck_assert_str_eq(json_get_str(find_key(v, "d"), "tier_name"), "default");
+    json_free(v);
+    run_free(&r);
+    RUN(&r, 64, "try", name, "n", "--tier", "gold");
+    snprintf(want, sizeof want,
+             "rlctl: %s: no tier 'gold' in the segment (its tiers: default, paid)\n", name);
+    ck_assert_str_eq(r.err, want);
+    ck_assert_str_eq(r.out, "");
+    run_free(&r);
+    RUN(&r, 1, "get", name, "n");   /* the refused try took nothing */
+    run_free(&r);
+    seg_destroy(name);
+}
+END_TEST
+
 /* How many times needle occurs in hay. */
 static int count_of(const char *hay, const char *needle)
 {
@@ -754,6 +795,7 @@ int main(void)
     tcase_add_test(tc, try_allows_exactly_the_permits_then_exits_1_with_the_retry_time);
     tcase_add_test(tc, list_top_without_sort_keeps_the_footer_and_hints_at_key_display);
     tcase_add_test(tc, try_with_a_cost_above_the_permits_exits_64_and_tracks_nothing);
+    tcase_add_test(tc, try_takes_a_tier);
     tcase_add_test(tc, get_shows_the_remaining_permits_and_exits_1_for_an_untracked_key);
     tcase_add_test(tc, reset_forgets_a_key_and_exits_1_when_it_is_not_tracked);
     tcase_add_test(tc, try_on_a_full_table_says_on_full_decided_and_info_counts_it);

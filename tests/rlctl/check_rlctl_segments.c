@@ -929,8 +929,8 @@ START_TEST(set_policy_raises_a_running_segments_limit_and_each_key_keeps_its_use
                "--key-display", "16");
     RUN(&r, 64, "set-policy", name, "gold=token_bucket:1/1s");
     assert_says(r.err,
-                "rlctl: %s: set-policy refused (SRL_EINVAL): no tier 'gold' in the segment: it "
-                "has only its own policy (tier 0, 'default'): give the POLICY without TIER=\n",
+                "rlctl: %s: set-policy refused (SRL_EINVAL): no tier 'gold' in the segment (it "
+                "has only tier 0, 'default': its own policy)\n",
                 name);
     run_free(&r);
     RUN(&r, 65, "set-policy", name, "sliding_log:100/1h");
