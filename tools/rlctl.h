@@ -301,6 +301,8 @@ struct rlctl_seg {
     int counted;              /* stats read (a walk of every bucket) */
     srl_info info;            /* valid when open_rc == 0 */
     srl_stats stats;          /* valid when counted */
+    int inflight_counted;     /* a concurrency policy, walked: inflight valid */
+    uint64_t inflight;        /* units held now over all keys */
 };
 #define RLCTL_LS_OWNERS 8
 struct rlctl_segs {
@@ -368,6 +370,9 @@ void rlctl_detail_json(rlctl_json *j, const srl_info *in, const rlctl_detail *d)
 void rlctl_detail_free(rlctl_detail *d);
 /* The policy has a concurrency limit (info and list show units in flight). */
 int rlctl_has_units(const srl_info *in);
+/* The units in flight over every key (a walk of the table): 0 or an
+ * SRL_E* code. */
+int rlctl_inflight(srl_limiter *lim, uint64_t *out);
 
 /* rlctl_tiers.c: a segment's tiers (names, policies, keys per tier). */
 struct rlctl_tiers {

@@ -136,6 +136,19 @@ void rlctl_detail_json(rlctl_json *j, const srl_info *in, const rlctl_detail *d)
     rlctl_json_end_arr(j);
 }
 
+static int sum_inflight(const srl_entry *e, void *ctx)
+{
+    *(uint64_t *)ctx += e->inflight;
+    return 0;
+}
+
+int rlctl_inflight(srl_limiter *lim, uint64_t *out)
+{
+    *out = 0;
+    int64_t n = srl_foreach(lim, sum_inflight, out);
+    return n < 0 ? (int)n : 0;
+}
+
 int rlctl_has_units(const srl_info *in)
 {
     for (uint32_t i = 0; i < in->limits.count; i++)

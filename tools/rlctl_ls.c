@@ -73,8 +73,12 @@ void rlctl_probe(const rlctl_opts *o, const char *name, int walk, struct rlctl_s
                                  o->cmd->name, g->name, g->info.buckets,
                                  rlctl_plural(g->info.buckets, "bucket", "buckets"));
             rc = srl_stats_get(lim, &g->stats);
-            rlctl_progress_end(&p);
             g->counted = rc == 0;
+            if (rc == 0 && rlctl_has_units(&g->info)) {   /* metrics' srl_inflight_units */
+                rc = rlctl_inflight(lim, &g->inflight);
+                g->inflight_counted = rc == 0;
+            }
+            rlctl_progress_end(&p);
         }
         srl_close(lim);
     }
