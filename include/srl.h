@@ -733,7 +733,8 @@ SRL_API int srl_open_local(const srl_config *cfg, srl_limiter **out);
  * options, joined by '&': db=N (SELECT), timeout_ms=N (every network wait,
  * default cfg->lock_timeout_ms), prefix=P (1..128 bytes, default "srl"),
  * user=U and password=W (AUTH; or in the userinfo, ":password@" without a
- * user).  User, password and prefix may use %XX escapes.  A bad uri is
+ * user; not both), each option at most once.  User, password and prefix may
+ * use %XX escapes.  A bad uri is
  * SRL_EINVAL (srl_redis_uri_check says why); a server that refuses the
  * AUTH, or wants one the uri does not give, SRL_EACCES at open.  The
  * keys used are P:cfg (the policy and the clock's epoch), P:stats and
@@ -1023,6 +1024,13 @@ typedef struct srl_holder {
 } srl_holder;
 
 SRL_API int srl_holder_get(const srl_policy *p, const void *state, uint32_t i, srl_holder *out);
+
+/* Whether that holder still runs, judged from the calling process: 1 alive
+ * (a stopped process too), 0 certainly exited (no such pid, a zombie, or
+ * the pid now names another process: its unit is freed by the next
+ * srl_evict_idle or by the next srl_enter that finds the key full), 2
+ * cannot be judged from here (another PID namespace), SRL_EINVAL for NULL. */
+SRL_API int srl_holder_alive(const srl_holder *h);
 
 /* A copy of key's whole state (srl_info.state_bytes bytes: every limit's
  * slice at srl_limits_state_offset), taken under the key's lock, for tools

@@ -5,7 +5,8 @@
  *   unix://[user:password@]/path/to/redis.sock[?options]
  *   redis-cluster://[user:password@]host[:port][,host[:port]...][?options]
  *   options: k=v joined by '&': db=N, timeout_ms=N, prefix=P, user=U,
- *            password=W (the last two for unix uris without userinfo)
+ *            password=W (the last two for uris without user:password@);
+ *            each option at most once
  *
  * INVARIANTS
  *   - Pure: no I/O, no allocation; *u is filled only on success, and every
@@ -90,8 +91,19 @@ static int userinfo(const char *s, size_t n, struct srl__redis_uri *u, char *why
     return 0;
 }
 
-static int options(const char *q, struct srl__redis_uri *u, char *why, size_t wl)
+enum { OPT_DB, OPT_TIMEOUT_MS, OPT_PREFIX, OPT_USER, OPT_PASSWORD, OPT_N };
+static const char *const option_names[OPT_N] = {"db", "timeout_ms", "prefix", "user",
+                                                "password"};
+
+/* The options after '?' (q), uri the whole uri (for offsets in messages).
+ * Each option may be given once, and user/password not beside credentials
+ * given as user:password@: a second value would silently replace the
+ * first, and the reader of the uri could not tell which one is used. */
+static int options(const char *uri, const char *q, struct srl__redis_uri *u, char *why,
+                   size_t wl)
 {
+    int creds = u->user[0] != '\0' || u->password[0] != '\0';
+    unsigned seen = 0;
     while (*q != '\0') {
         const char *end = strchr(q, '&');
         size_t n = end != NULL ? (size_t)(end - q) : strlen(q);
@@ -100,33 +112,53 @@ static int options(const char *q, struct srl__redis_uri *u, char *why, size_t wl
             return fail(why, wl, "redis uri: option '%.*s' needs a value (name=value)", (int)n, q);
         size_t kl = (size_t)(eq - q), vl = n - kl - 1;
         const char *v = eq + 1;
+        unsigned which = 0;
+        while (which < OPT_N &&
+               (strlen(option_names[which]) != kl || memcmp(q, option_names[which], kl) != 0))
+            which++;
+        if (which == OPT_N)
+            return fail(why, wl,
+                        "redis uri: unknown option '%.*s' (known: db, timeout_ms, prefix, "
+                        "user, password)",
+                        (int)kl, q);
+        if (seen & (1u << which))
+            return fail(why, wl,
+                        "redis uri: option '%s' repeated at offset %zu (give each option once)",
+                        option_names[which], (size_t)(q - uri));
+        seen |= 1u << which;
+        if ((which == OPT_USER || which == OPT_PASSWORD) && creds)
+            return fail(why, wl,
+                        "redis uri: option '%s' at offset %zu repeats the credentials "
+                        "(give them once: user:password@ or ?user=&password=)",
+                        option_names[which], (size_t)(q - uri));
         long long x;
-        if (kl == 2 && memcmp(q, "db", 2) == 0) {
+        switch (which) {
+        case OPT_DB:
             if ((x = number(v, vl, 0, 1000000)) < 0)
                 return fail(why, wl, "redis uri: db must be a number 0..1000000, not '%.*s'",
                             (int)vl, v);
             u->db = (int)x;
-        } else if (kl == 10 && memcmp(q, "timeout_ms", 10) == 0) {
+            break;
+        case OPT_TIMEOUT_MS:
             if ((x = number(v, vl, 1, 3600000)) < 0)
                 return fail(why, wl,
                             "redis uri: timeout_ms must be a number 1..3600000, not '%.*s'",
                             (int)vl, v);
             u->timeout_ms = (uint32_t)x;
-        } else if (kl == 6 && memcmp(q, "prefix", 6) == 0) {
+            break;
+        case OPT_PREFIX:
             if (vl == 0 || decode(v, vl, u->prefix, sizeof u->prefix) != 0)
                 return fail(why, wl, "redis uri: prefix must be 1..%d bytes",
                             SRL__REDIS_PREFIX_MAX);
-        } else if (kl == 4 && memcmp(q, "user", 4) == 0) {
+            break;
+        case OPT_USER:
             if (decode(v, vl, u->user, sizeof u->user) != 0)
                 return fail(why, wl, "redis uri: bad user option");
-        } else if (kl == 8 && memcmp(q, "password", 8) == 0) {
+            break;
+        default:   /* OPT_PASSWORD */
             if (decode(v, vl, u->password, sizeof u->password) != 0)
                 return fail(why, wl, "redis uri: bad password option");
-        } else {
-            return fail(why, wl,
-                        "redis uri: unknown option '%.*s' (known: db, timeout_ms, prefix, "
-                        "user, password)",
-                        (int)kl, q);
+            break;
         }
         q += n + (end != NULL);
     }
@@ -278,7 +310,7 @@ int srl__redis_uri_parse(const char *uri, struct srl__redis_uri *out, char *why,
     } else {
         return fail(why, wl, "redis uri must start with redis://, unix:// or redis-cluster://");
     }
-    if (q != NULL && (rc = options(q + 1, &u, why, wl)) != 0)
+    if (q != NULL && (rc = options(uri, q + 1, &u, why, wl)) != 0)
         return rc;
     if (u.cluster && u.db != 0)
         return fail(why, wl, "redis uri: a cluster has only db 0 (no /db or db= in "

@@ -139,3 +139,18 @@ int srl_holder_get(const srl_policy *p, const void *state, uint32_t i, srl_holde
     out->since_ns = since;
     return 1;
 }
+
+int srl_holder_alive(const srl_holder *h)
+{
+    if (h == NULL)
+        return SRL_EINVAL;
+    struct srl__proc who = {.pid = h->pid, .start = h->start, .pidns = h->pidns};
+    switch (srl__proc_state(&who)) {
+    case SRL__PROC_DEAD:
+        return 0;
+    case SRL__PROC_ALIVE:
+        return 1;
+    default:
+        return 2;
+    }
+}

@@ -5,6 +5,7 @@
  * parsing, so it runs in every build (with or without hiredis).
  */
 #include <check.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "redis_uri.h"
@@ -157,12 +158,61 @@ START_TEST(rejected_forms)
 }
 END_TEST
 
+/* Each option at most once, and user=/password= not beside user:password@:
+ * the exact message, naming the option and the offset of its second
+ * occurrence (issue 37's uri: 30 empty password= options). */
+START_TEST(repeated_options_are_refused_at_their_offset)
+{
+    static const struct {
+        const char *uri, *why;
+    } rep[] = {
+        {"redis://127.0.0.1:1?password=&password=&password=&db=0",
+         "redis uri: option 'password' repeated at offset 30 (give each option once)"},
+        {"redis://h?db=1&timeout_ms=5&db=1",
+         "redis uri: option 'db' repeated at offset 28 (give each option once)"},
+        {"unix:///s?prefix=a&prefix=a",
+         "redis uri: option 'prefix' repeated at offset 19 (give each option once)"},
+        {"unix:///s?user=a&password=b&user=a",
+         "redis uri: option 'user' repeated at offset 28 (give each option once)"},
+        {"redis://h?timeout_ms=1&timeout_ms=2",
+         "redis uri: option 'timeout_ms' repeated at offset 23 (give each option once)"},
+        {"redis://:pw@h?password=pw",
+         "redis uri: option 'password' at offset 14 repeats the credentials (give them once: "
+         "user:password@ or ?user=&password=)"},
+        {"unix://u:pw@/s?user=u",
+         "redis uri: option 'user' at offset 15 repeats the credentials (give them once: "
+         "user:password@ or ?user=&password=)"},
+    };
+    for (size_t i = 0; i < sizeof rep / sizeof rep[0]; i++) {
+        struct srl__redis_uri u;
+        memset(&u, 0x5a, sizeof u);
+        char why[200] = "";
+        ck_assert_int_eq(srl__redis_uri_parse(rep[i].uri, &u, why, sizeof why), SRL_EINVAL);
+        ck_assert_msg(strcmp(why, rep[i].why) == 0, "%s:\ngot  '%s'\nwant '%s'", rep[i].uri, why,
+                      rep[i].why);
+        ck_assert_uint_eq(((unsigned char *)&u)[0], 0x5a);   /* *u untouched */
+    }
+    char uri[400];
+    size_t n = (size_t)snprintf(uri, sizeof uri, "redis://127.0.0.1:1?");
+    for (int i = 0; i < 30; i++)
+        n += (size_t)snprintf(uri + n, sizeof uri - n, "password=&");
+    snprintf(uri + n, sizeof uri - n, "db=0");
+    char why[200];
+    ck_assert_int_eq(srl_redis_uri_check(uri, why, sizeof why), SRL_EINVAL);
+    ck_assert_str_eq(why, "redis uri: option 'password' repeated at offset 30 (give each option "
+                          "once)");
+    /* Each once is fine, in any order. */
+    parse_ok("unix:///s?password=b&timeout_ms=5&user=a&prefix=p&db=2");
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("redis_uri");
     TCase *tc = tcase_create("uri");
     tcase_add_test(tc, accepted_forms);
     tcase_add_test(tc, rejected_forms);
+    tcase_add_test(tc, repeated_options_are_refused_at_their_offset);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -12,14 +12,18 @@
 #                     the local one on its 8-byte fallback
 #   build-fuzz        clang libFuzzer targets, 30 s each (tests/fuzz/run.sh),
 #                     when clang's fuzzer runtime is installed
-# Ends with one line "tests: N passed, N failed" over all of them.
+# Ends with one line "tests: N passed, N failed, N skipped" over all of them
+# (tests/run_counts.sh: a skipped test, exit 77, is skipped, not failed; a
+# setup or build that fails is one failure) and exits non-zero exactly when
+# it counted a failure.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
+. tests/run_counts.sh
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:halt_on_error=1
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 atexit_sleep_ms=0 suppressions=$root/tests/tsan.supp"
-passed=0 failed=0 status=0
+passed=0 failed=0 skipped=0
 
 run() { # run NAME MESON_SETUP_ARGS... -- MESON_TEST_ARGS...
   local dir=$1; shift
@@ -29,28 +33,19 @@ run() { # run NAME MESON_SETUP_ARGS... -- MESON_TEST_ARGS...
   tests=("$@")
   echo "=== $dir: meson setup ${setup[*]}"
   if [ ! -d "$dir" ]; then
-    meson setup "$dir" "${setup[@]}" >/dev/null || { echo "setup of $dir failed"; status=1; return; }
+    meson setup "$dir" "${setup[@]}" >/dev/null || { echo "setup of $dir failed"; failed=$((failed + 1)); return; }
   else
-    meson setup --reconfigure "$dir" "${setup[@]}" >/dev/null || { echo "setup of $dir failed"; status=1; return; }
+    meson setup --reconfigure "$dir" "${setup[@]}" >/dev/null || { echo "setup of $dir failed"; failed=$((failed + 1)); return; }
   fi
   if ! meson compile -C "$dir" >"$dir/compile.log" 2>&1; then
-    tail -40 "$dir/compile.log"; echo "build of $dir failed"; status=1; return
+    tail -40 "$dir/compile.log"; echo "build of $dir failed"; failed=$((failed + 1)); return
   fi
   meson test -C "$dir" --print-errorlogs --num-processes 2 "${tests[@]}"
-  local rc=$?
-  [ $rc -eq 0 ] || status=1
-  local p f
-  read -r p f < <(python3 - "$dir/meson-logs/testlog.json" <<'PY'
-import json, sys
-p = f = 0
-for line in open(sys.argv[1]):
-    r = json.loads(line)
-    if r.get("result") in ("OK", "EXPECTEDFAIL"): p += 1
-    else: f += 1
-print(p, f)
-PY
-)
-  passed=$((passed + p)); failed=$((failed + f))
+  local rc=$? p f s
+  read -r p f s < <(testlog_count "$dir/meson-logs/testlog.json")
+  # meson failed without a failed test in its log (e.g. no test matched)
+  if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then echo "meson test in $dir: exit $rc"; f=1; fi
+  passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + s))
 }
 
 run build-test -Dwerror=true -- 
@@ -60,14 +55,14 @@ echo "=== build-test: bench/srl-bench --quick (smoke run, not timed)"
 if build-test/bench/srl-bench --quick >build-test/bench-quick.log 2>&1; then
   passed=$((passed + 1))
 else
-  tail -20 build-test/bench-quick.log; echo "bench smoke run failed"; failed=$((failed + 1)); status=1
+  tail -20 build-test/bench-quick.log; echo "bench smoke run failed"; failed=$((failed + 1))
 fi
 echo "=== build-test: bench/ab.sh (smoke run of srl-cell and the A/B script, not timed)"
 if bench/ab.sh 1 build-test build-test --store local --seconds 0.05 --reps 1 >build-test/ab-smoke.log 2>&1 &&
    grep -q '^ns per decision, median' build-test/ab-smoke.log; then
   passed=$((passed + 1))
 else
-  tail -20 build-test/ab-smoke.log; echo "ab.sh smoke run failed"; failed=$((failed + 1)); status=1
+  tail -20 build-test/ab-smoke.log; echo "ab.sh smoke run failed"; failed=$((failed + 1))
 fi
 # The sanitized builds run slower: meson's timeouts and Check's own per-case
 # timeouts (tcase_set_timeout, scaled by CK_TIMEOUT_MULTIPLIER) both get the
@@ -82,18 +77,13 @@ run build-test-nocas -Dwerror=true -Dc_args=-DSRL_NO_CAS16 -Dapache=disabled -- 
     check_local check_local_race check_local_lockfree check_local_homes
 
 # libFuzzer targets (tests/fuzz), 30 s each, one pass/fail per target;
-# skipped (not counted) when clang's fuzzer runtime is not installed.
+# one skipped when clang's fuzzer runtime is not installed (run.sh exit 77).
 echo "=== tests/fuzz/run.sh 30"
 mkdir -p build-fuzz
 tests/fuzz/run.sh 30 >build-fuzz/run.log 2>&1
 frc=$?
 cat build-fuzz/run.log
-if [ $frc -ne 77 ]; then
-  fp=$(grep -c '^fuzz [a-z_]*: pass' build-fuzz/run.log)
-  ff=$(grep -c '^fuzz [a-z_]*: fail' build-fuzz/run.log)
-  [ $frc -eq 0 ] && [ $((fp + ff)) -gt 0 ] || { status=1; [ $ff -gt 0 ] || ff=1; }
-  passed=$((passed + fp)); failed=$((failed + ff))
-fi
+read -r p f s < <(fuzz_count build-fuzz/run.log $frc)
+passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + s))
 
-echo "tests: $passed passed, $failed failed"
-exit $status
+tests_summary $passed $failed $skipped

@@ -29,7 +29,7 @@
 #include <string.h>
 
 enum fam {
-    F_UP, F_INFO, F_DECISIONS, F_KEYS, F_CAPACITY, F_LOAD, F_RECOVERED, F_RESET, F_EVICTED,
+    F_UP, F_INFO, F_DECISIONS, F_KEYS, F_INFLIGHT, F_CAPACITY, F_LOAD, F_RECOVERED, F_RESET, F_EVICTED,
     F_RECLAIMED, F_TIMEOUTS, F_WOULD_DENY, F_BYTES, F_PERMITS, F_WINDOW, F_CREATED, F_COUNT
 };
 
@@ -44,6 +44,9 @@ static const struct family {
                      "Decisions by result: allowed/denied by the key's state, untracked "
                      "(table full) and degraded (lock timeout) by on_full"},
     [F_KEYS] = {"srl_keys", "gauge", "Keys tracked now"},
+    [F_INFLIGHT] = {"srl_inflight_units", "gauge",
+                    "Units of the concurrency limit held now, over all keys (segments with "
+                    "one; units of dead holders count until reclaimed)"},
     [F_CAPACITY] = {"srl_capacity_keys", "gauge", "Slots in the table (most keys it can track)"},
     [F_LOAD] = {"srl_table_load_ratio", "gauge",
                 "Keys tracked / capacity; at 0.9 or more make a bigger segment"},
@@ -200,6 +203,7 @@ static void sample(const struct out *o, enum fam f, const srl__metrics_seg *g)
     case F_UP: u64(o, g->ok ? 1 : 0); break;
     case F_INFO: u64(o, 1); break;
     case F_KEYS: u64(o, s->used); break;
+    case F_INFLIGHT: u64(o, g->inflight); break;
     case F_CAPACITY: u64(o, in->capacity); break;
     case F_LOAD: fixed(o, s->used, in->capacity, 6); break;
     case F_RECOVERED: u64(o, s->recovered); break;
@@ -234,7 +238,7 @@ void srl__metrics_format(const srl__metrics_seg *segs, size_t n, srl__metrics_pu
     for (int f = 0; f < F_COUNT; f++) {
         head(&o, &families[f]);
         for (size_t i = 0; i < n; i++)
-            if (segs[i].ok || f == F_UP)
+            if ((segs[i].ok || f == F_UP) && (f != F_INFLIGHT || segs[i].inflight_counted))
                 sample(&o, (enum fam)f, &segs[i]);
     }
 }

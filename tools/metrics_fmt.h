@@ -3,7 +3,8 @@
  *
  * One formatter, compiled into both rlctl (`rlctl metrics`) and mod_srl
  * (`SetHandler srl-metrics`), so the two print byte-identical series.  It
- * takes what the public API returns (srl_info + srl_stats per segment) and
+ * takes what the public API returns (srl_info + srl_stats per segment, and
+ * the units in flight when the caller summed them: srl_inflight_units) and
  * writes through a callback, so it does no I/O of its own and allocates
  * nothing: rlctl passes fwrite, mod_srl ap_rwrite.
  *
@@ -26,6 +27,9 @@ typedef struct srl__metrics_seg {
     int ok;                   /* 1: info and stats below are valid */
     srl_info info;
     srl_stats stats;
+    int inflight_counted;     /* 1: inflight below was summed (a walk of the
+                                 keys, by the caller): srl_inflight_units */
+    uint64_t inflight;        /* units of its concurrency limit held now */
 } srl__metrics_seg;
 
 typedef void (*srl__metrics_put)(void *ctx, const char *s, size_t n);

@@ -25,7 +25,10 @@ int main(int argc, char **argv)
         argc = 2;
     }
     if (argc == 2 && strcmp(argv[1], "--version") == 0) {
-        printf("rlctl %d.%d.%d\n", SRL_VERSION_MAJOR, SRL_VERSION_MINOR, SRL_VERSION_PATCH);
+        /* GNU's form: the program, its package, the package's version
+         * (srl.h's, which tests/rlctl holds equal to meson's project version). */
+        printf("rlctl (srl) %d.%d.%d\n", SRL_VERSION_MAJOR, SRL_VERSION_MINOR,
+               SRL_VERSION_PATCH);
         return rlctl_flush(EX_OK);
     }
     /* Global options, before the command, in any order: --owner USER and

@@ -99,6 +99,7 @@ typedef struct rlctl_opts {
     srl_limits limits;        /* --policy: one limit or a compound */
     srl_tier tiers[SRL_TIERS_MAX - 1]; /* --tier NAME=POLICY, in the order given */
     uint32_t ntiers;
+    const char *tier_name;    /* try --tier NAME, else NULL (tier 0) */
     uint64_t capacity;
     uint32_t key_display;
     uint32_t mode;
@@ -252,6 +253,9 @@ int rlctl_fail(const char *name, int rc);
 /* rlctl_fail for a command: with --json also {"error", "code", "remedy",
  * "exit_status"} on stdout. */
 int rlctl_fail_cmd(const rlctl_opts *o, int rc);
+/* The same for a failure rlctl explains itself: "rlctl: NAME: ERROR: REMEDY"
+ * (remedy may be NULL), the exit status of rc. */
+int rlctl_fail_cmd_why(const rlctl_opts *o, int rc, const char *error, const char *remedy);
 /* The config every open of an existing segment passes: the trust of
  * --owner and --mode, nothing else (the segment's own policy is adopted). */
 void rlctl_open_config(srl_config *cfg);
@@ -297,11 +301,17 @@ struct rlctl_seg {
     int counted;              /* stats read (a walk of every bucket) */
     srl_info info;            /* valid when open_rc == 0 */
     srl_stats stats;          /* valid when counted */
+    int inflight_counted;     /* a concurrency policy, walked: inflight valid */
+    uint64_t inflight;        /* units held now over all keys */
 };
+#define RLCTL_LS_OWNERS 8
 struct rlctl_segs {
     struct rlctl_seg *v;
     size_t n, cap;
     size_t skipped;           /* foreign or others' forbidden, left out (no --all) */
+    uint32_t owner_uid[RLCTL_LS_OWNERS];   /* owners of the forbidden ones skipped */
+    size_t owner_count[RLCTL_LS_OWNERS];
+    size_t nowners;
 };
 const char *rlctl_status_of(int rc); /* "ok", "stale", "forbidden", ... */
 /* Open NAME ("/" optional), read its info and, if walk, its stats (with a
@@ -360,6 +370,9 @@ void rlctl_detail_json(rlctl_json *j, const srl_info *in, const rlctl_detail *d)
 void rlctl_detail_free(rlctl_detail *d);
 /* The policy has a concurrency limit (info and list show units in flight). */
 int rlctl_has_units(const srl_info *in);
+/* The units in flight over every key (a walk of the table): 0 or an
+ * SRL_E* code. */
+int rlctl_inflight(srl_limiter *lim, uint64_t *out);
 
 /* rlctl_tiers.c: a segment's tiers (names, policies, keys per tier). */
 struct rlctl_tiers {
@@ -374,6 +387,10 @@ struct rlctl_tiers {
 int rlctl_tiers_load(srl_limiter *lim, const srl_info *in, int count_keys,
                      struct rlctl_tiers *out);
 const char *rlctl_tier_name(const struct rlctl_tiers *t, uint32_t i);
+/* The index of the tier called name in an open limiter, or -1 with msg
+ * saying there is none and which tiers there are. */
+int rlctl_tier_index(srl_limiter *lim, const srl_info *in, const char *name, char *msg,
+                     size_t len);
 /* info's rows "tier N:  NAME = POLICY (K keys)", nothing for one tier. */
 void rlctl_tiers_text(const struct rlctl_tiers *t);
 /* "tiers": [{"index", "name", "policy"[, "keys"]}], every tier. */

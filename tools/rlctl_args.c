@@ -324,6 +324,12 @@ static int take_option(rlctl_opts *o, int opt, const char *arg)
         return 0;
     }
     case OPT_TIER:
+        if (cmd->takes_key) {   /* try --tier NAME: a tier of the segment, found at open */
+            if (srl_tier_name_check(arg) != 0)
+                return bad_value(cmd, "--tier", arg, "a tier name, 1..31 of [A-Za-z0-9_-]");
+            o->tier_name = arg;
+            return 0;
+        }
         return parse_tier(cmd, arg, o);
     case OPT_CAPACITY:
         if (parse_count(arg, SRL_CAPACITY_MAX, &v) != 0 || v == 0)
@@ -472,6 +478,11 @@ int rlctl_parse(int argc, char **argv, rlctl_opts *o)
     int npos = sub_argc - optind;
     if (o->cmd->takes_name == RLCTL_NAMES) {
         for (int i = optind; i < sub_argc; i++) {
+            if (rlctl_is_uri(sub_argv[i]))
+                return usage_error(o->cmd, "a Redis uri names a store for info, get, reset and "
+                                           "list only; %s takes segment names (a Redis store's "
+                                           "counters: rlctl info URI)",
+                                   o->cmd->name);
             if (!rlctl_name_valid(sub_argv[i]))
                 return bad_name(o->cmd, sub_argv[i]);
         }

@@ -52,9 +52,10 @@ static const struct rlctl_cmd commands[] = {
      "get NAME|URI [--hex] KEY [--cost N] [--json]",
      "The decision a request for KEY would get now, changing nothing.\n"
      "Exit 0 tracked, 1 not tracked.", 1},
-    {"try", rlctl_cmd_try, KEY_O | RLCTL_O_COST, 1, 1,
-     "try NAME [--hex] KEY [--cost N] [--json]",
-     "Make one request for KEY, as a worker would.  Exit 0 allowed, 1 denied.", 0},
+    {"try", rlctl_cmd_try, KEY_O | RLCTL_O_COST | RLCTL_O_TIER, 1, 1,
+     "try NAME [--hex] KEY [--cost N] [--tier NAME] [--json]",
+     "Make one request for KEY, as a worker would, under tier NAME (default:\n"
+     "tier 0).  Exit 0 allowed, 1 denied.", 0},
     {"reset", rlctl_cmd_reset, KEY_O, 1, 1, "reset NAME|URI [--hex] KEY [--json]",
      "Forget KEY: its next request starts fresh.  Exit 1 if it was not tracked.", 1},
     {"set-policy", rlctl_cmd_set_policy, JSON_O, 1, 1, "set-policy NAME [TIER=]POLICY [--json]",

@@ -45,6 +45,20 @@ static const void *slice(const srl_info *in, const rlctl_detail *d, uint32_t i)
     return (const char *)d->state + srl_limits_state_offset(&in->limits, i);
 }
 
+/* A holder's mark: a dead one's unit is still counted until the next evict
+ * or the next worker that finds the key full frees it. */
+static const char *alive_text(const srl_holder *h)
+{
+    switch (srl_holder_alive(h)) {
+    case 1:
+        return "alive";
+    case 0:
+        return "dead: freed by the next evict";
+    default:
+        return "in another PID namespace";
+    }
+}
+
 void rlctl_detail_print(const srl_info *in, const rlctl_detail *d)
 {
     if (d->state == NULL)
@@ -66,8 +80,8 @@ void rlctl_detail_print(const srl_info *in, const rlctl_detail *d)
                 if (srl_holder_get(p, slice(in, d, i), u, &h) != 1)
                     continue;
                 uint64_t held = d->now > h.since_ns ? d->now - h.since_ns : 0;
-                printf("%spid %d for %s", sep, (int)h.pid,
-                       rlctl_fmt_duration(held, dur, sizeof dur));
+                printf("%spid %d for %s (%s)", sep, (int)h.pid,
+                       rlctl_fmt_duration(held, dur, sizeof dur), alive_text(&h));
                 sep = ", ";
             }
             printf("\n");
@@ -108,6 +122,11 @@ void rlctl_detail_json(rlctl_json *j, const srl_info *in, const rlctl_detail *d)
                 rlctl_json_begin_obj(j, NULL);
                 rlctl_json_i64(j, "pid", h.pid);
                 rlctl_json_u64(j, "held_ns", d->now > h.since_ns ? d->now - h.since_ns : 0);
+                int alive = srl_holder_alive(&h);
+                if (alive == 0 || alive == 1)
+                    rlctl_json_bool(j, "alive", alive);
+                else
+                    rlctl_json_null(j, "alive");   /* another PID namespace */
                 rlctl_json_end_obj(j);
             }
             rlctl_json_end_arr(j);
@@ -115,6 +134,19 @@ void rlctl_detail_json(rlctl_json *j, const srl_info *in, const rlctl_detail *d)
         rlctl_json_end_obj(j);
     }
     rlctl_json_end_arr(j);
+}
+
+static int sum_inflight(const srl_entry *e, void *ctx)
+{
+    *(uint64_t *)ctx += e->inflight;
+    return 0;
+}
+
+int rlctl_inflight(srl_limiter *lim, uint64_t *out)
+{
+    *out = 0;
+    int64_t n = srl_foreach(lim, sum_inflight, out);
+    return n < 0 ? (int)n : 0;
 }
 
 int rlctl_has_units(const srl_info *in)

@@ -68,11 +68,12 @@ int rlctl_cmd_evict(const rlctl_opts *o)
         rlctl_json_end_obj(&j);
         rlctl_json_end(&j);
     } else if (o->dry_run) {
-        printf("%s: %" PRIu64 " of %" PRId64 " keys at rest would be evicted (dry run: nothing "
+        printf("%s: %" PRIu64 " of %" PRId64 " %s at rest would be evicted (dry run: nothing "
                "evicted)\n",
-               o->name, c.at_rest, n);
+               o->name, c.at_rest, n, rlctl_plural((uint64_t)n, "key", "keys"));
     } else {
-        printf("%s: evicted %" PRId64 " keys at rest\n", o->name, n);
+        printf("%s: evicted %" PRId64 " %s at rest\n", o->name, n,
+               rlctl_plural((uint64_t)n, "key", "keys"));
     }
     return rlctl_flush(EX_OK);
 }

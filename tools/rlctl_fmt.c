@@ -5,7 +5,8 @@
  * These shape what an operator reads; anything a script needs exactly is
  * also in --json, in integer nanoseconds and bytes.  Durations keep
  * milliseconds below a minute and whole seconds above, rounded up (a
- * wait shown never undercuts the Retry-After beside it); zero is "0".  Tables
+ * wait shown never undercuts the Retry-After beside it); zero is "0s" (a
+ * duration column always shows a unit, "0" there read as a count).  Tables
  * copy their cells, so callers may format into scratch buffers; columns are
  * separated by two spaces, numbers right-aligned, the last column unpadded.
  * Cells must already be escaped (rlctl_escape): a table prints what it is
@@ -23,7 +24,7 @@ const char *rlctl_fmt_duration(uint64_t ns, char *buf, size_t len)
     /* Rounded UP to the last digit shown, like Retry-After: a wait is
      * never shown shorter than it is ("15m" beside Retry-After: 900). */
     if (ns == 0) {
-        snprintf(buf, len, "0");
+        snprintf(buf, len, "0s");
     } else if (ns < 1000) {
         snprintf(buf, len, "%" PRIu64 "ns", ns);
     } else if (ns < 1000000ull) {

@@ -38,11 +38,6 @@ static void iso_time(uint64_t unix_ns, char *buf, size_t len)
         snprintf(buf, len, "?");
 }
 
-static int sum_inflight(const srl_entry *e, void *ctx)
-{
-    *(uint64_t *)ctx += e->inflight;
-    return 0;
-}
 
 static void info_json(const char *name, const srl_info *in, const srl_stats *st, const char *pol,
                       const char *owner, uint64_t age, uint64_t inflight,
@@ -207,10 +202,8 @@ int rlctl_cmd_info(const rlctl_opts *o)
                              rlctl_seg_name(&in, o->name), in.buckets,
                              rlctl_plural(in.buckets, "bucket", "buckets"));
         rc = srl_stats_get(lim, &st);
-        if (rc == 0 && rlctl_has_units(&in) && in.kind != SRL_STORE_REDIS) {
-            int64_t n = srl_foreach(lim, sum_inflight, &inflight);
-            rc = n < 0 ? (int)n : 0;
-        }
+        if (rc == 0 && rlctl_has_units(&in) && in.kind != SRL_STORE_REDIS)
+            rc = rlctl_inflight(lim, &inflight);
         if (rc == 0)
             rc = rlctl_tiers_load(lim, &in, in.kind != SRL_STORE_REDIS, &tiers);
         rlctl_progress_end(&p);

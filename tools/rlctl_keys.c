@@ -151,18 +151,33 @@ int rlctl_cmd_try(const rlctl_opts *o)
     int status = rlctl_open(o, &lim);
     if (status != 0)
         return status;
+    int tier = 0;
+    if (o->tier_name != NULL) {
+        srl_info in;
+        char msg[1024];
+        int irc = srl_info_get(lim, &in);
+        if (irc != 0) {
+            srl_close(lim);
+            return rlctl_fail_cmd(o, irc);
+        }
+        tier = rlctl_tier_index(lim, &in, o->tier_name, msg, sizeof msg);
+        if (tier < 0) {
+            srl_close(lim);
+            return rlctl_fail_cmd_why(o, SRL_EINVAL, msg, NULL);
+        }
+    }
     srl_decision d;
-    int rc = srl_acquire(lim, o->key, o->key_len, o->cost, &d);
+    int rc = srl_acquire_tier(lim, (uint32_t)tier, o->key, o->key_len, o->cost, &d);
     srl_close(lim);
     /* On a lock timeout (or an unrecoverable lock) d is still filled. */
     int degraded = rc == SRL_ETIMEDOUT || rc == SRL_ENOTRECOVERABLE;
     if (rc == SRL_ENOTSUP) {
-        int st = rlctl_fail_cmd(o, rc);
-        fprintf(stderr, "rlctl: %s: 'try' takes permits of a rate limit, and this policy has an "
-                        "in-flight (concurrency) limit, whose units only the workers that hold "
-                        "them can take and give back (srl_enter/srl_leave); 'rlctl get %s KEY' "
-                        "shows who holds them\n", o->name, o->name);
-        return st;
+        char remedy[400];
+        snprintf(remedy, sizeof remedy,
+                 "its units are taken and given back only by the workers that hold them "
+                 "(srl_enter/srl_leave); 'rlctl get %s KEY' shows who holds them", o->name);
+        return rlctl_fail_cmd_why(o, rc, "'try' takes permits of a rate limit, and this "
+                                         "policy has an in-flight (concurrency) limit", remedy);
     }
     if (rc != 0 && !degraded)
         return rlctl_fail_cmd(o, rc);

@@ -24,9 +24,11 @@
  * and the warnings that come from counters (load, untracked, repaired,
  * timeouts) need srl_stats_get, a walk of every bucket (~2 s at 10M
  * slots): only with --keys.  Without it STATUS can only say what the
- * header and the file say (ok, truncated, stale, ...), so a last line says
- * that the counters were not read and how to read them; in JSON "counted"
- * is false and used/load_factor are null, never a guessed 0.
+ * header and the file say (ok, truncated, stale, ...), so on a terminal a
+ * last line says that the keys were not counted and how to count them; in
+ * JSON "counted" is false and used/load_factor are null, never a guessed 0.
+ * The "N skipped" note names the owners of other users' refused segments
+ * and the command that shows them (--owner).
  * Rows are sorted by name.
  */
 #include "rlctl.h"
@@ -71,8 +73,12 @@ void rlctl_probe(const rlctl_opts *o, const char *name, int walk, struct rlctl_s
                                  o->cmd->name, g->name, g->info.buckets,
                                  rlctl_plural(g->info.buckets, "bucket", "buckets"));
             rc = srl_stats_get(lim, &g->stats);
-            rlctl_progress_end(&p);
             g->counted = rc == 0;
+            if (rc == 0 && rlctl_has_units(&g->info)) {   /* metrics' srl_inflight_units */
+                rc = rlctl_inflight(lim, &g->inflight);
+                g->inflight_counted = rc == 0;
+            }
+            rlctl_progress_end(&p);
         }
         srl_close(lim);
     }
@@ -83,10 +89,27 @@ void rlctl_probe(const rlctl_opts *o, const char *name, int walk, struct rlctl_s
         g->status = "truncated";
 }
 
-/* Probe one name; returns 0, or -1 on ENOMEM.  Adds a row if it is shown. */
-static int probe(const rlctl_opts *o, struct rlctl_segs *s, const char *file, int walk,
-                 int ours)
+/* One more skipped object of uid (another user's, refused): counted per
+ * owner for the note, the first RLCTL_LS_OWNERS owners by name. */
+static void count_owner(struct rlctl_segs *s, uint32_t uid)
 {
+    for (size_t i = 0; i < s->nowners; i++)
+        if (s->owner_uid[i] == uid) {
+            s->owner_count[i]++;
+            return;
+        }
+    if (s->nowners < RLCTL_LS_OWNERS) {
+        s->owner_uid[s->nowners] = uid;
+        s->owner_count[s->nowners++] = 1;
+    }
+}
+
+/* Probe one name (owned by uid); returns 0, or -1 on ENOMEM.  Adds a row
+ * if it is shown. */
+static int probe(const rlctl_opts *o, struct rlctl_segs *s, const char *file, int walk,
+                 uint32_t uid)
+{
+    int ours = uid == geteuid();
     struct rlctl_seg g;
     rlctl_probe(o, file, walk, &g);
     int rc = g.open_rc;
@@ -96,6 +119,8 @@ static int probe(const rlctl_opts *o, struct rlctl_segs *s, const char *file, in
      * operator must fix it, so it is always shown. */
     if (!o->all && (rc == SRL_EFOREIGN || (rc == SRL_EACCES && !ours))) {
         s->skipped++;
+        if (rc == SRL_EACCES)
+            count_owner(s, uid);
         return 0;
     }
     if (s->n == s->cap) {
@@ -167,6 +192,33 @@ static void print_json(const struct rlctl_segs *s, int walk)
     rlctl_json_end(&j);
 }
 
+/* What was left out, and how to see it: another user's segments by that
+ * user (root refuses to map another uid's segment: it drops to the owner
+ * with --owner; anyone else needs root for that), the rest with --all. */
+static void skipped_note(const struct rlctl_segs *s)
+{
+    if (s->skipped == 0)
+        return;
+    size_t others = 0;
+    for (size_t i = 0; i < s->nowners; i++)
+        others += s->owner_count[i];
+    printf("(%zu skipped", s->skipped);
+    for (size_t i = 0; i < s->nowners; i++) {
+        char who[64];
+        rlctl_owner_name(s->owner_uid[i], who, sizeof who);
+        if (s->owner_uid[i] == 0)   /* root's: only root opens them */
+            printf("%s %zu of user %s: 'sudo rlctl ls' shows them", i ? ";" : ":",
+                   s->owner_count[i], who);
+        else
+            printf("%s %zu of user %s: '%srlctl --owner %s ls' shows them", i ? ";" : ":",
+                   s->owner_count[i], who, geteuid() == 0 ? "" : "sudo ", who);
+    }
+    if (s->skipped > others)
+        printf("%s %zu%s not srl segments or not readable", s->nowners ? ";" : ":",
+               s->skipped - others, others ? " more" : "");
+    printf("; 'rlctl ls --all' lists them all)\n");
+}
+
 static int print_text(const struct rlctl_segs *s, int walk)
 {
     static const char *const hdr_keys[] = {"NAME", "STATUS", "POLICY", "CAPACITY", "USED",
@@ -201,14 +253,11 @@ static int print_text(const struct rlctl_segs *s, int walk)
     }
     int rc = rlctl_table_print(&t, stdout);
     rlctl_table_free(&t);
-    if (rc == 0 && !walk && readable > 0)
-        printf("(keys not counted: STATUS says only what the headers say; 'rlctl ls --keys' "
-               "reads every bucket for USED, LOAD and the load, untracked, repaired and "
-               "timeouts warnings)\n");
-    if (s->skipped)
-        printf("(%zu skipped: not srl segments, or another user's that rlctl may not open; "
-               "'rlctl ls --all' lists them)\n",
-               s->skipped);
+    /* For a person at a terminal only: a script knows what it asked for
+     * (and --json says "counted"). */
+    if (rc == 0 && !walk && readable > 0 && isatty(STDOUT_FILENO))
+        printf("(keys not counted: 'rlctl ls --keys' adds USED, LOAD and their warnings)\n");
+    skipped_note(s);
     return rc;
 }
 
@@ -231,7 +280,7 @@ int rlctl_scan(const rlctl_opts *o, int walk, struct rlctl_segs *out)
         struct stat st;
         if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
             continue;
-        if (probe(o, &s, e->d_name, walk, st.st_uid == geteuid()) != 0) {
+        if (probe(o, &s, e->d_name, walk, st.st_uid) != 0) {
             fputs("rlctl: out of memory\n", stderr);
             status = EX_OSERR;
             break;

@@ -115,6 +115,8 @@ int rlctl_cmd_metrics(const rlctl_opts *o)
         if (v[i].ok) {
             v[i].info = g->info;
             v[i].stats = g->stats;
+            v[i].inflight_counted = g->inflight_counted;
+            v[i].inflight = g->inflight;
         }
     }
     int wrc;

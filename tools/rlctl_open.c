@@ -105,30 +105,46 @@ int rlctl_fail(const char *name, int rc)
     return rlctl_exit_code(rc);
 }
 
+/* With --json a failure is JSON on stdout as well, so a script reading
+ * stdout sees an object, not nothing. */
+static void fail_json(const rlctl_opts *o, int rc, const char *error, const char *remedy,
+                      int status)
+{
+    rlctl_json j;
+    rlctl_json_init(&j, stdout);
+    rlctl_json_begin_obj(&j, NULL);
+    rlctl_json_str(&j, "name", o->name != NULL ? o->name : "-");
+    rlctl_json_str(&j, "error", error);
+    rlctl_json_i64(&j, "code", rc);
+    if (remedy != NULL)
+        rlctl_json_str(&j, "remedy", remedy);
+    rlctl_json_u64(&j, "exit_status", (uint64_t)status);
+    rlctl_json_end_obj(&j);
+    rlctl_json_end(&j);
+    fflush(stdout);
+}
+
 int rlctl_fail_cmd(const rlctl_opts *o, int rc)
 {
     int status = rlctl_fail(o->name, rc);
     if (o->json) {
-        /* With --json the failure is JSON on stdout as well, so a script
-         * reading stdout sees an object, not nothing. */
         const rlctl_err *e = rlctl_err_lookup(rc);
         const char *r = rlctl_is_uri(o->name != NULL ? o->name : "") ? rlctl_redis_remedy(rc)
                                                                        : NULL;
         if (r == NULL)
             r = e != NULL ? e->remedy : NULL;
-        rlctl_json j;
-        rlctl_json_init(&j, stdout);
-        rlctl_json_begin_obj(&j, NULL);
-        rlctl_json_str(&j, "name", o->name != NULL ? o->name : "-");
-        rlctl_json_str(&j, "error", what_failed(o->name, rc));
-        rlctl_json_i64(&j, "code", rc);
-        if (r != NULL)
-            rlctl_json_str(&j, "remedy", r);
-        rlctl_json_u64(&j, "exit_status", (uint64_t)status);
-        rlctl_json_end_obj(&j);
-        rlctl_json_end(&j);
-        fflush(stdout);
+        fail_json(o, rc, what_failed(o->name, rc), r, status);
     }
+    return status;
+}
+
+int rlctl_fail_cmd_why(const rlctl_opts *o, int rc, const char *error, const char *remedy)
+{
+    int status = rlctl_exit_code(rc);
+    fprintf(stderr, "rlctl: %s: %s%s%s\n", o->name != NULL ? o->name : "-", error,
+            remedy != NULL ? ": " : "", remedy != NULL ? remedy : "");
+    if (o->json)
+        fail_json(o, rc, error, remedy, status);
     return status;
 }
 

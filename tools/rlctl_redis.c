@@ -11,7 +11,7 @@
  * metrics) do not.
  *
  * What rlctl prints for a uri: the uri as typed with its password replaced
- * by "***" (in the userinfo, and a password= option), so a password never
+ * by "***" (in the userinfo, and every password= option), so a password never
  * reaches a terminal, a log or --json output.  The password is still on
  * rlctl's command line (ps shows it to other users of the host): prefer a
  * unix socket whose permissions admit only the operators, or an ACL user
@@ -31,21 +31,26 @@ int rlctl_is_uri(const char *name)
            strncmp(name, "redis-cluster://", 16) == 0;
 }
 
-/* Copy [s, e) to out, or "***" if hide; returns the new end of out. */
-static char *put(char *out, const char *s, const char *e, int hide)
+/* Where the redacted uri goes: out NULL only counts (the first pass sizes
+ * the buffer exactly, the second fills it, so any number of hidden parts
+ * fits: a uri the grammar refuses is redacted too, for its error). */
+struct sink {
+    char *out;
+    size_t len;
+};
+
+/* Append [s, e), or "***" if hide. */
+static void put(struct sink *k, const char *s, const char *e, int hide)
 {
-    if (hide)
-        return memcpy(out, "***", 3), out + 3;
-    memcpy(out, s, (size_t)(e - s));
-    return out + (e - s);
+    size_t n = hide ? 3 : (size_t)(e - s);
+    if (k->out != NULL)
+        memcpy(k->out + k->len, hide ? "***" : s, n);
+    k->len += n;
 }
 
-char *rlctl_uri_redacted(const char *uri)
+static void redact(const char *uri, struct sink *k)
 {
     size_t n = strlen(uri);
-    char *out = malloc(n + 4 * 8 + 1);   /* each hidden part grows by at most 3 */
-    if (out == NULL)
-        return NULL;
     const char *body = strstr(uri, "://") + 3;   /* rlctl_is_uri said it has one */
     const char *q = strchr(body, '?');
     const char *end = q != NULL ? q : uri + n;
@@ -62,26 +67,37 @@ char *rlctl_uri_redacted(const char *uri)
         if (at != NULL && at >= end)
             at = NULL;
     }
-    char *o = put(out, uri, body, 0);
+    put(k, uri, body, 0);
     if (at != NULL) {
         const char *colon = memchr(body, ':', (size_t)(at - body));
-        o = put(o, body, colon != NULL ? colon + 1 : body, 0);
-        o = put(o, NULL, NULL, 1);
+        put(k, body, colon != NULL ? colon + 1 : body, 0);
+        put(k, NULL, NULL, 1);
         body = at;
     }
-    o = put(o, body, end, 0);
-    /* Options: k=v joined by '&'; password's value is hidden. */
+    put(k, body, end, 0);
+    /* Options: k=v joined by '&'; every password's value is hidden. */
     for (const char *p = q; p != NULL && *p != '\0';) {
         const char *amp = strchr(p + 1, '&');
         const char *stop = amp != NULL ? amp : uri + n;
         int pw = strncmp(p + 1, "password=", 9) == 0;
-        o = put(o, p, pw ? p + 10 : stop, 0);
+        put(k, p, pw ? p + 10 : stop, 0);
         if (pw)
-            o = put(o, NULL, NULL, 1);
+            put(k, NULL, NULL, 1);
         p = amp;
     }
-    *o = '\0';
-    return out;
+}
+
+char *rlctl_uri_redacted(const char *uri)
+{
+    struct sink k = {NULL, 0};
+    redact(uri, &k);
+    k.out = malloc(k.len + 1);
+    if (k.out == NULL)
+        return NULL;
+    k.len = 0;
+    redact(uri, &k);
+    k.out[k.len] = '\0';
+    return k.out;
 }
 
 const char *rlctl_redis_remedy(int rc)

@@ -51,6 +51,20 @@ static int refused(const rlctl_opts *o, int rc, const char *msg)
     return status;
 }
 
+/* The library's remedy for a segment too small names the create command
+ * with "--key-display N" when the segment keeps key bytes: the number is
+ * this segment's. */
+static void fill_key_display(char *msg, size_t len, uint32_t key_display)
+{
+    static const char pat[] = " --key-display N";
+    char *at = strstr(msg, pat);
+    if (at == NULL)
+        return;
+    char rest[1024];
+    snprintf(rest, sizeof rest, "%s", at + sizeof pat - 1);
+    snprintf(at, len - (size_t)(at - msg), " --key-display %u%s", key_display, rest);
+}
+
 int rlctl_cmd_set_policy(const rlctl_opts *o)
 {
     if (o->uri != NULL)
@@ -80,13 +94,11 @@ int rlctl_cmd_set_policy(const rlctl_opts *o)
         free(buf);
         return status;
     }
-    int tier = tname != NULL ? srl_tier_find(lim, tname) : 0;
     srl_info in;
     int rc = srl_info_get(lim, &in);
+    char msg[1024];
+    int tier = rc == 0 && tname != NULL ? rlctl_tier_index(lim, &in, tname, msg, sizeof msg) : 0;
     if (rc == 0 && tier < 0) {
-        char msg[160];
-        snprintf(msg, sizeof msg, "no tier '%.32s' in the segment (rlctl info %s lists them)",
-                 tname, o->name);
         srl_close(lim);
         free(buf);
         return refused(o, SRL_EINVAL, msg);
@@ -99,7 +111,6 @@ int rlctl_cmd_set_policy(const rlctl_opts *o)
         free(buf);
         return rlctl_fail_cmd(o, rc);
     }
-    char msg[1024];
     rc = srl_policy_change_tier(lim, (uint32_t)tier, &l, msg, sizeof msg);
     int changed = rc == 1;   /* 0: it was the current policy already */
     srl_info after;
@@ -107,8 +118,10 @@ int rlctl_cmd_set_policy(const rlctl_opts *o)
         rc = srl_info_get(lim, &after);
     srl_close(lim);
     free(buf);
-    if (rc != 0)
+    if (rc != 0) {
+        fill_key_display(msg, sizeof msg, in.key_display);
         return refused(o, rc, msg[0] ? msg : srl_strerror(rc));
+    }
     char was[SRL_LIMITS_TEXT_MAX], now[SRL_LIMITS_TEXT_MAX];
     if (srl_limits_format(&before.limits, was, sizeof was) < 0)
         snprintf(was, sizeof was, "?");

@@ -75,3 +75,28 @@ void rlctl_tiers_json(rlctl_json *j, const struct rlctl_tiers *t)
     }
     rlctl_json_end_arr(j);
 }
+
+/* The tier called tname; or -1 and "no tier NAME" with the tiers the
+ * segment has (a segment of one tier has only its own policy, which info
+ * shows as "policy", not as a tier row). */
+int rlctl_tier_index(srl_limiter *lim, const srl_info *in, const char *tname, char *msg,
+                     size_t len)
+{
+    int found = srl_tier_find(lim, tname);
+    if (found >= 0)
+        return found;
+    struct rlctl_tiers t;
+    int n = snprintf(msg, len, "no tier '%.32s' in the segment", tname);
+    if (rlctl_tiers_load(lim, in, 0, &t) != 0)
+        return -1;
+    if (t.n <= 1) {
+        snprintf(msg + n, len - (size_t)n, " (it has only tier 0, 'default': its own policy)");
+        return -1;
+    }
+    n += snprintf(msg + n, len - (size_t)n, " (its tiers:");
+    for (uint32_t i = 0; i < t.n && (size_t)n < len; i++)
+        n += snprintf(msg + n, len - (size_t)n, "%s %s", i ? "," : "", t.name[i]);
+    if ((size_t)n < len)
+        snprintf(msg + n, len - (size_t)n, ")");
+    return -1;
+}

@@ -2,13 +2,14 @@
  * rlctl_watch.c - watch: live rates of a segment, like top or varnishstat.
  *
  * The first row comes at once (the totals; no rates yet), then one every
- * interval (-i SECONDS, default 1): wall-clock time, keys tracked, the
+ * interval (-i SECONDS, default 1): wall-clock time (HH:MM:SS, .mmm added
+ * when the interval is not whole seconds), keys tracked, the
  * per-second rates of allowed, denied, full and evicted decisions since
  * the previous row, and the running totals (allowed, denied, full,
  * evicted, reset slots, recovered, timeouts).  -n COUNT stops after COUNT
  * rows, the first included; otherwise it runs until interrupted.  --json
- * prints one object per row (JSON Lines); the first has interval_ns 0 and
- * null rates.
+ * prints one object per row (JSON Lines); the first has t_ns 0 (t_ns:
+ * monotonic time since the first row), interval_ns 0 and null rates.
  *
  * On a terminal (stdout a tty, no --json) it redraws the screen like top:
  * the alternate screen, a title, the header and the latest rows that fit.
@@ -21,7 +22,8 @@
  * Destroy + create under the same name: each row it compares the inode of
  * /dev/shm/NAME with the one it opened; when it changed it opens the name
  * again, says so in one line ("NAME was recreated ...") and goes on with
- * the new segment's counters, instead of showing the orphan's frozen ones.
+ * the new segment's counters (and its policy in the title), instead of
+ * showing the orphan's frozen ones.
  * While the name is missing each row says "(removed)".
  *
  * Rates are deltas over the measured elapsed CLOCK_MONOTONIC time, not the
@@ -83,12 +85,17 @@ static uint64_t unix_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static const char *clock_text(uint64_t ns, char *buf, size_t len)
+/* HH:MM:SS, with .mmm when ms (an interval that is not whole seconds:
+ * at -i 0.5 two rows would otherwise share a stamp). */
+static const char *clock_text(uint64_t ns, int ms, char *buf, size_t len)
 {
     time_t t = (time_t)(ns / 1000000000ull);
     struct tm tm;
     if (localtime_r(&t, &tm) == NULL || strftime(buf, len, "%H:%M:%S", &tm) == 0)
         snprintf(buf, len, "?");
+    else if (ms)
+        snprintf(buf + strlen(buf), len - strlen(buf), ".%03u",
+                 (unsigned)(ns / 1000000ull % 1000));
     return buf;
 }
 
@@ -97,6 +104,7 @@ struct row {
     uint64_t t_ns, wall_ns, elapsed;
     srl_stats cur, prev;
     int removed;
+    int ms;                   /* TIME with milliseconds (TIME_W_MS wide) */
 };
 
 static void row_json(const char *name, const struct row *r)
@@ -143,25 +151,28 @@ static const char *rate_text(const struct row *r, uint64_t now, uint64_t before,
     return buf;
 }
 
-#define HEADER_FMT "%8s %10s %10s %10s %8s %9s %12s %12s %9s %9s %7s %9s %8s"
+#define HEADER_FMT "%*s %10s %10s %10s %8s %9s %12s %12s %9s %9s %7s %9s %8s"
+#define TIME_W 8              /* HH:MM:SS */
+#define TIME_W_MS 12          /* HH:MM:SS.mmm */
 
-static void header_text(char *buf, size_t len)
+static void header_text(int ms, char *buf, size_t len)
 {
-    snprintf(buf, len, HEADER_FMT, "TIME", "USED", "ALLOWED/s", "DENIED/s", "FULL/s",
-             "EVICTED/s", "ALLOWED", "DENIED", "FULL", "EVICTED", "RESET", "RECOVERED",
-             "TIMEOUTS");
+    snprintf(buf, len, HEADER_FMT, ms ? TIME_W_MS : TIME_W, "TIME", "USED", "ALLOWED/s",
+             "DENIED/s", "FULL/s", "EVICTED/s", "ALLOWED", "DENIED", "FULL", "EVICTED", "RESET",
+             "RECOVERED", "TIMEOUTS");
 }
 
 static void row_text(const struct row *r, char *buf, size_t len)
 {
     const srl_stats *c = &r->cur, *p = &r->prev;
-    char t[16], used[24], a[32], d[32], f[32], e[32], n[7][24];
+    char t[24], used[24], a[32], d[32], f[32], e[32], n[7][24];
     const uint64_t tot[7] = {c->allowed, c->denied,    c->full,    c->evicted,
                              c->reset_slots, c->recovered, c->timeouts};
     for (int i = 0; i < 7; i++)
         snprintf(n[i], sizeof n[i], "%" PRIu64, tot[i]);
     snprintf(used, sizeof used, "%" PRIu64, c->used);
-    if (snprintf(buf, len, HEADER_FMT "%s", clock_text(r->wall_ns, t, sizeof t), used,
+    if (snprintf(buf, len, HEADER_FMT "%s", r->ms ? TIME_W_MS : TIME_W,
+                 clock_text(r->wall_ns, r->ms, t, sizeof t), used,
              rate_text(r, c->allowed, p->allowed, a, sizeof a),
              rate_text(r, c->denied, p->denied, d, sizeof d),
              rate_text(r, c->full, p->full, f, sizeof f),
@@ -186,13 +197,13 @@ static void screen_add(struct screen *s, const char *line)
         s->n++;
 }
 
-static void screen_draw(const struct screen *s, const char *title)
+static void screen_draw(const struct screen *s, const char *title, int ms)
 {
     struct winsize ws;
     size_t rows = ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_row > 3 ? ws.ws_row : 24;
     size_t fit = rows - 3, show = s->n < fit ? s->n : fit;
     char hdr[320];
-    header_text(hdr, sizeof hdr);
+    header_text(ms, hdr, sizeof hdr);
     printf("\033[H\033[2J%s\n\n%s\n", title, hdr);
     for (size_t i = 0; i < show; i++) {
         size_t at = (s->next + KEEP - show + i) % KEEP;
@@ -200,11 +211,11 @@ static void screen_draw(const struct screen *s, const char *title)
     }
 }
 
-static void emit(struct screen *s, const char *title, const char *line)
+static void emit(struct screen *s, const char *title, int ms, const char *line)
 {
     if (s->tty) {
         screen_add(s, line);
-        screen_draw(s, title);
+        screen_draw(s, title, ms);
     } else {
         printf("%s\n", line);
     }
@@ -219,6 +230,18 @@ static uint64_t name_inode(const char *name)
     return stat(path, &st) == 0 ? (uint64_t)st.st_ino : 0;
 }
 
+/* "rlctl watch NAME: POLICY, N slots, every I (Ctrl-C quits)" of the
+ * segment in *in (made again when the name is recreated). */
+static void make_title(char *title, size_t len, const rlctl_opts *o, const srl_info *in)
+{
+    char pol[SRL_LIMITS_TEXT_MAX], ivl[48];
+    if (srl_limits_format(&in->limits, pol, sizeof pol) < 0)
+        snprintf(pol, sizeof pol, "?");
+    snprintf(title, len, "rlctl watch %s: %s, %" PRIu64 " slots, every %s (Ctrl-C quits)",
+             rlctl_seg_name(in, o->name), pol, in->capacity,
+             rlctl_fmt_duration(o->interval_ns, ivl, sizeof ivl));
+}
+
 int rlctl_cmd_watch(const rlctl_opts *o)
 {
     srl_limiter *lim;
@@ -227,10 +250,9 @@ int rlctl_cmd_watch(const rlctl_opts *o)
         return status;
     uint64_t ino = name_inode(o->name);
     srl_info info;
+    memset(&info, 0, sizeof info);   /* the title's, if srl_info_get fails */
     int rc = srl_info_get(lim, &info);
-    char pol[SRL_LIMITS_TEXT_MAX] = "?", title[400], line[320];
-    if (rc == 0 && srl_limits_format(&info.limits, pol, sizeof pol) < 0)
-        snprintf(pol, sizeof pol, "?");
+    char title[400], line[320];
     struct screen *scr = calloc(1, sizeof *scr);
     if (scr == NULL) {
         srl_close(lim);
@@ -245,20 +267,17 @@ int rlctl_cmd_watch(const rlctl_opts *o)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
-    char ivl[48];
-    snprintf(title, sizeof title, "rlctl watch %s: %s, %" PRIu64 " slots, every %s (Ctrl-C quits)",
-             rlctl_seg_name(&info, o->name), pol, info.capacity,
-             rlctl_fmt_duration(o->interval_ns, ivl, sizeof ivl));
+    make_title(title, sizeof title, o, &info);
+    struct row r = {.ms = o->interval_ns % 1000000000ull != 0};
     if (scr->tty) {
         fputs("\033[?1049h\033[?25l", stdout); /* alternate screen, cursor hidden */
     } else if (!o->json) {
-        header_text(line, sizeof line);
+        header_text(r.ms, line, sizeof line);
         printf("%s\n", line);
     }
-    struct row r = {0};
     if (rc == 0)
         rc = srl_stats_get(lim, &r.cur);
-    uint64_t start = mono_ns(), last = start, deadline = start;
+    uint64_t start = mono_ns(), last = start, deadline = start;   /* t_ns 0: the first row */
     int restarted = 0;
     for (uint64_t i = 0; rc == 0 && status == EX_OK && (o->count == 0 || i < o->count); i++) {
         if (i > 0) {
@@ -278,6 +297,7 @@ int rlctl_cmd_watch(const rlctl_opts *o)
                     srl_close(lim);
                     lim = fresh;
                     ino = now_ino;
+                    make_title(title, sizeof title, o, &fi);   /* its policy, not the old one */
                     char when[48];
                     time_t ct = (time_t)(fi.created_unix_ns / 1000000000ull);
                     struct tm tm;
@@ -287,7 +307,7 @@ int rlctl_cmd_watch(const rlctl_opts *o)
                     snprintf(line, sizeof line,
                              "%s was recreated (a new segment, created %s): its counters follow",
                              o->name, when);
-                    emit(scr, title, line);
+                    emit(scr, title, r.ms, line);
                     restarted = 1; /* no rates across two segments */
                 } else if (fresh != NULL) {
                     srl_close(fresh);
@@ -297,7 +317,7 @@ int rlctl_cmd_watch(const rlctl_opts *o)
             if (rc != 0)
                 break;
         }
-        uint64_t now = mono_ns();
+        uint64_t now = i == 0 ? start : mono_ns();
         r.t_ns = now - start;
         r.wall_ns = unix_ns();
         r.elapsed = i == 0 || restarted ? 0 : now - last;
@@ -306,7 +326,7 @@ int rlctl_cmd_watch(const rlctl_opts *o)
             row_json(o->name, &r);
         } else {
             row_text(&r, line, sizeof line);
-            emit(scr, title, line);
+            emit(scr, title, r.ms, line);
         }
         status = rlctl_flush(EX_OK);
         last = now;

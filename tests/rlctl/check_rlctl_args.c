@@ -10,12 +10,19 @@
 #include <unistd.h>
 
 #include "rlctl_assert.h"
+#include "srl.h"
 
 struct bad_args {
     const char *args[12];
     const char *first_line; /* NAME in it stands for the segment name */
     const char *usage;      /* the second line */
 };
+
+/* issue 37's uri: 30 empty password= options (rlctl once overflowed its
+ * buffer hiding them); now refused by the grammar, before any redaction. */
+#define PW10 "password=&password=&password=&password=&password=&password=&password=&" \
+             "password=&password=&password=&"
+#define PW30_URI "redis://127.0.0.1:1?" PW10 PW10 PW10 "db=0"
 
 #define TOP_USAGE "usage: rlctl [--owner USER] [--mode M] COMMAND [ARGS]   (see rlctl(1))"
 
@@ -30,7 +37,7 @@ START_TEST(bad_arguments_exit_64_with_the_reason_and_a_usage_line)
         {{"\x1b[2J"}, "rlctl: unknown command '\\x1b[2J'", TOP_USAGE},
         {{"info"}, "rlctl: info: missing NAME", "usage: rlctl info NAME|URI [--json]"},
         {{"try", N}, "rlctl: try: missing KEY",
-         "usage: rlctl try NAME [--hex] KEY [--cost N] [--json]"},
+         "usage: rlctl try NAME [--hex] KEY [--cost N] [--tier NAME] [--json]"},
         {{"info", N, "extra"}, "rlctl: info: unexpected argument 'extra'",
          "usage: rlctl info NAME|URI [--json]"},
         {{"info", N, "--bogus"}, "rlctl: info: unknown option '--bogus'",
@@ -101,15 +108,27 @@ START_TEST(bad_arguments_exit_64_with_the_reason_and_a_usage_line)
          "usage: rlctl get NAME|URI [--hex] KEY [--cost N] [--json]"},
         {{"try", N, "k", "--cost", "0"},
          "rlctl: try: --cost: invalid value '0': expected a number of permits, 1..4294967295",
-         "usage: rlctl try NAME [--hex] KEY [--cost N] [--json]"},
+         "usage: rlctl try NAME [--hex] KEY [--cost N] [--tier NAME] [--json]"},
         {{"try", N, "k", "--cost", "-1"},
          "rlctl: try: --cost: invalid value '-1': expected a number of permits, 1..4294967295",
-         "usage: rlctl try NAME [--hex] KEY [--cost N] [--json]"},
+         "usage: rlctl try NAME [--hex] KEY [--cost N] [--tier NAME] [--json]"},
         {{"watch", N, "-i", "0"},
          "rlctl: watch: -i: invalid value '0': expected seconds, 0.001..86400 (e.g. 1 or 0.5)",
          "usage: rlctl watch NAME [-i SECONDS] [-n COUNT] [--json]"},
         {{"watch", N, "-n"}, "rlctl: watch: option '-n' needs a value",
          "usage: rlctl watch NAME [-i SECONDS] [-n COUNT] [--json]"},
+        {{"info", PW30_URI},
+         "rlctl: info: redis uri: option 'password' repeated at offset 30 (give each option "
+         "once)",
+         "usage: rlctl info NAME|URI [--json]"},
+        {{"metrics", N, "redis://h:1"},
+         "rlctl: metrics: a Redis uri names a store for info, get, reset and list only; metrics "
+         "takes segment names (a Redis store's counters: rlctl info URI)",
+         "usage: rlctl metrics [NAME...] [--all] [--output FILE]"},
+        {{"try", "unix:///run/redis.sock", "k"},
+         "rlctl: try: a Redis uri names a store for info, get, reset and list only; try takes a "
+         "segment name",
+         "usage: rlctl try NAME [--hex] KEY [--cost N] [--tier NAME] [--json]"},
         {{"evict", N, "--dry-run=yes"}, "rlctl: evict: unknown option '--dry-run=yes'",
          "usage: rlctl evict NAME [--dry-run] [--json]"},
     };
@@ -168,6 +187,26 @@ START_TEST(help_for_one_command_and_did_you_mean)
 }
 END_TEST
 
+/* --version: "rlctl (srl) X.Y.Z", srl.h's version, which is meson's
+ * project version (the library's soname version and the packages'). */
+START_TEST(version_names_the_srl_release)
+{
+    char want[64];
+    snprintf(want, sizeof want, "rlctl (srl) %d.%d.%d\n", SRL_VERSION_MAJOR, SRL_VERSION_MINOR,
+             SRL_VERSION_PATCH);
+    const char *pv = getenv("SRL_PROJECT_VERSION");
+    ck_assert_ptr_nonnull(pv);
+    char mv[64];
+    snprintf(mv, sizeof mv, "rlctl (srl) %s\n", pv);
+    ck_assert_str_eq(want, mv);
+    run_result r;
+    RUN(&r, 0, "--version");
+    ck_assert_str_eq(r.out, want);
+    ck_assert_str_eq(r.err, "");
+    run_free(&r);
+}
+END_TEST
+
 START_TEST(capacity_takes_k_m_g_suffixes)
 {
     char name[160];
@@ -198,6 +237,7 @@ int main(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, bad_arguments_exit_64_with_the_reason_and_a_usage_line);
     tcase_add_test(tc, help_for_one_command_and_did_you_mean);
+    tcase_add_test(tc, version_names_the_srl_release);
     tcase_add_test(tc, capacity_takes_k_m_g_suffixes);
     suite_add_tcase(s, tc);
     return run_suite(s);

@@ -600,14 +600,85 @@ END_TEST
 
 /* ------------------------------------------------------ in flight, compound */
 
+/* try --tier NAME decides under that tier (a new key is created in it,
+ * list shows it there); a name the segment has not is refused with its
+ * tiers, changing nothing. */
+START_TEST(try_takes_a_tier)
+{
+    char name[160], want[400];
+    seg_name(name, sizeof name, "trytier");
+    run_result r;
+    RUN(&r, 0, "create", name, "--policy", "token_bucket:2/1h", "--capacity", "64",
+        "--key-display", "8", "--tier", "paid=token_bucket:5/1h");
+    run_free(&r);
+    for (int i = 0; i < 5; i++) {
+        RUN(&r, 0, "try", name, "p", "--tier", "paid");
+        snprintf(want, sizeof want, "p: allowed, remaining %d of 5\n", 4 - i);
+        ck_assert_str_eq(r.out, want);
+        run_free(&r);
+    }
+    RUN(&r, 1, "try", name, "p", "--tier", "paid");
+    run_free(&r);
+    RUN(&r, 0, "try", name, "d");   /* no --tier: tier 0 */
+    ck_assert_str_eq(r.out, "d: allowed, remaining 1 of 2\n");
+    run_free(&r);
+    RUN(&r, 0, "list", name, "--json");
+    json_value *v = parse_out(&r);
+    ck_assert_str_eq(json_get_str(find_key(v, "p"), "tier_name"), "paid");
+    ck_assert_uint_eq(json_get_u64(find_key(v, "p"), "tier"), 1);
+    ck_assert_str_eq(json_get_str(find_key(v, "d"), "tier_name"), "default");
+    json_free(v);
+    run_free(&r);
+    RUN(&r, 64, "try", name, "n", "--tier", "gold");
+    snprintf(want, sizeof want,
+             "rlctl: %s: no tier 'gold' in the segment (its tiers: default, paid)\n", name);
+    ck_assert_str_eq(r.err, want);
+    ck_assert_str_eq(r.out, "");
+    run_free(&r);
+    RUN(&r, 1, "get", name, "n");   /* the refused try took nothing */
+    run_free(&r);
+    seg_destroy(name);
+}
+END_TEST
+
+/* How many times needle occurs in hay. */
+static int count_of(const char *hay, const char *needle)
+{
+    int n = 0;
+    for (const char *p = strstr(hay, needle); p != NULL; p = strstr(p + 1, needle))
+        n++;
+    return n;
+}
+
 /* A worker process (forked, the public API) holds two units of key k and
- * waits to be killed; rlctl sees them with its pid, evict leaves them while
- * it lives and frees them once it is dead, and info counts the reclaim. */
+ * waits to be killed; rlctl sees them with its pid, marked alive, evict
+ * leaves them while it lives; once it is dead get marks them dead, evict
+ * frees them, and info counts the reclaim.  try has no units to take. */
 START_TEST(get_names_the_pids_holding_units_and_evict_frees_a_dead_holders_units)
 {
-    char name[160], want[200];
+    char name[160], want[600];
     seg_name(name, sizeof name, "units");
     seg_create(name, "concurrency:3", "64", "8");
+    {   /* try has no units to take: one message, saying why and what to do */
+        run_result t;
+        RUN(&t, 70, "try", name, "k");
+        snprintf(want, sizeof want,
+                 "rlctl: %s: 'try' takes permits of a rate limit, and this policy has an "
+                 "in-flight (concurrency) limit: its units are taken and given back only by "
+                 "the workers that hold them (srl_enter/srl_leave); 'rlctl get %s KEY' shows "
+                 "who holds them\n", name, name);
+        ck_assert_str_eq(t.err, want);
+        ck_assert_str_eq(t.out, "");
+        run_free(&t);
+        RUN(&t, 70, "try", name, "k", "--json");
+        json_value *v = parse_out(&t);
+        ck_assert_str_eq(json_get_str(v, "error"), "'try' takes permits of a rate limit, and "
+                                                   "this policy has an in-flight (concurrency) "
+                                                   "limit");
+        ck_assert_uint_eq(json_get_u64(v, "exit_status"), 70);
+        json_free(v);
+        run_free(&t);
+    }
     int ready[2];
     ck_assert_int_eq(pipe(ready), 0);
     pid_t p = test_fork();
@@ -636,13 +707,19 @@ START_TEST(get_names_the_pids_holding_units_and_evict_frees_a_dead_holders_units
              (int)p);
     ck_assert_msg(strstr(r.out, want) != NULL, "want '%s' in:\n%s", want, r.out);
     ck_assert_msg(strstr(strstr(r.out, want) + strlen(want), ", pid ") != NULL, "%s", r.out);
+    ck_assert_int_eq(count_of(r.out, " (alive)"), 2);
     run_free(&r);
     RUN(&r, 0, "get", name, "k", "--json");
     json_value *v = parse_out(&r);
     const json_value *lims = json_get(v, "limits");
     ck_assert_uint_eq(lims->n, 1);
     ck_assert_uint_eq(json_get_u64(lims->items[0], "inflight"), 2);
-    ck_assert_uint_eq(json_get(lims->items[0], "holders")->n, 2);
+    const json_value *hs = json_get(lims->items[0], "holders");
+    ck_assert_uint_eq(hs->n, 2);
+    for (size_t i = 0; i < hs->n; i++) {
+        ck_assert_uint_eq(json_get_u64(hs->items[i], "pid"), (uint64_t)p);
+        ck_assert_int_eq(json_get_bool(hs->items[i], "alive"), 1);
+    }
     json_free(v);
     run_free(&r);
     RUN(&r, 0, "info", name);
@@ -654,8 +731,21 @@ START_TEST(get_names_the_pids_holding_units_and_evict_frees_a_dead_holders_units
     run_free(&r);
     ck_assert_int_eq(kill(p, SIGKILL), 0);
     ck_assert_int_eq(waitpid(p, NULL, 0), p);
+    /* Dead, its units not yet freed: get still lists them, marked dead. */
+    RUN(&r, 0, "get", name, "k");
+    ck_assert_int_eq(count_of(r.out, " (dead: freed by the next evict)"), 2);
+    ck_assert_int_eq(count_of(r.out, " (alive)"), 0);
+    run_free(&r);
+    RUN(&r, 0, "get", name, "k", "--json");
+    v = parse_out(&r);
+    hs = json_get(json_get(v, "limits")->items[0], "holders");
+    ck_assert_uint_eq(hs->n, 2);
+    for (size_t i = 0; i < hs->n; i++)
+        ck_assert_int_eq(json_get_bool(hs->items[i], "alive"), 0);
+    json_free(v);
+    run_free(&r);
     RUN(&r, 0, "evict", name);   /* dead: its units are freed, the key is at rest */
-    snprintf(want, sizeof want, "%s: evicted 1 keys at rest\n", name);
+    snprintf(want, sizeof want, "%s: evicted 1 key at rest\n", name);
     ck_assert_str_eq(r.out, want);
     run_free(&r);
     RUN(&r, 1, "get", name, "k");
@@ -705,6 +795,7 @@ int main(void)
     tcase_add_test(tc, try_allows_exactly_the_permits_then_exits_1_with_the_retry_time);
     tcase_add_test(tc, list_top_without_sort_keeps_the_footer_and_hints_at_key_display);
     tcase_add_test(tc, try_with_a_cost_above_the_permits_exits_64_and_tracks_nothing);
+    tcase_add_test(tc, try_takes_a_tier);
     tcase_add_test(tc, get_shows_the_remaining_permits_and_exits_1_for_an_untracked_key);
     tcase_add_test(tc, reset_forgets_a_key_and_exits_1_when_it_is_not_tracked);
     tcase_add_test(tc, try_on_a_full_table_says_on_full_decided_and_info_counts_it);

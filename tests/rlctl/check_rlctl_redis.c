@@ -241,7 +241,7 @@ START_TEST(list_walks_every_key_and_top_stops_the_walk)
     for (int i = 0; i < N; i++) {
         char row[sizeof names[0] + 40];
         /* One taken: a peek of one more leaves 3 and rests 2 T later. */
-        snprintf(row, sizeof row, "%.7s    4        4/5            0  ", names[i]);
+        snprintf(row, sizeof row, "%.7s    4        4/5           0s  ", names[i]);
         line_then_duration(r.out, row, 24 * 60);
     }
     ck_assert_msg(strstr(r.out, "\n(250 keys)\n") != NULL, "%s", r.out + r.out_len - 40);

@@ -643,8 +643,8 @@ START_TEST(a_foreign_file_exits_65_and_is_left_alone)
     }
     run_free(&r);
     RUN(&r, 0, "ls");
-    ck_assert_msg(strstr(r.out, " skipped: not srl segments, or another user's that rlctl may "
-                                "not open; 'rlctl ls --all' lists them)\n") != NULL,
+    ck_assert_msg(strstr(r.out, " not srl segments or not readable; 'rlctl ls --all' lists them "
+                                "all)\n") != NULL,
                   "no skipped note: %s", r.out);
     run_free(&r);
     char st[32];
@@ -896,8 +896,8 @@ START_TEST(set_policy_raises_a_running_segments_limit_and_each_key_keeps_its_use
     run_free(&r);
     RUN(&r, 64, "set-policy", name, "gold=token_bucket:1/1s");
     assert_says(r.err,
-                "rlctl: %s: set-policy refused (SRL_EINVAL): no tier 'gold' in the segment (rlctl "
-                "info %s lists them)\n", name, name);
+                "rlctl: %s: set-policy refused (SRL_EINVAL): no tier 'gold' in the segment (its "
+                "tiers: default, paid)\n", name);
     run_free(&r);
     RUN(&r, 64, "set-policy", name, "tokenbucket:1/1s");
     ck_assert_str_eq(r.err, "rlctl: set-policy: invalid policy 'tokenbucket:1/1s': unknown "
@@ -924,6 +924,25 @@ START_TEST(set_policy_raises_a_running_segments_limit_and_each_key_keeps_its_use
     RUN_STATUS(0, "check", name);
     seg_destroy(name);
     RUN_STATUS(66, "set-policy", name, "token_bucket:20/1h");
+    /* One tier, key bytes kept: the remedies name what this segment has. */
+    RUN_STATUS(0, "create", name, "--policy", "token_bucket:10/1h", "--capacity", "64",
+               "--key-display", "16");
+    RUN(&r, 64, "set-policy", name, "gold=token_bucket:1/1s");
+    assert_says(r.err,
+                "rlctl: %s: set-policy refused (SRL_EINVAL): no tier 'gold' in the segment (it "
+                "has only tier 0, 'default': its own policy)\n",
+                name);
+    run_free(&r);
+    RUN(&r, 65, "set-policy", name, "sliding_log:100/1h");
+    assert_says(r.err,
+                "rlctl: %s: set-policy refused (SRL_EMISMATCH): size: the segment's slots "
+                "hold 24 bytes of state (made for token_bucket:10/1h), sliding_log:100/1h needs "
+                "808: make a bigger segment under another name, e.g. rlctl create NEWNAME "
+                "--policy 'sliding_log:100/1h' --capacity 64 --key-display 16, move the workers "
+                "to it and destroy this one\n",
+                name);
+    run_free(&r);
+    seg_destroy(name);
 }
 END_TEST
 
@@ -977,6 +996,21 @@ START_TEST(root_refuses_another_users_segment_and_inspects_it_only_as_that_user)
     }
     RUN_STATUS(0, "--owner=65534", "info", name);
     RUN_STATUS(64, "--owner", "no-such-user-here", "info", name);
+    /* ls as root leaves it out, but says whose it is and how to see it;
+     * that command lists it with its owner. */
+    RUN(&r, 0, "ls");
+    ck_assert_msg(strstr(r.out, name) == NULL, "%s", r.out);
+    ck_assert_msg(strstr(r.out, " of user nobody: 'rlctl --owner nobody ls' shows them") != NULL,
+                  "no owner in the skipped note: %s", r.out);
+    run_free(&r);
+    RUN(&r, 0, "--owner", "nobody", "ls");
+    {
+        const char *row = strstr(r.out, name);
+        ck_assert_msg(row != NULL, "%s", r.out);
+        size_t n = strcspn(row, "\n");
+        ck_assert_msg(n > 7 && strncmp(row + n - 7, " nobody", 7) == 0, "%s", r.out);
+    }
+    run_free(&r);
     /* It really ran as nobody: what it creates is nobody's. */
     seg_name(other, sizeof other, "squat2");
     RUN_STATUS(0, "--owner", "nobody", "create", other, "--policy", "5/1h", "--capacity", "16");

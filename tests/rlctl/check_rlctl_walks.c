@@ -47,8 +47,19 @@
  * mode: bytes arrive as written) and stdout to a file; delay is
  * RLCTL_PROGRESS_DELAY (NULL: unset).  r->err holds what reached the
  * terminal. */
+static int run_tty_fd(run_result *r, const char *delay, unsigned short cols,
+                      const char *const *args, int tty_fd);
+
 static int run_tty(run_result *r, const char *delay, unsigned short cols,
                    const char *const *args)
+{
+    return run_tty_fd(r, delay, cols, args, 2);
+}
+
+/* The same with the terminal on tty_fd (1: stdout, then r->out holds what
+ * reached the terminal and r->err what went to stderr's file). */
+static int run_tty_fd(run_result *r, const char *delay, unsigned short cols,
+                      const char *const *args, int tty_fd)
 {
     int m, s;
     struct winsize ws = {.ws_row = 24, .ws_col = cols};
@@ -71,8 +82,8 @@ static int run_tty(run_result *r, const char *delay, unsigned short cols,
     if (pid == 0) {
         close(m);
         setsid();
-        dup2(fileno(out), 1);
-        dup2(s, 2);
+        dup2(fileno(out), 3 - tty_fd);
+        dup2(s, tty_fd);
         close(s);
         if (delay != NULL)
             setenv("RLCTL_PROGRESS_DELAY", delay, 1);
@@ -114,6 +125,14 @@ static int run_tty(run_result *r, const char *delay, unsigned short cols,
     r->out_len = on > 0 ? fread(r->out, 1, (size_t)on, out) : 0;
     r->out[r->out_len] = '\0';
     fclose(out);
+    if (tty_fd == 1) {
+        char *t = r->out;
+        size_t tl = r->out_len;
+        r->out = r->err;
+        r->out_len = r->err_len;
+        r->err = t;
+        r->err_len = tl;
+    }
     return r->status;
 }
 
@@ -271,11 +290,21 @@ START_TEST(ls_reads_the_headers_only_and_counts_keys_only_with_keys)
     ck_assert_msg(strncmp(head, "NAME ", 5) == 0 && hl > 6 && strcmp(head + hl - 6, " OWNER") == 0 &&
                       strstr(head, " USED ") == NULL && strstr(head, " LOAD ") == NULL,
                   "header: %s", r.out);
-    ck_assert_msg(strstr(r.out, "\n(keys not counted: STATUS says only what the headers say; "
-                                "'rlctl ls --keys' reads every bucket for USED, LOAD and the "
-                                "load, untracked, repaired and timeouts warnings)\n") != NULL,
-                  "no footer: %s", r.out);
+    /* Not a terminal (a script reads it): no footer. */
+    ck_assert_msg(strstr(r.out, "keys not counted") == NULL, "footer in a pipe: %s", r.out);
     run_free(&r);
+    /* On a terminal: one short line after the table. */
+    {
+        const char *a[] = {"ls", NULL};
+        ck_assert_int_eq(run_tty_fd(&r, "0", 200, a, 1), 0);
+        const char *foot = "\n(keys not counted: 'rlctl ls --keys' adds USED, LOAD and their "
+                           "warnings)\n";
+        const char *at = strstr(r.out, foot);
+        ck_assert_msg(at != NULL, "no footer on a terminal: %s", r.out);
+        ck_assert_msg(strstr(at + strlen(foot), "keys not counted") == NULL, "twice: %s", r.out);
+        ck_assert_msg(strstr(r.out, name) != NULL, "%s", r.out);
+        run_free(&r);
+    }
 
     RUN(&r, 0, "ls", "--keys");
     /* NAME STATUS POLICY CAPACITY USED LOAD SIZE(2) OWNER */
@@ -420,7 +449,7 @@ START_TEST(list_shows_reset_after_next_beside_at_rest)
     ck_assert_str_eq(w[2], "1");          /* ALLOWED */
     ck_assert_str_eq(w[3], "0");          /* DENIED */
     ck_assert_str_eq(w[4], "1000/1000");  /* AVAILABLE */
-    ck_assert_str_eq(w[5], "0");          /* RETRY_AFTER */
+    ck_assert_str_eq(w[5], "0s");         /* RETRY_AFTER: a duration, with its unit */
     ck_assert_str_eq(w[6], "1.000ms");    /* RESET_AFTER_NEXT: a new key's first request */
     ck_assert_str_eq(w[8], "yes");        /* AT_REST */
     run_free(&r);

@@ -186,6 +186,22 @@ def main():
         check([value(s_c, "srl_policy_window_seconds", compound, limit=i) for i in ("0", "1")]
               == [3600, 0], "compound windows per limit (max_hold 0: none)")
         check(value(s_c, "srl_reclaimed_total", compound) == 0, "reclaimed counter")
+        check(value(s_c, "srl_inflight_units", compound) == 0, "nothing in flight yet")
+        # A worker holds 2 units of one key: the in-flight gauge says 2; a
+        # segment without a concurrency limit has no such sample.
+        holder = subprocess.Popen([os.environ["RLCTL_WORKER"], compound, "hold", "2", "6b"],
+                                  stdout=subprocess.PIPE)
+        try:
+            check(holder.stdout.readline() == b"held\n", "the holder did not enter")
+            rc, text_h, err = rlctl("metrics", compound, deny)
+            promtool_ok(text_h, "with units in flight")
+            s_h, _ = parse(text_h)
+            check(value(s_h, "srl_inflight_units", compound) == 2, "2 units in flight")
+            check(value(s_h, "srl_inflight_units", deny) is None,
+                  "no in-flight gauge without a concurrency limit")
+        finally:
+            holder.kill()
+            holder.wait()
 
         rc, _, err = rlctl("metrics", deny, "--all")
         check(rc == 64 and "not both" in err, "NAME with --all: rc %d %r" % (rc, err))

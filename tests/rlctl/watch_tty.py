@@ -7,12 +7,19 @@ screen and display-message reads the terminal's modes.  Checked:
     come during the test), in the alternate screen, cursor hidden;
   - Ctrl-C (send-keys C-c) ends it with status 0, and the terminal is
     restored: normal screen, cursor shown, the watch screen gone;
-  - destroy + create of the name while watching: it says "was recreated"
-    and the rows that follow show the new segment's counters.
+  - destroy + create of the name while watching: it says "was recreated",
+    the rows that follow show the new segment's counters and the title its
+    policy (another one than the first segment's);
+  - not a terminal: -i 0.5 stamps rows HH:MM:SS.mmm (two rows, two
+    stamps), -i 1 HH:MM:SS; --json's t_ns is 0 in the first row and the
+    monotonic time since it after (at least the interval: rows wait for
+    absolute deadlines), equal to interval_ns in the second.
 Every wait polls for a condition, with a generous deadline (a failure, not
 a pass, when it runs out).  Needs tmux (tools/install-deps).
 """
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -91,14 +98,34 @@ def main():
         start("b", name, "0.1")
         wait_for("the first row (b)", lambda: row_with(screen("b"), ("5", "2")))
         check(rlctl("destroy", name).returncode == 0, "destroy")
-        check(rlctl("create", name, "--policy", "token_bucket:5/1h", "--capacity", "16")
+        check(rlctl("create", name, "--policy", "token_bucket:7/1h", "--capacity", "16")
               .returncode == 0, "create again")
         rlctl("try", name, "new")
         wait_for("'was recreated'", lambda: "%s was recreated" % name in screen("b"))
         wait_for("a row of the new segment", lambda: row_with(
             screen("b").split("was recreated")[-1], ("1", "0")))
+        s = screen("b")
+        check("rlctl watch %s: token_bucket:7/1h" % name in s
+              and "token_bucket:5/1h" not in s, "the title names the new policy: %r" % s)
         tmux("send-keys", "-t", "b", "C-c")
         wait_for("exit after Ctrl-C (b)", lambda: "EXIT=0" in screen("b"))
+
+        # 3. Not a terminal: the stamps follow the interval; t_ns.
+        r = rlctl("watch", name, "-i", "0.5", "-n", "2")
+        rows = r.stdout.splitlines()[1:]
+        stamps = [ln.split()[0] for ln in rows]
+        check(r.returncode == 0 and len(rows) == 2 and
+              all(re.fullmatch(r"\d\d:\d\d:\d\d\.\d{3}", t) for t in stamps) and
+              stamps[0] != stamps[1], "-i 0.5 stamps with milliseconds: %r" % r.stdout)
+        r = rlctl("watch", name, "-i", "1", "-n", "1")
+        rows = r.stdout.splitlines()[1:]
+        check(r.returncode == 0 and len(rows) == 1 and
+              re.fullmatch(r"\d\d:\d\d:\d\d", rows[0].split()[0]) is not None,
+              "-i 1 stamps whole seconds: %r" % r.stdout)
+        r = rlctl("watch", name, "-i", "0.01", "-n", "2", "--json")
+        objs = [json.loads(ln) for ln in r.stdout.splitlines()]
+        check(len(objs) == 2 and objs[0]["t_ns"] == 0 and objs[1]["t_ns"] >= 10000000 and
+              objs[1]["t_ns"] == objs[1]["interval_ns"], "t_ns: %r" % r.stdout)
     finally:
         tmux("kill-server")
         rlctl("destroy", name)
