@@ -16,7 +16,9 @@
  * than it saves, and the size guard still holds there.
  *
  * Reads only kernel files and statvfs, and writes only the caller's
- * message buffer; no lock, no state.  The paths come through
+ * message buffer; no lock, no state.  It knows sizes, not segments: the
+ * caller (shm_segment.c, which also holds srl_room_check) brings the
+ * bytes a segment needs, so this file calls nothing of the store.  The paths come through
  * SRL__ROOM_SRC (testhooks.h), which the test copy of the library can
  * redirect to fake files (tests/check_shm_room.c).
  */
@@ -234,18 +236,4 @@ int srl__room_check(const srl_config *cfg, uint64_t need, int named, char *msg, 
     struct srl__room r;
     srl__room_read(&r, need, named);
     return srl__room_verdict(&r, cfg->capacity, cfg->flags, msg, len);
-}
-
-int srl_room_check(const srl_config *cfg, char *msg, size_t len)
-{
-    srl_config norm;
-    const srl_config *use;
-    srl_limiter *unused;
-    int rc = srl__open_prologue(cfg, 0, &norm, &use, &unused);
-    if (rc != 0)
-        return srl__say(msg, len, rc, "%s", srl_strerror(rc));
-    struct srl__shm g = {0};
-    if ((rc = srl__shm_geometry(&g, use)) != 0)
-        return srl__say(msg, len, rc, "%s", srl_strerror(rc));
-    return srl__room_check(use, g.map_bytes, 1, msg, len);
 }

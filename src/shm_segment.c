@@ -38,6 +38,7 @@
  * being built: it has no name.
  */
 #include "shm.h"
+#include "msg.h"
 #include "proc.h"
 
 #include <errno.h>
@@ -778,6 +779,20 @@ static int open_round(struct srl__shm *s, const char *path, const srl_config *cf
         errno = e;
     }
     return rc;
+}
+
+int srl_room_check(const srl_config *cfg, char *msg, size_t len)
+{
+    srl_config norm;
+    const srl_config *use;
+    srl_limiter *unused;
+    int rc = srl__open_prologue(cfg, 0, &norm, &use, &unused);
+    struct srl__shm g = {0};
+    if (rc == 0)
+        rc = srl__shm_geometry(&g, use);
+    if (rc != 0)
+        return srl__say(msg, len, rc, "%s", srl_strerror(rc));
+    return srl__room_check(use, g.map_bytes, 1, msg, len);
 }
 
 /* srl__shm_segment_open with the test build's open flags (0 when shipped). */
