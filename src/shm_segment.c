@@ -720,10 +720,10 @@ static int build_and_link(struct srl__shm *s, const char *path, const char *full
     }
     (void)flock(fd, LOCK_UN);
     if (rc != 0) {
-        if (s->base != NULL)
+        if (s->base != NULL)   /* ours: nothing maps s->base before a create */
             munmap(s->base, s->map_bytes);
         s->base = NULL;
-        close(fd);
+        close(fd);             /* and the unnamed file is gone */
         return rc;
     }
     *fdp = fd;
