@@ -31,6 +31,7 @@
 #include "srl.h"
 #include "testutil.h"
 #include "shm_testutil.h"
+#include "park_testutil.h"
 
 #define MiB (1024ull * 1024ull)
 
@@ -246,20 +247,10 @@ START_TEST(a_creator_killed_mid_build_leaves_nothing)
     char name[128];
     strcpy(name, unique_name("killed"));
     for (int round = 0; round < 3; round++) {
-        int report[2], go[2];
-        ck_assert_int_eq(pipe(report), 0);
-        ck_assert_int_eq(pipe(go), 0);
-        srl__shm_set_test_park_built(report[1], go[0]);
-        pid_t pid = test_fork();
-        if (pid == 0) {
-            srl_limiter *lim;
-            _exit(srl_open_shared(name, &cfg, SRL_CREATE, &lim) == 0 ? 0 : 1);
-        }
-        srl__shm_set_test_park_built(-1, -1);
+        int go;
         uint64_t ino;
+        pid_t pid = fork_parked_creator(name, &cfg, &go, &ino);
         /* Parked: the whole size reserved (posix_fallocate), no table yet. */
-        ck_assert_int_eq(read(report[0], &ino, sizeof ino), (ssize_t)sizeof ino);
-        ck_assert_uint_ne(ino, 0);
         assert_no_file(name);
         ck_assert_int_eq(kill(pid, SIGKILL), 0);
         int status;
@@ -268,10 +259,7 @@ START_TEST(a_creator_killed_mid_build_leaves_nothing)
         assert_no_file(name);
         ck_assert_msg(!shm_has_inode(ino), "the killed creator's file %llu stays in /dev/shm",
                       (unsigned long long)ino);
-        for (int i = 0; i < 2; i++) {
-            close(report[i]);
-            close(go[i]);
-        }
+        close(go);
     }
     /* Nothing stale either: the next creator makes it at once. */
     srl_limiter *lim;

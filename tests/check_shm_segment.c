@@ -42,6 +42,7 @@
 #include "srl.h"
 #include "testutil.h"
 #include "shm_testutil.h"
+#include "park_testutil.h"
 
 static srl_config config(uint32_t permits, uint64_t capacity)
 {
@@ -471,15 +472,10 @@ START_TEST(a_creator_mid_build_shows_nothing_and_a_second_creator_waits_for_it)
     srl_config cfg = config(10, 100);
     char name[128];
     strcpy(name, unique_name("slow"));
-    int report[2], go[2], res[2];
-    ck_assert_int_eq(pipe(report), 0);
-    ck_assert_int_eq(pipe(go), 0);
-    ck_assert_int_eq(pipe(res), 0);
-    srl__shm_set_test_park_built(report[1], go[0]);
-    pid_t first = fork_creator(name, &cfg, 0);
-    srl__shm_set_test_park_built(-1, -1);
+    int go, res[2];
     uint64_t ino;
-    ck_assert_int_eq(read(report[0], &ino, sizeof ino), (ssize_t)sizeof ino);
+    pid_t first = fork_parked_creator(name, &cfg, &go, &ino);
+    ck_assert_int_eq(pipe(res), 0);
     assert_no_file(name);
     pid_t second = test_fork();
     if (second == 0) {
@@ -506,18 +502,16 @@ START_TEST(a_creator_mid_build_shows_nothing_and_a_second_creator_waits_for_it)
     ck_assert_msg(seen == 1, "the second creator reserved or made a segment of its own (fds %d)",
                   seen);
     assert_no_file(name);
-    ck_assert_int_eq(write(go[1], "g", 1), 1);
+    ck_assert_int_eq(write(go, "g", 1), 1);
     int32_t out[2];
     ck_assert_int_eq(read(res[0], out, sizeof out), (ssize_t)sizeof out);
     assert_child_ok(first);
     assert_child_ok(second);
     ck_assert_int_eq(out[0], 0);
     ck_assert_int_eq(out[1], first);           /* the first one's segment */
-    for (int i = 0; i < 2; i++) {
-        close(report[i]);
-        close(go[i]);
-        close(res[i]);
-    }
+    close(go);
+    close(res[0]);
+    close(res[1]);
     ck_assert_int_eq(srl_unlink(name), 0);
 }
 END_TEST
