@@ -410,6 +410,9 @@ struct srl__room {
     uint64_t can_give;        /* min(mem_available, cg_free) less the margin */
 };
 void srl__room_read(struct srl__room *r, uint64_t need, int named);
+/* The same from the files src names (the fuzz target's way in). */
+void srl__room_read_from(struct srl__room *r, uint64_t need, int named,
+                         const struct srl__room_src *src);
 /* 0, SRL_ENOSPC or SRL_ETOOBIG (srl.h, ROOM) for r, with the sentence in msg. */
 int srl__room_verdict(const struct srl__room *r, uint64_t capacity, uint32_t cfg_flags, char *msg,
                       size_t len);

@@ -156,7 +156,12 @@ static void cgroups(struct srl__room *r, const struct srl__room_src *src)
 
 void srl__room_read(struct srl__room *r, uint64_t need, int named)
 {
-    const struct srl__room_src *src = SRL__ROOM_SRC(&real_src);
+    srl__room_read_from(r, need, named, SRL__ROOM_SRC(&real_src));
+}
+
+void srl__room_read_from(struct srl__room *r, uint64_t need, int named,
+                         const struct srl__room_src *src)
+{
     memset(r, 0, sizeof *r);
     r->need = need;
     r->guard = src->guard;
