@@ -922,6 +922,8 @@ static int open_limiter(apr_pool_t *pconf, server_rec *s, const srl_ap_registry 
             l->lim = NULL;
         }
     }
+    if ((rc == SRL_ENOSPC || rc == SRL_ETOOBIG) && l->redis == NULL)
+        srl_room_check(&cfg, why, sizeof why);   /* what it needs, what is free */
     if (rc != 0) {
         ap_log_error(APLOG_MARK, APLOG_EMERG, rc == SRL_ESYS ? errno : 0, s,
                      "SrlLimiter %s (%s): cannot open %s: %s%s%s%s", l->name,

@@ -121,11 +121,12 @@ extern "C" {
     XX(ECORRUPT, -12, "segment is corrupt (header or table inconsistent)") \
     XX(ESTALE, -13, "segment is stale: its creator died before it was ready; unlink it (rlctl destroy)") \
     XX(EACCES, -14, "permission denied (segment owner or mode refused)") \
-    XX(ENOSPC, -15, "no space left on the shared-memory filesystem") \
+    XX(ENOSPC, -15, "no room for the segment in /dev/shm or in the memory the kernel can give") \
     XX(ETIMEDOUT, -16, "timed out waiting for a lock or for the segment's creator")  /* a lock or the segment's creator did not answer */ \
     XX(ENOTRECOVERABLE, -17, "a bucket lock is not recoverable") \
     XX(ENOTSUP, -18, "operation not supported by this limiter") \
-    XX(ESYS, -19, "system error (see errno)")  /* another operating-system error; see errno */
+    XX(ESYS, -19, "system error (see errno)")  /* another operating-system error; see errno */ \
+    XX(ETOOBIG, -20, "segment larger than the size guard: pass force (SRL_CONFIG_FORCE)")
 
 #define SRL__ERRNO_ENUM(name, code, msg) SRL_##name = (code),
 enum { SRL_ERRNO_MAP(SRL__ERRNO_ENUM) };
@@ -616,6 +617,16 @@ typedef struct srl_config {
 #define SRL_CONFIG_LOCKFREE 0x4u
 
 /*
+ * SRL_CONFIG_FORCE: a creator of a segment larger than
+ * SRL_SEGMENT_GUARD_BYTES means that size.  Without it such a creation is
+ * SRL_ETOOBIG even if memory would hold it (a capacity typo, 400M for
+ * 400k, must not reserve tens of GiB); with it, it is made if it fits.  A
+ * segment that does not fit is SRL_ENOSPC either way (srl_room_check).
+ * Openers of an existing segment, and other stores, ignore it.
+ */
+#define SRL_CONFIG_FORCE 0x8u
+
+/*
  * TIERS: one segment, several named policies ("free" 100 a minute, "paid"
  * 10000).  Tier 0 is the config's own policy, named "default"; the config
  * may add up to SRL_TIERS_MAX - 1 more (cfg->tiers[i] is tier i + 1).  A
@@ -701,14 +712,45 @@ SRL_API int srl_name_check(const char *name);
  * from its policy, size against the file).
  * Errors: SRL_EINVAL, SRL_EPOLICY, SRL_ENOENT, SRL_EEXIST, SRL_EMISMATCH,
  * SRL_EFOREIGN, SRL_EVERSION, SRL_ECORRUPT, SRL_ESTALE, SRL_EACCES,
- * SRL_ENOSPC, SRL_ETIMEDOUT, SRL_ENOMEM, SRL_ESYS.  On error *out is NULL
- * and nothing was created.
+ * SRL_ENOSPC, SRL_ETOOBIG (ROOM below), SRL_ETIMEDOUT, SRL_ENOMEM, SRL_ESYS.
+ * On error *out is NULL and nothing was created.
  */
 SRL_API int srl_open_shared(const char *name, const srl_config *cfg,
                             unsigned flags, srl_limiter **out);
 
+/*
+ * ROOM.  A new segment's pages are RAM (tmpfs; an anonymous one's too), all
+ * reserved at creation, so a creator (srl_open_shared with SRL_CREATE of a
+ * name that does not exist, srl_open_anonymous) first checks that it fits:
+ *   - in /dev/shm's free space (named segments only), else SRL_ENOSPC;
+ *   - in what the kernel can give: the least of MemAvailable
+ *     (/proc/meminfo) and, for each cgroup the caller is in, from its own
+ *     up to the root, its memory limit minus its usage (cgroup v2
+ *     memory.max - memory.current, v1 memory.limit_in_bytes -
+ *     memory.usage_in_bytes), less a margin of 5 %, else SRL_ENOSPC (a
+ *     figure that cannot be read is not counted);
+ *   - above SRL_SEGMENT_GUARD_BYTES, only with SRL_CONFIG_FORCE, else
+ *     SRL_ETOOBIG.
+ * Nothing is reserved or created before the check, and a creator that
+ * fails or dies at any later point leaves nothing behind either: the
+ * segment is built under no name and named once READY.
+ *
+ * srl_room_check: what that check says now about a new segment of cfg
+ * (its capacity, policy, tiers, key_display and flags), changing nothing:
+ * 0 if it fits, else SRL_ENOSPC or SRL_ETOOBIG with msg (may be NULL; 512
+ * bytes suffice) saying what the segment needs, what is free and what to
+ * do, e.g. "the segment needs 22.4 GiB (capacity 400000000 keys); the
+ * kernel can give 18.1 GiB (MemAvailable 19.1 GiB, cgroup limit none,
+ * margin 5%): lower the capacity, or free memory".  Also SRL_EINVAL and
+ * SRL_EPOLICY for a bad cfg.  Bindings call it after a creating open
+ * failed with either code, to print the detail.
+ */
+#define SRL_SEGMENT_GUARD_BYTES (1ull << 30)   /* 1 GiB */
+SRL_API int srl_room_check(const srl_config *cfg, char *msg, size_t len);
 
-/* The same table in an anonymous MAP_SHARED mapping: create, then fork. */
+
+/* The same table in an anonymous MAP_SHARED mapping: create, then fork.
+ * Its room is checked as a named creator's (ROOM), /dev/shm aside. */
 SRL_API int srl_open_anonymous(const srl_config *cfg, srl_limiter **out);
 
 /*

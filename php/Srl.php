@@ -86,6 +86,7 @@ final class SrlError
     public const ENOTRECOVERABLE = -17;
     public const ENOTSUP = -18;
     public const ESYS = -19;
+    public const ETOOBIG = -20;
 }
 
 final class Srl

@@ -44,7 +44,7 @@ static const char *const code_names[] = {
     "SRL_OK", "SRL_EINVAL", "SRL_EPOLICY", "SRL_ECOST", "SRL_EKEY", "SRL_ENOMEM",
     "SRL_ENOBUFS", "SRL_ENOENT", "SRL_EEXIST", "SRL_EMISMATCH", "SRL_EFOREIGN",
     "SRL_EVERSION", "SRL_ECORRUPT", "SRL_ESTALE", "SRL_EACCES", "SRL_ENOSPC",
-    "SRL_ETIMEDOUT", "SRL_ENOTRECOVERABLE", "SRL_ENOTSUP", "SRL_ESYS",
+    "SRL_ETIMEDOUT", "SRL_ENOTRECOVERABLE", "SRL_ENOTSUP", "SRL_ESYS", "SRL_ETOOBIG",
 };
 
 static const char *code_name(int code)
@@ -464,7 +464,7 @@ static PyObject *Limiter_shared(PyObject *cls, PyObject *args, PyObject *kw)
     srl_config cfg;
     srl_limiter *lim = NULL;
     unsigned flags;
-    char what[300];
+    char what[800];
 
     if (!PyArg_ParseTupleAndKeywords(args, kw, "s|OO&O&spp$O&O&pOppp:shared", kwlist, &name,
                                      &policy, to_u64, &capacity, to_u64, &key_display,
@@ -511,7 +511,10 @@ static PyObject *Limiter_shared(PyObject *cls, PyObject *args, PyObject *kw)
         return raise_srl(rc, msg);
     }
     if (rc < 0) {
-        snprintf(what, sizeof what, "srl_open_shared('%.200s')", name);
+        char why[512] = "";   /* a refused size: what it needs, what is free */
+        if ((rc == SRL_ENOSPC || rc == SRL_ETOOBIG) && create)
+            srl_room_check(&cfg, why, sizeof why);
+        snprintf(what, sizeof what, "srl_open_shared('%.200s')%s%s", name, why[0] ? ": " : "", why);
         return raise_srl(rc, what);
     }
     return limiter_wrap((PyTypeObject *)cls, lim);

@@ -48,7 +48,8 @@ int srl__config_check(const srl_config *cfg)
         return SRL_EINVAL;
     if (cfg->on_full != SRL_ON_FULL_ALLOW && cfg->on_full != SRL_ON_FULL_DENY)
         return SRL_EINVAL;
-    if ((cfg->flags & ~(SRL_CONFIG_DRY_RUN | SRL_CONFIG_FLOOD_CACHE | SRL_CONFIG_LOCKFREE)) != 0)
+    if ((cfg->flags & ~(SRL_CONFIG_DRY_RUN | SRL_CONFIG_FLOOD_CACHE | SRL_CONFIG_LOCKFREE |
+                       SRL_CONFIG_FORCE)) != 0)
         return SRL_EINVAL;
     for (size_t i = 0; i < sizeof cfg->reserved / sizeof cfg->reserved[0]; i++)
         if (cfg->reserved[i] != 0)

@@ -8,6 +8,7 @@
  *
  * Files:
  *   shm_segment.c  create/open/validate/map a segment (named or anonymous)
+ *   shm_room.c     will a new segment fit: /dev/shm, memory, the size guard
  *   shm_lock.c     robust bucket mutexes (init, kind check), deadlines, undo record
  *   shm_table.c    hashing, locking with crash repair, lookup, the decisions,
  *                  insert, relocation, reclaim
@@ -388,6 +389,35 @@ void srl__shm_unmap(struct srl__shm *s);
 uint64_t srl__shm_header_sum(const struct srl__shm_header *h);
 /* srl_check's header part: checksum and file size; returns problems found. */
 int64_t srl__shm_check_header(struct srl__shm *s, srl_report_fn fn, void *ctx);
+
+/* --------------------------------------------------------- shm_room.c */
+
+/* Where the room check reads its figures (the real files; the test copy
+ * of the library can redirect them: testhooks.h, SRL__ROOM_SRC). */
+struct srl__room_src {
+    const char *meminfo;      /* /proc/meminfo */
+    const char *proc_cgroup;  /* /proc/self/cgroup */
+    const char *cgroup_root;  /* /sys/fs/cgroup (v2 there, v1's memory/ under it) */
+    const char *shm_dir;      /* /dev/shm */
+    uint64_t guard;           /* SRL_SEGMENT_GUARD_BYTES */
+};
+/* What a new segment of need bytes meets (UINT64_MAX: unknown, or no limit). */
+struct srl__room {
+    uint64_t need, guard;
+    uint64_t shm_free;        /* /dev/shm's free bytes (named segments only) */
+    uint64_t mem_available;   /* MemAvailable */
+    uint64_t cg_free, cg_limit, cg_used; /* the tightest cgroup: limit - usage */
+    uint64_t can_give;        /* min(mem_available, cg_free) less the margin */
+};
+void srl__room_read(struct srl__room *r, uint64_t need, int named);
+/* The same from the files src names (the fuzz target's way in). */
+void srl__room_read_from(struct srl__room *r, uint64_t need, int named,
+                         const struct srl__room_src *src);
+/* 0, SRL_ENOSPC or SRL_ETOOBIG (srl.h, ROOM) for r, with the sentence in msg. */
+int srl__room_verdict(const struct srl__room *r, uint64_t capacity, uint32_t cfg_flags, char *msg,
+                      size_t len);
+/* Both for a segment of cfg of need bytes (named: in /dev/shm); cfg normalised. */
+int srl__room_check(const srl_config *cfg, uint64_t need, int named, char *msg, size_t len);
 /* The segment file's size now (0 for an anonymous mapping). */
 uint64_t srl__shm_file_bytes(const struct srl__shm *s);
 

@@ -1,25 +1,27 @@
 /*
  * shm_segment.c - segment lifecycle: create-or-open, validate, map, unmap.
  *
- * Creation race: link(2) decides the one initialiser.  Each creator makes
- * an unnamed file in /dev/shm (O_TMPFILE), takes its flock, fchmods it to
- * cfg->mode (umask aside) and writes the header page with state INIT and
- * its pid, then links it to the name; the link that finds the name taken
- * fails with EEXIST and its file vanishes (create_linked).  So a file at
- * the name always has its header, and its creator's flock until READY.
- * The winner then reserves the whole size with posix_fallocate (a full
- * tmpfs fails here with ENOSPC, never later with SIGBUS), maps it,
- * initialises every bucket and finally publishes state = READY with
- * release ordering.  On any failure it marks the header FAILED and unlinks
- * what it created; waiters that see FAILED start over (and may become the
- * creator).
+ * Creation (create_named): a creator first looks at the name; if anything
+ * is there it opens it and reserves nothing.  Else it takes the creators'
+ * lock (a flock on /dev/shm itself, bounded: creators_lock), looks again,
+ * checks that the segment fits (shm_room.c: /dev/shm's free space, the
+ * memory the kernel can give, the size guard: SRL_ENOSPC, SRL_ETOOBIG),
+ * and builds the whole segment in an unnamed file (O_TMPFILE): mode,
+ * header with state INIT and its pid, the whole size (posix_fallocate),
+ * the table, READY with release ordering.  Only then is the file linked
+ * to the name (build_and_link); a link that finds the name taken fails
+ * with EEXIST, and that creator drops its segment and opens the other.
+ * So a failure or a death at any point leaves nothing behind, and a file
+ * at the name is READY from its first instant.  The lock bounds what
+ * racing creators reserve (docs/design.md, "Creation"); the link alone
+ * decides which segment is the one.
  *
- * Losers (and plain opens) wait, bounded by SRL__SHM_READY_WAIT_MS (by
- * SRL__SHM_CREATOR_WAIT_MS while the creator still holds its flock: slow on
- * a loaded machine, not dead), until
- * the header is present and READY (acquire load); a creator that is dead
- * before READY gives SRL_ESTALE, a live one that does not finish gives
- * SRL_ETIMEDOUT.  Then the header is validated as untrusted input (magic,
+ * An opener still checks the state (acquire load): a file at the name
+ * that is not READY is not one this version's creators make (an older
+ * version's creator, or a stray file), and it waits, bounded by
+ * SRL__SHM_READY_WAIT_MS (by SRL__SHM_CREATOR_WAIT_MS while that file's
+ * flock is held), then gives SRL_ESTALE if the creator named in it is
+ * dead, SRL_ETIMEDOUT if it lives.  Then the header is validated as untrusted input (magic,
  * version, ABI, geometry recomputed from the policy and compared, size
  * against fstat) and the geometry is copied into the private handle.
  *
@@ -30,11 +32,13 @@
  * the header: SRL_EMISMATCH, or with SRL_CHANGE a live change
  * (shm_change.c) once the handle is open.
  *
- * No locks here but the creator's flock, a sign of life only: the header
- * is immutable once READY (only the creator writes it, before READY), and
- * nobody else touches a mapping being set up.
+ * Locks: the creators' lock (above) and the creator's flock on its own
+ * file, a sign of life only.  The header is immutable once READY (only the
+ * creator writes it, before READY), and nobody else can touch a segment
+ * being built: it has no name.
  */
 #include "shm.h"
+#include "msg.h"
 #include "proc.h"
 
 #include <errno.h>
@@ -304,31 +308,6 @@ static int create_header(struct srl__shm *s, int fd, const srl_config *cfg)
     return 0;
 }
 
-/* The second half, once the file is at the name (waiters see its INIT
- * header and its flock): the whole size, the table, READY.  The
- * allocation comes only now so that creators racing for one name never
- * each reserve a whole segment (only the one whose link won does). */
-static int create_rest(struct srl__shm *s, int fd, const srl_config *cfg, unsigned test_flags)
-{
-#ifdef SRL_MUTANTS
-    if (test_flags & SRL__SHM_TEST_SLOW_CREATE) {
-        struct timespec pause = {3, 0};
-        while (nanosleep(&pause, &pause) != 0 && errno == EINTR) {
-        }
-    }
-#endif
-    int e = posix_fallocate(fd, 0, (off_t)s->map_bytes);
-    if (e != 0)
-        return errno_code(e);
-    void *p = mmap(NULL, s->map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (p == MAP_FAILED)
-        return errno_code(errno);
-    s->base = p;
-    s->mode = cfg->mode;
-    s->owner_uid = (uint32_t)geteuid();
-    return publish(s, cfg, test_flags);
-}
-
 /* ------------------------------------------------------------ open */
 
 /* Validate a READY header against the handle's expectations (or adopt its
@@ -501,8 +480,8 @@ static int wait_ready(int fd, struct srl__shm_header **hdr, struct stat *st)
                 continue;
             }
             /* Empty or all-zero header and nobody finished it: not a file
-             * a creator of this version made (create_linked names a file
-             * only once its header is written), or a copy of an older
+             * a creator of this version made (build_and_link names a file
+             * only once it is READY), or a copy of an older
              * version's creator that died before its first write. */
             if (*hdr == NULL || all_zero((*hdr)->magic, 8))
                 return SRL_ESTALE;
@@ -645,34 +624,86 @@ static int open_errno(const char *path, int e)
     return errno_code(e);
 }
 
-/* Make the segment's file under no name: an O_TMPFILE in /dev/shm (where
- * glibc's shm_open puts every name), flocked, with its INIT header written,
- * then linked to the name.  A file at the name therefore always shows a
- * header and, until READY, its creator's flock: a creator descheduled at
- * any point is never mistaken for a dead one (a file made by shm_open
- * first and locked after stood empty and unlocked in between, and a waiter
- * that saw it so for its whole bounded wait called it stale; seen with
- * eight racing openers on a loaded 2-core machine).  The link fails with
- * EEXIST if someone else's file got the name first, as O_EXCL would, and
- * the loser's file vanishes with its descriptor.  Returns 0 with *fdp the
- * linked file, SRL_EEXIST, or another SRL_E* code; nothing is left behind
- * on failure. */
-static int create_linked(struct srl__shm *s, const char *path, const srl_config *cfg,
-                         unsigned test_flags, int *fdp)
+/* The creators' lock: an exclusive flock on the /dev/shm directory itself,
+ * held from "the name is free" to the link of a built segment.  It
+ * serialises the creators of the host (of every name: creations are rare
+ * and short), so that racing creators of one name do not each reserve a
+ * whole segment before the link decides, and each room check sees the
+ * memory the previous creator took.  It is a bound on waste, not what
+ * makes one segment (the link does that): it needs no file (nothing to
+ * leave behind; any user can flock a directory it can open), and it is
+ * given up after SRL__SHM_CREATOR_WAIT_MS (a stopped or hostile holder
+ * costs that wait, never the creation) or as soon as the name appears.
+ * Returns the locked descriptor, -1 if the lock was not had (build
+ * unserialised), or -2 if the name appeared meanwhile. */
+static int creators_lock(const char *full)
 {
-    char full[300], self[64];
-    snprintf(full, sizeof full, "/dev/shm%s", path);
+    int dfd = open("/dev/shm", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0)
+        return -1;
+    uint64_t until = mono_ms() + SRL__SHM_CREATOR_WAIT_MS;
+    struct stat st;
+    while (flock(dfd, LOCK_EX | LOCK_NB) != 0) {
+        if ((errno != EWOULDBLOCK && errno != EINTR) || mono_ms() >= until) {
+            close(dfd);
+            return -1;
+        }
+        if (lstat(full, &st) == 0) {
+            close(dfd);
+            return -2;
+        }
+        struct timespec nap = {0, 2 * 1000 * 1000};
+        nanosleep(&nap, NULL);
+    }
+    return dfd;
+}
+
+/* Build the whole segment in an unnamed file (an O_TMPFILE in /dev/shm,
+ * where glibc's shm_open puts every name): mode, header (INIT), the whole
+ * size reserved with posix_fallocate (a full tmpfs fails here with ENOSPC,
+ * never later with SIGBUS), the table, READY; only then link it to the
+ * name.  A creator that fails or dies at any point before the link leaves
+ * nothing: its file has no name and vanishes with its descriptor.  So a
+ * file at the name is READY from the moment it appears, and no waiter can
+ * take a creator descheduled mid-way for a dead one.  The link fails with
+ * EEXIST if another creator's segment got the name first (one that did
+ * not have the creators' lock): this one is then dropped whole.  Returns 0
+ * with *fdp the linked, mapped segment, SRL_EEXIST (nothing kept), or
+ * another SRL_E* code. */
+static int build_and_link(struct srl__shm *s, const char *path, const char *full,
+                          const srl_config *cfg, unsigned test_flags, int *fdp)
+{
+    int rc = srl__room_check(cfg, s->map_bytes, 1, NULL, 0);
+    if (rc != 0)
+        return rc;
     int fd = open("/dev/shm", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
     if (fd < 0)
         return errno_code(errno);
-    /* Held until create_rest is done: a waiter that finds the header still
-     * INIT after its bound asks this lock whether we are still at it (slow,
-     * say on a loaded machine) before it gives up (wait_ready).  Nobody
-     * else can hold a lock on a file with no name. */
-    int rc = flock(fd, LOCK_EX | LOCK_NB) == 0 ? create_header(s, fd, cfg) : errno_code(errno);
+    /* Held until linked: a file at the name that is not READY (a creator
+     * of an older version, or SRL__SHM_TEST_NO_READY) is judged alive or
+     * dead by it (wait_ready). */
+    rc = flock(fd, LOCK_EX | LOCK_NB) == 0 ? create_header(s, fd, cfg) : errno_code(errno);
+    if (rc == 0) {
+        int e = posix_fallocate(fd, 0, (off_t)s->map_bytes);
+        if (e != 0)
+            rc = errno_code(e);
+    }
+    if (rc == 0) {
+        SRL__SHM_PARK_BUILT(fd);
+        void *p = mmap(NULL, s->map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (p == MAP_FAILED) {
+            rc = errno_code(errno);
+        } else {
+            s->base = p;
+            s->mode = cfg->mode;
+            s->owner_uid = (uint32_t)geteuid();
+            rc = publish(s, cfg, test_flags);
+        }
+    }
 #ifdef SRL_MUTANTS
-    /* A creator descheduled before its link: it waits until someone else
-     * has made the name (the test arranges it) and must then lose cleanly. */
+    /* A creator descheduled before its link, without the creators' lock: it
+     * waits until someone else has made the name (the test arranges it) and
+     * must then lose cleanly. */
     if (rc == 0 && (test_flags & SRL__SHM_TEST_SLOW_LINK)) {
         struct stat st;
         for (int i = 0; i < 30000 && stat(full, &st) != 0; i++) {
@@ -680,20 +711,44 @@ static int create_linked(struct srl__shm *s, const char *path, const srl_config 
             nanosleep(&nap, NULL);
         }
     }
-#else
-    (void)test_flags;
 #endif
     if (rc == 0) {
+        char self[64];
         snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
         if (linkat(AT_FDCWD, self, AT_FDCWD, full, AT_SYMLINK_FOLLOW) != 0)
             rc = errno == EEXIST ? SRL_EEXIST : open_errno(path, errno);
     }
+    (void)flock(fd, LOCK_UN);
     if (rc != 0) {
-        close(fd);
+        if (s->base != NULL)   /* ours: nothing maps s->base before a create */
+            munmap(s->base, s->map_bytes);
+        s->base = NULL;
+        close(fd);             /* and the unnamed file is gone */
         return rc;
     }
     *fdp = fd;
     return 0;
+}
+
+/* Create the segment at path unless something is there already:
+ * SRL_EEXIST (nothing reserved), 0 with *fdp the new segment, or an error. */
+static int create_named(struct srl__shm *s, const char *path, const srl_config *cfg,
+                        unsigned test_flags, int *fdp)
+{
+    char full[300];
+    struct stat st;
+    snprintf(full, sizeof full, "/dev/shm%s", path);
+    if (lstat(full, &st) == 0)
+        return SRL_EEXIST;
+    int lock = SRL__MUTANT(test_flags, SRL__SHM_TEST_SLOW_LINK) ? -1 : creators_lock(full);
+    int rc;
+    if (lock == -2 || (lock >= 0 && lstat(full, &st) == 0))
+        rc = SRL_EEXIST;   /* made while we waited */
+    else
+        rc = build_and_link(s, path, full, cfg, test_flags, fdp);
+    if (lock >= 0)
+        close(lock);       /* and with it the flock */
+    return rc;
 }
 
 /* One attempt of srl__shm_open: 0, an SRL_E* code, or RETRY. */
@@ -703,7 +758,7 @@ static int open_round(struct srl__shm *s, const char *path, const srl_config *cf
     int fd = -1, rc = 0;
     bool created = false;
     if (flags & SRL_CREATE) {
-        rc = create_linked(s, path, cfg, test_flags, &fd);
+        rc = create_named(s, path, cfg, test_flags, &fd);
         created = rc == 0;
         if (rc == SRL_EEXIST && !(flags & SRL_EXCL))
             rc = 0;   /* someone else's: open it below */
@@ -711,23 +766,11 @@ static int open_round(struct srl__shm *s, const char *path, const srl_config *cf
     if (fd < 0 && rc == 0) {
         fd = shm_open(path, O_RDWR | O_CLOEXEC, 0);
         if (fd < 0)
-            /* Gone between our two opens: its creator failed and unlinked it. */
+            /* Gone between our two looks: someone unlinked it. */
             rc = errno == ENOENT && (flags & SRL_CREATE) ? RETRY : open_errno(path, errno);
     }
-    if (rc == 0)
-        rc = created ? create_rest(s, fd, cfg, test_flags)
-                     : open_existing(s, fd, cfg, (flags & SRL_ADOPT) ? NULL : cfg);
-    if (created)
-        (void)flock(fd, LOCK_UN);
-    if (rc != 0 && created) {
-        /* Tell anyone already waiting on this file that it will never be
-         * READY, then unlink. */
-        uint32_t failed = SRL__SHM_FAILED;
-        if (pwrite(fd, &failed, sizeof failed, offsetof(struct srl__shm_header, state)) < 0) {
-            /* nothing more to do: the waiters time out instead */
-        }
-        shm_unlink(path);
-    }
+    if (rc == 0 && !created)
+        rc = open_existing(s, fd, cfg, (flags & SRL_ADOPT) ? NULL : cfg);
     if (rc == 0) {
         s->fd = fd;  /* kept to fstat: srl_check and srl_info see a truncation */
     } else if (fd >= 0) {
@@ -736,6 +779,20 @@ static int open_round(struct srl__shm *s, const char *path, const srl_config *cf
         errno = e;
     }
     return rc;
+}
+
+int srl_room_check(const srl_config *cfg, char *msg, size_t len)
+{
+    srl_config norm;
+    const srl_config *use;
+    srl_limiter *unused;
+    int rc = srl__open_prologue(cfg, 0, &norm, &use, &unused);
+    struct srl__shm g = {0};
+    if (rc == 0)
+        rc = srl__shm_geometry(&g, use);
+    if (rc != 0)
+        return srl__say(msg, len, rc, "%s", srl_strerror(rc));
+    return srl__room_check(use, g.map_bytes, 1, msg, len);
 }
 
 /* srl__shm_segment_open with the test build's open flags (0 when shipped). */
@@ -819,6 +876,12 @@ int srl__shm_segment_open_anonymous(const srl_config *cfg, const struct srl__sto
     if (s == NULL)
         return SRL_ENOMEM;
     if ((rc = srl__shm_geometry(s, cfg)) != 0) {
+        free(s);
+        return rc;
+    }
+    /* Its pages are RAM as a named segment's are, all touched by the
+     * table's initialisation below. */
+    if ((rc = srl__room_check(cfg, s->map_bytes, 0, NULL, 0)) != 0) {
         free(s);
         return rc;
     }

@@ -22,6 +22,24 @@
 #define SRL__MUTANT(flags, bit) 0
 #endif
 
+/* The two hook points of segment creation (shm_room.c, shm_segment.c),
+ * defined by src/testhooks_shm.c, which only the test copy compiles:
+ *   SRL__ROOM_SRC(real)     the files the room check reads: real, or the
+ *                           fakes of srl__room_set_test_src;
+ *   SRL__SHM_PARK_BUILT(fd) a creator whose segment (fd) is reserved and
+ *                           not yet built or named: parks there when
+ *                           srl__shm_set_test_park_built armed it. */
+#ifdef SRL_MUTANTS
+struct srl__room_src;
+const struct srl__room_src *srl__room_test_src(const struct srl__room_src *real);
+void srl__shm_test_park_built(int fd);
+#define SRL__ROOM_SRC(real) srl__room_test_src(real)
+#define SRL__SHM_PARK_BUILT(fd) srl__shm_test_park_built(fd)
+#else
+#define SRL__ROOM_SRC(real) (real)
+#define SRL__SHM_PARK_BUILT(fd) ((void)(fd))
+#endif
+
 #ifdef SRL_MUTANTS
 
 #include "srl.h"
@@ -33,10 +51,10 @@ enum {
     SRL__SHM_TEST_GET_THEN_PUT = 0x4u,  /* broken: search, unlock, then insert (no both-locks) */
     SRL__SHM_TEST_NOLOCK_REFUND = 0x8u, /* broken: refund an existing key without its lock */
     SRL__SHM_TEST_NOLOCK_ENTER = 0x10u, /* broken: srl_enter on an existing key without its lock */
-    SRL__SHM_TEST_SLOW_CREATE = 0x20u,  /* creator pauses 3 s once its INIT header is at
-                                           the name (descheduled on a loaded machine) */
-    SRL__SHM_TEST_SLOW_LINK = 0x8000u,  /* creator waits, its file unnamed, until someone
-                                           else has made the name, then links */
+    /* 0x20u: free. */
+    SRL__SHM_TEST_SLOW_LINK = 0x8000u,  /* creator, without the creators' lock, builds its
+                                           segment, waits until someone else has made the
+                                           name, then links */
     /* Live policy changes (tests/check_shm_live.c). */
     SRL__SHM_TEST_LIVE_NO_CONVERT = 0x40u, /* broken: a slot of the previous generation
                                               keeps its bytes as they are */
@@ -88,6 +106,15 @@ void srl__shm_set_test_flags(srl_limiter *lim, unsigned flags);
  * (SRL__SHM_TEST_NO_READY); the shipped srl__shm_open takes none. */
 int srl__shm_open_test(const char *name, const srl_config *cfg, unsigned flags,
                        unsigned test_flags, srl_limiter **out);
+
+/* Segment creation (src/testhooks_shm.c).  The room check reads fake's
+ * files (a NULL member, or guard 0: the real one) until called with NULL.
+ * Before the fork of a creator: the next creator of this process (and of
+ * its children, which inherit it) that has reserved its segment writes the
+ * file's inode number (8 bytes) to report_fd, then waits for a byte (or
+ * EOF) on go_fd before it builds the table; once, then disarmed. */
+void srl__room_set_test_src(const struct srl__room_src *fake);
+void srl__shm_set_test_park_built(int report_fd, int go_fd);
 
 /* The in-process store (src/local*.c).  Each reintroduces one bug the design
  * closes, so a test can show it catches it. */

@@ -6,7 +6,7 @@
 # so a stripped library is refused rather than passed.
 set -u
 # One symbol per mutant: the hooks, and the static functions only a mutant calls.
-MUTANTS='srl__shm_set_test_flags srl__local_set_broken decide_slot_unlocked acquire_get_then_put acquire_unlocked_broken'
+MUTANTS='srl__shm_set_test_flags srl__room_set_test_src srl__shm_test_park_built srl__local_set_broken decide_slot_unlocked acquire_get_then_put acquire_unlocked_broken'
 status=0
 for lib in "$@"; do
     syms=$(nm "$lib" 2>/dev/null | awk '{print $NF}')

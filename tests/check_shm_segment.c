@@ -9,7 +9,9 @@
  *     (EMISMATCH), random bytes or a short file at the name (EFOREIGN), an
  *     empty file or a creator that died before READY (ESTALE), a live
  *     creator that never finishes (ETIMEDOUT); a waiter whose creator
- *     failed starts over (and creates the segment itself);
+ *     failed starts over (and creates the segment itself); a creator
+ *     mid-build shows nothing at the name and a second creator waits for
+ *     it on the creators' lock, reserving nothing;
  *   - permissions: 0600 whatever the umask, a configured mode honoured, a
  *     group-writable segment refused unless the opener asked for that mode,
  *     a segment owned by another user refused (trust model, docs/design.md);
@@ -21,6 +23,7 @@
  * /dev/shm by hand, through the header layout in shm.h.
  */
 #include <check.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
@@ -39,6 +42,7 @@
 #include "srl.h"
 #include "testutil.h"
 #include "shm_testutil.h"
+#include "park_testutil.h"
 
 static srl_config config(uint32_t permits, uint64_t capacity)
 {
@@ -431,36 +435,94 @@ START_TEST(an_empty_file_at_the_name_is_stale_after_the_bounded_wait)
 }
 END_TEST
 
-/* A creator descheduled once its INIT header is at the name (here: paused
- * 3 s, past the 2 s wait) is slow, not dead: it still holds the file's
- * flock, so a waiter keeps waiting and opens the segment once READY instead
- * of giving up.  (Seen on a loaded 2-core machine: one of eight racing
- * openers gave up.) */
-START_TEST(a_creator_slow_after_its_header_is_waited_for_not_given_up_on)
+/* What process pid has open under /dev/shm: 1 if the directory itself (a
+ * creator waiting for the creators' lock), 2 if a file there (a segment
+ * being built: an unnamed one reads "/dev/shm/#123 (deleted)"), 3 both. */
+static int shm_fds(pid_t pid)
+{
+    char dir[64], fn[400], target[400];
+    snprintf(dir, sizeof dir, "/proc/%d/fd", (int)pid);
+    DIR *d = opendir(dir);
+    if (d == NULL)
+        return 0;
+    int seen = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        snprintf(fn, sizeof fn, "%s/%s", dir, e->d_name);
+        ssize_t n = readlink(fn, target, sizeof target - 1);
+        if (n <= 0)
+            continue;
+        target[n] = '\0';
+        if (strcmp(target, "/dev/shm") == 0)
+            seen |= 1;
+        else if (strncmp(target, "/dev/shm/", 9) == 0)
+            seen |= 2;
+    }
+    closedir(d);
+    return seen;
+}
+
+/* A creator parked with its segment reserved and not yet named (the
+ * SRL__SHM_PARK_BUILT hook: descheduled mid-build, as on a loaded machine)
+ * shows nothing at the name, so no opener can misjudge it; a second
+ * creator of the name waits on the creators' lock instead of reserving a
+ * segment of its own, and once the first has named its segment, opens it. */
+START_TEST(a_creator_mid_build_shows_nothing_and_a_second_creator_waits_for_it)
 {
     srl_config cfg = config(10, 100);
     char name[128];
     strcpy(name, unique_name("slow"));
-    pid_t pid = fork_creator(name, &cfg, SRL__SHM_TEST_SLOW_CREATE);
-    struct stat st;
-    while (stat(path_of(name), &st) != 0) {   /* the creator has linked it */
-        struct timespec nap = {0, 1000000};
-        nanosleep(&nap, NULL);
+    int go, res[2];
+    uint64_t ino;
+    pid_t first = fork_parked_creator(name, &cfg, &go, &ino);
+    ck_assert_int_eq(pipe(res), 0);
+    assert_no_file(name);
+    pid_t second = test_fork();
+    if (second == 0) {
+        srl_limiter *lim;
+        int32_t out[2] = {srl_open_shared(name, &cfg, SRL_CREATE, &lim), 0};
+        if (out[0] == 0) {
+            srl_info info;
+            srl_info_get(lim, &info);
+            out[1] = info.creator_pid;
+            srl_close(lim);
+        }
+        _exit(write(res[1], out, sizeof out) == (ssize_t)sizeof out ? 0 : 1);
     }
-    /* The name appears with its header and policy pages, never empty. */
-    ck_assert_int_eq(st.st_size, SRL__SHM_HEADER_BYTES);
-    ck_assert_int_eq(open_rc(name, &cfg, SRL_CREATE), 0);
-    assert_child_ok(pid);
+    /* Arranged, not slept for: the second has reached the lock (or, were
+     * there none, its own unnamed file). */
+    uint64_t t0 = srl_monotonic_ns(NULL);
+    int seen;
+    struct stat st;
+    while ((seen = shm_fds(second)) == 0 && stat(path_of(name), &st) != 0) {
+        ck_assert_msg(srl_monotonic_ns(NULL) - t0 < 30ull * 1000000000ull,
+                      "the second creator never reached /dev/shm");
+        sched_yield();
+    }
+    ck_assert_msg(seen == 1, "the second creator reserved or made a segment of its own (fds %d)",
+                  seen);
+    assert_no_file(name);
+    ck_assert_int_eq(write(go, "g", 1), 1);
+    int32_t out[2];
+    ck_assert_int_eq(read(res[0], out, sizeof out), (ssize_t)sizeof out);
+    assert_child_ok(first);
+    assert_child_ok(second);
+    ck_assert_int_eq(out[0], 0);
+    ck_assert_int_eq(out[1], first);           /* the first one's segment */
+    close(go);
+    close(res[0]);
+    close(res[1]);
     ck_assert_int_eq(srl_unlink(name), 0);
 }
 END_TEST
 
-/* A creator descheduled before its segment has a name (here: its unnamed
- * file waits until someone else has made the name) cannot leave the name
- * empty or half made for others to misjudge: the later creator takes the
- * name, the earlier one's link fails and it opens the later one's segment,
- * and with SRL_EXCL it is told SRL_EEXIST.  Nothing of the loser stays in
- * /dev/shm (its file never had a name). */
+/* A creator descheduled before its segment has a name, that did not have
+ * the creators' lock (here: it built its segment without it, then waits
+ * until someone else has made the name) cannot leave the name empty or
+ * half made for others to misjudge: the later creator takes the name, the
+ * earlier one's link fails and it opens the later one's segment, and with
+ * SRL_EXCL it is told SRL_EEXIST.  Nothing of the loser stays in /dev/shm
+ * (its file never had a name). */
 START_TEST(a_creator_that_loses_the_name_while_descheduled_opens_the_winners_segment)
 {
     srl_config cfg = config(10, 100);
@@ -821,7 +883,7 @@ static Suite *suite(void)
     tcase_add_test(tc, a_token_bucket_slot_without_key_display_costs_exactly_64_segment_bytes);
     tcase_add_test(tc, random_bytes_at_the_name_are_foreign);
     tcase_add_test(tc, an_empty_file_at_the_name_is_stale_after_the_bounded_wait);
-    tcase_add_test(tc, a_creator_slow_after_its_header_is_waited_for_not_given_up_on);
+    tcase_add_test(tc, a_creator_mid_build_shows_nothing_and_a_second_creator_waits_for_it);
     tcase_add_test(tc, a_creator_that_loses_the_name_while_descheduled_opens_the_winners_segment);
     tcase_add_test(tc, a_creator_that_died_before_ready_leaves_a_stale_segment);
     tcase_add_test(tc, a_live_creator_that_never_finishes_times_out);

@@ -19,16 +19,17 @@
 static const struct rlctl_cmd commands[] = {
     {"create", rlctl_cmd_create,
      RLCTL_O_POLICY | RLCTL_O_CAPACITY | RLCTL_O_KEY_DISPLAY | RLCTL_O_MODE |
-         RLCTL_O_ON_FULL | RLCTL_O_TIER | JSON_O,
+         RLCTL_O_ON_FULL | RLCTL_O_TIER | RLCTL_O_FORCE | JSON_O,
      1, 0,
      "create NAME --policy P --capacity N [--tier NAME=P]... [--key-display B] "
-     "[--mode M] [--on-full allow|deny] [--json]",
+     "[--mode M] [--on-full allow|deny] [--force] [--json]",
      "Create a segment.  --capacity takes a number of keys (10k, 1M: 1000s);\n"
      "--key-display B keeps the first B bytes of each key for list (B more\n"
      "bytes per slot; 0 shows fingerprints); --on-full says what a new key gets\n"
      "when every slot is taken; --mode is octal (default 0600).  Each --tier\n"
      "adds a named policy (tier 1, 2, ...; --policy is tier 0, 'default'):\n"
-     "workers pick one per request (srl_acquire_tier).", 0},
+     "workers pick one per request (srl_acquire_tier).  A segment that does not\n"
+     "fit in memory is refused; one above 1 GiB needs --force.", 0},
     {"destroy", rlctl_cmd_destroy, RLCTL_O_FORCE | JSON_O, 1, 0,
      "destroy NAME [--force] [--json]",
      "Remove a segment's name; processes that have it open keep using it.\n"

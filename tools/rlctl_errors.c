@@ -33,7 +33,7 @@
     EX_NOPERM,                                                                             \
         "run rlctl as the segment's owner, and make sure its mode lets nobody else write it"
 #define RLCTL_ERR_ENOSPC \
-    EX_CANTCREAT, "free space in /dev/shm (df /dev/shm, rlctl ls) or lower --capacity"
+    EX_CANTCREAT, "lower --capacity, or free memory or space in /dev/shm (df /dev/shm, rlctl ls)"
 #define RLCTL_ERR_ETIMEDOUT \
     EX_TEMPFAIL,                                                                           \
         "a process may be stopped while holding a lock: retry, and look for stopped workers"
@@ -41,6 +41,8 @@
     EX_DATAERR, "destroy the segment and let the workers recreate it"
 #define RLCTL_ERR_ENOTSUP EX_SOFTWARE, "this limiter does not support the operation"
 #define RLCTL_ERR_ESYS EX_OSERR, NULL
+#define RLCTL_ERR_ETOOBIG \
+    EX_CANTCREAT, "check --capacity (400M is 400 million keys), or add --force if that size is meant"
 
 static const rlctl_err errs[] = {
 #define RLCTL_ERR_ENTRY(name, code, msg) [-(code)] = {RLCTL_ERR_##name, 1},

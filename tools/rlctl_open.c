@@ -13,7 +13,8 @@
  *                     cannot be recovered, another policy/geometry
  *     EX_NOINPUT  66  no such segment
  *     EX_OSERR    71  out of memory, other system errors
- *     EX_CANTCREAT 73 create failed: exists, no space in /dev/shm
+ *     EX_CANTCREAT 73 create failed: exists, no room (/dev/shm or memory),
+ *                     above the size guard without --force
  *     EX_TEMPFAIL 75  a lock or the segment's creator did not answer in time
  *     EX_NOPERM   77  permission denied (owner or mode refused)
  *     EX_SOFTWARE 70  anything else (a bug in rlctl or srl)

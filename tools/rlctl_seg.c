@@ -2,7 +2,9 @@
  * rlctl_seg.c - commands on a whole segment: create, destroy, check.
  *
  * create is the only command that passes SRL_CREATE (with SRL_EXCL: an
- * existing segment is never adopted or reshaped, EX_CANTCREAT instead).
+ * existing segment is never adopted or reshaped, EX_CANTCREAT instead);
+ * --force is SRL_CONFIG_FORCE (a segment above the library's size guard),
+ * and a refused size is explained by srl_room_check.
  * destroy opens the name first and removes it only if it is an srl segment
  * (or one that is stale, corrupt or of another version, for which removal
  * is the remedy); a foreign object is left alone unless --force.  check
@@ -24,39 +26,6 @@ static int64_t shm_free(void)
     if (statvfs(RLCTL_SHM_DIR, &v) != 0)
         return -1;
     return (int64_t)((uint64_t)v.f_bavail * v.f_frsize);
-}
-
-/* The bytes a segment of cfg would take, or -1: measured on two small
- * anonymous tables of the same policy and key display (1 and 2 buckets),
- * since a segment is a fixed header plus one equal block per bucket of
- * SLOTS slots.  Only used to explain ENOSPC, so nothing big is mapped. */
-static int64_t segment_bytes_for(const srl_config *cfg)
-{
-    uint64_t sz[2];
-    uint32_t per = 0;
-    for (int i = 0; i < 2; i++) {
-        srl_config c = *cfg;
-        srl_limiter *lim;
-        srl_info in;
-        c.capacity = 1;
-        if (i == 1)
-            c.capacity = (uint64_t)per + 1; /* one slot past a bucket: two */
-        if (srl_open_anonymous(&c, &lim) != 0)
-            return -1;
-        int rc = srl_info_get(lim, &in);
-        srl_close(lim);
-        if (rc != 0 || in.buckets != (uint64_t)i + 1)
-            return -1;
-        per = in.slots_per_bucket;
-        sz[i] = in.segment_bytes;
-    }
-    if (per == 0 || sz[1] <= sz[0])
-        return -1;
-    uint64_t buckets = (cfg->capacity + per - 1) / per;
-    uint64_t bucket = sz[1] - sz[0];
-    if (buckets > (UINT64_MAX - sz[0]) / bucket)
-        return -1;
-    return (int64_t)(sz[0] + (buckets - 1) * bucket);
 }
 
 static const char *on_full_name(srl_on_full f)
@@ -81,23 +50,16 @@ int rlctl_cmd_create(const rlctl_opts *o)
     cfg.key_display = o->key_display;
     cfg.mode = o->mode;
     cfg.on_full = o->on_full;
+    cfg.flags = o->force ? SRL_CONFIG_FORCE : 0u;
     int64_t before = shm_free();
     srl_limiter *lim;
     int rc = srl_open_shared(o->name, &cfg, SRL_CREATE | SRL_EXCL, &lim);
     if (rc != 0) {
         int status = rlctl_fail_cmd(o, rc);
-        if (rc == SRL_ENOSPC) {
-            char b[48], need[48];
-            int64_t want = segment_bytes_for(&cfg);
-            if (want < 0)
-                fprintf(stderr, "rlctl: %s: needs an unknown size", o->name);
-            else
-                fprintf(stderr, "rlctl: %s: needs %" PRId64 " bytes (%s)", o->name, want,
-                        rlctl_fmt_bytes((uint64_t)want, need, sizeof need));
-            fprintf(stderr, ", %s free in %s\n",
-                    before < 0 ? "unknown" : rlctl_fmt_bytes((uint64_t)before, b, sizeof b),
-                    RLCTL_SHM_DIR);
-        }
+        /* The library's sentence: what the segment needs, what is free. */
+        char why[512];
+        if ((rc == SRL_ENOSPC || rc == SRL_ETOOBIG) && srl_room_check(&cfg, why, sizeof why) != 0)
+            fprintf(stderr, "rlctl: %s: %s\n", o->name, why);
         return status;
     }
     srl_info info;

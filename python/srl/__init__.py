@@ -85,6 +85,7 @@ _CLASSES = {
     "SRL_ENOTRECOVERABLE": "NotRecoverableError",
     "SRL_ENOTSUP": "NotSupportedError",
     "SRL_ESYS": "SysError",
+    "SRL_ETOOBIG": "TooBigError",
 }
 
 _by_code = {}

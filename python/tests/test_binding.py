@@ -439,9 +439,21 @@ class TestShared(unittest.TestCase):
                 cls = srl._by_code[code]
                 self.assertTrue(issubclass(cls, srl.Error))
                 seen.add(cls)
-        self.assertEqual(len(seen), 19)
+        self.assertEqual(len(seen), 20)
         self.assertIs(srl._by_code[srl.SRL_ETIMEDOUT], srl.TimeoutError)
         self.assertIs(srl._by_code[srl.SRL_EPOLICY], srl.PolicyError)
+        self.assertIs(srl._by_code[srl.SRL_ETOOBIG], srl.TooBigError)
+
+    def test_a_capacity_typo_is_refused_with_the_size_it_needs(self):
+        # 400M keys where 400k were meant: on any host either more than
+        # memory can give (NoSpaceError) or above the 1 GiB guard
+        # (TooBigError); made on none, and the library's sentence says why.
+        name = "/srl-py-typo-%d" % os.getpid()
+        with self.assertRaises((srl.NoSpaceError, srl.TooBigError)) as cm:
+            srl.Limiter.shared(name, "gcra:1/1s", capacity=400000000)
+        self.assertIn("srl_open_shared('%s'): the segment needs " % name, str(cm.exception))
+        self.assertIn(" (capacity 400000000 keys)", str(cm.exception))
+        self.assertFalse(os.path.exists("/dev/shm" + name))
 
 
 class TestWsgi(unittest.TestCase):

@@ -134,7 +134,7 @@ START_TEST(bad_arguments_exit_64_with_the_reason_and_a_usage_line)
     };
     const char *create_usage = "usage: rlctl create NAME --policy P --capacity N [--tier "
                                "NAME=P]... [--key-display B] [--mode M] [--on-full allow|deny] "
-                               "[--json]";
+                               "[--force] [--json]";
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         run_result r;
         int st = run_rlctl_argv(&r, cases[i].args);

@@ -33,6 +33,7 @@ static const struct { int code; int status; int has_remedy; } want[] = {
     {SRL_ENOTRECOVERABLE, EX_DATAERR, 1},
     {SRL_ENOTSUP, EX_SOFTWARE, 1},
     {SRL_ESYS, EX_OSERR, 0},
+    {SRL_ETOOBIG, EX_CANTCREAT, 1},
 };
 
 START_TEST(every_srl_code_has_an_entry)
@@ -65,7 +66,7 @@ END_TEST
 
 START_TEST(unknown_codes_have_no_entry_and_exit_70)
 {
-    const int unknown[] = {1, 2, -20, -1000, INT32_MIN, INT32_MAX};
+    const int unknown[] = {1, 2, -21, -1000, INT32_MIN, INT32_MAX};
     for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++) {
         ck_assert_ptr_null(rlctl_err_lookup(unknown[i]));
         ck_assert_int_eq(rlctl_exit_code(unknown[i]), EX_SOFTWARE);
