@@ -30,12 +30,22 @@
  * CONCURRENCY AND FAULTS
  *   One connection per limiter, guarded by a mutex (threads take turns; a
  *   command is one round trip).  It is made lazily, re-made after fork (pid
- *   check) and after any I/O error.  Connect and command waits are bounded
- *   by the uri's timeout_ms (else lock_timeout_ms); a failure returns
- *   SRL_ETIMEDOUT (the wait expired) or SRL_ESYS (refused, reset, ...) with
- *   *d from on_full flagged SRL_DECISION_DEGRADED.  A new connection runs
- *   AUTH and SELECT from the uri.  The next call reconnects; a failed
- *   connect backs off (10 ms doubling to 1 s: calls fail at once meanwhile).
+ *   check) and after any I/O error.  A call's whole time (the wait for the
+ *   mutex, connect, every write and read, redirections) is bounded by one
+ *   deadline, the uri's timeout_ms (else lock_timeout_ms) after it began
+ *   (call_begin); replies are bounded in size as they arrive (see "Bounded
+ *   I/O").  Every failure returns SRL_ETIMEDOUT (the deadline passed),
+ *   SRL_ESYS (refused, reset, a reply too large or unparsable, a
+ *   redirection outside the map), SRL_EACCES or SRL_ECORRUPT (a reply no
+ *   script gives) with *d from on_full flagged SRL_DECISION_DEGRADED.  A
+ *   new connection runs AUTH and SELECT from the uri.  The next call
+ *   reconnects; a failed connect backs off (10 ms doubling to 1 s: calls
+ *   fail at once meanwhile).
+ *
+ *   The server is untrusted input: reply sizes, types and every decision
+ *   field are checked (reply_decision: against the policy), a redirection is
+ *   followed only to a node of the slot map, and a walk's SCAN calls are
+ *   bounded against DBSIZE.
  */
 #include "limiter.h"
 #include "redis_cluster.h"
