@@ -35,6 +35,7 @@ mode = sys.argv[1] if len(sys.argv) > 1 else "normal"
 once = "--once" in sys.argv
 lock = threading.Lock()
 evalshas = 0
+policy = b""   # the policy an opener stored (adopting before that: none)
 SHA = b"0123456789abcdef0123456789abcdef01234567"
 
 
@@ -149,7 +150,7 @@ def hostile_evalsha(c, args):
 
 
 def serve(sock):
-    global evalshas
+    global evalshas, policy
     event("conn")
     c = Conn(sock)
     try:
@@ -163,9 +164,10 @@ def serve(sock):
             elif cmd == b"SCRIPT":
                 out = bulk(SHA)
             elif cmd == b"EVAL":
-                if b"'policy'" in a[1]:   # open_cfg: adopt or store ARGV[1]
-                    out = arr([num(1), bulk(a[4] or b"gcra:10/1s"), bulk(b"1700000000"),
-                               bulk(b"0")])
+                if b"'policy'" in a[1]:   # open_cfg: store ARGV[1], or adopt
+                    policy = a[4] or policy
+                    out = (arr([num(1), bulk(policy), bulk(b"1700000000"), bulk(b"0")])
+                           if policy else arr([num(-1)]))
                 else:                      # a cluster's slot hash
                     out = num(1)
             elif cmd == b"EVALSHA":
