@@ -160,9 +160,13 @@ END_TEST
 
 /* ------------------------------------------------------------ N5: size */
 
-static void huge(const char *mode)
+/* The fake's modes of a huge reply: a 64 MiB bulk string, a 64 MiB status
+ * line, an array of 2,000,000 integers. */
+static const char *const huge_modes[] = {"bulk", "line", "array"};
+
+START_TEST(huge_reply_is_refused)
 {
-    srl_limiter *lim = open_on(mode, 1, 0);
+    srl_limiter *lim = open_on(huge_modes[_i], 1, 0);
     acquire_fails(lim, SRL_ESYS, EMSGSIZE);
     /* Refused as it arrived: the fake could not write the whole reply. */
     ck_assert(fake_redis_wait(&fake, "sent "));
@@ -174,32 +178,21 @@ static void huge(const char *mode)
     srl_close(lim);
     fake_redis_stop(&fake);
 }
-
-START_TEST(huge_bulk_is_refused) { huge("bulk"); }
-END_TEST
-
-START_TEST(huge_line_is_refused) { huge("line"); }
-END_TEST
-
-START_TEST(huge_array_is_refused) { huge("array"); }
 END_TEST
 
 /* ------------------------------------------------------------ N6: redirections */
 
-static void redirect(const char *mode)
+static const char *const redirect_modes[] = {"moved", "ask"};
+
+START_TEST(redirection_outside_the_map_is_not_followed)
 {
-    srl_limiter *lim = open_on(mode, 0, 1);
+    srl_limiter *lim = open_on(redirect_modes[_i], 0, 1);
     acquire_fails(lim, SRL_ESYS, EPROTO);
     srl_close(lim);
     fake_redis_stop(&fake);
     ck_assert_msg(fake_redis_saw(&fake, "foreign") == 0, "the foreign host heard: %s",
                   fake.log);
 }
-
-START_TEST(moved_outside_the_map_is_not_followed) { redirect("moved"); }
-END_TEST
-
-START_TEST(ask_outside_the_map_is_not_followed) { redirect("ask"); }
 END_TEST
 
 /* ------------------------------------------------------------ N7: walks */
@@ -228,9 +221,13 @@ END_TEST
 
 /* ------------------------------------------------------------ N10: values */
 
-static void refused(const char *mode)
+/* remaining above the limit, a retry_after of 292 years, allowed = 2, a
+ * bulk string instead of the decision's array. */
+static const char *const refused_modes[] = {"remaining", "retry", "allowed", "wrongtype"};
+
+START_TEST(reply_out_of_range_or_type_is_on_full)
 {
-    srl_limiter *lim = open_on(mode, 0, 0);
+    srl_limiter *lim = open_on(refused_modes[_i], 0, 0);
     acquire_fails(lim, SRL_ECORRUPT, 0);
     srl_decision d;
     memset(&d, 0xa5, sizeof d);
@@ -239,17 +236,6 @@ static void refused(const char *mode)
     srl_close(lim);
     fake_redis_stop(&fake);
 }
-
-START_TEST(remaining_above_the_limit_is_refused) { refused("remaining"); }
-END_TEST
-
-START_TEST(retry_after_beyond_the_window_is_refused) { refused("retry"); }
-END_TEST
-
-START_TEST(allowed_not_0_or_1_is_refused) { refused("allowed"); }
-END_TEST
-
-START_TEST(wrong_type_is_on_full) { refused("wrongtype"); }
 END_TEST
 
 static Suite *suite(void)
@@ -262,14 +248,11 @@ static Suite *suite(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("size");
     tcase_set_timeout(tc, 30);
-    tcase_add_test(tc, huge_bulk_is_refused);
-    tcase_add_test(tc, huge_line_is_refused);
-    tcase_add_test(tc, huge_array_is_refused);
+    tcase_add_loop_test(tc, huge_reply_is_refused, 0, 3);
     suite_add_tcase(s, tc);
     tc = tcase_create("redirect");
     tcase_set_timeout(tc, 30);
-    tcase_add_test(tc, moved_outside_the_map_is_not_followed);
-    tcase_add_test(tc, ask_outside_the_map_is_not_followed);
+    tcase_add_loop_test(tc, redirection_outside_the_map_is_not_followed, 0, 2);
     suite_add_tcase(s, tc);
     tc = tcase_create("walk");
     tcase_set_timeout(tc, 30);
@@ -277,10 +260,7 @@ static Suite *suite(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("values");
     tcase_set_timeout(tc, 30);
-    tcase_add_test(tc, remaining_above_the_limit_is_refused);
-    tcase_add_test(tc, retry_after_beyond_the_window_is_refused);
-    tcase_add_test(tc, allowed_not_0_or_1_is_refused);
-    tcase_add_test(tc, wrong_type_is_on_full);
+    tcase_add_loop_test(tc, reply_out_of_range_or_type_is_on_full, 0, 4);
     suite_add_tcase(s, tc);
     return s;
 }
