@@ -789,8 +789,9 @@ SRL_API int srl_open_local(const srl_config *cfg, srl_limiter **out);
  * while fn runs, and each batch takes at most timeout_ms (a server that
  * stops answering: SRL_ETIMEDOUT, keys already given to fn stay given).  A
  * walk of one server past 2 * DBSIZE + 1024 SCAN calls (a cursor that
- * never comes back to 0) ends with SRL_ESYS, errno ELOOP.  As SCAN promises: a key present for the whole walk is visited,
- * one created or expired during it may not be, and a key may be visited
+ * never comes back to 0) ends with SRL_ESYS, errno EPROTO.  As SCAN
+ * promises: a key present for the whole walk is visited, one created or
+ * expired during it may not be, and a key may be visited
  * twice if Redis shrinks its table meanwhile.  Each srl_entry has the key
  * whole (display, display_len = key_len), now (the peek for cost 1); the
  * store keeps no per-key counts or fingerprint, so allowed, denied,

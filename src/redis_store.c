@@ -1350,8 +1350,9 @@ static void scan_pattern(const struct rstore *r, const char *what, char *pattern
  * N keys has at most about 4 N + 8 buckets (both tables, mid-rehash), so a
  * walk takes well under N + 2 calls.  Past WALK_CALLS_MIN calls the
  * server's DBSIZE is read again (the db may have grown), and a walk past
- * 2 * DBSIZE + WALK_CALLS_MIN calls ends with SRL_ESYS, errno ELOOP: a
- * server whose cursor never comes back to 0 cannot keep a walk going.
+ * 2 * DBSIZE + WALK_CALLS_MIN calls ends with SRL_ESYS, errno EPROTO (the
+ * server broke SCAN's promise): a server whose cursor never comes back to
+ * 0 cannot keep a walk going.
  */
 #define WALK_CALLS_MIN 1024
 
@@ -1396,7 +1397,7 @@ static int walk_step(srl_limiter *lim, const struct walk_nodes *w, size_t j, cha
     if (rc == 0 && strcmp(cursor, "0") != 0 && ++wb->calls >= wb->limit) {
         rc = walk_recount(r, n, wb);
         if (rc == 0 && wb->calls >= wb->limit) {
-            errno = ELOOP;
+            errno = EPROTO;
             rc = SRL_ESYS;
         }
         if (rc != 0)
