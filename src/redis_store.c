@@ -360,10 +360,9 @@ static void pipe_guard_end(struct pipe_guard *g)
  * replies are small (a decision, a SHA, a SCAN batch of about COUNT keys
  * of at most PREFIX_MAX + SRL_KEY_MAX + 3 bytes, a slot map of at most
  * SRL__CLUSTER_NODES masters), so anything larger is a hostile or broken
- * server: SRL_ESYS
- * with errno EMSGSIZE (a reply that does not parse: EPROTO).  The caller
- * then drops the connection (its stream is mid-reply); the next call makes
- * a new one.
+ * server: SRL_ESYS with errno EMSGSIZE (a reply that does not parse:
+ * EPROTO).  The caller then drops the connection (its stream is
+ * mid-reply); the next call makes a new one.
  */
 #define REPLY_ITEM_MAX (64u << 10)
 #define REPLY_BYTES_MAX (8u << 20)
@@ -374,7 +373,10 @@ struct reply_budget {
     int over;
 };
 
+/* hiredis's own object functions (base_fns: what every new reader's fn
+ * points to, seen on the first connection) and srl's wrappers of them. */
 static redisReplyObjectFunctions base_fns, bounded_fns;
+static redisReplyObjectFunctions *fns_seen;   /* atomic: every writer stores the same */
 static pthread_once_t fns_once = PTHREAD_ONCE_INIT;
 
 static void *bounded_string(const redisReadTask *t, char *str, size_t len)
@@ -400,11 +402,7 @@ static void *bounded_array(const redisReadTask *t, int elements)
 
 static void fns_init(void)
 {
-    redisReader *rd = redisReaderCreate();   /* its fn: hiredis's defaults */
-    if (rd != NULL) {
-        base_fns = *rd->fn;
-        redisReaderFree(rd);
-    }
+    base_fns = *__atomic_load_n(&fns_seen, __ATOMIC_ACQUIRE);
     bounded_fns = base_fns;
     bounded_fns.createString = bounded_string;
     bounded_fns.createArray = bounded_array;
@@ -610,6 +608,7 @@ static int ensure(struct rstore *r, struct srl__rconn *n)
         if (rc == SRL_ESYS && c->err == REDIS_ERR_IO && e == ETIMEDOUT)
             rc = SRL_ETIMEDOUT;
     } else {
+        __atomic_store_n(&fns_seen, c->reader->fn, __ATOMIC_RELEASE);   /* the defaults */
         pthread_once(&fns_once, fns_init);
         c->reader->fn = &bounded_fns;   /* replies bounded as they arrive */
         rc = handshake(r, c);
