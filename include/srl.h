@@ -757,8 +757,9 @@ SRL_API int srl_open_local(const srl_config *cfg, srl_limiter **out);
  * redirections and their waits; a server that is slow, even one trickling
  * a valid reply byte by byte, makes the call SRL_ETIMEDOUT.  A reply is
  * bounded as it arrives (one line or bulk string at most 64 KiB, all its
- * strings at most 8 MiB, at most 524288 array elements; srl's replies are
- * far smaller): a larger one is SRL_ESYS with errno EMSGSIZE, one that does
+ * strings at most 8 MiB, at most 524288 array elements, a walk's batch of
+ * pipelined replies the same together; srl's replies are far smaller): a
+ * larger one is SRL_ESYS with errno EMSGSIZE, one that does
  * not parse SRL_ESYS with errno EPROTO, and the connection is dropped.
  * Every reply field is checked against the policy (four integers, allowed
  * 0 or 1, remaining <= permits, retry_after 0 when allowed, retry_after and

@@ -447,17 +447,19 @@ static int flush_out(const struct rstore *r, redisContext *c)
     return 0;
 }
 
-/* Under mu: the next reply on c, within the deadline and the bounds.  0
- * with *out set, or an SRL_E* code (*out NULL: drop the connection). */
-static int read_reply(const struct rstore *r, redisContext *c, redisReply **out)
+/* Under mu: the next reply on c, within the deadline and the bounds of *b
+ * (one command's, or shared by a pipeline's replies: their sum is bounded,
+ * not each).  0 with *out set, or an SRL_E* code (*out NULL: drop the
+ * connection). */
+static int read_reply(const struct rstore *r, redisContext *c, struct reply_budget *b,
+                      redisReply **out)
 {
-    struct reply_budget b = {0};
     void *rep = NULL;
     int rc = 0;
-    c->reader->privdata = &b;
+    c->reader->privdata = b;
     for (;;) {
         if (redisGetReplyFromReader(c, &rep) != REDIS_OK) {
-            errno = b.over ? EMSGSIZE : EPROTO;
+            errno = b->over ? EMSGSIZE : EPROTO;
             rc = SRL_ESYS;
             break;
         }
@@ -496,8 +498,9 @@ static redisReply *raw(const struct rstore *r, redisContext *c, int argc, const 
     *rc = redisAppendCommandArgv(c, argc, argv, lens) == REDIS_OK ? 0 : SRL_ENOMEM;
     if (*rc == 0)
         *rc = flush_out(r, c);
+    struct reply_budget b = {0};
     if (*rc == 0)
-        *rc = read_reply(r, c, &rep);
+        *rc = read_reply(r, c, &b, &rep);
     pipe_guard_end(&g);
     return rep;
 }
@@ -1210,8 +1213,9 @@ static int walk_pipe(srl_limiter *lim, struct srl__rconn *n, struct walk_batch *
     }
     if (rc == 0)
         rc = flush_out(r, n->c);
+    struct reply_budget budget = {0};   /* the batch's replies together */
     for (size_t i = 0; i < b->n && rc == 0; i++)
-        rc = read_reply(r, n->c, &b->peek[i]);
+        rc = read_reply(r, n->c, &budget, &b->peek[i]);
     pipe_guard_end(&g);
     if (rc != 0)
         drop(n);   /* replies may be left unread: never reuse the stream */

@@ -11,7 +11,8 @@
  *     decision (elapsed time checked only against a generous 3x bound);
  *   - a reply larger than the store's bound is refused as it arrives
  *     (SRL_ESYS, errno EMSGSIZE; the fake could not send it all), the
- *     connection is dropped and the next call makes a new one;
+ *     connection is dropped and the next call makes a new one; a walk's
+ *     pipelined replies are bounded together;
  *   - MOVED/ASK to a node outside the slot map is not followed (SRL_ESYS,
  *     errno EPROTO): the foreign listener receives nothing, not even a
  *     connection, so never the AUTH;
@@ -160,6 +161,13 @@ END_TEST
 
 /* ------------------------------------------------------------ N5: size */
 
+static int count_entry(const srl_entry *e, void *ctx)
+{
+    (void)e;
+    ++*(int *)ctx;
+    return 0;
+}
+
 /* The fake's modes of a huge reply: a 64 MiB bulk string, a 64 MiB status
  * line, an array of 2,000,000 integers. */
 static const char *const huge_modes[] = {"bulk", "line", "array"};
@@ -175,6 +183,24 @@ START_TEST(huge_reply_is_refused)
     ck_assert_int_eq(sscanf(at, "sent %llu of %llu", &sent, &total), 2);
     ck_assert_msg(sent < total, "the whole %llu-byte reply was read", total);
     next_call_reconnects(lim);
+    srl_close(lim);
+    fake_redis_stop(&fake);
+}
+END_TEST
+
+/* A walk's pipelined peeks share one bound: two replies each under the
+ * bound of one reply but over it together are refused, so a batch of 100
+ * keys cannot hold 100 replies' worth. */
+START_TEST(walk_batch_replies_are_bounded_together)
+{
+    srl_limiter *lim = open_on("walkhuge", 0, 0);
+    int seen = 0;
+    errno = 0;
+    int64_t n = srl_foreach(lim, count_entry, &seen);
+    int e = errno;
+    ck_assert_msg(n == SRL_ESYS, "foreach: %lld", (long long)n);
+    ck_assert_msg(e == EMSGSIZE, "errno %s, want %s", strerror(e), strerror(EMSGSIZE));
+    ck_assert_int_eq(seen, 0);
     srl_close(lim);
     fake_redis_stop(&fake);
 }
@@ -196,13 +222,6 @@ START_TEST(redirection_outside_the_map_is_not_followed)
 END_TEST
 
 /* ------------------------------------------------------------ N7: walks */
-
-static int count_entry(const srl_entry *e, void *ctx)
-{
-    (void)e;
-    ++*(int *)ctx;
-    return 0;
-}
 
 START_TEST(endless_scan_ends_with_an_error)
 {
@@ -249,6 +268,7 @@ static Suite *suite(void)
     tc = tcase_create("size");
     tcase_set_timeout(tc, 30);
     tcase_add_loop_test(tc, huge_reply_is_refused, 0, 3);
+    tcase_add_test(tc, walk_batch_replies_are_bounded_together);
     suite_add_tcase(s, tc);
     tc = tcase_create("redirect");
     tcase_set_timeout(tc, 30);

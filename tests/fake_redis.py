@@ -14,6 +14,9 @@ SCAN) the way MODE says:
   moved, ask    MOVED/ASK to a second listener (the "foreign" host); this
                 server's CLUSTER SLOTS names itself alone for every slot
   scanloop      SCAN's cursor never returns to 0 (EVALSHA as normal)
+  walkhuge      SCAN returns two keys, each peek answered with an array of
+                400,000 integers (each under the bound of one reply, the
+                two together over it)
   remaining     {1, 4294967295, 0, 1000000}
   retry         {0, 0, 9223372036854775000, 1000000}
   allowed       {2, 5, 0, 1000000}
@@ -133,6 +136,9 @@ def hostile_evalsha(c, args):
     elif mode == "array":
         n = 2000000
         send_huge(s, b"*%d\r\n" % n, 4 * n, b":1\r\n" * 16384, b"")
+    elif mode == "walkhuge":
+        n = 400000
+        send_huge(s, b"*%d\r\n" % n, 4 * n, b":1\r\n" * 16384, b"")
     elif mode in ("moved", "ask"):
         word = b"MOVED" if mode == "moved" else b"ASK"
         s.sendall(b"-%s 1234 127.0.0.1:%d\r\n" % (word, foreign_port))
@@ -185,7 +191,8 @@ def serve(sock):
                 out = arr([arr([num(0), num(16383),
                                 arr([bulk(b"127.0.0.1"), num(port), bulk(b"f" * 40)])])])
             elif cmd == b"SCAN":
-                out = arr([bulk(b"1" if mode == "scanloop" else b"0"), arr([])])
+                keys = [bulk(b"srl:k:a"), bulk(b"srl:k:b")] if mode == "walkhuge" else []
+                out = arr([bulk(b"1" if mode == "scanloop" else b"0"), arr(keys)])
             elif cmd == b"DBSIZE":
                 out = num(0)
             elif cmd == b"HMGET":
