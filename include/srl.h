@@ -755,7 +755,12 @@ SRL_API int srl_open_local(const srl_config *cfg, srl_limiter **out);
  * A call's whole time is at most timeout_ms: the wait for the handle's
  * mutex (held by another thread's call), connect, every write and read,
  * redirections and their waits; a server that is slow, even one trickling
- * a valid reply byte by byte, makes the call SRL_ETIMEDOUT.  A reply is
+ * a valid reply byte by byte, makes the call SRL_ETIMEDOUT.  Not bounded:
+ * the name lookup of a host name (getaddrinfo, at each connect), and a
+ * name with several addresses may wait up to timeout_ms on each; give an
+ * IP address or a unix socket where a call must never wait on DNS (threads
+ * queued behind such a connect still give up at their own timeout_ms).  A
+ * reply is
  * bounded as it arrives (one line or bulk string at most 64 KiB, all its
  * strings at most 8 MiB, at most 524288 array elements, a walk's batch of
  * pipelined replies the same together; srl's replies are far smaller): a
