@@ -772,7 +772,7 @@ SRL_API int srl_open_local(const srl_config *cfg, srl_limiter **out);
  *     redis://[user:password@]host[:port][/db][?options]   (port 6379)
  *     unix://[user:password@]/path/to/redis.sock[?options]
  *     redis-cluster://[user:password@]host[:port][,host[:port]...][?options]
- * options, joined by '&': db=N (SELECT), timeout_ms=N (every network wait,
+ * options, joined by '&': db=N (SELECT), timeout_ms=N (a call's whole time,
  * default cfg->lock_timeout_ms), prefix=P (1..128 bytes, default "srl"),
  * user=U and password=W (AUTH; or in the userinfo, ":password@" without a
  * user; not both), each option at most once.  User, password and prefix may
@@ -795,12 +795,33 @@ SRL_API int srl_open_local(const srl_config *cfg, srl_limiter **out);
  * policy (algorithm, permits or window) stored under the prefix:
  * SRL_EMISMATCH.
  *
- * Connect and each command wait at most timeout_ms.  A server
- * that is slow or down makes srl_acquire/srl_peek return SRL_ETIMEDOUT or
- * SRL_ESYS with *d from on_full flagged SRL_DECISION_DEGRADED; the next call
- * reconnects, and after a failed connect retries back off (10 ms doubling
- * to 1 s; calls in between fail at once with the same code).  One connection per limiter, shared by threads under a mutex,
- * re-made in a forked child.  srl_stats_get: allowed and denied from P:stats
+ * A call's whole time is at most timeout_ms: the wait for the handle's
+ * mutex (held by another thread's call), connect, every write and read,
+ * redirections and their waits; a server that is slow, even one trickling
+ * a valid reply byte by byte, makes the call SRL_ETIMEDOUT.  Not bounded:
+ * the name lookup of a host name (getaddrinfo, at each connect), and a
+ * name with several addresses may wait up to timeout_ms on each; give an
+ * IP address or a unix socket where a call must never wait on DNS (threads
+ * queued behind such a connect still give up at their own timeout_ms).  A
+ * reply is
+ * bounded as it arrives (one line or bulk string at most 64 KiB, all its
+ * strings at most 8 MiB, at most 524288 array elements, a walk's batch of
+ * pipelined replies the same together; srl's replies are far smaller): a
+ * larger one is SRL_ESYS with errno EMSGSIZE, one that does
+ * not parse SRL_ESYS with errno EPROTO, and the connection is dropped.
+ * Every reply field is checked against the policy (four integers, allowed
+ * 0 or 1, remaining <= permits, retry_after 0 when allowed, retry_after and
+ * reset_after at most twice the policy's longest wait: one window, two for
+ * the sliding counter, GCRA's permits * ceil(window / permits)); a reply
+ * of another type or range is SRL_ECORRUPT.  Every error of srl_acquire and
+ * srl_peek but the caller's own (SRL_EKEY, SRL_ECOST, SRL_EINVAL) and
+ * peek's SRL_ENOENT fills *d from on_full flagged SRL_DECISION_DEGRADED
+ * (SRL_ETIMEDOUT, SRL_ESYS, SRL_EACCES, SRL_ECORRUPT, SRL_ENOMEM), so a
+ * caller that answers every degraded decision as decided never fails a
+ * request because of the server.  The next call reconnects, and after a
+ * failed connect retries back off (10 ms doubling to 1 s; calls in between
+ * fail at once with the same code).  One connection per limiter, shared by
+ * threads under a mutex, re-made in a forked child.  srl_stats_get: allowed and denied from P:stats
  * (all hosts), timeouts of this handle, used 0 (not counted).
  *
  * cfg NULL adopts the policy stored under the prefix (as rlctl does):
@@ -814,10 +835,12 @@ SRL_API int srl_open_local(const srl_config *cfg, srl_limiter **out);
  * srl_foreach walks P:k:* with SCAN (COUNT 100 a batch, MATCH with the
  * prefix's glob characters escaped) and peeks each batch's keys in one
  * pipelined round trip; the connection's mutex is held for one batch, never
- * while fn runs, and every reply is awaited at most timeout_ms (a server
- * that stops answering: SRL_ETIMEDOUT, keys already given to fn stay
- * given).  As SCAN promises: a key present for the whole walk is visited,
- * one created or expired during it may not be, and a key may be visited
+ * while fn runs, and each batch takes at most timeout_ms (a server that
+ * stops answering: SRL_ETIMEDOUT, keys already given to fn stay given).  A
+ * walk of one server past 2 * DBSIZE + 1024 SCAN calls (a cursor that
+ * never comes back to 0) ends with SRL_ESYS, errno EPROTO.  As SCAN
+ * promises: a key present for the whole walk is visited, one created or
+ * expired during it may not be, and a key may be visited
  * twice if Redis shrinks its table meanwhile.  Each srl_entry has the key
  * whole (display, display_len = key_len), now (the peek for cost 1); the
  * store keeps no per-key counts or fingerprint, so allowed, denied,
@@ -835,7 +858,13 @@ SRL_API int srl_open_local(const srl_config *cfg, srl_limiter **out);
  * hash slot (CRC16, hash tags as Redis: a limiter key holding "{tag}" is
  * placed by its tag), one connection per master, made lazily, re-made
  * after fork, each with its own reconnect backoff.  MOVED updates the slot
- * and refreshes the map on the next call; ASK is followed with ASKING; 5
+ * and refreshes the map on the next call; ASK is followed with ASKING.  A
+ * redirection is followed only to a master of the slot map: one naming
+ * another host:port refreshes the map from a known node first, and if the
+ * map still does not name it the call is SRL_ESYS with errno EPROTO (srl
+ * never connects, nor sends AUTH, to a host only a reply named; so an ASK
+ * to a new master that serves no slot yet is refused until its first slot
+ * is set).  5
  * redirections are followed at once, further ones (masters that disagree
  * for a moment during a reshard) after a wait of 1 ms doubling, all waits
  * of a call within timeout_ms, then SRL_ETIMEDOUT.  Keys: P:cfg (the policy, checked at
@@ -936,8 +965,10 @@ SRL_API int srl_unlink(const char *name);
  *                        taken, and srl_check names the bucket
  * On SRL_ETIMEDOUT, SRL_ENOTRECOVERABLE and SRL_ECORRUPT *d is still
  * filled, from on_full, with SRL_DECISION_DEGRADED set, so a caller that
- * ignores the error gets the configured fail-open or fail-closed answer.
- * On other errors *d is untouched.  A full table is not an error: *d comes
+ * ignores the error gets the configured fail-open or fail-closed answer;
+ * the Redis and tiered stores fill it so on every error but SRL_EKEY,
+ * SRL_ECOST and SRL_EINVAL (srl_open_redis).  On other errors *d is
+ * untouched.  A full table is not an error: *d comes
  * from on_full with SRL_DECISION_UNTRACKED set.  A handle opened with
  * SRL_CONFIG_DRY_RUN never answers allowed = 0 (see srl_config.flags).
  */

@@ -11,8 +11,10 @@
  *   - Errors: every negative SRL_E* code is raised as an instance of the
  *     class srl/__init__.py registered for it (_register_errors), called as
  *     cls(code, name, message); an unregistered code raises the base class.
- *     SRL_ETIMEDOUT and SRL_ENOTRECOVERABLE from acquire() carry the degraded
- *     decision srl_acquire filled from on_full as exc.decision.
+ *     An error for which srl_acquire still decided by on_full (the decision
+ *     flagged FLAG_DEGRADED: SRL_ETIMEDOUT, SRL_ENOTRECOVERABLE, a shared
+ *     store's SRL_ECORRUPT, every Redis store error) carries that decision
+ *     as exc.decision.
  *
  * Invariants and lock rules:
  *   - Every call into libsrl is made with the GIL held.  srl_acquire takes
@@ -591,12 +593,15 @@ static int parse_key_cost(PyObject *args, PyObject *kw, const char *fmt, key_vie
     return key_get(key, k);
 }
 
-/* The Decision of srl_acquire/srl_reserve's rc, or the exception (a lock
- * error carries the degraded decision as exc.decision). */
+/* The Decision of srl_acquire/srl_reserve's rc, or the exception.  An error
+ * for which the library still decided by on_full (flags FLAG_DEGRADED: a
+ * lock timed out or unusable, a Redis server slow, gone or answering out of
+ * range) carries that decision as exc.decision; d was zeroed before the
+ * call, so an error that left it untouched carries none. */
 static PyObject *decided(const srl_limits *limits, int rc, const srl_decision *d,
                          const char *what)
 {
-    if (rc == SRL_ETIMEDOUT || rc == SRL_ENOTRECOVERABLE) {
+    if (rc < 0 && (d->flags & SRL_DECISION_DEGRADED)) {
         PyObject *dec = decision_new(d, limits);
         if (dec == NULL)
             return NULL;
@@ -637,6 +642,7 @@ static PyObject *Limiter_acquire(PyObject *op, PyObject *args, PyObject *kw)
         return raise_srl(SRL_EINVAL, "srl_tier_get");
     if (key_get(key, &k) < 0)
         return NULL;
+    memset(&d, 0, sizeof d);
     rc = srl_acquire_tier(self->lim, (uint32_t)t, k.data, k.len, (uint32_t)cost, &d);
     key_release(&k);
     return decided(&tier.limits, rc, &d, "srl_acquire");
@@ -661,6 +667,7 @@ static PyObject *Limiter_reserve(PyObject *op, PyObject *args, PyObject *kw)
         return raise_srl(SRL_ECOST, "cost above 2**32-1");
     if (key_get(key, &k) < 0)
         return NULL;
+    memset(&d, 0, sizeof d);
     int rc = srl_reserve(self->lim, k.data, k.len, (uint32_t)cost, max_wait, &d);
     key_release(&k);
     return decided(&self->limits, rc, &d, "srl_reserve");

@@ -30,12 +30,22 @@
  * CONCURRENCY AND FAULTS
  *   One connection per limiter, guarded by a mutex (threads take turns; a
  *   command is one round trip).  It is made lazily, re-made after fork (pid
- *   check) and after any I/O error.  Connect and command waits are bounded
- *   by the uri's timeout_ms (else lock_timeout_ms); a failure returns
- *   SRL_ETIMEDOUT (the wait expired) or SRL_ESYS (refused, reset, ...) with
- *   *d from on_full flagged SRL_DECISION_DEGRADED.  A new connection runs
- *   AUTH and SELECT from the uri.  The next call reconnects; a failed
- *   connect backs off (10 ms doubling to 1 s: calls fail at once meanwhile).
+ *   check) and after any I/O error.  A call's whole time (the wait for the
+ *   mutex, connect, every write and read, redirections) is bounded by one
+ *   deadline, the uri's timeout_ms (else lock_timeout_ms) after it began
+ *   (call_begin); replies are bounded in size as they arrive (see "Bounded
+ *   I/O").  Every failure returns SRL_ETIMEDOUT (the deadline passed),
+ *   SRL_ESYS (refused, reset, a reply too large or unparsable, a
+ *   redirection outside the map), SRL_EACCES or SRL_ECORRUPT (a reply no
+ *   script gives) with *d from on_full flagged SRL_DECISION_DEGRADED.  A
+ *   new connection runs AUTH and SELECT from the uri.  The next call
+ *   reconnects; a failed connect backs off (10 ms doubling to 1 s: calls
+ *   fail at once meanwhile).
+ *
+ *   The server is untrusted input: reply sizes, types and every decision
+ *   field are checked (reply_decision: against the policy), a redirection is
+ *   followed only to a node of the slot map, and a walk's SCAN calls are
+ *   bounded against DBSIZE.
  */
 #include "limiter.h"
 #include "redis_cluster.h"
@@ -48,6 +58,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
@@ -269,7 +280,8 @@ struct rstore {
     char esec[24], eusec[24]; /* the epoch of P:cfg, copied into each slot hash (cluster) */
     struct srl__redis_uri u;  /* where, who, db, timeout, prefix */
     uint64_t capacity;
-    uint64_t timeouts;        /* under mu */
+    uint64_t timeouts;        /* atomic: a call that waits for mu may time out */
+    uint64_t deadline_ns;     /* CLOCK_MONOTONIC: the end of the call holding mu */
     uint64_t would_deny;      /* dry run: this handle's would-be denials (atomic);
                                  P:stats counts them in denied, as every host's */
     int fixed_time;           /* test hook: pass srl__now() instead of TIME */
@@ -333,14 +345,162 @@ static void pipe_guard_end(struct pipe_guard *g)
     errno = saved;
 }
 
-/* One command on c, with SIGPIPE kept from the caller; *e: errno after it. */
-static redisReply *raw(redisContext *c, int argc, const char **argv, const size_t *lens, int *e)
+/*
+ * Bounded I/O.  Every read and write of a call waits at most what is left
+ * of the call's deadline (r->deadline_ns, set by whoever took mu): the
+ * socket's SO_RCVTIMEO/SO_SNDTIMEO are set to the time left before each
+ * read() and write(), and the reply is parsed between reads, so a server
+ * that trickles a valid reply cannot stretch a call past timeout_ms.
+ *
+ * Every reply is bounded as it arrives: one item (a line, a bulk string:
+ * hiredis keeps only the item it is parsing buffered) at most
+ * REPLY_ITEM_MAX bytes, checked before each read; at most REPLY_BYTES_MAX
+ * bytes in all its strings and REPLY_ELEMENTS_MAX array elements, checked
+ * by the reader's object functions before an array is allocated.  srl's
+ * replies are small (a decision, a SHA, a SCAN batch of about COUNT keys
+ * of at most PREFIX_MAX + SRL_KEY_MAX + 3 bytes, a slot map of at most
+ * SRL__CLUSTER_NODES masters), so anything larger is a hostile or broken
+ * server: SRL_ESYS with errno EMSGSIZE (a reply that does not parse:
+ * EPROTO).  The caller then drops the connection (its stream is
+ * mid-reply); the next call makes a new one.
+ */
+#define REPLY_ITEM_MAX (64u << 10)
+#define REPLY_BYTES_MAX (8u << 20)
+#define REPLY_ELEMENTS_MAX (1u << 19)
+
+struct reply_budget {
+    size_t bytes, elements;
+    int over;
+};
+
+/* hiredis's own object functions (base_fns: what every new reader's fn
+ * points to, seen on the first connection) and srl's wrappers of them. */
+static redisReplyObjectFunctions base_fns, bounded_fns;
+static redisReplyObjectFunctions *fns_seen;   /* atomic: every writer stores the same */
+static pthread_once_t fns_once = PTHREAD_ONCE_INIT;
+
+static void *bounded_string(const redisReadTask *t, char *str, size_t len)
+{
+    struct reply_budget *b = t->privdata;
+    if (b != NULL && (len > REPLY_BYTES_MAX || (b->bytes += len) > REPLY_BYTES_MAX)) {
+        b->over = 1;
+        return NULL;   /* the reader fails: no object is made */
+    }
+    return base_fns.createString(t, str, len);
+}
+
+static void *bounded_array(const redisReadTask *t, int elements)
+{
+    struct reply_budget *b = t->privdata;
+    if (b != NULL && (elements < 0 || (size_t)elements > REPLY_ELEMENTS_MAX ||
+                      (b->elements += (size_t)elements) > REPLY_ELEMENTS_MAX)) {
+        b->over = 1;
+        return NULL;
+    }
+    return base_fns.createArray(t, elements);
+}
+
+static void fns_init(void)
+{
+    base_fns = *__atomic_load_n(&fns_seen, __ATOMIC_ACQUIRE);
+    bounded_fns = base_fns;
+    bounded_fns.createString = bounded_string;
+    bounded_fns.createArray = bounded_array;
+}
+
+/* ns left of the call holding mu, 0 once its deadline has passed. */
+static uint64_t left_ns(const struct rstore *r)
+{
+    uint64_t now = srl__clock_ns(CLOCK_MONOTONIC);
+    return now < r->deadline_ns ? r->deadline_ns - now : 0;
+}
+
+/* The socket's wait for one read (SO_RCVTIMEO) or write (SO_SNDTIMEO): ns,
+ * rounded up to a microsecond (a zero timeval would mean no bound). */
+static void set_wait(redisContext *c, int which, uint64_t ns)
+{
+    uint64_t us = (ns + 999) / 1000;
+    struct timeval tv = {.tv_sec = (time_t)(us / 1000000),
+                         .tv_usec = (suseconds_t)(us % 1000000)};
+    (void)setsockopt(c->fd, SOL_SOCKET, which, &tv, sizeof tv);
+}
+
+/* A failed read or write: the deadline passed, or the socket failed. */
+static int io_fail(const struct rstore *r, redisContext *c, int e)
+{
+    return left_ns(r) == 0 ? SRL_ETIMEDOUT : io_error(c, e);
+}
+
+/* Under mu: write what c has queued, within the deadline. */
+static int flush_out(const struct rstore *r, redisContext *c)
+{
+    int done = 0;
+    while (!done) {
+        uint64_t left = left_ns(r);
+        if (left == 0)
+            return SRL_ETIMEDOUT;
+        set_wait(c, SO_SNDTIMEO, left);
+        errno = 0;
+        if (redisBufferWrite(c, &done) != REDIS_OK)
+            return io_fail(r, c, errno);
+    }
+    return 0;
+}
+
+/* Under mu: the next reply on c, within the deadline and the bounds of *b
+ * (one command's, or shared by a pipeline's replies: their sum is bounded,
+ * not each).  0 with *out set, or an SRL_E* code (*out NULL: drop the
+ * connection). */
+static int read_reply(const struct rstore *r, redisContext *c, struct reply_budget *b,
+                      redisReply **out)
+{
+    void *rep = NULL;
+    int rc = 0;
+    c->reader->privdata = b;
+    for (;;) {
+        if (redisGetReplyFromReader(c, &rep) != REDIS_OK) {
+            errno = b->over ? EMSGSIZE : EPROTO;
+            rc = SRL_ESYS;
+            break;
+        }
+        if (rep != NULL)
+            break;
+        if (c->reader->len - c->reader->pos > REPLY_ITEM_MAX) {
+            errno = EMSGSIZE;
+            rc = SRL_ESYS;
+            break;
+        }
+        uint64_t left = left_ns(r);
+        if (left == 0) {
+            rc = SRL_ETIMEDOUT;
+            break;
+        }
+        set_wait(c, SO_RCVTIMEO, left);
+        errno = 0;
+        if (redisBufferRead(c) != REDIS_OK) {
+            rc = io_fail(r, c, errno);
+            break;
+        }
+    }
+    c->reader->privdata = NULL;
+    *out = rep;
+    return rc;
+}
+
+/* One command on c, bounded as above, with SIGPIPE kept from the caller.
+ * NULL with *rc set on failure (the caller drops c). */
+static redisReply *raw(const struct rstore *r, redisContext *c, int argc, const char **argv,
+                       const size_t *lens, int *rc)
 {
     struct pipe_guard g;
     pipe_guard_begin(&g);
-    errno = 0;
-    redisReply *rep = redisCommandArgv(c, argc, argv, lens);
-    *e = errno;
+    redisReply *rep = NULL;
+    *rc = redisAppendCommandArgv(c, argc, argv, lens) == REDIS_OK ? 0 : SRL_ENOMEM;
+    if (*rc == 0)
+        *rc = flush_out(r, c);
+    struct reply_budget b = {0};
+    if (*rc == 0)
+        *rc = read_reply(r, c, &b, &rep);
     pipe_guard_end(&g);
     return rep;
 }
@@ -375,11 +535,10 @@ static int handshake(struct rstore *r, redisContext *c)
         size_t lens[3];
         for (int i = 0; i < argc; i++)
             lens[i] = strlen(argv[i]);
-        int e;
-        redisReply *rep = raw(c, argc, argv, lens, &e);
+        int rc;
+        redisReply *rep = raw(r, c, argc, argv, lens, &rc);
         if (rep == NULL)
-            return io_error(c, e);
-        int rc = 0;
+            return rc;
         if (rep->type == REDIS_REPLY_ERROR)
             rc = step == 0 ? SRL_EACCES : reply_error(rep) == SRL_EACCES ? SRL_EACCES : SRL_EINVAL;
         freeReplyObject(rep);
@@ -392,6 +551,32 @@ static int handshake(struct rstore *r, redisContext *c)
 static uint32_t timeout_ms(const struct rstore *r)
 {
     return r->u.timeout_ms ? r->u.timeout_ms : r->lim.lock_timeout_ms;
+}
+
+/* Begin a call: take mu, waiting at most timeout_ms, and set the call's
+ * deadline, timeout_ms after the call began: the wait for mu, connect,
+ * every write and read, redirections and their waits all come out of it.
+ * 0, or SRL_ETIMEDOUT (mu not taken; counted). */
+static int call_begin(struct rstore *r)
+{
+    uint64_t end = srl__clock_ns(CLOCK_MONOTONIC) + (uint64_t)timeout_ms(r) * 1000000ull;
+    struct timespec ts = {.tv_sec = (time_t)(end / SRL_NS_PER_S),
+                          .tv_nsec = (long)(end % SRL_NS_PER_S)};
+    int e = pthread_mutex_clocklock(&r->mu, CLOCK_MONOTONIC, &ts);
+    if (e != 0) {
+        __atomic_add_fetch(&r->timeouts, 1, __ATOMIC_RELAXED);
+        return SRL_ETIMEDOUT;
+    }
+    r->deadline_ns = end;
+    return 0;
+}
+
+/* End a call begun with call_begin: count its timeout, release mu. */
+static void call_end(struct rstore *r, int rc)
+{
+    if (rc == SRL_ETIMEDOUT)
+        __atomic_add_fetch(&r->timeouts, 1, __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&r->mu);
 }
 
 /* Under mu: make sure n->c is a live connection of this process.  After a
@@ -407,8 +592,12 @@ static int ensure(struct rstore *r, struct srl__rconn *n)
         return 0;
     if (n->failures > 0 && srl__clock_ns(CLOCK_MONOTONIC) < n->retry_at_ns)
         return n->last_rc;
-    uint32_t ms = timeout_ms(r);
-    struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
+    uint64_t left = left_ns(r);
+    if (left == 0)
+        return SRL_ETIMEDOUT;   /* the call's time is up: no connect, no backoff */
+    uint64_t us = (left + 999) / 1000;
+    struct timeval tv = {.tv_sec = (time_t)(us / 1000000),
+                         .tv_usec = (suseconds_t)(us % 1000000)};
     errno = 0;
     redisContext *c = n->host[0] == '\0'
                           ? redisConnectUnixWithTimeout(r->u.unix_path, tv)
@@ -417,11 +606,14 @@ static int ensure(struct rstore *r, struct srl__rconn *n)
     if (c == NULL)
         return SRL_ENOMEM;
     int rc = 0;
-    if (c->err != 0 || redisSetTimeout(c, tv) != REDIS_OK) {
+    if (c->err != 0) {
         rc = io_error(c, e ? e : errno);
         if (rc == SRL_ESYS && c->err == REDIS_ERR_IO && e == ETIMEDOUT)
             rc = SRL_ETIMEDOUT;
     } else {
+        __atomic_store_n(&fns_seen, c->reader->fn, __ATOMIC_RELEASE);   /* the defaults */
+        pthread_once(&fns_once, fns_init);
+        c->reader->fn = &bounded_fns;   /* replies bounded as they arrive */
         rc = handshake(r, c);
     }
     if (rc != 0) {
@@ -446,12 +638,9 @@ static redisReply *cmd_on(struct rstore *r, struct srl__rconn *n, int argc, cons
     *rc = ensure(r, n);
     if (*rc != 0)
         return NULL;
-    int e;
-    redisReply *rep = raw(n->c, argc, argv, lens, &e);
-    if (rep == NULL) {
-        *rc = io_error(n->c, e);
+    redisReply *rep = raw(r, n->c, argc, argv, lens, rc);
+    if (rep == NULL)
         drop(n);
-    }
     return rep;
 }
 
@@ -508,10 +697,13 @@ static int refresh(struct rstore *r)
  * keys split by a migration in progress) retries after 1, 2, 4 ... 64 ms.
  * Redirections past MAX_HOPS wait the same way before each retry: masters
  * that send a slot back and forth (the moment SETSLOT NODE has reached one
- * and not the other) settle within ms.  All the waits of one call together
- * stop at timeout_ms: then SRL_ETIMEDOUT.  A connection failure marks the
- * map stale (the node may have been replaced).  NULL with *rc set on
- * failure.
+ * and not the other) settle within ms.  The call's deadline bounds it all:
+ * a wait that would outlast it is SRL_ETIMEDOUT.  A MOVED or ASK naming a
+ * node the map does not hold refreshes the map from a known node first and
+ * is followed only if the new map names it, else SRL_ESYS with errno
+ * EPROTO: a hostile reply cannot send the credentials elsewhere.  A
+ * connection failure marks the map stale (the node may have been
+ * replaced).  NULL with *rc set on failure.
  */
 static redisReply *route(struct rstore *r, const char *k, size_t kl, int argc, const char **argv,
                          const size_t *lens, int *rc)
@@ -521,7 +713,7 @@ static redisReply *route(struct rstore *r, const char *k, size_t kl, int argc, c
     struct srl__cluster *cl = &r->cl;
     unsigned slot = srl__keyslot(k, kl);
     int ix = -1, asking = 0, hops = 0;
-    uint64_t slept_us = 0, nap_us = 1000;
+    uint64_t nap_us = 1000;
     for (;;) {
         if (ix < 0) {
             if (cl->stale || cl->slot[slot] == 0) {
@@ -561,13 +753,12 @@ static redisReply *route(struct rstore *r, const char *k, size_t kl, int argc, c
         freeReplyObject(rep);
         asking = 0;
         if (kind == SRL__TRYAGAIN || hops >= MAX_HOPS) {
-            if (slept_us >= (uint64_t)timeout_ms(r) * 1000) {
-                *rc = SRL_ETIMEDOUT;
+            if (left_ns(r) <= nap_us * 1000) {
+                *rc = SRL_ETIMEDOUT;   /* the nap would outlast the call */
                 return NULL;
             }
             struct timespec ts = {0, (long)nap_us * 1000};
             nanosleep(&ts, NULL);
-            slept_us += nap_us;
             nap_us = nap_us < 64000 ? 2 * nap_us : nap_us;
         }
         if (kind == SRL__TRYAGAIN) {
@@ -577,10 +768,20 @@ static redisReply *route(struct rstore *r, const char *k, size_t kl, int argc, c
         hops++;
         if (host[0] == '\0')   /* "MOVED 12 :6380": the replier's own host */
             memcpy(host, n->host, sizeof host);
-        ix = srl__cluster_node(cl, host, port, 1);
+        ix = srl__cluster_node(cl, host, port, 0);
         if (ix < 0) {
-            *rc = SRL_ENOMEM;
-            return NULL;
+            /* Not a node of the map: ask a known node for the map again,
+             * and follow only if it names the node now.  A redirection
+             * never makes srl connect (and AUTH) to a host no map named. */
+            *rc = refresh(r);
+            ix = *rc == 0 ? srl__cluster_node(cl, host, port, 0) : -1;
+            if (ix < 0) {
+                if (*rc == 0) {
+                    errno = EPROTO;
+                    *rc = SRL_ESYS;
+                }
+                return NULL;
+            }
         }
         if (kind == SRL__MOVED) {
             cl->slot[s] = (uint16_t)(ix + 1);
@@ -741,8 +942,31 @@ static void script_argv(srl_limiter *lim, struct script_call *sc, const char *ke
     }
 }
 
+/*
+ * The longest wait (retry_after, reset_after) a script can answer for p,
+ * with the server's clock going forward: GCRA tau = permits * T; token
+ * bucket and sliding log one window; sliding counter two.  A server clock
+ * stepped back adds the step ("behind" in the scripts), so a reply is
+ * refused only past twice this: a clock stepped back by more than that is
+ * treated as a server answering out of range.
+ */
+static uint64_t longest_wait_ns(const srl_policy *p)
+{
+    uint64_t W = p->window_ns, P = p->permits;
+    switch (p->algorithm) {
+    case SRL_GCRA:
+        return P * (W / P + (W % P != 0));   /* < 2^51: exact_in_lua */
+    case SRL_SLIDING_COUNTER:
+        return 2 * W;
+    default:
+        return W;
+    }
+}
+
 /* 1 and *d filled if rep is a script's decision {allowed, remaining,
- * retry_after, reset_after}, all non-negative integers; else 0. */
+ * retry_after, reset_after} within the policy's range: four integers,
+ * allowed 0 or 1, remaining <= permits, retry_after 0 if allowed, and
+ * both waits at most 2 * longest_wait_ns; else 0 (*d untouched). */
 static int reply_decision(const srl_limiter *lim, const redisReply *rep, srl_decision *d)
 {
     if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 4)
@@ -753,6 +977,10 @@ static int reply_decision(const srl_limiter *lim, const redisReply *rep, srl_dec
             return 0;
         v[i] = rep->element[i]->integer;
     }
+    uint64_t most = 2 * longest_wait_ns(rpol(lim));   /* < 2^53 */
+    if (v[0] > 1 || (uint64_t)v[1] > rpol(lim)->permits || (v[0] == 1 && v[2] != 0) ||
+        (uint64_t)v[2] > most || (uint64_t)v[3] > most)
+        return 0;
     *d = (srl_decision){.allowed = v[0] != 0, .limit = rpol(lim)->permits,
                         .remaining = (uint32_t)v[1], .retry_after_ns = (uint64_t)v[2],
                         .reset_after_ns = (uint64_t)v[3], .flags = 0};
@@ -816,8 +1044,10 @@ static int decide(srl_limiter *lim, const void *key, size_t len, uint32_t cost, 
     struct script_call sc;
     script_init(lim, &sc, mode, cost);
 
-    pthread_mutex_lock(&r->mu);
-    int rc = r->sha[0] == '\0' ? load_script(r, kbuf, klen) : 0;
+    int rc = call_begin(r);
+    int locked = rc == 0;
+    if (rc == 0 && r->sha[0] == '\0')
+        rc = load_script(r, kbuf, klen);
     redisReply *rep = NULL;
     /* Up to two recoveries: a cluster master's first decision in a slot
      * may need both the script and the slot hash. */
@@ -831,30 +1061,31 @@ static int decide(srl_limiter *lim, const void *key, size_t len, uint32_t cost, 
         }
         break;
     }
-    if (rc == SRL_ETIMEDOUT)
-        r->timeouts++;
-    pthread_mutex_unlock(&r->mu);
+    if (locked)
+        call_end(r, rc);
 
-    if (rc != 0) {
-        if (d != NULL)
-            srl__decide_on_full(lim, SRL_DECISION_DEGRADED, d);
-        return rc;
+    if (rc == 0) {
+        rc = SRL_ECORRUPT;  /* a reply this script never gives: P:cfg or a state was altered */
+        if (rep->type == REDIS_REPLY_ERROR && reply_error(rep) == SRL_EACCES) {
+            rc = SRL_EACCES;   /* the server now wants a password */
+        } else if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 1 && mode != 'a' &&
+                   rep->element[0]->type == REDIS_REPLY_INTEGER &&
+                   rep->element[0]->integer == -1) {
+            rc = SRL_ENOENT;   /* peek, refund: no state (*d untouched) */
+        } else if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 1 && d == NULL &&
+                   rep->element[0]->type == REDIS_REPLY_INTEGER &&
+                   rep->element[0]->integer == -2) {
+            rc = 0;   /* refunded */
+        } else if (d != NULL && reply_decision(lim, rep, d)) {
+            rc = 0;
+        }
+        freeReplyObject(rep);
     }
-    rc = SRL_ECORRUPT;  /* a reply this script never gives: P:cfg or a state was altered */
-    if (rep->type == REDIS_REPLY_ERROR && reply_error(rep) == SRL_EACCES) {
-        rc = SRL_EACCES;   /* the server now wants a password: decide as degraded */
-        if (d != NULL)
-            srl__decide_on_full(lim, SRL_DECISION_DEGRADED, d);
-    } else if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 1 &&
-        rep->element[0]->type == REDIS_REPLY_INTEGER && rep->element[0]->integer == -1) {
-        rc = SRL_ENOENT;
-    } else if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 1 && d == NULL &&
-               rep->element[0]->type == REDIS_REPLY_INTEGER && rep->element[0]->integer == -2) {
-        rc = 0;   /* refunded */
-    } else if (d != NULL && reply_decision(lim, rep, d)) {
-        rc = 0;
-    }
-    freeReplyObject(rep);
+    /* Every store error (the server slow, gone, refusing, or answering what
+     * no script answers) decides from on_full, so a caller that ignores
+     * the error still gets the configured fail-open or fail-closed answer. */
+    if (rc != 0 && rc != SRL_ENOENT && d != NULL)
+        srl__decide_on_full(lim, SRL_DECISION_DEGRADED, d);
     return rc;
 }
 
@@ -885,10 +1116,11 @@ static int rs_reset_key(srl_limiter *lim, const void *key, size_t len)
     size_t klen = key_name(r, "k:", key, len, kbuf);
     const char *argv[] = {"DEL", kbuf};
     size_t lens[] = {3, klen};
-    int rc;
-    pthread_mutex_lock(&r->mu);
+    int rc = call_begin(r);
+    if (rc != 0)
+        return rc;
     redisReply *rep = route(r, kbuf, klen, 2, argv, lens, &rc);
-    pthread_mutex_unlock(&r->mu);
+    call_end(r, rc);
     if (rep == NULL)
         return rc;
     rc = rep->type != REDIS_REPLY_INTEGER ? SRL_ESYS : rep->integer == 1 ? 0 : SRL_ENOENT;
@@ -979,16 +1211,11 @@ static int walk_pipe(srl_limiter *lim, struct srl__rconn *n, struct walk_batch *
                    : redisAppendCommandArgv(n->c, 11, sc.argv, sc.lens)) != REDIS_OK)
             rc = SRL_ENOMEM;
     }
-    int e = 0;
-    for (size_t i = 0; i < b->n && rc == 0; i++) {
-        errno = 0;
-        void *rep = NULL;
-        if (redisGetReply(n->c, &rep) != REDIS_OK) {
-            e = errno;
-            rc = io_error(n->c, e);
-        }
-        b->peek[i] = rep;
-    }
+    if (rc == 0)
+        rc = flush_out(r, n->c);
+    struct reply_budget budget = {0};   /* the batch's replies together */
+    for (size_t i = 0; i < b->n && rc == 0; i++)
+        rc = read_reply(r, n->c, &budget, &b->peek[i]);
     pipe_guard_end(&g);
     if (rc != 0)
         drop(n);   /* replies may be left unread: never reuse the stream */
@@ -1080,8 +1307,9 @@ static int walk_nodes_begin(struct rstore *r, struct walk_nodes *w)
     *w = (struct walk_nodes){.n = 1};
     if (!r->u.cluster)
         return 0;
-    int rc = 0;
-    pthread_mutex_lock(&r->mu);
+    int rc = call_begin(r);
+    if (rc != 0)
+        return rc;
     if (r->cl.stale || r->cl.n == 0)
         rc = refresh(r);
     if (rc == 0) {
@@ -1094,9 +1322,7 @@ static int walk_nodes_begin(struct rstore *r, struct walk_nodes *w)
             w->at[i].port = r->cl.node[i].port;
         }
     }
-    if (rc == SRL_ETIMEDOUT)
-        r->timeouts++;
-    pthread_mutex_unlock(&r->mu);
+    call_end(r, rc);
     return rc;
 }
 
@@ -1121,18 +1347,66 @@ static void scan_pattern(const struct rstore *r, const char *what, char *pattern
     memcpy(pattern + o, what, strlen(what) + 1);
 }
 
+/*
+ * A walk's SCAN calls on one server are bounded.  Redis answers a SCAN
+ * once it has COUNT keys or has looked at 10 * COUNT buckets, and a db of
+ * N keys has at most about 4 N + 8 buckets (both tables, mid-rehash), so a
+ * walk takes well under N + 2 calls.  Past WALK_CALLS_MIN calls the
+ * server's DBSIZE is read again (the db may have grown), and a walk past
+ * 2 * DBSIZE + WALK_CALLS_MIN calls ends with SRL_ESYS, errno EPROTO (the
+ * server broke SCAN's promise): a server whose cursor never comes back to
+ * 0 cannot keep a walk going.
+ */
+#define WALK_CALLS_MIN 1024
+
+struct walk_bound {
+    uint64_t calls, limit;   /* limit starts at WALK_CALLS_MIN */
+};
+
+/* Under mu: the walk's bound from n's DBSIZE now. */
+static int walk_recount(struct rstore *r, struct srl__rconn *n, struct walk_bound *wb)
+{
+    static const char *const argv[] = {"DBSIZE"};
+    static const size_t lens[] = {6};
+    int rc;
+    redisReply *rep = cmd_on(r, n, 1, (const char **)argv, lens, &rc);
+    if (rep == NULL)
+        return rc;
+    rc = 0;
+    if (rep->type == REDIS_REPLY_INTEGER && rep->integer >= 0 &&
+        (unsigned long long)rep->integer < (1ull << 62)) {
+        wb->limit = 2 * (uint64_t)rep->integer + WALK_CALLS_MIN;
+    } else {
+        errno = EPROTO;
+        rc = SRL_ESYS;
+    }
+    freeReplyObject(rep);
+    return rc;
+}
+
 /* One SCAN step of a walk on its j-th server, under mu: 0, 1 (the server
- * left the map: b empty, the walk goes on to the next one) or an error. */
+ * left the map: b empty, the walk goes on to the next one) or an error
+ * (b empty). */
 static int walk_step(srl_limiter *lim, const struct walk_nodes *w, size_t j, char cursor[32],
-                     const char *pattern, struct walk_batch *b, int stats)
+                     const char *pattern, struct walk_batch *b, int stats,
+                     struct walk_bound *wb)
 {
     struct rstore *r = rs_of(lim);
-    pthread_mutex_lock(&r->mu);
+    int rc = call_begin(r);
+    if (rc != 0)
+        return rc;
     struct srl__rconn *n = walk_node(r, w, j);
-    int rc = n == NULL ? 1 : walk_batch(lim, n, cursor, pattern, b, stats);
-    if (rc == SRL_ETIMEDOUT)
-        r->timeouts++;
-    pthread_mutex_unlock(&r->mu);
+    rc = n == NULL ? 1 : walk_batch(lim, n, cursor, pattern, b, stats);
+    if (rc == 0 && strcmp(cursor, "0") != 0 && ++wb->calls >= wb->limit) {
+        rc = walk_recount(r, n, wb);
+        if (rc == 0 && wb->calls >= wb->limit) {
+            errno = EPROTO;
+            rc = SRL_ESYS;
+        }
+        if (rc != 0)
+            walk_batch_free(b);
+    }
+    call_end(r, rc);
     return rc;
 }
 
@@ -1148,9 +1422,10 @@ static int cluster_counts(srl_limiter *lim, uint64_t *allowed, uint64_t *denied)
     *allowed = *denied = 0;
     for (size_t j = 0; rc == 0 && j < w.n; j++) {
         char cursor[32] = "0";
+        struct walk_bound wb = {0, WALK_CALLS_MIN};
         do {
             struct walk_batch b = {0};
-            rc = walk_step(lim, &w, j, cursor, pattern, &b, 1);
+            rc = walk_step(lim, &w, j, cursor, pattern, &b, 1, &wb);
             for (size_t i = 0; rc == 0 && i < b.n; i++) {
                 const redisReply *h = b.peek[i];
                 if (h->type != REDIS_REPLY_ARRAY || h->elements != 2)
@@ -1178,22 +1453,22 @@ static int rs_stats(srl_limiter *lim, srl_stats *out)
         int rc = cluster_counts(lim, &a, &d);
         if (rc != 0)
             return rc;
-        pthread_mutex_lock(&r->mu);
-        *out = (srl_stats){.capacity = r->capacity, .timeouts = r->timeouts, .allowed = a,
-                           .denied = d,
+        *out = (srl_stats){.capacity = r->capacity,
+                           .timeouts = __atomic_load_n(&r->timeouts, __ATOMIC_RELAXED),
+                           .allowed = a, .denied = d,
                            .would_deny = __atomic_load_n(&r->would_deny, __ATOMIC_RELAXED)};
-        pthread_mutex_unlock(&r->mu);
         return 0;
     }
     char st[PREFIX_MAX + 8];
     snprintf(st, sizeof st, "%s:stats", r->u.prefix);
     const char *argv[] = {"HMGET", st, "allowed", "denied"};
     size_t lens[] = {5, strlen(st), 7, 6};
-    int rc;
-    pthread_mutex_lock(&r->mu);
+    int rc = call_begin(r);
+    if (rc != 0)
+        return rc;
     redisReply *rep = cmd_on(r, &r->one, 4, argv, lens, &rc);
-    uint64_t timeouts = r->timeouts;
-    pthread_mutex_unlock(&r->mu);
+    call_end(r, rc);
+    uint64_t timeouts = __atomic_load_n(&r->timeouts, __ATOMIC_RELAXED);
     if (rep == NULL)
         return rc;
     *out = (srl_stats){.capacity = r->capacity, .timeouts = timeouts,
@@ -1224,9 +1499,10 @@ static int64_t rs_foreach(srl_limiter *lim, srl_foreach_fn fn, void *ctx)
     int64_t visited = 0;
     for (size_t j = 0; j < w.n; j++) {
         char cursor[32] = "0";
+        struct walk_bound wb = {0, WALK_CALLS_MIN};
         do {
             struct walk_batch b = {0};
-            rc = walk_step(lim, &w, j, cursor, pattern, &b, 0);
+            rc = walk_step(lim, &w, j, cursor, pattern, &b, 0, &wb);
             if (rc == 1)
                 break;   /* that master left the map */
             if (rc != 0) {
@@ -1345,7 +1621,11 @@ int srl_open_redis(const char *uri, const srl_config *cfg, srl_limiter **out)
     r->pid = getpid();
     pthread_mutex_init(&r->mu, NULL);
 
-    rc = open_cfg(r, adopt);
+    rc = call_begin(r);   /* the handle is no one else's yet: mu only for the deadline */
+    if (rc == 0) {
+        rc = open_cfg(r, adopt);
+        call_end(r, rc);
+    }
     if (rc == 0 && adopt) {
         /* The adopted policy, normalised as the prologue would (a compound
          * of one), picks the default ticker as a config would. */
@@ -1357,8 +1637,10 @@ int srl_open_redis(const char *uri, const srl_config *cfg, srl_limiter **out)
     }
     char cfgkey[PREFIX_MAX + 8];
     snprintf(cfgkey, sizeof cfgkey, "%s:cfg", r->u.prefix);
-    if (rc == 0)
+    if (rc == 0 && (rc = call_begin(r)) == 0) {
         rc = load_script(r, cfgkey, strlen(cfgkey));
+        call_end(r, rc);
+    }
     if (rc != 0) {
         rs_close(&r->lim);
         return rc;

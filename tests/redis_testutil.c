@@ -251,3 +251,86 @@ int redis_cluster_owner(const struct redis_cluster *c, unsigned slot)
     }
     return -1;
 }
+
+/* ---------------------------------------------------------------- the fake */
+
+/* One line of f's output appended to log (NUL-terminated): 1, or 0 at EOF. */
+static int fake_line(struct fake_redis *f, size_t *start)
+{
+    *start = f->len;
+    for (;;) {
+        char ch;
+        ssize_t n = read(f->out_fd, &ch, 1);
+        if (n <= 0)
+            return 0;
+        if (f->len + 1 < sizeof f->log)
+            f->log[f->len++] = ch;
+        f->log[f->len] = '\0';
+        if (ch == '\n')
+            return 1;
+    }
+}
+
+void fake_redis_start(struct fake_redis *f, const char *mode, int once)
+{
+    memset(f, 0, sizeof *f);
+    const char *py = getenv("FAKE_REDIS_PY");   /* tests/meson.build sets it */
+    ck_assert_msg(py != NULL, "FAKE_REDIS_PY (the path of tests/fake_redis.py) is not set");
+    int in[2], out[2];
+    ck_assert_int_eq(pipe(in), 0);
+    ck_assert_int_eq(pipe(out), 0);
+    pid_t pid = test_fork();
+    if (pid == 0) {
+        dup2(in[0], 0);
+        dup2(out[1], 1);
+        close(in[1]);
+        close(out[0]);
+        execlp("python3", "python3", py, mode, once ? "--once" : NULL, (char *)NULL);
+        _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    f->pid = pid;
+    f->in_fd = in[1];
+    f->out_fd = out[0];
+    size_t at;
+    ck_assert_msg(fake_line(f, &at) && sscanf(f->log + at, "ready %d", &f->port) == 1,
+                  "fake_redis.py did not start: '%s'", f->log);
+}
+
+int fake_redis_wait(struct fake_redis *f, const char *prefix)
+{
+    size_t at;
+    while (fake_line(f, &at))
+        if (strncmp(f->log + at, prefix, strlen(prefix)) == 0)
+            return 1;
+    return 0;
+}
+
+int fake_redis_saw(const struct fake_redis *f, const char *prefix)
+{
+    int n = 0;
+    size_t pl = strlen(prefix);
+    for (const char *l = f->log; *l != '\0';) {
+        n += strncmp(l, prefix, pl) == 0;
+        const char *nl = strchr(l, '\n');
+        if (nl == NULL)
+            break;
+        l = nl + 1;
+    }
+    return n;
+}
+
+void fake_redis_stop(struct fake_redis *f)
+{
+    if (f->pid <= 0)
+        return;
+    kill(f->pid, SIGKILL);
+    waitpid(f->pid, NULL, 0);
+    size_t at;
+    while (fake_line(f, &at)) {
+    }
+    close(f->in_fd);
+    close(f->out_fd);
+    f->pid = 0;
+}

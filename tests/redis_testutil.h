@@ -1,7 +1,8 @@
 /*
  * redis_testutil.h - a real redis-server for a test: started on a unix
  * socket in the caller's temporary directory, no persistence, no TCP port,
- * stopped by its pid.  Used by check_redis and the rlctl suite.
+ * stopped by its pid.  Used by check_redis and the rlctl suite.  Also a
+ * hostile fake (tests/fake_redis.py) for check_redis_hostile.
  */
 #ifndef SRL_REDIS_TESTUTIL_H
 #define SRL_REDIS_TESTUTIL_H
@@ -43,5 +44,30 @@ void redis_cluster_stop(struct redis_cluster *c);
 /* The index of the node that serves slot now (CLUSTER SLOTS of node 0
  * ... asked of every node until one answers), -1 if none does. */
 int redis_cluster_owner(const struct redis_cluster *c, unsigned slot);
+
+/*
+ * The hostile fake Redis (tests/fake_redis.py MODE [--once], its path in
+ * $FAKE_REDIS_PY) on a loopback port.  It prints one line per event; every line read is kept in log[],
+ * so a test can wait for an event (fake_redis_wait) and, after the call
+ * it tests, ask whether one ever happened (fake_redis_saw).  Its stdin is
+ * a pipe from the test: it exits when the test's process does, even one
+ * that failed half way.
+ */
+struct fake_redis {
+    pid_t pid;
+    int in_fd, out_fd;   /* its stdin (write end), its stdout (read end) */
+    int port;
+    char log[16384];
+    size_t len;
+};
+/* Start it and wait for "ready PORT".  Fails the test if it cannot. */
+void fake_redis_start(struct fake_redis *f, const char *mode, int once);
+/* Read its lines until one starts with prefix (kept in log): 1, or 0 if it
+ * exited first.  Bounded by the test's own timeout. */
+int fake_redis_wait(struct fake_redis *f, const char *prefix);
+/* How many lines of the log so far start with prefix. */
+int fake_redis_saw(const struct fake_redis *f, const char *prefix);
+/* Kill it, reap it, and read what it printed before it died into log. */
+void fake_redis_stop(struct fake_redis *f);
 
 #endif

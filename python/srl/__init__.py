@@ -51,7 +51,7 @@ class holding:
 class Error(Exception):
     """An SRL_E* error: code (negative int), name ("SRL_EPOLICY"), message."""
 
-    decision = None  # acquire()'s on_full answer for TimeoutError, NotRecoverableError
+    decision = None  # acquire()'s on_full answer, if the library still decided (FLAG_DEGRADED)
 
     def __init__(self, code, name, message):
         super().__init__(code, name, message)

@@ -10,10 +10,11 @@ Each request is decided by limiter.acquire(key(environ), cost):
   - denied: the app is not called; the answer is 429 Too Many Requests with
     RateLimit-Policy, RateLimit and Retry-After (srl.headers());
   - key(environ) returned None: the request is not limited (no headers).
-The default key is the client address (REMOTE_ADDR).  A lock that timed out
-(srl.TimeoutError, srl.NotRecoverableError) is answered from the limiter's
-on_full setting, as the C library does; every other srl.Error propagates (an
-empty or overlong key is the key function's bug, not the client's).
+The default key is the client address (REMOTE_ADDR).  An error for which the
+library still decided by on_full (a lock that timed out or cannot be used, a
+store that failed: the srl.Error carries that decision) is answered with it,
+as the C library decides; every other srl.Error propagates (an empty or
+overlong key is the key function's bug, not the client's).
 
 With a shared limiter the count is host-wide: open it before the server forks
 (gunicorn --preload) or in each worker; both reach the same segment.
@@ -40,7 +41,9 @@ class RateLimit:
     def _decide(self, key):
         try:
             return self.limiter.acquire(key, self.cost)
-        except (srl.TimeoutError, srl.NotRecoverableError) as e:
+        except srl.Error as e:
+            if e.decision is None:
+                raise
             return e.decision
 
     def __call__(self, environ, start_response):

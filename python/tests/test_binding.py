@@ -485,6 +485,34 @@ class TestWsgi(unittest.TestCase):
             self.assertEqual((s, b), ("200 OK", b"pid"))
             self.assertNotIn("RateLimit", h)
 
+    def test_middleware_answers_an_error_the_library_decided(self):
+        # An error carrying the library's on_full decision (a Redis store's
+        # SRL_ECORRUPT or SRL_ESYS, a lock that timed out) is answered with
+        # it; one carrying none propagates.
+        denied = srl.Limiter.local("1/1d")
+        denied.acquire("k")
+        decision = denied.acquire("k")
+
+        class Failing:
+            def __init__(self, exc):
+                self.exc = exc
+
+            def acquire(self, key, cost):
+                raise self.exc
+
+        def app(environ, start_response):
+            start_response("200 OK", [])
+            return [b"app"]
+        corrupt = srl.CorruptError(srl.SRL_ECORRUPT, "SRL_ECORRUPT", "a reply no script gives")
+        corrupt.decision = decision
+        mw = srl.wsgi.RateLimit(app, Failing(corrupt), key=lambda env: "k")
+        s, h, b = self.call(mw, {})
+        self.assertEqual((s, h["Retry-After"]), ("429 Too Many Requests", "86400"))
+        bare = srl.SysError(srl.SRL_ESYS, "SRL_ESYS", "no decision")
+        mw = srl.wsgi.RateLimit(app, Failing(bare), key=lambda env: "k")
+        with self.assertRaises(srl.SysError):
+            self.call(mw, {})
+
 
 if __name__ == "__main__":
     unittest.main(argv=[sys.argv[0], "-v"] + sys.argv[1:])

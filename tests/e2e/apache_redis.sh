@@ -27,6 +27,9 @@
 #   E  after both servers stopped, a host with another policy for the same
 #      prefix: apache2 -k start itself exits 1, stderr names the mismatch
 #      and the remedy; the stored states were left alone
+#   F  a hostile server (tests/fake_redis.py wrongtype: EVALSHA answered
+#      with a bulk string) in place of Redis: the request is answered by
+#      on_full=deny, a 429, never a 500, and the error log says so
 here=$(cd "$(dirname "$0")" && pwd)
 export SRL_E2E_DIR=${SRL_E2E_DIR:-$here}
 . "$here/lib.sh"
@@ -178,4 +181,22 @@ check_eq "E: it names the mismatch and the remedy (stderr)" 1 \
 check_eq "E: it does not show the uri" 0 "$(cat "$base/mismatch.log" "$base/mismatch.err" 2>/dev/null | grep -c "$redis_sock")"
 check_eq "E: the states were left alone (rlctl info URI: allowed)" "$allowed" \
   "$(rlctl_count "$uri" allowed)"
+
+# --- F: a server answering what no script answers: on_full, not a 500
+# (the fake exits when this script does: its stdin is the coprocess pipe)
+coproc FAKE { exec python3 "$SRL_E2E_DIR/../fake_redis.py" wrongtype 2>/dev/null; }
+read -r -u "${FAKE[0]}" ready fake_port || die "fake_redis.py did not start"
+e2e_segments+=(/fleet3)
+fbody="SrlLimiter fleet3 token_bucket:$LIMIT/1d 1000 on_full=deny policy_name=fleet redis=redis://127.0.0.1:$fake_port?prefix=e2e-fake&timeout_ms=300
+SrlLimit fleet3
+SrlKey header:X-Key"
+mkdir -p "$base/h3/htdocs"; chmod 0755 "$base/h3"; echo x >"$base/h3/htdocs/x"
+e2e_tmp=$base/h3; e2e_port=$(free_port); apache_start prefork "$fbody"
+port3=$e2e_port; pid3=$apache_pid; e2e_tmp=$base
+f=$(on "$port3" seq 1 /x "X-Key: hostile-F")
+check_eq "F: a reply of the wrong type: on_full=deny answers 429 (not 500)" 429 "$(cut -f1 <<<"$f")"
+wait_until 10 grep -q "SrlLimit fleet3: .*; decided by on_full (denied)" "$base/h3/error.log"
+check_eq "F: the error log says on_full decided" 1 \
+  "$(grep -c "SrlLimit fleet3: .*; decided by on_full (denied)" "$base/h3/error.log")"
+stop_pid "$pid3"
 e2e_finish
