@@ -241,7 +241,7 @@ const struct srl__shm_pol *srl__shm_pol_get(struct srl__shm *s, bool locked)
         uint32_t again = __atomic_load_n(g, __ATOMIC_ACQUIRE);
         if (again != gen && tries < 3 && (!locked || damage))
             continue;
-        if (damage && again == gen)
+        if (damage)
             __atomic_add_fetch(&srl__shm_live(s)->policy_damage, 1, __ATOMIC_RELAXED);
         return NULL;
     }
