@@ -31,7 +31,11 @@
  *   - Nothing indexes the private policy with a word of the segment
  *     unchecked: a tier beyond the table, a generation neither current nor
  *     previous, a seq found odd under the lock is damage, reset to a fresh
- *     tier-0 state and counted (reset_slots), as repair would.
+ *     tier-0 state and counted (reset_slots), as repair would.  Each word is
+ *     read once (the rule at the top of shm.h): a writer may store into the
+ *     segment between two reads even under the lock, so the checked local
+ *     is what indexes, and a state is judged and converted on a private
+ *     snapshot.
  *   - seq (layout 7, shm.h): a writer freezes the slot (seq odd, then a
  *     full fence where lock-free deciders may exist) before it reads what
  *     it will write from, and thaws it (even, one past, release) last;
