@@ -611,6 +611,59 @@ START_TEST(policy_gen_flipped_between_two_valid_copies_is_damage_not_a_view_per_
 }
 END_TEST
 
+/* A writer forging valid copies forward, one generation after another,
+ * each a view for every handle that decides: the handle stops at
+ * SRL__SHM_POL_VIEWS views, and a generation past them is damage, refused
+ * and counted, not memory.  (Deterministic: the writes are this
+ * process's, between decisions.) */
+START_TEST(forged_generations_forward_stop_at_the_view_bound)
+{
+    alarm(60);
+    srl_config cfg;
+    srl_config_init(&cfg);
+    ck_assert_int_eq(srl_limits_parse_ex("token_bucket:10/1h", &cfg.limits, NULL), 0);
+    cfg.capacity = 64;
+    const char *name = unique_name("flip");
+    srl_limiter *lim;
+    ck_assert_int_eq(srl_open_shared(name, &cfg, SRL_CREATE | SRL_EXCL, &lim), 0);
+    struct srl__shm *s = lim->impl;
+    uint32_t *gen = &srl__shm_live(s)->policy_gen;
+    srl_decision d;
+    ck_assert_int_eq(srl_acquire(lim, "k", 1, 1, &d), 0);
+    ck_assert_uint_eq(srl__shm_pol_count(s), 1);
+    for (uint32_t g = 1; g < SRL__SHM_POL_VIEWS; g++) {
+        struct srl__shm_policy c;
+        srl__shm_policy_fill(&c, g, &cfg.limits, NULL, 1);
+        memcpy(s->base + SRL__SHM_POLICY_OFFSET(g & 1u), &c, sizeof c);
+        __atomic_store_n(gen, g, __ATOMIC_RELEASE);
+        ck_assert_int_eq(srl_acquire(lim, "k", 1, 1, &d), 0);
+        ck_assert_uint_eq(d.flags, 0);
+    }
+    ck_assert_uint_eq(srl__shm_pol_count(s), SRL__SHM_POL_VIEWS);
+    ck_assert_uint_eq(srl__shm_live(s)->policy_damage, 0);
+    ck_assert_int_eq(srl_check(lim, NULL, NULL), 0);   /* forward by one: as a changer does */
+    struct srl__shm_policy c;
+    srl__shm_policy_fill(&c, SRL__SHM_POL_VIEWS, &cfg.limits, NULL, 1);
+    memcpy(s->base + SRL__SHM_POLICY_OFFSET(SRL__SHM_POL_VIEWS & 1u), &c, sizeof c);
+    __atomic_store_n(gen, SRL__SHM_POL_VIEWS, __ATOMIC_RELEASE);
+    for (int i = 0; i < 100; i++) {
+        ck_assert_int_eq(srl_acquire(lim, "k", 1, 1, &d), SRL_ECORRUPT);
+        ck_assert(d.flags & SRL_DECISION_DEGRADED);
+    }
+    ck_assert_uint_eq(srl__shm_pol_count(s), SRL__SHM_POL_VIEWS);
+    ck_assert_uint_eq(srl__shm_live(s)->policy_damage, 100);
+    ck_assert_int_eq(srl_check(lim, NULL, NULL), 1);
+    /* Another handle (a restarted worker) starts with no views: it decides. */
+    srl_limiter *other;
+    ck_assert_int_eq(srl_open_shared(name, NULL, 0, &other), 0);
+    ck_assert_int_eq(srl_acquire(other, "k", 1, 1, &d), 0);
+    ck_assert_uint_eq(d.flags, 0);
+    srl_close(other);
+    srl_close(lim);
+    ck_assert_int_eq(srl_unlink(name), 0);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("shm_hostile_writer");
@@ -619,6 +672,7 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, a_writer_racing_every_call_on_every_word_crashes_nothing_and_gets_documented_codes,
                         0, (int)(sizeof cases / sizeof cases[0]));
     tcase_add_test(tc, policy_gen_flipped_between_two_valid_copies_is_damage_not_a_view_per_decision);
+    tcase_add_test(tc, forged_generations_forward_stop_at_the_view_bound);
     suite_add_tcase(s, tc);
     return s;
 }
