@@ -1066,6 +1066,11 @@ SRL_API int srl_acquire_wait(srl_limiter *lim, const void *key, size_t len, uint
  * A key whose table is full is decided by on_full (SRL_DECISION_UNTRACKED):
  * lease->gen stays 0 even if on_full allows, and srl_leave of that lease
  * is SRL_ENOENT.  Reclaimed units are counted in srl_stats.reclaimed.
+ * The holders are read from the segment: a process that can write it
+ * (the trust model, docs/design.md) can free a live holder's units or pin
+ * them (a holder recorded as pid 1), but cannot make srl signal or trace
+ * any process: a holder is only probed, with kill(pid, 0) and a read of
+ * /proc/PID/stat.
  * A dry-run handle (SRL_CONFIG_DRY_RUN) admits a would-be refusal without
  * a unit: allowed = 1, SRL_DECISION_WOULD_DENY, lease->gen = 0.
  * Errors of srl_enter: those of srl_acquire; srl_leave: SRL_EINVAL,

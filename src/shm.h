@@ -33,6 +33,27 @@
  * to compute addresses, and every index or length read back from shared
  * memory (tags, undo_slot, key_len) is bounds-checked before use.
  *
+ * Read once (the rule every shm_*.c file keeps): whoever can write the
+ * segment can write it while a worker runs, lock or no lock, so a word read
+ * twice may differ between the reads.  Every word of the segment that is
+ * used as an index, a length, a count, an offset, a slot number or a
+ * generation (a slot's tier, gen and seq, key_len, tags, undo_slot,
+ * moving_slot, policy_gen, lf_open, a bucket's gen) is loaded ONCE into a
+ * local (SRL__SHM_ONCE: a relaxed atomic load, which the compiler may
+ * neither split nor repeat), the local is validated, and only the local is
+ * used from then on; an accessor returns a value, never a pointer to be
+ * read again.  An algorithm's state (srl__algo, compound.c) is one value
+ * too: the table hands the algorithms a private snapshot of it
+ * (srl__shm_state_load, decided on, then srl__shm_state_store), never the
+ * mapped bytes, so a decision, a check, a conversion or a walk sees one
+ * state however the mapping changes meanwhile; its counts and indices are
+ * then judged as the algorithms judge any state (srl__cmp_valid, bounded
+ * loops), and no assert() anywhere depends on segment bytes.  The copies
+ * of the policy are read the same way: one snapshot, then validated
+ * (srl__shm_policy_read).  Bytes that are only shown or counted (the
+ * display copy, the counters) need no rule: a torn read there is a wrong
+ * number, never a wrong address.
+ *
  * Concurrency: each bucket is guarded by its own robust, process-shared
  * mutex (bucket head).  Tags may be read without the lock (relaxed atomic
  * loads) as a hint only; every decision re-verifies under the lock.  When two
@@ -156,6 +177,12 @@ struct srl__shm_live {
                                     "may exist", the safe direction; a forged NONE
                                     costs only counts, which whoever can write the
                                     segment can change anyway */
+    uint32_t policy_damage;      /* policy generations a decider refused: policy_gen
+                                    behind the newest view its handle built (the
+                                    word only goes forward), or a new generation
+                                    beyond SRL__SHM_POL_VIEWS (shm_policy.c).
+                                    Atomic adds; srl_check reports any nonzero */
+    uint32_t live_pad;           /* zero */
 };
 #define SRL__SHM_LF_NONE 0u
 #define SRL__SHM_LF_BIRTH 1u
@@ -286,6 +313,12 @@ struct srl__shm_pol {
                                         (or bad) when this one was built */
     struct srl__shm_pol *next_free;  /* every view of the handle, for close */
 };
+/* The most views a handle builds (about 7 KB each; s->pol_count): views are
+ * freed only at srl_close, and only an honest changer's generations, one
+ * per srl_policy_change, should ever be built.  A handle that reaches the
+ * bound refuses further generations as damage (SRL_ECORRUPT, counted in
+ * policy_damage) until it is reopened. */
+#define SRL__SHM_POL_VIEWS 256u
 
 /* The private handle.  Everything used to compute an address lives here,
  * copied from the header once at open. */
@@ -311,6 +344,7 @@ struct srl__shm {
                                        policy ever (shm_policy.c) */
     struct srl__shm_pol *pol;       /* the newest view: atomic load/store */
     struct srl__shm_pol *pols;      /* every view built (next_free), freed at close */
+    uint32_t pol_count;             /* how many (pol_mu; at most SRL__SHM_POL_VIEWS) */
     pthread_mutex_t pol_mu;         /* serialises building views (this handle only) */
     pthread_mutex_t change_mu;      /* changers of this handle (its threads share
                                        the fd, so its flock does not exclude them) */
@@ -439,8 +473,13 @@ int srl__shm_policy_read(const struct srl__shm *s, uint32_t gen, struct srl__shm
  * callers (info) retry a read that raced a changer.  NULL if the copy is
  * not valid (SRL_ECORRUPT) or memory ran out. */
 const struct srl__shm_pol *srl__shm_pol_get(struct srl__shm *s, bool locked);
-/* The view of generation gen (built if need be), or NULL. */
+/* The view of generation gen (built if need be), or NULL: its copy is not
+ * valid, memory ran out, the handle holds SRL__SHM_POL_VIEWS views, or gen
+ * is behind the newest view built (policy_gen went backwards: damage; no
+ * older view is built again, and no key's state is judged by one). */
 const struct srl__shm_pol *srl__shm_pol_of(struct srl__shm *s, uint32_t gen);
+/* How many views s holds (tests: the bound above holds). */
+uint32_t srl__shm_pol_count(struct srl__shm *s);
 /* The compound of tier t of view p (t < p->tier_count). */
 static inline const struct srl__compound *srl__pol_cmp(const struct srl__shm_pol *p, uint32_t t)
 {
@@ -549,6 +588,10 @@ static inline uint64_t srl__shm_tag_word(const struct srl__shm_bucket *bk, unsig
 {
     return __atomic_load_n(&bk->tag_words[w], __ATOMIC_RELAXED);
 }
+
+/* One load of a word of the segment (the read-once rule at the top): a
+ * relaxed atomic load, so the compiler neither tears nor repeats it. */
+#define SRL__SHM_ONCE(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
 
 /* Relaxed add to a per-bucket counter that only lock holders write; the
  * caller holds the bucket lock. */
@@ -722,27 +765,32 @@ static inline unsigned char *srl__shm_slot_display(const struct srl__shm *s, uin
     return srl__shm_slot(s, b, i) + s->counters_off + SRL__CTR_DISPLAY;
 }
 
-/* The slot's tier and generation words, and whether the meta word is sound
- * for view p (tier below its count; the generation is judged by the
- * caller; seq by srl__shm_slot_current).  Lock held. */
+/* The slot's tier and generation words, each loaded once (the read-once
+ * rule at the top): the caller keeps the value in a local, judges it there
+ * (a tier below the view's tier_count, a generation the current one or the
+ * one before) and indexes with that local only.  Lock held. */
 static inline uint16_t srl__shm_slot_tier(const struct srl__shm *s, uint64_t b, unsigned i)
 {
-    uint16_t t;
-    memcpy(&t, srl__shm_slot(s, b, i) + SRL__SLOT_TIER, sizeof t);
-    return t;
+    return SRL__SHM_ONCE(*(const uint16_t *)(srl__shm_slot(s, b, i) + SRL__SLOT_TIER));
 }
 
 static inline uint32_t srl__shm_slot_gen(const struct srl__shm *s, uint64_t b, unsigned i)
 {
-    uint32_t g;
-    memcpy(&g, srl__shm_slot(s, b, i) + SRL__SLOT_GEN, sizeof g);
-    return g;
+    return SRL__SHM_ONCE(*(const uint32_t *)(srl__shm_slot(s, b, i) + SRL__SLOT_GEN));
 }
 
-static inline bool srl__shm_slot_meta_ok(const struct srl__shm *s, const struct srl__shm_pol *p,
-                                         uint64_t b, unsigned i)
+/* A private snapshot of slot i's state (state_bytes into buf, 8-aligned),
+ * and its store back: the algorithms decide on the snapshot (the read-once
+ * rule at the top).  Lock held. */
+static inline void srl__shm_state_load(const struct srl__shm *s, uint64_t b, unsigned i, void *buf)
 {
-    return srl__shm_slot_tier(s, b, i) < p->tier_count;
+    memcpy(buf, srl__shm_slot_state(s, b, i), s->state_bytes);
+}
+
+static inline void srl__shm_state_store(const struct srl__shm *s, uint64_t b, unsigned i,
+                                        const void *buf)
+{
+    memcpy(srl__shm_slot_state(s, b, i), buf, s->state_bytes);
 }
 
 static inline uint16_t *srl__shm_slot_seq(const struct srl__shm *s, uint64_t b, unsigned i)

@@ -258,8 +258,10 @@ static int change_locked(struct srl__shm *s, const srl_config *cfg, struct table
     if (rc != 0)
         return rc;
     const struct srl__shm_pol *cur = srl__shm_pol_of(s, gen);
-    if (cur == NULL)
-        return srl__say(msg, len, SRL_ENOMEM, "out of memory");
+    if (cur == NULL)   /* the copy was read above: memory, or a generation gone back */
+        return srl__say(msg, len, SRL_ECORRUPT,
+                        "policy generation %u: behind the one this handle has seen, or out "
+                        "of memory: nothing was changed; run srl_check (rlctl check)", gen);
     srl_config own;
     if (one != NULL) {
         rc = table_one(s, cur, tier, one, t, &own, msg, len);

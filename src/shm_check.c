@@ -58,6 +58,13 @@ static void check_header(struct srl__shm *s, struct report *r)
     char why[256];
     if (srl__shm_policy_read(s, gen, &c, why, sizeof why) != 0)
         problem(r, "%s", why);
+    uint32_t pd = SRL__SHM_ONCE(srl__shm_live(s)->policy_damage);
+    if (pd != 0)
+        problem(r, "header: %u decisions refused a policy generation (policy_gen went back "
+                   "behind one a worker had seen, or a worker had built %u generations): a "
+                   "process other than srl_policy_change wrote the segment; destroy the "
+                   "segment and recreate it (rlctl destroy, rlctl create)",
+                pd, SRL__SHM_POL_VIEWS);
     uint32_t lf = __atomic_load_n(&srl__shm_live(s)->lf_open, __ATOMIC_RELAXED);
     if (lf > SRL__SHM_LF_LATER)
         problem(r, "header: lf_open is %u, not 0, 1 or 2 (it is read as \"lock-free "
@@ -69,27 +76,33 @@ static void check_bucket(struct srl__shm *s, uint64_t b, uint64_t now, struct re
 {
     const struct srl__shm_pol *p = srl__shm_pol_get(s, true);
     struct srl__shm_bucket *bk = srl__shm_bucket(s, b);
-    unsigned undo = bk->undo_slot;
+    unsigned char st[s->state_bytes] __attribute__((aligned(16)));
+    unsigned undo = SRL__SHM_ONCE(bk->undo_slot);   /* each read once (shm.h) */
     if (undo != 0)
         problem(r, "bucket %llu: pending undo record (slot %u)", (unsigned long long)b, undo);
-    unsigned moving = bk->moving_slot;
+    unsigned moving = SRL__SHM_ONCE(bk->moving_slot);
     if (moving != 0)
         problem(r, "bucket %llu: pending relocation of slot %u", (unsigned long long)b, moving);
     for (unsigned i = 0; i < SRL__SHM_SLOTS; i++) {
-        if (bk->tags[i] == 0)
+        uint8_t tag = SRL__SHM_ONCE(bk->tags[i]);
+        if (tag == 0)
             continue;
-        const uint8_t *fp = srl__shm_slot(s, b, i);
+        /* The fingerprint is one snapshot too: its buckets, tag and the
+         * duplicate searches below all judge the same 16 bytes. */
+        uint8_t fp[SRL__SHM_FP_BYTES];
+        memcpy(fp, srl__shm_slot(s, b, i), sizeof fp);
         uint64_t c1, c2;
         srl__shm_fp_buckets(s, fp, &c1, &c2);
-        if (bk->tags[i] != srl__shm_fp_tag(fp))
+        if (tag != srl__shm_fp_tag(fp))
             problem(r, "bucket %llu slot %u: tag %#x does not match its fingerprint",
-                    (unsigned long long)b, i, bk->tags[i]);
+                    (unsigned long long)b, i, tag);
         if (b != c1 && b != c2)
             problem(r, "bucket %llu slot %u: key is not in one of its buckets (%llu, %llu)",
                     (unsigned long long)b, i, (unsigned long long)c1, (unsigned long long)c2);
-        if (!srl__shm_slot_len_ok(s, b, i))
+        uint16_t len = s->key_display > 0 ? SRL__SHM_ONCE(*srl__shm_slot_key_len(s, b, i)) : 1;
+        if (len < 1 || len > SRL_KEY_MAX)
             problem(r, "bucket %llu slot %u: key length %u out of range", (unsigned long long)b,
-                    i, *srl__shm_slot_key_len(s, b, i));
+                    i, len);
         /* The tier indexes a table only once it is in range; a slot with a
          * bad meta word, or of a generation that is neither the current nor
          * the previous one, is reset to tier 0 by its next user (counted in
@@ -107,13 +120,16 @@ static void check_bucket(struct srl__shm *s, uint64_t b, uint64_t now, struct re
         else if (tier >= of->tier_count)
             problem(r, "bucket %llu slot %u: tier %u beyond the table (%u tiers)",
                     (unsigned long long)b, i, tier, of->tier_count);
-        else if (__atomic_load_n((const uint16_t *)(fp + SRL__SLOT_SEQ), __ATOMIC_RELAXED) & 1u)
+        else if (SRL__SHM_ONCE(*srl__shm_slot_seq(s, b, i)) & 1u)
             problem(r, "bucket %llu slot %u: sequence word odd with no writer (a write cut "
                        "short without a lock owner; reset by its next user)",
                     (unsigned long long)b, i);
-        else if (!srl__cmp_valid(&of->cmp[tier], srl__shm_slot_state(s, b, i), now))
-            problem(r, "bucket %llu slot %u: invalid state (tier %u)", (unsigned long long)b, i,
-                    tier);
+        else {
+            srl__shm_state_load(s, b, i, st);   /* one snapshot (shm.h) */
+            if (!srl__cmp_valid(&of->cmp[tier], st, now))
+                problem(r, "bucket %llu slot %u: invalid state (tier %u)", (unsigned long long)b,
+                        i, tier);
+        }
         for (unsigned j = i + 1; j < SRL__SHM_SLOTS; j++)
             if (bk->tags[j] != 0 && memcmp(srl__shm_slot(s, b, j), fp, SRL__SHM_FP_BYTES) == 0)
                 problem(r, "bucket %llu: slots %u and %u hold the same key",

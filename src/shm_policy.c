@@ -24,6 +24,15 @@
  * pointer), never freed before srl_close since other threads of the handle
  * may still read one.  Building is serialised per handle by s->pol_mu, a
  * leaf lock (taken under a bucket lock, never the other way round).
+ *
+ * Forward only: policy_gen is untrusted like every word of the segment.  A
+ * generation behind the newest view the handle built (its copy valid: an
+ * invalid one is SRL_ECORRUPT anyway) is never built again
+ * (a writer flipping the word between two valid copies would otherwise
+ * make a view per decision and reset every key the newer generation had
+ * converted), and a handle builds at most SRL__SHM_POL_VIEWS views.  Both
+ * refusals are SRL_ECORRUPT for the call and are counted in the header
+ * page's policy_damage, which srl_check reports.
  */
 #include "shm.h"
 
@@ -140,18 +149,36 @@ static struct srl__shm_pol *view_new(struct srl__shm *s, const struct srl__shm_p
     }
     p->next_free = s->pols;
     s->pols = p;
+    s->pol_count++;
     return p;
 }
 
-/* Build (s->pol_mu held) the view of gen, with gen - 1's as prev. */
-static const struct srl__shm_pol *build(struct srl__shm *s, uint32_t gen)
+/* Build (s->pol_mu held) the view of gen, with gen - 1's as prev.
+ * *damage: gen is behind the newest view (policy_gen went backwards: an
+ * honest changer only ever moves it forward, so an older generation is a
+ * writer's doing; building its view again would judge every key the newer
+ * one converted as damage and reset it), or the views would pass
+ * SRL__SHM_POL_VIEWS (a writer forging generation after generation would
+ * grow the handle by a view per decision). */
+static const struct srl__shm_pol *build(struct srl__shm *s, uint32_t gen, bool *damage)
 {
     struct srl__shm_pol *cur = __atomic_load_n(&s->pol, __ATOMIC_ACQUIRE);
     if (cur != NULL && cur->gen == gen)
         return cur;   /* another thread built it meanwhile */
+    /* A copy that is not valid is SRL_ECORRUPT as it stands (srl_check
+     * names the copy); only a valid one can be a generation gone back. */
     struct srl__shm_policy c;
     if (srl__shm_policy_read(s, gen, &c, NULL, 0) != 0)
         return NULL;
+    if (cur != NULL && (int32_t)(gen - cur->gen) < 0) {
+        *damage = true;
+        return NULL;
+    }
+    uint32_t need = cur != NULL && cur->gen == gen - 1u ? 1 : 2;
+    if (s->pol_count + need > SRL__SHM_POL_VIEWS) {
+        *damage = true;
+        return NULL;
+    }
     struct srl__shm_pol *p = view_new(s, &c);
     if (p == NULL)
         return NULL;
@@ -167,15 +194,29 @@ static const struct srl__shm_pol *build(struct srl__shm *s, uint32_t gen)
     return p;
 }
 
-const struct srl__shm_pol *srl__shm_pol_of(struct srl__shm *s, uint32_t gen)
+static const struct srl__shm_pol *pol_of(struct srl__shm *s, uint32_t gen, bool *damage)
 {
     const struct srl__shm_pol *p = __atomic_load_n(&s->pol, __ATOMIC_ACQUIRE);
     if (p != NULL && p->gen == gen)
         return p;
     pthread_mutex_lock(&s->pol_mu);
-    p = build(s, gen);
+    p = build(s, gen, damage);
     pthread_mutex_unlock(&s->pol_mu);
     return p;
+}
+
+const struct srl__shm_pol *srl__shm_pol_of(struct srl__shm *s, uint32_t gen)
+{
+    bool damage = false;
+    return pol_of(s, gen, &damage);
+}
+
+uint32_t srl__shm_pol_count(struct srl__shm *s)
+{
+    pthread_mutex_lock(&s->pol_mu);
+    uint32_t n = s->pol_count;
+    pthread_mutex_unlock(&s->pol_mu);
+    return n;
 }
 
 const struct srl__shm_pol *srl__shm_pol_get(struct srl__shm *s, bool locked)
@@ -186,12 +227,23 @@ const struct srl__shm_pol *srl__shm_pol_get(struct srl__shm *s, bool locked)
         return s->pol;   /* broken: the handle keeps the view it has */
 #endif
     for (int tries = 0;; tries++) {
-        uint32_t gen = __atomic_load_n(g, __ATOMIC_ACQUIRE);
-        const struct srl__shm_pol *p = srl__shm_pol_of(s, gen);
-        /* Without a bucket lock, a changer may have rewritten the copy
-         * between the load and the read: ask again if the word moved. */
-        if (p != NULL || locked || tries == 3 || __atomic_load_n(g, __ATOMIC_ACQUIRE) == gen)
+        uint32_t gen = __atomic_load_n(g, __ATOMIC_ACQUIRE);   /* read once (shm.h) */
+        bool damage = false;
+        const struct srl__shm_pol *p = pol_of(s, gen, &damage);
+        if (p != NULL)
             return p;
+        /* Without a bucket lock, a changer may have rewritten the copy
+         * between the load and the read; and with one or without, another
+         * thread of this handle may have built the next generation after
+         * our load (then the word has moved on too): ask again if the word
+         * moved.  Under a bucket lock a copy cannot change while held, so a
+         * NULL for a word that stayed is the answer. */
+        uint32_t again = __atomic_load_n(g, __ATOMIC_ACQUIRE);
+        if (again != gen && tries < 3 && (!locked || damage))
+            continue;
+        if (damage)
+            __atomic_add_fetch(&srl__shm_live(s)->policy_damage, 1, __ATOMIC_RELAXED);
+        return NULL;
     }
 }
 
@@ -203,4 +255,5 @@ void srl__shm_pol_free(struct srl__shm *s)
     }
     s->pols = NULL;
     s->pol = NULL;
+    s->pol_count = 0;
 }

@@ -31,7 +31,11 @@
  *   - Nothing indexes the private policy with a word of the segment
  *     unchecked: a tier beyond the table, a generation neither current nor
  *     previous, a seq found odd under the lock is damage, reset to a fresh
- *     tier-0 state and counted (reset_slots), as repair would.
+ *     tier-0 state and counted (reset_slots), as repair would.  Each word is
+ *     read once (the rule at the top of shm.h): a writer may store into the
+ *     segment between two reads even under the lock, so the checked local
+ *     is what indexes, and a state is judged and converted on a private
+ *     snapshot.
  *   - seq (layout 7, shm.h): a writer freezes the slot (seq odd, then a
  *     full fence where lock-free deciders may exist) before it reads what
  *     it will write from, and thaws it (even, one past, release) last;
@@ -61,7 +65,7 @@ bool srl__shm_slot_len_ok(const struct srl__shm *s, uint64_t b, unsigned i)
 {
     if (s->key_display == 0)
         return true;
-    uint16_t len = *srl__shm_slot_key_len(s, b, i);
+    uint16_t len = SRL__SHM_ONCE(*srl__shm_slot_key_len(s, b, i));
     return len >= 1 && len <= SRL_KEY_MAX;
 }
 
@@ -112,33 +116,43 @@ const struct srl__compound *srl__shm_slot_current(struct srl__shm *s, const stru
         SRL__SHM_COUNT(srl__shm_bucket(s, b)->reset_slots, 1);
         srl__shm_gen_bump(s, b);
     }
+    /* Read once (shm.h): the tier and the generation are loaded into
+     * locals, judged there, and only the locals index the views. */
     uint32_t g = srl__shm_slot_gen(s, b, i);
+    unsigned t = srl__shm_slot_tier(s, b, i);
     if (g != p->gen) {
         const struct srl__shm_pol *from = g == p->gen - 1u ? p->prev : NULL;
-        if (from != NULL && srl__shm_slot_meta_ok(s, from, b, i)) {
-            unsigned t = srl__shm_slot_tier(s, b, i);
-            void *state = srl__shm_slot_state(s, b, i);
+        if (from != NULL && t < from->tier_count && t < p->tier_count) {
             srl__shm_undo_begin(s, b, i);
-            const unsigned char *old = (unsigned char *)srl__shm_bucket(s, b) + s->undo_off;
+            /* From a private snapshot into a private state, stored back
+             * whole (the read-once rule, shm.h): the conversion sees one
+             * state whatever the mapping does meanwhile. */
+            unsigned char old[s->state_bytes] __attribute__((aligned(16)));
+            unsigned char cur[s->state_bytes] __attribute__((aligned(16)));
+            srl__shm_state_load(s, b, i, old);
+            memcpy(cur, old, s->state_bytes);
 #ifdef SRL_MUTANTS
             if (s->test_flags & SRL__SHM_TEST_LIVE_FRESH)
-                srl__cmp_state_init(&p->cmp[t], state, now);   /* broken: use forgotten */
+                srl__cmp_state_init(&p->cmp[t], cur, now);   /* broken: use forgotten */
             else if (!(s->test_flags & SRL__SHM_TEST_LIVE_NO_CONVERT))
 #endif
-            srl__tier_convert(&from->cmp[t], old, &p->cmp[t], state, now);
+            srl__tier_convert(&from->cmp[t], old, &p->cmp[t], cur, now);
+            srl__shm_state_store(s, b, i, cur);
             memcpy(srl__shm_slot(s, b, i) + SRL__SLOT_GEN, &p->gen, sizeof p->gen);
             srl__shm_undo_end(s, b);
         } else {
             slot_fresh(s, p, b, i, now);
+            t = 0;
             SRL__SHM_COUNT(srl__shm_bucket(s, b)->reset_slots, 1);
         }
     }
-    if (!srl__shm_slot_meta_ok(s, p, b, i)) {
+    if (t >= p->tier_count) {
         slot_fresh(s, p, b, i, now);
+        t = 0;
         SRL__SHM_COUNT(srl__shm_bucket(s, b)->reset_slots, 1);
         srl__shm_gen_bump(s, b);
     }
-    return &p->cmp[srl__shm_slot_tier(s, b, i)];
+    return &p->cmp[t];
 }
 
 /* Repair's check of a slot: identity, and (when the policy could be read,
@@ -149,16 +163,19 @@ bool srl__shm_slot_valid(const struct srl__shm *s, const struct srl__shm_pol *p,
     const uint8_t *fp = srl__shm_slot(s, b, i);
     uint64_t c1, c2;
     srl__shm_fp_buckets(s, fp, &c1, &c2);
-    if (srl__shm_bucket(s, b)->tags[i] != srl__shm_fp_tag(fp) || (b != c1 && b != c2) ||
-        !srl__shm_slot_len_ok(s, b, i))
+    if (SRL__SHM_ONCE(srl__shm_bucket(s, b)->tags[i]) != srl__shm_fp_tag(fp) ||
+        (b != c1 && b != c2) || !srl__shm_slot_len_ok(s, b, i))
         return false;
     if (p == NULL)
         return true;   /* no valid policy: every decision says SRL_ECORRUPT anyway */
-    uint32_t g = srl__shm_slot_gen(s, b, i);
+    uint32_t g = srl__shm_slot_gen(s, b, i);     /* each read once (shm.h) */
+    unsigned t = srl__shm_slot_tier(s, b, i);
     const struct srl__shm_pol *of = g == p->gen ? p : g == p->gen - 1u ? p->prev : NULL;
-    return of != NULL && srl__shm_slot_meta_ok(s, of, b, i) &&
-           srl__cmp_valid(&of->cmp[srl__shm_slot_tier(s, b, i)], srl__shm_slot_state(s, b, i),
-                          now);
+    if (of == NULL || t >= of->tier_count)
+        return false;
+    unsigned char state[s->state_bytes] __attribute__((aligned(16)));
+    srl__shm_state_load(s, b, i, state);
+    return srl__cmp_valid(&of->cmp[t], state, now);
 }
 
 /* Repair's reset: p is the current view, or NULL (then identity only). */

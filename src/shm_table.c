@@ -133,8 +133,10 @@ void srl__shm_hash(const struct srl__shm *s, const void *key, size_t len, struct
 static bool slot_at_rest(struct srl__shm *s, const struct srl__shm_pol *p, uint64_t b, unsigned i,
                          uint64_t now)
 {
-    return srl__cmp_at_rest(srl__shm_slot_current(s, p, b, i, now), srl__shm_slot_state(s, b, i),
-                            now);
+    const struct srl__compound *c = srl__shm_slot_current(s, p, b, i, now);
+    unsigned char st[s->state_bytes] __attribute__((aligned(16)));   /* read once (shm.h) */
+    srl__shm_state_load(s, b, i, st);
+    return srl__cmp_at_rest(c, st, now);
 }
 
 
@@ -189,11 +191,11 @@ static void count_req(struct srl__shm *s, uint64_t b, unsigned i, const struct s
         count(s, b, i, d);
 }
 
-/* Decide rq on the state of b/i at now (bucket b locked, undo record open). */
+/* Decide rq on state, the private snapshot of b/i's state (bucket b
+ * locked, undo record open), at now; the caller stores it back. */
 static void decide_state(struct srl__shm *s, uint64_t b, unsigned i, const struct srl__compound *c,
-                         uint64_t now, const struct shm_req *rq, srl_decision *d)
+                         void *state, uint64_t now, const struct shm_req *rq, srl_decision *d)
 {
-    void *state = srl__shm_slot_state(s, b, i);
     if (rq->apply != NULL) {
         d->allowed = !rq->apply(state, now, rq->ctx);
         return;
@@ -259,19 +261,21 @@ static int decide_slot(struct srl__shm *s, uint64_t b, unsigned i, const struct 
         return rc;
     uint64_t now = srl__now(&s->lim);
     const struct srl__compound *from = srl__shm_slot_current(s, p, b, i, now);
+    const struct srl__compound *to = &p->cmp[rq->tier];
     srl__shm_undo_begin(s, b, i);
+    /* The decision reads and writes a private snapshot, stored back whole
+     * (the read-once rule, shm.h). */
+    unsigned char st[s->state_bytes] __attribute__((aligned(16)));
+    srl__shm_state_load(s, b, i, st);
 #ifdef SRL_MUTANTS
     bool broken_done = false;
     if ((s->test_flags & SRL__SHM_TEST_LF_WRITERS_NO_SEQ) && rq->apply == NULL &&
-        rq->lease == NULL && rq->max_wait == 0 && srl__shm_slot_tier(s, b, i) == rq->tier) {
+        rq->lease == NULL && rq->max_wait == 0 && from == to) {
         /* Read, a slow write (another core's lock-free decider gets in:
          * the slot is not frozen), write back what was decided. */
-        unsigned char copy[s->state_bytes] __attribute__((aligned(8)));
-        memcpy(copy, srl__shm_slot_state(s, b, i), s->state_bytes);
         for (volatile unsigned n = 0; n < 2000; n++)
             ;
-        srl__cmp_decide(&p->cmp[rq->tier], copy, now, rq->cost, 1, d);
-        memcpy(srl__shm_slot_state(s, b, i), copy, s->state_bytes);
+        srl__cmp_decide(to, st, now, rq->cost, 1, d);
         broken_done = true;
     }
     if (s->test_flags & SRL__SHM_TEST_LF_DIE_FROZEN) {
@@ -279,33 +283,38 @@ static int decide_slot(struct srl__shm *s, uint64_t b, unsigned i, const struct 
         raise(SIGKILL);
     }
 #endif
-    bool changed = false;
+    /* from is &p->cmp[the slot's tier] (srl__shm_slot_current judged the
+     * word once): comparing compounds reads nothing of the segment again. */
+    bool changed = from != to;
 #ifdef SRL_MUTANTS
     if (broken_done)
         goto decided;
 #endif
-    if (srl__shm_slot_tier(s, b, i) != rq->tier) {
-        changed = true;
+    if (changed) {
         /* The key changes tier: its state is converted (tiers.c) from the
-         * undo copy, which holds the old state, into the slot; the tier
-         * word is written last, so a crash before it leaves old state and
-         * old tier (the undo record restores the state). */
-        unsigned char *old = (unsigned char *)srl__shm_bucket(s, b) + s->undo_off;
-        srl__tier_convert(from, old, &p->cmp[rq->tier], srl__shm_slot_state(s, b, i), now);
-        uint16_t t = (uint16_t)rq->tier;
-        memcpy(srl__shm_slot(s, b, i) + SRL__SLOT_TIER, &t, sizeof t);
+         * old state into the new one; the tier word is written after the
+         * state, so a crash before it leaves old state and old tier (the
+         * undo record restores the state). */
+        unsigned char old[s->state_bytes] __attribute__((aligned(16)));
+        memcpy(old, st, s->state_bytes);
+        srl__tier_convert(from, old, to, st, now);
     }
-    decide_state(s, b, i, &p->cmp[rq->tier], now, rq, d);
+    decide_state(s, b, i, to, st, now, rq, d);
 #ifdef SRL_MUTANTS
 decided:
 #endif
     /* The undo copy still holds the state before: a denial that wrote
-     * nothing leaves gen alone, so other processes' cached denials of the
-     * bucket stay valid. */
+     * nothing leaves the slot and gen alone, so other processes' cached
+     * denials of the bucket stay valid. */
     if (changed || d->allowed ||
-        memcmp((unsigned char *)srl__shm_bucket(s, b) + s->undo_off,
-               srl__shm_slot_state(s, b, i), s->state_bytes) != 0)
+        memcmp((unsigned char *)srl__shm_bucket(s, b) + s->undo_off, st, s->state_bytes) != 0) {
+        srl__shm_state_store(s, b, i, st);
         srl__shm_gen_bump(s, b);
+    }
+    if (changed) {
+        uint16_t t = (uint16_t)rq->tier;
+        memcpy(srl__shm_slot(s, b, i) + SRL__SLOT_TIER, &t, sizeof t);
+    }
     srl__shm_undo_end(s, b);
     srl__shm_slot_thaw(s, b, i);
     count_req(s, b, i, rq, d);
@@ -378,17 +387,19 @@ static void insert(struct srl__shm *s, const struct srl__shm_pol *p, uint64_t b,
         size_t shown = len < s->key_display ? len : s->key_display;
         memcpy(srl__shm_slot_display(s, b, i), key, shown);
     }
-    void *state = srl__shm_slot_state(s, b, i);
     uint16_t tier = (uint16_t)rq->tier;
     memcpy(slot + SRL__SLOT_TIER, &tier, sizeof tier);
     memcpy(slot + SRL__SLOT_GEN, &p->gen, sizeof p->gen);
-    srl__cmp_state_init(&p->cmp[rq->tier], state, now);
+    unsigned char st[s->state_bytes] __attribute__((aligned(16)));   /* read once (shm.h) */
+    memset(st, 0, s->state_bytes);
+    srl__cmp_state_init(&p->cmp[rq->tier], st, now);
     if (s->lim.cmp.conc >= 0)
         /* Generations start anywhere, so a lease kept across the key's
          * eviction and return is unlikely to name a new unit (srl_leave
          * also checks the holder's pid). */
-        srl__conc_seed(srl__cmp_conc_state(&s->lim.cmp, state), randombytes_random());
-    decide_state(s, b, i, &p->cmp[rq->tier], now, rq, d);
+        srl__conc_seed(srl__cmp_conc_state(&s->lim.cmp, st), randombytes_random());
+    decide_state(s, b, i, &p->cmp[rq->tier], st, now, rq, d);
+    srl__shm_state_store(s, b, i, st);
     srl__shm_slot_thaw(s, b, i);
     count_req(s, b, i, rq, d);
     srl__shm_gen_bump(s, b);
@@ -1102,8 +1113,10 @@ int srl__shm_leave(srl_limiter *lim, srl_lease *lease)
         return SRL_ENOENT;   /* the key is gone: its units were reclaimed */
     srl__shm_slot_freeze(s, b, (unsigned)i);
     srl__shm_undo_begin(s, b, (unsigned)i);
-    rc = srl__cmp_leave(&lim->cmp, srl__shm_slot_state(s, b, (unsigned)i), lease->entry,
-                        lease->gen, (int32_t)getpid());
+    unsigned char st[s->state_bytes] __attribute__((aligned(16)));   /* read once (shm.h) */
+    srl__shm_state_load(s, b, (unsigned)i, st);
+    rc = srl__cmp_leave(&lim->cmp, st, lease->entry, lease->gen, (int32_t)getpid());
+    srl__shm_state_store(s, b, (unsigned)i, st);
     srl__shm_gen_bump(s, b);
     srl__shm_undo_end(s, b);
     srl__shm_slot_thaw(s, b, (unsigned)i);
@@ -1156,7 +1169,9 @@ int srl__shm_peek(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
         srl__shm_unlock(s, b);
         return SRL_ECOST;
     }
-    srl__cmp_decide(c, srl__shm_slot_state(s, b, (unsigned)i), now, cost, 0, d);
+    unsigned char st[s->state_bytes] __attribute__((aligned(16)));   /* read once (shm.h) */
+    srl__shm_state_load(s, b, (unsigned)i, st);
+    srl__cmp_decide(c, st, now, cost, 0, d);
     srl__shm_slot_thaw(s, b, (unsigned)i);
     srl__shm_unlock(s, b);
     return 0;
@@ -1205,7 +1220,10 @@ int srl__shm_refund(srl_limiter *lim, const void *key, size_t len, uint32_t cost
         return SRL_ECOST;
     }
     srl__shm_undo_begin(s, b, (unsigned)i);
-    srl__cmp_refund(c, srl__shm_slot_state(s, b, (unsigned)i), now, cost);
+    unsigned char st[s->state_bytes] __attribute__((aligned(16)));   /* read once (shm.h) */
+    srl__shm_state_load(s, b, (unsigned)i, st);
+    srl__cmp_refund(c, st, now, cost);
+    srl__shm_state_store(s, b, (unsigned)i, st);
     srl__shm_gen_bump(s, b);
     srl__shm_undo_end(s, b);
     srl__shm_slot_thaw(s, b, (unsigned)i);

@@ -63,7 +63,7 @@ int srl__shm_key_state(srl_limiter *lim, const void *key, size_t len, void *buf)
         return SRL_ECORRUPT;
     }
     srl__shm_slot_current(s, p, b, (unsigned)i, srl__now(lim));
-    memcpy(buf, srl__shm_slot_state(s, b, (unsigned)i), s->state_bytes);
+    srl__shm_state_load(s, b, (unsigned)i, buf);
     srl__shm_slot_thaw(s, b, (unsigned)i);
     srl__shm_unlock(s, b);
     return 0;
@@ -115,21 +115,24 @@ int64_t srl__shm_evict_idle(srl_limiter *lim)
                 continue;
             /* Frozen from here to the end: current, reclaimed, judged. */
             const struct srl__compound *c = srl__shm_slot_current(s, p, b, i, now);
+            unsigned char st[s->state_bytes] __attribute__((aligned(16)));
+            srl__shm_state_load(s, b, i, st);   /* read once (shm.h) */
             if (lim->cmp.conc >= 0) {
                 /* Dead holders' and max_hold-expired units first (undo
                  * record: a crash mid-reclaim restores the whole state). */
                 srl__shm_undo_begin(s, b, i);
-                uint32_t freed = srl__conc_reclaim(
-                    &lim->cmp.limits.limit[lim->cmp.conc],
-                    srl__cmp_conc_state(&lim->cmp, srl__shm_slot_state(s, b, i)), now,
-                    srl__proc_alive, NULL);
+                uint32_t freed = srl__conc_reclaim(&lim->cmp.limits.limit[lim->cmp.conc],
+                                                   srl__cmp_conc_state(&lim->cmp, st), now,
+                                                   srl__proc_alive, NULL);
+                if (freed > 0)
+                    srl__shm_state_store(s, b, i, st);
                 srl__shm_undo_end(s, b);
                 if (freed > 0) {
                     __atomic_add_fetch(&srl__shm_live(s)->reclaimed, freed, __ATOMIC_RELAXED);
                     srl__shm_gen_bump(s, b);
                 }
             }
-            if (srl__cmp_at_rest(c, srl__shm_slot_state(s, b, i), now)) {
+            if (srl__cmp_at_rest(c, st, now)) {
                 srl__shm_tag_store(bk, i, 0);
                 SRL__SHM_COUNT(bk->evicted, 1);
                 srl__shm_gen_bump(s, b);
@@ -147,6 +150,7 @@ int64_t srl__shm_foreach(srl_limiter *lim, srl_foreach_fn fn, void *ctx)
     struct srl__shm *s = lim->impl;
     int64_t n = 0;
     unsigned char shown[SRL_KEY_DISPLAY_MAX];
+    unsigned char state[s->state_bytes] __attribute__((aligned(16)));
     for (uint64_t b = 0; b < s->buckets; b++) {
         struct srl__shm_bucket *bk = srl__shm_bucket(s, b);
         bool any = false;
@@ -169,14 +173,16 @@ int64_t srl__shm_foreach(srl_limiter *lim, srl_foreach_fn fn, void *ctx)
             if (bk->tags[i] == 0)
                 continue;
             const struct srl__compound *c = srl__shm_slot_current(s, p, b, i, now);
-            const void *state = srl__shm_slot_state(s, b, i);
+            /* Read once (shm.h): the tier is the one slot_current judged,
+             * the state a private snapshot, the length one load. */
+            srl__shm_state_load(s, b, i, state);
             srl_entry e;
             memset(&e, 0, sizeof e);
-            e.tier = srl__shm_slot_tier(s, b, i);
+            e.tier = (uint32_t)(c - p->cmp);
             /* Without a display copy the length is not stored: key_len 0
              * means "unknown" (a stored key is never empty). */
             if (s->key_display > 0) {
-                e.key_len = *srl__shm_slot_key_len(s, b, i);
+                e.key_len = SRL__SHM_ONCE(*srl__shm_slot_key_len(s, b, i));
                 e.display_len = e.key_len < s->key_display ? e.key_len : s->key_display;
                 memcpy(shown, srl__shm_slot_display(s, b, i), e.display_len);
             }
@@ -185,10 +191,10 @@ int64_t srl__shm_foreach(srl_limiter *lim, srl_foreach_fn fn, void *ctx)
             e.allowed = __atomic_load_n(srl__shm_slot_allowed(s, b, i), __ATOMIC_RELAXED);
             e.denied = __atomic_load_n(srl__shm_slot_denied(s, b, i), __ATOMIC_RELAXED);
             e.last_ns = srl__cmp_last_ns(c, state);
-            srl__cmp_decide(c, (void *)state, now, 1, 0, &e.now);
+            srl__cmp_decide(c, state, now, 1, 0, &e.now);
             e.at_rest = srl__cmp_at_rest(c, state, now);
             e.inflight = srl__cmp_inflight(c, state);
-            e.state = state;   /* valid while fn runs: the bucket stays locked */
+            e.state = state;   /* the snapshot: valid while fn runs */
             n++;
             stop = fn(&e, ctx);
             srl__shm_slot_thaw(s, b, i);

@@ -1503,7 +1503,10 @@ START_TEST(bytes_after_the_header_are_hints_never_trusted)
     memset(junk, 0xff, sizeof junk);
     size_t gen_at = SRL__SHM_LIVE_OFFSET + offsetof(struct srl__shm_live, policy_gen) -
                     sizeof(struct srl__shm_header);
-    memset(junk + gen_at, 0, 2 * sizeof(uint32_t));   /* policy_gen 0, live_pad 0 */
+    memset(junk + gen_at, 0, 2 * sizeof(uint32_t));   /* policy_gen 0, lf_open 0 */
+    size_t damage_at = SRL__SHM_LIVE_OFFSET + offsetof(struct srl__shm_live, policy_damage) -
+                       sizeof(struct srl__shm_header);
+    memset(junk + damage_at, 0, sizeof(uint32_t));    /* no damage counted (else reported) */
     shm_poke(name, sizeof(struct srl__shm_header), junk, sizeof junk);
     srl_limiter *lim;
     ck_assert_int_eq(srl_open_shared(name, &cfg, 0, &lim), 0);
