@@ -902,6 +902,25 @@ SRL_API int srl_acquire(srl_limiter *lim, const void *key, size_t len,
                         uint32_t cost, srl_decision *d);
 
 /*
+ * The one rule for a key of any length, for a caller whose keys come from
+ * clients (a header, a query parameter): every binding's middleware uses it,
+ * so a long key counts the same in mod_srl, nginx, Python and PHP.
+ *   1 <= *len <= SRL_KEY_MAX: returns key itself, *len unchanged.
+ *   *len > SRL_KEY_MAX: writes the key's fitted form into buf and returns
+ *     buf, *len = SRL_KEY_MAX: the key's first SRL_KEY_MAX - 32 bytes, then
+ *     the 32-byte BLAKE2b-256 hash (libsodium's crypto_generichash, no key)
+ *     of the whole key.  Two long keys that differ in any byte get two
+ *     fitted keys; the same key gets the same fitted key in every process,
+ *     host and binding (no seed, no secret).
+ *   *len == 0: returns NULL, *len and buf untouched.  An empty key has no
+ *     fitted form: the caller decides, and the middlewares do not limit a
+ *     request without a key.
+ * NULL for key or len (or for buf when it would be written) returns NULL.
+ * Thread-safe, no allocation, reads nothing but key.
+ */
+SRL_API const void *srl_key_fit(const void *key, size_t *len, unsigned char buf[SRL_KEY_MAX]);
+
+/*
  * srl_acquire under tier `tier` (0..srl_info.tier_count-1; see TIERS): a
  * new key is created in that tier, a key of another tier is converted to
  * it first.  cost must be 1..permits of that tier (SRL_ECOST).  Errors as
