@@ -856,8 +856,11 @@ SRL_API int srl_open_redis(const char *uri, const srl_config *cfg, srl_limiter *
  * The host segment is an ordinary segment of policy
  * "gcra:1/3660d,penalty=3660d" (docs/design.md, "The host tier") whose
  * keys are "P:key", P the uri's key prefix (so limiters of two prefixes
- * may share one host segment): rlctl list/get/reset on it show a banned
- * key as denied with its retry_after and clear a ban.  Two Redis servers
+ * may share one host segment; a "P:key" longer than SRL_KEY_MAX is its
+ * srl_key_fit form), with a display copy of key_display bytes, 64 when
+ * cfg's is 0: rlctl list/get/reset on it show a banned key as "P:KEY",
+ * denied with its retry_after, and clear a ban.  A host segment made
+ * without a display copy is adopted as it is when cfg's key_display is 0.  Two Redis servers
  * (or dbs) with the same prefix must not share a host segment.  cfg: as srl_open_redis (not NULL); capacity, mode,
  * owner_uid, key_display and lock_timeout_ms also make the host segment.
  * Errors: those of srl_open_redis and of srl_open_shared.  Without hiredis:
