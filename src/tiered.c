@@ -394,13 +394,14 @@ int srl_open_tiered(const char *shm_name, const char *uri, const srl_config *cfg
         t->prefix[t->plen++] = ':';
         rc = host_config(use, t->lim.ticker, &h);
     }
-    if (rc == 0)
+    if (rc == 0) {
         rc = srl_open_shared(shm_name, &h, flags, &t->host);
-    if (rc == SRL_EMISMATCH && use->key_display == 0) {
-        /* A host segment made without a display copy (before the default):
-         * adopted as it is, since a display never changes live. */
-        h.key_display = 0;
-        rc = srl_open_shared(shm_name, &h, flags, &t->host);
+        if (rc == SRL_EMISMATCH && use->key_display == 0) {
+            /* A host segment made without a display copy (before the
+             * default): adopted as it is, since a display never changes live. */
+            h.key_display = 0;
+            rc = srl_open_shared(shm_name, &h, flags, &t->host);
+        }
     }
     if (rc == 0)
         rc = host_is_ours(t->host, &h);

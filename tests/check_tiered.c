@@ -813,6 +813,16 @@ START_TEST(a_segment_of_another_policy_is_refused)
     ck_assert_int_eq(srl_open_tiered(name, uri, NULL, 0, &lim), SRL_EINVAL);
     srl_close(plain);
     srl_unlink(name);
+    /* Redis's own mismatch (another policy under the prefix) is Redis's,
+     * whatever host segment is named. */
+    lim = open_tiered(name, uri, &cfg, 0);
+    srl_config other = gcra_cfg(11);
+    srl_limiter *no = NULL;
+    ck_assert_int_eq(srl_open_tiered(unique_name("other2"), uri, &other, SRL_CREATE, &no),
+                     SRL_EMISMATCH);
+    ck_assert_ptr_null(no);
+    srl_close(lim);
+    srl_unlink(name);
     teardown_server(srv);
 }
 END_TEST
