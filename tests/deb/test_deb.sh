@@ -220,6 +220,8 @@ while read -r f; do
   if [ -e "$f" ] || [ -L "$f" ]; then echo "left: $f"; left=$((left + 1)); fi
 done <"$e2e_tmp/files"
 check_eq "files of the packages left after purge" 0 "$left"
+check_eq "phpenmod's state for srl left after purge" "" \
+  "$(ls -d /var/lib/php/modules/*/*/*/srl 2>/dev/null | xargs)"
 for f in /etc/apache2/mods-enabled/srl.load /etc/apache2/mods-enabled/srl.conf \
          /etc/apache2/mods-available/srl.conf $ini; do
   [ ! -e "$f" ] && [ ! -L "$f" ] && ok "gone: $f" || fail "left: $f"
