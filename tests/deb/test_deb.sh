@@ -13,8 +13,14 @@
 #      as `a2enmod srl` does); a throwaway apache2 (own ServerRoot, loopback
 #      port, stopped by pid) loading the installed srl.load and srl.conf:
 #      exactly 5 of 8 requests get 200, 3 get 429
+#   D  the doc paths srl.conf names exist; design.md is shipped; python3-srl
+#      depends on the Python version it was built for
 #   P  php-srl: PHP CLI (FFI) with the installed Srl.php: exactly 5 of 8
-#      admitted; the installed ini points at the installed files
+#      admitted; the installed ini points at the installed files and was
+#      enabled for php-fpm (phpenmod); the installed README names them
+#   F  php-fpm on the system's ini: Srl.php preloaded, 5 of 6 admitted; then
+#      `dpkg -r php-srl` (not purge): the conf.d links are gone, the ini kept,
+#      and php-fpm starts
 #   Y  python3-srl: /usr/bin/python3 imports srl from dist-packages and
 #      admits exactly 5 of 8
 #   U  dpkg --purge: every file the packages installed is gone, and the
@@ -96,6 +102,15 @@ check_eq "rlctl destroy exits 0" 0 "$?"
 [ ! -e "/dev/shm/${seg#/}" ] && ok "destroy unlinked /dev/shm${seg}" || fail "/dev/shm$seg still there"
 [ -f /usr/share/man/man1/rlctl.1.gz ] && ok "man page installed" || fail "no rlctl.1.gz"
 
+# ---- D: documentation paths the installed files name exist
+for f in $(grep -ho '/usr/share/doc/[^ )]*' /etc/apache2/mods-available/srl.conf | sort -u); do
+  [ -e "$f" ] && ok "srl.conf names an installed file: $f" || fail "srl.conf names $f: missing"
+done
+[ -f /usr/share/doc/libsrl-dev/design.md.gz ] && ok "design.md shipped (libsrl-dev)" ||
+  fail "no /usr/share/doc/libsrl-dev/design.md.gz"
+check_eq "python3-srl depends on the Python it was built for" yes \
+  "$(dpkg-query -W -f '${Depends}' python3-srl | grep -q "python3 (<< 3.$(( $(python3 -c 'import sys; print(sys.version_info[1])') + 1 )))" && echo yes || echo no)"
+
 # ---- A: the installed Apache module
 check_eq "mods-enabled/srl.load links the installed srl.load" \
   /etc/apache2/mods-available/srl.load "$(readlink -f /etc/apache2/mods-enabled/srl.load)"
@@ -129,6 +144,60 @@ check_eq "php: refused of 8" 3 "$(grep -c ' allowed=0 ' <<<"$c")"
 ini=$(ls /etc/php/*/mods-available/srl.ini 2>/dev/null | head -1)
 check_eq "srl.ini preloads the installed preload.php" \
   "opcache.preload = /usr/share/srl/php/preload.php" "$(grep '^opcache.preload =' "$ini")"
+phpver=$(basename "$(dirname "$(dirname "$ini")")")
+check_eq "srl.ini is for an installed PHP (php-fpm$phpver)" yes \
+  "$(command -v "php-fpm$phpver" >/dev/null && echo yes || echo no)"
+check_eq "installation enabled srl.ini for php-fpm (phpenmod)" "$ini" \
+  "$(readlink -f "/etc/php/$phpver/fpm/conf.d/30-srl.ini")"
+pdoc=$(zcat /usr/share/doc/php-srl/README.md.gz 2>/dev/null)
+check_eq "the installed php README's require_once names the installed Srl.php" \
+  "require_once '/usr/share/srl/php/Srl.php';" "$(grep -m1 '^require_once' <<<"$pdoc")"
+check_eq "the installed php README names no /usr/local path" 0 "$(grep -c /usr/local <<<"$pdoc")"
+
+# ---- F: php-fpm on the system's php.ini and conf.d (what `systemctl start
+# php-fpm` reads), its own pool on a unix socket: with php-srl it preloads
+# Srl.php and decides; after `dpkg -r php-srl` (remove, not purge: the ini
+# stays in mods-available) it must still start
+fpm_sys_start() {
+  {
+    echo "[global]"; echo "pid = $e2e_tmp/$1.pid"; echo "error_log = $e2e_tmp/$1.log"
+    echo "daemonize = no"
+    echo "[$1]"; echo "user = $e2e_user"; echo "group = $e2e_group"
+    echo "listen = $e2e_tmp/$1.sock"; echo "listen.mode = 0666"
+    echo "pm = static"; echo "pm.max_children = 2"
+  } >"$e2e_tmp/$1.conf"
+  e2e_logs+=("$e2e_tmp/$1.log" "$e2e_tmp/$1.out")
+  "php-fpm$phpver" -y "$e2e_tmp/$1.conf" -F >"$e2e_tmp/$1.out" 2>&1 &
+  fpm_pid=$!
+  e2e_pids+=("$fpm_pid")
+  wait_until 20 test -S "$e2e_tmp/$1.sock"
+}
+if command -v cgi-fcgi >/dev/null; then
+  fpm_sys_start fpm-srl
+  check_eq "php-fpm$phpver with php-srl enabled: started (socket)" yes \
+    "$([ -S "$e2e_tmp/fpm-srl.sock" ] && kill -0 "$fpm_pid" 2>/dev/null && echo yes || echo no)"
+  srl_name="/srl-deb-fpm-$$"; e2e_segments+=("$srl_name")
+  f=$(fcgi fpm-srl k SRL_REPEAT=6 2>&1)
+  check_eq "php-fpm: Srl.php preloaded (ffi=scope), admitted of 6" "5 6" \
+    "$(grep -c ' allowed=1 ' <<<"$f") $(grep -c ' ffi=scope$' <<<"$f")"
+  stop_pid "$fpm_pid"
+else
+  fail "cgi-fcgi (libfcgi-bin) is not installed"
+fi
+dpkg -r php-srl >"$e2e_tmp/remove.log" 2>&1
+e2e_logs+=("$e2e_tmp/remove.log")
+check_eq "dpkg -r php-srl exits 0" 0 "$?"
+check_eq "php-srl removed, its ini kept (config-files)" "deinstall ok config-files" \
+  "$(dpkg-query -W -f '${Status}' php-srl 2>&1)"
+[ -f "$ini" ] && ok "kept: $ini (a conffile)" || fail "gone before purge: $ini"
+left=$(find /etc/php -lname "*mods-available/srl.ini" 2>/dev/null | xargs)
+check_eq "removal disabled srl.ini (phpdismod): links left in /etc/php" "" "$left"
+fpm_sys_start fpm-removed
+check_eq "php-fpm$phpver starts after dpkg -r php-srl (socket, alive)" yes \
+  "$([ -S "$e2e_tmp/fpm-removed.sock" ] && kill -0 "$fpm_pid" 2>/dev/null && echo yes || echo no)"
+check_eq "php-fpm after the removal: no FFI error" 0 \
+  "$(cat "$e2e_tmp/fpm-removed.out" "$e2e_tmp/fpm-removed.log" 2>/dev/null | grep -c FFI)"
+stop_pid "$fpm_pid"
 
 # ---- Y: python3-srl
 yseg="/srl-deb-py-$$"
@@ -151,6 +220,8 @@ while read -r f; do
   if [ -e "$f" ] || [ -L "$f" ]; then echo "left: $f"; left=$((left + 1)); fi
 done <"$e2e_tmp/files"
 check_eq "files of the packages left after purge" 0 "$left"
+check_eq "phpenmod's state for srl left after purge" "" \
+  "$(ls -d /var/lib/php/modules/*/*/*/srl 2>/dev/null | xargs)"
 for f in /etc/apache2/mods-enabled/srl.load /etc/apache2/mods-enabled/srl.conf \
          /etc/apache2/mods-available/srl.conf $ini; do
   [ ! -e "$f" ] && [ ! -L "$f" ] && ok "gone: $f" || fail "left: $f"

@@ -20,7 +20,8 @@
 #      a permit left
 #   L  the host tier: 5 more requests for B's key on each host are all 429
 #      with Retry-After, answered on the hosts (no EVALSHA reaches Redis,
-#      INFO commandstats) and counted in the host segments
+#      INFO commandstats) and counted in the host segments; rlctl list on
+#      each host segment shows the ban as PREFIX:KEY
 #   D  Redis stopped (SIGSTOP): a request is answered 429 by on_full=deny
 #      within the timeout, the error log says so; resumed (SIGCONT): a new
 #      key is admitted again
@@ -151,6 +152,12 @@ check_eq "L: ... each with a Retry-After" 10 "$(awk -F'\t' '$2 ~ /^[0-9]+$/' <<<
 check_eq "L: ... none reached Redis (EVALSHA calls)" "$calls" "$(evalsha)"
 check_eq "L: ... counted by the host segments" "$(count_sum "$local1" "$local2" 10)" \
   "$(count_sum "$(rlctl_count fleet1 denied)" "$(rlctl_count fleet2 denied)")"
+
+check_eq "L: rlctl list on each host segment shows the ban as PREFIX:KEY (README)" \
+  "e2e-ap:hold-B e2e-ap:hold-B" \
+  "$(for h in fleet1 fleet2; do rlctl_as_owner list "$h" --json | python3 -c '
+import json, sys
+print(" ".join(k["key"] for k in json.load(sys.stdin)["keys"] if "hold-B" in k["key"]))'; done | xargs)"
 
 # --- D: Redis stopped, then resumed
 kill -STOP "$redis_pid"
