@@ -12,7 +12,8 @@
  *                  tokens"; sliding counter "window_start prev curr";
  *                  sliding log: a list of times), written with PX/PEXPIRE
  *                  so it expires exactly when the state comes to rest
- *   One Lua script per algorithm, a transcription of algo_*.c.
+ *   One Lua script per algorithm, a transcription of algo_*.c, in
+ *   src/redis/NAME.lua (embedded at build time: redis_scripts.h).
  *
  * INVARIANTS
  *   - Time is the server's TIME (so skewed hosts agree), in ns since the
@@ -66,179 +67,11 @@
 #define PREFIX_MAX SRL__REDIS_PREFIX_MAX
 #define TAU_MAX (1ull << 51)
 
-/* Every script: KEYS = state, P:cfg, P:stats; ARGV = mode ('a' acquire,
- * 'p' peek), cost, permits, window_ns, injected now ('' = the server's
- * TIME; non-empty only for a limiter opened with a ticker in test mode).
- * Mode 'r' refunds cost (as the algorithm's refund) and returns {-2}.
- * Each returns {-1} (peek or refund of a key with no state) or {allowed,
- * remaining, retry_after, reset_after}, as the algorithm of the same name in
- * algo_*.c.  A state that comes to rest is deleted (or expires then): a
- * missing key is a fresh one. */
-#define LUA_PROLOGUE \
-    "if redis.replicate_commands then redis.replicate_commands() end\n" \
-    "local c = redis.call('HMGET', KEYS[2], 'esec', 'eusec')\n" \
-    "if not c[1] or not c[2] then return redis.error_reply('SRLNOCFG the prefix has no config hash') end\n" \
-    "local now\n" \
-    "if ARGV[5] ~= '' then now = tonumber(ARGV[5]) else\n" \
-    "  local t = redis.call('TIME')\n" \
-    "  now = ((tonumber(t[1]) - tonumber(c[1])) * 1000000 + (tonumber(t[2]) - tonumber(c[2]))) * 1000\n" \
-    "end\n" \
-    "if now < 0 then now = 0 end\n" \
-    "local cost, P, W = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])\n" \
-    "local commit = ARGV[1] == 'a'\n" \
-    "local function div(a, b)\n" \
-    "  local q = math.floor(a / b)\n" \
-    "  if q * b > a then q = q - 1 elseif (q + 1) * b <= a then q = q + 1 end\n" \
-    "  return q\n" \
-    "end\n" \
-    "local function cdiv(a, b) local q = div(a, b) if q * b < a then q = q + 1 end return q end\n" \
-    "local function fmt(x) return string.format('%.0f', x) end\n" \
-    "local function px(ns) local m = cdiv(ns, 1000000) if m < 1 then m = 1 end return fmt(m) end\n" \
-    "local function count(ok) if commit then redis.call('HINCRBY', KEYS[3], ok and 'allowed' or 'denied', 1) end end\n" \
-    "local function put(val, rest) if rest > 0 then redis.call('SET', KEYS[1], val, 'PX', px(rest)) else redis.call('DEL', KEYS[1]) end end\n"
-
-/* GCRA: P:k:<key> = the tat. */
-static const char gcra_lua[] = LUA_PROLOGUE
-    "local T = cdiv(W, P)\n"
-    "local tau = P * T\n"
-    "local v = redis.call('GET', KEYS[1])\n"
-    "if not commit and not v then return {-1} end\n"
-    "local tat = tonumber(v or '0')\n"
-    "if ARGV[1] == 'r' then\n"
-    "  if tat <= now then return {-2} end\n"
-    "  local back = cost * T\n"
-    "  if back >= tat - now then tat = now else tat = tat - back end\n"
-    "  put(fmt(tat), tat - now)\n"
-    "  return {-2}\n"
-    "end\n"
-    "local base = tat > now and tat or now\n"
-    "local used = base - now\n"
-    "local need = base + cost * T - now\n"
-    "if need <= tau then\n"
-    "  if commit then put(fmt(base + cost * T), need) end\n"
-    "  count(true)\n"
-    "  return {1, div(tau - need, T), 0, need}\n"
-    "end\n"
-    "count(false)\n"
-    "local rem = 0\n"
-    "if used < tau then rem = div(tau - used, T) end\n"
-    "return {0, rem, need - tau, used}\n";
-
-/* Token bucket: P:k:<key> = "last_ns frac tokens".  Refill is capped at one
- * window of elapsed time (that already fills any bucket), so units stay
- * below W * (permits + 1) < 2^53 (checked at open). */
-static const char tb_lua[] = LUA_PROLOGUE
-    "local v = redis.call('GET', KEYS[1])\n"
-    "if not commit and not v then return {-1} end\n"
-    "local last, frac, tokens = now, 0, P\n"
-    "if v then local a, b, d = string.match(v, '^(%d+) (%d+) (%d+)$')\n"
-    "  if not a then return redis.error_reply('SRLBAD state') end\n"
-    "  last, frac, tokens = tonumber(a), tonumber(b), tonumber(d) end\n"
-    "local el = now > last and now - last or 0\n"
-    "if tokens >= P or el >= W then tokens, frac = P, 0 else\n"
-    "  local units = frac + el * P\n"
-    "  local add = div(units, W)\n"
-    "  if add >= P - tokens then tokens, frac = P, 0 else tokens, frac = tokens + add, units - add * W end\n"
-    "end\n"
-    "local function wait(want) if tokens >= want then return 0 end return cdiv((want - tokens) * W - frac, P) end\n"
-    "local behind = last > now and last - now or 0\n"
-    "if ARGV[1] == 'r' then\n"
-    "  if tokens >= P then return {-2} end\n"
-    "  if cost >= P - tokens then tokens, frac = P, 0 else tokens = tokens + cost end\n"
-    "  local nl = now > last and now or last\n"
-    "  put(fmt(nl) .. ' ' .. fmt(frac) .. ' ' .. fmt(tokens), behind + wait(P))\n"
-    "  return {-2}\n"
-    "end\n"
-    "if tokens >= cost then\n"
-    "  tokens = tokens - cost\n"
-    "  local reset = behind + wait(P)\n"
-    "  if commit then\n"
-    "    local nl = now > last and now or last\n"
-    "    redis.call('SET', KEYS[1], fmt(nl) .. ' ' .. fmt(frac) .. ' ' .. fmt(tokens), 'PX', px(reset))\n"
-    "  end\n"
-    "  count(true)\n"
-    "  return {1, tokens, 0, reset}\n"
-    "end\n"
-    "count(false)\n"
-    "return {0, tokens, behind + wait(cost), behind + wait(P)}\n";
-
-/* Sliding log: P:k:<key> = a list of admission times, oldest first. */
-static const char sl_lua[] = LUA_PROLOGUE
-    "local n = redis.call('LLEN', KEYS[1])\n"
-    "if not commit and n == 0 then return {-1} end\n"
-    "local ts = redis.call('LRANGE', KEYS[1], 0, -1)\n"
-    "for i = 1, #ts do ts[i] = tonumber(ts[i]) end\n"
-    "local ex = 0\n"
-    "while ex < n and ts[ex + 1] + W <= now do ex = ex + 1 end\n"
-    "local live = n - ex\n"
-    "if ARGV[1] == 'r' then\n"
-    "  local drop = cost < live and cost or live\n"
-    "  for i = 1, drop do redis.call('RPOP', KEYS[1]) end\n"
-    "  if live - drop == 0 then redis.call('DEL', KEYS[1])\n"
-    "  elseif drop > 0 then redis.call('PEXPIRE', KEYS[1], px(ts[n - drop] + W - now)) end\n"
-    "  return {-2}\n"
-    "end\n"
-    "if live + cost <= P then\n"
-    "  local newest = live > 0 and ts[n] or 0\n"
-    "  local stamp = newest > now and newest or now\n"
-    "  if commit then\n"
-    "    if ex > 0 then redis.call('LTRIM', KEYS[1], ex, -1) end\n"
-    "    local s = fmt(stamp)\n"
-    "    for i = 1, cost do redis.call('RPUSH', KEYS[1], s) end\n"
-    "    redis.call('PEXPIRE', KEYS[1], px(stamp + W - now))\n"
-    "  end\n"
-    "  count(true)\n"
-    "  return {1, P - live - cost, 0, stamp + W - now}\n"
-    "end\n"
-    "count(false)\n"
-    "local k = live + cost - P - 1\n"
-    "return {0, P - live, ts[ex + k + 1] + W - now, ts[n] + W - now}\n";
-
-/* Sliding counter: P:k:<key> = "window_start prev curr"; every product is
- * below 4 * permits * W < 2^53 (checked at open). */
-static const char sc_lua[] = LUA_PROLOGUE
-    "local v = redis.call('GET', KEYS[1])\n"
-    "if not commit and not v then return {-1} end\n"
-    "local ws, prev, curr = now - now % W, 0, 0\n"
-    "if v then local a, b, d = string.match(v, '^(%d+) (%d+) (%d+)$')\n"
-    "  if not a then return redis.error_reply('SRLBAD state') end\n"
-    "  ws, prev, curr = tonumber(a), tonumber(b), tonumber(d) end\n"
-    "local t = now > ws and now or ws\n"
-    "local behind = t - now\n"
-    "local k = div(t - ws, W)\n"
-    "if k == 1 then prev, curr, ws = curr, 0, ws + W elseif k >= 2 then prev, curr, ws = 0, 0, t - t % W end\n"
-    "local e = t - ws\n"
-    "if ARGV[1] == 'r' then\n"
-    "  if curr == 0 then return {-2} end\n"
-    "  curr = cost < curr and curr - cost or 0\n"
-    "  local rest = curr > 0 and 2 * W - e or (prev > 0 and W - e or 0)\n"
-    "  put(fmt(ws) .. ' ' .. fmt(prev) .. ' ' .. fmt(curr), behind + rest)\n"
-    "  return {-2}\n"
-    "end\n"
-    "local est = prev * (W - e) + curr * W\n"
-    "local limit = P * W\n"
-    "local after = est + cost * W\n"
-    "local function solve(pv, A) local m = div(A - 1, pv) if m >= W then return 0 end return W - m end\n"
-    "if after - W < limit then\n"
-    "  local rem = after >= limit and 0 or cdiv(limit - after, W)\n"
-    "  local reset = behind + 2 * W - e\n"
-    "  if commit then redis.call('SET', KEYS[1], fmt(ws) .. ' ' .. fmt(prev) .. ' ' .. fmt(curr + cost), 'PX', px(reset)) end\n"
-    "  count(true)\n"
-    "  return {1, rem, 0, reset}\n"
-    "end\n"
-    "count(false)\n"
-    "local rem = est >= limit and 0 or cdiv(limit - est, W)\n"
-    "local wait = nil\n"
-    "if curr + cost - 1 < P and prev > 0 then\n"
-    "  local x = solve(prev, (P - curr - cost + 1) * W)\n"
-    "  if x < W then wait = x - e end\n"
-    "end\n"
-    "if not wait then\n"
-    "  wait = W - e\n"
-    "  if curr > 0 then wait = wait + solve(curr, (P - cost + 1) * W) end\n"
-    "end\n"
-    "local rest = curr > 0 and 2 * W - e or (prev > 0 and W - e or 0)\n"
-    "return {0, rem, behind + wait, rest > 0 and behind + rest or 0}\n";
+/* The scripts (src/redis/NAME.lua, embedded at build time by embed.py):
+ * gcra_lua, tb_lua, sl_lua, sc_lua (prologue.lua + the algorithm's: their
+ * KEYS, ARGV and replies are described there), open_lua (P:cfg) and
+ * slot_lua (a cluster's slot hash). */
+#include "redis_scripts.h"
 
 /* The one limit a Redis limiter has (srl_open_redis refuses compounds). */
 static inline const srl_policy *rpol(const srl_limiter *lim)
@@ -252,22 +85,6 @@ static const char *const algo_lua[] = {
     [SRL_SLIDING_COUNTER] = sc_lua,
     [SRL_GCRA] = gcra_lua,
 };
-
-/* Creates P:cfg or checks it.  ARGV[1]: this opener's policy text, or ''
- * to adopt the stored one (srl_open_redis with cfg NULL: never creates).
- * Returns {1, policy, esec, eusec} (same policy, or adopted, or created),
- * {0} (another policy is stored) or {-1} (adopting, and nothing is stored). */
-static const char open_lua[] =
-    "if redis.replicate_commands then redis.replicate_commands() end\n"
-    "local c = redis.call('HMGET', KEYS[1], 'policy', 'esec', 'eusec')\n"
-    "if c[1] then\n"
-    "  if ARGV[1] ~= '' and c[1] ~= ARGV[1] then return {0} end\n"
-    "  return {1, c[1], c[2] or '0', c[3] or '0'}\n"
-    "end\n"
-    "if ARGV[1] == '' then return {-1} end\n"
-    "local t = redis.call('TIME')\n"
-    "redis.call('HSET', KEYS[1], 'policy', ARGV[1], 'esec', t[1], 'eusec', t[2])\n"
-    "return {1, ARGV[1], t[1], t[2]}\n";
 
 struct rstore {
     srl_limiter lim;
@@ -986,14 +803,6 @@ static int reply_decision(const srl_limiter *lim, const redisReply *rep, srl_dec
                         .reset_after_ns = (uint64_t)v[3], .flags = 0};
     return 1;
 }
-
-/* A cluster's slot hash P:s:{tag}: made on the first decision in its slot,
- * with the epoch of P:cfg (HSETNX: the first maker's epoch stays). */
-static const char slot_lua[] =
-    "if redis.call('HSETNX', KEYS[1], 'esec', ARGV[1]) == 1 then\n"
-    "  redis.call('HSET', KEYS[1], 'eusec', ARGV[2])\n"
-    "end\n"
-    "return 1\n";
 
 /* Under mu: make the slot hash of key k's slot (a cluster store). */
 static int slot_init(struct rstore *r, const char *k, size_t kl)
