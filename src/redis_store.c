@@ -17,15 +17,12 @@
  *
  * INVARIANTS
  *   - Time is the server's TIME (so skewed hosts agree), in ns since the
- *     epoch in P:cfg, computed as ((sec-esec)*1e6 + (usec-eusec))*1000 so
- *     no intermediate exceeds the result.  Every value a script handles is
- *     an integer below 2^53, hence exact: exact_in_lua() bounds each
- *     algorithm's largest product below 2^51 at open, and the store is
- *     exact for 2^52 ns (~52 days) after P:cfg was created.  Past that,
- *     delete P:cfg and P:k:* (the limits start fresh).
+ *     epoch in P:cfg.  Every time, count and product in a script is an
+ *     exact integer (src/redis/num.lua: limbs base 2^24), so every policy
+ *     within SRL_PERMITS_MAX and SRL_WINDOW_MAX_NS runs, for any time
+ *     since the epoch: there is no horizon.
  *   - The scripts decide exactly as algo_*.c (same remaining, retry_after,
- *     reset_after, refund); integer division is floor(a/b) corrected by one
- *     step, since a/b in doubles may round up to the next integer.
+ *     reset_after, refund); waits come back as decimal strings.
  *   - A denied request writes nothing but the denied counter.
  *
  * CONCURRENCY AND FAULTS
@@ -65,7 +62,6 @@
 #include <unistd.h>
 
 #define PREFIX_MAX SRL__REDIS_PREFIX_MAX
-#define TAU_MAX (1ull << 51)
 
 /* The scripts (src/redis/NAME.lua, embedded at build time by embed.py):
  * gcra_lua, tb_lua, sl_lua, sc_lua (prologue.lua + the algorithm's: their
@@ -634,7 +630,7 @@ static int load_script(struct rstore *r, const char *k, size_t kl)
     return rc;
 }
 
-static int exact_in_lua(const srl_policy *p);
+static int has_script(const srl_policy *p);
 
 /* Under mu: create P:cfg with this limiter's policy, or check the stored
  * one; with adopt, take the stored policy instead (never create).  Sets
@@ -680,7 +676,7 @@ static int open_cfg(struct rstore *r, int adopt)
                 srl_limits l;
                 srl_policy_error pe;
                 rc = srl_limits_parse_ex(ptext, &l, &pe) == 0 ? SRL_ENOTSUP : SRL_ECORRUPT;
-            } else if (rc == 0 && (p.burst || p.penalty_ns || !exact_in_lua(&p))) {
+            } else if (rc == 0 && (p.burst || p.penalty_ns || !has_script(&p))) {
                 rc = SRL_ENOTSUP;   /* e.g. concurrency: no script holds leases */
             }
             if (rc == 0)
@@ -772,7 +768,7 @@ static uint64_t longest_wait_ns(const srl_policy *p)
     uint64_t W = p->window_ns, P = p->permits;
     switch (p->algorithm) {
     case SRL_GCRA:
-        return P * (W / P + (W % P != 0));   /* < 2^51: exact_in_lua */
+        return P * (W / P + (W % P != 0));   /* < W + P */
     case SRL_SLIDING_COUNTER:
         return 2 * W;
     default:
@@ -780,27 +776,49 @@ static uint64_t longest_wait_ns(const srl_policy *p)
     }
 }
 
+/* A wait in a decision reply: the decimal text of a number (waits may pass
+ * 2^53, so the scripts send them as strings).  1 and *v set if s is 1..20
+ * digits with a value below 2^64, else 0. */
+static int reply_wait(const redisReply *e, uint64_t *v)
+{
+    if (e->type != REDIS_REPLY_STRING || e->len < 1 || e->len > 20)
+        return 0;
+    uint64_t x = 0;
+    for (size_t i = 0; i < e->len; i++) {
+        unsigned dg = (unsigned)(e->str[i] - '0');
+        if (dg > 9 || x > (UINT64_MAX - dg) / 10)
+            return 0;
+        x = x * 10 + dg;
+    }
+    *v = x;
+    return 1;
+}
+
 /* 1 and *d filled if rep is a script's decision {allowed, remaining,
- * retry_after, reset_after} within the policy's range: four integers,
- * allowed 0 or 1, remaining <= permits, retry_after 0 if allowed, and
- * both waits at most 2 * longest_wait_ns; else 0 (*d untouched). */
+ * "retry_after", "reset_after"} within the policy's range: two integers
+ * and two waits (reply_wait), allowed 0 or 1, remaining <= permits,
+ * retry_after 0 if allowed, and both waits at most 2 * longest_wait_ns;
+ * else 0 (*d untouched). */
 static int reply_decision(const srl_limiter *lim, const redisReply *rep, srl_decision *d)
 {
     if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 4)
         return 0;
-    long long v[4];
-    for (int i = 0; i < 4; i++) {
+    long long v[2];
+    for (int i = 0; i < 2; i++) {
         if (rep->element[i]->type != REDIS_REPLY_INTEGER || rep->element[i]->integer < 0)
             return 0;
         v[i] = rep->element[i]->integer;
     }
-    uint64_t most = 2 * longest_wait_ns(rpol(lim));   /* < 2^53 */
-    if (v[0] > 1 || (uint64_t)v[1] > rpol(lim)->permits || (v[0] == 1 && v[2] != 0) ||
-        (uint64_t)v[2] > most || (uint64_t)v[3] > most)
+    uint64_t w[2];
+    if (!reply_wait(rep->element[2], &w[0]) || !reply_wait(rep->element[3], &w[1]))
+        return 0;
+    uint64_t most = 2 * longest_wait_ns(rpol(lim));   /* < 2^62 */
+    if (v[0] > 1 || (uint64_t)v[1] > rpol(lim)->permits || (v[0] == 1 && w[0] != 0) ||
+        w[0] > most || w[1] > most)
         return 0;
     *d = (srl_decision){.allowed = v[0] != 0, .limit = rpol(lim)->permits,
-                        .remaining = (uint32_t)v[1], .retry_after_ns = (uint64_t)v[2],
-                        .reset_after_ns = (uint64_t)v[3], .flags = 0};
+                        .remaining = (uint32_t)v[1], .retry_after_ns = w[0],
+                        .reset_after_ns = w[1], .flags = 0};
     return 1;
 }
 
@@ -1366,27 +1384,11 @@ static const struct srl__store_ops redis_ops = {
     .close = rs_close,
 };
 
-/* Lua numbers are doubles: every value a script computes must stay an
- * integer below 2^53.  Times are below 2^52 ns (see INVARIANTS); per
- * algorithm the largest product is bounded here. */
-static int exact_in_lua(const srl_policy *p)
+/* The policies a script decides: the four rate algorithms, any permits
+ * and window (the scripts' arithmetic is exact: src/redis/num.lua). */
+static int has_script(const srl_policy *p)
 {
-    srl__u128 W = p->window_ns, P = p->permits;
-    switch (p->algorithm) {
-    case SRL_GCRA: {
-        uint64_t T = p->window_ns / p->permits + (p->window_ns % p->permits != 0);
-        return P * T < TAU_MAX;   /* keeps now + 2*tau < 2^53 for 2^52 ns */
-    }
-    case SRL_TOKEN_BUCKET:
-        return W * (P + 1) < TAU_MAX && W < TAU_MAX;
-    case SRL_SLIDING_COUNTER:
-        return 4 * P * W < TAU_MAX;
-    case SRL_SLIDING_LOG:
-        return W < TAU_MAX;
-    case SRL_CONCURRENCY:   /* no script: in-flight units need holders */
-        return 0;
-    }
-    return 0;
+    return p->algorithm != SRL_CONCURRENCY;   /* no script: in-flight units need holders */
 }
 
 int srl_open_redis(const char *uri, const srl_config *cfg, srl_limiter **out)
@@ -1405,7 +1407,7 @@ int srl_open_redis(const char *uri, const srl_config *cfg, srl_limiter **out)
      * have no script yet, nor a burst apart from the rate or a ban period.
      * Adopting: the stored policy is checked by open_cfg. */
     if (!adopt && (cfg->limits.count != 1 || cfg->policy.algorithm == SRL_CONCURRENCY ||
-                   cfg->policy.burst || cfg->policy.penalty_ns || !exact_in_lua(&cfg->policy)))
+                   cfg->policy.burst || cfg->policy.penalty_ns || !has_script(&cfg->policy)))
         return SRL_ENOTSUP;
 
     struct rstore *r = calloc(1, sizeof *r);

@@ -1,7 +1,8 @@
 #!/bin/sh
 # check_lua_scripts.sh - every Lua script of the Redis store parses as Lua
 # 5.1 (the language of Redis's scripting engine), each file alone and each
-# decision script as the server receives it: prologue.lua + the algorithm's
+# decision script as the server receives it: num.lua + prologue.lua + the
+# algorithm's
 # (src/redis/embed.py joins them the same way).
 # Usage: check_lua_scripts.sh LUAC DIR_OR_FILE...   (exit 1 at the first failure)
 set -eu
@@ -17,8 +18,8 @@ for arg in "$@"; do
       n=$((n + 1))
     done
     for a in gcra token_bucket sliding_log sliding_counter; do
-      cat "$arg/prologue.lua" "$arg/$a.lua" >"$tmp"
-      "$luac" -p "$tmp" || { echo "FAIL: prologue.lua + $a.lua does not parse"; exit 1; }
+      cat "$arg/num.lua" "$arg/prologue.lua" "$arg/$a.lua" >"$tmp"
+      "$luac" -p "$tmp" || { echo "FAIL: num.lua + prologue.lua + $a.lua does not parse"; exit 1; }
       n=$((n + 1))
     done
   else

@@ -4,7 +4,8 @@
 Usage: embed.py OUT.h NAME=FILE[+FILE...] ...
 
 Writes OUT.h with one `static const char NAME[] = "...";` per argument, the
-text of the FILEs joined in order (prologue.lua + an algorithm's script), one
+text of the FILEs joined in order (num.lua + prologue.lua + an algorithm's
+script), one
 C string line per Lua line, so redis_store.c sends exactly what the .lua files
 hold and `luac5.1 -p` checks (tests/check_lua_scripts.sh).  Only ASCII text is
 accepted: a script is sent as is to every server.

@@ -1,26 +1,26 @@
 -- gcra.lua - GCRA on Redis, a transcription of src/algo_gcra.c (after
 -- prologue.lua).  P:k:<key> = the tat, ns since the epoch in P:cfg.
 local T = cdiv(W, P)
-local tau = P * T
+local tau = mul(P, T)
 local v = redis.call('GET', KEYS[1])
 if not commit and not v then return {-1} end
-local tat = tonumber(v or '0')
+local tat = v and S(v) or ZERO
 if ARGV[1] == 'r' then
-  if tat <= now then return {-2} end
-  local back = cost * T
-  if back >= tat - now then tat = now else tat = tat - back end
-  put(fmt(tat), tat - now)
+  if le(tat, now) then return {-2} end
+  local back = mul(cost, T)
+  if not lt(back, sub(tat, now)) then tat = now else tat = sub(tat, back) end
+  put(str(tat), sub(tat, now))
   return {-2}
 end
-local base = tat > now and tat or now
-local used = base - now
-local need = base + cost * T - now
-if need <= tau then
-  if commit then put(fmt(base + cost * T), need) end
+local base = max(tat, now)
+local used = sub(base, now)
+local need = sub(add(base, mul(cost, T)), now)
+if le(need, tau) then
+  if commit then put(str(add(base, mul(cost, T))), need) end
   count(true)
-  return {1, div(tau - need, T), 0, need}
+  return {1, dbl(div(sub(tau, need), T)), '0', str(need)}
 end
 count(false)
-local rem = 0
-if used < tau then rem = div(tau - used, T) end
-return {0, rem, need - tau, used}
+local rem = ZERO
+if lt(used, tau) then rem = div(sub(tau, used), T) end
+return {0, dbl(rem), str(sub(need, tau)), str(used)}
