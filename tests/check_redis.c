@@ -432,6 +432,34 @@ START_TEST(forked_exact_count)
 }
 END_TEST
 
+/* _i: the algorithm.  A policy past every product the old double-only
+ * scripts could hold (2000 per SRL_WINDOW_MAX_NS: window * permits > 2^62),
+ * on the server's own TIME: 8 processes on one key admit exactly the
+ * permits, as the host store does (nothing refills within the test: one
+ * permit per 1.8 days). */
+START_TEST(forked_exact_count_large)
+{
+    pid_t srv = setup_server();
+    srl_config cfg = gcra_cfg(2000, SRL_WINDOW_MAX_NS);
+    cfg.policy.algorithm = (srl_algorithm)_i;
+    srl_limiter *lim = NULL;
+    ck_assert_int_eq(srl_open_redis(uri, &cfg, &lim), 0);
+    ck_assert_uint_eq(forked_total(lim), 2000);
+    srl_stats st;
+    ck_assert_int_eq(srl_stats_get(lim, &st), 0);
+    ck_assert_uint_eq(st.allowed, 2000);
+    ck_assert_uint_eq(st.denied, 8);
+    srl_decision d;
+    ck_assert_int_eq(srl_acquire(lim, "hot", 3, 1, &d), 0);
+    ck_assert_int_eq(d.allowed, 0);
+    ck_assert_uint_eq(d.remaining, 0);
+    ck_assert_uint_gt(d.retry_after_ns, 0);
+    ck_assert_uint_le(d.reset_after_ns, 2 * SRL_WINDOW_MAX_NS);
+    srl_close(lim);
+    teardown_server(srv);
+}
+END_TEST
+
 /* The broken variant (children keep the parent's socket) is caught: replies
  * go to the wrong process, so counts or the protocol break. */
 START_TEST(forked_broken_variant_caught)
@@ -959,6 +987,7 @@ int main(void)
     tcase_add_test(tc, policy_per_prefix);
     tcase_add_test(tc, dry_run_allows_and_counts_this_handles_would_be_denials);
     tcase_add_test(tc, forked_exact_count);
+    tcase_add_loop_test(tc, forked_exact_count_large, SRL_TOKEN_BUCKET, SRL_GCRA + 1);
     tcase_add_test(tc, forked_broken_variant_caught);
     tcase_add_test(tc, threads_exact_count);
     tcase_add_test(tc, stopped_server_degrades);
