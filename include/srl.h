@@ -787,7 +787,7 @@ SRL_API int srl_open_local(const srl_config *cfg, srl_limiter **out);
  * All four rate algorithms with any permits and window (up to
  * SRL_PERMITS_MAX and SRL_WINDOW_MAX_NS), each as a script deciding exactly
  * as the in-process store (srl_refund too), for as long as P:cfg lives.
- * Concurrency, compounds, burst= and penalty=: SRL_ENOTSUP.  Another
+ * burst= too.  Concurrency, compounds and penalty=: SRL_ENOTSUP.  Another
  * policy (algorithm, permits or window) stored under the prefix:
  * SRL_EMISMATCH.
  *

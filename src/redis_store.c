@@ -45,6 +45,7 @@
  *   followed only to a node of the slot map, and a walk's SCAN calls are
  *   bounded against DBSIZE.
  */
+#include "algo.h"
 #include "limiter.h"
 #include "redis_cluster.h"
 #include "redis_uri.h"
@@ -676,7 +677,7 @@ static int open_cfg(struct rstore *r, int adopt)
                 srl_limits l;
                 srl_policy_error pe;
                 rc = srl_limits_parse_ex(ptext, &l, &pe) == 0 ? SRL_ENOTSUP : SRL_ECORRUPT;
-            } else if (rc == 0 && (p.burst || p.penalty_ns || !has_script(&p))) {
+            } else if (rc == 0 && (p.penalty_ns || !has_script(&p))) {
                 rc = SRL_ENOTSUP;   /* e.g. concurrency: no script holds leases */
             }
             if (rc == 0)
@@ -712,12 +713,14 @@ static void slot_hash_name(const struct rstore *r, const char *k, size_t kl, cha
              srl__slot_tag(srl__keyslot(k, kl), tag));
 }
 
-/* The arguments of one EVALSHA of the algorithm's script, but the key. */
+/* The arguments of one EVALSHA of the algorithm's script, but the key:
+ * EVALSHA sha 3 key cfg stats mode cost permits window now capacity. */
+#define SCRIPT_ARGC 12
 struct script_call {
     char cfg[PREFIX_MAX + 16], st[PREFIX_MAX + 16];
-    char a_cost[24], a_P[24], a_W[24], a_now[24], a_mode[2];
-    const char *argv[11];
-    size_t lens[11];
+    char a_cost[24], a_P[24], a_W[24], a_now[24], a_cap[24], a_mode[2];
+    const char *argv[SCRIPT_ARGC];
+    size_t lens[SCRIPT_ARGC];
 };
 
 /* Fill *sc for mode and cost; then script_argv() per key and attempt. */
@@ -729,6 +732,7 @@ static void script_init(const srl_limiter *lim, struct script_call *sc, char mod
     snprintf(sc->a_cost, sizeof sc->a_cost, "%u", cost);
     snprintf(sc->a_P, sizeof sc->a_P, "%u", rpol(lim)->permits);
     snprintf(sc->a_W, sizeof sc->a_W, "%llu", (unsigned long long)rpol(lim)->window_ns);
+    snprintf(sc->a_cap, sizeof sc->a_cap, "%u", srl__capacity(rpol(lim)));
     sc->a_mode[0] = mode;
     sc->a_mode[1] = '\0';
 }
@@ -748,8 +752,8 @@ static void script_argv(srl_limiter *lim, struct script_call *sc, const char *ke
     if (r->fixed_time)
         snprintf(sc->a_now, sizeof sc->a_now, "%llu", (unsigned long long)srl__now(lim));
     const char *argv[] = {"EVALSHA", r->sha, "3", key, sc->cfg, sc->st,
-                          sc->a_mode, sc->a_cost, sc->a_P, sc->a_W, sc->a_now};
-    for (int i = 0; i < 11; i++) {
+                          sc->a_mode, sc->a_cost, sc->a_P, sc->a_W, sc->a_now, sc->a_cap};
+    for (int i = 0; i < SCRIPT_ARGC; i++) {
         sc->argv[i] = argv[i];
         sc->lens[i] = i == 3 ? klen : strlen(argv[i]);
     }
@@ -765,10 +769,15 @@ static void script_argv(srl_limiter *lim, struct script_call *sc, const char *ke
  */
 static uint64_t longest_wait_ns(const srl_policy *p)
 {
-    uint64_t W = p->window_ns, P = p->permits;
+    uint64_t W = p->window_ns, P = p->permits, cap = srl__capacity(p);
     switch (p->algorithm) {
     case SRL_GCRA:
-        return P * (W / P + (W % P != 0));   /* < W + P */
+        return cap * (W / P + (W % P != 0));   /* burst: cap * T <= W_MAX + cap */
+    case SRL_TOKEN_BUCKET: {
+        /* Refill from empty: ceil(cap * W / P), W without a burst. */
+        srl__u128 full = ((srl__u128)cap * W + P - 1) / P;
+        return full > W ? (uint64_t)full : W;
+    }
     case SRL_SLIDING_COUNTER:
         return 2 * W;
     default:
@@ -796,7 +805,8 @@ static int reply_wait(const redisReply *e, uint64_t *v)
 
 /* 1 and *d filled if rep is a script's decision {allowed, remaining,
  * "retry_after", "reset_after"} within the policy's range: two integers
- * and two waits (reply_wait), allowed 0 or 1, remaining <= permits,
+ * and two waits (reply_wait), allowed 0 or 1, remaining <= the capacity
+ * (burst, else permits),
  * retry_after 0 if allowed, and both waits at most 2 * longest_wait_ns;
  * else 0 (*d untouched). */
 static int reply_decision(const srl_limiter *lim, const redisReply *rep, srl_decision *d)
@@ -813,10 +823,11 @@ static int reply_decision(const srl_limiter *lim, const redisReply *rep, srl_dec
     if (!reply_wait(rep->element[2], &w[0]) || !reply_wait(rep->element[3], &w[1]))
         return 0;
     uint64_t most = 2 * longest_wait_ns(rpol(lim));   /* < 2^62 */
-    if (v[0] > 1 || (uint64_t)v[1] > rpol(lim)->permits || (v[0] == 1 && w[0] != 0) ||
-        w[0] > most || w[1] > most)
+    uint32_t cap = srl__capacity(rpol(lim));
+    if (v[0] > 1 || (uint64_t)v[1] > cap || (v[0] == 1 && w[0] != 0) || w[0] > most ||
+        w[1] > most)
         return 0;
-    *d = (srl_decision){.allowed = v[0] != 0, .limit = rpol(lim)->permits,
+    *d = (srl_decision){.allowed = v[0] != 0, .limit = cap,
                         .remaining = (uint32_t)v[1], .retry_after_ns = w[0],
                         .reset_after_ns = w[1], .flags = 0};
     return 1;
@@ -880,7 +891,7 @@ static int decide(srl_limiter *lim, const void *key, size_t len, uint32_t cost, 
      * may need both the script and the slot hash. */
     for (int attempt = 0; rc == 0 && attempt < 4; attempt++) {
         script_argv(lim, &sc, kbuf, klen);
-        rep = route(r, kbuf, klen, 11, sc.argv, sc.lens, &rc);
+        rep = route(r, kbuf, klen, SCRIPT_ARGC, sc.argv, sc.lens, &rc);
         if (rep != NULL && attempt < 3 && script_recover(r, rep, &rc, kbuf, klen)) {
             freeReplyObject(rep);
             rep = NULL;
@@ -1035,7 +1046,7 @@ static int walk_pipe(srl_limiter *lim, struct srl__rconn *n, struct walk_batch *
         if (!stats)
             script_argv(lim, &sc, k->str, k->len);
         if ((stats ? redisAppendCommandArgv(n->c, 4, hm, hml)
-                   : redisAppendCommandArgv(n->c, 11, sc.argv, sc.lens)) != REDIS_OK)
+                   : redisAppendCommandArgv(n->c, SCRIPT_ARGC, sc.argv, sc.lens)) != REDIS_OK)
             rc = SRL_ENOMEM;
     }
     if (rc == 0)
@@ -1407,7 +1418,7 @@ int srl_open_redis(const char *uri, const srl_config *cfg, srl_limiter **out)
      * have no script yet, nor a burst apart from the rate or a ban period.
      * Adopting: the stored policy is checked by open_cfg. */
     if (!adopt && (cfg->limits.count != 1 || cfg->policy.algorithm == SRL_CONCURRENCY ||
-                   cfg->policy.burst || cfg->policy.penalty_ns || !has_script(&cfg->policy)))
+                   cfg->policy.penalty_ns || !has_script(&cfg->policy)))
         return SRL_ENOTSUP;
 
     struct rstore *r = calloc(1, sizeof *r);

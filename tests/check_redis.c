@@ -125,7 +125,7 @@ static void same(const srl_decision *a, const srl_decision *b, int step)
  * whether the trace must see many denials, refunds and a state at rest
  * (the default trace; a large policy's may not). */
 struct trace_form {
-    uint32_t permits, cost_max;
+    uint32_t permits, cost_max, burst;   /* burst: the token bucket's and GCRA's only */
     uint64_t window, start;
     int strict;
 };
@@ -138,7 +138,15 @@ static void trace_form_run(const char *u, const char *prefix, int on_cluster, sr
     fake_clock clk = {.now = f->start};
     srl_config cfg = gcra_cfg(f->permits, f->window);
     cfg.policy.algorithm = algo;
+    if (algo == SRL_TOKEN_BUCKET || algo == SRL_GCRA)
+        cfg.policy.burst = f->burst;
     const uint64_t W = f->window;
+    /* Costs and refunds within the capacity; a state rests at most twice the
+     * longest refill (a burst above the permits refills over more than W). */
+    const uint32_t cap = cfg.policy.burst ? cfg.policy.burst : cfg.policy.permits;
+    const uint32_t cost_max = f->cost_max < cap ? f->cost_max : cap;
+    uint64_t longest = (uint64_t)(((unsigned __int128)cap * W + f->permits - 1) / f->permits);
+    longest = longest > W ? longest : W;
     cfg.ticker = fake_ticker(&clk);
     srl_limiter *lim = NULL;
     ck_assert_int_eq(srl_open_redis(u, &cfg, &lim), 0);
@@ -164,7 +172,7 @@ static void trace_form_run(const char *u, const char *prefix, int on_cluster, sr
             step = d.retry_after_ns;
         clk.now += step;
         /* (The default trace draws from the top bits, as it always did.) */
-        uint32_t cost = 1 + (uint32_t)((f->cost_max <= 16384 ? seed >> 50 : seed >> 24) % f->cost_max);
+        uint32_t cost = 1 + (uint32_t)((f->cost_max <= 16384 ? seed >> 50 : seed >> 24) % cost_max);
         if (i > 0) {
             ck_assert_int_eq(srl_state_peek(&cfg.policy, state, clk.now, cost, &e), 0);
             int prc = srl_peek(lim, "k", 1, cost, &d);
@@ -186,14 +194,14 @@ static void trace_form_run(const char *u, const char *prefix, int on_cluster, sr
         denied += !d.allowed;
         /* Sometimes the request turns out free: refund 1..permits. */
         if (d.allowed && (seed >> 30) % 5 == 0) {
-            uint32_t back = 1 + (uint32_t)((seed >> 20) % cfg.policy.permits);
+            uint32_t back = 1 + (uint32_t)((seed >> 20) % cap);
             ck_assert_int_eq(srl_refund(lim, "k", 1, back), 0);
             ck_assert_int_eq(srl_state_refund(&cfg.policy, state, clk.now, back), 0);
             refunds++;
         }
     }
     ck_assert_uint_gt(allowed, 20);
-    ck_assert_uint_gt(denied, f->strict ? 20 : 5);
+    ck_assert_uint_gt(denied, f->strict ? 20 : f->burst ? 0 : 5);
     ck_assert_uint_gt(refunds, f->strict ? 10 : 0);
     if (f->strict)
         ck_assert_uint_gt(missing, 0);   /* some refund brought the state to rest */
@@ -206,7 +214,7 @@ static void trace_form_run(const char *u, const char *prefix, int on_cluster, sr
     if (gone)
         t = 1;
     ck_assert_int_gt(t, 0);
-    ck_assert_int_le(t, (long long)(2 * W / MS) + 1);
+    ck_assert_int_le(t, (long long)(2 * longest / MS) + 1);
 
     srl_stats st;
     ck_assert_int_eq(srl_stats_get(lim, &st), 0);
@@ -245,6 +253,10 @@ static const struct trace_form large_forms[] = {
      .start = 3660 * DAY},
     {.permits = 4096, .cost_max = 2048, .window = SRL_WINDOW_MAX_NS, .start = 60 * DAY},
     {.permits = 1000003, .cost_max = 500000, .window = 7 * DAY + 13, .start = 3660 * DAY + 7},
+    /* burst= (a capacity apart from the rate): above and below the permits. */
+    {.permits = 10, .cost_max = 20, .burst = 25, .window = 60 * SEC + 7, .start = 60 * DAY},
+    {.permits = 100, .cost_max = 1000, .burst = 2000, .window = 60 * SEC, .start = 3660 * DAY},
+    {.permits = 1000, .cost_max = 200000, .burst = 400000, .window = 3600 * SEC, .start = 3660 * DAY},
 };
 #define N_LARGE (sizeof large_forms / sizeof large_forms[0])
 
@@ -968,9 +980,18 @@ START_TEST(open_without_config_adopts_the_stored_policy)
     freeReplyObject(redisCommand(c, "HSET srl:cfg policy %s",
                                  "token_bucket:10/1s + token_bucket:1000/1d"));
     ck_assert_int_eq(srl_open_redis(uri, NULL, &ad), SRL_ENOTSUP);
-    freeReplyObject(redisCommand(c, "HSET srl:cfg policy %s", "token_bucket:10/1s,burst=20"));
+    freeReplyObject(redisCommand(c, "HSET srl:cfg policy %s", "token_bucket:10/1s,penalty=1m"));
     ck_assert_int_eq(srl_open_redis(uri, NULL, &ad), SRL_ENOTSUP);
     ck_assert_ptr_null(ad);
+    /* burst= runs: adopted with its capacity. */
+    freeReplyObject(redisCommand(c, "HSET srl:cfg policy %s", "token_bucket:10/1s,burst=20"));
+    ck_assert_int_eq(srl_open_redis(uri, NULL, &ad), 0);
+    ck_assert_int_eq(srl_info_get(ad, &b), 0);
+    ck_assert_uint_eq(b.policy.burst, 20);
+    ck_assert_int_eq(srl_acquire(ad, "b", 1, 20, &d), 0);
+    ck_assert_int_eq(d.allowed, 1);
+    ck_assert_uint_eq(d.limit, 20);
+    srl_close(ad);
     redisFree(c);
     srl_close(lim);
     teardown_server(srv);

@@ -1,7 +1,7 @@
 -- gcra.lua - GCRA on Redis, a transcription of src/algo_gcra.c (after
 -- prologue.lua).  P:k:<key> = the tat, ns since the epoch in P:cfg.
 local T = cdiv(W, P)
-local tau = mul(P, T)
+local tau = mul(CAP, T)   -- burst tolerance: the capacity's worth of T
 local v = redis.call('GET', KEYS[1])
 if not commit and not v then return {-1} end
 local tat = v and S(v) or ZERO

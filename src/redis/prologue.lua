@@ -6,7 +6,8 @@
 -- P:s:{tag}), P:stats (on a cluster the slot hash again).
 -- ARGV: mode ('a' acquire, 'p' peek, 'r' refund cost), cost, permits,
 -- window_ns, injected now ('' = the server's TIME; non-empty only for a
--- limiter opened with a ticker in test mode).
+-- limiter opened with a ticker in test mode), capacity (burst= of the token
+-- bucket and GCRA, else permits).
 -- Each script returns {-1} (peek or refund of a key with no state), {-2}
 -- (refunded) or {allowed, remaining, retry_after, reset_after}, as the
 -- algorithm of the same name in src/algo_*.c.  A state that comes to rest
@@ -28,7 +29,7 @@ if ARGV[5] ~= '' then now = S(ARGV[5]) else
   if us < 0 then us = 0 end
   now = mul(N(us), N(1000))
 end
-local cost, P, W = S(ARGV[2]), S(ARGV[3]), S(ARGV[4])
+local cost, P, W, CAP = S(ARGV[2]), S(ARGV[3]), S(ARGV[4]), S(ARGV[6])
 local costn, Pn = tonumber(ARGV[2]), tonumber(ARGV[3])
 local commit = ARGV[1] == 'a'
 local MS = N(1000000)
