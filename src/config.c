@@ -491,9 +491,9 @@ static int unknown(struct cerr *ce, const char *name, size_t n)
     }
     if (best != NULL)
         return fail(ce, 0, n, "unknown option '%s' (did you mean %s?)", q, best);
-    return fail(ce, 0, n, "unknown option '%s' (options: policy capacity key_display mode "
-                "on_full lock_timeout_ms owner dry_run lockfree flood_cache force tier.NAME "
-                "redis)", q);
+    /* the whole list does not fit SRL_POLICY_ERROR_MAX: where it is, and one */
+    return fail(ce, 0, n, "unknown option '%s' (not one of srl.h's CONFIGURATION TEXT "
+                "options, e.g. capacity=65536)", q);
 }
 
 static int has_concurrency(const srl_config *c)
