@@ -315,8 +315,13 @@ static int set_redis(srl_config *c, const struct field *f, const char *v, size_t
         return fail(ce, 0, n, "redis: expected a uri of 1..%u bytes", SRL_CONFIG_URI_MAX);
     memcpy(uri, v, n);
     uri[n] = '\0';
-    if (srl_redis_uri_check(uri, why, sizeof why) != 0)
+    if (srl_redis_uri_check(uri, why, sizeof why) != 0) {
+        /* its reason may echo the uri's bytes: none reaches a message raw */
+        for (char *w = why; *w; w++)
+            if ((unsigned char)*w < 0x20 || (unsigned char)*w >= 0x7f)
+                *w = '?';
         return fail(ce, 0, n, "%s", why);
+    }
     struct store *s = store_of(c);
     if (s == NULL)
         return SRL_ENOMEM;

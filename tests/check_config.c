@@ -114,6 +114,9 @@ static const struct {
      "use a segment of its own"},
     {"100/1m redis=http://x", 13, 8,
      "redis uri must start with redis://, unix:// or redis-cluster://"},
+    /* srl_redis_uri_check's reason echoes the uri: its control bytes become '?' */
+    {"5/1s redis=redis://h/0?a\001=1", 11, 16,
+     "redis uri: unknown option 'a?' (known: db, timeout_ms, prefix, user, password)"},
     {"100/1m redis=redis://h key_display=3", 36, 0,
      "key_display is for a segment; a Redis store (redis) does not take it"},
     {"100/1m key_display=3 redis=redis://h", 36, 0,
