@@ -693,11 +693,13 @@ SRL_API void srl_config_init(srl_config *cfg);
  * calls do.
  *
  * Errors (SRL_EPOLICY) fill err: offset and length of the bad part in spec
- * (for srl_config_set: in value, or length 0), and a message saying what is
- * expected, e.g. "capacity: expected a number of keys, 1..4294967296 (suffix
- * k, M or G: 1000s)" or "unknown option 'capasity' (did you mean
- * capacity?)".  Policies' own errors are srl_limits_parse_ex's, the offset
- * counted in spec.
+ * (for srl_config_set: in the text NAME=VALUE, so an offset past the name
+ * and its '=' is in the value), and a message saying what is expected, e.g.
+ * "capacity: expected a number of keys, 1..4294967296 (suffix k, M or G:
+ * 1000s)" or "unknown option 'capasity' (did you mean capacity?)"; for
+ * srl_config_set without the leading "NAME: " (the caller names the option
+ * in its own words).  Policies' own errors are srl_limits_parse_ex's, the
+ * offset counted in spec.
  *
  * Ownership: a config that srl_config_parse or srl_config_set gave tiers or
  * a uri owns them: cfg->tiers then points at a block of SRL_TIERS_MAX - 1

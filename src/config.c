@@ -39,6 +39,7 @@ struct store {
 struct cerr {
     srl_policy_error *e;
     size_t base;
+    int named;   /* a spec's message names its option; srl_config_set's caller knows it */
 };
 
 __attribute__((format(printf, 4, 5)))
@@ -124,6 +125,8 @@ static int count(const char *v, size_t n, uint64_t max, uint64_t *out)
 static int quoted_fail(struct cerr *ce, const struct field *f, const char *v, size_t n)
 {
     (void)v;
+    if (!ce->named)
+        return fail(ce, 0, n, "expected %s", f->expect);
     return fail(ce, 0, n, "%s: expected %s", f->name, f->expect);
 }
 
@@ -540,9 +543,10 @@ static int across(const srl_config *c, struct cerr *ce, size_t at)
 
 /* One NAME=VALUE onto *c (a copy the caller keeps or drops). */
 static int apply(srl_config *c, const char *name, size_t nn, const char *v, size_t vn,
-                 size_t name_at, size_t value_at, srl_policy_error *err, const struct field **out)
+                 size_t name_at, size_t value_at, int named, srl_policy_error *err,
+                 const struct field **out)
 {
-    struct cerr ce = {err, name_at};
+    struct cerr ce = {err, name_at, named};
     size_t sub;
     const struct field *f = lookup(name, nn, &sub);
     if (f == NULL)
@@ -569,7 +573,7 @@ int srl_config_set(srl_config *cfg, const char *name, const char *value, srl_pol
 {
     err_clear(err);
     if (cfg == NULL || name == NULL || value == NULL) {
-        struct cerr ce = {err, 0};
+        struct cerr ce = {err, 0, 1};
         fail(&ce, 0, 0, "no config, name or value given");
         return SRL_EINVAL;
     }
@@ -579,9 +583,11 @@ int srl_config_set(srl_config *cfg, const char *name, const char *value, srl_pol
     if (had != NULL)
         memcpy(&saved, had, sizeof saved);
     const struct field *f;
-    int rc = apply(&c, name, strlen(name), value, strlen(value), 0, 0, err, &f);
+    /* offsets as if the caller had written NAME=VALUE in a spec */
+    size_t nn = strlen(name);
+    int rc = apply(&c, name, nn, value, strlen(value), 0, nn + 1, 0, err, &f);
     if (rc == 0) {
-        struct cerr ce = {err, 0};
+        struct cerr ce = {err, 0, 1};
         rc = across(&c, &ce, 0);
     }
     if (rc != 0) {
@@ -638,7 +644,7 @@ static size_t name_len(const char *w, size_t n)
 int srl_config_parse(srl_config *cfg, const char *spec, srl_policy_error *err)
 {
     err_clear(err);
-    struct cerr ce = {err, 0};
+    struct cerr ce = {err, 0, 1};
     if (cfg == NULL || spec == NULL) {
         fail(&ce, 0, 0, "no config or spec given");
         return SRL_EINVAL;
@@ -665,12 +671,12 @@ int srl_config_parse(srl_config *cfg, const char *spec, srl_policy_error *err)
                           "NAME=VALUE");
                 break;
             }
-            rc = apply(&c, "policy", 6, w, n, i, i, err, &f);
+            rc = apply(&c, "policy", 6, w, n, i, i, 1, err, &f);
         } else if (nl == 0) {
             rc = fail(&ce, i, 1, "expected NAME=VALUE, e.g. capacity=65536");
             break;
         } else {
-            rc = apply(&c, w, nl, w + nl + 1, n - nl - 1, i, i + nl + 1, err, &f);
+            rc = apply(&c, w, nl, w + nl + 1, n - nl - 1, i, i + nl + 1, 1, err, &f);
         }
         if (rc != 0)
             break;

@@ -194,17 +194,20 @@ END_TEST
 /* Every bound at its edge (accepted, read back) and one past it (refused). */
 START_TEST(every_bound)
 {
+#define CAP "expected a number of keys, 1..4294967296 (suffix k, M or G: 1000s)"
     static const struct {
-        const char *name, *ok, *over;
+        const char *name, *ok, *over, *expect;
     } b[] = {
-        {"capacity", "1", "0"},
-        {"capacity", "4294967296", "4294967297"},
-        {"key_display", "255", "256"},
-        {"key_display", "0", "-0"},
-        {"mode", "0777", "01000"},
-        {"lock_timeout_ms", "4294967295", "4294967296"},
-        {"owner", "4294967294", "4294967295"},
-        {"owner", "0", "x"},
+        {"capacity", "1", "0", CAP},
+        {"capacity", "4294967296", "4294967297", CAP},
+        {"capacity", "4294967k", "4294968k", CAP},
+        {"key_display", "255", "256", "expected a number of bytes, 0..255"},
+        {"key_display", "0", "-0", "expected a number of bytes, 0..255"},
+        {"mode", "0777", "01000", "expected octal permission bits, e.g. 0600 or 0660"},
+        {"lock_timeout_ms", "4294967295", "4294967296",
+         "expected a number of milliseconds, 0..4294967295"},
+        {"owner", "4294967294", "4294967295", "expected a uid, 0..4294967294, or self"},
+        {"owner", "0", "x", "expected a uid, 0..4294967294, or self"},
     };
     for (size_t i = 0; i < sizeof b / sizeof b[0]; i++) {
         srl_config c;
@@ -216,8 +219,9 @@ START_TEST(every_bound)
         ck_assert_msg(srl_config_set(&c, b[i].name, b[i].over, &e) == SRL_EPOLICY, "%s=%s",
                       b[i].name, b[i].over);
         ck_assert(memcmp(&c, &before, sizeof c) == 0);
-        ck_assert_uint_eq(e.offset, 0);
+        ck_assert_uint_eq(e.offset, strlen(b[i].name) + 1);   /* in NAME=VALUE */
         ck_assert_uint_eq(e.length, strlen(b[i].over));
+        ck_assert_str_eq(e.message, b[i].expect);
     }
     srl_config c;
     srl_config_init(&c);
@@ -380,6 +384,13 @@ START_TEST(set_refuses_without_changing_anything)
     ck_assert_int_eq(srl_config_set(&c, "mde", "on", &e), SRL_EPOLICY);
     ck_assert_str_eq(e.message, "unknown option 'mde' (did you mean mode?)");
     ck_assert_uint_eq(e.offset, 0);
+    ck_assert_uint_eq(e.length, 3);
+    /* a tier's name is at 5 in "tier.NAME=", its policy past the '=' */
+    ck_assert_int_eq(srl_config_set(&c, "tier.default", "1/1s", &e), SRL_EPOLICY);
+    ck_assert_uint_eq(e.offset, 5);
+    ck_assert_uint_eq(e.length, 7);
+    ck_assert_int_eq(srl_config_set(&c, "tier.x", "1/1min", &e), SRL_EPOLICY);
+    ck_assert_uint_eq(e.offset, 10);
     ck_assert_uint_eq(e.length, 3);
     ck_assert_int_eq(srl_config_set(&c, "force", "ON", &e), 0);
     ck_assert_uint_eq(c.flags, SRL_CONFIG_LOCKFREE | SRL_CONFIG_FORCE);
