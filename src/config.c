@@ -537,7 +537,8 @@ static int across(const srl_config *c, struct cerr *ce, size_t at)
                       : (c->flags & SRL_CONFIG_LOCKFREE) ? "lockfree"
                       : (c->flags & SRL_CONFIG_FLOOD_CACHE) ? "flood_cache" : NULL;
     if (seg != NULL)
-        return fail(ce, at, 0, "%s is for a segment; a Redis store (redis) does not take it", seg);
+        return fail(ce, at, 0, "option '%s' is for a segment; a Redis store (redis) does not "
+                    "take it", seg);
     return 0;
 }
 

@@ -118,13 +118,13 @@ static const struct {
     {"5/1s redis=redis://h/0?a\001=1", 11, 16,
      "redis uri: unknown option 'a?' (known: db, timeout_ms, prefix, user, password)"},
     {"100/1m redis=redis://h key_display=3", 36, 0,
-     "key_display is for a segment; a Redis store (redis) does not take it"},
+     "option 'key_display' is for a segment; a Redis store (redis) does not take it"},
     {"100/1m key_display=3 redis=redis://h", 36, 0,
-     "key_display is for a segment; a Redis store (redis) does not take it"},
+     "option 'key_display' is for a segment; a Redis store (redis) does not take it"},
     {"100/1m redis=redis://h tier.a=5/1s", 34, 0,
-     "tier.NAME is for a segment; a Redis store (redis) does not take it"},
+     "option 'tier.NAME' is for a segment; a Redis store (redis) does not take it"},
     {"gcra:1/1s redis=redis://h lockfree=on", 37, 0,
-     "lockfree is for a segment; a Redis store (redis) does not take it"},
+     "option 'lockfree' is for a segment; a Redis store (redis) does not take it"},
     {"5/1s + 6/1m redis=redis://h", 27, 0,
      "redis takes one rate limit, not a compound or a concurrency policy: use a segment (no "
      "redis)"},
@@ -363,15 +363,15 @@ START_TEST(set_refuses_without_changing_anything)
     ck_assert_uint_eq(c.tiers[0].limits.limit[0].permits, 5);
     /* the redis rules, in both orders, and nothing kept of the refused one */
     ck_assert_int_eq(srl_config_set(&c, "redis", "redis://127.0.0.1", &e), SRL_EPOLICY);
-    ck_assert_str_eq(e.message, "tier.NAME is for a segment; a Redis store (redis) does not "
-                                "take it");
+    ck_assert_str_eq(e.message, "option 'tier.NAME' is for a segment; a Redis store (redis) "
+                                "does not take it");
     ck_assert_ptr_null(srl_config_redis(&c));
     srl_config_free(&c);
     srl_config_init(&c);
     ck_assert_int_eq(srl_config_set(&c, "redis", "redis://127.0.0.1", &e), 0);
     ck_assert_int_eq(srl_config_set(&c, "Key_Display", "8", &e), SRL_EPOLICY);
-    ck_assert_str_eq(e.message, "key_display is for a segment; a Redis store (redis) does not "
-                                "take it");
+    ck_assert_str_eq(e.message, "option 'key_display' is for a segment; a Redis store (redis) "
+                                "does not take it");
     ck_assert_uint_eq(c.key_display, 0);
     ck_assert_int_eq(srl_config_set(&c, "policy", "concurrency:3", &e), SRL_EPOLICY);
     ck_assert_uint_eq(c.policy.algorithm, SRL_TOKEN_BUCKET);
