@@ -695,11 +695,11 @@ SRL_API void srl_config_init(srl_config *cfg);
  * Errors (SRL_EPOLICY) fill err: offset and length of the bad part in spec
  * (for srl_config_set: in the text NAME=VALUE, so an offset past the name
  * and its '=' is in the value), and a message saying what is expected, e.g.
- * "capacity: expected a number of keys, 1..4294967296 (suffix k, M or G:
- * 1000s)" or "unknown option 'capasity' (did you mean capacity?)"; for
- * srl_config_set without the leading "NAME: " (the caller names the option
- * in its own words).  Policies' own errors are srl_limits_parse_ex's, the
- * offset counted in spec.
+ * "capacity must be a number of keys, 1..4294967296 (suffix k, M or G:
+ * 1000s)" or "unknown option 'capasity' (did you mean capacity?)";
+ * srl_config_set says "expected a number of keys, ..." (the caller names
+ * the option in its own words).  Policies' own errors are
+ * srl_limits_parse_ex's, the offset counted in spec.
  *
  * Ownership: a config that srl_config_parse or srl_config_set gave tiers or
  * a uri owns them: cfg->tiers then points at a block of SRL_TIERS_MAX - 1

@@ -62,9 +62,6 @@ typedef int (*slot_fn)(srl_config *c, const struct field *f, const char *v, size
                        const char *sub, struct cerr *ce);
 typedef int (*show_fn)(const srl_config *c, const struct field *f, char *buf, size_t len);
 
-/* Where an option applies. */
-#define ANY 0u
-#define SEGMENT 1u   /* a segment only: refused beside redis= */
 
 struct field {
     const char *name;   /* "tier." is a prefix: tier.NAME */
@@ -72,8 +69,8 @@ struct field {
     show_fn show;       /* writes " name=value" if not the default, else nothing */
     size_t off;
     uint64_t min, max;  /* numbers; a flag's bit in min */
-    unsigned where;
-    const char *expect; /* what a value must be, after "expected " */
+    const char *no_redis; /* a segment's option only: why a Redis store refuses it */
+    const char *expect; /* what a value must be, after "expected " or "NAME must be " */
 };
 
 /* ------------------------------------------------------------ words */
@@ -127,7 +124,7 @@ static int quoted_fail(struct cerr *ce, const struct field *f, const char *v, si
     (void)v;
     if (!ce->named)
         return fail(ce, 0, n, "expected %s", f->expect);
-    return fail(ce, 0, n, "%s: expected %s", f->name, f->expect);
+    return fail(ce, 0, n, "%s must be %s", f->name, f->expect);
 }
 
 /* ------------------------------------------------------------ slots */
@@ -275,14 +272,14 @@ static int set_tier(srl_config *c, const struct field *f, const char *v, size_t 
     size_t at = sn + 1;   /* cut names: the offset is of what was read */
     if (sn == 0 || sn > SRL_TIER_NAME_MAX) {
         ce->base -= at;
-        return fail(ce, 0, sn, "tier name: expected 1..%u of [A-Za-z0-9_-], not 'default' "
+        return fail(ce, 0, sn, "tier name must be 1..%u of [A-Za-z0-9_-], not 'default' "
                     "(that is the policy)", SRL_TIER_NAME_MAX);
     }
     memcpy(name, sub, sn);
     name[sn] = '\0';
     if (srl_tier_name_check(name) != 0 || strcmp(name, "default") == 0) {
         ce->base -= at;
-        return fail(ce, 0, sn, "tier name: expected 1..%u of [A-Za-z0-9_-], not 'default' "
+        return fail(ce, 0, sn, "tier name must be 1..%u of [A-Za-z0-9_-], not 'default' "
                     "(that is the policy)", SRL_TIER_NAME_MAX);
     }
     for (uint32_t i = 0; i < c->tier_count; i++)
@@ -440,30 +437,30 @@ _Static_assert(SRL_CAPACITY_MAX == 4294967296ull, "capacity's expect names SRL_C
 _Static_assert(SRL_OWNER_SELF == 4294967295u, "owner's expect names SRL_OWNER_SELF - 1");
 
 static const struct field fields[] = {
-    {"policy", set_policy, show_policy, 0, 0, 0, ANY,
+    {"policy", set_policy, show_policy, 0, 0, 0, NULL,
      "a policy such as token_bucket:100/1m"},
     {"capacity", set_count, show_capacity, offsetof(srl_config, capacity), 1, SRL_CAPACITY_MAX,
-     ANY, "a number of keys, 1..4294967296 (suffix k, M or G: 1000s)"},
+     NULL, "a number of keys, 1..4294967296 (suffix k, M or G: 1000s)"},
     {"key_display", set_u32, show_u32, offsetof(srl_config, key_display), 0,
-     SRL_KEY_DISPLAY_MAX, SEGMENT, "a number of bytes, 0..255"},
-    {"mode", set_octal, show_octal, offsetof(srl_config, mode), 0, 0777, SEGMENT,
+     SRL_KEY_DISPLAY_MAX, "keeps every key whole", "a number of bytes, 0..255"},
+    {"mode", set_octal, show_octal, offsetof(srl_config, mode), 0, 0777, "takes no mode",
      "octal permission bits, e.g. 0600 or 0660"},
-    {"on_full", set_on_full, show_on_full, offsetof(srl_config, on_full), 0, 0, ANY,
+    {"on_full", set_on_full, show_on_full, offsetof(srl_config, on_full), 0, 0, NULL,
      "allow or deny"},
     {"lock_timeout_ms", set_u32, show_u32, offsetof(srl_config, lock_timeout_ms), 0, UINT32_MAX,
-     ANY, "a number of milliseconds, 0..4294967295"},
-    {"owner", set_owner, show_owner, offsetof(srl_config, owner_uid), 0, SRL_OWNER_SELF - 1, ANY,
-     "a uid, 0..4294967294, or self"},
-    {"dry_run", set_flag, show_flag, 0, SRL_CONFIG_DRY_RUN, 0, ANY,
+     NULL, "a number of milliseconds, 0..4294967295"},
+    {"owner", set_owner, show_owner, offsetof(srl_config, owner_uid), 0, SRL_OWNER_SELF - 1,
+     NULL, "a uid, 0..4294967294, or self"},
+    {"dry_run", set_flag, show_flag, 0, SRL_CONFIG_DRY_RUN, 0, NULL,
      "on or off (yes/no, true/false, 1/0)"},
-    {"lockfree", set_flag, show_flag, 0, SRL_CONFIG_LOCKFREE, 0, SEGMENT,
+    {"lockfree", set_flag, show_flag, 0, SRL_CONFIG_LOCKFREE, 0, "decides in Redis",
      "on or off (yes/no, true/false, 1/0)"},
-    {"flood_cache", set_flag, show_flag, 0, SRL_CONFIG_FLOOD_CACHE, 0, SEGMENT,
+    {"flood_cache", set_flag, show_flag, 0, SRL_CONFIG_FLOOD_CACHE, 0, "decides in Redis",
      "on or off (yes/no, true/false, 1/0)"},
-    {"force", set_flag, show_flag, 0, SRL_CONFIG_FORCE, 0, ANY,
+    {"force", set_flag, show_flag, 0, SRL_CONFIG_FORCE, 0, NULL,
      "on or off (yes/no, true/false, 1/0)"},
-    {"tier.", set_tier, show_tiers, 0, 0, 0, SEGMENT, "tier.NAME=POLICY"},
-    {"redis", set_redis, show_redis, 0, 0, 0, ANY, "a redis:// or unix:// uri"},
+    {"tier.", set_tier, show_tiers, 0, 0, 0, "has one policy", "tier.NAME=POLICY"},
+    {"redis", set_redis, show_redis, 0, 0, 0, NULL, "a redis:// or unix:// uri"},
 };
 
 #define N_FIELDS (sizeof fields / sizeof fields[0])
@@ -527,18 +524,17 @@ static int across(const srl_config *c, struct cerr *ce, size_t at)
         return 0;
     if (c->limits.count > 1 || c->policy.algorithm == SRL_CONCURRENCY ||
         (c->limits.count == 1 && c->limits.limit[0].algorithm == SRL_CONCURRENCY))
-        return fail(ce, at, 0, "redis takes one rate limit, not a compound or a concurrency "
-                    "policy: use a segment (no redis)");
-    srl_config d;
-    srl_config_init(&d);
-    const char *seg = c->key_display != d.key_display ? "key_display"
-                      : c->mode != d.mode ? "mode"
-                      : c->tier_count > 0 ? "tier.NAME"
-                      : (c->flags & SRL_CONFIG_LOCKFREE) ? "lockfree"
-                      : (c->flags & SRL_CONFIG_FLOOD_CACHE) ? "flood_cache" : NULL;
-    if (seg != NULL)
-        return fail(ce, at, 0, "option '%s' is for a segment; a Redis store (redis) does not "
-                    "take it", seg);
+        return fail(ce, at, 0, "redis= takes one rate limit, not a compound or a concurrency "
+                    "policy (no script for them): use a segment (no redis=)");
+    /* an option is given when its text is not empty: the formatter's own rule */
+    for (size_t i = 0; i < N_FIELDS; i++) {
+        char t[SRL_CONFIG_TEXT_MAX];
+        if (fields[i].no_redis == NULL || fields[i].show(c, &fields[i], t, sizeof t) <= 0)
+            continue;
+        int prefix = fields[i].set == set_tier;
+        return fail(ce, at, 0, "%s%s is for a segment; a Redis store (redis=) %s",
+                    fields[i].name, prefix ? "NAME" : "", fields[i].no_redis);
+    }
     return 0;
 }
 
@@ -701,9 +697,13 @@ int srl_config_parse(srl_config *cfg, const char *spec, srl_policy_error *err)
         rc = fail(&ce, 0, 0, "no policy: begin with one, e.g. token_bucket:100/1m");
     if (rc == 0)
         rc = across(&c, &ce, i);
-    if (rc == 0 && (c.flags & SRL_CONFIG_LOCKFREE) && !srl__config_has_gcra(&c))
-        rc = fail(&ce, i, 0, "lockfree=on decides gcra limits only, and this policy has none "
-                  "in any tier: use gcra:N/W, or drop lockfree");
+    if (rc == 0 && (c.flags & SRL_CONFIG_LOCKFREE) && !srl__config_has_gcra(&c)) {
+        char t[SRL_LIMITS_TEXT_MAX], q[4 * SRL__QUOTE_MAX + 8];
+        show_policy(&c, &fields[0], t, sizeof t);
+        srl__quote(q, sizeof q, t, strlen(t));
+        rc = fail(&ce, i, 0, "lockfree=on decides gcra limits only, and '%s' has none in any "
+                  "tier: use gcra:N/W, or drop lockfree=", q);
+    }
     if (rc != 0) {
         srl_config_free(&c);
         return rc;

@@ -435,7 +435,7 @@ php_redis() { # php_redis CODE: run a snippet with $u the uri, print its output
     try { '"$1"'; } catch (Throwable $e) { echo get_class($e), " ", $e->getCode(), " ", $e->getMessage(), "\n"; }'
 }
 check_eq "6: a segment-only option with redis is refused, named" \
-  "InvalidArgumentException 0 option 'key_display' is for a segment; a Redis store (redis) does not take it" \
+  "InvalidArgumentException 0 key_display is for a segment; a Redis store (redis=) keeps every key whole" \
   "$(php_redis 'new Srl("x", "token_bucket:20/1d", 1024, ["redis" => $u, "key_display" => 8])')"
 check_eq "6: another policy under the prefix: SRL_EMISMATCH" \
   "SrlException -9 srl: open redis store 'x': segment exists with a different policy or geometry" \
@@ -497,7 +497,7 @@ check_eq "7: rlctl info: default tier's keys" "tier 0:         default = token_b
 check_eq "7: rlctl info: paid tier's keys" "tier 1:         paid = token_bucket:5/1d (2 keys)" \
   "$(grep '^tier 1:' <<<"$info")"
 check_eq "7: tiers with redis are refused, named" \
-  "InvalidArgumentException 0 option 'tier.NAME' is for a segment; a Redis store (redis) does not take it" \
+  "InvalidArgumentException 0 tier.NAME is for a segment; a Redis store (redis=) has one policy" \
   "$(php_redis 'new Srl("x", "token_bucket:20/1d", 1024, ["redis" => $u, "tiers" => ["a" => "1/1s"]])')"
 
 stop_pid "$fpm_pid" QUIT
