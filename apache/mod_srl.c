@@ -207,6 +207,7 @@ typedef struct srl_ap_limiter {
      * its limits, for the headers of a request decided under it. */
     const char *tier_header[SRL_TIERS_MAX];
     const srl_limits *tier_limits[SRL_TIERS_MAX];
+    srl_config spec;           /* the parsed SPEC, every option (tiers: in tiers[]) */
 } srl_ap_limiter;
 
 /* Every limiter of one configuration generation (lives in pconf). */
@@ -397,6 +398,7 @@ static const char *cmd_limiter(cmd_parms *cmd, void *dconf, int argc, char *cons
     const char *uri = srl_config_redis(&cfg);
     l->redis = uri != NULL ? apr_pstrdup(cmd->pool, uri) : NULL;
     srl_config_free(&cfg);
+    l->spec = cfg;   /* owns nothing now: limiter_config points it at l->tiers */
     l->min_permits = UINT32_MAX;
     for (uint32_t i = 0; i < l->limits.count; i++) {
         const srl_policy *p = &l->limits.limit[i];
@@ -761,19 +763,14 @@ static int hand_to_worker(apr_pool_t *p, server_rec *s, const srl_ap_limiter *l)
 
 static void limiter_config(const srl_ap_registry *reg, const srl_ap_limiter *l, srl_config *cfg)
 {
-    srl_config_init(cfg);
-    /* One limit as the plain policy (what every earlier version wrote), a
-     * compound as srl_limits: the store reads limits when its count > 0. */
-    if (l->limits.count == 1)
-        cfg->policy = l->limits.limit[0];
-    else
-        cfg->limits = l->limits;
-    cfg->capacity = l->capacity;
+    /* The spec's config as parsed (one limit as the plain policy, a
+     * compound as srl_limits; mode, lock_timeout_ms and the flags as
+     * written; the flags are per handle: never stored in, or compared with,
+     * the segment), with its tiers and SrlOnFull's default. */
+    *cfg = l->spec;
     cfg->tiers = l->tiers;
     cfg->tier_count = l->ntiers;
-    cfg->key_display = l->key_display;
     cfg->on_full = (srl_on_full)(l->on_full >= 0 ? l->on_full : reg->on_full);
-    cfg->flags = l->flags;   /* per handle: never stored in, or compared with, the segment */
     /* The parent runs as root and the segment ends up the worker user's
      * (hand_to_worker): that one uid is trusted, by name, and no other
      * (docs/design.md, "Trust").  The parent only maps it: it never locks a

@@ -428,6 +428,12 @@ static int config_from(srl_config *cfg, const struct open_args *a)
             raise_srl(rc, what);
             return -1;
         }
+        if (srl_config_redis(cfg) != NULL) {
+            srl_config_free(cfg);
+            PyErr_SetString(PyExc_ValueError, "redis=: this binding opens no Redis store "
+                                              "(srl_open_tiered): use a segment (no redis=)");
+            return -1;
+        }
     }
     if (set_int(cfg, "capacity", a->capacity, 0) < 0 ||
         set_int(cfg, "key_display", a->key_display, 0) < 0 ||
