@@ -1304,8 +1304,12 @@ static int srl_access_checker(request_rec *r)
                       (l != NULL ? l : c)->name);
         return DECLINED;
     }
-    if (len > SRL_KEY_MAX)
-        len = SRL_KEY_MAX;   /* longer keys are told apart by their first 4096 bytes */
+    if (len > SRL_KEY_MAX) {
+        /* srl_key_fit: the rule every binding and host applies, so a long
+         * key counts the same here, in PHP, Python and nginx. */
+        unsigned char *fit = apr_palloc(r->pool, SRL_KEY_MAX);
+        key = srl_key_fit(key, &len, fit);
+    }
 
     /* In flight first: a request refused for concurrency takes no rate
      * permit.  One the rate limit refuses below gives its unit back when

@@ -856,8 +856,11 @@ SRL_API int srl_open_redis(const char *uri, const srl_config *cfg, srl_limiter *
  * The host segment is an ordinary segment of policy
  * "gcra:1/3660d,penalty=3660d" (docs/design.md, "The host tier") whose
  * keys are "P:key", P the uri's key prefix (so limiters of two prefixes
- * may share one host segment): rlctl list/get/reset on it show a banned
- * key as denied with its retry_after and clear a ban.  Two Redis servers
+ * may share one host segment; a "P:key" longer than SRL_KEY_MAX is its
+ * srl_key_fit form), with a display copy of key_display bytes, 64 when
+ * cfg's is 0: rlctl list/get/reset on it show a banned key as "P:KEY",
+ * denied with its retry_after, and clear a ban.  A host segment made
+ * without a display copy is adopted as it is when cfg's key_display is 0.  Two Redis servers
  * (or dbs) with the same prefix must not share a host segment.  cfg: as srl_open_redis (not NULL); capacity, mode,
  * owner_uid, key_display and lock_timeout_ms also make the host segment.
  * Errors: those of srl_open_redis and of srl_open_shared.  Without hiredis:
@@ -900,6 +903,25 @@ SRL_API int srl_unlink(const char *name);
  */
 SRL_API int srl_acquire(srl_limiter *lim, const void *key, size_t len,
                         uint32_t cost, srl_decision *d);
+
+/*
+ * The one rule for a key of any length, for a caller whose keys come from
+ * clients (a header, a query parameter): every binding's middleware uses it,
+ * so a long key counts the same in mod_srl, nginx, Python and PHP.
+ *   1 <= *len <= SRL_KEY_MAX: returns key itself, *len unchanged.
+ *   *len > SRL_KEY_MAX: writes the key's fitted form into buf and returns
+ *     buf, *len = SRL_KEY_MAX: the key's first SRL_KEY_MAX - 32 bytes, then
+ *     the 32-byte BLAKE2b-256 hash (libsodium's crypto_generichash, no key)
+ *     of the whole key.  Two long keys that differ in any byte get two
+ *     fitted keys; the same key gets the same fitted key in every process,
+ *     host and binding (no seed, no secret).
+ *   *len == 0: returns NULL, *len and buf untouched.  An empty key has no
+ *     fitted form: the caller decides, and the middlewares do not limit a
+ *     request without a key.
+ * NULL for key or len (or for buf when it would be written) returns NULL.
+ * Thread-safe, no allocation, reads nothing but key.
+ */
+SRL_API const void *srl_key_fit(const void *key, size_t *len, unsigned char buf[SRL_KEY_MAX]);
 
 /*
  * srl_acquire under tier `tier` (0..srl_info.tier_count-1; see TIERS): a

@@ -147,6 +147,32 @@ final class Srl
         return self::$shared;
     }
 
+    /*
+     * The key to limit a client's value under (srl_key_fit, the rule of
+     * every binding): null for '' (do not limit such a request, as mod_srl
+     * and srl.wsgi do not), the key itself for 1..4096 bytes, and for a
+     * longer one its fitted form, 4096 bytes: its first 4064 and a hash of
+     * the whole key, the same key mod_srl and Python make of it.  So
+     * acquire(Srl::keyFit($_SERVER['HTTP_X_API_KEY'] ?? '')) never throws
+     * SRL_EKEY for a key a client sends (check for null first).
+     */
+    public static function keyFit(string $key): ?string
+    {
+        $n = strlen($key);
+        if ($n === 0) {
+            return null;
+        }
+        if ($n <= 4096) {
+            return $key;
+        }
+        $ffi = self::ffi();
+        $len = $ffi->new('size_t');
+        $len->cdata = $n;
+        $buf = $ffi->new('unsigned char[4096]');
+        $ffi->srl_key_fit($key, FFI::addr($len), $buf);
+        return FFI::string($buf, $len->cdata);
+    }
+
     /* How ffi() found the declarations: 'scope' (preloaded) or 'load'. */
     public static function binding(): string
     {

@@ -173,6 +173,7 @@ int srl_peek(srl_limiter *lim, const char *key, size_t len, uint32_t cost,
              srl_decision *d);
 int srl_reset_key(srl_limiter *lim, const char *key, size_t len);
 int srl_refund(srl_limiter *lim, const char *key, size_t len, uint32_t cost);
+const void *srl_key_fit(const char *key, size_t *len, unsigned char *buf);
 int srl_reserve(srl_limiter *lim, const char *key, size_t len, uint32_t cost,
                 uint64_t max_wait_ns, srl_decision *d);
 int srl_stats_get(srl_limiter *lim, srl_stats *out);

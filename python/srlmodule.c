@@ -1082,6 +1082,30 @@ static PyObject *unlink_py(PyObject *self, PyObject *arg)
     Py_RETURN_NONE;
 }
 
+/* srl_key_fit: the key itself (1..SRL_KEY_MAX bytes), bytes of its fitted
+ * form (longer), or None (empty): the middlewares' rule (srl.h). */
+static PyObject *key_fit_py(PyObject *self, PyObject *obj)
+{
+    key_view k;
+    PyObject *out;
+
+    (void)self;
+    if (key_get(obj, &k) < 0)
+        return NULL;
+    size_t len = k.len;
+    if (len == 0)
+        out = Py_NewRef(Py_None);
+    else if (len <= SRL_KEY_MAX)
+        out = Py_NewRef(obj);
+    else {
+        out = PyBytes_FromStringAndSize(NULL, SRL_KEY_MAX);
+        if (out != NULL)
+            (void)srl_key_fit(k.data, &len, (unsigned char *)PyBytes_AS_STRING(out));
+    }
+    key_release(&k);
+    return out;
+}
+
 /* ----------------------------------------------------------- module */
 
 static PyMethodDef module_methods[] = {
@@ -1091,6 +1115,11 @@ static PyMethodDef module_methods[] = {
     {"unlink", unlink_py, METH_O,
      "unlink(name): remove the segment's name; processes that have it open keep using it."},
     {"strerror", strerror_py, METH_O, "strerror(code) -> srl_strerror(code)."},
+    {"key_fit", key_fit_py, METH_O,
+     "key_fit(key) -> key, bytes or None: srl_key_fit, the one rule of every binding for a\n"
+     "client's key.  1..KEY_MAX bytes (str as UTF-8): the key itself; longer: its fitted\n"
+     "form (KEY_MAX bytes: the head, then BLAKE2b-256 of the whole key, the same in every\n"
+     "process, host and binding); empty: None (srl.wsgi does not limit such a request)."},
     {"_register_errors", register_errors, METH_VARARGS,
      "_register_errors(base, {code: class}) (called once by srl/__init__.py)."},
     {NULL, NULL, 0, NULL},

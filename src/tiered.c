@@ -18,7 +18,11 @@
  *            time.
  *   A key's entry in the host segment is named "P:key", P the Redis key
  *   prefix: limiters of two prefixes (two fleets, two policies) may share a
- *   host segment without one's bans answering the other's keys.
+ *   host segment without one's bans answering the other's keys.  A name
+ *   longer than SRL_KEY_MAX (a key near it plus P) is its srl_key_fit form
+ *   (keyfit.c), so it passes the segment's key length rule.  The segment
+ *   keeps a display copy (HOST_KEY_DISPLAY bytes unless cfg says how many):
+ *   rlctl list shows "P:KEY".
  *   Read with the segment's own semantics (rlctl list/get on it) a ban is a
  *   key denied with retry_after T - now, at rest at T, valid while
  *   T <= now + 3660d: eviction, crash repair and srl_check need nothing new.
@@ -50,6 +54,12 @@
 
 #define HOST_POLICY "gcra:1/3660d,penalty=3660d"
 
+/* The host segment's display copy when cfg asks for none: rlctl list on it
+ * shows "P:KEY" (its first 64 bytes), not a fingerprint.  mod_srl and PHP
+ * refuse key_display with redis=, so without this default their host
+ * segments could never be read by key. */
+#define HOST_KEY_DISPLAY 64u
+
 /* The host policy's state: GCRA's word, then the penalty's end (penalty.c
  * puts `until` after the algorithm's state, rounded to 8 bytes). */
 struct ban {
@@ -74,12 +84,24 @@ struct tiered {
 
 static struct tiered *tr_of(srl_limiter *lim) { return lim->impl; }
 
-/* key's name in the host segment, "P:key", in buf[HOST_KEY_MAX]; its length. */
-static size_t host_key(const struct tiered *t, const void *key, size_t len, char *buf)
+/* A key's name in the host segment, and the room to make it in. */
+struct host_name {
+    char raw[HOST_KEY_MAX];              /* "P:key" */
+    unsigned char fit[SRL_KEY_MAX];      /* srl_key_fit's form of a longer raw */
+};
+
+/* key's name in the host segment: "P:key", or, when that is longer than
+ * SRL_KEY_MAX (a key near SRL_KEY_MAX plus the prefix), its srl_key_fit
+ * form, so the segment's key length rule (srl__shm_slot_len_ok) holds and
+ * srl_check and repair keep the ban; *hlen its length.  key is 1..SRL_KEY_MAX
+ * bytes (the facade's check). */
+static const void *host_key(const struct tiered *t, const void *key, size_t len,
+                            struct host_name *n, size_t *hlen)
 {
-    memcpy(buf, t->prefix, t->plen);
-    memcpy(buf + t->plen, key, len);
-    return t->plen + len;
+    memcpy(n->raw, t->prefix, t->plen);
+    memcpy(n->raw + t->plen, key, len);
+    *hlen = t->plen + len;
+    return srl_key_fit(n->raw, hlen, n->fit);
 }
 
 #ifdef SRL_MUTANTS
@@ -116,8 +138,9 @@ static int host_answer(struct tiered *t, const void *key, size_t len, uint32_t c
                        srl_decision *d)
 {
     struct ask a = {cost, count, SRL__MUTANT(test_flags(t), SRL__TIERED_TEST_ANY_COST), 0};
-    char hk[HOST_KEY_MAX];
-    size_t hlen = host_key(t, key, len, hk);
+    struct host_name n;
+    size_t hlen;
+    const void *hk = host_key(t, key, len, &n, &hlen);
     if (srl__shm_apply(t->host, hk, hlen, 0, ask_fn, &a) != 0 || a.left == 0)
         return 0;   /* no ban, or the host is unusable: Redis decides */
     *d = (srl_decision){
@@ -147,8 +170,9 @@ static void host_remember(struct tiered *t, const void *key, size_t len, uint32_
 {
     uint64_t wait = d->retry_after_ns < SRL_WINDOW_MAX_NS ? d->retry_after_ns : SRL_WINDOW_MAX_NS;
     struct ban n = {cost, srl__sat_add(t0, wait)};
-    char hk[HOST_KEY_MAX];
-    size_t hlen = host_key(t, key, len, hk);
+    struct host_name hn;
+    size_t hlen;
+    const void *hk = host_key(t, key, len, &hn, &hlen);
     (void)srl__shm_apply(t->host, hk, hlen, 1, remember_fn, &n);
 }
 
@@ -157,9 +181,9 @@ static int host_forget(struct tiered *t, const void *key, size_t len)
 {
     if (SRL__MUTANT(test_flags(t), SRL__TIERED_TEST_RESET_KEEPS))
         return SRL_ENOENT;
-    char hk[HOST_KEY_MAX];
-    size_t hlen = host_key(t, key, len, hk);
-    /* The store's own call: "P:key" may be longer than SRL_KEY_MAX. */
+    struct host_name n;
+    size_t hlen;
+    const void *hk = host_key(t, key, len, &n, &hlen);
     return srl__shm_reset_key(t->host, hk, hlen);
 }
 
@@ -316,7 +340,7 @@ static int host_config(const srl_config *cfg, srl_ticker ticker, srl_config *h)
         srl_state_size(&h->policy) != sizeof(struct ban))
         return SRL_EPOLICY;
     h->capacity = cfg->capacity;
-    h->key_display = cfg->key_display;
+    h->key_display = cfg->key_display != 0 ? cfg->key_display : HOST_KEY_DISPLAY;
     h->mode = cfg->mode;
     h->on_full = cfg->on_full;
     h->lock_timeout_ms = cfg->lock_timeout_ms;
@@ -370,8 +394,15 @@ int srl_open_tiered(const char *shm_name, const char *uri, const srl_config *cfg
         t->prefix[t->plen++] = ':';
         rc = host_config(use, t->lim.ticker, &h);
     }
-    if (rc == 0)
+    if (rc == 0) {
         rc = srl_open_shared(shm_name, &h, flags, &t->host);
+        if (rc == SRL_EMISMATCH && use->key_display == 0) {
+            /* A host segment made without a display copy (before the
+             * default): adopted as it is, since a display never changes live. */
+            h.key_display = 0;
+            rc = srl_open_shared(shm_name, &h, flags, &t->host);
+        }
+    }
     if (rc == 0)
         rc = host_is_ours(t->host, &h);
     if (rc != 0) {

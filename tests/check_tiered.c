@@ -35,6 +35,7 @@
 
 #include "redis_cluster.h"   /* srl__keyslot: which master holds a key */
 #include "redis_testutil.h"
+#include "shm_testutil.h"
 #include "shm.h"
 #include "testhooks.h"
 #include "testutil.h"
@@ -643,6 +644,162 @@ START_TEST(two_prefixes_on_one_host_segment_keep_their_bans_apart)
 }
 END_TEST
 
+/* ------------------------------------------------------------- long keys */
+
+static int die_holding_the_lock(void *state, uint64_t now, void *ctx)
+{
+    (void)state, (void)now, (void)ctx;
+    _exit(0);   /* the bucket's lock is left owner-dead: the next taker repairs */
+}
+
+struct shown {
+    int n;
+    uint32_t key_len, display_len;
+    char display[256];
+};
+
+static int show_fn(const srl_entry *e, void *ctx)
+{
+    struct shown *sh = ctx;
+    sh->n++;
+    sh->key_len = e->key_len;
+    sh->display_len = e->display_len;
+    memcpy(sh->display, e->display, e->display_len);
+    sh->display[e->display_len] = '\0';
+    return 0;
+}
+
+/* The host segment's one entry, as rlctl list sees it (srl_foreach). */
+static struct shown host_entry(const char *name)
+{
+    srl_limiter *host = NULL;
+    ck_assert_int_eq(srl_open_shared(name, NULL, 0, &host), 0);
+    struct shown sh = {0};
+    ck_assert_int_eq(srl_foreach(host, show_fn, &sh), 1);
+    srl_close(host);
+    return sh;
+}
+
+/* A 4096-byte key (the longest there is) is stored as "srl:" + key fitted
+ * to SRL_KEY_MAX: banned, the segment checks clean, a repair of its bucket
+ * keeps the ban, and another 4096-byte key differing in its last byte has
+ * its own count.  With the default display and with key_display 32. */
+START_TEST(a_4096_byte_key_is_banned_and_its_ban_survives_check_and_repair)
+{
+    pid_t srv = setup_server();
+    static char key[SRL_KEY_MAX], other[SRL_KEY_MAX];
+    memset(key, 'k', sizeof key);
+    memcpy(other, key, sizeof key);
+    other[SRL_KEY_MAX - 1] = 'o';
+    const uint32_t displays[] = {32, 0};
+    for (unsigned v = 0; v < 2; v++) {
+        use_prefix(displays[v] == 0 ? "srl" : "d32");
+        srl_config cfg = gcra_cfg(1);
+        cfg.key_display = displays[v];
+        const char *name = unique_name("long");
+        srl_limiter *lim = open_tiered(name, uri, &cfg, 0);
+        srl_decision d;
+        ck_assert_int_eq(srl_acquire(lim, key, sizeof key, 1, &d), 0);
+        ck_assert_int_eq(d.allowed, 1);
+        ck_assert_int_eq(srl_acquire(lim, key, sizeof key, 1, &d), 0);
+        ck_assert(d.allowed == 0 && d.flags == 0);   /* Redis's denial, remembered */
+        ck_assert_int_eq(srl_acquire(lim, key, sizeof key, 1, &d), 0);
+        ck_assert(d.allowed == 0 && d.flags == SRL_DECISION_LOCAL);
+        struct check_lines cl = {0};
+        ck_assert_msg(srl_check(lim, check_lines_collect, &cl) == 0 && cl.n == 0,
+                      "display %u: check: %d problems, last: %s", displays[v], cl.n, cl.last);
+        /* rlctl list: "P:KEY", the fitted name's first bytes. */
+        struct shown sh = host_entry(name);
+        uint32_t want_display = displays[v] != 0 ? displays[v] : 64;
+        ck_assert_uint_eq(sh.key_len, SRL_KEY_MAX);
+        ck_assert_uint_eq(sh.display_len, want_display);
+        const char *p = displays[v] == 0 ? "srl:" : "d32:";
+        ck_assert_mem_eq(sh.display, p, 4);
+        ck_assert_mem_eq(sh.display + 4, key, want_display - 4);
+        /* A worker dies holding the ban's bucket lock (on the ban's own
+         * name: the callback runs only for a stored key). */
+        pid_t kid = test_fork();
+        if (kid == 0) {
+            srl_limiter *host = NULL;
+            static char raw[4 + SRL_KEY_MAX];
+            static unsigned char fit[SRL_KEY_MAX];
+            memcpy(raw, p, 4);
+            memcpy(raw + 4, key, sizeof key);
+            size_t hlen = sizeof raw;
+            const void *hk = srl_key_fit(raw, &hlen, fit);
+            if (srl_open_shared(name, NULL, 0, &host) != 0)
+                _exit(2);
+            (void)srl__shm_apply(host, hk, hlen, 0, die_holding_the_lock, NULL);
+            _exit(3);   /* not found under that name */
+        }
+        int status;
+        ck_assert_int_eq(waitpid(kid, &status, 0), kid);
+        ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child: status %d", status);
+        /* The next decision repairs the bucket and still answers the ban. */
+        ck_assert_int_eq(srl_acquire(lim, key, sizeof key, 1, &d), 0);
+        ck_assert_msg(d.allowed == 0 && d.flags == SRL_DECISION_LOCAL,
+                      "display %u: the repair dropped the ban (allowed %d, flags %u)",
+                      displays[v], d.allowed, d.flags);
+        srl_stats st;
+        ck_assert_int_eq(srl_stats_get(lim, &st), 0);
+        ck_assert_uint_eq(st.recovered, 1);
+        ck_assert_uint_eq(st.used, 1);
+        cl = (struct check_lines){0};
+        ck_assert_msg(srl_check(lim, check_lines_collect, &cl) == 0 && cl.n == 0,
+                      "after repair: %d problems, last: %s", cl.n, cl.last);
+        ck_assert_int_eq(srl_acquire(lim, other, sizeof other, 1, &d), 0);
+        ck_assert(d.allowed == 1 && d.flags == 0);   /* its own count */
+        srl_close(lim);
+        srl_unlink(name);
+    }
+    teardown_server(srv);
+}
+END_TEST
+
+/* A short key is shown as "P:KEY" by default; a host segment made without
+ * a display copy (an earlier srl's) is adopted as it is. */
+START_TEST(the_host_segment_shows_prefix_and_key_and_one_without_a_display_is_adopted)
+{
+    pid_t srv = setup_server();
+    use_prefix("api");
+    srl_config cfg = gcra_cfg(1);
+    const char *name = unique_name("show");
+    srl_limiter *lim = open_tiered(name, uri, &cfg, 0);
+    srl_decision d;
+    for (int i = 0; i < 2; i++)
+        ck_assert_int_eq(srl_acquire(lim, "alice", 5, 1, &d), 0);
+    ck_assert(d.allowed == 0 && d.flags == 0);
+    struct shown sh = host_entry(name);
+    ck_assert_uint_eq(sh.key_len, 9);
+    ck_assert_str_eq(sh.display, "api:alice");
+    srl_close(lim);
+    srl_unlink(name);
+
+    srl_config old;
+    srl_config_init(&old);
+    ck_assert_int_eq(srl_policy_parse("gcra:1/3660d,penalty=3660d", &old.policy), 0);
+    old.capacity = cfg.capacity;
+    srl_limiter *plain = NULL;
+    ck_assert_int_eq(srl_open_shared(name, &old, SRL_CREATE, &plain), 0);
+    lim = open_tiered(name, uri, &cfg, 0);
+    srl_info in;
+    ck_assert_int_eq(srl_info_get(plain, &in), 0);
+    ck_assert_uint_eq(in.key_display, 0);
+    ck_assert_int_eq(srl_acquire(lim, "alice", 5, 1, &d), 0);   /* banned: Redis again */
+    ck_assert(d.allowed == 0 && d.flags == 0);
+    ck_assert_int_eq(srl_acquire(lim, "alice", 5, 1, &d), 0);
+    ck_assert(d.allowed == 0 && d.flags == SRL_DECISION_LOCAL);
+    /* An explicit display other than the segment's is still a mismatch. */
+    cfg.key_display = 16;
+    srl_limiter *no = NULL;
+    ck_assert_int_eq(srl_open_tiered(name, uri, &cfg, SRL_CREATE, &no), SRL_EMISMATCH);
+    srl_close(plain);
+    srl_close(lim);
+    srl_unlink(name);
+    teardown_server(srv);
+}
+END_TEST
+
 START_TEST(a_segment_of_another_policy_is_refused)
 {
     pid_t srv = setup_server();
@@ -655,6 +812,16 @@ START_TEST(a_segment_of_another_policy_is_refused)
     ck_assert_ptr_null(lim);
     ck_assert_int_eq(srl_open_tiered(name, uri, NULL, 0, &lim), SRL_EINVAL);
     srl_close(plain);
+    srl_unlink(name);
+    /* Redis's own mismatch (another policy under the prefix) is Redis's,
+     * whatever host segment is named. */
+    lim = open_tiered(name, uri, &cfg, 0);
+    srl_config other = gcra_cfg(11);
+    srl_limiter *no = NULL;
+    ck_assert_int_eq(srl_open_tiered(unique_name("other2"), uri, &other, SRL_CREATE, &no),
+                     SRL_EMISMATCH);
+    ck_assert_ptr_null(no);
+    srl_close(lim);
     srl_unlink(name);
     teardown_server(srv);
 }
@@ -678,6 +845,8 @@ int main(void)
     tcase_add_test(tc, a_garbage_ban_in_the_segment_is_not_answered);
     tcase_add_test(tc, two_prefixes_on_one_host_segment_keep_their_bans_apart);
     tcase_add_test(tc, a_segment_of_another_policy_is_refused);
+    tcase_add_test(tc, a_4096_byte_key_is_banned_and_its_ban_survives_check_and_repair);
+    tcase_add_test(tc, the_host_segment_shows_prefix_and_key_and_one_without_a_display_is_adopted);
     suite_add_tcase(s, tc);
     TCase *cl = tcase_create("cluster");
     tcase_set_timeout(cl, 240);

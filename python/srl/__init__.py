@@ -22,11 +22,11 @@ the booleans "lockfree", "flood_cache" and "dry_run" (lockfree=True on a
 token_bucket limiter, or flood_cache=True on local(), reads False).
 """
 from . import _srl
-from ._srl import (Decision, Limiter, headers, strerror, unlink, FLAG_UNTRACKED, FLAG_DEGRADED,
-                   FLAG_WOULD_DENY, KEY_MAX)
+from ._srl import (Decision, Limiter, headers, strerror, unlink, key_fit, FLAG_UNTRACKED,
+                   FLAG_DEGRADED, FLAG_WOULD_DENY, KEY_MAX)
 
-__all__ = ["Limiter", "Decision", "headers", "strerror", "unlink", "Error", "FLAG_UNTRACKED",
-           "FLAG_DEGRADED", "FLAG_WOULD_DENY", "KEY_MAX", "holding"]
+__all__ = ["Limiter", "Decision", "headers", "strerror", "unlink", "key_fit", "Error",
+           "FLAG_UNTRACKED", "FLAG_DEGRADED", "FLAG_WOULD_DENY", "KEY_MAX", "holding"]
 
 
 class holding:

@@ -9,11 +9,16 @@ Each request is decided by limiter.acquire(key(environ), cost):
     appended to its headers;
   - denied: the app is not called; the answer is 429 Too Many Requests with
     RateLimit-Policy, RateLimit and Retry-After (srl.headers());
-  - key(environ) returned None: the request is not limited (no headers).
-The default key is the client address (REMOTE_ADDR).  A lock that timed out
-(srl.TimeoutError, srl.NotRecoverableError) is answered from the limiter's
-on_full setting, as the C library does; every other srl.Error propagates (an
-empty or overlong key is the key function's bug, not the client's).
+  - key(environ) returned None or an empty key ("" or b"", e.g. an empty
+    X-Api-Key: header): the request is not limited (no headers), as in
+    mod_srl;
+  - a key longer than srl.KEY_MAX bytes (UTF-8) is limited under its
+    srl.key_fit form (srl_key_fit: its head and a hash of the whole key), the
+    same key mod_srl, PHP and every other host of the fleet make of it.
+So no header a client sends makes the middleware raise.  The default key is
+the client address (REMOTE_ADDR).  A lock that timed out (srl.TimeoutError,
+srl.NotRecoverableError) is answered from the limiter's on_full setting, as
+the C library does; every other srl.Error propagates.
 
 With a shared limiter the count is host-wide: open it before the server forks
 (gunicorn --preload) or in each worker; both reach the same segment.
@@ -45,6 +50,8 @@ class RateLimit:
 
     def __call__(self, environ, start_response):
         key = self.key(environ)
+        if key is not None:
+            key = srl.key_fit(key)
         if key is None:
             return self.app(environ, start_response)
         d = self._decide(key)

@@ -473,6 +473,53 @@ class TestWsgi(unittest.TestCase):
             self.assertEqual((s, b), ("200 OK", b"pid"))
             self.assertNotIn("RateLimit", h)
 
+    def test_empty_and_long_keys_are_answered_never_raised(self):
+        # README's example exactly: the key is the X-Api-Key header.
+        def app(environ, start_response):
+            start_response("200 OK", [("Content-Type", "text/plain")])
+            return [b"ok"]
+        lim = srl.Limiter.local("2/1d")
+        mw = srl.wsgi.RateLimit(app, lim, key=lambda env: env.get("HTTP_X_API_KEY"))
+        # An empty header (str or bytes): not limited, no headers, never a 500.
+        for empty in ("", b""):
+            for _ in range(3):
+                s, h, b = self.call(mw, {"HTTP_X_API_KEY": empty})
+                self.assertEqual((s, b), ("200 OK", b"ok"))
+                self.assertNotIn("RateLimit", h)
+        # Keys of 4096 bytes (as they are), 4097 and 5000 (fitted): limited,
+        # and two that differ only in their last byte count apart.
+        for n in (srl.KEY_MAX, srl.KEY_MAX + 1, 5000):
+            a, b2 = "a" * (n - 1) + "x", "a" * (n - 1) + "y"
+            got = [self.call(mw, {"HTTP_X_API_KEY": k})[0] for k in (a, a, b2, a, b2, b2)]
+            self.assertEqual(got, ["200 OK", "200 OK", "200 OK", "429 Too Many Requests",
+                                   "200 OK", "429 Too Many Requests"], n)
+            # The count is the fitted key's, the one srl.key_fit names.
+            self.assertFalse(lim.peek(srl.key_fit(a)).allowed)
+        # A multibyte str over KEY_MAX bytes of UTF-8 (2000 chars, 6000 bytes).
+        wide = "\u20ac" * 2000
+        got = [self.call(mw, {"HTTP_X_API_KEY": wide})[0] for _ in range(3)]
+        self.assertEqual(got, ["200 OK", "200 OK", "429 Too Many Requests"])
+        self.assertFalse(lim.peek(srl.key_fit(wide)).allowed)
+
+    def test_key_fit_is_srl_key_fit(self):
+        import hashlib
+        self.assertIsNone(srl.key_fit(""))
+        self.assertIsNone(srl.key_fit(b""))
+        for k in ("alice", b"alice", "k" * srl.KEY_MAX, b"k" * srl.KEY_MAX):
+            self.assertIs(srl.key_fit(k), k)
+        # The library's fixed vector (tests/check_keyfit.c): bytes i % 251.
+        k = bytes(i % 251 for i in range(5000))
+        f = srl.key_fit(k)
+        self.assertEqual(len(f), srl.KEY_MAX)
+        self.assertEqual(f[:srl.KEY_MAX - 32], k[:srl.KEY_MAX - 32])
+        self.assertEqual(f[srl.KEY_MAX - 32:].hex(),
+                         "380a35589ac0b8796076c76b284d2e0dd0842d3eac226475610946e0c2277b8b")
+        self.assertEqual(f[srl.KEY_MAX - 32:], hashlib.blake2b(k, digest_size=32).digest())
+        self.assertEqual(srl.key_fit(k.decode("latin-1").encode("latin-1")), f)
+        self.assertEqual(srl.key_fit("é" * 3000), srl.key_fit(("é" * 3000).encode()))
+        with self.assertRaises(TypeError):
+            srl.key_fit(5)
+
 
 if __name__ == "__main__":
     unittest.main(argv=[sys.argv[0], "-v"] + sys.argv[1:])

@@ -33,6 +33,8 @@
 #      unmapped value or an unknown tier: the default), RateLimit-Policy
 #      is the tier's; a key moved from default (2 of 2 used) to paid gets 3
 #      more; rlctl info counts the keys per tier
+#   X  two 5000-byte keys differing in the last byte count apart (srl_key_fit),
+#      an empty key is not limited
 #   L  SrlStatus 503 answers a refusal with 503; policy_name= is the name in
 #      RateLimit-Policy and RateLimit; the refusal's log line has key and URI
 #   J  a full table (capacity 1 = one bucket): with SrlOnFull deny exactly
@@ -73,11 +75,11 @@ e2e_port=$(free_port)
 token="srl-e2e-ap-$mpm-$$"
 name="/$token"
 e2e_segments+=("$name" "$name-fd" "$name-fa" "$name-st" "$name-dl" "$name-ti" "$name-rf" "$name-pc"
-              "$name-lf")
+              "$name-lf" "$name-lk")
 started=$(date +%s)
 
 mkdir -p "$e2e_tmp/htdocs/dir"
-for f in ip cost dry free fulld fulla st delay tier tiern pc lf; do echo "$f" >"$e2e_tmp/htdocs/$f"; done
+for f in ip cost dry free fulld fulla st delay tier tiern pc lf long; do echo "$f" >"$e2e_tmp/htdocs/$f"; done
 mkdir -p "$e2e_tmp/htdocs/refund" && echo ok >"$e2e_tmp/htdocs/refund/ok"
 echo hdr >"$e2e_tmp/htdocs/hdr"
 echo index >"$e2e_tmp/htdocs/dir/index.html"
@@ -152,6 +154,11 @@ SrlLimiter $name-pc token_bucket:$LIMIT/1d 64 key_display=32
 SrlLimiter $name-lf gcra:$LIMIT/1d 64 key_display=32 lockfree=on flood_cache=on
 <Location /lf>
     SrlLimit $name-lf
+    SrlKey header:X-Key
+</Location>
+SrlLimiter $name-lk token_bucket:2/1d 16 key_display=32
+<Location /long>
+    SrlLimit $name-lk
     SrlKey header:X-Key
 </Location>"
 
@@ -313,6 +320,27 @@ check_eq "L: policy_name= names the RateLimit field" 2 "$(cut -f3 <<<"$l" | grep
 check_eq "L: the refusal is logged with its key and URI" 1 \
   "$(grep -c "SrlLimit $name-st: 503 to 127.0.0.1 for key \"st-L\" on /st" "$e2e_tmp/error.log")"
 
+# --- X: keys over 4096 bytes are srl_key_fit's (head + hash of the whole
+# key), so two 5000-byte keys that differ only in their last byte count
+# apart (cut to 4096 they were one key); an empty key is not limited
+long=$(head -c 4999 /dev/zero | tr '\0' L)
+xa=$(http seq 3 /long "X-Key: ${long}a")
+xb=$(http seq 3 /long "X-Key: ${long}b")
+check_eq "X: 5000-byte key ...a: statuses" "200 200 429" "$(cut -f1 <<<"$xa" | xargs)"
+check_eq "X: 5000-byte key ...b (differs in the last byte): statuses" "200 200 429" \
+  "$(cut -f1 <<<"$xb" | xargs)"
+xe=$(http seq 3 /long "X-Key: ")
+check_eq "X: an empty key: not limited, no RateLimit header" "200 200 200 - - -" \
+  "$(cut -f1 <<<"$xe" | xargs) $(cut -f3 <<<"$xe" | xargs)"
+check_eq "X: rlctl info: keys tracked (the two fitted keys)" 2 "$(rlctl_count "$name-lk" used)"
+check_eq "X: rlctl list: each key is 4096 bytes (fitted), shown by its head" \
+  "4096 LLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLL
+4096 LLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLL" \
+  "$(rlctl_as_owner list "$name-lk" --json | python3 -c '
+import json, sys
+for k in json.load(sys.stdin)["keys"]:
+    print(k["key_len"], k["key"])')"
+
 # --- J: a full table (capacity 1: one bucket of slots_per_bucket slots)
 for lim in fd fa; do
   slots=$(rlctl_count "$name-$lim" capacity)
@@ -460,12 +488,12 @@ check_eq "K: allowed decisions" 1 \
 check_eq "K: denied decisions" 1 \
   "$(grep -cxF "srl_decisions_total{segment=\"$name\",result=\"denied\"} 32" "$e2e_tmp/metrics.txt")"
 check_eq "K: keys" 1 "$(grep -cxF "srl_keys{segment=\"$name\"} 6" "$e2e_tmp/metrics.txt")"
-rlctl_as_owner metrics "$name" "$name-fd" "$name-fa" "$name-st" "$name-rf" "$name-dl" "$name-ti" "$name-pc" "$name-lf" >"$e2e_tmp/rlctl-metrics.txt"
+rlctl_as_owner metrics "$name" "$name-fd" "$name-fa" "$name-st" "$name-rf" "$name-dl" "$name-ti" "$name-pc" "$name-lf" "$name-lk" >"$e2e_tmp/rlctl-metrics.txt"
 check_eq "K: rlctl metrics' text, byte for byte, first (one formatter)" same \
   "$(head -c "$(stat -c %s "$e2e_tmp/rlctl-metrics.txt")" "$e2e_tmp/metrics.txt" |
      cmp -s - "$e2e_tmp/rlctl-metrics.txt" && echo same || echo differs)"
 check_eq "K: then only mod_srl's srl_handle_* (two gauges, a sample per limiter each)" \
-  "srl_handle_lockfree gauge 9 srl_handle_flood_cache gauge 9" \
+  "srl_handle_lockfree gauge 10 srl_handle_flood_cache gauge 10" \
   "$(tail -c +$(($(stat -c %s "$e2e_tmp/rlctl-metrics.txt") + 1)) "$e2e_tmp/metrics.txt" |
      /usr/bin/python3 -c 'import sys
 from prometheus_client.parser import text_string_to_metric_families as p

@@ -15,6 +15,8 @@
 #      answer carries RateLimit-Policy; answered by all 4 worker pids
 #   3  rlctl info on the segment agrees (allowed 12, denied 28, 1 key), and
 #      the segment's owner is the process that created it
+#   5  an empty X-Key is not limited, a 5000-byte one is limited (fitted),
+#      neither raises (issue 39: the middleware used to answer them 500)
 #   4  gunicorn stopped by its pid takes its workers with it
 here=$(cd "$(dirname "$0")" && pwd)
 export SRL_E2E_DIR=${SRL_E2E_DIR:-$here}
@@ -80,6 +82,18 @@ check_gt "2: distinct worker pids that answered" 1 "$(wc -w <<<"$answered")"
 rlctl_agrees_hot "/$srl_token"
 owner=$e2e_user; [ "$mode" = preload ] && owner=$(id -un)
 check_eq "3: segment owner (its creator) and mode" "$owner 600" "$(stat -c '%U %a' "/dev/shm/$srl_token")"
+
+# --- 5: client keys that once raised out of the middleware (HTTP 500): an
+# empty X-Key is not limited (no RateLimit header), a 5000-byte one is
+# limited under its srl_key_fit form (a new key: r=LIMIT-1)
+hdrs=$(curl -s -D - -o /dev/null -H 'X-Key;' "http://127.0.0.1:$port/" | tr -d '\r')
+check_eq "5: an empty X-Key: status, RateLimit headers" "HTTP/1.1 200 OK 0" \
+  "$(head -1 <<<"$hdrs") $(grep -ci '^ratelimit' <<<"$hdrs")"
+long=$(head -c 5000 /dev/zero | tr '\0' L)
+hdrs=$(curl -s -D - -o /dev/null -H "X-Key: $long" "http://127.0.0.1:$port/" | tr -d '\r')
+check_eq "5: a 5000-byte X-Key: status, RateLimit" "HTTP/1.1 200 OK RateLimit: \"default\";r=$((LIMIT - 1));t=$TOKEN_S" \
+  "$(head -1 <<<"$hdrs") $(grep -i '^ratelimit:' <<<"$hdrs")"
+check_eq "5: error log: no traceback" 0 "$(grep -c Traceback "$e2e_tmp/error.log")"
 
 # --- 4: stopped by its pid, with its workers
 stop_pid "$gpid"

@@ -25,6 +25,8 @@
 #      token_bucket:6/1d | CHANGE; the old policy then throws EMISMATCH;
 #      Srl::ADOPT takes the segment's (6/1d: a new key gets 6); CHANGE
 #      with another capacity throws EMISMATCH naming it, changing nothing
+#   5e Srl::keyFit (CLI): srl_key_fit's rule, its fixed vector, two long keys
+#      differing at the end counted apart
 #   5b 'dry_run' => true (CLI): never refused, exactly the would-be
 #      denials flagged wouldDeny with their retry_after, counted in
 #      stats()['would_deny'] and rlctl info; an enforcing handle refuses
@@ -252,6 +254,34 @@ check_eq "5: refund cost 0: SRL_ECOST" -3 "$(sed -n 5p <<<"$out")"
 check_eq "5: refund above the permits: SRL_ECOST" -3 "$(sed -n 6p <<<"$out")"
 check_eq "5: the refund segment is gone" absent \
   "$([ -e "/dev/shm/${refund_name#/}" ] && echo present || echo absent)"
+
+# --- 5e: Srl::keyFit, srl_key_fit's rule: '' -> null, 1..4096 bytes the key
+# itself, longer the fitted form (the library's fixed vector: bytes i % 251,
+# 5000 of them); two 5000-byte keys differing in the last byte count apart
+fit_name="$srl_name-fit"
+out=$(SRL_NAME="$fit_name" LD_LIBRARY_PATH="$SRL_LIBDIR" as_worker php -n -d extension=ffi -d ffi.enable=1 -r '
+  require getenv("SRL_PHP_DIR") . "/Srl.php";
+  var_export(Srl::keyFit("")); echo "\n";
+  $k = str_repeat("k", 4096);
+  echo Srl::keyFit("alice"), " ", Srl::keyFit($k) === $k ? "same" : "other", "\n";
+  $v = ""; for ($i = 0; $i < 5000; $i++) { $v .= chr($i % 251); }
+  $f = Srl::keyFit($v);
+  echo strlen($f), " ", substr($f, 0, 4064) === substr($v, 0, 4064) ? "head" : "no-head", " ",
+       bin2hex(substr($f, 4064)), "\n";
+  $s = new Srl(getenv("SRL_NAME"), "token_bucket:1/1d", 64);
+  $a = str_repeat("L", 4999);
+  $r = [];
+  foreach ([$a . "a", $a . "b", $a . "a"] as $key) {
+    $r[] = $s->acquire(Srl::keyFit($key))["allowed"] ? 1 : 0;
+  }
+  echo implode(" ", $r), "\n";
+  $s->close();
+  Srl::unlink(getenv("SRL_NAME"));')
+check_eq "5e: keyFit(\"\"): null" NULL "$(sed -n 1p <<<"$out")"
+check_eq "5e: keyFit of 5 and of 4096 bytes: the key itself" "alice same" "$(sed -n 2p <<<"$out")"
+check_eq "5e: keyFit of 5000 bytes: 4096, its head, BLAKE2b-256 of it (check_keyfit's vector)" \
+  "4096 head 380a35589ac0b8796076c76b284d2e0dd0842d3eac226475610946e0c2277b8b" "$(sed -n 3p <<<"$out")"
+check_eq "5e: two 5000-byte keys differing in the last byte count apart" "1 1 0" "$(sed -n 4p <<<"$out")"
 
 # --- 5b: 'dry_run' => true: never refused, would-be denials flagged and counted
 # (3 per day: a dry handle takes 5, the last 2 flagged wouldDeny with the
