@@ -6,11 +6,11 @@
  * request holds (a pool cleanup), the variables and the metrics handler.
  *
  *   srl_limiter NAME SPEC...;   http: declare the segment /dev/shm/NAME
- *                      with the limiter spec SPEC (spec_parse: the policy,
- *                      then capacity=N key_display=N on_full=allow|deny
- *                      lock_timeout_ms=N tier.NAME=POLICY); the same NAME,
- *                      policy and capacity as mod_srl's SrlLimiter or PHP's
- *                      new Srl(NAME, POLICY, CAPACITY) is the same segment
+ *                      with the limiter spec SPEC (the words joined by
+ *                      spaces; srl_config_parse's grammar, srl.h
+ *                      CONFIGURATION TEXT); the same NAME and spec as
+ *                      mod_srl's SrlLimiter or PHP's new Srl(NAME, SPEC)
+ *                      is the same segment
  *   srl NAME [key=V] [cost=N|V] [tier=V] [dry_run];
  *                      http/server/location: decide each request on NAME;
  *                      several per level, all must admit (as limit_req)
@@ -73,22 +73,17 @@
 #include "metrics_fmt.h"
 
 #define NGX_HTTP_SRL_LOCK_TIMEOUT_MS 2
-#define NGX_HTTP_SRL_CAPACITY 10000
 
 /* One srl_limiter line and, once the http block is parsed, its handles. */
 typedef struct {
     ngx_str_t name;              /* as written ("/api" or "api") */
     const char *cname;           /* the same, NUL-terminated */
     const char *token;           /* without the "/": the name in the headers */
+    srl_config cfg;              /* srl_config_parse of the spec (owns its tiers) */
     srl_limits limits;           /* the policy: one limit or a compound */
     ngx_uint_t concurrency;      /* one of them is concurrency:N */
     uint32_t min_permits;        /* the least permits of its rate limits */
-    uint64_t capacity;
-    uint32_t key_display;
-    srl_on_full on_full;
-    uint32_t lock_timeout_ms;
-    srl_tier tiers[SRL_TIERS_MAX - 1]; /* tier.NAME=POLICY: tiers 1.. */
-    uint32_t ntiers;
+    uint32_t ntiers;             /* cfg.tier_count: tiers 1.. are cfg.tiers[] */
     ngx_str_t tier_header[SRL_TIERS_MAX]; /* RateLimit-Policy per tier */
     srl_limiter *lim;            /* open from postconfiguration on */
     srl_limiter *dry;            /* the same segment, SRL_CONFIG_DRY_RUN */
@@ -253,21 +248,6 @@ ngx_module_t ngx_http_srl_module = {
 
 /* ------------------------------------------------------------ the spec */
 
-/* A key longer than srl takes, made to fit.  LOCAL STAND-IN until the
- * library's srl_key_fit (branch keys) is in this tree: it cuts the key at
- * SRL_KEY_MAX, as mod_srl does (longer keys are told apart by their first
- * SRL_KEY_MAX bytes); the library's may hash instead.  Same signature, so
- * the switch is deleting this function. */
-static const void *
-srl_key_fit(const void *key, size_t *len, unsigned char buf[SRL_KEY_MAX])
-{
-    (void) buf;
-    if (*len > SRL_KEY_MAX) {
-        *len = SRL_KEY_MAX;
-    }
-    return key;
-}
-
 /* An unsigned decimal of v[0..n) into *out, at most max: 0, or -1. */
 static int
 spec_number(const u_char *v, size_t n, uint64_t max, uint64_t *out)
@@ -289,168 +269,70 @@ spec_number(const u_char *v, size_t n, uint64_t max, uint64_t *out)
     return 0;
 }
 
-/* The one parser of a limiter spec in this module: "POLICY [OPTION=VALUE]...",
- * the words after the name joined by single spaces, the policy (one limit or
- * a compound "A + B") first, the options after it.  LOCAL STAND-IN until the
- * library's srl_config_parse (branch config) is in this tree.  On error,
- * NULL and *msg says what and at which byte of spec (*at). */
-static const char *
-spec_parse(ngx_pool_t *pool, ngx_str_t *spec, ngx_http_srl_limiter_t *l, size_t *at,
+static void
+limiter_free(void *data)
+{
+    srl_config_free(&((ngx_http_srl_limiter_t *) data)->cfg);
+}
+
+/* The spec, through the library's one parser of a limiter spec
+ * (srl_config_parse: the policy, then capacity=, key_display=, on_full=,
+ * lock_timeout_ms=, tier.NAME=POLICY, dry_run=, lockfree=, ...).  Two
+ * things are nginx's own: a spec that does not set lock_timeout_ms gets
+ * NGX_HTTP_SRL_LOCK_TIMEOUT_MS (the event loop never waits a second), and
+ * redis= is refused (a network round trip per decision).  NGX_OK, or
+ * NGX_ERROR with *at and msg[] saying where and why. */
+static ngx_int_t
+spec_parse(ngx_conf_t *cf, const char *spec, ngx_http_srl_limiter_t *l, size_t *at,
     char *msg, size_t msglen)
 {
-    static const char known[] = "capacity=N, key_display=0..255, on_full=allow|deny, "
-                                "lock_timeout_ms=N, tier.NAME=POLICY";
-    u_char *s = spec->data, *end = s + spec->len, *opt = end;
     srl_policy_error pe;
-
-    /* The options start at the first word (not the first) that starts with
-     * an option's name: an unknown word is left to the policy's parser,
-     * which names its byte. */
-    for (u_char *w = s; w < end; ) {
-        static const char *const names[] = { "capacity=", "key_display=", "on_full=",
-                                             "lock_timeout_ms=", "tier.", "redis=" };
-        u_char *e = ngx_strlchr(w, end, ' ');
-        e = e != NULL ? e : end;
-        for (size_t i = 0; w != s && opt == end && i < sizeof names / sizeof names[0]; i++) {
-            size_t n = ngx_strlen(names[i]);
-            if ((size_t) (e - w) > n && ngx_strncmp(w, names[i], n) == 0) {
-                opt = w;
-            }
-        }
-        if (opt != end) {
-            break;
-        }
-        w = e + 1;
+    ngx_pool_cleanup_t *cln = ngx_pool_cleanup_add(cf->pool, 0);
+    if (cln == NULL) {
+        return NGX_ERROR;
     }
-    u_char *ptext = ngx_pnalloc(pool, (size_t) (opt - s) + 1);
-    if (ptext == NULL) {
-        return NULL;
-    }
-    size_t plen = (size_t) (opt - s);
-    while (plen > 0 && s[plen - 1] == ' ') {
-        plen--;
-    }
-    ngx_memcpy(ptext, s, plen);
-    ptext[plen] = '\0';
-    if (srl_limits_parse_ex((const char *) ptext, &l->limits, &pe) != 0) {
+    if (srl_config_parse(&l->cfg, spec, &pe) != 0) {
         *at = pe.offset;
         ngx_snprintf((u_char *) msg, msglen, "%s%Z", pe.message);
-        return NULL;
+        return NGX_ERROR;
     }
-
-    l->capacity = NGX_HTTP_SRL_CAPACITY;
-    l->on_full = SRL_ON_FULL_ALLOW;
-    l->lock_timeout_ms = NGX_HTTP_SRL_LOCK_TIMEOUT_MS;
-    for (u_char *w = opt; w < end; ) {
-        u_char *e = ngx_strlchr(w, end, ' ');
-        e = e != NULL ? e : end;
-        u_char *eq = ngx_strlchr(w, e, '=');
-        size_t klen = eq != NULL ? (size_t) (eq - w) : 0;
-        u_char *v = eq != NULL ? eq + 1 : e;
-        size_t vlen = (size_t) (e - v);
-        uint64_t n;
-        *at = (size_t) (w - s);
-        if (eq == NULL) {
-            ngx_snprintf((u_char *) msg, msglen, "\"%*s\" after the options: "
-                         "the policy comes first, then OPTION=VALUE words (%s)%Z",
-                         (size_t) (e - w), w, known);
-            return NULL;
-        }
-        if (klen == 8 && ngx_strncmp(w, "capacity", 8) == 0) {
-            if (spec_number(v, vlen, SRL_CAPACITY_MAX, &n) != 0 || n == 0) {
-                ngx_snprintf((u_char *) msg, msglen, "capacity= must be a number of keys, "
-                             "1..%uL%Z", (uint64_t) SRL_CAPACITY_MAX);
-                return NULL;
-            }
-            l->capacity = n;
-        } else if (klen == 11 && ngx_strncmp(w, "key_display", 11) == 0) {
-            if (spec_number(v, vlen, SRL_KEY_DISPLAY_MAX, &n) != 0) {
-                ngx_snprintf((u_char *) msg, msglen, "key_display= must be 0..%ud%Z",
-                             (unsigned) SRL_KEY_DISPLAY_MAX);
-                return NULL;
-            }
-            l->key_display = (uint32_t) n;
-        } else if (klen == 15 && ngx_strncmp(w, "lock_timeout_ms", 15) == 0) {
-            if (spec_number(v, vlen, 60000, &n) != 0 || n == 0) {
-                ngx_snprintf((u_char *) msg, msglen, "lock_timeout_ms= must be 1..60000 "
-                             "(nginx's default: %d; a worker waits this long at most)%Z",
-                             NGX_HTTP_SRL_LOCK_TIMEOUT_MS);
-                return NULL;
-            }
-            l->lock_timeout_ms = (uint32_t) n;
-        } else if (klen == 7 && ngx_strncmp(w, "on_full", 7) == 0) {
-            if (vlen == 5 && ngx_strncmp(v, "allow", 5) == 0) {
-                l->on_full = SRL_ON_FULL_ALLOW;
-            } else if (vlen == 4 && ngx_strncmp(v, "deny", 4) == 0) {
-                l->on_full = SRL_ON_FULL_DENY;
-            } else {
-                ngx_snprintf((u_char *) msg, msglen, "on_full= must be allow or deny%Z");
-                return NULL;
-            }
-        } else if (klen > 5 && ngx_strncmp(w, "tier.", 5) == 0) {
-            if (l->ntiers == SRL_TIERS_MAX - 1) {
-                ngx_snprintf((u_char *) msg, msglen, "at most %ud tiers besides the "
-                             "policy%Z", (unsigned) (SRL_TIERS_MAX - 1));
-                return NULL;
-            }
-            srl_tier *t = &l->tiers[l->ntiers];
-            if (klen - 5 > SRL_TIER_NAME_MAX) {
-                goto bad_tier;
-            }
-            ngx_memcpy(t->name, w + 5, klen - 5);
-            t->name[klen - 5] = '\0';
-            if (srl_tier_name_check(t->name) != 0 || ngx_strcmp(t->name, "default") == 0) {
-            bad_tier:
-                ngx_snprintf((u_char *) msg, msglen, "tier.NAME: NAME must be 1..%ud of "
-                             "[A-Za-z0-9_-], not default%Z", (unsigned) SRL_TIER_NAME_MAX);
-                return NULL;
-            }
-            u_char *pt = ngx_pnalloc(pool, vlen + 1);
-            if (pt == NULL) {
-                return NULL;
-            }
-            ngx_memcpy(pt, v, vlen);
-            pt[vlen] = '\0';
-            if (srl_limits_parse_ex((const char *) pt, &t->limits, &pe) != 0) {
-                *at = (size_t) (v - s) + pe.offset;
-                ngx_snprintf((u_char *) msg, msglen, "tier %s: %s%Z", t->name, pe.message);
-                return NULL;
-            }
-            l->ntiers++;
-        } else if (klen == 5 && ngx_strncmp(w, "redis", 5) == 0) {
-            ngx_snprintf((u_char *) msg, msglen, "redis= is refused: the Redis store makes a "
-                         "network round trip on every decision and nginx's event loop "
-                         "never waits; use a segment (host-wide, no redis=)%Z");
-            return NULL;
-        } else {
-            ngx_snprintf((u_char *) msg, msglen, "unknown option \"%*s\" (known: %s)%Z",
-                         klen, w, known);
-            return NULL;
-        }
-        w = e + 1;
+    cln->handler = limiter_free;
+    cln->data = l;
+    if (srl_config_redis(&l->cfg) != NULL) {
+        u_char *r = ngx_strcasestrn((u_char *) spec, "redis=", 6 - 1);
+        *at = r != NULL ? (size_t) (r - (u_char *) spec) : 0;
+        ngx_snprintf((u_char *) msg, msglen, "redis= is refused: the Redis store makes a "
+                     "network round trip on every decision and nginx's event loop never "
+                     "waits; use a segment (host-wide, no redis=)%Z");
+        return NGX_ERROR;
     }
-    return (const char *) ptext;
+    if (ngx_strcasestrn((u_char *) spec, "lock_timeout_ms=", 16 - 1) == NULL) {
+        l->cfg.lock_timeout_ms = NGX_HTTP_SRL_LOCK_TIMEOUT_MS;
+    }
+    if (l->cfg.limits.count > 0) {
+        l->limits = l->cfg.limits;
+    } else if (srl_limits_of(&l->cfg.policy, &l->limits) != 0) {
+        *at = 0;
+        ngx_snprintf((u_char *) msg, msglen, "the policy is not valid%Z");
+        return NGX_ERROR;
+    }
+    l->ntiers = l->cfg.tier_count;
+    return NGX_OK;
 }
 
 /* The segment's config for a handle of l. */
 static void
 limiter_config(const ngx_http_srl_limiter_t *l, srl_config *cfg)
 {
-    srl_config_init(cfg);
-    if (l->limits.count == 1) {
-        cfg->policy = l->limits.limit[0];   /* as mod_srl and PHP write one limit */
-    } else {
-        cfg->limits = l->limits;
-    }
-    cfg->capacity = l->capacity;
-    cfg->key_display = l->key_display;
-    cfg->on_full = l->on_full;
-    cfg->lock_timeout_ms = l->lock_timeout_ms;
-    cfg->tiers = l->tiers;
-    cfg->tier_count = l->ntiers;
+    *cfg = l->cfg;   /* its tiers stay l->cfg's: the open calls copy them */
     /* The root master trusts the worker user's segment (it hands the ones
-     * it creates to that user: hand_to_worker), and no other uid. */
-    if (geteuid() == 0 && l->owner != (ngx_uid_t) -1 && l->owner != 0) {
+     * it creates to that user: hand_to_worker), and no other uid, unless
+     * the spec named one (owner=UID).  srl_config_init leaves owner_uid 0
+     * (root, whom srl trusts anyway), not the SRL_OWNER_SELF srl.h names as
+     * the default: both mean none named. */
+    if (geteuid() == 0 && l->owner != (ngx_uid_t) -1 && l->owner != 0 &&
+        (cfg->owner_uid == SRL_OWNER_SELF || cfg->owner_uid == 0))
+    {
         cfg->owner_uid = (uint32_t) l->owner;
     }
 }
@@ -504,8 +386,9 @@ ngx_http_srl_limiter_cmd(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
         *p++ = ' ';
     }
     spec.len--;
+    spec.data[spec.len] = '\0';   /* the last ' ' */
     msg[0] = '\0';
-    if (spec_parse(cf->pool, &spec, l, &at, msg, sizeof msg) == NULL) {
+    if (spec_parse(cf, (const char *) spec.data, l, &at, msg, sizeof msg) != NGX_OK) {
         if (msg[0] == '\0') {
             return NGX_CONF_ERROR;   /* no memory */
         }
@@ -824,7 +707,7 @@ open_limiter(ngx_conf_t *cf, ngx_http_srl_limiter_t *l)
         char buf[4 * (SRL_NAME_MAX + 40)];
         const srl_limits *ls;
         for (uint32_t t = 0; t <= l->ntiers; t++) {
-            ls = t == 0 ? &l->limits : &l->tiers[t - 1].limits;
+            ls = t == 0 ? &l->limits : &l->cfg.tiers[t - 1].limits;
             int n = srl_format_ratelimit_policies(ls, l->token, buf, sizeof buf);
             if (n < 0) {
                 ngx_log_error(NGX_LOG_EMERG, cf->log, 0, "srl_limiter %s: cannot format its "
@@ -1007,7 +890,7 @@ set_headers(ngx_http_request_t *r, const ngx_http_srl_limiter_t *l, uint32_t tie
     char buf[SRL_NAME_MAX + 64];
     int n;
     if (!l->concurrency) {
-        const srl_limits *ls = tier == 0 ? &l->limits : &l->tiers[tier - 1].limits;
+        const srl_limits *ls = tier == 0 ? &l->limits : &l->cfg.tiers[tier - 1].limits;
         if (add_header(r, "RateLimit-Policy", 16, (const char *) l->tier_header[tier].data,
                        l->tier_header[tier].len) != NGX_OK)
         {
