@@ -14,9 +14,11 @@
 #      connection: the first 10 admitted, by at least 2 workers
 #   B  a second key: its own 10 of 15; a request without a key (empty
 #      $http_x_key): 15 x 200, no rate-limit headers
+#      two keys of 5001 bytes that differ in the last: 10 of 12 each
+#      (srl_key_fit), never an error
 #   C  the access log's $srl_status / $srl_remaining / $srl_retry_after /
 #      $srl_binding: alpha's and beta's 10 allowed, 50 and 5 denied, 15 without a decision
-#   D  rlctl info agrees: allowed 30, denied 65, 3 keys; the segment belongs
+#   D  rlctl info agrees: allowed 50, denied 69, 5 keys; the segment belongs
 #      to the workers' user, mode 0600
 #   E  dry_run: 15 requests of a key against 10/1h: all 200, the access log
 #      has exactly 5 dry_run, rlctl info would_deny 5
@@ -121,8 +123,16 @@ ngx_http burst 15 / >"$e2e_tmp/n.out" || fail "B: the client failed"
 check_eq "B: no key: 15 x 200" 15 "$(awk -F'\t' '$1 == 200' "$e2e_tmp/n.out" | wc -l)"
 check_eq "B: no key: no rate-limit headers" 15 "$(awk -F'\t' '$6 == "none"' "$e2e_tmp/n.out" | wc -l)"
 
+# two keys longer than srl takes (5000 bytes, the last one differs):
+# never an error, and srl_key_fit keeps them apart (10 of 12 each)
+long=$(printf 'k%.0s' $(seq 5000))
+ngx_http burst 12 / "X-Key: ${long}1" >"$e2e_tmp/l1.out" || fail "B: the client failed"
+ngx_http burst 12 / "X-Key: ${long}2" >"$e2e_tmp/l2.out" || fail "B: the client failed"
+check_eq "B: long keys: 10 of 12 each, the rest 429" "10 2 10 2" \
+  "$(for f in l1 l2; do awk -F'\t' '$1 == 200' "$e2e_tmp/$f.out" | wc -l; awk -F'\t' '$1 == 429' "$e2e_tmp/$f.out" | wc -l; done | tr '\n' ' ' | sed 's/ $//')"
+
 # --- C: the variables in the access log (written when each request ends)
-wait_until 10 test "$(grep -c ' key=' "$e2e_tmp/access.log")" -ge 110
+wait_until 10 test "$(grep -c ' key=' "$e2e_tmp/access.log")" -ge 134
 log() { grep -E "^[0-9]+ [0-9]+ / key=$1 " "$e2e_tmp/access.log"; }
 check_eq "C: \$srl_status allowed (alpha, beta)" "10 10" \
   "$(log alpha | grep -c ' st=allowed ') $(log beta | grep -c ' st=allowed ')"
@@ -134,9 +144,9 @@ check_eq "C: \$srl_binding names the limiter" 60 "$(log alpha | grep -c " b=$nam
 check_eq "C: no key: no \$srl_status" 15 "$(log - | grep -c ' st=- rem=- ra=- b=-$')"
 
 # --- D: rlctl info agrees
-check_eq "D: rlctl info allowed" 30 "$(rlctl_count "$name" allowed)"
-check_eq "D: rlctl info denied" 65 "$(rlctl_count "$name" denied)"
-check_eq "D: rlctl info keys" 3 "$(rlctl_count "$name" used)"
+check_eq "D: rlctl info allowed" 50 "$(rlctl_count "$name" allowed)"
+check_eq "D: rlctl info denied" 69 "$(rlctl_count "$name" denied)"
+check_eq "D: rlctl info keys" 5 "$(rlctl_count "$name" used)"
 check_eq "D: rlctl list: alpha's key, as nginx used it" "absent" "$(rlctl_key "$name" alphax allowed)"
 check_eq "D: rlctl list: alpha allowed 10" 10 "$(rlctl_key "$name" alpha allowed)"
 check_eq "D: the segment's owner and mode" "$e2e_user 600" "$(stat -c '%U %a' "/dev/shm/$name")"
@@ -163,7 +173,7 @@ else
   fail "F: srl_metrics differs from rlctl metrics: $(diff "$e2e_tmp/metrics.txt" "$e2e_tmp/rlctl-metrics.txt" | head -5 | tr '\n' '|')"
 fi
 check_eq "F: the counts of A and B" 1 \
-  "$(grep -cxF "srl_decisions_total{segment=\"/$name\",result=\"allowed\"} 30" "$e2e_tmp/metrics.txt")"
+  "$(grep -cxF "srl_decisions_total{segment=\"/$name\",result=\"allowed\"} 50" "$e2e_tmp/metrics.txt")"
 
 # --- G: reload with the limit raised keeps alpha's use
 nginx_conf "$(body 20)"
