@@ -22,7 +22,9 @@
 #      to the workers' user, mode 0600
 #   E  dry_run: 15 requests of a key against 10/1h: all 200, the access log
 #      has exactly 5 dry_run, rlctl info would_deny 5
-#   F  srl_metrics: 200, the Prometheus text of both segments, byte-identical
+#   E2 a full table (capacity=1, on_full allow): 40 new keys all pass, the
+#      keys past its slots logged $srl_status untracked, rlctl's full agrees
+#   F  srl_metrics: 200, the Prometheus text of the three segments, byte-identical
 #      to `rlctl metrics` of the same segments
 #   G  `nginx -s reload` (SIGHUP to the master) with the limit raised
 #      (10/1h -> 20/1h): the key that used 10 of 10 gets exactly 10 more of
@@ -39,12 +41,13 @@ need "$SRL_NGX_MOD" "$SRL_RLCTL" /usr/sbin/nginx
 e2e_tmpdir nginx
 e2e_port=$(free_port)
 name="srl-e2e-ngx-$$"
-e2e_segments+=("$name" "$name-dry" "$name-bad")
+e2e_segments+=("$name" "$name-dry" "$name-bad" "$name-full")
 
 body() {
   cat <<CONF
     srl_limiter $name token_bucket:${1:-10}/1h capacity=100 key_display=32;
     srl_limiter $name-dry token_bucket:10/1h capacity=100;
+    srl_limiter $name-full token_bucket:10/1h capacity=1;
     server {
         listen 127.0.0.1:$e2e_port reuseport;
         add_header X-Pid \$pid always;
@@ -53,6 +56,10 @@ body() {
         }
         location /dry {
             srl $name-dry key=\$http_x_key dry_run;
+            try_files /index.html =404;
+        }
+        location /full {
+            srl $name-full key=\$http_x_key;
             try_files /index.html =404;
         }
         location = /metrics {
@@ -161,12 +168,22 @@ check_eq "E: exactly 5 logged \$srl_status dry_run" 5 \
 check_eq "E: rlctl info would_deny" 5 "$(rlctl_count "$name-dry" would_deny)"
 check_eq "E: rlctl info allowed" 10 "$(rlctl_count "$name-dry" allowed)"
 
+# --- E2: a full table (capacity=1: one bucket's slots), on_full allow
+ngx_http seq 40 /full "X-Key: f{i}" >"$e2e_tmp/f.out" || fail "E2: the client failed"
+slots=$(rlctl_count "$name-full" capacity)
+check_eq "E2: a full table: all 40 new keys pass (on_full allow)" 40 "$(awk -F'\t' '$1 == 200' "$e2e_tmp/f.out" | wc -l)"
+wait_until 10 test "$(grep -c ' /full key=' "$e2e_tmp/access.log")" -ge 40
+check_eq "E2: \$srl_status untracked for exactly the keys past the table's $slots slots" \
+  "$((40 - slots)) $slots" \
+  "$(grep -c ' /full key=f[0-9]* st=untracked ' "$e2e_tmp/access.log") $(grep -c ' /full key=f[0-9]* st=allowed ' "$e2e_tmp/access.log")"
+check_eq "E2: rlctl info counts them (full)" $((40 - slots)) "$(rlctl_count "$name-full" full)"
+
 # --- F: srl_metrics is rlctl metrics, byte for byte
 curl -s -D "$e2e_tmp/metrics.hdr" -o "$e2e_tmp/metrics.txt" "http://127.0.0.1:$e2e_port/metrics"
 check_eq "F: srl_metrics: status" 200 "$(awk 'NR==1 {print $2}' "$e2e_tmp/metrics.hdr")"
 check_eq "F: srl_metrics: Content-Type" "text/plain; version=0.0.4; charset=utf-8" \
   "$(tr -d '\r' <"$e2e_tmp/metrics.hdr" | sed -n 's/^Content-Type: //Ip')"
-rlctl_as_owner metrics "/$name" "/$name-dry" >"$e2e_tmp/rlctl-metrics.txt"
+rlctl_as_owner metrics "/$name" "/$name-dry" "/$name-full" >"$e2e_tmp/rlctl-metrics.txt"
 if cmp -s "$e2e_tmp/metrics.txt" "$e2e_tmp/rlctl-metrics.txt"; then
   ok "F: srl_metrics is byte-identical to rlctl metrics ($(wc -c <"$e2e_tmp/metrics.txt") bytes)"
 else
