@@ -19,9 +19,12 @@ RateLimit-Policy a list of "name";q=INT;w=INT items, RateLimit one
 Retry-After is delay-seconds, "none" when there are none, else "bad:WHY".
 Exits 2 on a connection or HTTP parse error.
 """
+import os
 import re
-import socket
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from httpc import connect, send  # noqa: E402  (tests/e2e/httpc.py: one request's bytes)
 
 ITEM = re.compile(r'^"([A-Za-z0-9_.-]+)"((?:;[a-z]+=[0-9]+)+)$')
 
@@ -51,16 +54,6 @@ def judge(f):
     if ra is not None and not re.fullmatch(r"[0-9]+", ra):
         return "bad:retry-after"
     return "ok"
-
-
-def connect(host, port):
-    return socket.create_connection((host, port), timeout=60)
-
-
-def send(sock, host, path, headers, i):
-    lines = [f"GET {path} HTTP/1.1", f"Host: {host}", "Connection: close"]
-    lines += [h.replace("{i}", str(i)) for h in headers]
-    sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
 
 
 def receive(sock):
