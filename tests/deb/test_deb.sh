@@ -130,6 +130,7 @@ check_eq "modules-enabled/50-mod-http-srl.conf links the installed snippet" \
 check_eq "the snippet loads the installed module" \
   "load_module modules/ngx_http_srl_module.so;" "$(cat /usr/share/nginx/modules-available/mod-http-srl.conf)"
 . "$SRL_E2E_DIR/nginx_lib.sh"
+SRL_NGX_MOD=/usr/lib/nginx/modules/ngx_http_srl_module.so
 nseg="srl-deb-ngx-$$"
 e2e_segments+=("$nseg")
 e2e_port=$(free_port)
