@@ -63,7 +63,9 @@ nginx_start "
             return 200 \"fallback\n\";
         }
     }"
-wait_until 20 curl -s -o /dev/null "http://127.0.0.1:$up_port/ready?ready" -m 0.2 || true
+# The upstream listens (a connection, no request: a request would be held).
+wait_until 20 python3 -c 'import socket, sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])), 1).close()' \
+  "$up_port" || die "the slow upstream did not listen on $up_port"
 
 # fire PHASE N: request N of PHASE in the background; its answer
 # (STATUS RETRY-AFTER RATELIMIT) lands in $res/PHASE.N.
