@@ -40,7 +40,8 @@ static const struct {
     {"5/1s capacity=4G", "token_bucket:5/1s capacity=4000000000"},
     {"5/1s dry_run=off lockfree=no flood_cache=false force=0 on_full=allow",
      "token_bucket:5/1s capacity=65536"},
-    {"5/1s owner=self", "token_bucket:5/1s capacity=65536 owner=self"},
+    {"5/1s owner=self", "token_bucket:5/1s capacity=65536"},   /* self is the default */
+    {"5/1s owner=0", "token_bucket:5/1s capacity=65536 owner=0"},
     {"5/1s tier.b=1/1s tier.a=2/1s", "token_bucket:5/1s capacity=65536 "
      "tier.b=token_bucket:1/1s tier.a=token_bucket:2/1s"},
     {"5/1s tier.paid=gcra:10/1s + 100/1d",
@@ -225,6 +226,7 @@ START_TEST(every_bound)
     }
     srl_config c;
     srl_config_init(&c);
+    ck_assert_uint_eq(c.owner_uid, SRL_OWNER_SELF);   /* srl.h's default: uid 0 is not trusted */
     ck_assert_int_eq(srl_config_set(&c, "capacity", "4294967296", NULL), 0);
     ck_assert_uint_eq(c.capacity, SRL_CAPACITY_MAX);
     ck_assert_int_eq(srl_config_set(&c, "key_display", "255", NULL), 0);
