@@ -298,6 +298,12 @@ int srl_policy_parse_ex(const char *text, srl_policy *out, srl_policy_error *err
             const char *hint = suggest(w, n);
             if (hint != NULL)
                 return fail(&pe, w, n, "unknown algorithm '%s' (did you mean %s?)", q, hint);
+            /* The list leaves room for 16 bytes of the word (no name is
+             * longer) within SRL_POLICY_ERROR_MAX. */
+            if (n > 16) {
+                srl__quote(q, sizeof q - 3, w, 16);
+                strcat(q, "...");
+            }
             return fail(&pe, w, n, "unknown algorithm '%s' (algorithms: " ALGOS_LIST ")", q);
         }
         if (*s != ':')
