@@ -899,8 +899,9 @@ SRL_API int srl_open_local(const srl_config *cfg, srl_limiter **out);
  * rest.  Decisions are made by a server-side Lua script (EVALSHA) on the
  * server's TIME, so hosts with skewed clocks agree; cfg->ticker is not used.
  *
- * All four algorithms, each as a script deciding exactly as the in-process
- * store (srl_refund too).  Lua's numbers are doubles, so the policy must
+ * The four rate algorithms but fixed_window (SRL_ENOTSUP: no script yet),
+ * each as a script deciding exactly as the in-process store (srl_refund
+ * too).  Lua's numbers are doubles, so the policy must
  * keep every value below 2^51 ns, else SRL_ENOTSUP: GCRA permits *
  * ceil(window / permits); token bucket window * (permits + 1); sliding
  * counter 4 * permits * window; sliding log the window (60 s windows
