@@ -98,8 +98,8 @@ class LimitsStorage(unittest.TestCase):
         limiter.clear(five_per_min)
         self.assertTrue(limiter.hit(five_per_min))
 
-    def test_test_fixed_window(self):
-        limiter = FixedWindowRateLimiter(self.storage)
+    def _test_then_hit(self, limiter_cls):
+        limiter = limiter_cls(self.storage)
         limit = RateLimitItemPerHour(2, 1)
         self.assertTrue(limiter.hit(limit))
         self.assertTrue(limiter.test(limit))
@@ -107,14 +107,11 @@ class LimitsStorage(unittest.TestCase):
         self.assertFalse(limiter.test(limit))
         self.assertFalse(limiter.hit(limit))
 
+    def test_test_fixed_window(self):
+        self._test_then_hit(FixedWindowRateLimiter)
+
     def test_test_moving_window(self):
-        limiter = MovingWindowRateLimiter(self.storage)
-        limit = RateLimitItemPerHour(2, 1)
-        self.assertTrue(limiter.hit(limit))
-        self.assertTrue(limiter.test(limit))
-        self.assertTrue(limiter.hit(limit))
-        self.assertFalse(limiter.test(limit))
-        self.assertFalse(limiter.hit(limit))
+        self._test_then_hit(MovingWindowRateLimiter)
 
     # -- limits 2.8 tests/storage/test_memory.py ---------------------------
 
@@ -125,21 +122,19 @@ class LimitsStorage(unittest.TestCase):
             self.assertTrue(limiter.hit(per_min))
         self.assertFalse(limiter.hit(per_min))
 
-    def test_fixed_window_clear(self):
-        limiter = FixedWindowRateLimiter(self.storage)
+    def _clear(self, limiter_cls):
+        limiter = limiter_cls(self.storage)
         per_min = RateLimitItemPerMinute(1)
         limiter.hit(per_min)
         self.assertFalse(limiter.hit(per_min))
         limiter.clear(per_min)
         self.assertTrue(limiter.hit(per_min))
 
+    def test_fixed_window_clear(self):
+        self._clear(FixedWindowRateLimiter)
+
     def test_moving_window_clear(self):
-        limiter = MovingWindowRateLimiter(self.storage)
-        per_min = RateLimitItemPerMinute(1)
-        limiter.hit(per_min)
-        self.assertFalse(limiter.hit(per_min))
-        limiter.clear(per_min)
-        self.assertTrue(limiter.hit(per_min))
+        self._clear(MovingWindowRateLimiter)
 
     def test_reset(self):
         limiter = FixedWindowRateLimiter(self.storage)
