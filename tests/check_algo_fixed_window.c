@@ -227,6 +227,39 @@ START_TEST(fixed_window_tier_conversion_keeps_the_open_window)
 }
 END_TEST
 
+/* The same rule through a real store: an anonymous segment with a second
+ * tier, a key moved to it by srl_acquire_tier (tiers.c's srl__tier_convert). */
+START_TEST(fixed_window_key_moved_to_another_tier_keeps_its_window_in_a_store)
+{
+    fake_clock *c = fake_clock_shared(10 * SEC);
+    srl_config cfg;
+    srl_config_init(&cfg);
+    ck_assert_int_eq(srl_policy_parse("fixed_window:10/1m", &cfg.policy), 0);
+    srl_tier tier;
+    memset(&tier, 0, sizeof tier);
+    strcpy(tier.name, "small");
+    srl_policy_error e;
+    ck_assert_int_eq(srl_limits_parse_ex("fixed_window:4/2m", &tier.limits, &e), 0);
+    cfg.tiers = &tier;
+    cfg.tier_count = 1;
+    cfg.capacity = 16;
+    cfg.ticker = fake_ticker(c);
+    srl_limiter *lim;
+    ck_assert_int_eq(srl_open_anonymous(&cfg, &lim), 0);
+    srl_decision d;
+    for (int i = 0; i < 6; i++)
+        ck_assert_int_eq(srl_acquire(lim, "k", 1, 1, &d), 0);
+    ck_allowed(d, 4);
+    c->now = 20 * SEC;
+    ck_assert_int_eq(srl_acquire_tier(lim, 1, "k", 1, 1, &d), 0);
+    ck_denied(d, 110 * SEC);   /* 4 of 4 used; the window [10 s, 130 s) */
+    c->now = 130 * SEC;
+    ck_assert_int_eq(srl_acquire_tier(lim, 1, "k", 1, 1, &d), 0);
+    ck_allowed(d, 3);
+    srl_close(lim);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("algo_fixed_window");
@@ -241,6 +274,7 @@ static Suite *suite(void)
     tcase_add_test(tc, fixed_window_valid_rejects_every_corrupted_field);
     tcase_add_test(tc, fixed_window_policy_text_parses_formats_and_names_itself);
     tcase_add_test(tc, fixed_window_tier_conversion_keeps_the_open_window);
+    tcase_add_test(tc, fixed_window_key_moved_to_another_tier_keeps_its_window_in_a_store);
     suite_add_tcase(s, tc);
     return s;
 }
