@@ -5,6 +5,7 @@
  * Grammar (no whitespace anywhere):
  *     policy  = [ algo ":" ] permits "/" [ count ] unit
  *     algo    = "token_bucket" | "sliding_log" | "sliding_counter" | "gcra"
+ *             | "fixed_window"
  *     permits = 1*DIGIT            1 .. 2^32-1
  *     count   = 1*DIGIT            > 0 (default 1)
  *     unit    = "ns" | "us" | "ms" | "s" | "m" | "h" | "d"
@@ -31,6 +32,7 @@ static const struct srl__algo *const algos[] = {
     [SRL_SLIDING_COUNTER] = &srl__algo_sliding_counter,
     [SRL_GCRA] = &srl__algo_gcra,
     [SRL_CONCURRENCY] = &srl__algo_concurrency,
+    [SRL_FIXED_WINDOW] = &srl__algo_fixed_window,
 };
 
 #define N_ALGOS (sizeof algos / sizeof algos[0])
@@ -99,7 +101,7 @@ static const struct {
 
 /* Unit names for messages, smallest first. */
 #define UNITS_LIST "ns us ms s m h d"
-#define ALGOS_LIST "token_bucket sliding_log sliding_counter gcra concurrency"
+#define ALGOS_LIST "token_bucket sliding_log sliding_counter gcra concurrency fixed_window"
 
 /*
  * Where and why a parse failed.  fail() records the span [at, at+len) of
@@ -296,6 +298,12 @@ int srl_policy_parse_ex(const char *text, srl_policy *out, srl_policy_error *err
             const char *hint = suggest(w, n);
             if (hint != NULL)
                 return fail(&pe, w, n, "unknown algorithm '%s' (did you mean %s?)", q, hint);
+            /* The list leaves room for 16 bytes of the word (no name is
+             * longer) within SRL_POLICY_ERROR_MAX. */
+            if (n > 16) {
+                srl__quote(q, sizeof q - 3, w, 16);
+                strcat(q, "...");
+            }
             return fail(&pe, w, n, "unknown algorithm '%s' (algorithms: " ALGOS_LIST ")", q);
         }
         if (*s != ':')
