@@ -131,8 +131,13 @@ final class SrlLimiter implements LimiterInterface
     /* The key as it is, taking nothing (srl_peek; a key srl does not track is fresh). */
     private function unchanged(bool $accepted): RateLimit
     {
-        $d = $this->srl->peek($this->key) ?? ['remaining' => $this->limit, 'retryAfterNs' => 0];
-        return $this->rateLimit($d, $accepted, $accepted ? 0 : ($d['reset'] ?? 0) * 1000000000);
+        $d = $this->srl->peek($this->key) ?? ['allowed' => true, 'remaining' => $this->limit - 1,
+                                               'reset' => 0];
+        /* peek answers for a request of 1: what is free now is one more if it passes */
+        $d['remaining'] += $d['allowed'] ? 1 : 0;
+        /* refused (above the limit): never passes; retry when the key is at rest */
+        $d['retryAfterNs'] = $accepted ? 0 : $d['reset'] * 1000000000;
+        return $this->rateLimit($d, $accepted, $d['retryAfterNs']);
     }
 
     /* RateLimit from srl decision $d, retryAfter $afterNs from now; keeps $d as decision(). */

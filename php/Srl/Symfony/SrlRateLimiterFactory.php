@@ -122,6 +122,7 @@ final class SrlRateLimiterFactory
         if ($c['policy'] === 'no_limit') {
             return null;
         }
+        $c += ['limit' => null, 'interval' => null];   /* absent when not given */
         if (!is_int($c['limit']) || $c['limit'] < 1) {
             throw new \InvalidArgumentException(sprintf(
                 'rate limiter "%s": limit must be at least 1 (policy %s), got %s',
@@ -152,15 +153,15 @@ final class SrlRateLimiterFactory
      * become whole seconds (see the file's head) and rate [seconds, amount]. */
     private static function configureOptions(OptionsResolver $options): void
     {
-        $seconds = static function (Options $options, ?string $interval): ?int {
-            return $interval === null ? null : self::intervalSeconds($interval);
+        $seconds = static function (Options $options, string $interval): int {
+            return self::intervalSeconds($interval);
         };
         $options
             ->define('id')->required()->allowedTypes('string')
             ->define('policy')->required()
                 ->allowedValues('token_bucket', 'fixed_window', 'sliding_window', 'no_limit')
-            ->define('limit')->allowedTypes('int', 'null')->default(null)
-            ->define('interval')->allowedTypes('string', 'null')->normalize($seconds)->default(null)
+            ->define('limit')->allowedTypes('int')
+            ->define('interval')->allowedTypes('string')->normalize($seconds)
             ->define('rate')
                 ->default(function (OptionsResolver $rate) use ($seconds) {
                     $rate
