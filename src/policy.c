@@ -5,6 +5,7 @@
  * Grammar (no whitespace anywhere):
  *     policy  = [ algo ":" ] permits "/" [ count ] unit
  *     algo    = "token_bucket" | "sliding_log" | "sliding_counter" | "gcra"
+ *             | "fixed_window"
  *     permits = 1*DIGIT            1 .. 2^32-1
  *     count   = 1*DIGIT            > 0 (default 1)
  *     unit    = "ns" | "us" | "ms" | "s" | "m" | "h" | "d"
@@ -30,6 +31,7 @@ static const struct srl__algo *const algos[] = {
     [SRL_SLIDING_COUNTER] = &srl__algo_sliding_counter,
     [SRL_GCRA] = &srl__algo_gcra,
     [SRL_CONCURRENCY] = &srl__algo_concurrency,
+    [SRL_FIXED_WINDOW] = &srl__algo_fixed_window,
 };
 
 #define N_ALGOS (sizeof algos / sizeof algos[0])
@@ -98,7 +100,7 @@ static const struct {
 
 /* Unit names for messages, smallest first. */
 #define UNITS_LIST "ns us ms s m h d"
-#define ALGOS_LIST "token_bucket sliding_log sliding_counter gcra concurrency"
+#define ALGOS_LIST "token_bucket sliding_log sliding_counter gcra concurrency fixed_window"
 /* Longest part of the text quoted into a message; longer parts end in "...". */
 #define QUOTE_MAX 32u
 
