@@ -146,7 +146,8 @@ typedef enum srl_algorithm {
     SRL_SLIDING_LOG = 1,      /* exact: at most N in any window-long span */
     SRL_SLIDING_COUNTER = 2,  /* two fixed-window counts, weighted estimate */
     SRL_GCRA = 3,             /* token-bucket semantics in one 64-bit word */
-    SRL_CONCURRENCY = 4       /* at most N in flight at once: srl_enter/srl_leave */
+    SRL_CONCURRENCY = 4,      /* at most N in flight at once: srl_enter/srl_leave */
+    SRL_FIXED_WINDOW = 5      /* at most N in the W that starts at a key's first hit */
 } srl_algorithm;
 
 /* Nanoseconds per second: every time in srl is integer nanoseconds. */
@@ -172,7 +173,13 @@ typedef struct srl_policy {
 
 /*
  * Parse "ALGO:N/WINDOW" or "N/WINDOW" (token bucket).  ALGO is one of
- * token_bucket, sliding_log, sliding_counter, gcra.  WINDOW is a positive
+ * token_bucket, sliding_log, sliding_counter, gcra, fixed_window.
+ * fixed_window:N/W admits at most N in a window of W that opens at the
+ * first request admitted after the last window ended (not at a multiple of
+ * W) and ends exactly W later, when its count is 0 again; a denied request
+ * is not counted (no algorithm counts one), and retry_after is the time to
+ * the window's end.  It is the counter of Python's `limits` storages
+ * (python/srl/limits_storage.py).  WINDOW is a positive
  * integer with an optional count before the unit: "1m", "15m", "500ms",
  * "s" (= 1s).  Units: ns, us, ms, s, m, h, d.
  * A token bucket or GCRA may take ",burst=B" after the window: it then holds
@@ -334,7 +341,9 @@ SRL_API int srl_state_peek(const srl_policy *p, const void *state, uint64_t now,
  *   gcra             the TAT moves back by cost emission intervals, not
  *                    before now;
  *   sliding_log      the newest cost entries still in the window are dropped;
- *   sliding_counter  the current window's count drops by cost (not below 0).
+ *   sliding_counter  the current window's count drops by cost (not below 0);
+ *   fixed_window     the open window's count drops by cost (not below 0),
+ *                    the window keeps its end.
  * So a refund right after an admission of cost c restores the state (and
  * every later decision) as if that admission had asked for c - cost; a
  * refund of a reservation's cost cancels it (srl_state_reserve).  A
@@ -649,6 +658,9 @@ typedef struct srl_config {
  *     left under a limit of 20, and one that used 50 of 100 has none under
  *     a limit of 10: never more than a fresh key would have.  A ban in
  *     force (",penalty=") ends at conversion; its limit stays used up.
+ *     A fixed_window limit without penalties keeps its open window instead:
+ *     same start, count min(count, new N), unless the new window length
+ *     has already ended it (then fresh); its end moves to start + new W.
  *   - otherwise the key starts fresh under the new tier.
  * Stores: shared and anonymous.  srl_open_local and srl_open_redis refuse
  * a config with tiers (SRL_ENOTSUP); srl_acquire_tier on them takes tier 0

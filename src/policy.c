@@ -5,6 +5,7 @@
  * Grammar (no whitespace anywhere):
  *     policy  = [ algo ":" ] permits "/" [ count ] unit
  *     algo    = "token_bucket" | "sliding_log" | "sliding_counter" | "gcra"
+ *             | "fixed_window"
  *     permits = 1*DIGIT            1 .. 2^32-1
  *     count   = 1*DIGIT            > 0 (default 1)
  *     unit    = "ns" | "us" | "ms" | "s" | "m" | "h" | "d"
@@ -30,6 +31,7 @@ static const struct srl__algo *const algos[] = {
     [SRL_SLIDING_COUNTER] = &srl__algo_sliding_counter,
     [SRL_GCRA] = &srl__algo_gcra,
     [SRL_CONCURRENCY] = &srl__algo_concurrency,
+    [SRL_FIXED_WINDOW] = &srl__algo_fixed_window,
 };
 
 #define N_ALGOS (sizeof algos / sizeof algos[0])
@@ -98,7 +100,7 @@ static const struct {
 
 /* Unit names for messages, smallest first. */
 #define UNITS_LIST "ns us ms s m h d"
-#define ALGOS_LIST "token_bucket sliding_log sliding_counter gcra concurrency"
+#define ALGOS_LIST "token_bucket sliding_log sliding_counter gcra concurrency fixed_window"
 /* Longest part of the text quoted into a message; longer parts end in "...". */
 #define QUOTE_MAX 32u
 
@@ -113,10 +115,10 @@ struct perr {
     const char *text;
 };
 
-static void quote(char *buf, size_t len, const char *s, size_t n)
+static void quote_max(char *buf, size_t len, const char *s, size_t n, size_t max)
 {
     size_t o = 0;
-    size_t lim = n > QUOTE_MAX ? QUOTE_MAX : n;
+    size_t lim = n > max ? max : n;
     for (size_t i = 0; i < lim && o + 5 < len; i++) {
         unsigned char c = (unsigned char)s[i];
         if (c >= 0x20 && c < 0x7f && c != '\'' && c != '\\')
@@ -129,6 +131,11 @@ static void quote(char *buf, size_t len, const char *s, size_t n)
         o += 3;
     }
     buf[o] = '\0';
+}
+
+static void quote(char *buf, size_t len, const char *s, size_t n)
+{
+    quote_max(buf, len, s, n, QUOTE_MAX);
 }
 
 __attribute__((format(printf, 4, 5)))
@@ -291,6 +298,9 @@ int srl_policy_parse_ex(const char *text, srl_policy *out, srl_policy_error *err
             const char *hint = suggest(w, n);
             if (hint != NULL)
                 return fail(&pe, w, n, "unknown algorithm '%s' (did you mean %s?)", q, hint);
+            /* The list leaves room for 16 bytes of the word (no name is
+             * longer) within SRL_POLICY_ERROR_MAX. */
+            quote_max(q, sizeof q, w, n, 16);
             return fail(&pe, w, n, "unknown algorithm '%s' (algorithms: " ALGOS_LIST ")", q);
         }
         if (*s != ':')

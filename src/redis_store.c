@@ -1300,6 +1300,8 @@ static int exact_in_lua(const srl_policy *p)
         return W < TAU_MAX;
     case SRL_CONCURRENCY:   /* no script: in-flight units need holders */
         return 0;
+    case SRL_FIXED_WINDOW:  /* no script yet: SRL_ENOTSUP */
+        return 0;
     }
     return 0;
 }

@@ -52,7 +52,7 @@ START_TEST(bad_arguments_exit_64_with_the_reason_and_a_usage_line)
          "usage: rlctl info NAME|URI [--json]"},
         {{"create", N, "--policy", "bogus", "--capacity", "10"},
          "rlctl: create: --policy: invalid value 'bogus': unknown algorithm 'bogus' "
-         "(algorithms: token_bucket sliding_log sliding_counter gcra concurrency)",
+         "(algorithms: token_bucket sliding_log sliding_counter gcra concurrency fixed_window)",
          NULL},
         {{"create", N, "--policy", "tokenbucket:10/1s", "--capacity", "10"},
          "rlctl: create: --policy: invalid value 'tokenbucket:10/1s': unknown algorithm "
