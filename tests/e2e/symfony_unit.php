@@ -260,7 +260,7 @@ step('sw after reset() consume(4)', $a, $b, $v, $key, 4, true, 0);
 // ------------------------------------------------------------ fixed_window
 [$fs, $fy] = factories(['id' => "unit-fw-$tag", 'policy' => 'fixed_window', 'limit' => 3,
                         'interval' => '1 hour']);
-check('fixed_window: srl policy', 'sliding_log:3/3600s', $fs->srlPolicy());
+check('fixed_window: srl policy', 'fixed_window:3/3600s', $fs->srlPolicy());
 $a = $fs->create('k');
 $b = $fy->create('k');
 $v = $view($fs);

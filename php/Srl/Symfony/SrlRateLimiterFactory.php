@@ -19,7 +19,7 @@
  * decisions differ from Symfony's own limiters):
  *   token_bucket   token_bucket:AMOUNT/INTERVAL,burst=LIMIT (reserve waits)
  *   sliding_window sliding_counter:LIMIT/INTERVAL (Symfony's weighted count)
- *   fixed_window   sliding_log:LIMIT/INTERVAL, until srl has fixed_window
+ *   fixed_window   fixed_window:LIMIT/INTERVAL (the window opens at the first hit)
  *   no_limit       Symfony's own NoLimiter (no segment)
  * Intervals are Symfony's relative-time strings ('15 minutes', '1 hour'),
  * read as Symfony reads them (DateTimeImmutable::modify) in whole seconds,
@@ -42,13 +42,12 @@ use Symfony\Component\RateLimiter\Policy\NoLimiter;
 
 final class SrlRateLimiterFactory
 {
-    /* Symfony policy => srl algorithm.  fixed_window: srl's sliding_log,
-     * the closest srl has (never looser: at most LIMIT in any INTERVAL-long
-     * span, where a fixed window admits up to 2 x LIMIT across its edge). */
+    /* Symfony policy => srl algorithm.  srl's fixed_window opens its window
+     * at a key's first hit, as Symfony's does. */
     private const ALGORITHM = [
         'token_bucket' => 'token_bucket',
         'sliding_window' => 'sliding_counter',
-        'fixed_window' => 'sliding_log',
+        'fixed_window' => 'fixed_window',
     ];
 
     /* Options of this factory beside Srl's own (which Srl checks). */
