@@ -123,8 +123,8 @@ final class SrlLimiter implements LimiterInterface
         }
         if ($tokens > $this->limit) {
             throw new \InvalidArgumentException(sprintf(
-                'Cannot reserve more tokens (%d) than the size of the rate limiter (%d).',
-                $tokens, $this->limit));
+                'Cannot reserve more tokens (%d) than the %s of the rate limiter (%d).', $tokens,
+                $this->policy === 'token_bucket' ? 'burst size' : 'size', $this->limit));
         }
     }
 
