@@ -122,8 +122,9 @@ function free(Srl $view, string $key): ?int
     $d = $view->peek($key);
     return $d === null ? null : $d['remaining'] + ($d['allowed'] ? 1 : 0);
 }
-/* srl's clock for these policies is CLOCK_MONOTONIC_COARSE: up to one tick
- * (4 ms at HZ=250) behind, so its waits are up to that much longer. */
+/* srl's clock for these policies is CLOCK_MONOTONIC_COARSE: each reading up
+ * to one tick (4 ms at HZ=250) behind, so a wait it measures from the
+ * instant it started may be that much longer or shorter. */
 const COARSE = 0.011;
 
 // ------------------------------------------------------------ token_bucket
@@ -145,7 +146,7 @@ check('tb 2: getLimit() is the burst', 5, $ra->getLimit());
 [$ra, $rb, $t0, $t1] = step('tb 3 consume(2), one token short', $a, $b, $v, $key, 2, false, 1);
 // srl: until one more token, counted from the bucket's first refill (its
 // first request); Symfony: ceil(1 / amount) whole intervals from now.
-check_in('tb 3: srl retry after (one token from the first request)', 1200 - ($t1 - $tFirst), 1200 + COARSE,
+check_in('tb 3: srl retry after (one token from the first request)', 1200 - ($t1 - $tFirst) - COARSE, 1200 + COARSE,
          secs($ra->getRetryAfter()) - $t0);
 check_in('tb 3: symfony retry after (whole seconds from its now, after t1)', floor($t1) + 1200,
          microtime(true) + 1200, $rb->getRetryAfter()->getTimestamp());
@@ -209,7 +210,7 @@ $v = $view($fs);
 $tFirst = microtime(true);
 step('tb5 1 consume(10)', $a, $b, $v, "unit-tb5-$tag-k", 10, true, 0);
 [$ra, $rb, $t0, $t1] = step('tb5 2 consume(1)', $a, $b, $v, "unit-tb5-$tag-k", 1, false, 0);
-check_in('tb5 2: srl retry after: one token, 3600 / 5 s', 720 - ($t1 - $tFirst), 720 + COARSE,
+check_in('tb5 2: srl retry after: one token, 3600 / 5 s', 720 - ($t1 - $tFirst) - COARSE, 720 + COARSE,
          secs($ra->getRetryAfter()) - $t0);
 check_in('tb5 2: symfony retry after: the whole interval', floor($t1) + 3600, microtime(true) + 3600,
          $rb->getRetryAfter()->getTimestamp());
