@@ -660,6 +660,7 @@ final class Srl
             'allowed' => $d->allowed !== 0,
             'remaining' => $d->remaining,
             'retry_after' => (int)$this->format('srl_format_retry_after', FFI::addr($d)),
+            'retryAfterNs' => $d->retry_after_ns,   /* the same, unrounded */
             'limit' => $d->limit,
             'reset' => intdiv($d->reset_after_ns + 999999999, 1000000000),
             'untracked' => ($d->flags & self::DECISION_UNTRACKED) !== 0,
