@@ -8,9 +8,32 @@
  */
 #include "serve.h"
 
+#include <sys/socket.h>
+#include <time.h>
+
 #include "decide.h"
 #include "log.h"
 #include "proto.h"
+
+/* After a fault's answer: end our side, then read and drop what the peer
+ * still sends (bounded: 1 MiB and 2 s in all), so closing with unread input does not
+ * make the kernel reset the connection and throw the answer away. */
+static void drain(int in, int out)
+{
+    char sink[4096];
+    size_t total = 0;
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    shutdown(out, SHUT_WR);
+    while (total < (1u << 20)) {
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        long left = 2000 - ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000);
+        if (left <= 0) break;
+        ssize_t n = pd_fill_fd(&in, sink, sizeof sink, (int)left);
+        if (n <= 0) break;
+        total += (size_t)n;
+    }
+}
 
 long pd_serve(pd_conf *c, int in, int out, const char *peer)
 {
@@ -33,6 +56,7 @@ long pd_serve(pd_conf *c, int in, int out, const char *peer)
             pd_log(LOG_WARNING, "%s: bad request: %s; answering %s and closing", peer, why,
                    c->default_action);
             if (pd_write_action(out, c->default_action) == 0) answered++;
+            if (st != PD_TIMEOUT && st != PD_TRUNCATED && st != PD_IO) drain(in, out);
             break;
         }
         int o = pd_decide(c, &r, action, sizeof action, why, sizeof why);
