@@ -804,7 +804,9 @@ static const char *mismatch_why(apr_pool_t *p, const srl_ap_limiter *l, const sr
     /* cfg's trust (owner_uid, mode) applies to the adopting open too. */
     if (srl_open_shared(l->name, cfg, SRL_ADOPT, &seg) != 0)
         return "";
-    int n = srl_info_get(seg, &in) == 0 ? srl_mismatch_explain(cfg, &in, why, sizeof why) : 0;
+    int n = srl_info_get(seg, &in) == 0
+                ? srl_mismatch_explain_for(cfg, &in, SRL_BINDING_APACHE, why, sizeof why)
+                : 0;
     srl_close(seg);
     return n > 0 ? apr_pstrcat(p, "; ", why, NULL) : "";
 }

@@ -47,11 +47,9 @@ static int fail(struct cerr *ce, size_t off, size_t len, const char *fmt, ...)
 {
     if (ce->e != NULL) {
         memset(ce->e, 0, sizeof *ce->e);
-        ce->e->offset = (uint32_t)(ce->base + off);
-        ce->e->length = (uint32_t)len;
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(ce->e->message, sizeof ce->e->message, fmt, ap);
+        srl__perr_vset(ce->e, ce->base + off, len, fmt, ap);
         va_end(ap);
     }
     return SRL_EPOLICY;
@@ -140,6 +138,14 @@ static int set_count(srl_config *c, const struct field *f, const char *v, size_t
     return 0;
 }
 
+/* A checked value into the row's uint32_t field. */
+static int store_u32(srl_config *c, const struct field *f, uint64_t x)
+{
+    uint32_t y = (uint32_t)x;
+    memcpy((char *)c + f->off, &y, sizeof y);
+    return 0;
+}
+
 static int set_u32(srl_config *c, const struct field *f, const char *v, size_t n,
                    const char *sub, struct cerr *ce)
 {
@@ -149,9 +155,7 @@ static int set_u32(srl_config *c, const struct field *f, const char *v, size_t n
     if (n == 0 || (v[n - 1] < '0' || v[n - 1] > '9') || count(v, n, f->max, &x) != 0 ||
         x < f->min)
         return quoted_fail(ce, f, v, n);
-    uint32_t y = (uint32_t)x;
-    memcpy((char *)c + f->off, &y, sizeof y);
-    return 0;
+    return store_u32(c, f, x);
 }
 
 static int set_octal(srl_config *c, const struct field *f, const char *v, size_t n,
@@ -168,9 +172,7 @@ static int set_octal(srl_config *c, const struct field *f, const char *v, size_t
     }
     if (x > f->max)
         return quoted_fail(ce, f, v, n);
-    uint32_t y = (uint32_t)x;
-    memcpy((char *)c + f->off, &y, sizeof y);
-    return 0;
+    return store_u32(c, f, x);
 }
 
 static int set_on_full(srl_config *c, const struct field *f, const char *v, size_t n,
@@ -195,8 +197,7 @@ static int set_owner(srl_config *c, const struct field *f, const char *v, size_t
         x = SRL_OWNER_SELF;
     else if (n == 0 || v[n - 1] < '0' || v[n - 1] > '9' || count(v, n, f->max, &x) != 0)
         return quoted_fail(ce, f, v, n);
-    c->owner_uid = (uint32_t)x;
-    return 0;
+    return store_u32(c, f, x);
 }
 
 static int set_flag(srl_config *c, const struct field *f, const char *v, size_t n,

@@ -130,15 +130,21 @@ void srl__quote(char *buf, size_t len, const char *s, size_t n)
     buf[o] = '\0';
 }
 
+/* config.h */
+void srl__perr_vset(srl_policy_error *e, size_t off, size_t len, const char *fmt, va_list ap)
+{
+    e->offset = (uint32_t)off;
+    e->length = (uint32_t)len;
+    vsnprintf(e->message, sizeof e->message, fmt, ap);
+}
+
 __attribute__((format(printf, 4, 5)))
 static int fail(struct perr *pe, const char *at, size_t len, const char *fmt, ...)
 {
     if (pe->e != NULL) {
-        pe->e->offset = (uint32_t)(at - pe->text);
-        pe->e->length = (uint32_t)len;
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(pe->e->message, sizeof pe->e->message, fmt, ap);
+        srl__perr_vset(pe->e, (size_t)(at - pe->text), len, fmt, ap);
         va_end(ap);
     }
     return SRL_EPOLICY;

@@ -462,6 +462,7 @@ static Suite *suite(void)
 {
     Suite *s = suite_create("config");
     TCase *tc = tcase_create("config");
+    tcase_set_timeout(tc, 60);   /* the round trip of ~800 configs, under ASan on a loaded host */
     tcase_add_test(tc, good_specs_give_their_canonical_text);
     tcase_add_test(tc, bad_specs_name_the_bad_part);
     tcase_add_test(tc, null_arguments);
