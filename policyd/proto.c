@@ -246,6 +246,18 @@ ssize_t pd_fill_fd(void *ctx, char *buf, size_t len, int timeout_ms)
     }
 }
 
+ssize_t pd_fill_mem(void *ctx, char *buf, size_t len, int timeout_ms)
+{
+    pd_mem *m = ctx;
+    (void)timeout_ms;
+    size_t n = m->len - m->off;
+    if (n > len) n = len;
+    if (n > m->chunk) n = m->chunk;
+    memcpy(buf, m->data + m->off, n);
+    m->off += n;
+    return (ssize_t)n;
+}
+
 int pd_write_action(int fd, const char *action)
 {
     char out[1024];

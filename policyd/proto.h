@@ -69,6 +69,15 @@ const char *pd_get(const pd_reader *r, const char *name);
 /* The fd source: poll(2) then read(2); ctx points at the int fd. */
 ssize_t pd_fill_fd(void *ctx, char *buf, size_t len, int timeout_ms);
 
+/* The memory source: ctx points at a pd_mem; each fill hands out at most
+ * chunk bytes (so a test or fuzzer splits lines at every boundary), 0 at
+ * the end.  The timeout is ignored: memory never waits. */
+typedef struct pd_mem {
+    const char *data;
+    size_t len, off, chunk;
+} pd_mem;
+ssize_t pd_fill_mem(void *ctx, char *buf, size_t len, int timeout_ms);
+
 /* Write "action=ACTION\n\n" to fd, whole; 0 or -1. */
 int pd_write_action(int fd, const char *action);
 

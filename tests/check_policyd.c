@@ -20,29 +20,12 @@
 #include "srl.h"
 #include "testutil.h"
 
-struct mem {
-    const char *data;
-    size_t len, off, chunk;
-};
-
-static ssize_t mem_fill(void *ctx, char *buf, size_t len, int timeout_ms)
-{
-    struct mem *m = ctx;
-    (void)timeout_ms;
-    size_t n = m->len - m->off;
-    if (n > len) n = len;
-    if (n > m->chunk) n = m->chunk;
-    memcpy(buf, m->data + m->off, n);
-    m->off += n;
-    return (ssize_t)n;
-}
-
 /* Read one request of data (len bytes) with the given bounds. */
-static int read_mem(pd_reader *r, struct mem *m, const char *data, size_t len, size_t chunk,
+static int read_mem(pd_reader *r, pd_mem *m, const char *data, size_t len, size_t chunk,
                     uint32_t line_max, uint32_t attrs_max, char *why)
 {
-    *m = (struct mem){data, len, 0, chunk};
-    ck_assert_int_eq(pd_reader_init(r, mem_fill, m, line_max, attrs_max, 1000, 1000), 0);
+    *m = (pd_mem){data, len, 0, chunk};
+    ck_assert_int_eq(pd_reader_init(r, pd_fill_mem, m, line_max, attrs_max, 1000, 1000), 0);
     return pd_read_request(r, why, 256);
 }
 
@@ -55,7 +38,7 @@ START_TEST(reader_good_every_chunk)
 {
     for (size_t chunk = 1; chunk <= sizeof good; chunk++) {
         pd_reader r;
-        struct mem m;
+        pd_mem m;
         char why[256];
         ck_assert_int_eq(read_mem(&r, &m, good, sizeof good - 1, chunk, 64, 10, why), PD_OK);
         ck_assert_uint_eq(r.count, 7);
@@ -106,7 +89,7 @@ static const struct {
 START_TEST(reader_bad)
 {
     pd_reader r;
-    struct mem m;
+    pd_mem m;
     char why[256];
     size_t len = bad[_i].len ? bad[_i].len : strlen(bad[_i].input);
     int st = read_mem(&r, &m, bad[_i].input, len, 7, bad[_i].line_max, bad[_i].attrs_max, why);
@@ -264,7 +247,7 @@ static void close_conf(pd_conf *c)
 static int decide(pd_conf *c, const char *req, char *action)
 {
     pd_reader r;
-    struct mem m;
+    pd_mem m;
     char why[256];
     ck_assert_int_eq(read_mem(&r, &m, req, strlen(req), 4096, 2048, 100, why), PD_OK);
     int o = pd_decide(c, &r, action, 640, why, sizeof why);

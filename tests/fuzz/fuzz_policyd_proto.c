@@ -14,30 +14,13 @@
 #include "fuzz_input.h"
 #include "proto.h"
 
-struct mem {
-    const unsigned char *data;
-    size_t len, off, chunk;
-};
-
-static ssize_t mem_fill(void *ctx, char *buf, size_t len, int timeout_ms)
-{
-    struct mem *m = ctx;
-    (void)timeout_ms;
-    size_t n = m->len - m->off;
-    if (n > len) n = len;
-    if (n > m->chunk) n = m->chunk;
-    memcpy(buf, m->data + m->off, n);
-    m->off += n;
-    return (ssize_t)n;
-}
-
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 {
     if (size < 3) return 0;
-    struct mem m = {data + 3, size - 3, 0, (size_t)(data[0] % 64) + 1};
+    pd_mem m = {(const char *)data + 3, size - 3, 0, (size_t)(data[0] % 64) + 1};
     uint32_t line_max = (uint32_t)data[1] + 1, attrs_max = (uint32_t)(data[2] % 16) + 1;
     pd_reader r;
-    if (pd_reader_init(&r, mem_fill, &m, line_max, attrs_max, 1000, 1000) != 0) return 0;
+    if (pd_reader_init(&r, pd_fill_mem, &m, line_max, attrs_max, 1000, 1000) != 0) return 0;
     for (;;) {
         char why[256];
         int st = pd_read_request(&r, why, sizeof why);
