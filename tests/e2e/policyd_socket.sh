@@ -55,7 +55,8 @@ for w in "longer than 128 bytes (max_line)" "a NUL byte at column" \
   grep -q "bad request: line .*$w\|bad request: $w" "$T/policyd.log" && ok "log: $w" || fail "log lacks '$w'"
 done
 kill -0 "$pd" && ok "the server still runs after the bad clients" || fail "srl-policyd died"
-"$rlctl" list "$seg" --all-keys | grep -q alice && ok "rlctl list shows alice" || fail "rlctl list lacks alice"
+list=$("$rlctl" list "$seg" --all-keys 2>&1) # whole, then grep: grep -q would cut rlctl off
+grep -q alice <<<"$list" && ok "rlctl list shows alice" || fail "rlctl list lacks alice: $list"
 stop_pid "$pd"
 [ -e "$T/sock" ] && fail "socket left after SIGTERM" || ok "SIGTERM removed the socket"
 e2e_finish
