@@ -28,6 +28,8 @@
 #      and php-fpm starts
 #   Y  python3-srl: /usr/bin/python3 imports srl from dist-packages and
 #      admits exactly 5 of 8
+#   M  srl-policyd: the shipped config passes `srl-policyd -t` (its quota's
+#      segment opens), the unit is in /lib/systemd/system
 #   U  dpkg --purge: every file the packages installed is gone, and the
 #      apache/nginx/php configuration links too
 # Packages that were installed before the test are refused (the test would
@@ -37,7 +39,7 @@ src=$(cd "${1:-$here/../..}" && pwd)
 export SRL_E2E_DIR="$src/tests/e2e"
 . "$SRL_E2E_DIR/lib.sh"
 
-pkgs=(libsrl0 libsrl-dev srl-tools libapache2-mod-srl libnginx-mod-http-srl php-srl python3-srl)
+pkgs=(libsrl0 libsrl-dev srl-tools libapache2-mod-srl libnginx-mod-http-srl php-srl python3-srl srl-policyd)
 [ "$(id -u)" -eq 0 ] || { echo "SKIP: dpkg -i needs root"; exit 77; }
 for t in dpkg-buildpackage lintian /usr/sbin/apache2 /usr/sbin/nginx php curl; do
   command -v "$t" >/dev/null || { echo "SKIP: $t not installed"; exit 77; }
@@ -168,6 +170,9 @@ check_eq "nginx + installed module: 200s of 8" 5 "$(grep -c '^200' <<<"$n")"
 check_eq "nginx + installed module: 429s of 8" 3 "$(grep -c '^429' <<<"$n")"
 stop_pid "$nginx_pid"
 
+check_eq "php-srl ships the Symfony adapter" yes \
+  "$([ -f /usr/share/srl/php/Srl/Symfony/SrlRateLimiterFactory.php ] && echo yes || echo no)"
+
 # ---- P: PHP from the installed files
 SRL_PHP_DIR=/usr/share/srl/php
 SRL_LIBDIR=/usr/lib/x86_64-linux-gnu
@@ -245,6 +250,13 @@ print(sum(1 for _ in range(8) if l.acquire('k').allowed))" 2>&1)
 check_eq "python3 imports srl from dist-packages" /usr/lib/python3/dist-packages/srl/__init__.py \
   "$(sed -n 1p <<<"$y")"
 check_eq "python3-srl: admitted of 8" 5 "$(sed -n 2p <<<"$y")"
+
+# ---- M: srl-policyd
+e2e_segments+=(/srl-policyd-sasl)
+check_eq "srl-policyd -t on the shipped config" \
+  "srl-policyd: /etc/srl/policyd.conf: 1 quotas, segments open" "$(/usr/sbin/srl-policyd -t 2>&1)"
+check_eq "srl-policyd's unit is installed" yes \
+  "$([ -f /lib/systemd/system/srl-policyd.service ] && echo yes || echo no)"
 
 # ---- U: removal
 deb_purge
