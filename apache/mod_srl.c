@@ -4,12 +4,16 @@
  * What it holds: the directives, the segment lifecycle in the parent, and
  * the per-request check.
  *
- *   SrlLimiter NAME POLICY CAPACITY [key_display=N] [on_full=allow|deny]
- *              [policy_name=TOKEN] [tier=NAME=POLICY]... [redis=URI]
+ *   SrlLimiter NAME SPEC... [policy_name=TOKEN]
  *                      main server only: declare a limiter, i.e. the srl
- *                      segment /dev/shm/NAME with that policy and capacity
- *                      (POLICY may be a compound, "A + B", one argument:
- *                      quote it);
+ *                      segment /dev/shm/NAME of the configuration text SPEC
+ *                      (srl.h, CONFIGURATION TEXT: POLICY [capacity=N]
+ *                      [key_display=N] [on_full=allow|deny] [lockfree=on]
+ *                      [tier.NAME=POLICY]... [redis=URI] ...; the library
+ *                      parses it, srl_config_parse).  Today's forms stay:
+ *                      POLICY CAPACITY (a bare number after the policy is
+ *                      capacity=) and tier=NAME=POLICY (tier.NAME=); POLICY
+ *                      may be a compound, "A + B", one argument: quote it;
  *                      policy_name: the name in RateLimit-Policy/RateLimit
  *                      (default NAME without its "/"); redis=URI: the
  *                      limit is decided by the Redis store at URI (one
@@ -203,6 +207,7 @@ typedef struct srl_ap_limiter {
      * its limits, for the headers of a request decided under it. */
     const char *tier_header[SRL_TIERS_MAX];
     const srl_limits *tier_limits[SRL_TIERS_MAX];
+    srl_config spec;           /* the parsed SPEC, every option (tiers: in tiers[]) */
 } srl_ap_limiter;
 
 /* Every limiter of one configuration generation (lives in pconf). */
@@ -285,44 +290,67 @@ static const char *name_token(const char *name)
     return name[0] == '/' ? name + 1 : name;
 }
 
-static const char *parse_on_full(const char *v, int *out)
-{
-    if (strcasecmp(v, "allow") == 0)
-        *out = SRL_ON_FULL_ALLOW;
-    else if (strcasecmp(v, "deny") == 0)
-        *out = SRL_ON_FULL_DENY;
-    else
-        return "must be allow or deny";
-    return NULL;
-}
-
-/* on|off of a per-handle srl_config flag (lockfree=, flood_cache=). */
-static const char *parse_flag(const char *v, unsigned flag, unsigned *flags)
-{
-    if (strcasecmp(v, "on") == 0)
-        *flags |= flag;
-    else if (strcasecmp(v, "off") == 0)
-        *flags &= ~flag;
-    else
-        return "must be on or off";
-    return NULL;
-}
-
-/* lockfree=on decides GCRA only (srl.h, SRL_CONFIG_LOCKFREE): a policy
- * with no GCRA limit in any tier would take the lock on every request, and
- * the option would silently do nothing. */
-static int has_gcra(const srl_ap_limiter *l)
-{
-    for (uint32_t t = 0; t <= l->ntiers; t++) {
-        const srl_limits *ls = t == 0 ? &l->limits : &l->tiers[t - 1].limits;
-        for (uint32_t i = 0; i < ls->count; i++)
-            if (ls->limit[i].algorithm == SRL_GCRA)
-                return 1;
-    }
-    return 0;
-}
-
 /* ---------------------------------------------------------- directives */
+
+/* The arguments after NAME as one configuration text, each argument's
+ * place in it kept for the messages (at[i], len[i]: argv[i + 1]'s words;
+ * len 0: not in the text).  Today's forms become the spec's words: a bare
+ * CAPACITY after the policy is capacity=, tier=NAME=POLICY is
+ * tier.NAME=POLICY; policy_name= is mod_srl's own and stays out. */
+static const char *limiter_spec(apr_pool_t *p, int argc, char *const argv[], size_t *at,
+                                size_t *len, const char **policy_name, int *on_full_given)
+{
+    const char *spec = "";
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *word = a;
+        if (strncasecmp(a, "policy_name=", 12) == 0) {
+            *policy_name = a + 12;
+            at[i - 1] = len[i - 1] = 0;
+            continue;
+        }
+        if (i == 2 && strchr(a, '=') == NULL)
+            word = apr_pstrcat(p, "capacity=", a, NULL);
+        else if (strncasecmp(a, "tier=", 5) == 0)
+            word = apr_pstrcat(p, "tier.", a + 5, NULL);
+        else if (strncasecmp(a, "on_full=", 8) == 0)
+            *on_full_given = 1;
+        if (spec[0] != '\0')
+            spec = apr_pstrcat(p, spec, " ", NULL);
+        at[i - 1] = strlen(spec);
+        len[i - 1] = strlen(word);
+        spec = apr_pstrcat(p, spec, word, NULL);
+    }
+    return spec;
+}
+
+/* A refused spec, in the words of the argument it names (the whole
+ * directive's for a rule across options). */
+static const char *limiter_refusal(apr_pool_t *p, int argc, char *const argv[],
+                                   const size_t *at, const size_t *len,
+                                   const srl_policy_error *pe)
+{
+    for (int i = 1; i < argc; i++) {
+        size_t s = at[i - 1], n = len[i - 1];
+        if (n == 0 || pe->offset < s || pe->offset >= s + n + (pe->length == 0 && i < argc - 1))
+            continue;
+        const char *a = argv[i];
+        unsigned byte = (unsigned)(pe->offset - s);
+        if (i == 1 && strchr(a, '=') == NULL)
+            return apr_psprintf(p, "SrlLimiter %s: bad policy '%s' at byte %u: %s", argv[0], a,
+                                byte, pe->message);
+        if (strncasecmp(a, "redis=", 6) == 0)
+            return apr_psprintf(p, "SrlLimiter %s: redis=: %s", argv[0], pe->message);
+        const char *eq = strncasecmp(a, "tier=", 5) == 0 ? strchr(a + 5, '=') : NULL;
+        if (eq != NULL && byte > (unsigned)(eq - a))
+            return apr_psprintf(p, "SrlLimiter %s: tier %.*s: bad policy '%s' at byte %u: %s",
+                                argv[0], (int)(eq - a - 5), a + 5, eq + 1,
+                                byte - (unsigned)(eq - a) - 1, pe->message);
+        break;
+    }
+    return apr_psprintf(p, "SrlLimiter %s: %s%s", argv[0], pe->message,
+                        strncmp(pe->message, "unknown option", 14) == 0
+                            ? "; mod_srl's own: policy_name=TOKEN" : "");
+}
 
 static const char *cmd_limiter(cmd_parms *cmd, void *dconf, int argc, char *const argv[])
 {
@@ -330,10 +358,10 @@ static const char *cmd_limiter(cmd_parms *cmd, void *dconf, int argc, char *cons
     const char *err = ap_check_cmd_context(cmd, GLOBAL_ONLY);
     if (err != NULL)
         return err;
-    if (argc < 3)
-        return "SrlLimiter NAME POLICY CAPACITY [key_display=N] [on_full=allow|deny] "
-               "[policy_name=TOKEN] [tier=NAME=POLICY]... [lockfree=on|off] "
-               "[flood_cache=on|off] [redis=URI]";
+    if (argc < 2)
+        return "SrlLimiter NAME SPEC (srl.h CONFIGURATION TEXT: POLICY [capacity=N] "
+               "[key_display=N] [on_full=allow|deny] [tier.NAME=POLICY]... [lockfree=on] "
+               "[flood_cache=on] [redis=URI]) [policy_name=TOKEN]";
 
     srl_ap_limiter *l = apr_pcalloc(cmd->pool, sizeof *l);
     l->name = argv[0];
@@ -342,11 +370,35 @@ static const char *cmd_limiter(cmd_parms *cmd, void *dconf, int argc, char *cons
         return apr_psprintf(cmd->pool, "SrlLimiter: bad name '%s': use 1..%u of "
                             "[A-Za-z0-9._-], not all dots, optionally after a '/'", argv[0],
                             SRL_NAME_MAX);
+    size_t *at = apr_pcalloc(cmd->pool, (size_t)argc * sizeof *at);
+    size_t *len = apr_pcalloc(cmd->pool, (size_t)argc * sizeof *len);
+    const char *header_name = NULL;
+    int on_full_given = 0;
+    const char *spec = limiter_spec(cmd->pool, argc, argv, at, len, &header_name,
+                                    &on_full_given);
+    srl_config cfg;
     srl_policy_error pe;
-    int rc = srl_limits_parse_ex(argv[1], &l->limits, &pe);
+    int rc = srl_config_parse(&cfg, spec, &pe);
+    if (rc == SRL_EPOLICY)
+        return limiter_refusal(cmd->pool, argc, argv, at, len, &pe);
     if (rc != 0)
-        return apr_psprintf(cmd->pool, "SrlLimiter %s: bad policy '%s' at byte %u: %s",
-                            argv[0], argv[1], (unsigned)pe.offset, pe.message);
+        return apr_psprintf(cmd->pool, "SrlLimiter %s: %s", argv[0], srl_strerror(rc));
+    /* What the rest of mod_srl reads, copied into the pool; the config's own
+     * storage (tiers, uri) goes now. */
+    if (cfg.limits.count > 0)
+        l->limits = cfg.limits;
+    else
+        srl_limits_of(&cfg.policy, &l->limits);
+    l->capacity = cfg.capacity;
+    l->key_display = cfg.key_display;
+    l->on_full = on_full_given ? (int)cfg.on_full : -1;
+    l->flags = cfg.flags;
+    memcpy(l->tiers, cfg.tiers, cfg.tier_count * sizeof *cfg.tiers);
+    l->ntiers = cfg.tier_count;
+    const char *uri = srl_config_redis(&cfg);
+    l->redis = uri != NULL ? apr_pstrdup(cmd->pool, uri) : NULL;
+    srl_config_free(&cfg);
+    l->spec = cfg;   /* owns nothing now: limiter_config points it at l->tiers */
     l->min_permits = UINT32_MAX;
     for (uint32_t i = 0; i < l->limits.count; i++) {
         const srl_policy *p = &l->limits.limit[i];
@@ -355,95 +407,14 @@ static const char *cmd_limiter(cmd_parms *cmd, void *dconf, int argc, char *cons
         else if (p->permits < l->min_permits)
             l->min_permits = p->permits;
     }
-    char *end = NULL;
-    apr_int64_t cap = apr_strtoi64(argv[2], &end, 10);
-    if (end == argv[2] || *end != '\0' || cap < 1 || (uint64_t)cap > SRL_CAPACITY_MAX)
-        return apr_psprintf(cmd->pool, "SrlLimiter %s: capacity '%s' must be a number of "
-                            "keys, 1..%" APR_UINT64_T_FMT, argv[0], argv[2],
-                            (apr_uint64_t)SRL_CAPACITY_MAX);
-    l->capacity = (uint64_t)cap;
-    l->on_full = -1;
     l->header_name = l->token;
-    for (int i = 3; i < argc; i++) {
-        const char *a = argv[i];
-        if (strncasecmp(a, "key_display=", 12) == 0) {
-            apr_int64_t n = apr_strtoi64(a + 12, &end, 10);
-            if (end == a + 12 || *end != '\0' || n < 0 || n > SRL_KEY_DISPLAY_MAX)
-                return apr_psprintf(cmd->pool, "SrlLimiter %s: key_display must be 0..%u",
-                                    argv[0], SRL_KEY_DISPLAY_MAX);
-            l->key_display = (uint32_t)n;
-        } else if (strncasecmp(a, "on_full=", 8) == 0) {
-            const char *e = parse_on_full(a + 8, &l->on_full);
-            if (e != NULL)
-                return apr_psprintf(cmd->pool, "SrlLimiter %s: on_full %s", argv[0], e);
-        } else if (strncasecmp(a, "policy_name=", 12) == 0) {
-            const char *t = a + 12;
-            if (t[0] == '/' || name_token(t) == NULL)
-                return apr_psprintf(cmd->pool, "SrlLimiter %s: policy_name '%s' must be 1..%u "
-                                    "of [A-Za-z0-9._-], not all dots", argv[0], t, SRL_NAME_MAX);
-            l->header_name = t;
-        } else if (strncasecmp(a, "tier=", 5) == 0) {
-            /* tier=NAME=POLICY: the library checks the name and the table
-             * at open; the policy's text is checked here, with its byte. */
-            const char *eq = strchr(a + 5, '=');
-            if (eq == NULL || eq == a + 5 || (size_t)(eq - a - 5) > SRL_TIER_NAME_MAX)
-                return apr_psprintf(cmd->pool, "SrlLimiter %s: tier= takes NAME=POLICY, NAME "
-                                    "1..%u of [A-Za-z0-9_-]", argv[0], SRL_TIER_NAME_MAX);
-            if (l->ntiers == SRL_TIERS_MAX - 1)
-                return apr_psprintf(cmd->pool, "SrlLimiter %s: at most %u tiers besides the "
-                                    "policy", argv[0], SRL_TIERS_MAX - 1);
-            srl_tier *t = &l->tiers[l->ntiers];
-            memcpy(t->name, a + 5, (size_t)(eq - a - 5));
-            if (srl_tier_name_check(t->name) != 0 || strcmp(t->name, "default") == 0)
-                return apr_psprintf(cmd->pool, "SrlLimiter %s: tier name '%s' must be 1..%u of "
-                                    "[A-Za-z0-9_-], not 'default' (the policy itself)",
-                                    argv[0], t->name, SRL_TIER_NAME_MAX);
-            if (srl_limits_parse_ex(eq + 1, &t->limits, &pe) != 0)
-                return apr_psprintf(cmd->pool, "SrlLimiter %s: tier %s: bad policy '%s' at "
-                                    "byte %u: %s", argv[0], t->name, eq + 1,
-                                    (unsigned)pe.offset, pe.message);
-            l->ntiers++;
-        } else if (strncasecmp(a, "lockfree=", 9) == 0 ||
-                   strncasecmp(a, "flood_cache=", 12) == 0) {
-            int lf = a[0] == 'l' || a[0] == 'L';
-            const char *e = parse_flag(a + (lf ? 9 : 12),
-                                       lf ? SRL_CONFIG_LOCKFREE : SRL_CONFIG_FLOOD_CACHE,
-                                       &l->flags);
-            if (e != NULL)
-                return apr_psprintf(cmd->pool, "SrlLimiter %s: %s %s", argv[0],
-                                    lf ? "lockfree" : "flood_cache", e);
-        } else if (strncasecmp(a, "redis=", 6) == 0) {
-            char why[200];
-            if (srl_redis_uri_check(a + 6, why, sizeof why) != 0)
-                return apr_psprintf(cmd->pool, "SrlLimiter %s: redis=: %s", argv[0], why);
-            l->redis = a + 6;
-        } else {
-            return apr_psprintf(cmd->pool, "SrlLimiter %s: unknown option '%s' (known: "
-                                "key_display=N, on_full=allow|deny, policy_name=TOKEN, "
-                                "tier=NAME=POLICY, lockfree=on|off, flood_cache=on|off, "
-                                "redis=URI)",
-                                argv[0], a);
-        }
+    if (header_name != NULL) {
+        if (header_name[0] == '/' || name_token(header_name) == NULL)
+            return apr_psprintf(cmd->pool, "SrlLimiter %s: policy_name '%s' must be 1..%u "
+                                "of [A-Za-z0-9._-], not all dots", argv[0], header_name,
+                                SRL_NAME_MAX);
+        l->header_name = header_name;
     }
-    /* The Redis store has scripts for one rate limit only (srl_open_redis):
-     * say so now rather than at the start. */
-    if (l->redis != NULL && (l->limits.count != 1 || l->concurrency))
-        return apr_psprintf(cmd->pool, "SrlLimiter %s: redis= takes one rate limit, not a "
-                            "compound or a concurrency policy (the Redis store has no "
-                            "script for them yet): use a segment (no redis=)", argv[0]);
-    if (l->redis != NULL && l->ntiers > 0)
-        return apr_psprintf(cmd->pool, "SrlLimiter %s: tier= is for a segment; a Redis "
-                            "store (redis=) has one policy", argv[0]);
-    if (l->redis != NULL && l->flags != 0)
-        return apr_psprintf(cmd->pool, "SrlLimiter %s: lockfree= and flood_cache= are for a "
-                            "segment; a Redis store (redis=) decides in Redis", argv[0]);
-    if ((l->flags & SRL_CONFIG_LOCKFREE) && !has_gcra(l))
-        return apr_psprintf(cmd->pool, "SrlLimiter %s: lockfree=on decides gcra limits only, "
-                            "and '%s' has none in any tier: use gcra:N/W, or drop "
-                            "lockfree=", argv[0], argv[1]);
-    if (l->redis != NULL && l->key_display != 0)
-        return apr_psprintf(cmd->pool, "SrlLimiter %s: key_display is for a segment; a Redis "
-                            "store (redis=) keeps every key whole", argv[0]);
     l->defined_at = apr_psprintf(cmd->pool, "%s:%d", cmd->directive->filename,
                                  cmd->directive->line_num);
 
@@ -464,8 +435,13 @@ static const char *cmd_on_full(cmd_parms *cmd, void *dconf, const char *arg)
     if (err != NULL)
         return err;
     srl_ap_registry *reg = registry_get(cmd->pool, 1);
-    err = parse_on_full(arg, &reg->on_full);
-    return err == NULL ? NULL : apr_pstrcat(cmd->pool, "SrlOnFull ", err, NULL);
+    srl_config c;   /* the library's on_full words, through a scratch config */
+    srl_config_init(&c);
+    srl_policy_error pe;
+    if (srl_config_set(&c, "on_full", arg, &pe) != 0)
+        return apr_pstrcat(cmd->pool, "SrlOnFull: ", pe.message, NULL);
+    reg->on_full = (int)c.on_full;
+    return NULL;
 }
 
 static const char *cmd_warn_interval(cmd_parms *cmd, void *dconf, const char *arg)
@@ -787,19 +763,14 @@ static int hand_to_worker(apr_pool_t *p, server_rec *s, const srl_ap_limiter *l)
 
 static void limiter_config(const srl_ap_registry *reg, const srl_ap_limiter *l, srl_config *cfg)
 {
-    srl_config_init(cfg);
-    /* One limit as the plain policy (what every earlier version wrote), a
-     * compound as srl_limits: the store reads limits when its count > 0. */
-    if (l->limits.count == 1)
-        cfg->policy = l->limits.limit[0];
-    else
-        cfg->limits = l->limits;
-    cfg->capacity = l->capacity;
+    /* The spec's config as parsed (one limit as the plain policy, a
+     * compound as srl_limits; mode, lock_timeout_ms and the flags as
+     * written; the flags are per handle: never stored in, or compared with,
+     * the segment), with its tiers and SrlOnFull's default. */
+    *cfg = l->spec;
     cfg->tiers = l->tiers;
     cfg->tier_count = l->ntiers;
-    cfg->key_display = l->key_display;
     cfg->on_full = (srl_on_full)(l->on_full >= 0 ? l->on_full : reg->on_full);
-    cfg->flags = l->flags;   /* per handle: never stored in, or compared with, the segment */
     /* The parent runs as root and the segment ends up the worker user's
      * (hand_to_worker): that one uid is trusted, by name, and no other
      * (docs/design.md, "Trust").  The parent only maps it: it never locks a
@@ -833,7 +804,9 @@ static const char *mismatch_why(apr_pool_t *p, const srl_ap_limiter *l, const sr
     /* cfg's trust (owner_uid, mode) applies to the adopting open too. */
     if (srl_open_shared(l->name, cfg, SRL_ADOPT, &seg) != 0)
         return "";
-    int n = srl_info_get(seg, &in) == 0 ? srl_mismatch_explain(cfg, &in, why, sizeof why) : 0;
+    int n = srl_info_get(seg, &in) == 0
+                ? srl_mismatch_explain_for(cfg, &in, SRL_BINDING_APACHE, why, sizeof why)
+                : 0;
     srl_close(seg);
     return n > 0 ? apr_pstrcat(p, "; ", why, NULL) : "";
 }
@@ -1481,8 +1454,9 @@ static int srl_monitor(apr_pool_t *p, server_rec *s)
 
 static const command_rec srl_cmds[] = {
     AP_INIT_TAKE_ARGV("SrlLimiter", cmd_limiter, NULL, RSRC_CONF,
-                      "NAME POLICY CAPACITY [key_display=N] [on_full=allow|deny] "
-                      "[policy_name=TOKEN] [redis=URI]: declare a host-wide limiter (the "
+                      "NAME SPEC... (POLICY [capacity=N] [key_display=N] [on_full=allow|deny] "
+                      "[tier.NAME=POLICY]... [redis=URI] ...) [policy_name=TOKEN]: declare a "
+                      "host-wide limiter (the "
                       "shared-memory segment /dev/shm/NAME), or a fleet-wide one in Redis"),
     AP_INIT_TAKE1("SrlOnFull", cmd_on_full, NULL, RSRC_CONF,
                   "allow|deny: the answer of a full table for limiters without on_full="),

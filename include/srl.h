@@ -146,7 +146,8 @@ typedef enum srl_algorithm {
     SRL_SLIDING_LOG = 1,      /* exact: at most N in any window-long span */
     SRL_SLIDING_COUNTER = 2,  /* two fixed-window counts, weighted estimate */
     SRL_GCRA = 3,             /* token-bucket semantics in one 64-bit word */
-    SRL_CONCURRENCY = 4       /* at most N in flight at once: srl_enter/srl_leave */
+    SRL_CONCURRENCY = 4,      /* at most N in flight at once: srl_enter/srl_leave */
+    SRL_FIXED_WINDOW = 5      /* at most N in the W that starts at a key's first hit */
 } srl_algorithm;
 
 /* Nanoseconds per second: every time in srl is integer nanoseconds. */
@@ -172,7 +173,13 @@ typedef struct srl_policy {
 
 /*
  * Parse "ALGO:N/WINDOW" or "N/WINDOW" (token bucket).  ALGO is one of
- * token_bucket, sliding_log, sliding_counter, gcra.  WINDOW is a positive
+ * token_bucket, sliding_log, sliding_counter, gcra, fixed_window.
+ * fixed_window:N/W admits at most N in a window of W that opens at the
+ * first request admitted after the last window ended (not at a multiple of
+ * W) and ends exactly W later, when its count is 0 again; a denied request
+ * is not counted (no algorithm counts one), and retry_after is the time to
+ * the window's end.  It is the counter of Python's `limits` storages
+ * (python/srl/limits_storage.py).  WINDOW is a positive
  * integer with an optional count before the unit: "1m", "15m", "500ms",
  * "s" (= 1s).  Units: ns, us, ms, s, m, h, d.
  * A token bucket or GCRA may take ",burst=B" after the window: it then holds
@@ -334,7 +341,9 @@ SRL_API int srl_state_peek(const srl_policy *p, const void *state, uint64_t now,
  *   gcra             the TAT moves back by cost emission intervals, not
  *                    before now;
  *   sliding_log      the newest cost entries still in the window are dropped;
- *   sliding_counter  the current window's count drops by cost (not below 0).
+ *   sliding_counter  the current window's count drops by cost (not below 0);
+ *   fixed_window     the open window's count drops by cost (not below 0),
+ *                    the window keeps its end.
  * So a refund right after an admission of cost c restores the state (and
  * every later decision) as if that admission had asked for c - cost; a
  * refund of a reservation's cost cancels it (srl_state_reserve).  A
@@ -649,6 +658,9 @@ typedef struct srl_config {
  *     left under a limit of 20, and one that used 50 of 100 has none under
  *     a limit of 10: never more than a fresh key would have.  A ban in
  *     force (",penalty=") ends at conversion; its limit stays used up.
+ *     A fixed_window limit without penalties keeps its open window instead:
+ *     same start, count min(count, new N), unless the new window length
+ *     has already ended it (then fresh); its end moves to start + new W.
  *   - otherwise the key starts fresh under the new tier.
  * Stores: shared and anonymous.  srl_open_local and srl_open_redis refuse
  * a config with tiers (SRL_ENOTSUP); srl_acquire_tier on them takes tier 0
@@ -666,6 +678,109 @@ typedef struct srl_tier {
  * allow on full, 1000 ms lock timeout, the policy's default clock
  * (srl_default_ticker), owner self, no compound (limits.count 0). */
 SRL_API void srl_config_init(srl_config *cfg);
+
+/*
+ * CONFIGURATION TEXT: the one text form of everything a limiter is opened
+ * with, what every binding (rlctl create, mod_srl's SrlLimiter, Python's
+ * keyword arguments, PHP's options) goes through.
+ *
+ *   spec   = POLICY *( SPACE NAME "=" VALUE )
+ *   e.g.     token_bucket:100/1m capacity=65536 key_display=32 on_full=deny
+ *            tier.paid=token_bucket:10000/1m
+ *
+ * POLICY is a compound text (srl_limits_parse_ex; spaces around '+' do not
+ * split it), first; it may be given as policy=POLICY.  Options, each at most
+ * once, names in any case:
+ *   capacity=N         keys, 1..SRL_CAPACITY_MAX; a suffix k, M or G counts
+ *                      in 1000s (64k = 64000)                  (default 65536)
+ *   key_display=N      bytes, 0..SRL_KEY_DISPLAY_MAX                      (0)
+ *   mode=OCTAL         permission bits 0..0777, e.g. 0660               (0600)
+ *   on_full=allow|deny                                                (allow)
+ *   lock_timeout_ms=N  milliseconds, 0..UINT32_MAX                     (1000)
+ *   owner=UID|self     srl_config.owner_uid, 0..UINT32_MAX-1          (self)
+ *   dry_run= lockfree= flood_cache= force=   BOOL: SRL_CONFIG_* flags  (off)
+ *   tier.NAME=POLICY   a tier (srl.h TIERS), in the order given, NAME as
+ *                      srl_tier_name_check, not "default", each once
+ *   redis=URI          a Redis store (srl_redis_uri_check), for
+ *                      srl_open_tiered: kept beside the config, read with
+ *                      srl_config_redis (srl_config has no uri field)
+ * BOOL is on/off, yes/no, true/false or 1/0; every enum word (allow, deny,
+ * self, BOOL) in any case.  A spec with redis= refuses key_display, mode,
+ * tiers, lockfree and flood_cache (a Redis store has none of them) and takes
+ * one rate limit only; a spec with lockfree=on needs a gcra limit in some
+ * tier (it would decide nothing otherwise).  srl_config_set, for a program's
+ * arguments, applies the redis rules but not the lockfree one, as the open
+ * calls do.
+ *
+ * Errors (SRL_EPOLICY) fill err: offset and length of the bad part in spec
+ * (for srl_config_set: in the text NAME=VALUE, so an offset past the name
+ * and its '=' is in the value), and a message saying what is expected, e.g.
+ * "capacity must be a number of keys, 1..4294967296 (suffix k, M or G:
+ * 1000s)" or "unknown option 'capasity' (did you mean capacity?)";
+ * srl_config_set says "expected a number of keys, ..." (the caller names
+ * the option in its own words).  Policies' own errors are
+ * srl_limits_parse_ex's, the offset counted in spec.
+ *
+ * Ownership: a config that srl_config_parse or srl_config_set gave tiers or
+ * a uri owns them: cfg->tiers then points at a block of SRL_TIERS_MAX - 1
+ * tiers (and the uri) that srl_config_free releases; the open calls copy
+ * what they need, so free it once the limiter is open.  cfg->tiers must be
+ * NULL (srl_config_init) or such a block when passed to srl_config_set; a
+ * table of the caller's own is never freed here, but do not mix the two.
+ */
+#define SRL_CONFIG_URI_MAX 1024u   /* longest redis= uri, bytes */
+#define SRL_CONFIG_TEXT_MAX 8192u  /* srl_config_format never needs more */
+
+/*
+ * Write the config of spec into *cfg (from srl_config_init's defaults).
+ * Returns 0, SRL_EPOLICY (err says where and why; *cfg untouched),
+ * SRL_EINVAL (NULL argument) or SRL_ENOMEM.  *cfg is overwritten: free an
+ * earlier parse's config first.
+ */
+SRL_API int srl_config_parse(srl_config *cfg, const char *spec, srl_policy_error *err);
+
+/*
+ * Set one option of *cfg: name as in the grammar ("capacity", "tier.paid",
+ * "policy"), value its text ("64k").  A tier given again is refused.
+ * Returns as srl_config_parse; on error *cfg is unchanged.
+ */
+SRL_API int srl_config_set(srl_config *cfg, const char *name, const char *value,
+                           srl_policy_error *err);
+
+/*
+ * The canonical spec of cfg: the policy, capacity, then every option that
+ * is not its default, in the order above; srl_config_parse of it gives cfg
+ * again (field for field, tiers by content).  Returns the length (without
+ * the NUL), SRL_ENOBUFS (len too small; SRL_CONFIG_TEXT_MAX suffices),
+ * SRL_EPOLICY (an invalid policy) or SRL_EINVAL.
+ */
+SRL_API int srl_config_format(const srl_config *cfg, char *buf, size_t len);
+
+/* The redis= uri a parse or set gave cfg, or NULL. */
+SRL_API const char *srl_config_redis(const srl_config *cfg);
+
+/* Release what srl_config_parse/set gave cfg (tiers, uri); cfg->tiers becomes
+ * NULL and tier_count 0.  Safe on a config that owns nothing. */
+SRL_API void srl_config_free(srl_config *cfg);
+
+/*
+ * The callers whose own words the library's messages use: a message that
+ * names a way to do something ("open with SRL_CHANGE") names it as that
+ * caller's users write it ("Srl::CHANGE", "change=True").
+ */
+typedef enum srl_binding {
+    SRL_BINDING_C = 0,
+    SRL_BINDING_RLCTL = 1,
+    SRL_BINDING_PYTHON = 2,
+    SRL_BINDING_PHP = 3,
+    SRL_BINDING_APACHE = 4,
+    SRL_BINDING_COUNT = 5
+} srl_binding;
+
+/* How binding b's users write `what` ("change", "policy", "capacity",
+ * "key_display", "tier", "redis", "lockfree"), e.g. (PHP, "change") is
+ * "Srl::CHANGE"; NULL for an unknown binding or word. */
+SRL_API const char *srl_binding_word(srl_binding b, const char *what);
 
 /* srl_open_shared() flags */
 #define SRL_CREATE 0x1u       /* create the segment if it does not exist */
@@ -784,10 +899,11 @@ SRL_API int srl_open_local(const srl_config *cfg, srl_limiter **out);
  * rest.  Decisions are made by a server-side Lua script (EVALSHA) on the
  * server's TIME, so hosts with skewed clocks agree; cfg->ticker is not used.
  *
- * All four rate algorithms with any permits and window (up to
- * SRL_PERMITS_MAX and SRL_WINDOW_MAX_NS), each as a script deciding exactly
- * as the in-process store (srl_refund too), for as long as P:cfg lives.
- * burst= too.  Concurrency, compounds and penalty=: SRL_ENOTSUP.  Another
+ * Four rate algorithms (token_bucket, sliding_log, sliding_counter, gcra)
+ * with any permits and window (up to SRL_PERMITS_MAX and
+ * SRL_WINDOW_MAX_NS), each as a script deciding exactly as the in-process
+ * store (srl_refund too), for as long as P:cfg lives; burst= too.
+ * fixed_window, concurrency, compounds and penalty=: SRL_ENOTSUP.  Another
  * policy (algorithm, permits or window) stored under the prefix:
  * SRL_EMISMATCH.
  *
@@ -1268,6 +1384,10 @@ SRL_API int srl_info_get(srl_limiter *lim, srl_info *out);
  */
 SRL_API int srl_mismatch_explain(const srl_config *cfg, const srl_info *segment, char *buf,
                                  size_t len);
+/* The same, the way to change live named in binding b's words
+ * (srl_binding_word "change"); srl_mismatch_explain is SRL_BINDING_C. */
+SRL_API int srl_mismatch_explain_for(const srl_config *cfg, const srl_info *segment,
+                                     srl_binding b, char *buf, size_t len);
 
 /*
  * LIVE POLICY CHANGES.  Give an open shared segment a new policy while

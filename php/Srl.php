@@ -183,128 +183,133 @@ final class Srl
 
     /*
      * Open the segment NAME ("/" + 1..200 of [A-Za-z0-9._-]), creating it
-     * with this policy and capacity if it does not exist.  An existing
-     * segment with another policy or capacity throws (SRL_EMISMATCH).
-     * Options: key_display (0..255), on_full ('allow' | 'deny'), mode
-     * (permission bits of a created segment, default 0600), flags
-     * (Srl::CREATE, default; 0 to only open; | Srl::CHANGE to give an existing
- * segment this policy, live; Srl::ADOPT, without CREATE, to take the
- * segment's), redis (a uri: the limit is
-     * decided by the Redis store there, NAME is the host tier's segment;
-     * another policy stored under its prefix, or a segment NAME of another
-     * limiter, throws SRL_EMISMATCH, a bad uri SRL_EINVAL with the reason),
-     * dry_run (true: never refuse; a decision that would deny is allowed with
-     * 'wouldDeny' => true and counted in stats()['would_deny'], the key's
-     * state and counters as if enforced; this handle's choice only, not the
-     * segment's: other openers keep enforcing), tiers (['paid' =>
-     * 'token_bucket:10000/1m', ...]: named policies beside $policy, which is
-     * tier 'default'; up to 15, names 1..31 of [A-Za-z0-9_-]; acquire() takes
-     * a tier name; a segment only), lockfree (true: a key already in the
-     * table under a gcra tier is decided with one compare-and-swap, no
-     * bucket lock; the same answers: SRL_CONFIG_LOCKFREE), flood_cache
-     * (true: a key this handle saw denied is answered from a private copy
-     * while nothing changes it; those denials reach the segment's counts at
-     * this handle's next locked decision in that bucket, its stats() or
-     * close(): SRL_CONFIG_FLOOD_CACHE; it pays only on a handle that lives
-     * across requests).  Both this handle's choice, like dry_run; segment
-     * only.  Any other option, or a segment-only one
-     * (key_display, mode, flags, tiers, lockfree, flood_cache)
-     * with redis, throws InvalidArgumentException naming it, before
-     * anything is opened.
+     * with this config if it does not exist.  $spec is a policy
+     * ('token_bucket:100/1m') or a whole configuration text (srl.h,
+     * CONFIGURATION TEXT: 'gcra:100/1m capacity=65536 key_display=32
+     * on_full=deny tier.paid=gcra:10000/1m'); $capacity (keys) and the
+     * options array then set one option each, through the library's table
+     * (srl_config_set), so each takes exactly what the spec would:
+     * key_display, on_full, mode, lock_timeout_ms, owner, dry_run, lockfree,
+     * flood_cache, redis (a uri: the limit is decided by the Redis store
+     * there, NAME is the host tier's segment), tiers (['paid' =>
+     * 'token_bucket:10000/1m', ...]: tier.NAME each; acquire() takes a tier
+     * name), and PHP's own flags (Srl::CREATE, default; 0 to only open; |
+     * Srl::CHANGE to give an existing segment this policy, live; Srl::ADOPT,
+     * without CREATE, to take the segment's).  A bool is on/off, an int its
+     * decimal digits (mode: its octal ones), a string as written.  An
+     * existing segment with another policy or capacity throws
+     * (SRL_EMISMATCH).  A bad policy throws SrlException (SRL_EPOLICY), a bad
+     * uri SrlException (SRL_EINVAL) with the reason, any other bad option or
+     * value InvalidArgumentException with the library's words, all before
+     * anything is opened.  May also be called new Srl($name, $spec, $options).
      */
-    /* The options the constructor takes; any other key is an error. */
-    private const OPTIONS = ['key_display', 'on_full', 'mode', 'flags', 'redis', 'dry_run', 'tiers',
-                             'lockfree', 'flood_cache'];
-    /* What a Redis store has no use for (no segment, no display copy, no tiers). */
-    private const SEGMENT_ONLY = ['key_display', 'mode', 'flags', 'tiers', 'lockfree',
-                                  'flood_cache'];
-
-    public function __construct(string $name, string $policy, int $capacity, array $options = [])
+    public function __construct(string $name, string $spec, int|array|null $capacity = null,
+                                array $options = [])
     {
+        if (is_array($capacity)) {
+            $options = $capacity;
+            $capacity = null;
+        }
         $ffi = self::ffi();
         $this->ffi = $ffi;
         $this->lim = null;
         $this->token = ltrim($name, '/');
 
         $cfg = $ffi->new('srl_config');
-        $ffi->srl_config_init(FFI::addr($cfg));
         $perr = $ffi->new('srl_policy_error');
-        $limits = $ffi->new('srl_limits');
-        $rc = $ffi->srl_limits_parse_ex($policy, FFI::addr($limits), FFI::addr($perr));
+        $rc = $ffi->srl_config_parse(FFI::addr($cfg), $spec, FFI::addr($perr));
         if ($rc < 0) {
             /* the library's message names the bad part and the fix */
-            throw new SrlException("srl: policy '$policy': " . FFI::string($perr->message), $rc);
+            throw new SrlException("srl: policy '$spec': " . FFI::string($perr->message), $rc);
         }
-        if ($capacity < 1) {
-            throw new InvalidArgumentException("capacity must be at least 1, got $capacity");
+        try {
+            $flags = $this->configure($ffi, $cfg, $capacity, $options);
+            $this->open($ffi, $name, $cfg, $flags);
+        } finally {
+            $ffi->srl_config_free(FFI::addr($cfg));   /* the open copied what it keeps */
         }
-        /* One limit as the plain policy, a compound as srl_limits (as mod_srl
-         * does, so both open the same segment alike). */
-        if ($limits->count === 1) {
-            FFI::memcpy($cfg->policy, $limits->limit[0], FFI::sizeof($cfg->policy));
-        } else {
-            FFI::memcpy($cfg->limits, $limits, FFI::sizeof($limits));
-        }
-        $cfg->capacity = $capacity;
-        /* A misspelt option (key_dispaly) must not be dropped silently: it
-         * would surface later as a mismatch, or never. */
-        $unknown = array_diff(array_map('strval', array_keys($options)), self::OPTIONS);
-        if ($unknown !== []) {
-            throw new InvalidArgumentException("unknown option '" . reset($unknown)
-                . "' (known: " . implode(', ', self::OPTIONS) . ')');
-        }
-        $redis = $options['redis'] ?? null;
-        if ($redis !== null) {
-            if (!is_string($redis)) {
-                throw new InvalidArgumentException('redis must be a uri string');
-            }
-            $seg = array_intersect(array_map('strval', array_keys($options)), self::SEGMENT_ONLY);
-            if ($seg !== []) {
-                throw new InvalidArgumentException("option '" . reset($seg)
-                    . "' is for a segment; a Redis store (redis) does not take it");
-            }
-        }
-        if (isset($options['key_display'])) {
-            $cfg->key_display = self::u32((int)$options['key_display'], 'key_display');
-        }
-        if (isset($options['mode'])) {
-            $cfg->mode = self::u32((int)$options['mode'], 'mode');
-        }
-        if (isset($options['on_full'])) {
-            $cfg->on_full = match ($options['on_full']) {
-                'allow' => 0,
-                'deny' => 1,
-                default => throw new InvalidArgumentException("on_full must be 'allow' or 'deny'"),
-            };
-        }
-        if (isset($options['dry_run'])) {
-            if (!is_bool($options['dry_run'])) {
-                throw new InvalidArgumentException('dry_run must be true or false');
-            }
-            $this->dryRun = $options['dry_run'];
-        }
-        $cflags = $this->dryRun ? self::CONFIG_DRY_RUN : 0;
-        foreach (['lockfree' => self::CONFIG_LOCKFREE,
-                  'flood_cache' => self::CONFIG_FLOOD_CACHE] as $opt => $bit) {
-            if (isset($options[$opt])) {
-                if (!is_bool($options[$opt])) {
-                    throw new InvalidArgumentException("$opt must be true or false");
-                }
-                $cflags |= $options[$opt] ? $bit : 0;
-            }
-        }
-        $cfg->flags = $cflags;
-        $flags = (int)($options['flags'] ?? self::CREATE);
-        /* Kept alive until the open has copied them (srl_config.tiers). */
-        $tiers = self::tierTable($ffi, $options['tiers'] ?? [], $cfg);
+    }
 
-        $out = $ffi->new('srl_limiter *');
-        if ($redis !== null) {
-            $why = $ffi->new('char[200]');
-            if ($ffi->srl_redis_uri_check($redis, $why, 200) < 0) {
-                /* the library's reason names the bad part, never the password */
-                throw new SrlException('srl: ' . FFI::string($why), SrlError::EINVAL);
+    /* $capacity and the options onto $cfg (srl_config_set); returns the open flags. */
+    private function configure(FFI $ffi, FFI\CData $cfg, ?int $capacity, array $options): int
+    {
+        if ($capacity !== null) {
+            self::set($ffi, $cfg, 'capacity', (string)$capacity);
+        }
+        $flags = self::CREATE;
+        foreach ($options as $opt => $value) {
+            $opt = (string)$opt;
+            if ($opt === 'flags') {
+                $flags = (int)$value;
+            } elseif ($opt === 'tiers') {
+                if (!is_array($value)) {
+                    throw new InvalidArgumentException("tiers must be an array of name => policy");
+                }
+                foreach ($value as $tier => $policy) {
+                    if (!is_string($policy)) {
+                        throw new InvalidArgumentException("tiers: '$tier' => a policy text");
+                    }
+                    self::set($ffi, $cfg, "tier.$tier", $policy, 'tiers');
+                }
+            } else {
+                self::set($ffi, $cfg, $opt, match (true) {
+                    is_bool($value) => $value ? 'on' : 'off',
+                    is_int($value) => $opt === 'mode' ? decoct($value) : (string)$value,
+                    is_string($value) => $value,
+                    default => throw new InvalidArgumentException(
+                        "$opt must be a bool, an int or a string"),
+                });
             }
+        }
+        $redis = $ffi->srl_config_redis(FFI::addr($cfg));
+        if ($redis !== null && isset($options['flags'])) {
+            throw new InvalidArgumentException("option 'flags' is for a segment; a Redis store "
+                                               . '(redis) does not take it');
+        }
+        $this->dryRun = ($cfg->flags & self::CONFIG_DRY_RUN) !== 0;
+        return $flags;
+    }
+
+    /* One option through the library's table.  A policy's refusal (policy,
+     * a tier's) is SrlException SRL_EPOLICY, a uri's SRL_EINVAL, the rest
+     * InvalidArgumentException "WORD: why" ($word: the option as PHP names it). */
+    private static function set(FFI $ffi, FFI\CData $cfg, string $opt, string $value,
+                                ?string $word = null): void
+    {
+        $perr = $ffi->new('srl_policy_error');
+        $rc = $ffi->srl_config_set(FFI::addr($cfg), $opt, $value, FFI::addr($perr));
+        if ($rc === 0) {
+            return;
+        }
+        $why = FFI::string($perr->message);
+        $inValue = $perr->offset >= strlen($opt) + 1;   /* it counts in NAME=VALUE */
+        if ($rc === SrlError::EPOLICY && $word === 'tiers' && $inValue) {
+            throw new SrlException("srl: tier '" . substr($opt, 5) . "': policy '$value': $why",
+                                   $rc);
+        }
+        if ($rc === SrlError::EPOLICY && $opt === 'redis' && $inValue) {
+            /* the library's reason names the bad part, never the password */
+            throw new SrlException("srl: $why", SrlError::EINVAL);
+        }
+        if ($rc !== SrlError::EPOLICY) {
+            self::check($ffi, $rc, "option '$opt'");
+        }
+        throw new InvalidArgumentException($inValue ? ($word ?? $opt) . ": $why" : $why);
+    }
+
+    private function open(FFI $ffi, string $name, FFI\CData $cfg, int $flags): void
+    {
+        /* The policy in force, for the headers: a compound, or the one limit. */
+        $limits = $ffi->new('srl_limits');
+        if ($cfg->limits->count > 0) {
+            FFI::memcpy($limits, $cfg->limits, FFI::sizeof($limits));
+        } else {
+            $limits->count = 1;
+            FFI::memcpy($limits->limit[0], $cfg->policy, FFI::sizeof($cfg->policy));
+        }
+        $out = $ffi->new('srl_limiter *');
+        $redis = $ffi->srl_config_redis(FFI::addr($cfg));
+        if ($redis !== null) {
             self::check($ffi, $ffi->srl_open_tiered($name, $redis, FFI::addr($cfg), self::CREATE,
                                                     FFI::addr($out)),
                         "open redis store '$name'");
@@ -316,7 +321,7 @@ final class Srl
             }
             self::check($ffi, $rc, "open '$name'");
             if ($flags & self::ADOPT) {
-                /* The segment's current policy, not $policy, is the one in force. */
+                /* The segment's current policy, not $spec's, is the one in force. */
                 $info = $ffi->new('srl_info');
                 $rc = $ffi->srl_info_get($out, FFI::addr($info));
                 if ($rc < 0) {
@@ -620,39 +625,6 @@ final class Srl
         return $this->tierIndex[$tier];
     }
 
-    /* The 'tiers' option as an srl_tier array, pointed to by $cfg (null: none). */
-    private static function tierTable(FFI $ffi, mixed $tiers, FFI\CData $cfg): ?FFI\CData
-    {
-        if (!is_array($tiers)) {
-            throw new InvalidArgumentException("tiers must be an array of name => policy");
-        }
-        if ($tiers === []) {
-            return null;
-        }
-        if (count($tiers) > 15) {
-            throw new InvalidArgumentException('tiers: at most 15 besides the policy');
-        }
-        $t = $ffi->new('srl_tier[' . count($tiers) . ']');
-        $perr = $ffi->new('srl_policy_error');
-        $i = 0;
-        foreach ($tiers as $name => $policy) {
-            $name = (string)$name;
-            if (strlen($name) < 1 || strlen($name) > 31 || !is_string($policy)) {
-                throw new InvalidArgumentException("tiers: '$name' => policy text, the name "
-                    . '1..31 of [A-Za-z0-9_-]');
-            }
-            FFI::memcpy($t[$i]->name, $name, strlen($name));
-            if ($ffi->srl_limits_parse_ex($policy, FFI::addr($t[$i]->limits), FFI::addr($perr)) < 0) {
-                throw new SrlException("srl: tier '$name': policy '$policy': "
-                    . FFI::string($perr->message), SrlError::EPOLICY);
-            }
-            $i++;
-        }
-        $cfg->tiers = FFI::addr($t[0]);
-        $cfg->tier_count = $i;
-        return $t;
-    }
-
     private function isConcurrency(): bool
     {
         for ($i = 0; $i < $this->limits->count; $i++) {
@@ -688,6 +660,7 @@ final class Srl
             'allowed' => $d->allowed !== 0,
             'remaining' => $d->remaining,
             'retry_after' => (int)$this->format('srl_format_retry_after', FFI::addr($d)),
+            'retryAfterNs' => $d->retry_after_ns,   /* the same, unrounded */
             'limit' => $d->limit,
             'reset' => intdiv($d->reset_after_ns + 999999999, 1000000000),
             'untracked' => ($d->flags & self::DECISION_UNTRACKED) !== 0,
@@ -726,7 +699,8 @@ final class Srl
         $info = $ffi->new('srl_info');
         $why = $ffi->new('char[1024]');
         $n = $ffi->srl_info_get($seg, FFI::addr($info)) == 0
-            ? $ffi->srl_mismatch_explain(FFI::addr($cfg), FFI::addr($info), $why, 1024) : 0;
+            ? $ffi->srl_mismatch_explain_for(FFI::addr($cfg), FFI::addr($info), 3 /* PHP */, $why,
+                                             1024) : 0;
         $ffi->srl_close($seg);
         return $n > 0 ? '; ' . FFI::string($why) : '';
     }

@@ -138,6 +138,12 @@ typedef struct srl_info {
 
 int srl_info_get(srl_limiter *lim, srl_info *out);
 int srl_mismatch_explain(const srl_config *cfg, const srl_info *segment, char *buf, size_t len);
+typedef enum srl_binding {
+    SRL_BINDING_C = 0, SRL_BINDING_RLCTL = 1, SRL_BINDING_PYTHON = 2, SRL_BINDING_PHP = 3,
+    SRL_BINDING_APACHE = 4, SRL_BINDING_COUNT = 5
+} srl_binding;
+int srl_mismatch_explain_for(const srl_config *cfg, const srl_info *segment, srl_binding b,
+                             char *buf, size_t len);
 
 const char *srl_strerror(int code);
 
@@ -155,6 +161,12 @@ int srl_limits_parse_ex(const char *text, srl_limits *out, srl_policy_error *err
 int srl_limits_format(const srl_limits *l, char *buf, size_t len);
 
 void srl_config_init(srl_config *cfg);
+int srl_config_parse(srl_config *cfg, const char *spec, srl_policy_error *err);
+int srl_config_set(srl_config *cfg, const char *name, const char *value,
+                   srl_policy_error *err);
+int srl_config_format(const srl_config *cfg, char *buf, size_t len);
+const char *srl_config_redis(const srl_config *cfg);
+void srl_config_free(srl_config *cfg);
 int srl_open_shared(const char *name, const srl_config *cfg, unsigned flags,
                     srl_limiter **out);
 int srl_open_redis(const char *uri, const srl_config *cfg, srl_limiter **out);

@@ -319,87 +319,110 @@ static int to_u64(PyObject *obj, void *out)
     return 1;
 }
 
-static int parse_on_full(const char *s, srl_on_full *out)
+/* One option through the library's table (srl_config_set): its refusal is
+ * a ValueError "NAME: why", or for a policy text (policy, a tier's) the
+ * library's error with the byte it names in that text. */
+static int set_option(srl_config *cfg, const char *name, const char *value)
 {
-    if (strcmp(s, "allow") == 0) {
-        *out = SRL_ON_FULL_ALLOW;
+    srl_policy_error pe;
+    int rc = srl_config_set(cfg, name, value, &pe);
+    if (rc == 0)
         return 0;
+    size_t at = strlen(name) + 1;   /* pe counts in NAME=VALUE */
+    int tier = strncmp(name, "tier.", 5) == 0;
+    char what[400];
+    if (rc == SRL_EPOLICY && (strcmp(name, "policy") == 0 || (tier && pe.offset >= at))) {
+        if (tier)
+            snprintf(what, sizeof what, "tier %.40s: policy '%.80s' at byte %u: %s", name + 5,
+                     value, (unsigned)(pe.offset - at), pe.message);
+        else
+            snprintf(what, sizeof what, "policy '%.80s' at byte %u: %s", value,
+                     (unsigned)(pe.offset - at), pe.message);
+        raise_srl(rc, what);
+    } else if (rc == SRL_EPOLICY) {
+        PyErr_Format(PyExc_ValueError, "%s: %s", tier ? "tiers" : name, pe.message);
+    } else {
+        raise_srl(rc, name);
     }
-    if (strcmp(s, "deny") == 0) {
-        *out = SRL_ON_FULL_DENY;
-        return 0;
-    }
-    PyErr_Format(PyExc_ValueError, "on_full must be 'allow' or 'deny', not '%s'", s);
     return -1;
 }
 
-/* tiers={"paid": "token_bucket:10000/1m", ...} (None or empty: no tiers)
- * into t[0..*n), the table srl_config.tiers points at (srl.h, TIERS); the
- * library checks the names and the table at open. */
-static int tiers_from(PyObject *tiers, srl_tier *t, uint32_t *n)
+/* A non-negative int keyword argument (None or absent: not given) as its
+ * text, in base 10 or 8 (mode), for set_option. */
+static int set_int(srl_config *cfg, const char *name, PyObject *v, int octal)
+{
+    unsigned long long x;
+    char text[32];
+
+    if (v == NULL || v == Py_None)
+        return 0;
+    if (!to_u64(v, &x))
+        return -1;
+    snprintf(text, sizeof text, octal ? "%llo" : "%llu", x);
+    return set_option(cfg, name, text);
+}
+
+/* A bool keyword argument (absent: not given) as on/off. */
+static int set_bool(srl_config *cfg, const char *name, int v)
+{
+    return v < 0 ? 0 : set_option(cfg, name, v ? "on" : "off");
+}
+
+/* tiers={"paid": "token_bucket:10000/1m", ...} (None or empty: no tiers):
+ * each one tier.NAME, the library checks the name and the table. */
+static int set_tiers(srl_config *cfg, PyObject *tiers)
 {
     PyObject *name, *policy;
     Py_ssize_t pos = 0;
 
-    *n = 0;
     if (tiers == NULL || tiers == Py_None)
         return 0;
     if (!PyDict_Check(tiers)) {
         PyErr_SetString(PyExc_TypeError, "tiers must be a dict of name -> policy text");
         return -1;
     }
-    if (PyDict_Size(tiers) > (Py_ssize_t)(SRL_TIERS_MAX - 1)) {
-        PyErr_Format(PyExc_ValueError, "tiers: at most %u besides the policy",
-                     SRL_TIERS_MAX - 1);
-        return -1;
-    }
     while (PyDict_Next(tiers, &pos, &name, &policy)) {
         const char *nm = PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL;
         const char *text = PyUnicode_Check(policy) ? PyUnicode_AsUTF8(policy) : NULL;
+        char opt[SRL_TIER_NAME_MAX + 8];
         if (nm == NULL || text == NULL) {
             if (!PyErr_Occurred())
                 PyErr_SetString(PyExc_TypeError, "tiers: names and policies must be str");
             return -1;
         }
-        if (srl_tier_name_check(nm) != 0) {
-            PyErr_Format(PyExc_ValueError, "tiers: name '%.40s' must be 1..%u of [A-Za-z0-9_-]",
-                         nm, SRL_TIER_NAME_MAX);
+        /* a longer name is cut one byte past the longest: refused as too long */
+        snprintf(opt, sizeof opt, "tier.%.*s", (int)SRL_TIER_NAME_MAX + 1, nm);
+        if (set_option(cfg, opt, text) < 0)
             return -1;
-        }
-        memset(&t[*n], 0, sizeof t[*n]);
-        memcpy(t[*n].name, nm, strlen(nm));
-        srl_policy_error pe;
-        int rc = srl_limits_parse_ex(text, &t[*n].limits, &pe);
-        if (rc < 0) {
-            char what[320];
-            snprintf(what, sizeof what, "tier %.40s: policy '%.80s' at byte %u: %s", nm, text,
-                     (unsigned)pe.offset, pe.message);
-            raise_srl(rc, what);
-            return -1;
-        }
-        (*n)++;
     }
     return 0;
 }
 
-/* Fill cfg from the common keyword arguments; policy may be None (cfg keeps the default). */
-static int config_from(srl_config *cfg, PyObject *policy, unsigned long long capacity,
-                       unsigned long long key_display, const char *on_full,
-                       unsigned long long lock_timeout_ms, unsigned long long mode)
+/* The common keyword arguments of every opener onto cfg; the ones not given
+ * (NULL, None, -1) keep the spec's value or the default. */
+struct open_args {
+    PyObject *policy, *capacity, *key_display, *lock_timeout_ms, *mode, *tiers;
+    const char *on_full;
+    int dry_run, lockfree, flood_cache;
+};
+
+/* cfg from spec (policy: a policy, or a whole spec such as "gcra:10/1s
+ * capacity=1000 on_full=deny", srl.h CONFIGURATION TEXT) and the keyword
+ * arguments after it.  On error nothing is left to free. */
+static int config_from(srl_config *cfg, const struct open_args *a)
 {
     srl_config_init(cfg);
-    if (policy != Py_None) {
+    if (a->policy != NULL && a->policy != Py_None) {
         const char *text;
-        int rc;
-        if (!PyUnicode_Check(policy)) {
+        if (!PyUnicode_Check(a->policy)) {
             PyErr_SetString(PyExc_TypeError, "policy must be a str such as \"100/1m\"");
             return -1;
         }
-        text = PyUnicode_AsUTF8(policy);
+        text = PyUnicode_AsUTF8(a->policy);
         if (text == NULL)
             return -1;
         srl_policy_error pe;
-        rc = srl_limits_parse_ex(text, &cfg->limits, &pe);
+        int rc = srl_config_parse(cfg, text, &pe);
         if (rc < 0) {
             char what[320];
             snprintf(what, sizeof what, "policy '%.80s' at byte %u: %s", text,
@@ -407,20 +430,24 @@ static int config_from(srl_config *cfg, PyObject *policy, unsigned long long cap
             raise_srl(rc, what);
             return -1;
         }
+        if (srl_config_redis(cfg) != NULL) {
+            srl_config_free(cfg);
+            PyErr_SetString(PyExc_ValueError, "redis=: this binding opens no Redis store "
+                                              "(srl_open_tiered): use a segment (no redis=)");
+            return -1;
+        }
     }
-    cfg->capacity = capacity;
-    if (key_display > SRL_KEY_DISPLAY_MAX) {
-        PyErr_Format(PyExc_ValueError, "key_display must be 0..%u", SRL_KEY_DISPLAY_MAX);
+    if (set_int(cfg, "capacity", a->capacity, 0) < 0 ||
+        set_int(cfg, "key_display", a->key_display, 0) < 0 ||
+        set_int(cfg, "lock_timeout_ms", a->lock_timeout_ms, 0) < 0 ||
+        set_int(cfg, "mode", a->mode, 1) < 0 ||
+        (a->on_full != NULL && set_option(cfg, "on_full", a->on_full) < 0) ||
+        set_bool(cfg, "dry_run", a->dry_run) < 0 || set_bool(cfg, "lockfree", a->lockfree) < 0 ||
+        set_bool(cfg, "flood_cache", a->flood_cache) < 0 || set_tiers(cfg, a->tiers) < 0) {
+        srl_config_free(cfg);
         return -1;
     }
-    cfg->key_display = (uint32_t)key_display;
-    if (lock_timeout_ms > UINT32_MAX || mode > 07777) {
-        PyErr_SetString(PyExc_ValueError, "lock_timeout_ms or mode out of range");
-        return -1;
-    }
-    cfg->lock_timeout_ms = (uint32_t)lock_timeout_ms;
-    cfg->mode = (uint32_t)mode;
-    return parse_on_full(on_full, &cfg->on_full);
+    return 0;
 }
 
 static PyObject *limiter_wrap(PyTypeObject *cls, srl_limiter *lim)
@@ -444,60 +471,45 @@ static PyObject *limiter_wrap(PyTypeObject *cls, srl_limiter *lim)
     return (PyObject *)o;
 }
 
-/* srl_config.flags of an opener's keyword arguments: per handle, never
- * stored in or compared with a segment (srl.h). */
-static unsigned handle_flags(int dry_run, int lockfree, int flood_cache)
-{
-    return (dry_run ? SRL_CONFIG_DRY_RUN : 0u) | (lockfree ? SRL_CONFIG_LOCKFREE : 0u) |
-           (flood_cache ? SRL_CONFIG_FLOOD_CACHE : 0u);
-}
-
 static PyObject *Limiter_shared(PyObject *cls, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"name", "policy", "capacity", "key_display", "on_full",
                              "create", "exclusive", "lock_timeout_ms", "mode", "dry_run", "tiers",
                              "change", "lockfree", "flood_cache", NULL};
-    const char *name, *on_full = "allow";
-    PyObject *policy = Py_None, *tiers = Py_None;
-    srl_tier table[SRL_TIERS_MAX - 1];
-    uint32_t ntiers;
-    unsigned long long capacity = 65536, key_display = 0, lock_timeout_ms = 1000, mode = 0600;
-    int create = 1, exclusive = 0, dry_run = 0, change = 0, lockfree = 0, flood = 0, rc;
+    const char *name;
+    struct open_args a = {.dry_run = -1, .lockfree = -1, .flood_cache = -1};
+    int create = 1, exclusive = 0, change = 0, rc;
     srl_config cfg;
     srl_limiter *lim = NULL;
     unsigned flags;
     char what[800];
 
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|OO&O&spp$O&O&pOppp:shared", kwlist, &name,
-                                     &policy, to_u64, &capacity, to_u64, &key_display,
-                                     &on_full, &create, &exclusive, to_u64, &lock_timeout_ms,
-                                     to_u64, &mode, &dry_run, &tiers, &change, &lockfree,
-                                     &flood))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|OOOzpp$OOpOppp:shared", kwlist, &name,
+                                     &a.policy, &a.capacity, &a.key_display, &a.on_full,
+                                     &create, &exclusive, &a.lock_timeout_ms, &a.mode,
+                                     &a.dry_run, &a.tiers, &change, &a.lockfree, &a.flood_cache))
         return NULL;
-    if (create && policy == Py_None) {
+    int has_policy = a.policy != NULL && a.policy != Py_None;
+    if (create && !has_policy) {
         PyErr_SetString(PyExc_TypeError,
                         "shared(): a policy is needed to create a segment (or pass create=False)");
         return NULL;
     }
-    if (config_from(&cfg, policy, capacity, key_display, on_full, lock_timeout_ms, mode) < 0 ||
-        tiers_from(tiers, table, &ntiers) < 0)
-        return NULL;
-    cfg.tiers = table;
-    cfg.tier_count = ntiers;
-    if (change && policy == Py_None) {
+    if (change && !has_policy) {
         PyErr_SetString(PyExc_TypeError, "shared(): change=True needs the policy to change to");
         return NULL;
     }
+    if (config_from(&cfg, &a) < 0)
+        return NULL;
     flags = (create ? SRL_CREATE : 0u) | (exclusive ? SRL_EXCL : 0u) | (change ? SRL_CHANGE : 0u);
-    cfg.flags = handle_flags(dry_run, lockfree, flood);
     /* Without create and without a policy, cfg NULL: the segment's policy,
      * geometry and on_full are adopted (and the default lock timeout used);
      * with a policy, the segment must match it (SRL_EMISMATCH otherwise).
      * A dry run adopts through SRL_ADOPT, so that cfg still carries it. */
-    if (policy == Py_None && !create && dry_run)
+    if (!has_policy && !create && (cfg.flags & SRL_CONFIG_DRY_RUN))
         rc = srl_open_shared(name, &cfg, SRL_ADOPT, &lim);
     else
-        rc = srl_open_shared(name, (policy == Py_None && !create) ? NULL : &cfg, flags, &lim);
+        rc = srl_open_shared(name, (!has_policy && !create) ? NULL : &cfg, flags, &lim);
     if (rc == SRL_EMISMATCH) {
         /* Say what differs: the segment's own config, through an adopting open. */
         char why[1024] = "";
@@ -505,13 +517,15 @@ static PyObject *Limiter_shared(PyObject *cls, PyObject *args, PyObject *kw)
         srl_info info;
         if (srl_open_shared(name, &cfg, SRL_ADOPT, &seg) == 0) {   /* cfg: its trust */
             if (srl_info_get(seg, &info) == 0)
-                srl_mismatch_explain(&cfg, &info, why, sizeof why);
+                srl_mismatch_explain_for(&cfg, &info, SRL_BINDING_PYTHON, why, sizeof why);
             srl_close(seg);
         }
+        srl_config_free(&cfg);
         char msg[1400];
         snprintf(msg, sizeof msg, "srl_open_shared('%.200s'): %s", name, why);
         return raise_srl(rc, msg);
     }
+    srl_config_free(&cfg);
     if (rc < 0) {
         char why[512] = "";   /* a refused size: what it needs, what is free */
         if ((rc == SRL_ENOSPC || rc == SRL_ETOOBIG) && create)
@@ -527,32 +541,26 @@ static PyObject *open_unnamed(PyObject *cls, PyObject *args, PyObject *kw, int l
     static char *kwlist[] = {"policy", "capacity", "key_display", "on_full",
                              "lock_timeout_ms", "dry_run", "tiers", "lockfree", "flood_cache",
                              NULL};
-    const char *on_full = "allow";
-    PyObject *policy, *tiers = Py_None;
-    srl_tier table[SRL_TIERS_MAX - 1];
-    uint32_t ntiers;
-    unsigned long long capacity = 65536, key_display = 0, lock_timeout_ms = 1000;
+    struct open_args a = {.dry_run = -1, .lockfree = -1, .flood_cache = -1};
     srl_config cfg;
     srl_limiter *lim = NULL;
-    int rc, dry_run = 0, lockfree = 0, flood = 0;
+    int rc;
 
     if (!PyArg_ParseTupleAndKeywords(args, kw,
-                                     local ? "O|O&O&s$O&pOpp:local" : "O|O&O&s$O&pOpp:anonymous",
-                                     kwlist, &policy, to_u64, &capacity, to_u64, &key_display,
-                                     &on_full, to_u64, &lock_timeout_ms, &dry_run, &tiers,
-                                     &lockfree, &flood))
+                                     local ? "O|OOz$OpOpp:local" : "O|OOz$OpOpp:anonymous",
+                                     kwlist, &a.policy, &a.capacity, &a.key_display,
+                                     &a.on_full, &a.lock_timeout_ms, &a.dry_run, &a.tiers,
+                                     &a.lockfree, &a.flood_cache))
         return NULL;
-    if (policy == Py_None) {
+    if (a.policy == Py_None) {
         PyErr_SetString(PyExc_TypeError, "a policy is needed, e.g. \"100/1m\"");
         return NULL;
     }
-    if (config_from(&cfg, policy, capacity, key_display, on_full, lock_timeout_ms, 0600) < 0 ||
-        tiers_from(tiers, table, &ntiers) < 0)
+    if (config_from(&cfg, &a) < 0)
         return NULL;
-    cfg.flags = handle_flags(dry_run, lockfree, flood);
-    cfg.tiers = table;
-    cfg.tier_count = ntiers;   /* the local store refuses tiers: SRL_ENOTSUP */
+    /* the local store refuses tiers: SRL_ENOTSUP */
     rc = local ? srl_open_local(&cfg, &lim) : srl_open_anonymous(&cfg, &lim);
+    srl_config_free(&cfg);
     if (rc < 0)
         return raise_srl(rc, local ? "srl_open_local" : "srl_open_anonymous");
     return limiter_wrap((PyTypeObject *)cls, lim);

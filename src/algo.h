@@ -62,6 +62,13 @@ extern const struct srl__algo srl__algo_sliding_log;
 extern const struct srl__algo srl__algo_sliding_counter;
 extern const struct srl__algo srl__algo_gcra;
 extern const struct srl__algo srl__algo_concurrency;
+extern const struct srl__algo srl__algo_fixed_window;
+
+/* A fixed_window state of po at now as one of pn (tiers.c): the open
+ * window keeps its start and its count (at most pn's permits) while
+ * pn's window has not ended; out is otherwise fresh. */
+void srl__fw_convert(const srl_policy *po, const void *old, const srl_policy *pn, void *out,
+                     uint64_t now);
 
 /* One limit with its options (penalty.c): what compound.c and state.c call
  * for every limit, never the vtable directly.  Without a penalty each is

@@ -29,6 +29,7 @@ void srl_config_init(srl_config *cfg)
         .on_full = SRL_ON_FULL_ALLOW,
         .lock_timeout_ms = 1000,
         .ticker = {NULL, NULL},
+        .owner_uid = SRL_OWNER_SELF,
     };
 }
 

@@ -5,7 +5,8 @@
  * It compares exactly what the segment open compares (shm_segment.c,
  * validate): the canonical limits, the capacity in whole buckets (from
  * srl__shm_geometry, as the open computes it), and key_display.  Pure: no segment is touched, the caller
- * brings the segment's srl_info (an open with SRL_ADOPT).
+ * brings the segment's srl_info (an open with SRL_ADOPT).  The way to change
+ * live is named in the caller's words (srl_binding_word, config.c).
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -54,6 +55,15 @@ static void say(struct out *o, const char *fmt, ...)
 
 int srl_mismatch_explain(const srl_config *cfg, const srl_info *seg, char *buf, size_t len)
 {
+    return srl_mismatch_explain_for(cfg, seg, SRL_BINDING_C, buf, len);
+}
+
+int srl_mismatch_explain_for(const srl_config *cfg, const srl_info *seg, srl_binding b,
+                             char *buf, size_t len)
+{
+    const char *change = srl_binding_word(b, "change");
+    if (change == NULL)
+        return SRL_EINVAL;
     if (cfg == NULL || seg == NULL || buf == NULL || len == 0)
         return SRL_EINVAL;
     buf[0] = '\0';
@@ -73,8 +83,8 @@ int srl_mismatch_explain(const srl_config *cfg, const srl_info *seg, char *buf, 
         srl_limits_format(&have, a, sizeof a);
         srl_limits_format(&want, b, sizeof b);
         say(&o, "policy: the segment has %s, this config asks for %s (use the segment's policy, "
-                "or change it live, keeping each key's use: rlctl set-policy, or open with "
-                "SRL_CHANGE; or another segment name, or destroy it: its keys start fresh)", a, b);
+                "or change it live, keeping each key's use: %s; or another segment name, or "
+                "destroy it: its keys start fresh)", a, b, change);
     }
     /* The slots cfg would get: the open's own geometry, not a copy of its rounding. */
     struct srl__shm g;

@@ -5,6 +5,7 @@
  * Grammar (no whitespace anywhere):
  *     policy  = [ algo ":" ] permits "/" [ count ] unit
  *     algo    = "token_bucket" | "sliding_log" | "sliding_counter" | "gcra"
+ *             | "fixed_window"
  *     permits = 1*DIGIT            1 .. 2^32-1
  *     count   = 1*DIGIT            > 0 (default 1)
  *     unit    = "ns" | "us" | "ms" | "s" | "m" | "h" | "d"
@@ -23,6 +24,7 @@
 #include <string.h>
 
 #include "algo.h"
+#include "config.h"
 
 static const struct srl__algo *const algos[] = {
     [SRL_TOKEN_BUCKET] = &srl__algo_token_bucket,
@@ -30,6 +32,7 @@ static const struct srl__algo *const algos[] = {
     [SRL_SLIDING_COUNTER] = &srl__algo_sliding_counter,
     [SRL_GCRA] = &srl__algo_gcra,
     [SRL_CONCURRENCY] = &srl__algo_concurrency,
+    [SRL_FIXED_WINDOW] = &srl__algo_fixed_window,
 };
 
 #define N_ALGOS (sizeof algos / sizeof algos[0])
@@ -98,14 +101,12 @@ static const struct {
 
 /* Unit names for messages, smallest first. */
 #define UNITS_LIST "ns us ms s m h d"
-#define ALGOS_LIST "token_bucket sliding_log sliding_counter gcra concurrency"
-/* Longest part of the text quoted into a message; longer parts end in "...". */
-#define QUOTE_MAX 32u
+#define ALGOS_LIST "token_bucket sliding_log sliding_counter gcra concurrency fixed_window"
 
 /*
  * Where and why a parse failed.  fail() records the span [at, at+len) of
  * the text and formats the message; the bad part itself is quoted by
- * quote(), which escapes every byte outside printable ASCII as \xNN so a
+ * srl__quote() (config.h), which escapes every byte outside printable ASCII as \xNN so a
  * message never carries control characters to a terminal or a log.
  */
 struct perr {
@@ -113,10 +114,10 @@ struct perr {
     const char *text;
 };
 
-static void quote(char *buf, size_t len, const char *s, size_t n)
+void srl__quote(char *buf, size_t len, const char *s, size_t n)
 {
     size_t o = 0;
-    size_t lim = n > QUOTE_MAX ? QUOTE_MAX : n;
+    size_t lim = n > SRL__QUOTE_MAX ? SRL__QUOTE_MAX : n;
     for (size_t i = 0; i < lim && o + 5 < len; i++) {
         unsigned char c = (unsigned char)s[i];
         if (c >= 0x20 && c < 0x7f && c != '\'' && c != '\\')
@@ -131,22 +132,28 @@ static void quote(char *buf, size_t len, const char *s, size_t n)
     buf[o] = '\0';
 }
 
+/* config.h */
+void srl__perr_vset(srl_policy_error *e, size_t off, size_t len, const char *fmt, va_list ap)
+{
+    e->offset = (uint32_t)off;
+    e->length = (uint32_t)len;
+    vsnprintf(e->message, sizeof e->message, fmt, ap);
+}
+
 __attribute__((format(printf, 4, 5)))
 static int fail(struct perr *pe, const char *at, size_t len, const char *fmt, ...)
 {
     if (pe->e != NULL) {
-        pe->e->offset = (uint32_t)(at - pe->text);
-        pe->e->length = (uint32_t)len;
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(pe->e->message, sizeof pe->e->message, fmt, ap);
+        srl__perr_vset(pe->e, (size_t)(at - pe->text), len, fmt, ap);
         va_end(ap);
     }
     return SRL_EPOLICY;
 }
 
-/* Levenshtein distance of a[0..n) (case-folded) and b, for n <= 64. */
-static unsigned edit_distance(const char *a, size_t n, const char *b)
+/* config.h */
+unsigned srl__edit_distance(const char *a, size_t n, const char *b)
 {
     size_t m = strlen(b);
     unsigned row[65];
@@ -181,7 +188,7 @@ static const char *suggest(const char *s, size_t n)
     const char *best = NULL;
     unsigned best_d = UINT32_MAX;
     for (unsigned a = 0; a < N_ALGOS; a++) {
-        unsigned d = edit_distance(s, n, algos[a]->name);
+        unsigned d = srl__edit_distance(s, n, algos[a]->name);
         unsigned lim = (unsigned)strlen(algos[a]->name) / 3;
         if (d <= (lim ? lim : 1) && d < best_d) {
             best = algos[a]->name;
@@ -219,7 +226,7 @@ static int is_word(char c)
  * error (fail()).  what names it in messages ("window", "penalty"). */
 static int parse_window(struct perr *pe, const char **sp, const char *what, uint64_t *ns)
 {
-    char q[4 * QUOTE_MAX + 8];
+    char q[4 * SRL__QUOTE_MAX + 8];
     const char *s = *sp;
     const char *wp = s;   /* [count] unit */
     uint64_t count = 1;
@@ -245,12 +252,12 @@ static int parse_window(struct perr *pe, const char **sp, const char *what, uint
         if (strlen(units[u].name) == ulen && memcmp(up, units[u].name, ulen) == 0)
             unit = units[u].ns;
     if (unit == 0) {
-        quote(q, sizeof q, up, ulen);
+        srl__quote(q, sizeof q, up, ulen);
         return fail(pe, up, ulen, "unknown unit '%s' (units: " UNITS_LIST ")", q);
     }
     size_t wlen = (size_t)(s - wp);
     if (count_over || __builtin_mul_overflow(count, unit, ns) || *ns > SRL_WINDOW_MAX_NS) {
-        quote(q, sizeof q, wp, wlen);
+        srl__quote(q, sizeof q, wp, wlen);
         return fail(pe, wp, wlen, "%s %s above 3660d", what, q);
     }
     *sp = s;
@@ -267,7 +274,7 @@ int srl_policy_parse_ex(const char *text, srl_policy *out, srl_policy_error *err
         return SRL_EINVAL;
     }
     struct perr pe = {err, text};
-    char q[4 * QUOTE_MAX + 8];
+    char q[4 * SRL__QUOTE_MAX + 8];
     srl_policy p = {.algorithm = SRL_TOKEN_BUCKET};
     const char *s = text;
 
@@ -287,10 +294,16 @@ int srl_policy_parse_ex(const char *text, srl_policy *out, srl_policy_error *err
             if (strlen(algos[a]->name) == n && memcmp(algos[a]->name, w, n) == 0)
                 found = (int)a;
         if (found < 0) {
-            quote(q, sizeof q, w, n);
+            srl__quote(q, sizeof q, w, n);
             const char *hint = suggest(w, n);
             if (hint != NULL)
                 return fail(&pe, w, n, "unknown algorithm '%s' (did you mean %s?)", q, hint);
+            /* The list leaves room for 16 bytes of the word (no name is
+             * longer) within SRL_POLICY_ERROR_MAX. */
+            if (n > 16) {
+                srl__quote(q, sizeof q - 3, w, 16);
+                strcat(q, "...");
+            }
             return fail(&pe, w, n, "unknown algorithm '%s' (algorithms: " ALGOS_LIST ")", q);
         }
         if (*s != ':')
@@ -307,7 +320,7 @@ int srl_policy_parse_ex(const char *text, srl_policy *out, srl_policy_error *err
                     (unsigned)SRL_PERMITS_MAX);
     int over = parse_uint(&s, SRL_PERMITS_MAX, &permits);
     size_t nlen = (size_t)(s - np);
-    quote(q, sizeof q, np, nlen);
+    srl__quote(q, sizeof q, np, nlen);
     if (over)
         return fail(&pe, np, nlen, "N %s above %u", q, (unsigned)SRL_PERMITS_MAX);
     if (permits == 0)
@@ -353,7 +366,7 @@ int srl_policy_parse_ex(const char *text, srl_policy *out, srl_policy_error *err
             return fail(&pe, s, *s ? 1 : 0, "expected a number after 'burst=', e.g. burst=20");
         int bover = parse_uint(&s, SRL_PERMITS_MAX, &burst);
         size_t blen = (size_t)(s - bp);
-        quote(q, sizeof q, bp, blen);
+        srl__quote(q, sizeof q, bp, blen);
         if (bover || burst == 0)
             return fail(&pe, bp, blen, "burst %s must be 1..%u", q, (unsigned)SRL_PERMITS_MAX);
         p.burst = burst == permits ? 0 : (uint32_t)burst;
@@ -371,7 +384,7 @@ int srl_policy_parse_ex(const char *text, srl_policy *out, srl_policy_error *err
     }
     if (*s != '\0') {
         size_t tlen = strlen(s);
-        quote(q, sizeof q, s, tlen);
+        srl__quote(q, sizeof q, s, tlen);
         return fail(&pe, s, tlen, "trailing text '%s' after the policy", q);
     }
 

@@ -1399,7 +1399,9 @@ static const struct srl__store_ops redis_ops = {
  * and window (the scripts' arithmetic is exact: src/redis/num.lua). */
 static int has_script(const srl_policy *p)
 {
-    return p->algorithm != SRL_CONCURRENCY;   /* no script: in-flight units need holders */
+    /* concurrency: no script, in-flight units need holders; fixed_window: no
+     * script yet.  algo_lua[] has the other four. */
+    return p->algorithm < sizeof algo_lua / sizeof algo_lua[0] && algo_lua[p->algorithm] != NULL;
 }
 
 int srl_open_redis(const char *uri, const srl_config *cfg, srl_limiter **out)

@@ -163,6 +163,14 @@ void srl__tier_convert(const struct srl__compound *from, const void *old,
         return;   /* another algorithm: the key starts fresh */
     for (uint32_t i = 0; i < to->count; i++) {
         const srl_policy *po = &from->limits.limit[i], *pn = &to->limits.limit[i];
+        if (pn->algorithm == SRL_FIXED_WINDOW && po->penalty_ns == 0 && pn->penalty_ns == 0) {
+            /* The window keeps its start: a re-count at now would open a
+             * new window of the new length, a longer wait than either tier
+             * gives (srl__fw_convert). */
+            srl__fw_convert(po, (const char *)old + from->off[i], pn, (char *)out + to->off[i],
+                            now);
+            continue;
+        }
         srl_decision d;
         /* What the old limit has left now: a peek of cost 1 admits it and
          * leaves `remaining` after it; a denial (or a ban) leaves none. */

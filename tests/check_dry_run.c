@@ -433,7 +433,7 @@ START_TEST(an_unknown_config_flag_or_reserved_word_is_refused)
     srl_config_init(&cfg);
     ck_assert_uint_eq(cfg.flags, 0);
     srl_limiter *lim;
-    cfg.flags = 0x8u;   /* 0x2 is SRL_CONFIG_FLOOD_CACHE, 0x4 SRL_CONFIG_LOCKFREE */
+    cfg.flags = 0x10u;  /* 0x2 FLOOD_CACHE, 0x4 LOCKFREE, 0x8 FORCE: the next bit is unknown */
     ck_assert_int_eq(srl_open_local(&cfg, &lim), SRL_EINVAL);
     ck_assert_int_eq(srl_open_anonymous(&cfg, &lim), SRL_EINVAL);
     cfg.flags = SRL_CONFIG_DRY_RUN;

@@ -123,9 +123,9 @@ static const struct {
     {"slidinglog:10/1s", 0, 10, "unknown algorithm 'slidinglog' (did you mean sliding_log?)"},
     {"Gcra:5/1s", 0, 4, "unknown algorithm 'Gcra' (did you mean gcra?)"},
     {"abc:5/1s", 0, 3,
-     "unknown algorithm 'abc' (algorithms: token_bucket sliding_log sliding_counter gcra concurrency)"},
+     "unknown algorithm 'abc' (algorithms: token_bucket sliding_log sliding_counter gcra concurrency fixed_window)"},
     {":5/1s", 0, 0, "missing algorithm before ':' (algorithms: token_bucket sliding_log "
-                    "sliding_counter gcra concurrency)"},
+                    "sliding_counter gcra concurrency fixed_window)"},
     {"gcra;5/1s", 4, 1, "expected ':' after the algorithm, e.g. token_bucket:100/1m"},
     {"token_bucket:/1s", 13, 1, "expected N, a number 1..4294967295, e.g. 100/1m"},
     {"-5/1s", 0, 1, "expected N, a number 1..4294967295, e.g. 100/1m"},
@@ -220,8 +220,8 @@ START_TEST(policy_parse_ex_clears_the_error_on_success_and_quotes_long_parts_saf
     memcpy(word + 150, ":5/1s", 6);
     ck_assert_int_eq(srl_policy_parse_ex(word, &p, &e), SRL_EPOLICY);
     ck_assert_uint_eq(e.length, 150);
-    ck_assert_str_eq(e.message, "unknown algorithm 'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa...' "
-                                "(algorithms: token_bucket sliding_log sliding_counter gcra concurrency)");
+    ck_assert_str_eq(e.message, "unknown algorithm 'aaaaaaaaaaaaaaaa...' "
+                                "(algorithms: token_bucket sliding_log sliding_counter gcra concurrency fixed_window)");
 }
 END_TEST
 
@@ -253,7 +253,10 @@ START_TEST(policy_validate_enforces_every_limit)
         {{.algorithm = SRL_CONCURRENCY, .permits = SRL_CONCURRENCY_MAX + 1, .window_ns = 0}, SRL_EPOLICY},
         {{.algorithm = SRL_CONCURRENCY, .permits = 0, .window_ns = 0}, SRL_EPOLICY},
         {{.algorithm = SRL_CONCURRENCY, .permits = 4, .window_ns = SRL_WINDOW_MAX_NS + 1}, SRL_EPOLICY},
-        {{.algorithm = (srl_algorithm)5, .permits = 5, .window_ns = SEC}, SRL_EPOLICY},
+        {{.algorithm = SRL_FIXED_WINDOW, .permits = UINT32_MAX, .window_ns = SRL_WINDOW_MAX_NS}, 0},
+        {{.algorithm = SRL_FIXED_WINDOW, .permits = 5, .window_ns = 0}, SRL_EPOLICY},
+        {{.algorithm = SRL_FIXED_WINDOW, .permits = 5, .window_ns = SEC, .burst = 5}, SRL_EPOLICY},
+        {{.algorithm = (srl_algorithm)6, .permits = 5, .window_ns = SEC}, SRL_EPOLICY},
         {{.algorithm = (srl_algorithm)-1, .permits = 5, .window_ns = SEC}, SRL_EPOLICY},
     };
     for (unsigned i = 0; i < sizeof cases / sizeof cases[0]; i++)
@@ -354,14 +357,16 @@ START_TEST(algorithm_names_match_the_parser_and_unknown_values_are_null)
     ck_assert_str_eq(srl_algorithm_name(SRL_SLIDING_COUNTER), "sliding_counter");
     ck_assert_str_eq(srl_algorithm_name(SRL_GCRA), "gcra");
     ck_assert_str_eq(srl_algorithm_name(SRL_CONCURRENCY), "concurrency");
-    ck_assert_ptr_null(srl_algorithm_name((srl_algorithm)5));
+    ck_assert_str_eq(srl_algorithm_name(SRL_FIXED_WINDOW), "fixed_window");
+    ck_assert_ptr_null(srl_algorithm_name((srl_algorithm)6));
     ck_assert_ptr_null(srl_algorithm_name((srl_algorithm)-1));
     ck_assert_ptr_eq(srl__algo_get(SRL_TOKEN_BUCKET), &srl__algo_token_bucket);
     ck_assert_ptr_eq(srl__algo_get(SRL_SLIDING_LOG), &srl__algo_sliding_log);
     ck_assert_ptr_eq(srl__algo_get(SRL_SLIDING_COUNTER), &srl__algo_sliding_counter);
     ck_assert_ptr_eq(srl__algo_get(SRL_GCRA), &srl__algo_gcra);
     ck_assert_ptr_eq(srl__algo_get(SRL_CONCURRENCY), &srl__algo_concurrency);
-    ck_assert_ptr_null(srl__algo_get((srl_algorithm)5));
+    ck_assert_ptr_eq(srl__algo_get(SRL_FIXED_WINDOW), &srl__algo_fixed_window);
+    ck_assert_ptr_null(srl__algo_get((srl_algorithm)6));
 }
 END_TEST
 

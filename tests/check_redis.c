@@ -366,6 +366,10 @@ START_TEST(policy_per_prefix)
     conc.policy.algorithm = SRL_CONCURRENCY;
     snprintf(other, sizeof other, "%s?prefix=conc", uri);
     ck_assert_int_eq(srl_open_redis(other, &conc, &l2), SRL_ENOTSUP);   /* no leases yet */
+    srl_config fw = gcra_cfg(10, 60 * SEC);   /* no fixed_window script yet */
+    fw.policy.algorithm = SRL_FIXED_WINDOW;
+    snprintf(other, sizeof other, "%s?prefix=fw", uri);
+    ck_assert_int_eq(srl_open_redis(other, &fw, &l2), SRL_ENOTSUP);
     ck_assert_int_eq(srl_open_redis("http://x", &a, &l2), SRL_EINVAL);
     ck_assert_int_eq(srl_open_redis("redis://", &a, &l2), SRL_EINVAL);
     ck_assert_int_eq(srl_open_redis("redis://h:99999", &a, &l2), SRL_EINVAL);

@@ -4,7 +4,9 @@
  *   - token bucket 5/s, two keys, with evict_idle at 1.3 s and 1.5 s;
  *   - sliding log 3/s (half-open window: an entry one window old is out);
  *   - sliding counter 10/min: denied at 69 s for exactly 6 s + 1 ns, still
- *     denied at 75 s (the estimate is exactly 10), allowed at 75.001 s.
+ *     denied at 75 s (the estimate is exactly 10), allowed at 75.001 s;
+ *   - fixed window 3/min: the window opens at the first hit (7 s), denials
+ *     count nothing, a new window opens at exactly 67 s; another key its own.
  * Driven by a fake ticker in a shared page.  Some requests are decided
  * "elsewhere": by a second handle on the same name (named segment), by a
  * forked child (anonymous mapping), by the same handle (local store, which
@@ -19,7 +21,7 @@
  * socket, with the ticker's time passed to its scripts (test hook
  * srl__redis_fixed_time); "elsewhere" is a second handle on the same
  * prefix.  It runs the traces that do not evict (Redis expires states
- * itself) nor read the segment's geometry.
+ * itself), need no fixed_window script, nor read the segment's geometry.
  */
 #include <check.h>
 #include <stdio.h>
@@ -229,6 +231,30 @@ START_TEST(sliding_counter_trace_turns_allowed_just_after_75_s)
 }
 END_TEST
 
+START_TEST(fixed_window_trace_opens_its_window_at_the_first_hit)
+{
+    fake_clock *c = fake_clock_shared(7 * SEC);
+    struct store st = open_store(_i, SRL_FIXED_WINDOW, 3, 60 * SEC, c);
+    srl_decision d = acq(st.a, "alice");                /* window [7 s, 67 s) */
+    ck_allowed(d, 2);
+    ck_assert_uint_eq(d.reset_after_ns, 60 * SEC);
+    c->now = 30 * SEC;
+    ck_allowed(acq_elsewhere(&st, "alice"), 1);
+    ck_allowed(acq(st.a, "alice"), 0);
+    ck_allowed(acq(st.a, "bob"), 2);                    /* bob's window [30 s, 90 s) */
+    ck_denied(acq_elsewhere(&st, "alice"), 37 * SEC);   /* counts nothing */
+    c->now = 67 * SEC - 1;
+    ck_denied(acq(st.a, "alice"), 1);
+    c->now = 67 * SEC;
+    d = acq_elsewhere(&st, "alice");                    /* window [67 s, 127 s) */
+    ck_allowed(d, 2);
+    ck_assert_uint_eq(d.reset_after_ns, 60 * SEC);
+    ck_allowed(acq(st.a, "bob"), 1);                    /* bob's still open */
+    ck_healthy(&st);
+    close_store(&st);
+}
+END_TEST
+
 struct seen {
     int n;
     int alice_at_rest;
@@ -285,6 +311,9 @@ static Suite *suite(int first, int end)
                             end < STORE_REDIS ? end : STORE_REDIS);
     tcase_add_loop_test(tc, sliding_log_trace_frees_a_permit_exactly_one_window_later, first, end);
     tcase_add_loop_test(tc, sliding_counter_trace_turns_allowed_just_after_75_s, first, end);
+    if (first < STORE_REDIS)   /* fixed_window: no Redis script yet */
+        tcase_add_loop_test(tc, fixed_window_trace_opens_its_window_at_the_first_hit, first,
+                            end < STORE_REDIS ? end : STORE_REDIS);
     /* geometry and creator as the shared stores report them */
     if (first < STORE_LOCAL)
         tcase_add_loop_test(tc, foreach_shows_display_counts_and_a_peek_decision, STORE_SHARED,

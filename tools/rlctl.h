@@ -96,14 +96,10 @@ typedef struct rlctl_opts {
     int json, hex, dry_run, all, force;
     int keys;                 /* ls --keys: walk each segment (USED, LOAD, warnings) */
     int all_keys;             /* list --all-keys: no RLCTL_LIST_MAX_KEYS refusal */
-    srl_limits limits;        /* --policy: one limit or a compound */
-    srl_tier tiers[SRL_TIERS_MAX - 1]; /* --tier NAME=POLICY, in the order given */
-    uint32_t ntiers;
+    srl_config cfg;           /* create: --policy, --capacity, --tier, --key-display,
+                                 --mode, --on-full, each through srl_config_set;
+                                 owns its tiers (rlctl_opts_free) */
     const char *tier_name;    /* try --tier NAME, else NULL (tier 0) */
-    uint64_t capacity;
-    uint32_t key_display;
-    uint32_t mode;
-    srl_on_full on_full;
     uint32_t cost;            /* default 1 */
     enum rlctl_sort sort;
     uint64_t top;             /* 0: no limit */

@@ -109,27 +109,6 @@ int rlctl_parse_u64(const char *s, uint64_t max, uint64_t *out)
     return 0;
 }
 
-/* A count with an optional decimal suffix: "10k" 10000, "1M", "2G". */
-static int parse_count(const char *s, uint64_t max, uint64_t *out)
-{
-    size_t n = strlen(s);
-    uint64_t mult = 1;
-    char digits[32];
-    if (n > 0 && (s[n - 1] == 'k' || s[n - 1] == 'K' || s[n - 1] == 'M' || s[n - 1] == 'G')) {
-        mult = s[n - 1] == 'G' ? 1000000000ull : s[n - 1] == 'M' ? 1000000ull : 1000ull;
-        if (n - 1 >= sizeof digits)
-            return -1;
-        memcpy(digits, s, n - 1);
-        digits[n - 1] = '\0';
-        s = digits;
-    }
-    uint64_t v;
-    if (rlctl_parse_u64(s, max / mult, &v) != 0)
-        return -1;
-    *out = v * mult;
-    return 0;
-}
-
 static int hexval(char c)
 {
     if (c >= '0' && c <= '9')
@@ -218,44 +197,43 @@ static void suggest(const char *typed, char *buf, size_t len)
         snprintf(buf + off, len - off, "?)");
 }
 
-/* --tier NAME=POLICY (create; repeatable): tier 1, 2, ... in the order
- * given, tier 0 being --policy.  The name's rules are the library's
- * (srl_tier_name_check), and so is the table's (duplicates, concurrency):
- * those the open reports. */
-static int parse_tier(const struct rlctl_cmd *cmd, const char *arg, rlctl_opts *o)
+/* --policy, --capacity, --key-display, --mode, --on-full and --tier
+ * NAME=POLICY (create; --tier repeatable: tier 1, 2, ... in the order
+ * given, tier 0 being --policy): each is one srl_config_set, and its
+ * refusal the library's words after rlctl's "--OPT: invalid value 'V': ". */
+static int config_option(rlctl_opts *o, const char *opt, const char *name, const char *arg)
 {
-    const char *eq = strchr(arg, '=');
-    char name[SRL_TIER_NAME_MAX + 2];
-    size_t n = eq != NULL ? (size_t)(eq - arg) : 0;
-    if (eq == NULL || n == 0 || n > SRL_TIER_NAME_MAX)
-        return bad_value(cmd, "--tier", arg, "NAME=POLICY, NAME 1..31 of [A-Za-z0-9_-]");
-    memcpy(name, arg, n);
-    name[n] = '\0';
-    if (srl_tier_name_check(name) != 0 || strcmp(name, "default") == 0)
-        return bad_value(cmd, "--tier", arg,
-                         "NAME=POLICY, NAME 1..31 of [A-Za-z0-9_-], not 'default' (--policy)");
-    if (o->ntiers == SRL_TIERS_MAX - 1)
-        return usage_error(cmd, "--tier: at most %u tiers besides --policy", SRL_TIERS_MAX - 1);
-    for (uint32_t i = 0; i < o->ntiers; i++)
-        if (strcmp(o->tiers[i].name, name) == 0) {
+    const char *value = arg;
+    char tier[SRL_TIER_NAME_MAX + 8];
+    if (strcmp(name, "tier.") == 0) {
+        const char *eq = strchr(arg, '=');
+        size_t n = eq != NULL ? (size_t)(eq - arg) : 0;
+        if (eq == NULL || n == 0 || n > SRL_TIER_NAME_MAX) {
+            char expect[96];
+            snprintf(expect, sizeof expect, "expected NAME=POLICY, NAME 1..%u of [A-Za-z0-9_-]",
+                     SRL_TIER_NAME_MAX);
             char *f;
-            int rc = usage_error(cmd, "--tier: '%s' is given twice", shown(name, &f));
+            int rc = usage_error(o->cmd, "%s: invalid value '%s': %s", opt, shown(arg, &f),
+                                 expect);
             free(f);
             return rc;
         }
-    srl_tier *t = &o->tiers[o->ntiers];
-    memset(t, 0, sizeof *t);
-    memcpy(t->name, name, n + 1);
-    srl_policy_error pe;
-    if (srl_limits_parse_ex(eq + 1, &t->limits, &pe) != 0) {
-        char *f;
-        int rc = usage_error(cmd, "--tier: invalid policy '%s': %s", shown(eq + 1, &f),
-                             pe.message);
-        free(f);
-        return rc;
+        snprintf(tier, sizeof tier, "tier.%.*s", (int)n, arg);
+        name = tier;
+        value = eq + 1;
     }
-    o->ntiers++;
-    return 0;
+    srl_policy_error pe;
+    int rc = srl_config_set(&o->cfg, name, value, &pe);
+    if (rc == SRL_ENOMEM) {
+        fputs("rlctl: out of memory\n", stderr);
+        return EX_OSERR;
+    }
+    if (rc != 0) {
+        char *f;
+        rc = usage_error(o->cmd, "%s: invalid value '%s': %s", opt, shown(arg, &f), pe.message);
+        free(f);
+    }
+    return rc;
 }
 
 static unsigned option_bit(int opt)
@@ -310,19 +288,7 @@ static int take_option(rlctl_opts *o, int opt, const char *arg)
         return 0;
     case 'a': o->all = 1; return 0;
     case 'f': o->force = 1; return 0;
-    case OPT_POLICY:
-    {
-        srl_policy_error pe;
-        if (srl_limits_parse_ex(arg, &o->limits, &pe) != 0) {
-            /* the library's message names the bad part and the fix */
-            char *f;
-            int rc = usage_error(cmd, "--policy: invalid value '%s': %s", shown(arg, &f),
-                                 pe.message);
-            free(f);
-            return rc;
-        }
-        return 0;
-    }
+    case OPT_POLICY: return config_option(o, "--policy", "policy", arg);
     case OPT_TIER:
         if (cmd->takes_key) {   /* try --tier NAME: a tier of the segment, found at open */
             if (srl_tier_name_check(arg) != 0)
@@ -330,36 +296,11 @@ static int take_option(rlctl_opts *o, int opt, const char *arg)
             o->tier_name = arg;
             return 0;
         }
-        return parse_tier(cmd, arg, o);
-    case OPT_CAPACITY:
-        if (parse_count(arg, SRL_CAPACITY_MAX, &v) != 0 || v == 0)
-            return bad_value(cmd, "--capacity", arg,
-                             "a number of keys, 1..4294967296 (suffix k, M or G: 1000s)");
-        o->capacity = v;
-        return 0;
-    case OPT_KEY_DISPLAY:
-        if (rlctl_parse_u64(arg, SRL_KEY_DISPLAY_MAX, &v) != 0)
-            return bad_value(cmd, "--key-display", arg, "a number of bytes, 0..255");
-        o->key_display = (uint32_t)v;
-        return 0;
-    case OPT_MODE: {
-        char *end;
-        errno = 0;
-        unsigned long m = strtoul(arg, &end, 8);
-        if (arg[0] < '0' || arg[0] > '7' || *end != '\0' || errno != 0 || m > 0777 ||
-            strlen(arg) > 4)
-            return bad_value(cmd, "--mode", arg, "octal permission bits, e.g. 0600 or 0660");
-        o->mode = (uint32_t)m;
-        return 0;
-    }
-    case OPT_ON_FULL:
-        if (strcmp(arg, "allow") == 0)
-            o->on_full = SRL_ON_FULL_ALLOW;
-        else if (strcmp(arg, "deny") == 0)
-            o->on_full = SRL_ON_FULL_DENY;
-        else
-            return bad_value(cmd, "--on-full", arg, "allow or deny");
-        return 0;
+        return config_option(o, "--tier", "tier.", arg);
+    case OPT_CAPACITY: return config_option(o, "--capacity", "capacity", arg);
+    case OPT_KEY_DISPLAY: return config_option(o, "--key-display", "key_display", arg);
+    case OPT_MODE: return config_option(o, "--mode", "mode", arg);
+    case OPT_ON_FULL: return config_option(o, "--on-full", "on_full", arg);
     case OPT_COST:
         if (rlctl_parse_u64(arg, UINT32_MAX, &v) != 0 || v == 0)
             return bad_value(cmd, "--cost", arg, "a number of permits, 1..4294967295");
@@ -396,6 +337,7 @@ static int take_option(rlctl_opts *o, int opt, const char *arg)
 
 void rlctl_opts_free(rlctl_opts *o)
 {
+    srl_config_free(&o->cfg);
     free(o->key);
     o->key = NULL;
     free(o->name_buf);
@@ -423,10 +365,20 @@ static int take_uri(rlctl_opts *o, const char *uri)
     return 0;
 }
 
+static int parse(int argc, char **argv, rlctl_opts *o);
+
 int rlctl_parse(int argc, char **argv, rlctl_opts *o)
 {
-    *o = (rlctl_opts){.mode = 0600, .on_full = SRL_ON_FULL_ALLOW, .cost = 1,
-                      .interval_ns = 1000000000ull};
+    *o = (rlctl_opts){.cost = 1, .interval_ns = 1000000000ull};
+    srl_config_init(&o->cfg);
+    int rc = parse(argc, argv, o);
+    if (rc != 0)
+        srl_config_free(&o->cfg);   /* a parse that passed: the caller's rlctl_opts_free */
+    return rc;
+}
+
+static int parse(int argc, char **argv, rlctl_opts *o)
+{
     if (argc < 2)
         return usage_error(NULL, "no command given");
     o->cmd = rlctl_command(argv[1]);

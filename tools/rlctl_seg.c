@@ -41,16 +41,9 @@ static void print_free(const char *label, int64_t bytes)
 
 int rlctl_cmd_create(const rlctl_opts *o)
 {
-    srl_config cfg;
-    srl_config_init(&cfg);
-    cfg.limits = o->limits;
-    cfg.tiers = o->tiers;
-    cfg.tier_count = o->ntiers;
-    cfg.capacity = o->capacity;
-    cfg.key_display = o->key_display;
-    cfg.mode = o->mode;
-    cfg.on_full = o->on_full;
-    cfg.flags = o->force ? SRL_CONFIG_FORCE : 0u;
+    srl_config cfg = o->cfg;
+    if (o->force)
+        cfg.flags |= SRL_CONFIG_FORCE;
     int64_t before = shm_free();
     srl_limiter *lim;
     int rc = srl_open_shared(o->name, &cfg, SRL_CREATE | SRL_EXCL, &lim);

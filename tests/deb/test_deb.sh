@@ -15,6 +15,11 @@
 #      exactly 5 of 8 requests get 200, 3 get 429
 #   D  the doc paths srl.conf names exist; design.md is shipped; python3-srl
 #      depends on the Python version it was built for
+#   N  libnginx-mod-http-srl: installation enabled it (modules-enabled/
+#      50-mod-http-srl.conf links modules-available/mod-http-srl.conf, as
+#      Debian's other libnginx-mod-* packages); a throwaway nginx (own
+#      prefix, loopback port, stopped by pid) including that link: exactly
+#      5 of 8 requests get 200, 3 get 429
 #   P  php-srl: PHP CLI (FFI) with the installed Srl.php: exactly 5 of 8
 #      admitted; the installed ini points at the installed files and was
 #      enabled for php-fpm (phpenmod); the installed README names them
@@ -23,8 +28,10 @@
 #      and php-fpm starts
 #   Y  python3-srl: /usr/bin/python3 imports srl from dist-packages and
 #      admits exactly 5 of 8
+#   M  srl-policyd: the shipped config passes `srl-policyd -t` (its quota's
+#      segment opens), the unit is in /lib/systemd/system
 #   U  dpkg --purge: every file the packages installed is gone, and the
-#      apache/php configuration links too
+#      apache/nginx/php configuration links too
 # Packages that were installed before the test are refused (the test would
 # remove them): it exits 77 (skipped) then, as it does when not root.
 here=$(cd "$(dirname "$0")" && pwd)
@@ -32,9 +39,9 @@ src=$(cd "${1:-$here/../..}" && pwd)
 export SRL_E2E_DIR="$src/tests/e2e"
 . "$SRL_E2E_DIR/lib.sh"
 
-pkgs=(libsrl0 libsrl-dev srl-tools libapache2-mod-srl php-srl python3-srl)
+pkgs=(libsrl0 libsrl-dev srl-tools libapache2-mod-srl libnginx-mod-http-srl php-srl python3-srl srl-policyd)
 [ "$(id -u)" -eq 0 ] || { echo "SKIP: dpkg -i needs root"; exit 77; }
-for t in dpkg-buildpackage lintian /usr/sbin/apache2 php curl; do
+for t in dpkg-buildpackage lintian /usr/sbin/apache2 /usr/sbin/nginx php curl; do
   command -v "$t" >/dev/null || { echo "SKIP: $t not installed"; exit 77; }
 done
 for p in "${pkgs[@]}"; do
@@ -133,6 +140,39 @@ check_eq "apache2 + installed mod_srl: 200s of 8" 5 "$(grep -c '^200' <<<"$a")"
 check_eq "apache2 + installed mod_srl: 429s of 8" 3 "$(grep -c '^429' <<<"$a")"
 stop_pid "$apache_pid"
 
+# ---- N: the installed nginx module
+nconf=/etc/nginx/modules-enabled/50-mod-http-srl.conf
+check_eq "modules-enabled/50-mod-http-srl.conf links the installed snippet" \
+  /usr/share/nginx/modules-available/mod-http-srl.conf "$(readlink -f "$nconf")"
+check_eq "the snippet loads the installed module" \
+  "load_module modules/ngx_http_srl_module.so;" "$(cat /usr/share/nginx/modules-available/mod-http-srl.conf)"
+. "$SRL_E2E_DIR/nginx_lib.sh"
+SRL_NGX_MOD=/usr/lib/nginx/modules/ngx_http_srl_module.so
+nseg="srl-deb-ngx-$$"
+e2e_segments+=("$nseg")
+e2e_port=$(free_port)
+# nginx_conf loads $SRL_NGX_MOD by path: here the enabled snippet instead,
+# whose relative path nginx resolves against its compiled-in prefix.
+nginx_conf "    srl_limiter $nseg token_bucket:5/1d capacity=64;
+    server {
+        listen 127.0.0.1:$e2e_port;
+        location /x { srl $nseg; try_files /index.html =404; }
+    }"
+sed -i "s|^load_module .*|include $nconf;|" "$e2e_tmp/nginx.conf"
+# nginx_start without rewriting the file: start it the same way.
+e2e_logs+=("$e2e_tmp/error.log")
+setsid /usr/sbin/nginx -c "$e2e_tmp/nginx.conf" -g 'daemon off;' 2>>"$e2e_tmp/error.log" &
+nginx_pid=$!
+e2e_pids+=("$nginx_pid")
+wait_until 20 curl -s -o /dev/null "http://127.0.0.1:$e2e_port/" || fail "nginx did not start"
+n=$(for _ in $(seq 1 8); do curl -s -o /dev/null -w '%{http_code}\n' "http://127.0.0.1:$e2e_port/x"; done)
+check_eq "nginx + installed module: 200s of 8" 5 "$(grep -c '^200' <<<"$n")"
+check_eq "nginx + installed module: 429s of 8" 3 "$(grep -c '^429' <<<"$n")"
+stop_pid "$nginx_pid"
+
+check_eq "php-srl ships the Symfony adapter" yes \
+  "$([ -f /usr/share/srl/php/Srl/Symfony/SrlRateLimiterFactory.php ] && echo yes || echo no)"
+
 # ---- P: PHP from the installed files
 SRL_PHP_DIR=/usr/share/srl/php
 SRL_LIBDIR=/usr/lib/x86_64-linux-gnu
@@ -211,6 +251,13 @@ check_eq "python3 imports srl from dist-packages" /usr/lib/python3/dist-packages
   "$(sed -n 1p <<<"$y")"
 check_eq "python3-srl: admitted of 8" 5 "$(sed -n 2p <<<"$y")"
 
+# ---- M: srl-policyd
+e2e_segments+=(/srl-policyd-sasl)
+check_eq "srl-policyd -t on the shipped config" \
+  "srl-policyd: /etc/srl/policyd.conf: 1 quotas, segments open" "$(/usr/sbin/srl-policyd -t 2>&1)"
+check_eq "srl-policyd's unit is installed" yes \
+  "$([ -f /lib/systemd/system/srl-policyd.service ] && echo yes || echo no)"
+
 # ---- U: removal
 deb_purge
 check_eq "dpkg --purge exits 0" 0 "$?"
@@ -223,7 +270,8 @@ check_eq "files of the packages left after purge" 0 "$left"
 check_eq "phpenmod's state for srl left after purge" "" \
   "$(ls -d /var/lib/php/modules/*/*/*/srl 2>/dev/null | xargs)"
 for f in /etc/apache2/mods-enabled/srl.load /etc/apache2/mods-enabled/srl.conf \
-         /etc/apache2/mods-available/srl.conf $ini; do
+         /etc/apache2/mods-available/srl.conf /etc/nginx/modules-enabled/50-mod-http-srl.conf \
+         $ini; do
   [ ! -e "$f" ] && [ ! -L "$f" ] && ok "gone: $f" || fail "left: $f"
 done
 e2e_finish

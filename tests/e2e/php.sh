@@ -187,7 +187,7 @@ typo=$(SRL_NAME="$srl_name-typo" LD_LIBRARY_PATH="$SRL_LIBDIR" as_worker php -n 
   try { new Srl(getenv("SRL_NAME"), "token_bucket:20/1d", 1024, ["key_dispaly" => 32]); echo "no exception\n"; }
   catch (InvalidArgumentException $e) { echo $e->getMessage(), "\n"; }')
 check_eq "4: a misspelt option is refused, named" \
-  "unknown option 'key_dispaly' (known: key_display, on_full, mode, flags, redis, dry_run, tiers, lockfree, flood_cache)" "$typo"
+  "unknown option 'key_dispaly' (did you mean key_display?)" "$typo"
 check_eq "4: ... before anything was created" absent \
   "$([ -e "/dev/shm/$srl_token-typo" ] && echo present || echo absent)"
 check_eq "4: a missing segment without Srl::CREATE: SRL_ENOENT" -7 \
@@ -302,14 +302,15 @@ out=$(SRL_NAME="$dry_name" LD_LIBRARY_PATH="$SRL_LIBDIR" as_worker php -n -d ext
   echo ($d["allowed"] ? 1 : 0), " ", ($d["wouldDeny"] ? 1 : 0), "\n";
   $st = $enf->stats();
   echo $st["allowed"], " ", $st["denied"], " ", $st["would_deny"], "\n";
-  try { new Srl(getenv("SRL_NAME"), "token_bucket:3/1d", 64, ["dry_run" => "yes"]); echo "no exception\n"; }
+  try { new Srl(getenv("SRL_NAME"), "token_bucket:3/1d", 64, ["dry_run" => "maybe"]); echo "no exception\n"; }
   catch (InvalidArgumentException $e) { echo $e->getMessage(), "\n"; }')
 check_eq "5b: dry run: all 5 allowed" "1 1 1 1 1" "$(sed -n 1p <<<"$out")"
 check_eq "5b: dry run: exactly the 2 over the limit flagged wouldDeny" "0 0 0 1 1" "$(sed -n 2p <<<"$out")"
 check_eq "5b: dry run: retry_after of the would-be denials (a day / 3)" "0 0 0 28800 28800" "$(sed -n 3p <<<"$out")"
 check_eq "5b: an enforcing handle on the same segment is refused" "0 0" "$(sed -n 4p <<<"$out")"
 check_eq "5b: stats allowed denied would_deny" "3 3 2" "$(sed -n 5p <<<"$out")"
-check_eq "5b: dry_run must be a bool" "dry_run must be true or false" "$(sed -n 6p <<<"$out")"
+check_eq "5b: dry_run must be a boolean word" "dry_run: expected on or off (yes/no, true/false, 1/0)" \
+  "$(sed -n 6p <<<"$out")"
 check_eq "5b: rlctl info: would deny" 2 "$(rlctl_count "$dry_name" would_deny)"
 rlctl_as_owner destroy "$dry_name" >/dev/null 2>&1
 
@@ -352,7 +353,7 @@ out=$(SRL_NAME="$lf_name" LD_LIBRARY_PATH="$SRL_LIBDIR" as_worker php -n -d exte
   echo took($tb), "\n";
   $tb->close();
   foreach (["lockfree", "flood_cache"] as $o) {
-    try { new Srl($n, "gcra:5/1d", 64, [$o => 1]); echo "no exception\n"; }
+    try { new Srl($n, "gcra:5/1d", 64, [$o => 2]); echo "no exception\n"; }
     catch (InvalidArgumentException $e) { echo $e->getMessage(), "\n"; }
   }' 2>&1)
 check_eq "5d: lockfree gcra:5/1d: exactly 5 of 8 admitted" "1 1 1 1 1 0 0 0" "$(sed -n 1p <<<"$out")"
@@ -366,8 +367,9 @@ check_eq "5d: flood_cache: info() says it is on (flags 0x2)" \
   "[false,true,false,2]" "$(sed -n 5p <<<"$out")"
 check_eq "5d: lockfree on token_bucket: info() says it is off (no gcra tier)" \
   "[false,false,false,0]" "$(sed -n 6p <<<"$out")"
-check_eq "5d: lockfree must be a bool" "lockfree must be true or false" "$(sed -n 7p <<<"$out")"
-check_eq "5d: flood_cache must be a bool" "flood_cache must be true or false" \
+check_eq "5d: lockfree must be a boolean" "lockfree: expected on or off (yes/no, true/false, 1/0)" \
+  "$(sed -n 7p <<<"$out")"
+check_eq "5d: flood_cache must be a boolean" "flood_cache: expected on or off (yes/no, true/false, 1/0)" \
   "$(sed -n 8p <<<"$out")"
 rlctl_as_owner destroy "$lf_name" >/dev/null 2>&1
 rlctl_as_owner destroy "$lf_name-fc" >/dev/null 2>&1
@@ -463,7 +465,7 @@ php_redis() { # php_redis CODE: run a snippet with $u the uri, print its output
     try { '"$1"'; } catch (Throwable $e) { echo get_class($e), " ", $e->getCode(), " ", $e->getMessage(), "\n"; }'
 }
 check_eq "6: a segment-only option with redis is refused, named" \
-  "InvalidArgumentException 0 option 'key_display' is for a segment; a Redis store (redis) does not take it" \
+  "InvalidArgumentException 0 key_display is for a segment; a Redis store (redis=) keeps every key whole" \
   "$(php_redis 'new Srl("x", "token_bucket:20/1d", 1024, ["redis" => $u, "key_display" => 8])')"
 check_eq "6: another policy under the prefix: SRL_EMISMATCH" \
   "SrlException -9 srl: open redis store 'x': segment exists with a different policy or geometry" \
@@ -525,7 +527,7 @@ check_eq "7: rlctl info: default tier's keys" "tier 0:         default = token_b
 check_eq "7: rlctl info: paid tier's keys" "tier 1:         paid = token_bucket:5/1d (2 keys)" \
   "$(grep '^tier 1:' <<<"$info")"
 check_eq "7: tiers with redis are refused, named" \
-  "InvalidArgumentException 0 option 'tiers' is for a segment; a Redis store (redis) does not take it" \
+  "InvalidArgumentException 0 tier.NAME is for a segment; a Redis store (redis=) has one policy" \
   "$(php_redis 'new Srl("x", "token_bucket:20/1d", 1024, ["redis" => $u, "tiers" => ["a" => "1/1s"]])')"
 
 stop_pid "$fpm_pid" QUIT

@@ -2,7 +2,7 @@
 # Build the libFuzzer targets with clang (-fsanitize=fuzzer,address,undefined)
 # into build-fuzz/ and run each for a bounded time.
 #   tests/fuzz/run.sh [SECONDS] [TARGET...]   default 30 s each, all targets
-# Targets: policy segment rlctl_args room (fuzz_<target>.c; seeds in
+# Targets: policy config segment rlctl_args room policyd_proto policyd_conf (fuzz_<target>.c; seeds in
 # corpus/<target>/, new inputs go to build-fuzz/corpus/<target>/ so the
 # committed seeds stay small).  Prints one line per target,
 # "fuzz <target>: pass|fail", and "fuzz: N passed, N failed" at the end.
@@ -13,7 +13,7 @@ cd "$(dirname "$0")/../.."
 root=$PWD
 out=$root/build-fuzz
 secs=${1:-30}; [ $# -gt 0 ] && shift
-targets=("$@"); [ ${#targets[@]} -gt 0 ] || targets=(policy segment rlctl_args room)
+targets=("$@"); [ ${#targets[@]} -gt 0 ] || targets=(policy config segment rlctl_args room policyd_proto policyd_conf)
 CC=${FUZZ_CC:-$(command -v clang-14 || command -v clang || true)}
 mkdir -p "$out"
 if [ -z "$CC" ] || ! printf 'int LLVMFuzzerTestOneInput(const char *d, long n){(void)d;(void)n;return 0;}\n' \
@@ -23,7 +23,7 @@ if [ -z "$CC" ] || ! printf 'int LLVMFuzzerTestOneInput(const char *d, long n){(
 fi
 san=(-fsanitize=address,undefined -fno-sanitize-recover=undefined -g -O1)
 cflags=(-D_GNU_SOURCE -fno-strict-aliasing -Wall -Wextra -Werror -I"$root/include" -I"$root/src"
-        -I"$root/tools" $(pkg-config --cflags libsodium liburcu-bp liburcu-cds))
+        -I"$root/tools" -I"$root/policyd" $(pkg-config --cflags libsodium liburcu-bp liburcu-cds))
 # A segment whose mutated header says a creator is still at work makes an
 # opener wait the ready bound (src/shm.h): 20 ms here, not 2 s, so such
 # inputs do not slow a long run from about a thousand inputs a second to a
@@ -31,7 +31,7 @@ cflags=(-D_GNU_SOURCE -fno-strict-aliasing -Wall -Wextra -Werror -I"$root/includ
 cflags+=(-DSRL__SHM_READY_WAIT_MS=20u)
 libs=($(pkg-config --libs libsodium liburcu-bp liburcu-cds) -lpthread -lrt)
 build() { # build: the library and rlctl objects once, then each target
-  local o objs=() tobjs=()
+  local o objs=() tobjs=() pobjs=()
   for f in "$root"/src/*.c; do
     # The library as built without hiredis: redis_none.c stands for the
     # store (and its cluster routing, src/meson.build's hiredis-only files).
@@ -45,10 +45,17 @@ build() { # build: the library and rlctl objects once, then each target
     [ "$o" -nt "$f" ] || "$CC" "${cflags[@]}" "${san[@]}" -fsanitize=fuzzer-no-link -Dmain=rlctl_main \
       -c "$f" -o "$o" || return 1
   done
+  for f in "$root"/policyd/*.c; do # srl-policyd's parts, not its main()
+    [ "$(basename "$f")" = main.c ] && continue
+    o=$out/obj/policyd-$(basename "$f" .c).o; pobjs+=("$o")
+    [ "$o" -nt "$f" ] || "$CC" "${cflags[@]}" "${san[@]}" -fsanitize=fuzzer-no-link \
+      -c "$f" -o "$o" || return 1
+  done
   "$CC" "${cflags[@]}" "${san[@]}" "$root/tests/fuzz/make_seed.c" "${objs[@]}" "${libs[@]}" \
     -o "$out/make_seed" || return 1
   for t in "${targets[@]}"; do
     local extra=(); [ "$t" = rlctl_args ] && extra=("${tobjs[@]}")
+    case "$t" in policyd_*) extra=("${pobjs[@]}") ;; esac
     "$CC" "${cflags[@]}" "${san[@]}" -fsanitize=fuzzer "$root/tests/fuzz/fuzz_$t.c" "${extra[@]}" \
       "${objs[@]}" "${libs[@]}" -o "$out/fuzz_$t" || return 1
   done
@@ -57,7 +64,7 @@ build() { # build: the library and rlctl objects once, then each target
 # to the compiler, its flags or any header empties the cache (a source newer
 # than its object is rebuilt by build itself).
 stamp=$( { "$CC" --version; echo "${cflags[*]} ${san[*]}"
-           cat "$root"/include/*.h "$root"/src/*.h "$root"/tools/*.h; } | sha256sum | cut -c1-16)
+           cat "$root"/include/*.h "$root"/src/*.h "$root"/tools/*.h "$root"/policyd/*.h; } | sha256sum | cut -c1-16)
 [ "$(cat "$out/obj/stamp" 2>/dev/null)" = "$stamp" ] || rm -rf "$out/obj"
 mkdir -p "$out/obj" && echo "$stamp" >"$out/obj/stamp"
 if ! build >"$out/build.log" 2>&1; then

@@ -52,7 +52,7 @@ START_TEST(bad_arguments_exit_64_with_the_reason_and_a_usage_line)
          "usage: rlctl info NAME|URI [--json]"},
         {{"create", N, "--policy", "bogus", "--capacity", "10"},
          "rlctl: create: --policy: invalid value 'bogus': unknown algorithm 'bogus' "
-         "(algorithms: token_bucket sliding_log sliding_counter gcra concurrency)",
+         "(algorithms: token_bucket sliding_log sliding_counter gcra concurrency fixed_window)",
          NULL},
         {{"create", N, "--policy", "tokenbucket:10/1s", "--capacity", "10"},
          "rlctl: create: --policy: invalid value 'tokenbucket:10/1s': unknown algorithm "
@@ -81,13 +81,13 @@ START_TEST(bad_arguments_exit_64_with_the_reason_and_a_usage_line)
          "rlctl: create: --tier: invalid value 'paid': expected NAME=POLICY, NAME 1..31 of "
          "[A-Za-z0-9_-]", NULL},
         {{"create", N, "--policy", "5/1h", "--capacity", "10", "--tier", "default=5/1s"},
-         "rlctl: create: --tier: invalid value 'default=5/1s': expected NAME=POLICY, NAME 1..31 "
-         "of [A-Za-z0-9_-], not 'default' (--policy)", NULL},
+         "rlctl: create: --tier: invalid value 'default=5/1s': tier name must be 1..31 of "
+         "[A-Za-z0-9_-], not 'default' (that is the policy)", NULL},
         {{"create", N, "--policy", "5/1h", "--capacity", "10", "--tier", "paid=5/1s", "--tier",
           "paid=6/1s"},
-         "rlctl: create: --tier: 'paid' is given twice", NULL},
+         "rlctl: create: --tier: invalid value 'paid=6/1s': tier 'paid' is given twice", NULL},
         {{"create", N, "--policy", "5/1h", "--capacity", "10", "--tier", "paid=tokenbucket:5/1s"},
-         "rlctl: create: --tier: invalid policy 'tokenbucket:5/1s': unknown algorithm "
+         "rlctl: create: --tier: invalid value 'paid=tokenbucket:5/1s': unknown algorithm "
          "'tokenbucket' (did you mean token_bucket?)", NULL},
         {{"list", N, "--top", "0"},
          "rlctl: list: --top: invalid value '0': expected a positive number of keys",
