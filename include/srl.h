@@ -899,15 +899,11 @@ SRL_API int srl_open_local(const srl_config *cfg, srl_limiter **out);
  * rest.  Decisions are made by a server-side Lua script (EVALSHA) on the
  * server's TIME, so hosts with skewed clocks agree; cfg->ticker is not used.
  *
- * The four rate algorithms but fixed_window (SRL_ENOTSUP: no script yet),
- * each as a script deciding exactly as the in-process store (srl_refund
- * too).  Lua's numbers are doubles, so the policy must
- * keep every value below 2^51 ns, else SRL_ENOTSUP: GCRA permits *
- * ceil(window / permits); token bucket window * (permits + 1); sliding
- * counter 4 * permits * window; sliding log the window (60 s windows
- * allow ~37000 permits for the token bucket, ~9000 for the counter).
- * Decisions equal the in-process ones exactly for 2^52 ns (~52 days) after
- * P:cfg was first created; past that, delete the prefix's keys.  Another
+ * Four rate algorithms (token_bucket, sliding_log, sliding_counter, gcra)
+ * with any permits and window (up to SRL_PERMITS_MAX and
+ * SRL_WINDOW_MAX_NS), each as a script deciding exactly as the in-process
+ * store (srl_refund too), for as long as P:cfg lives; burst= too.
+ * fixed_window, concurrency, compounds and penalty=: SRL_ENOTSUP.  Another
  * policy (algorithm, permits or window) stored under the prefix:
  * SRL_EMISMATCH.
  *

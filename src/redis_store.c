@@ -12,19 +12,17 @@
  *                  tokens"; sliding counter "window_start prev curr";
  *                  sliding log: a list of times), written with PX/PEXPIRE
  *                  so it expires exactly when the state comes to rest
- *   One Lua script per algorithm, a transcription of algo_*.c.
+ *   One Lua script per algorithm, a transcription of algo_*.c, in
+ *   src/redis/NAME.lua (embedded at build time: redis_scripts.h).
  *
  * INVARIANTS
  *   - Time is the server's TIME (so skewed hosts agree), in ns since the
- *     epoch in P:cfg, computed as ((sec-esec)*1e6 + (usec-eusec))*1000 so
- *     no intermediate exceeds the result.  Every value a script handles is
- *     an integer below 2^53, hence exact: exact_in_lua() bounds each
- *     algorithm's largest product below 2^51 at open, and the store is
- *     exact for 2^52 ns (~52 days) after P:cfg was created.  Past that,
- *     delete P:cfg and P:k:* (the limits start fresh).
+ *     epoch in P:cfg.  Every time, count and product in a script is an
+ *     exact integer (src/redis/num.lua: limbs base 2^24), so every policy
+ *     within SRL_PERMITS_MAX and SRL_WINDOW_MAX_NS runs, for any time
+ *     since the epoch: there is no horizon.
  *   - The scripts decide exactly as algo_*.c (same remaining, retry_after,
- *     reset_after, refund); integer division is floor(a/b) corrected by one
- *     step, since a/b in doubles may round up to the next integer.
+ *     reset_after, refund); waits come back as decimal strings.
  *   - A denied request writes nothing but the denied counter.
  *
  * CONCURRENCY AND FAULTS
@@ -47,6 +45,7 @@
  *   followed only to a node of the slot map, and a walk's SCAN calls are
  *   bounded against DBSIZE.
  */
+#include "algo.h"
 #include "limiter.h"
 #include "redis_cluster.h"
 #include "redis_uri.h"
@@ -64,181 +63,12 @@
 #include <unistd.h>
 
 #define PREFIX_MAX SRL__REDIS_PREFIX_MAX
-#define TAU_MAX (1ull << 51)
 
-/* Every script: KEYS = state, P:cfg, P:stats; ARGV = mode ('a' acquire,
- * 'p' peek), cost, permits, window_ns, injected now ('' = the server's
- * TIME; non-empty only for a limiter opened with a ticker in test mode).
- * Mode 'r' refunds cost (as the algorithm's refund) and returns {-2}.
- * Each returns {-1} (peek or refund of a key with no state) or {allowed,
- * remaining, retry_after, reset_after}, as the algorithm of the same name in
- * algo_*.c.  A state that comes to rest is deleted (or expires then): a
- * missing key is a fresh one. */
-#define LUA_PROLOGUE \
-    "if redis.replicate_commands then redis.replicate_commands() end\n" \
-    "local c = redis.call('HMGET', KEYS[2], 'esec', 'eusec')\n" \
-    "if not c[1] or not c[2] then return redis.error_reply('SRLNOCFG the prefix has no config hash') end\n" \
-    "local now\n" \
-    "if ARGV[5] ~= '' then now = tonumber(ARGV[5]) else\n" \
-    "  local t = redis.call('TIME')\n" \
-    "  now = ((tonumber(t[1]) - tonumber(c[1])) * 1000000 + (tonumber(t[2]) - tonumber(c[2]))) * 1000\n" \
-    "end\n" \
-    "if now < 0 then now = 0 end\n" \
-    "local cost, P, W = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])\n" \
-    "local commit = ARGV[1] == 'a'\n" \
-    "local function div(a, b)\n" \
-    "  local q = math.floor(a / b)\n" \
-    "  if q * b > a then q = q - 1 elseif (q + 1) * b <= a then q = q + 1 end\n" \
-    "  return q\n" \
-    "end\n" \
-    "local function cdiv(a, b) local q = div(a, b) if q * b < a then q = q + 1 end return q end\n" \
-    "local function fmt(x) return string.format('%.0f', x) end\n" \
-    "local function px(ns) local m = cdiv(ns, 1000000) if m < 1 then m = 1 end return fmt(m) end\n" \
-    "local function count(ok) if commit then redis.call('HINCRBY', KEYS[3], ok and 'allowed' or 'denied', 1) end end\n" \
-    "local function put(val, rest) if rest > 0 then redis.call('SET', KEYS[1], val, 'PX', px(rest)) else redis.call('DEL', KEYS[1]) end end\n"
-
-/* GCRA: P:k:<key> = the tat. */
-static const char gcra_lua[] = LUA_PROLOGUE
-    "local T = cdiv(W, P)\n"
-    "local tau = P * T\n"
-    "local v = redis.call('GET', KEYS[1])\n"
-    "if not commit and not v then return {-1} end\n"
-    "local tat = tonumber(v or '0')\n"
-    "if ARGV[1] == 'r' then\n"
-    "  if tat <= now then return {-2} end\n"
-    "  local back = cost * T\n"
-    "  if back >= tat - now then tat = now else tat = tat - back end\n"
-    "  put(fmt(tat), tat - now)\n"
-    "  return {-2}\n"
-    "end\n"
-    "local base = tat > now and tat or now\n"
-    "local used = base - now\n"
-    "local need = base + cost * T - now\n"
-    "if need <= tau then\n"
-    "  if commit then put(fmt(base + cost * T), need) end\n"
-    "  count(true)\n"
-    "  return {1, div(tau - need, T), 0, need}\n"
-    "end\n"
-    "count(false)\n"
-    "local rem = 0\n"
-    "if used < tau then rem = div(tau - used, T) end\n"
-    "return {0, rem, need - tau, used}\n";
-
-/* Token bucket: P:k:<key> = "last_ns frac tokens".  Refill is capped at one
- * window of elapsed time (that already fills any bucket), so units stay
- * below W * (permits + 1) < 2^53 (checked at open). */
-static const char tb_lua[] = LUA_PROLOGUE
-    "local v = redis.call('GET', KEYS[1])\n"
-    "if not commit and not v then return {-1} end\n"
-    "local last, frac, tokens = now, 0, P\n"
-    "if v then local a, b, d = string.match(v, '^(%d+) (%d+) (%d+)$')\n"
-    "  if not a then return redis.error_reply('SRLBAD state') end\n"
-    "  last, frac, tokens = tonumber(a), tonumber(b), tonumber(d) end\n"
-    "local el = now > last and now - last or 0\n"
-    "if tokens >= P or el >= W then tokens, frac = P, 0 else\n"
-    "  local units = frac + el * P\n"
-    "  local add = div(units, W)\n"
-    "  if add >= P - tokens then tokens, frac = P, 0 else tokens, frac = tokens + add, units - add * W end\n"
-    "end\n"
-    "local function wait(want) if tokens >= want then return 0 end return cdiv((want - tokens) * W - frac, P) end\n"
-    "local behind = last > now and last - now or 0\n"
-    "if ARGV[1] == 'r' then\n"
-    "  if tokens >= P then return {-2} end\n"
-    "  if cost >= P - tokens then tokens, frac = P, 0 else tokens = tokens + cost end\n"
-    "  local nl = now > last and now or last\n"
-    "  put(fmt(nl) .. ' ' .. fmt(frac) .. ' ' .. fmt(tokens), behind + wait(P))\n"
-    "  return {-2}\n"
-    "end\n"
-    "if tokens >= cost then\n"
-    "  tokens = tokens - cost\n"
-    "  local reset = behind + wait(P)\n"
-    "  if commit then\n"
-    "    local nl = now > last and now or last\n"
-    "    redis.call('SET', KEYS[1], fmt(nl) .. ' ' .. fmt(frac) .. ' ' .. fmt(tokens), 'PX', px(reset))\n"
-    "  end\n"
-    "  count(true)\n"
-    "  return {1, tokens, 0, reset}\n"
-    "end\n"
-    "count(false)\n"
-    "return {0, tokens, behind + wait(cost), behind + wait(P)}\n";
-
-/* Sliding log: P:k:<key> = a list of admission times, oldest first. */
-static const char sl_lua[] = LUA_PROLOGUE
-    "local n = redis.call('LLEN', KEYS[1])\n"
-    "if not commit and n == 0 then return {-1} end\n"
-    "local ts = redis.call('LRANGE', KEYS[1], 0, -1)\n"
-    "for i = 1, #ts do ts[i] = tonumber(ts[i]) end\n"
-    "local ex = 0\n"
-    "while ex < n and ts[ex + 1] + W <= now do ex = ex + 1 end\n"
-    "local live = n - ex\n"
-    "if ARGV[1] == 'r' then\n"
-    "  local drop = cost < live and cost or live\n"
-    "  for i = 1, drop do redis.call('RPOP', KEYS[1]) end\n"
-    "  if live - drop == 0 then redis.call('DEL', KEYS[1])\n"
-    "  elseif drop > 0 then redis.call('PEXPIRE', KEYS[1], px(ts[n - drop] + W - now)) end\n"
-    "  return {-2}\n"
-    "end\n"
-    "if live + cost <= P then\n"
-    "  local newest = live > 0 and ts[n] or 0\n"
-    "  local stamp = newest > now and newest or now\n"
-    "  if commit then\n"
-    "    if ex > 0 then redis.call('LTRIM', KEYS[1], ex, -1) end\n"
-    "    local s = fmt(stamp)\n"
-    "    for i = 1, cost do redis.call('RPUSH', KEYS[1], s) end\n"
-    "    redis.call('PEXPIRE', KEYS[1], px(stamp + W - now))\n"
-    "  end\n"
-    "  count(true)\n"
-    "  return {1, P - live - cost, 0, stamp + W - now}\n"
-    "end\n"
-    "count(false)\n"
-    "local k = live + cost - P - 1\n"
-    "return {0, P - live, ts[ex + k + 1] + W - now, ts[n] + W - now}\n";
-
-/* Sliding counter: P:k:<key> = "window_start prev curr"; every product is
- * below 4 * permits * W < 2^53 (checked at open). */
-static const char sc_lua[] = LUA_PROLOGUE
-    "local v = redis.call('GET', KEYS[1])\n"
-    "if not commit and not v then return {-1} end\n"
-    "local ws, prev, curr = now - now % W, 0, 0\n"
-    "if v then local a, b, d = string.match(v, '^(%d+) (%d+) (%d+)$')\n"
-    "  if not a then return redis.error_reply('SRLBAD state') end\n"
-    "  ws, prev, curr = tonumber(a), tonumber(b), tonumber(d) end\n"
-    "local t = now > ws and now or ws\n"
-    "local behind = t - now\n"
-    "local k = div(t - ws, W)\n"
-    "if k == 1 then prev, curr, ws = curr, 0, ws + W elseif k >= 2 then prev, curr, ws = 0, 0, t - t % W end\n"
-    "local e = t - ws\n"
-    "if ARGV[1] == 'r' then\n"
-    "  if curr == 0 then return {-2} end\n"
-    "  curr = cost < curr and curr - cost or 0\n"
-    "  local rest = curr > 0 and 2 * W - e or (prev > 0 and W - e or 0)\n"
-    "  put(fmt(ws) .. ' ' .. fmt(prev) .. ' ' .. fmt(curr), behind + rest)\n"
-    "  return {-2}\n"
-    "end\n"
-    "local est = prev * (W - e) + curr * W\n"
-    "local limit = P * W\n"
-    "local after = est + cost * W\n"
-    "local function solve(pv, A) local m = div(A - 1, pv) if m >= W then return 0 end return W - m end\n"
-    "if after - W < limit then\n"
-    "  local rem = after >= limit and 0 or cdiv(limit - after, W)\n"
-    "  local reset = behind + 2 * W - e\n"
-    "  if commit then redis.call('SET', KEYS[1], fmt(ws) .. ' ' .. fmt(prev) .. ' ' .. fmt(curr + cost), 'PX', px(reset)) end\n"
-    "  count(true)\n"
-    "  return {1, rem, 0, reset}\n"
-    "end\n"
-    "count(false)\n"
-    "local rem = est >= limit and 0 or cdiv(limit - est, W)\n"
-    "local wait = nil\n"
-    "if curr + cost - 1 < P and prev > 0 then\n"
-    "  local x = solve(prev, (P - curr - cost + 1) * W)\n"
-    "  if x < W then wait = x - e end\n"
-    "end\n"
-    "if not wait then\n"
-    "  wait = W - e\n"
-    "  if curr > 0 then wait = wait + solve(curr, (P - cost + 1) * W) end\n"
-    "end\n"
-    "local rest = curr > 0 and 2 * W - e or (prev > 0 and W - e or 0)\n"
-    "return {0, rem, behind + wait, rest > 0 and behind + rest or 0}\n";
+/* The scripts (src/redis/NAME.lua, embedded at build time by embed.py):
+ * gcra_lua, tb_lua, sl_lua, sc_lua (prologue.lua + the algorithm's: their
+ * KEYS, ARGV and replies are described there), open_lua (P:cfg) and
+ * slot_lua (a cluster's slot hash). */
+#include "redis_scripts.h"
 
 /* The one limit a Redis limiter has (srl_open_redis refuses compounds). */
 static inline const srl_policy *rpol(const srl_limiter *lim)
@@ -252,22 +82,6 @@ static const char *const algo_lua[] = {
     [SRL_SLIDING_COUNTER] = sc_lua,
     [SRL_GCRA] = gcra_lua,
 };
-
-/* Creates P:cfg or checks it.  ARGV[1]: this opener's policy text, or ''
- * to adopt the stored one (srl_open_redis with cfg NULL: never creates).
- * Returns {1, policy, esec, eusec} (same policy, or adopted, or created),
- * {0} (another policy is stored) or {-1} (adopting, and nothing is stored). */
-static const char open_lua[] =
-    "if redis.replicate_commands then redis.replicate_commands() end\n"
-    "local c = redis.call('HMGET', KEYS[1], 'policy', 'esec', 'eusec')\n"
-    "if c[1] then\n"
-    "  if ARGV[1] ~= '' and c[1] ~= ARGV[1] then return {0} end\n"
-    "  return {1, c[1], c[2] or '0', c[3] or '0'}\n"
-    "end\n"
-    "if ARGV[1] == '' then return {-1} end\n"
-    "local t = redis.call('TIME')\n"
-    "redis.call('HSET', KEYS[1], 'policy', ARGV[1], 'esec', t[1], 'eusec', t[2])\n"
-    "return {1, ARGV[1], t[1], t[2]}\n";
 
 struct rstore {
     srl_limiter lim;
@@ -817,7 +631,7 @@ static int load_script(struct rstore *r, const char *k, size_t kl)
     return rc;
 }
 
-static int exact_in_lua(const srl_policy *p);
+static int has_script(const srl_policy *p);
 
 /* Under mu: create P:cfg with this limiter's policy, or check the stored
  * one; with adopt, take the stored policy instead (never create).  Sets
@@ -863,7 +677,7 @@ static int open_cfg(struct rstore *r, int adopt)
                 srl_limits l;
                 srl_policy_error pe;
                 rc = srl_limits_parse_ex(ptext, &l, &pe) == 0 ? SRL_ENOTSUP : SRL_ECORRUPT;
-            } else if (rc == 0 && (p.burst || p.penalty_ns || !exact_in_lua(&p))) {
+            } else if (rc == 0 && (p.penalty_ns || !has_script(&p))) {
                 rc = SRL_ENOTSUP;   /* e.g. concurrency: no script holds leases */
             }
             if (rc == 0)
@@ -899,12 +713,14 @@ static void slot_hash_name(const struct rstore *r, const char *k, size_t kl, cha
              srl__slot_tag(srl__keyslot(k, kl), tag));
 }
 
-/* The arguments of one EVALSHA of the algorithm's script, but the key. */
+/* The arguments of one EVALSHA of the algorithm's script, but the key:
+ * EVALSHA sha 3 key cfg stats mode cost permits window now capacity. */
+#define SCRIPT_ARGC 12
 struct script_call {
     char cfg[PREFIX_MAX + 16], st[PREFIX_MAX + 16];
-    char a_cost[24], a_P[24], a_W[24], a_now[24], a_mode[2];
-    const char *argv[11];
-    size_t lens[11];
+    char a_cost[24], a_P[24], a_W[24], a_now[24], a_cap[24], a_mode[2];
+    const char *argv[SCRIPT_ARGC];
+    size_t lens[SCRIPT_ARGC];
 };
 
 /* Fill *sc for mode and cost; then script_argv() per key and attempt. */
@@ -916,6 +732,7 @@ static void script_init(const srl_limiter *lim, struct script_call *sc, char mod
     snprintf(sc->a_cost, sizeof sc->a_cost, "%u", cost);
     snprintf(sc->a_P, sizeof sc->a_P, "%u", rpol(lim)->permits);
     snprintf(sc->a_W, sizeof sc->a_W, "%llu", (unsigned long long)rpol(lim)->window_ns);
+    snprintf(sc->a_cap, sizeof sc->a_cap, "%u", srl__capacity(rpol(lim)));
     sc->a_mode[0] = mode;
     sc->a_mode[1] = '\0';
 }
@@ -935,8 +752,8 @@ static void script_argv(srl_limiter *lim, struct script_call *sc, const char *ke
     if (r->fixed_time)
         snprintf(sc->a_now, sizeof sc->a_now, "%llu", (unsigned long long)srl__now(lim));
     const char *argv[] = {"EVALSHA", r->sha, "3", key, sc->cfg, sc->st,
-                          sc->a_mode, sc->a_cost, sc->a_P, sc->a_W, sc->a_now};
-    for (int i = 0; i < 11; i++) {
+                          sc->a_mode, sc->a_cost, sc->a_P, sc->a_W, sc->a_now, sc->a_cap};
+    for (int i = 0; i < SCRIPT_ARGC; i++) {
         sc->argv[i] = argv[i];
         sc->lens[i] = i == 3 ? klen : strlen(argv[i]);
     }
@@ -952,10 +769,15 @@ static void script_argv(srl_limiter *lim, struct script_call *sc, const char *ke
  */
 static uint64_t longest_wait_ns(const srl_policy *p)
 {
-    uint64_t W = p->window_ns, P = p->permits;
+    uint64_t W = p->window_ns, P = p->permits, cap = srl__capacity(p);
     switch (p->algorithm) {
     case SRL_GCRA:
-        return P * (W / P + (W % P != 0));   /* < 2^51: exact_in_lua */
+        return cap * (W / P + (W % P != 0));   /* burst: cap * T <= W_MAX + cap */
+    case SRL_TOKEN_BUCKET: {
+        /* Refill from empty: ceil(cap * W / P), W without a burst. */
+        srl__u128 full = ((srl__u128)cap * W + P - 1) / P;
+        return full > W ? (uint64_t)full : W;
+    }
     case SRL_SLIDING_COUNTER:
         return 2 * W;
     default:
@@ -963,37 +785,53 @@ static uint64_t longest_wait_ns(const srl_policy *p)
     }
 }
 
+/* A wait in a decision reply: the decimal text of a number (waits may pass
+ * 2^53, so the scripts send them as strings).  1 and *v set if s is 1..20
+ * digits with a value below 2^64, else 0. */
+static int reply_wait(const redisReply *e, uint64_t *v)
+{
+    if (e->type != REDIS_REPLY_STRING || e->len < 1 || e->len > 20)
+        return 0;
+    uint64_t x = 0;
+    for (size_t i = 0; i < e->len; i++) {
+        unsigned dg = (unsigned)(e->str[i] - '0');
+        if (dg > 9 || x > (UINT64_MAX - dg) / 10)
+            return 0;
+        x = x * 10 + dg;
+    }
+    *v = x;
+    return 1;
+}
+
 /* 1 and *d filled if rep is a script's decision {allowed, remaining,
- * retry_after, reset_after} within the policy's range: four integers,
- * allowed 0 or 1, remaining <= permits, retry_after 0 if allowed, and
- * both waits at most 2 * longest_wait_ns; else 0 (*d untouched). */
+ * "retry_after", "reset_after"} within the policy's range: two integers
+ * and two waits (reply_wait), allowed 0 or 1, remaining <= the capacity
+ * (burst, else permits),
+ * retry_after 0 if allowed, and both waits at most 2 * longest_wait_ns;
+ * else 0 (*d untouched). */
 static int reply_decision(const srl_limiter *lim, const redisReply *rep, srl_decision *d)
 {
     if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 4)
         return 0;
-    long long v[4];
-    for (int i = 0; i < 4; i++) {
+    long long v[2];
+    for (int i = 0; i < 2; i++) {
         if (rep->element[i]->type != REDIS_REPLY_INTEGER || rep->element[i]->integer < 0)
             return 0;
         v[i] = rep->element[i]->integer;
     }
-    uint64_t most = 2 * longest_wait_ns(rpol(lim));   /* < 2^53 */
-    if (v[0] > 1 || (uint64_t)v[1] > rpol(lim)->permits || (v[0] == 1 && v[2] != 0) ||
-        (uint64_t)v[2] > most || (uint64_t)v[3] > most)
+    uint64_t w[2];
+    if (!reply_wait(rep->element[2], &w[0]) || !reply_wait(rep->element[3], &w[1]))
         return 0;
-    *d = (srl_decision){.allowed = v[0] != 0, .limit = rpol(lim)->permits,
-                        .remaining = (uint32_t)v[1], .retry_after_ns = (uint64_t)v[2],
-                        .reset_after_ns = (uint64_t)v[3], .flags = 0};
+    uint64_t most = 2 * longest_wait_ns(rpol(lim));   /* < 2^62 */
+    uint32_t cap = srl__capacity(rpol(lim));
+    if (v[0] > 1 || (uint64_t)v[1] > cap || (v[0] == 1 && w[0] != 0) || w[0] > most ||
+        w[1] > most)
+        return 0;
+    *d = (srl_decision){.allowed = v[0] != 0, .limit = cap,
+                        .remaining = (uint32_t)v[1], .retry_after_ns = w[0],
+                        .reset_after_ns = w[1], .flags = 0};
     return 1;
 }
-
-/* A cluster's slot hash P:s:{tag}: made on the first decision in its slot,
- * with the epoch of P:cfg (HSETNX: the first maker's epoch stays). */
-static const char slot_lua[] =
-    "if redis.call('HSETNX', KEYS[1], 'esec', ARGV[1]) == 1 then\n"
-    "  redis.call('HSET', KEYS[1], 'eusec', ARGV[2])\n"
-    "end\n"
-    "return 1\n";
 
 /* Under mu: make the slot hash of key k's slot (a cluster store). */
 static int slot_init(struct rstore *r, const char *k, size_t kl)
@@ -1053,7 +891,7 @@ static int decide(srl_limiter *lim, const void *key, size_t len, uint32_t cost, 
      * may need both the script and the slot hash. */
     for (int attempt = 0; rc == 0 && attempt < 4; attempt++) {
         script_argv(lim, &sc, kbuf, klen);
-        rep = route(r, kbuf, klen, 11, sc.argv, sc.lens, &rc);
+        rep = route(r, kbuf, klen, SCRIPT_ARGC, sc.argv, sc.lens, &rc);
         if (rep != NULL && attempt < 3 && script_recover(r, rep, &rc, kbuf, klen)) {
             freeReplyObject(rep);
             rep = NULL;
@@ -1208,7 +1046,7 @@ static int walk_pipe(srl_limiter *lim, struct srl__rconn *n, struct walk_batch *
         if (!stats)
             script_argv(lim, &sc, k->str, k->len);
         if ((stats ? redisAppendCommandArgv(n->c, 4, hm, hml)
-                   : redisAppendCommandArgv(n->c, 11, sc.argv, sc.lens)) != REDIS_OK)
+                   : redisAppendCommandArgv(n->c, SCRIPT_ARGC, sc.argv, sc.lens)) != REDIS_OK)
             rc = SRL_ENOMEM;
     }
     if (rc == 0)
@@ -1557,29 +1395,13 @@ static const struct srl__store_ops redis_ops = {
     .close = rs_close,
 };
 
-/* Lua numbers are doubles: every value a script computes must stay an
- * integer below 2^53.  Times are below 2^52 ns (see INVARIANTS); per
- * algorithm the largest product is bounded here. */
-static int exact_in_lua(const srl_policy *p)
+/* The policies a script decides: the four rate algorithms, any permits
+ * and window (the scripts' arithmetic is exact: src/redis/num.lua). */
+static int has_script(const srl_policy *p)
 {
-    srl__u128 W = p->window_ns, P = p->permits;
-    switch (p->algorithm) {
-    case SRL_GCRA: {
-        uint64_t T = p->window_ns / p->permits + (p->window_ns % p->permits != 0);
-        return P * T < TAU_MAX;   /* keeps now + 2*tau < 2^53 for 2^52 ns */
-    }
-    case SRL_TOKEN_BUCKET:
-        return W * (P + 1) < TAU_MAX && W < TAU_MAX;
-    case SRL_SLIDING_COUNTER:
-        return 4 * P * W < TAU_MAX;
-    case SRL_SLIDING_LOG:
-        return W < TAU_MAX;
-    case SRL_CONCURRENCY:   /* no script: in-flight units need holders */
-        return 0;
-    case SRL_FIXED_WINDOW:  /* no script yet: SRL_ENOTSUP */
-        return 0;
-    }
-    return 0;
+    /* concurrency: no script, in-flight units need holders; fixed_window: no
+     * script yet.  algo_lua[] has the other four. */
+    return p->algorithm < sizeof algo_lua / sizeof algo_lua[0] && algo_lua[p->algorithm] != NULL;
 }
 
 int srl_open_redis(const char *uri, const srl_config *cfg, srl_limiter **out)
@@ -1598,7 +1420,7 @@ int srl_open_redis(const char *uri, const srl_config *cfg, srl_limiter **out)
      * have no script yet, nor a burst apart from the rate or a ban period.
      * Adopting: the stored policy is checked by open_cfg. */
     if (!adopt && (cfg->limits.count != 1 || cfg->policy.algorithm == SRL_CONCURRENCY ||
-                   cfg->policy.burst || cfg->policy.penalty_ns || !exact_in_lua(&cfg->policy)))
+                   cfg->policy.penalty_ns || !has_script(&cfg->policy)))
         return SRL_ENOTSUP;
 
     struct rstore *r = calloc(1, sizeof *r);

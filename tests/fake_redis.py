@@ -6,7 +6,7 @@ the open and slot scripts, SCRIPT LOAD, EVALSHA, CLUSTER SLOTS, SCAN,
 DBSIZE, HMGET) on 127.0.0.1, an ephemeral port, and answers EVALSHA (or
 SCAN) the way MODE says:
 
-  normal        a valid decision {1, P-1, 0, 1000000} (refund: {-2})
+  normal        a valid decision {1, P-1, "0", "1000000"} (refund: {-2})
   slow          that decision one byte every 0.1 s (about 2 s in all)
   bulk          a 64 MiB bulk string
   line          a 64 MiB status line
@@ -61,7 +61,9 @@ def num(n):
 
 
 def decision(vals):
-    return arr([num(v) for v in vals])
+    """A script's decision: allowed and remaining as integers, the two
+    waits as decimal bulk strings (they may pass 2^53)."""
+    return arr([num(vals[0]), num(vals[1])] + [bulk(b"%d" % v) for v in vals[2:]])
 
 
 class Conn:
