@@ -851,6 +851,16 @@ static int precheck_limiter(server_rec *s, const srl_ap_registry *reg, const srl
     srl_close(lim);
     if (rc == 0 || rc == SRL_ENOENT)
         return OK;
+    if (l->redis != NULL && (rc == SRL_ESYS || rc == SRL_ETIMEDOUT)) {
+        /* Redis down: the start goes on (srl_open_redis with a config opens
+         * without a server and checks the policy at its first connection),
+         * so a restart during an outage serves by on_full. */
+        ap_log_error(APLOG_MARK, APLOG_WARNING, rc == SRL_ESYS ? errno : 0, s,
+                     "SrlLimiter %s (%s): %s not reachable (%s): deciding by on_full "
+                     "until it answers", l->name, l->defined_at, store_what(l),
+                     srl_strerror(rc));
+        return OK;
+    }
     char why[1024] = "";
     if (rc == SRL_EMISMATCH && l->redis == NULL) {
         srl_limiter *seg = NULL;

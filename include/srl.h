@@ -911,6 +911,19 @@ SRL_API int srl_open_local(const srl_config *cfg, srl_limiter **out);
  * policy (algorithm, permits or window) stored under the prefix:
  * SRL_EMISMATCH.
  *
+ * Open never depends on the server being up: with cfg given, an open that
+ * reaches no server (connect refused or failed, or no answer within
+ * timeout_ms) returns 0 and a handle whose calls decide from on_full,
+ * flagged SRL_DECISION_DEGRADED (SRL_ESYS or SRL_ETIMEDOUT, the connect's
+ * code, with the backoff below), until a call reaches the server; that
+ * call checks (or creates) P:cfg first, then decides exactly.  A worker
+ * (re)started during an outage thus serves and limits again by itself.  A
+ * mismatch found then makes that call and every later one SRL_EMISMATCH
+ * with on_full's DEGRADED decision (P:cfg is not asked again: reopen),
+ * counted in srl_stats_get's full.  A server that answers but refuses
+ * (SRL_EACCES, a wrong password), adopting (cfg NULL) and a bad uri still
+ * fail at open.
+ *
  * A call's whole time is at most timeout_ms: the wait for the handle's
  * mutex (held by another thread's call), connect, every write and read,
  * redirections and their waits; a server that is slow, even one trickling
@@ -938,7 +951,8 @@ SRL_API int srl_open_local(const srl_config *cfg, srl_limiter **out);
  * failed connect retries back off (10 ms doubling to 1 s; calls in between
  * fail at once with the same code).  One connection per limiter, shared by
  * threads under a mutex, re-made in a forked child.  srl_stats_get: allowed and denied from P:stats
- * (all hosts), timeouts of this handle, used 0 (not counted).
+ * (all hosts), timeouts of this handle, full this handle's decisions by
+ * on_full for a late mismatch (above), used 0 (not counted).
  *
  * cfg NULL adopts the policy stored under the prefix (as rlctl does):
  * SRL_ENOENT if none is stored (nothing is created), SRL_ECORRUPT if the

@@ -40,7 +40,9 @@
  *   script gives) with *d from on_full flagged SRL_DECISION_DEGRADED.  A
  *   new connection runs AUTH and SELECT from the uri.  The next call
  *   reconnects; a failed connect backs off (10 ms doubling to 1 s: calls
- *   fail at once meanwhile).
+ *   fail at once meanwhile).  An open that reaches no server still opens
+ *   (cfg_checked 0): the first call that reaches one checks P:cfg then
+ *   (cfg_check), a mismatch found so is sticky (cfg_mismatch).
  *
  *   The server is untrusted input: reply sizes, types and every decision
  *   field are checked (reply_decision: against the policy), a redirection is
@@ -65,6 +67,7 @@
 
 #define PREFIX_MAX SRL__REDIS_PREFIX_MAX
 #define TAU_MAX (1ull << 51)
+#define SRL__REDIS_DEFERRED 1   /* open: no server reached, policy check deferred */
 
 /* Every script: KEYS = state, P:cfg, P:stats; ARGV = mode ('a' acquire,
  * 'p' peek), cost, permits, window_ns, injected now ('' = the server's
@@ -288,6 +291,10 @@ struct rstore {
     int broken_no_pid_check;  /* test hook: share the parent's socket after fork */
     uint64_t created_unix_ns;
     srl_policy adopted;       /* open with cfg NULL: the policy read from P:cfg */
+    int connect_failed;       /* under mu: the last ensure() could not connect */
+    int cfg_checked;          /* under mu: P:cfg created or found equal (open_cfg) */
+    int cfg_mismatch;         /* under mu: P:cfg holds another policy (sticky) */
+    uint64_t mismatched;      /* atomic: decisions by on_full for cfg_mismatch */
 };
 
 static struct rstore *rs_of(srl_limiter *lim) { return lim->impl; }
@@ -606,6 +613,7 @@ static int ensure(struct rstore *r, struct srl__rconn *n)
     if (c == NULL)
         return SRL_ENOMEM;
     int rc = 0;
+    r->connect_failed = c->err != 0;
     if (c->err != 0) {
         rc = io_error(c, e ? e : errno);
         if (rc == SRL_ESYS && c->err == REDIS_ERR_IO && e == ETIMEDOUT)
@@ -882,6 +890,24 @@ static int open_cfg(struct rstore *r, int adopt)
     return rc;
 }
 
+/* Under mu: the policy check an open made without a server (Redis down
+ * then: see srl_open_redis), done at the first call that reaches one.
+ * 0 once P:cfg is created or found equal; SRL_EMISMATCH, from then on
+ * without asking the server again (the stored policy changes only when a
+ * person deletes P:cfg: reopen then); else the connection's error (tried
+ * again at the next call). */
+static int cfg_check(struct rstore *r)
+{
+    if (r->cfg_mismatch)
+        return SRL_EMISMATCH;
+    if (r->cfg_checked)
+        return 0;
+    int rc = open_cfg(r, 0);
+    r->cfg_checked = rc == 0;
+    r->cfg_mismatch = rc == SRL_EMISMATCH;
+    return rc;
+}
+
 static size_t key_name(const struct rstore *r, const char *what, const void *key, size_t len,
                        char *buf)
 {
@@ -1046,6 +1072,8 @@ static int decide(srl_limiter *lim, const void *key, size_t len, uint32_t cost, 
 
     int rc = call_begin(r);
     int locked = rc == 0;
+    if (rc == 0)
+        rc = cfg_check(r);
     if (rc == 0 && r->sha[0] == '\0')
         rc = load_script(r, kbuf, klen);
     redisReply *rep = NULL;
@@ -1084,6 +1112,8 @@ static int decide(srl_limiter *lim, const void *key, size_t len, uint32_t cost, 
     /* Every store error (the server slow, gone, refusing, or answering what
      * no script answers) decides from on_full, so a caller that ignores
      * the error still gets the configured fail-open or fail-closed answer. */
+    if (rc == SRL_EMISMATCH && d != NULL)
+        __atomic_add_fetch(&r->mismatched, 1, __ATOMIC_RELAXED);
     if (rc != 0 && rc != SRL_ENOENT && d != NULL)
         srl__decide_on_full(lim, SRL_DECISION_DEGRADED, d);
     return rc;
@@ -1455,6 +1485,7 @@ static int rs_stats(srl_limiter *lim, srl_stats *out)
             return rc;
         *out = (srl_stats){.capacity = r->capacity,
                            .timeouts = __atomic_load_n(&r->timeouts, __ATOMIC_RELAXED),
+                           .full = __atomic_load_n(&r->mismatched, __ATOMIC_RELAXED),
                            .allowed = a, .denied = d,
                            .would_deny = __atomic_load_n(&r->would_deny, __ATOMIC_RELAXED)};
         return 0;
@@ -1472,6 +1503,7 @@ static int rs_stats(srl_limiter *lim, srl_stats *out)
     if (rep == NULL)
         return rc;
     *out = (srl_stats){.capacity = r->capacity, .timeouts = timeouts,
+                       .full = __atomic_load_n(&r->mismatched, __ATOMIC_RELAXED),
                        .would_deny = __atomic_load_n(&r->would_deny, __ATOMIC_RELAXED)};
     rc = SRL_ESYS;
     if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 2) {
@@ -1626,8 +1658,19 @@ int srl_open_redis(const char *uri, const srl_config *cfg, srl_limiter **out)
     rc = call_begin(r);   /* the handle is no one else's yet: mu only for the deadline */
     if (rc == 0) {
         rc = open_cfg(r, adopt);
+        r->cfg_checked = rc == 0;
+        /* No server to ask (down, or too slow to answer within the
+         * deadline): the handle opens anyway and decides by on_full until a
+         * call reaches one, which checks the policy then (cfg_check).  A
+         * worker (re)started during an outage thus serves, and limits again
+         * by itself.  Adopting needs the stored policy: no handle without. */
+        if (!adopt && (rc == SRL_ETIMEDOUT || (rc == SRL_ESYS && r->connect_failed)))
+            rc = SRL__REDIS_DEFERRED;
         call_end(r, rc);
     }
+    int deferred = rc == SRL__REDIS_DEFERRED;
+    if (deferred)
+        rc = 0;
     if (rc == 0 && adopt) {
         /* The adopted policy, normalised as the prologue would (a compound
          * of one), picks the default ticker as a config would. */
@@ -1639,7 +1682,7 @@ int srl_open_redis(const char *uri, const srl_config *cfg, srl_limiter **out)
     }
     char cfgkey[PREFIX_MAX + 8];
     snprintf(cfgkey, sizeof cfgkey, "%s:cfg", r->u.prefix);
-    if (rc == 0 && (rc = call_begin(r)) == 0) {
+    if (rc == 0 && !deferred && (rc = call_begin(r)) == 0) {
         rc = load_script(r, cfgkey, strlen(cfgkey));
         call_end(r, rc);
     }
