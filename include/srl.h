@@ -122,10 +122,10 @@ extern "C" {
     XX(ESTALE, -13, "segment is stale: its creator died before it was ready; unlink it (rlctl destroy)") \
     XX(EACCES, -14, "permission denied (segment owner or mode refused)") \
     XX(ENOSPC, -15, "no room for the segment in /dev/shm or in the memory the kernel can give") \
-    XX(ETIMEDOUT, -16, "timed out waiting for a lock or for the segment's creator")  /* a lock or the segment's creator did not answer */ \
+    XX(ETIMEDOUT, -16, "timed out (a lock, a segment's creator, or a Redis server did not answer in time)")  /* see srl_last_error for which */ \
     XX(ENOTRECOVERABLE, -17, "a bucket lock is not recoverable") \
     XX(ENOTSUP, -18, "operation not supported by this limiter") \
-    XX(ESYS, -19, "system error (see errno)")  /* another operating-system error; see errno */ \
+    XX(ESYS, -19, "system or network error (see errno, and srl_last_error for a Redis store)")  /* another operating-system error; see errno */ \
     XX(ETOOBIG, -20, "segment larger than the size guard: pass force (SRL_CONFIG_FORCE)")
 
 #define SRL__ERRNO_ENUM(name, code, msg) SRL_##name = (code),
@@ -138,6 +138,22 @@ SRL_API const char *srl_strerror(int code);
 /* The code's name as spelled in this header ("SRL_EINVAL" for SRL_EINVAL,
  * "SRL_OK" for 0), static; NULL for a code that is not in SRL_ERRNO_MAP. */
 SRL_API const char *srl_err_name(int code);
+
+/*
+ * The calling thread's sentence for its last error of a Redis or tiered
+ * store call (open included): which server and what happened, e.g.
+ * "connect 127.0.0.1:6390: connection refused", "reply from
+ * 127.0.0.1:8080 is not RESP: is it Redis?", "AUTH on /run/redis.sock:
+ * WRONGPASS invalid username-password pair ...", "127.0.0.1:6379: no reply
+ * within 500 ms".  Each such call clears it when it begins and sets it when
+ * it fails, so read it right after the failing call, in the same thread;
+ * "" when that error has no detail (other stores: srl_strerror says all).
+ * Bytes from the server are shown with non-printable ones as '?'; never a
+ * password.  Copies at most len - 1 bytes and a NUL into buf (may be NULL
+ * with len 0) and returns the sentence's whole length (< 256).
+ * Thread-local: no lock, any thread, any handle.
+ */
+SRL_API size_t srl_last_error(char *buf, size_t len);
 
 /* ---------------------------------------------------------------- policy */
 

@@ -49,6 +49,7 @@
  *   followed only to a node of the slot map, and a walk's SCAN calls are
  *   bounded against DBSIZE.
  */
+#include "errdetail.h"
 #include "limiter.h"
 #include "redis_cluster.h"
 #include "redis_uri.h"
@@ -438,6 +439,44 @@ static int io_fail(const struct rstore *r, redisContext *c, int e)
     return left_ns(r) == 0 ? SRL_ETIMEDOUT : io_error(c, e);
 }
 
+/* The server c talks to, for an error's sentence: host:port or the
+ * socket's path. */
+static const char *peer_name(const redisContext *c, char *buf, size_t len)
+{
+    if (c->connection_type == REDIS_CONN_UNIX)
+        snprintf(buf, len, "%s", c->unix_sock.path ? c->unix_sock.path : "?");
+    else
+        snprintf(buf, len, "%s:%d", c->tcp.host ? c->tcp.host : "?", c->tcp.port);
+    return buf;
+}
+
+/* strerror(e) with a lower-case first letter, as a clause. */
+static void say_errno(const char *what, const char *peer, int e)
+{
+    char m[128];
+    snprintf(m, sizeof m, "%s", strerror(e));
+    if (m[0] >= 'A' && m[0] <= 'Z' && !(m[1] >= 'A' && m[1] <= 'Z'))
+        m[0] = (char)(m[0] - 'A' + 'a');
+    srl__err_set("%s%s: %s", what, peer, m);
+}
+
+/* The sentence of a failed command on c (srl_last_error). */
+static void io_detail(const struct rstore *r, const redisContext *c, int rc)
+{
+    char peer[320];
+    peer_name(c, peer, sizeof peer);
+    if (rc == SRL_ETIMEDOUT)
+        srl__err_set("%s: no reply within %u ms", peer, (unsigned)(r->u.timeout_ms
+                     ? r->u.timeout_ms : r->lim.lock_timeout_ms));
+    else if (rc == SRL_ESYS && errno == EPROTO)
+        srl__err_set("reply from %s is not RESP: is it Redis?", peer);
+    else if (rc == SRL_ESYS && errno == EMSGSIZE)
+        srl__err_set("reply from %s is larger than srl's bounds (64 KiB a string, 8 MiB a "
+                     "reply): is it Redis?", peer);
+    else if (rc == SRL_ESYS && errno != 0)
+        say_errno("", peer, errno);
+}
+
 /* Under mu: write what c has queued, within the deadline. */
 static int flush_out(const struct rstore *r, redisContext *c)
 {
@@ -509,6 +548,8 @@ static redisReply *raw(const struct rstore *r, redisContext *c, int argc, const 
     if (*rc == 0)
         *rc = read_reply(r, c, &b, &rep);
     pipe_guard_end(&g);
+    if (*rc != 0)
+        io_detail(r, c, *rc);
     return rep;
 }
 
@@ -521,6 +562,16 @@ static int reply_error(const redisReply *rep)
         strstr(rep->str, "invalid username-password") != NULL)
         return SRL_EACCES;
     return SRL_ESYS;
+}
+
+/* Under mu: the sentence of an error reply route() just gave. */
+static void reply_detail(const struct rstore *r, const redisReply *rep)
+{
+    const redisContext *c = r->u.cluster ? r->cl.node[r->replied].c : r->one.c;
+    char peer[320] = "the server";
+    if (c != NULL)
+        peer_name(c, peer, sizeof peer);
+    srl__err_set("%s: %.160s", peer, rep->str);
 }
 
 /* AUTH and SELECT on a new connection, as the uri says. */
@@ -546,8 +597,12 @@ static int handshake(struct rstore *r, redisContext *c)
         redisReply *rep = raw(r, c, argc, argv, lens, &rc);
         if (rep == NULL)
             return rc;
-        if (rep->type == REDIS_REPLY_ERROR)
+        if (rep->type == REDIS_REPLY_ERROR) {
             rc = step == 0 ? SRL_EACCES : reply_error(rep) == SRL_EACCES ? SRL_EACCES : SRL_EINVAL;
+            char peer[320];
+            srl__err_set("%s on %s: %.160s", argv[0], peer_name(c, peer, sizeof peer),
+                         rep->str);
+        }
         freeReplyObject(rep);
         if (rc != 0)
             return rc;
@@ -569,9 +624,12 @@ static int call_begin(struct rstore *r)
     uint64_t end = srl__clock_ns(CLOCK_MONOTONIC) + (uint64_t)timeout_ms(r) * 1000000ull;
     struct timespec ts = {.tv_sec = (time_t)(end / SRL_NS_PER_S),
                           .tv_nsec = (long)(end % SRL_NS_PER_S)};
+    srl__err_clear();
     int e = pthread_mutex_clocklock(&r->mu, CLOCK_MONOTONIC, &ts);
     if (e != 0) {
         __atomic_add_fetch(&r->timeouts, 1, __ATOMIC_RELAXED);
+        srl__err_set("%s: no turn on the handle's connection within %u ms (other threads' "
+                     "calls held it)", r->u.prefix, timeout_ms(r));
         return SRL_ETIMEDOUT;
     }
     r->deadline_ns = end;
@@ -597,8 +655,12 @@ static int ensure(struct rstore *r, struct srl__rconn *n)
         drop(n);   /* the parent's socket: never share a stream with it */
     if (n->c != NULL)
         return 0;
-    if (n->failures > 0 && srl__clock_ns(CLOCK_MONOTONIC) < n->retry_at_ns)
+    if (n->failures > 0 && srl__clock_ns(CLOCK_MONOTONIC) < n->retry_at_ns) {
+        srl__err_set("%s (retrying in %llu ms)", n->last_msg,
+                     (unsigned long long)((n->retry_at_ns - srl__clock_ns(CLOCK_MONOTONIC)) /
+                                          1000000 + 1));
         return n->last_rc;
+    }
     uint64_t left = left_ns(r);
     if (left == 0)
         return SRL_ETIMEDOUT;   /* the call's time is up: no connect, no backoff */
@@ -618,6 +680,17 @@ static int ensure(struct rstore *r, struct srl__rconn *n)
         rc = io_error(c, e ? e : errno);
         if (rc == SRL_ESYS && c->err == REDIS_ERR_IO && e == ETIMEDOUT)
             rc = SRL_ETIMEDOUT;
+        char peer[320];
+        if (n->host[0] == '\0')
+            snprintf(peer, sizeof peer, "%s", r->u.unix_path);
+        else
+            snprintf(peer, sizeof peer, "%s:%d", n->host, n->port);
+        if (rc == SRL_ETIMEDOUT)
+            srl__err_set("connect %s: no answer within %u ms", peer, timeout_ms(r));
+        else if (c->err == REDIS_ERR_IO && (e ? e : errno) != 0)
+            say_errno("connect ", peer, e ? e : errno);
+        else
+            srl__err_set("connect %s: %.120s", peer, c->errstr);
     } else {
         __atomic_store_n(&fns_seen, c->reader->fn, __ATOMIC_RELEASE);   /* the defaults */
         pthread_once(&fns_once, fns_init);
@@ -630,6 +703,7 @@ static int ensure(struct rstore *r, struct srl__rconn *n)
         n->failures++;
         n->retry_at_ns = srl__clock_ns(CLOCK_MONOTONIC) + wait_ms * 1000000ull;
         n->last_rc = rc;
+        (void)srl_last_error(n->last_msg, sizeof n->last_msg);
         return rc;
     }
     n->failures = 0;
@@ -848,9 +922,13 @@ static int open_cfg(struct rstore *r, int adopt)
     redisReply *const *e = rep->element;
     if (rep->type == REDIS_REPLY_ERROR) {
         rc = reply_error(rep);
+        reply_detail(r, rep);
     } else if (rep->type == REDIS_REPLY_ARRAY && rep->elements >= 1 &&
                e[0]->type == REDIS_REPLY_INTEGER && e[0]->integer != 1) {
         rc = e[0]->integer == 0 ? SRL_EMISMATCH : SRL_ENOENT;
+        if (rc == SRL_EMISMATCH)
+            srl__err_set("%s holds another policy than this limiter's '%s' (rlctl URI info "
+                         "shows it)", cfgkey, ptext);
     } else if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 4 &&
                e[0]->type == REDIS_REPLY_INTEGER) {
         int strings = 1;
@@ -1096,6 +1174,7 @@ static int decide(srl_limiter *lim, const void *key, size_t len, uint32_t cost, 
         rc = SRL_ECORRUPT;  /* a reply this script never gives: P:cfg or a state was altered */
         if (rep->type == REDIS_REPLY_ERROR && reply_error(rep) == SRL_EACCES) {
             rc = SRL_EACCES;   /* the server now wants a password */
+            srl__err_set("%s: %.160s", r->u.prefix, rep->str);   /* mu is released */
         } else if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 1 && mode != 'a' &&
                    rep->element[0]->type == REDIS_REPLY_INTEGER &&
                    rep->element[0]->integer == -1) {
@@ -1636,7 +1715,11 @@ int srl_open_redis(const char *uri, const srl_config *cfg, srl_limiter **out)
     struct rstore *r = calloc(1, sizeof *r);
     if (r == NULL)
         return SRL_ENOMEM;
-    rc = srl__redis_uri_parse(uri, &r->u, NULL, 0);
+    char why[200] = "";
+    srl__err_clear();
+    rc = srl__redis_uri_parse(uri, &r->u, why, sizeof why);
+    if (rc != 0)
+        srl__err_set("%s", why);
     /* On a cluster the prefix must not hold a hash tag: it would put every
      * key in one slot (and the slot hashes' tags would not be theirs). */
     if (rc == 0 && r->u.cluster && strpbrk(r->u.prefix, "{}") != NULL)

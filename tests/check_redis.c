@@ -636,6 +636,81 @@ START_TEST(open_while_down_finds_a_mismatch_late)
 }
 END_TEST
 
+/* A listener on a loopback port that answers every connection as an HTTP
+ * server would, then closes it: a port that is not Redis. */
+static pid_t http_listener(int *port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_ge(fd, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t al = sizeof a;
+    ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+    ck_assert_int_eq(listen(fd, 8), 0);   /* connects queue from here on */
+    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&a, &al), 0);
+    *port = ntohs(a.sin_port);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        static const char http[] = "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n";
+        for (;;) {
+            int c = accept(fd, NULL, NULL);
+            if (c < 0)
+                _exit(0);
+            (void)!write(c, http, sizeof http - 1);
+            close(c);
+        }
+    }
+    close(fd);
+    return pid;
+}
+
+static void detail_is(const char *want)
+{
+    char got[256];
+    ck_assert_uint_eq(srl_last_error(got, sizeof got), strlen(want));
+    ck_assert_str_eq(got, want);
+}
+
+/* Issue 42 item 5: srl_last_error names the server and what happened. */
+START_TEST(errors_name_the_server_and_the_cause)
+{
+    srl_config cfg = gcra_cfg(5, 60 * SEC);
+    cfg.lock_timeout_ms = 500;
+    srl_limiter *lim = NULL;
+    char u[200], want[256];
+
+    int port = free_port();
+    snprintf(u, sizeof u, "redis://127.0.0.1:%d", port);
+    ck_assert_int_eq(srl_open_redis(u, NULL, &lim), SRL_ESYS);   /* adopt: no deferral */
+    snprintf(want, sizeof want, "connect 127.0.0.1:%d: connection refused", port);
+    detail_is(want);
+
+    pid_t http = http_listener(&port);
+    snprintf(u, sizeof u, "redis://127.0.0.1:%d", port);
+    ck_assert_int_eq(srl_open_redis(u, &cfg, &lim), SRL_ESYS);
+    snprintf(want, sizeof want, "reply from 127.0.0.1:%d is not RESP: is it Redis?", port);
+    detail_is(want);
+    kill(http, SIGKILL);
+    waitpid(http, NULL, 0);
+
+    srv_extra[0] = "--requirepass";
+    srv_extra[1] = "right";
+    srv_extra[2] = NULL;
+    pid_t srv = setup_server();
+    snprintf(u, sizeof u, "unix://:wrong@%s", sock);
+    ck_assert_int_eq(srl_open_redis(u, &cfg, &lim), SRL_EACCES);
+    snprintf(want, sizeof want,
+             "AUTH on %s: WRONGPASS invalid username-password pair or user is disabled.", sock);
+    detail_is(want);
+    snprintf(u, sizeof u, "unix://%s", sock);
+    ck_assert_int_eq(srl_open_redis(u, &cfg, &lim), SRL_EACCES);
+    snprintf(want, sizeof want, "%s: NOAUTH Authentication required.", sock);
+    detail_is(want);
+    srv_extra[0] = NULL;
+    teardown_server(srv);
+}
+END_TEST
+
 /* A server with --requirepass (and an ACL user): the uri's credentials are
  * sent on every connect; wrong or missing ones are SRL_EACCES at open. */
 START_TEST(auth_and_db)
@@ -1035,6 +1110,7 @@ int main(void)
     tcase_add_test(tc, stopped_server_degrades);
     tcase_add_test(tc, killed_server_reconnects);
     tcase_add_test(tc, auth_and_db);
+    tcase_add_test(tc, errors_name_the_server_and_the_cause);
     tcase_add_loop_test(tc, open_while_down_then_limits_when_up, 0, 2);
     tcase_add_loop_test(tc, open_while_down_finds_a_mismatch_late, 0, 2);
     tcase_add_test(tc, closed_mid_reply);
