@@ -851,7 +851,21 @@ static int precheck_limiter(server_rec *s, const srl_ap_registry *reg, const srl
     srl_close(lim);
     if (rc == 0 || rc == SRL_ENOENT)
         return OK;
+    if (l->redis != NULL && (rc == SRL_ESYS || rc == SRL_ETIMEDOUT)) {
+        /* Redis down: the start goes on (srl_open_redis with a config opens
+         * without a server and checks the policy at its first connection),
+         * so a restart during an outage serves by on_full. */
+        char cause[256];
+        (void)srl_last_error(cause, sizeof cause);   /* which server, what happened */
+        ap_log_error(APLOG_MARK, APLOG_WARNING, rc == SRL_ESYS ? errno : 0, s,
+                     "SrlLimiter %s (%s): %s not reachable (%s: %s): deciding by on_full "
+                     "until it answers", l->name, l->defined_at, store_what(l),
+                     srl_strerror(rc), cause);
+        return OK;
+    }
     char why[1024] = "";
+    if (l->redis != NULL)
+        (void)srl_last_error(why, sizeof why);   /* the open's own sentence */
     if (rc == SRL_EMISMATCH && l->redis == NULL) {
         srl_limiter *seg = NULL;
         rc = open_changeable(l, &cfg, &seg, why, sizeof why);
@@ -897,6 +911,8 @@ static int open_limiter(apr_pool_t *pconf, server_rec *s, const srl_ap_registry 
     }
     if ((rc == SRL_ENOSPC || rc == SRL_ETOOBIG) && l->redis == NULL)
         srl_room_check(&cfg, why, sizeof why);   /* what it needs, what is free */
+    if (rc != 0 && l->redis != NULL && rc != SRL_EMISMATCH && why[0] == '\0')
+        (void)srl_last_error(why, sizeof why);   /* which server, what happened */
     if (rc != 0) {
         ap_log_error(APLOG_MARK, APLOG_EMERG, rc == SRL_ESYS ? errno : 0, s,
                      "SrlLimiter %s (%s): cannot open %s: %s%s%s%s", l->name,

@@ -122,10 +122,10 @@ extern "C" {
     XX(ESTALE, -13, "segment is stale: its creator died before it was ready; unlink it (rlctl destroy)") \
     XX(EACCES, -14, "permission denied (segment owner or mode refused)") \
     XX(ENOSPC, -15, "no room for the segment in /dev/shm or in the memory the kernel can give") \
-    XX(ETIMEDOUT, -16, "timed out waiting for a lock or for the segment's creator")  /* a lock or the segment's creator did not answer */ \
+    XX(ETIMEDOUT, -16, "timed out (a lock, a segment's creator, or a Redis server did not answer in time)")  /* see srl_last_error for which */ \
     XX(ENOTRECOVERABLE, -17, "a bucket lock is not recoverable") \
     XX(ENOTSUP, -18, "operation not supported by this limiter") \
-    XX(ESYS, -19, "system error (see errno)")  /* another operating-system error; see errno */ \
+    XX(ESYS, -19, "system or network error (see errno, and srl_last_error for a Redis store)")  /* another operating-system error; see errno */ \
     XX(ETOOBIG, -20, "segment larger than the size guard: pass force (SRL_CONFIG_FORCE)")
 
 #define SRL__ERRNO_ENUM(name, code, msg) SRL_##name = (code),
@@ -138,6 +138,22 @@ SRL_API const char *srl_strerror(int code);
 /* The code's name as spelled in this header ("SRL_EINVAL" for SRL_EINVAL,
  * "SRL_OK" for 0), static; NULL for a code that is not in SRL_ERRNO_MAP. */
 SRL_API const char *srl_err_name(int code);
+
+/*
+ * The calling thread's sentence for its last error of a Redis or tiered
+ * store call (open included): which server and what happened, e.g.
+ * "connect 127.0.0.1:6390: connection refused", "reply from
+ * 127.0.0.1:8080 is not RESP: is it Redis?", "AUTH on /run/redis.sock:
+ * WRONGPASS invalid username-password pair ...", "127.0.0.1:6379: no reply
+ * within 500 ms".  Each such call clears it when it begins and sets it when
+ * it fails, so read it right after the failing call, in the same thread;
+ * "" when that error has no detail (other stores: srl_strerror says all).
+ * Bytes from the server are shown with non-printable ones as '?'; never a
+ * password.  Copies at most len - 1 bytes and a NUL into buf (may be NULL
+ * with len 0) and returns the sentence's whole length (< 256).
+ * Thread-local: no lock, any thread, any handle.
+ */
+SRL_API size_t srl_last_error(char *buf, size_t len);
 
 /* ---------------------------------------------------------------- policy */
 
@@ -907,6 +923,19 @@ SRL_API int srl_open_local(const srl_config *cfg, srl_limiter **out);
  * policy (algorithm, permits or window) stored under the prefix:
  * SRL_EMISMATCH.
  *
+ * Open never depends on the server being up: with cfg given, an open that
+ * reaches no server (connect refused or failed, or no answer within
+ * timeout_ms) returns 0 and a handle whose calls decide from on_full,
+ * flagged SRL_DECISION_DEGRADED (SRL_ESYS or SRL_ETIMEDOUT, the connect's
+ * code, with the backoff below), until a call reaches the server; that
+ * call checks (or creates) P:cfg first, then decides exactly.  A worker
+ * (re)started during an outage thus serves and limits again by itself.  A
+ * mismatch found then makes that call and every later one SRL_EMISMATCH
+ * with on_full's DEGRADED decision (P:cfg is not asked again: reopen),
+ * counted in srl_stats_get's full.  A server that answers but refuses
+ * (SRL_EACCES, a wrong password), adopting (cfg NULL) and a bad uri still
+ * fail at open.
+ *
  * A call's whole time is at most timeout_ms: the wait for the handle's
  * mutex (held by another thread's call), connect, every write and read,
  * redirections and their waits; a server that is slow, even one trickling
@@ -934,7 +963,8 @@ SRL_API int srl_open_local(const srl_config *cfg, srl_limiter **out);
  * failed connect retries back off (10 ms doubling to 1 s; calls in between
  * fail at once with the same code).  One connection per limiter, shared by
  * threads under a mutex, re-made in a forked child.  srl_stats_get: allowed and denied from P:stats
- * (all hosts), timeouts of this handle, used 0 (not counted).
+ * (all hosts), timeouts of this handle, full this handle's decisions by
+ * on_full for a late mismatch (above), used 0 (not counted).
  *
  * cfg NULL adopts the policy stored under the prefix (as rlctl does):
  * SRL_ENOENT if none is stored (nothing is created), SRL_ECORRUPT if the

@@ -27,6 +27,7 @@ struct srl__rconn {
     uint32_t failures;        /* connects failed in a row (backoff) */
     uint64_t retry_at_ns;     /* CLOCK_MONOTONIC: no connect before */
     int last_rc;              /* the last failed connect's code */
+    char last_msg[256];       /* its srl_last_error sentence */
     char host[256];           /* TCP host, or "" with the uri's unix path */
     int port;
 };

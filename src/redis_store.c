@@ -38,7 +38,9 @@
  *   script gives) with *d from on_full flagged SRL_DECISION_DEGRADED.  A
  *   new connection runs AUTH and SELECT from the uri.  The next call
  *   reconnects; a failed connect backs off (10 ms doubling to 1 s: calls
- *   fail at once meanwhile).
+ *   fail at once meanwhile).  An open that reaches no server still opens
+ *   (cfg_checked 0): the first call that reaches one checks P:cfg then
+ *   (cfg_check), a mismatch found so is sticky (cfg_mismatch).
  *
  *   The server is untrusted input: reply sizes, types and every decision
  *   field are checked (reply_decision: against the policy), a redirection is
@@ -46,6 +48,7 @@
  *   bounded against DBSIZE.
  */
 #include "algo.h"
+#include "errdetail.h"
 #include "limiter.h"
 #include "redis_cluster.h"
 #include "redis_uri.h"
@@ -63,6 +66,7 @@
 #include <unistd.h>
 
 #define PREFIX_MAX SRL__REDIS_PREFIX_MAX
+#define SRL__REDIS_DEFERRED 1   /* open: no server reached, policy check deferred */
 
 /* The scripts (src/redis/NAME.lua, embedded at build time by embed.py):
  * gcra_lua, tb_lua, sl_lua, sc_lua (prologue.lua + the algorithm's: their
@@ -102,6 +106,10 @@ struct rstore {
     int broken_no_pid_check;  /* test hook: share the parent's socket after fork */
     uint64_t created_unix_ns;
     srl_policy adopted;       /* open with cfg NULL: the policy read from P:cfg */
+    int connect_failed;       /* under mu: the last ensure() could not connect */
+    int cfg_checked;          /* under mu: P:cfg created or found equal (open_cfg) */
+    int cfg_mismatch;         /* under mu: P:cfg holds another policy (sticky) */
+    uint64_t mismatched;      /* atomic: decisions by on_full for cfg_mismatch */
 };
 
 static struct rstore *rs_of(srl_limiter *lim) { return lim->impl; }
@@ -245,6 +253,44 @@ static int io_fail(const struct rstore *r, redisContext *c, int e)
     return left_ns(r) == 0 ? SRL_ETIMEDOUT : io_error(c, e);
 }
 
+/* The server c talks to, for an error's sentence: host:port or the
+ * socket's path. */
+static const char *peer_name(const redisContext *c, char *buf, size_t len)
+{
+    if (c->connection_type == REDIS_CONN_UNIX)
+        snprintf(buf, len, "%s", c->unix_sock.path ? c->unix_sock.path : "?");
+    else
+        snprintf(buf, len, "%s:%d", c->tcp.host ? c->tcp.host : "?", c->tcp.port);
+    return buf;
+}
+
+/* strerror(e) with a lower-case first letter, as a clause. */
+static void say_errno(const char *what, const char *peer, int e)
+{
+    char m[128];
+    snprintf(m, sizeof m, "%s", strerror(e));
+    if (m[0] >= 'A' && m[0] <= 'Z' && !(m[1] >= 'A' && m[1] <= 'Z'))
+        m[0] = (char)(m[0] - 'A' + 'a');
+    srl__err_set("%s%s: %s", what, peer, m);
+}
+
+/* The sentence of a failed command on c (srl_last_error). */
+static void io_detail(const struct rstore *r, const redisContext *c, int rc)
+{
+    char peer[320];
+    peer_name(c, peer, sizeof peer);
+    if (rc == SRL_ETIMEDOUT)
+        srl__err_set("%s: no reply within %u ms", peer, (unsigned)(r->u.timeout_ms
+                     ? r->u.timeout_ms : r->lim.lock_timeout_ms));
+    else if (rc == SRL_ESYS && errno == EPROTO)
+        srl__err_set("reply from %s is not RESP: is it Redis?", peer);
+    else if (rc == SRL_ESYS && errno == EMSGSIZE)
+        srl__err_set("reply from %s is larger than srl's bounds (64 KiB a string, 8 MiB a "
+                     "reply): is it Redis?", peer);
+    else if (rc == SRL_ESYS && errno != 0)
+        say_errno("", peer, errno);
+}
+
 /* Under mu: write what c has queued, within the deadline. */
 static int flush_out(const struct rstore *r, redisContext *c)
 {
@@ -316,6 +362,8 @@ static redisReply *raw(const struct rstore *r, redisContext *c, int argc, const 
     if (*rc == 0)
         *rc = read_reply(r, c, &b, &rep);
     pipe_guard_end(&g);
+    if (*rc != 0)
+        io_detail(r, c, *rc);
     return rep;
 }
 
@@ -328,6 +376,16 @@ static int reply_error(const redisReply *rep)
         strstr(rep->str, "invalid username-password") != NULL)
         return SRL_EACCES;
     return SRL_ESYS;
+}
+
+/* Under mu: the sentence of an error reply route() just gave. */
+static void reply_detail(const struct rstore *r, const redisReply *rep)
+{
+    const redisContext *c = r->u.cluster ? r->cl.node[r->replied].c : r->one.c;
+    char peer[320] = "the server";
+    if (c != NULL)
+        peer_name(c, peer, sizeof peer);
+    srl__err_set("%s: %.160s", peer, rep->str);
 }
 
 /* AUTH and SELECT on a new connection, as the uri says. */
@@ -353,8 +411,12 @@ static int handshake(struct rstore *r, redisContext *c)
         redisReply *rep = raw(r, c, argc, argv, lens, &rc);
         if (rep == NULL)
             return rc;
-        if (rep->type == REDIS_REPLY_ERROR)
+        if (rep->type == REDIS_REPLY_ERROR) {
             rc = step == 0 ? SRL_EACCES : reply_error(rep) == SRL_EACCES ? SRL_EACCES : SRL_EINVAL;
+            char peer[320];
+            srl__err_set("%s on %s: %.160s", argv[0], peer_name(c, peer, sizeof peer),
+                         rep->str);
+        }
         freeReplyObject(rep);
         if (rc != 0)
             return rc;
@@ -376,9 +438,12 @@ static int call_begin(struct rstore *r)
     uint64_t end = srl__clock_ns(CLOCK_MONOTONIC) + (uint64_t)timeout_ms(r) * 1000000ull;
     struct timespec ts = {.tv_sec = (time_t)(end / SRL_NS_PER_S),
                           .tv_nsec = (long)(end % SRL_NS_PER_S)};
+    srl__err_clear();
     int e = pthread_mutex_clocklock(&r->mu, CLOCK_MONOTONIC, &ts);
     if (e != 0) {
         __atomic_add_fetch(&r->timeouts, 1, __ATOMIC_RELAXED);
+        srl__err_set("%s: no turn on the handle's connection within %u ms (other threads' "
+                     "calls held it)", r->u.prefix, timeout_ms(r));
         return SRL_ETIMEDOUT;
     }
     r->deadline_ns = end;
@@ -404,8 +469,12 @@ static int ensure(struct rstore *r, struct srl__rconn *n)
         drop(n);   /* the parent's socket: never share a stream with it */
     if (n->c != NULL)
         return 0;
-    if (n->failures > 0 && srl__clock_ns(CLOCK_MONOTONIC) < n->retry_at_ns)
+    if (n->failures > 0 && srl__clock_ns(CLOCK_MONOTONIC) < n->retry_at_ns) {
+        srl__err_set("%s (retrying in %llu ms)", n->last_msg,
+                     (unsigned long long)((n->retry_at_ns - srl__clock_ns(CLOCK_MONOTONIC)) /
+                                          1000000 + 1));
         return n->last_rc;
+    }
     uint64_t left = left_ns(r);
     if (left == 0)
         return SRL_ETIMEDOUT;   /* the call's time is up: no connect, no backoff */
@@ -420,10 +489,22 @@ static int ensure(struct rstore *r, struct srl__rconn *n)
     if (c == NULL)
         return SRL_ENOMEM;
     int rc = 0;
+    r->connect_failed = c->err != 0;
     if (c->err != 0) {
         rc = io_error(c, e ? e : errno);
         if (rc == SRL_ESYS && c->err == REDIS_ERR_IO && e == ETIMEDOUT)
             rc = SRL_ETIMEDOUT;
+        char peer[320];
+        if (n->host[0] == '\0')
+            snprintf(peer, sizeof peer, "%s", r->u.unix_path);
+        else
+            snprintf(peer, sizeof peer, "%s:%d", n->host, n->port);
+        if (rc == SRL_ETIMEDOUT)
+            srl__err_set("connect %s: no answer within %u ms", peer, timeout_ms(r));
+        else if (c->err == REDIS_ERR_IO && (e ? e : errno) != 0)
+            say_errno("connect ", peer, e ? e : errno);
+        else
+            srl__err_set("connect %s: %.120s", peer, c->errstr);
     } else {
         __atomic_store_n(&fns_seen, c->reader->fn, __ATOMIC_RELEASE);   /* the defaults */
         pthread_once(&fns_once, fns_init);
@@ -436,6 +517,7 @@ static int ensure(struct rstore *r, struct srl__rconn *n)
         n->failures++;
         n->retry_at_ns = srl__clock_ns(CLOCK_MONOTONIC) + wait_ms * 1000000ull;
         n->last_rc = rc;
+        (void)srl_last_error(n->last_msg, sizeof n->last_msg);
         return rc;
     }
     n->failures = 0;
@@ -654,9 +736,13 @@ static int open_cfg(struct rstore *r, int adopt)
     redisReply *const *e = rep->element;
     if (rep->type == REDIS_REPLY_ERROR) {
         rc = reply_error(rep);
+        reply_detail(r, rep);
     } else if (rep->type == REDIS_REPLY_ARRAY && rep->elements >= 1 &&
                e[0]->type == REDIS_REPLY_INTEGER && e[0]->integer != 1) {
         rc = e[0]->integer == 0 ? SRL_EMISMATCH : SRL_ENOENT;
+        if (rc == SRL_EMISMATCH)
+            srl__err_set("%s holds another policy than this limiter's '%s' (rlctl URI info "
+                         "shows it)", cfgkey, ptext);
     } else if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 4 &&
                e[0]->type == REDIS_REPLY_INTEGER) {
         int strings = 1;
@@ -693,6 +779,24 @@ static int open_cfg(struct rstore *r, int adopt)
         }
     }
     freeReplyObject(rep);
+    return rc;
+}
+
+/* Under mu: the policy check an open made without a server (Redis down
+ * then: see srl_open_redis), done at the first call that reaches one.
+ * 0 once P:cfg is created or found equal; SRL_EMISMATCH, from then on
+ * without asking the server again (the stored policy changes only when a
+ * person deletes P:cfg: reopen then); else the connection's error (tried
+ * again at the next call). */
+static int cfg_check(struct rstore *r)
+{
+    if (r->cfg_mismatch)
+        return SRL_EMISMATCH;
+    if (r->cfg_checked)
+        return 0;
+    int rc = open_cfg(r, 0);
+    r->cfg_checked = rc == 0;
+    r->cfg_mismatch = rc == SRL_EMISMATCH;
     return rc;
 }
 
@@ -884,6 +988,8 @@ static int decide(srl_limiter *lim, const void *key, size_t len, uint32_t cost, 
 
     int rc = call_begin(r);
     int locked = rc == 0;
+    if (rc == 0)
+        rc = cfg_check(r);
     if (rc == 0 && r->sha[0] == '\0')
         rc = load_script(r, kbuf, klen);
     redisReply *rep = NULL;
@@ -906,6 +1012,7 @@ static int decide(srl_limiter *lim, const void *key, size_t len, uint32_t cost, 
         rc = SRL_ECORRUPT;  /* a reply this script never gives: P:cfg or a state was altered */
         if (rep->type == REDIS_REPLY_ERROR && reply_error(rep) == SRL_EACCES) {
             rc = SRL_EACCES;   /* the server now wants a password */
+            srl__err_set("%s: %.160s", r->u.prefix, rep->str);   /* mu is released */
         } else if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 1 && mode != 'a' &&
                    rep->element[0]->type == REDIS_REPLY_INTEGER &&
                    rep->element[0]->integer == -1) {
@@ -922,6 +1029,8 @@ static int decide(srl_limiter *lim, const void *key, size_t len, uint32_t cost, 
     /* Every store error (the server slow, gone, refusing, or answering what
      * no script answers) decides from on_full, so a caller that ignores
      * the error still gets the configured fail-open or fail-closed answer. */
+    if (rc == SRL_EMISMATCH && d != NULL)
+        __atomic_add_fetch(&r->mismatched, 1, __ATOMIC_RELAXED);
     if (rc != 0 && rc != SRL_ENOENT && d != NULL)
         srl__decide_on_full(lim, SRL_DECISION_DEGRADED, d);
     return rc;
@@ -1293,6 +1402,7 @@ static int rs_stats(srl_limiter *lim, srl_stats *out)
             return rc;
         *out = (srl_stats){.capacity = r->capacity,
                            .timeouts = __atomic_load_n(&r->timeouts, __ATOMIC_RELAXED),
+                           .full = __atomic_load_n(&r->mismatched, __ATOMIC_RELAXED),
                            .allowed = a, .denied = d,
                            .would_deny = __atomic_load_n(&r->would_deny, __ATOMIC_RELAXED)};
         return 0;
@@ -1310,6 +1420,7 @@ static int rs_stats(srl_limiter *lim, srl_stats *out)
     if (rep == NULL)
         return rc;
     *out = (srl_stats){.capacity = r->capacity, .timeouts = timeouts,
+                       .full = __atomic_load_n(&r->mismatched, __ATOMIC_RELAXED),
                        .would_deny = __atomic_load_n(&r->would_deny, __ATOMIC_RELAXED)};
     rc = SRL_ESYS;
     if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 2) {
@@ -1426,7 +1537,11 @@ int srl_open_redis(const char *uri, const srl_config *cfg, srl_limiter **out)
     struct rstore *r = calloc(1, sizeof *r);
     if (r == NULL)
         return SRL_ENOMEM;
-    rc = srl__redis_uri_parse(uri, &r->u, NULL, 0);
+    char why[200] = "";
+    srl__err_clear();
+    rc = srl__redis_uri_parse(uri, &r->u, why, sizeof why);
+    if (rc != 0)
+        srl__err_set("%s", why);
     /* On a cluster the prefix must not hold a hash tag: it would put every
      * key in one slot (and the slot hashes' tags would not be theirs). */
     if (rc == 0 && r->u.cluster && strpbrk(r->u.prefix, "{}") != NULL)
@@ -1448,8 +1563,19 @@ int srl_open_redis(const char *uri, const srl_config *cfg, srl_limiter **out)
     rc = call_begin(r);   /* the handle is no one else's yet: mu only for the deadline */
     if (rc == 0) {
         rc = open_cfg(r, adopt);
+        r->cfg_checked = rc == 0;
+        /* No server to ask (down, or too slow to answer within the
+         * deadline): the handle opens anyway and decides by on_full until a
+         * call reaches one, which checks the policy then (cfg_check).  A
+         * worker (re)started during an outage thus serves, and limits again
+         * by itself.  Adopting needs the stored policy: no handle without. */
+        if (!adopt && (rc == SRL_ETIMEDOUT || (rc == SRL_ESYS && r->connect_failed)))
+            rc = SRL__REDIS_DEFERRED;
         call_end(r, rc);
     }
+    int deferred = rc == SRL__REDIS_DEFERRED;
+    if (deferred)
+        rc = 0;
     if (rc == 0 && adopt) {
         /* The adopted policy, normalised as the prologue would (a compound
          * of one), picks the default ticker as a config would. */
@@ -1461,7 +1587,7 @@ int srl_open_redis(const char *uri, const srl_config *cfg, srl_limiter **out)
     }
     char cfgkey[PREFIX_MAX + 8];
     snprintf(cfgkey, sizeof cfgkey, "%s:cfg", r->u.prefix);
-    if (rc == 0 && (rc = call_begin(r)) == 0) {
+    if (rc == 0 && !deferred && (rc = call_begin(r)) == 0) {
         rc = load_script(r, cfgkey, strlen(cfgkey));
         call_end(r, rc);
     }

@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <hiredis/hiredis.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -608,6 +609,214 @@ START_TEST(killed_server_reconnects)
 }
 END_TEST
 
+/* A loopback TCP port nothing listens on now (bound, read, closed). */
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_ge(fd, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t al = sizeof a;
+    ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&a, &al), 0);
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+/* The server of an open-while-down case: not started; _i 0 a unix
+ * socket, 1 loopback TCP (the server, once started, listens on both). */
+static char tcp_port[16];
+static void down_setup(int tcp)
+{
+    snprintf(dir, sizeof dir, "/tmp/srl-redis-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(sock, sizeof sock, "%s/redis.sock", dir);
+    srv_extra[0] = NULL;
+    if (tcp) {
+        snprintf(tcp_port, sizeof tcp_port, "%d", free_port());
+        srv_extra[0] = "--port";
+        srv_extra[1] = tcp_port;
+        srv_extra[2] = NULL;
+        snprintf(uri, sizeof uri, "redis://127.0.0.1:%s", tcp_port);
+    } else {
+        snprintf(uri, sizeof uri, "unix://%s", sock);
+    }
+}
+
+/* The first call that reaches the server after an open without one: until
+ * then every call is the connect's failure, decided by on_full. */
+static int acquire_until_up(srl_limiter *lim, srl_decision *d, int deny)
+{
+    int rc;
+    while ((rc = srl_acquire(lim, "k", 1, 1, d)) == SRL_ESYS) {
+        ck_assert_int_eq(d->allowed, !deny);
+        ck_assert_uint_eq(d->flags, SRL_DECISION_DEGRADED);
+        usleep(2000);   /* the reconnect backoff's next step (10 ms doubling) */
+    }
+    return rc;
+}
+
+/* Issue 42 item 4: a worker opened during an outage gets a limiter, which
+ * decides by on_full while Redis is down and exactly from Redis (policy
+ * created then) once it answers. */
+START_TEST(open_while_down_then_limits_when_up)
+{
+    down_setup(_i);
+    srl_config cfg = gcra_cfg(5, 60 * SEC);
+    cfg.lock_timeout_ms = 300;
+    cfg.on_full = SRL_ON_FULL_DENY;
+    srl_limiter *lim = NULL;
+    ck_assert_int_eq(srl_open_redis(uri, &cfg, &lim), 0);
+    srl_decision d;
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(srl_acquire(lim, "k", 1, 1, &d), SRL_ESYS);
+        ck_assert_int_eq(d.allowed, 0);   /* on_full: deny */
+        ck_assert_uint_eq(d.flags, SRL_DECISION_DEGRADED);
+    }
+    ck_assert_int_eq(srl_peek(lim, "k", 1, 1, &d), SRL_ESYS);
+    ck_assert_uint_eq(d.flags, SRL_DECISION_DEGRADED);
+
+    pid_t srv = server_start();
+    ck_assert_int_eq(acquire_until_up(lim, &d, 1), 0);
+    ck_assert_int_eq(d.allowed, 1);
+    ck_assert_uint_eq(d.flags, 0);
+    ck_assert_uint_eq(d.remaining, 4);
+    for (uint64_t left = 3; left != UINT64_MAX; left--) {
+        ck_assert_int_eq(srl_acquire(lim, "k", 1, 1, &d), 0);
+        ck_assert_int_eq(d.allowed, 1);
+        ck_assert_uint_eq(d.remaining, left);
+    }
+    ck_assert_int_eq(srl_acquire(lim, "k", 1, 1, &d), 0);
+    ck_assert_int_eq(d.allowed, 0);        /* exact: the sixth of 5/min */
+    ck_assert_uint_eq(d.flags, 0);
+
+    /* The policy check ran then: P:cfg holds this limiter's policy, and a
+     * second handle (opened normally) shares the key's state. */
+    srl_limiter *two = NULL;
+    ck_assert_int_eq(srl_open_redis(uri, &cfg, &two), 0);
+    ck_assert_int_eq(srl_acquire(two, "k", 1, 1, &d), 0);
+    ck_assert_int_eq(d.allowed, 0);
+    srl_config other = gcra_cfg(7, 60 * SEC);
+    srl_limiter *bad = NULL;
+    ck_assert_int_eq(srl_open_redis(uri, &other, &bad), SRL_EMISMATCH);
+    srl_close(two);
+    srl_close(lim);
+    teardown_server(srv);
+    srv_extra[0] = NULL;
+}
+END_TEST
+
+/* A policy mismatch found at the first connection, not at open: every
+ * decision is then SRL_EMISMATCH, by on_full, counted in stats.full, and
+ * the stored policy is left as it is. */
+START_TEST(open_while_down_finds_a_mismatch_late)
+{
+    down_setup(_i);
+    srl_config cfg = gcra_cfg(5, 60 * SEC);
+    cfg.lock_timeout_ms = 300;
+    srl_limiter *lim = NULL;
+    ck_assert_int_eq(srl_open_redis(uri, &cfg, &lim), 0);
+    srl_decision d;
+    ck_assert_int_eq(srl_acquire(lim, "k", 1, 1, &d), SRL_ESYS);
+
+    pid_t srv = server_start();
+    srl_config other = gcra_cfg(7, 60 * SEC);
+    srl_limiter *owner = NULL;
+    ck_assert_int_eq(srl_open_redis(uri, &other, &owner), 0);   /* P:cfg: 7/min */
+
+    ck_assert_int_eq(acquire_until_up(lim, &d, 0), SRL_EMISMATCH);
+    ck_assert_int_eq(d.allowed, 1);   /* on_full: allow (default) */
+    ck_assert_uint_eq(d.flags, SRL_DECISION_DEGRADED);
+    ck_assert_int_eq(srl_acquire(lim, "k", 1, 1, &d), SRL_EMISMATCH);
+    ck_assert_uint_eq(d.flags, SRL_DECISION_DEGRADED);
+    srl_stats st;
+    ck_assert_int_eq(srl_stats_get(lim, &st), 0);
+    ck_assert_uint_eq(st.full, 2);
+    ck_assert_uint_eq(st.allowed, 0);   /* nothing reached the script */
+
+    ck_assert_int_eq(srl_acquire(owner, "k", 1, 1, &d), 0);
+    ck_assert_uint_eq(d.remaining, 6);   /* the owner's policy, untouched */
+    srl_close(owner);
+    srl_close(lim);
+    teardown_server(srv);
+    srv_extra[0] = NULL;
+}
+END_TEST
+
+/* A listener on a loopback port that answers every connection as an HTTP
+ * server would, then closes it: a port that is not Redis. */
+static pid_t http_listener(int *port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_ge(fd, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t al = sizeof a;
+    ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+    ck_assert_int_eq(listen(fd, 8), 0);   /* connects queue from here on */
+    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&a, &al), 0);
+    *port = ntohs(a.sin_port);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        static const char http[] = "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n";
+        for (;;) {
+            int c = accept(fd, NULL, NULL);
+            if (c < 0)
+                _exit(0);
+            (void)!write(c, http, sizeof http - 1);
+            close(c);
+        }
+    }
+    close(fd);
+    return pid;
+}
+
+static void detail_is(const char *want)
+{
+    char got[256];
+    ck_assert_uint_eq(srl_last_error(got, sizeof got), strlen(want));
+    ck_assert_str_eq(got, want);
+}
+
+/* Issue 42 item 5: srl_last_error names the server and what happened. */
+START_TEST(errors_name_the_server_and_the_cause)
+{
+    srl_config cfg = gcra_cfg(5, 60 * SEC);
+    cfg.lock_timeout_ms = 500;
+    srl_limiter *lim = NULL;
+    char u[200], want[256];
+
+    int port = free_port();
+    snprintf(u, sizeof u, "redis://127.0.0.1:%d", port);
+    ck_assert_int_eq(srl_open_redis(u, NULL, &lim), SRL_ESYS);   /* adopt: no deferral */
+    snprintf(want, sizeof want, "connect 127.0.0.1:%d: connection refused", port);
+    detail_is(want);
+
+    pid_t http = http_listener(&port);
+    snprintf(u, sizeof u, "redis://127.0.0.1:%d", port);
+    ck_assert_int_eq(srl_open_redis(u, &cfg, &lim), SRL_ESYS);
+    snprintf(want, sizeof want, "reply from 127.0.0.1:%d is not RESP: is it Redis?", port);
+    detail_is(want);
+    kill(http, SIGKILL);
+    waitpid(http, NULL, 0);
+
+    srv_extra[0] = "--requirepass";
+    srv_extra[1] = "right";
+    srv_extra[2] = NULL;
+    pid_t srv = setup_server();
+    snprintf(u, sizeof u, "unix://:wrong@%s", sock);
+    ck_assert_int_eq(srl_open_redis(u, &cfg, &lim), SRL_EACCES);
+    snprintf(want, sizeof want,
+             "AUTH on %s: WRONGPASS invalid username-password pair or user is disabled.", sock);
+    detail_is(want);
+    snprintf(u, sizeof u, "unix://%s", sock);
+    ck_assert_int_eq(srl_open_redis(u, &cfg, &lim), SRL_EACCES);
+    snprintf(want, sizeof want, "%s: NOAUTH Authentication required.", sock);
+    detail_is(want);
+    srv_extra[0] = NULL;
+    teardown_server(srv);
+}
+END_TEST
+
 /* A server with --requirepass (and an ACL user): the uri's credentials are
  * sent on every connect; wrong or missing ones are SRL_EACCES at open. */
 START_TEST(auth_and_db)
@@ -1018,6 +1227,9 @@ int main(void)
     tcase_add_test(tc, stopped_server_degrades);
     tcase_add_test(tc, killed_server_reconnects);
     tcase_add_test(tc, auth_and_db);
+    tcase_add_test(tc, errors_name_the_server_and_the_cause);
+    tcase_add_loop_test(tc, open_while_down_then_limits_when_up, 0, 2);
+    tcase_add_loop_test(tc, open_while_down_finds_a_mismatch_late, 0, 2);
     tcase_add_test(tc, closed_mid_reply);
     tcase_add_loop_test(tc, walk_visits_every_key_once_over_many_batches, SRL_TOKEN_BUCKET,
                         SRL_GCRA + 1);

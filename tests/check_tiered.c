@@ -584,6 +584,48 @@ START_TEST(redis_stopped_bans_still_answered_other_keys_degrade)
 }
 END_TEST
 
+/* Issue 42 item 4: a fronted limiter opened while Redis is down opens,
+ * decides by on_full (DEGRADED, never remembered as a ban), and exactly
+ * from Redis once it is started. */
+START_TEST(opened_while_redis_is_down_serves_then_limits)
+{
+    snprintf(dir, sizeof dir, "/tmp/srl-tiered-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(sock, sizeof sock, "%s/redis.sock", dir);
+    snprintf(uri, sizeof uri, "unix://%s?timeout_ms=200", sock);
+    srl_config cfg = gcra_cfg(2);
+    cfg.on_full = SRL_ON_FULL_DENY;
+    const char *name = unique_name("late");
+    srl_limiter *lim = open_tiered(name, uri, &cfg, 0);
+    srl_decision d;
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(srl_acquire(lim, "k", 1, 1, &d), SRL_ESYS);
+        ck_assert_int_eq(d.allowed, 0);
+        ck_assert_uint_eq(d.flags, SRL_DECISION_DEGRADED);
+    }
+    pid_t srv = redis_server_start(dir, sock, NULL);
+    int rc;
+    while ((rc = srl_acquire(lim, "k", 1, 1, &d)) == SRL_ESYS) {
+        ck_assert_uint_eq(d.flags, SRL_DECISION_DEGRADED);
+        usleep(2000);   /* the reconnect backoff's next step */
+    }
+    ck_assert_int_eq(rc, 0);
+    ck_assert_uint_eq(d.flags, 0);
+    ck_assert_int_eq(d.allowed, 1);
+    ck_assert_uint_eq(d.remaining, 1);
+    ck_assert_int_eq(srl_acquire(lim, "k", 1, 1, &d), 0);
+    ck_assert_uint_eq(d.remaining, 0);
+    ck_assert_int_eq(srl_acquire(lim, "k", 1, 1, &d), 0);
+    ck_assert_int_eq(d.allowed, 0);
+    ck_assert_uint_eq(d.flags, 0);   /* Redis's denial, now remembered */
+    ck_assert_int_eq(srl_acquire(lim, "k", 1, 1, &d), 0);
+    ck_assert_uint_eq(d.flags, SRL_DECISION_LOCAL);
+    srl_close(lim);
+    srl_unlink(name);
+    teardown_server(srv);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- hostile */
 
 static int write_garbage(void *state, uint64_t now, void *ctx)
@@ -842,6 +884,7 @@ int main(void)
     tcase_add_test(tc, reset_refund_and_a_host_reset_clear_the_host_memory);
     tcase_add_test(tc, a_ban_that_outlives_a_reset_is_caught);
     tcase_add_test(tc, redis_stopped_bans_still_answered_other_keys_degrade);
+    tcase_add_test(tc, opened_while_redis_is_down_serves_then_limits);
     tcase_add_test(tc, a_garbage_ban_in_the_segment_is_not_answered);
     tcase_add_test(tc, two_prefixes_on_one_host_segment_keep_their_bans_apart);
     tcase_add_test(tc, a_segment_of_another_policy_is_refused);

@@ -91,7 +91,10 @@ int rlctl_fail(const char *name, int rc)
 {
     int saved_errno = errno;
     fprintf(stderr, "rlctl: %s: %s", name != NULL ? name : "-", what_failed(name, rc));
-    if (rc == SRL_ESYS)
+    char detail[256];
+    if (srl_last_error(detail, sizeof detail) > 0)
+        fprintf(stderr, ": %s", detail);   /* which server, and what it did */
+    else if (rc == SRL_ESYS)
         fprintf(stderr, ": %s", strerror(saved_errno));
     const rlctl_err *e = rlctl_err_lookup(rc);
     const char *redis = name != NULL && rlctl_is_uri(name) ? rlctl_redis_remedy(rc) : NULL;

@@ -14,11 +14,16 @@
  * bound is not a guess about speed.  Everything before it is compared
  * byte for byte.
  */
+#include <arpa/inet.h>
 #include <check.h>
 #include <hiredis/hiredis.h>
+#include <netinet/in.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 #include <sysexits.h>
 #include <unistd.h>
 
@@ -337,9 +342,10 @@ START_TEST(bad_uris_missing_stores_and_refused_passwords_exit_with_their_reason)
     RUN(&r, EX_NOPERM, "list", u);
     snprintf(want, sizeof want,
              "rlctl: unix://%s?prefix=api&password=***: the Redis server refused access: "
+             "AUTH on %s: WRONGPASS invalid username-password pair or user is disabled.: "
              "give the user and password the workers' uri gives (user:password@ or "
              "?password=)\n",
-             sock);
+             sock, sock);
     ck_assert_str_eq(r.err, want);
     ck_assert_str_eq(r.out, "");
     run_free(&r);
@@ -359,10 +365,37 @@ START_TEST(bad_uris_missing_stores_and_refused_passwords_exit_with_their_reason)
     stop();
     snprintf(u, sizeof u, "unix://%s", sock);
     RUN(&r, EX_OSERR, "info", u);
-    snprintf(want, sizeof want, "rlctl: %s: ", u);
+    snprintf(want, sizeof want, "rlctl: %s: %s: connect %s: no such file or directory: ", u,
+             srl_strerror(SRL_ESYS), sock);
     ck_assert_msg(strncmp(r.err, want, strlen(want)) == 0, "%s", r.err);
     ck_assert_msg(strstr(r.err, ": check that the Redis server runs at this address\n") != NULL,
                   "%s", r.err);
+    run_free(&r);
+
+    /* A port that answers, but not as Redis: the reason, not "Success". */
+    int lfd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t al = sizeof a;
+    ck_assert_int_eq(bind(lfd, (struct sockaddr *)&a, sizeof a), 0);
+    ck_assert_int_eq(listen(lfd, 8), 0);
+    ck_assert_int_eq(getsockname(lfd, (struct sockaddr *)&a, &al), 0);
+    pid_t http = fork();
+    ck_assert_int_ge(http, 0);
+    if (http == 0) {
+        static const char h[] = "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n";
+        for (int c; (c = accept(lfd, NULL, NULL)) >= 0; close(c))
+            (void)!write(c, h, sizeof h - 1);
+        _exit(0);
+    }
+    close(lfd);
+    snprintf(u, sizeof u, "redis://127.0.0.1:%d", ntohs(a.sin_port));
+    RUN(&r, EX_OSERR, "info", u);
+    snprintf(want, sizeof want, "rlctl: %s: %s: reply from 127.0.0.1:%d is not RESP: is it "
+             "Redis?: ", u, srl_strerror(SRL_ESYS), ntohs(a.sin_port));
+    kill(http, SIGKILL);
+    waitpid(http, NULL, 0);
+    ck_assert_msg(strncmp(r.err, want, strlen(want)) == 0, "%s", r.err);
+    ck_assert_msg(strstr(r.err, "Success") == NULL, "%s", r.err);
     run_free(&r);
 }
 END_TEST
