@@ -197,7 +197,10 @@ typedef struct srl_policy {
  * the window's end.  It is the counter of Python's `limits` storages
  * (python/srl/limits_storage.py).  WINDOW is a positive
  * integer with an optional count before the unit: "1m", "15m", "500ms",
- * "s" (= 1s).  Units: ns, us, ms, s, m, h, d.
+ * "s" (= 1s, so "10/s" is "10/1s").  Units: ns, us, ms, s, m, h, d.  The
+ * count is whole ("1.5s" is refused with "write 1500ms"); English units
+ * ("100/minute", "100 per minute", limits' forms) are refused with the
+ * srl form as the hint ("100/1m").
  * A token bucket or GCRA may take ",burst=B" after the window: it then holds
  * up to B permits (the largest cost, and what a fresh key may send at once)
  * and refills N per WINDOW, e.g. "token_bucket:100/1m,burst=20" (20 at once,
@@ -225,7 +228,8 @@ SRL_API int srl_policy_parse(const char *text, srl_policy *out);
  * offset+length) (length 0: something is missing at offset), and message
  * says what is wrong and how to fix it, NUL-terminated English without the
  * text's control bytes, e.g. "unknown algorithm 'tokenbucket' (did you mean
- * token_bucket?)" or "unknown unit 'min' (units: ns us ms s m h d)".
+ * token_bucket?)", "unknown option 'burts' (did you mean burst?)" or
+ * "unknown unit 'min' (write 1m; units: ns us ms s m h d)".
  */
 #define SRL_POLICY_ERROR_MAX 128
 typedef struct srl_policy_error {

@@ -222,6 +222,66 @@ static int is_word(char c)
            (c >= '0' && c <= '9');
 }
 
+/* The srl unit for an English unit word as limits/Flask-Limiter users write
+ * it ("minute", "seconds", "hr"), or NULL: only a hint in messages. */
+static const char *unit_for_word(const char *w, size_t n)
+{
+    static const struct {
+        const char *word;
+        const char *unit;
+    } words[] = {
+        {"second", "s"}, {"seconds", "s"}, {"sec", "s"}, {"secs", "s"},
+        {"minute", "m"}, {"minutes", "m"}, {"min", "m"}, {"mins", "m"},
+        {"hour", "h"}, {"hours", "h"}, {"hr", "h"}, {"hrs", "h"},
+        {"day", "d"}, {"days", "d"},
+        {"millisecond", "ms"}, {"milliseconds", "ms"},
+    };
+    for (unsigned i = 0; i < sizeof words / sizeof words[0]; i++)
+        if (strlen(words[i].word) == n && srl__edit_distance(w, n, words[i].word) == 0)
+            return words[i].unit;
+    return NULL;
+}
+
+/* The unit named by up[0..ulen), in ns, or 0. */
+static uint64_t unit_ns(const char *up, size_t ulen)
+{
+    for (unsigned u = 0; u < N_UNITS; u++)
+        if (strlen(units[u].name) == ulen && memcmp(up, units[u].name, ulen) == 0)
+            return units[u].ns;
+    return 0;
+}
+
+/* "1.5s" at wp (integer part ip[0..), fraction after the '.'): writes the
+ * same window with a whole count ("1500ms") to buf, or "" when there is
+ * none (more than 9 fraction digits, an unknown unit, below 1ns). */
+static void whole_count(char *buf, size_t len, const char *ip)
+{
+    buf[0] = '\0';
+    uint64_t whole = 0, frac = 0, scale = 1;
+    const char *c = ip;
+    if (parse_uint(&c, UINT32_MAX, &whole) || *c != '.')
+        return;
+    for (c++; *c >= '0' && *c <= '9'; c++) {
+        if (scale >= 1000000000ull)
+            return;
+        frac = frac * 10 + (uint64_t)(*c - '0');
+        scale *= 10;
+    }
+    const char *up = c;
+    while ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z'))
+        c++;
+    uint64_t unit = unit_ns(up, (size_t)(c - up));
+    unsigned __int128 t = ((unsigned __int128)whole * scale + frac) * unit;
+    if (unit == 0 || t % scale != 0 || t / scale == 0 || t / scale > SRL_WINDOW_MAX_NS)
+        return;
+    uint64_t ns = (uint64_t)(t / scale);
+    for (unsigned u = 0; u < N_UNITS; u++)
+        if (ns % units[u].ns == 0) {
+            snprintf(buf, len, "%llu%s", (unsigned long long)(ns / units[u].ns), units[u].name);
+            return;
+        }
+}
+
 /* A window "[count]unit" at *sp: 0 with *ns set and *sp past it, or the
  * error (fail()).  what names it in messages ("window", "penalty"). */
 static int parse_window(struct perr *pe, const char **sp, const char *what, uint64_t *ns)
@@ -233,7 +293,7 @@ static int parse_window(struct perr *pe, const char **sp, const char *what, uint
     int count_over = 0;
     if (*s >= '0' && *s <= '9') {
         count_over = parse_uint(&s, UINT64_MAX, &count);
-        if (!count_over && count == 0)
+        if (!count_over && count == 0 && *s != '.')
             return fail(pe, wp, (size_t)(s - wp), "%s must be 1ns or more", what);
     }
     const char *up = s;
@@ -245,14 +305,29 @@ static int parse_window(struct perr *pe, const char **sp, const char *what, uint
             return strcmp(what, "window") == 0
                        ? fail(pe, up, *up ? 1 : 0, "expected a window after '/', e.g. 1m or 500ms")
                        : fail(pe, up, *up ? 1 : 0, "expected a %s time, e.g. 15m", what);
+        if (*up == '.') {
+            /* "1.5s": the count is whole; say the same window with one. */
+            char w[32];
+            whole_count(w, sizeof w, wp);
+            const char *e = up + 1;
+            while ((*e >= '0' && *e <= '9') || (*e >= 'a' && *e <= 'z') || (*e >= 'A' && *e <= 'Z'))
+                e++;
+            srl__quote(q, sizeof q, wp, (size_t)(e - wp));
+            if (w[0] != '\0')
+                return fail(pe, wp, (size_t)(e - wp),
+                            "the count in '%s' must be a whole number: write %s", q, w);
+            return fail(pe, wp, (size_t)(e - wp),
+                        "the count in '%s' must be a whole number, e.g. 1500ms", q);
+        }
         return fail(pe, up, *up ? 1 : 0, "missing unit after the count (units: " UNITS_LIST ")");
     }
-    uint64_t unit = 0;
-    for (unsigned u = 0; u < N_UNITS; u++)
-        if (strlen(units[u].name) == ulen && memcmp(up, units[u].name, ulen) == 0)
-            unit = units[u].ns;
+    uint64_t unit = unit_ns(up, ulen);
     if (unit == 0) {
         srl__quote(q, sizeof q, up, ulen);
+        const char *hint = unit_for_word(up, ulen);
+        if (hint != NULL)
+            return fail(pe, up, ulen, "unknown unit '%s' (write %llu%s; units: " UNITS_LIST ")",
+                        q, (unsigned long long)count, hint);
         return fail(pe, up, ulen, "unknown unit '%s' (units: " UNITS_LIST ")", q);
     }
     size_t wlen = (size_t)(s - wp);
@@ -262,6 +337,67 @@ static int parse_window(struct perr *pe, const char **sp, const char *what, uint
     }
     *sp = s;
     return 0;
+}
+
+/* No '/' after N at s.  "100 per minute" and "100 per 2 minutes" (limits'
+ * and Flask-Limiter's form) get the srl form as the hint. */
+static int fail_per(struct perr *pe, const char *s, unsigned long long n)
+{
+    static const char per[] = " per ";
+    if (strncmp(s, per, sizeof per - 1) == 0) {
+        const char *c = s + sizeof per - 1;
+        uint64_t count = 1;
+        if (*c >= '0' && *c <= '9') {
+            if (parse_uint(&c, UINT32_MAX, &count) || *c != ' ' || count == 0)
+                count = 0;
+            else
+                c++;
+        }
+        const char *w = c;
+        while ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z'))
+            c++;
+        const char *u = unit_for_word(w, (size_t)(c - w));
+        if (count != 0 && u != NULL && *c == '\0')
+            return fail(pe, s, strlen(s), "expected '/' after N: srl writes '%llu per ...' as "
+                        "%llu/%llu%s", n, n, (unsigned long long)count, u);
+    }
+    return fail(pe, s, *s ? 1 : 0, "expected '/' after N, e.g. 100/1m");
+}
+
+/* Text at s (a ',') after a complete policy: an option srl does not know
+ * here.  A misspelt name gets a did-you-mean; burst= after penalty= the
+ * order. */
+static int fail_option(struct perr *pe, const char *s, srl_algorithm a)
+{
+    char q[4 * SRL__QUOTE_MAX + 8];
+    const char *w = s + 1;
+    const char *c = w;
+    while (is_word(*c))
+        c++;
+    size_t n = (size_t)(c - w);
+    size_t tlen = strlen(s);
+    if (n > 0 && n <= 64 && *c == '=') {
+        static const char *const opts[] = {"burst", "penalty", "max_hold"};
+        unsigned first = a == SRL_CONCURRENCY ? 2 : 0, last = a == SRL_CONCURRENCY ? 3 : 2;
+        srl__quote(q, sizeof q, w, n);
+        for (unsigned i = first; i < last; i++)
+            if (strlen(opts[i]) == n && memcmp(opts[i], w, n) == 0)
+                return fail(pe, s, tlen, a == SRL_CONCURRENCY
+                                             ? "option '%s' given twice"
+                                             : "option '%s' given twice or out of order "
+                                               "(burst= comes before penalty=)", q);
+        for (unsigned i = first; i < last; i++) {
+            /* a third of the letters, rounded up: "burts" (a swap) is 2 */
+            unsigned lim = ((unsigned)strlen(opts[i]) + 2) / 3;
+            if (srl__edit_distance(w, n, opts[i]) <= lim)
+                return fail(pe, w, n, "unknown option '%s' (did you mean %s?)", q, opts[i]);
+        }
+        return fail(pe, w, n, a == SRL_CONCURRENCY ? "unknown option '%s' (options: max_hold=)"
+                                                    : "unknown option '%s' (options: burst= penalty=)",
+                    q);
+    }
+    srl__quote(q, sizeof q, s, tlen);
+    return fail(pe, s, tlen, "trailing text '%s' after the policy", q);
 }
 
 int srl_policy_parse_ex(const char *text, srl_policy *out, srl_policy_error *err)
@@ -346,7 +482,7 @@ int srl_policy_parse_ex(const char *text, srl_policy *out, srl_policy_error *err
         s += sizeof mh - 1;
     } else {
         if (*s != '/')
-            return fail(&pe, s, *s ? 1 : 0, "expected '/' after N, e.g. 100/1m");
+            return fail_per(&pe, s, (unsigned long long)permits);
         s++;
     }
 
@@ -382,6 +518,8 @@ int srl_policy_parse_ex(const char *text, srl_policy *out, srl_policy_error *err
         if (wrc != 0)
             return wrc;
     }
+    if (*s == ',')
+        return fail_option(&pe, s, p.algorithm);
     if (*s != '\0') {
         size_t tlen = strlen(s);
         srl__quote(q, sizeof q, s, tlen);

@@ -99,7 +99,7 @@ static const struct {
     {"tokenbucket:100/1m", 0, 11, "unknown algorithm 'tokenbucket' (did you mean token_bucket?)"},
     {"100/1m tier.x=tokenbucket:5/1s", 14, 11,
      "unknown algorithm 'tokenbucket' (did you mean token_bucket?)"},
-    {"100/1m tier.x=5/1s + 6/1min", 24, 3, "unknown unit 'min' (units: ns us ms s m h d)"},
+    {"100/1m tier.x=5/1s + 6/1min", 24, 3, "unknown unit 'min' (write 1m; units: ns us ms s m h d)"},
     {"100/1m tier.default=5/1s", 12, 7,
      "tier name must be 1..31 of [A-Za-z0-9_-], not 'default' (that is the policy)"},
     {"100/1m tier.=5/1s", 12, 0,

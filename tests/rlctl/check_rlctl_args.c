@@ -60,7 +60,7 @@ START_TEST(bad_arguments_exit_64_with_the_reason_and_a_usage_line)
          NULL},
         {{"create", N, "--policy", "10/1min", "--capacity", "10"},
          "rlctl: create: --policy: invalid value '10/1min': unknown unit 'min' "
-         "(units: ns us ms s m h d)",
+         "(write 1m; units: ns us ms s m h d)",
          NULL},
         {{"create", N, "--policy", "5/1h"}, "rlctl: create: --capacity is required", NULL},
         {{"create", N, "--capacity", "10"}, "rlctl: create: --policy is required", NULL},
