@@ -1312,6 +1312,57 @@ SRL_API int srl_reset_key(srl_limiter *lim, const void *key, size_t len);
  * Takes one bucket lock at a time; workers keep running. */
 SRL_API int64_t srl_evict_idle(srl_limiter *lim);
 
+/* ---------------------------------------------------- operator control
+ * What an operator sets on one key, kept in the segment while it lives
+ * (shared and anonymous stores; SRL_ENOTSUP with a message naming the
+ * store on the in-process, Redis and tiered stores for now).  A key not yet
+ * tracked is inserted for it (SRL_ENOSPC if the table has no room for it).
+ *
+ *   exempt   never refused and never evicted (neither by srl_evict_idle
+ *            nor to make room); its decisions are counted in
+ *            srl_stats.allowed and srl_stats.exempt and change none of its
+ *            state, so it is at its policy's state of when it was exempted
+ *            again once unexempted.  remaining / limit show what the policy
+ *            would say.
+ *   banned   (by hand) denied until the ban ends, whatever its policy says,
+ *            retry_after_ns = the time left of the ban; kept from eviction
+ *            while it lasts.  A ban wins over an exemption.  A ban from a
+ *            limit's ",penalty=" lives in the key's state and is told apart
+ *            (srl_key_control.flags: SRL_KEY_BANNED for a ban by hand,
+ *            SRL_KEY_PENALTY for a penalty's).
+ * Each call takes the key's bucket lock once: a decision of another
+ * process either comes before it (the old rule) or after (the new one).
+ * Returns 0, or SRL_EKEY, SRL_EINVAL, SRL_ENOSPC, SRL_ENOTSUP, a lock error. */
+#define SRL_KEY_EXEMPT 0x1u       /* srl_key_control.flags, srl_entry.control */
+#define SRL_KEY_BANNED 0x2u       /* banned by hand (srl_key_ban), until ban_left_ns */
+#define SRL_KEY_OWN_LIMITS 0x4u   /* decided by its own stored limits */
+#define SRL_KEY_PENALTY 0x8u      /* banned by a limit's ",penalty=" now */
+#define SRL_BAN_REASON_MAX 59u    /* bytes of a ban's reason kept (longer: SRL_EINVAL) */
+
+typedef struct srl_key_control {
+    unsigned flags;           /* SRL_KEY_* */
+    uint32_t repeat;          /* offences remembered (escalating penalties) */
+    uint64_t ban_left_ns;     /* SRL_KEY_BANNED: time left of the hand ban */
+    char reason[SRL_BAN_REASON_MAX + 1]; /* the hand ban's reason, "" if none */
+    uint64_t reserved[2];     /* zeroed */
+} srl_key_control;
+
+/* on: 1 exempt the key, 0 take the exemption back (0 also when it had none). */
+SRL_API int srl_key_exempt(srl_limiter *lim, const void *key, size_t len, int on);
+/* Ban the key for for_ns (> 0) from now, with reason (may be NULL or ""; at
+ * most SRL_BAN_REASON_MAX bytes, no control characters).  A new ban
+ * replaces the key's previous one.  SRL_ENOSPC also when the segment's
+ * reason table (64 distinct reasons) is full: ban without a reason then. */
+SRL_API int srl_key_ban(srl_limiter *lim, const void *key, size_t len, uint64_t for_ns,
+                        const char *reason);
+/* Lift the key's hand ban and forget its offences (0 also when it had none;
+ * SRL_ENOENT if the key is not tracked).  A ",penalty=" ban is lifted with
+ * srl_reset_key. */
+SRL_API int srl_key_unban(srl_limiter *lim, const void *key, size_t len);
+/* What is set on the key now; SRL_ENOENT if it is not tracked. */
+SRL_API int srl_key_control_get(srl_limiter *lim, const void *key, size_t len,
+                                srl_key_control *out);
+
 typedef struct srl_stats {
     uint64_t capacity;        /* slots in the table */
     uint64_t used;            /* keys tracked now */
@@ -1330,7 +1381,8 @@ typedef struct srl_stats {
     uint64_t would_deny;      /* decisions a dry-run handle (SRL_CONFIG_DRY_RUN)
                                  allowed that would have been denied (also in
                                  denied); Redis: this handle's only */
-    uint64_t reserved[1];     /* room to grow; zeroed */
+    uint64_t exempt;          /* decisions of exempt keys (srl_key_exempt;
+                                 also in allowed) */
 } srl_stats;
 
 /* Sum the per-bucket counters (no shared counter exists on the hot path).
@@ -1499,8 +1551,8 @@ typedef struct srl_entry {
                                  srl_state_ calls, or srl_holder_get */
     uint32_t tier;            /* the key's tier (srl_tier_get): state, now and
                                  at_rest are that tier's */
-    uint32_t reserved0;
-    uint64_t reserved[1];     /* room to grow; zeroed */
+    uint32_t control;         /* SRL_KEY_* set on it (operator control) */
+    uint64_t ban_left_ns;     /* SRL_KEY_BANNED: time left of the hand ban */
 } srl_entry;
 
 /* Return nonzero to stop the walk. The entry is valid only during the call. */

@@ -102,7 +102,7 @@ typedef struct srl_stats {
     uint64_t reclaimed;
     uint64_t local_denied;
     uint64_t would_deny;
-    uint64_t reserved[1];
+    uint64_t exempt;
 } srl_stats;
 
 typedef enum srl_store_kind {

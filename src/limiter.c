@@ -262,6 +262,54 @@ int srl_reset_key(srl_limiter *lim, const void *key, size_t len)
     return rc != 0 ? rc : lim->ops->reset_key(lim, key, len);
 }
 
+/* Operator control (srl.h): one entry into the store's key_control. */
+static int key_control(srl_limiter *lim, const void *key, size_t len, int op, uint64_t for_ns,
+                       const char *reason, srl_key_control *out)
+{
+    if (lim == NULL)
+        return SRL_EINVAL;
+    int rc = check_key(key, len);
+    if (rc != 0)
+        return rc;
+    if (lim->ops->key_control == NULL)
+        return SRL_ENOTSUP;   /* in-process, Redis, tiered: not yet (srl.h) */
+    return lim->ops->key_control(lim, key, len, op, for_ns, reason, out);
+}
+
+int srl_key_exempt(srl_limiter *lim, const void *key, size_t len, int on)
+{
+    if (on != 0 && on != 1)
+        return SRL_EINVAL;
+    return key_control(lim, key, len, on ? SRL__CTL_EXEMPT : SRL__CTL_UNEXEMPT, 0, NULL, NULL);
+}
+
+int srl_key_ban(srl_limiter *lim, const void *key, size_t len, uint64_t for_ns, const char *reason)
+{
+    if (for_ns == 0 || for_ns > SRL_WINDOW_MAX_NS)
+        return SRL_EINVAL;
+    if (reason != NULL) {
+        size_t n = strlen(reason);
+        if (n > SRL_BAN_REASON_MAX)
+            return SRL_EINVAL;
+        for (size_t i = 0; i < n; i++)
+            if ((unsigned char)reason[i] < 0x20 || reason[i] == 0x7f)
+                return SRL_EINVAL;
+    }
+    return key_control(lim, key, len, SRL__CTL_BAN, for_ns, reason, NULL);
+}
+
+int srl_key_unban(srl_limiter *lim, const void *key, size_t len)
+{
+    return key_control(lim, key, len, SRL__CTL_UNBAN, 0, NULL, NULL);
+}
+
+int srl_key_control_get(srl_limiter *lim, const void *key, size_t len, srl_key_control *out)
+{
+    if (out == NULL)
+        return SRL_EINVAL;
+    return key_control(lim, key, len, SRL__CTL_GET, 0, NULL, out);
+}
+
 int64_t srl_evict_idle(srl_limiter *lim)
 {
     return lim == NULL ? SRL_EINVAL : lim->ops->evict_idle(lim);

@@ -53,8 +53,13 @@ struct srl__store_ops {
     int (*leave)(srl_limiter *lim, srl_lease *lease);
     /* srl_key_state (may be NULL: SRL_ENOTSUP); buf holds cmp.state_bytes. */
     int (*key_state)(srl_limiter *lim, const void *key, size_t len, void *buf);
+    /* Operator control of one key (may be NULL: SRL_ENOTSUP): op is
+     * SRL__CTL_*, for_ns and reason serve SRL__CTL_BAN, out SRL__CTL_GET. */
+    int (*key_control)(srl_limiter *lim, const void *key, size_t len, int op, uint64_t for_ns,
+                       const char *reason, srl_key_control *out);
     void (*close)(srl_limiter *lim);
 };
+enum { SRL__CTL_EXEMPT, SRL__CTL_UNEXEMPT, SRL__CTL_BAN, SRL__CTL_UNBAN, SRL__CTL_GET };
 
 /* Common head of every limiter; a store allocates the whole handle and
  * keeps its own fields in `impl`. */

@@ -96,7 +96,16 @@
                                            8: lf_open in the header page: those
                                               atomic adds (and the freeze's
                                               fence) only once a lock-free
-                                              handle may exist */
+                                              handle may exist;
+                                           9: operator control (issue 41): flags
+                                              in the tier word's high byte
+                                              (SRL__SLOT_F_*), a 16-byte operator
+                                              record per slot after the counters
+                                              (hand ban, escalation memory), the
+                                              bucket counters exempt and
+                                              evicted_active, and the operator
+                                              area after the table (per-key
+                                              limit sets, ban reasons) */
 #define SRL__SHM_SLOTS 16u              /* slots per bucket */
 #define SRL__SHM_PAGE_BYTES 4096u       /* the header page (struct srl__shm_header) */
 #define SRL__SHM_HEADER_BYTES 12288u    /* header page + the two policy copies; the
@@ -148,6 +157,13 @@ struct srl__shm_header {
     srl_tier tiers[SRL_TIERS_MAX - 1]; /* tiers 1..tier_count-1 (canonical limits,
                                     NUL-padded names), then all zero:
                                     srl__tiers_valid */
+    uint64_t op_offset;          /* layout 9: the operator area (struct
+                                    srl__shm_keylim[keylim_count] then struct
+                                    srl__shm_reason[reason_count]), right after
+                                    the table: table_offset + buckets *
+                                    bucket_bytes; checked against the geometry */
+    uint32_t keylim_count;       /* == SRL__SHM_KEYLIMS (checked) */
+    uint32_t reason_count;       /* == SRL__SHM_REASONS (checked) */
     uint64_t header_sum;         /* srl__shm_header_sum(), written last before READY */
 };
 
@@ -183,6 +199,12 @@ struct srl__shm_live {
                                     beyond SRL__SHM_POL_VIEWS (shm_policy.c).
                                     Atomic adds; srl_check reports any nonzero */
     uint32_t live_pad;           /* zero */
+    uint64_t exempt;             /* layout 9: decisions of exempt keys (also in a
+                                    bucket's allowed; srl_stats.exempt).  Here and
+                                    not in the bucket head, which would grow past
+                                    its cache lines (80 bytes a slot, not 84) */
+    uint64_t evicted_active;     /* layout 9: keys not at rest whose slot a new key
+                                    took (on_full=evict; also in evicted) */
 };
 #define SRL__SHM_LF_NONE 0u
 #define SRL__SHM_LF_BIRTH 1u
@@ -295,9 +317,78 @@ _Static_assert(offsetof(struct srl__shm_bucket, tags) == sizeof(pthread_mutex_t)
 #define SRL__SLOT_STATE (SRL__SLOT_META + SRL__SLOT_META_BYTES)
 #define SRL__CTR_ALLOWED 0u            /* from counters_off */
 #define SRL__CTR_DENIED 4u
-#define SRL__CTR_BYTES 8u
-#define SRL__CTR_KEY_LEN 8u            /* key_display > 0 only */
-#define SRL__CTR_DISPLAY 10u
+#define SRL__CTR_BAN_UNTIL 8u          /* layout 9: the operator record, 16 bytes */
+#define SRL__CTR_OFFENCE 16u
+#define SRL__CTR_REPEAT 20u
+#define SRL__CTR_REASON 22u
+#define SRL__CTR_OP_PAD 23u
+#define SRL__CTR_BYTES 24u
+#define SRL__CTR_KEY_LEN 24u           /* key_display > 0 only */
+#define SRL__CTR_DISPLAY 26u
+
+/* Layout 9, operator control (issue 41; docs/design.md, "Operator control").
+ *
+ * Flags: the high byte of the slot's uint16 tier word.  The tier itself is
+ * the low byte (SRL__SLOT_TIER_MASK; tiers are < SRL_TIERS_MAX).  A flagged
+ * slot's tier word never equals a plain tier, so the lock-free path
+ * (shm_lockfree.c compares the whole word with the tier asked for) leaves
+ * every flagged key to the locked path at no cost to the others.  The word
+ * is loaded once (srl__shm_slot_tierword) and split into its two locals.
+ * An unknown flag bit is damage (srl__shm_tier_of): reset and counted like
+ * a tier beyond the table, and reported by srl_check.
+ *   EXEMPT  never refused, never evicted (idle or by on_full=evict); its
+ *           decisions are counted (allowed, exempt) and change no state.
+ *   BANNED  a ban by hand: denied while now < the record's ban_until, with
+ *           retry_after = ban_until - now, whatever the policy says; past
+ *           it the flag is cleared by the next locked user.
+ *   OWN     decided by its own limit set: the low byte then names an entry
+ *           of the key-limits table (SRL__SHM_KEYLIMS entries), not a tier;
+ *           bounds-checked and validated (sum, state fits) before use, a bad
+ *           one is damage (the slot goes back to tier 0, counted).
+ *
+ * The operator record, 16 bytes after the per-key counters (counters_off +
+ * 8; so a slot of a token bucket without display costs 72, not 56):
+ *   +8   uint64 ban_until  the hand ban's end on the segment's clock (ns);
+ *                          meaningful with BANNED only
+ *   +16  uint32 offence    escalation (penalty=MIN..MAX): the time of the
+ *                          last offence, in seconds of the clock, 0 never
+ *   +20  uint16 repeat     offences within the memory window (saturating)
+ *   +22  uint8  reason     0 none, else 1 + an index into the reason table
+ *   +23  uint8  pad        zero
+ * Each word loaded once, judged (until vs now; reason < SRL__SHM_REASONS,
+ * else shown as none), never used as an address unchecked.  The record
+ * moves with the slot (relocation copies slot_bytes) and is zeroed by an
+ * insert; srl_reset_key and unban zero ban_until, offence and repeat. */
+#define SRL__SLOT_TIER_MASK 0x00ffu
+#define SRL__SLOT_F_EXEMPT 0x0100u
+#define SRL__SLOT_F_BANNED 0x0200u
+#define SRL__SLOT_F_OWN 0x0400u
+#define SRL__SLOT_F_KNOWN (SRL__SLOT_F_EXEMPT | SRL__SLOT_F_BANNED | SRL__SLOT_F_OWN)
+_Static_assert(SRL_TIERS_MAX <= 256, "a tier fits the tier word's low byte");
+
+/* The operator area, after the table (header op_offset).  Entries are
+ * claimed with a compare-and-swap of state (FREE -> BUSY), filled, sealed
+ * (sum) and published (READY, release); a reader takes a READY entry's
+ * bytes into a private copy and checks its sum before use, like a policy
+ * copy.  Nothing in them is an address: a bad entry is damage, reported by
+ * srl_check and treated as absent. */
+#define SRL__SHM_KEYLIMS 256u          /* distinct per-key limit sets */
+#define SRL__SHM_REASONS 64u           /* distinct ban reasons */
+#define SRL__SHM_REASON_TEXT 60u       /* a reason's bytes, NUL-padded */
+enum { SRL__OP_FREE = 0u, SRL__OP_BUSY = 1u, SRL__OP_READY = 2u };
+struct srl__shm_keylim {
+    uint32_t state;                 /* SRL__OP_* */
+    uint32_t state_bytes;           /* its compound's state: <= the slots' */
+    srl_limits limits;              /* canonical (srl_limits_validate) */
+    uint64_t sum;                   /* FNV-1a 64 over the entry with state and sum 0 */
+};
+struct srl__shm_reason {
+    uint32_t state;                 /* SRL__OP_* */
+    char text[SRL__SHM_REASON_TEXT];
+};
+#define SRL__SHM_OP_BYTES \
+    (SRL__SHM_KEYLIMS * sizeof(struct srl__shm_keylim) + \
+     SRL__SHM_REASONS * sizeof(struct srl__shm_reason))
 
 /* One generation of the policy, resolved for this handle (shm_policy.c):
  * private, immutable once published, freed only at close (other threads of
@@ -769,14 +860,72 @@ static inline unsigned char *srl__shm_slot_display(const struct srl__shm *s, uin
  * rule at the top): the caller keeps the value in a local, judges it there
  * (a tier below the view's tier_count, a generation the current one or the
  * one before) and indexes with that local only.  Lock held. */
-static inline uint16_t srl__shm_slot_tier(const struct srl__shm *s, uint64_t b, unsigned i)
+static inline uint16_t srl__shm_slot_tierword(const struct srl__shm *s, uint64_t b, unsigned i)
 {
     return SRL__SHM_ONCE(*(const uint16_t *)(srl__shm_slot(s, b, i) + SRL__SLOT_TIER));
+}
+
+/* The tier alone (the word's low byte; layout 9's flags are the high
+ * byte).  A word with an unknown flag bit is damage: its tier reads as
+ * SRL_TIERS_MAX, beyond every table, so every user resets it as it resets
+ * a tier out of range (counted in reset_slots). */
+static inline unsigned srl__shm_tier_of(unsigned w)
+{
+    return (w & ~(SRL__SLOT_TIER_MASK | SRL__SLOT_F_KNOWN)) ? SRL_TIERS_MAX
+                                                            : (w & SRL__SLOT_TIER_MASK);
+}
+
+static inline uint16_t srl__shm_slot_tier(const struct srl__shm *s, uint64_t b, unsigned i)
+{
+    return (uint16_t)srl__shm_tier_of(srl__shm_slot_tierword(s, b, i));
+}
+
+/* Write the tier word from its two parts (lock held, slot frozen). */
+static inline void srl__shm_slot_tier_set(struct srl__shm *s, uint64_t b, unsigned i,
+                                          unsigned tier, unsigned flags)
+{
+    uint16_t w = (uint16_t)((tier & SRL__SLOT_TIER_MASK) | (flags & ~SRL__SLOT_TIER_MASK));
+    __atomic_store_n((uint16_t *)(srl__shm_slot(s, b, i) + SRL__SLOT_TIER), w, __ATOMIC_RELAXED);
+}
+
+/* The operator record's words (layout 9, shm.h above): pointers for the
+ * lock holder's stores; readers load each once with SRL__SHM_ONCE. */
+static inline uint64_t *srl__shm_slot_ban_until(const struct srl__shm *s, uint64_t b, unsigned i)
+{
+    return (uint64_t *)(srl__shm_slot(s, b, i) + s->counters_off + SRL__CTR_BAN_UNTIL);
+}
+
+static inline uint32_t *srl__shm_slot_offence(const struct srl__shm *s, uint64_t b, unsigned i)
+{
+    return (uint32_t *)(srl__shm_slot(s, b, i) + s->counters_off + SRL__CTR_OFFENCE);
+}
+
+static inline uint16_t *srl__shm_slot_repeat(const struct srl__shm *s, uint64_t b, unsigned i)
+{
+    return (uint16_t *)(srl__shm_slot(s, b, i) + s->counters_off + SRL__CTR_REPEAT);
+}
+
+static inline uint8_t *srl__shm_slot_reason(const struct srl__shm *s, uint64_t b, unsigned i)
+{
+    return srl__shm_slot(s, b, i) + s->counters_off + SRL__CTR_REASON;
 }
 
 static inline uint32_t srl__shm_slot_gen(const struct srl__shm *s, uint64_t b, unsigned i)
 {
     return SRL__SHM_ONCE(*(const uint32_t *)(srl__shm_slot(s, b, i) + SRL__SLOT_GEN));
+}
+
+/* Whether slot i is kept whatever its state (layout 9): exempt, banned by
+ * hand until after now, or decided by its own limits.  Neither srl_evict_idle
+ * nor an insert's reclaim nor on_full=evict takes it.  Each word loaded
+ * once (the flags, then ban_until only if BANNED).  Lock held. */
+static inline bool srl__shm_slot_kept(const struct srl__shm *s, uint64_t b, unsigned i,
+                                      uint64_t now)
+{
+    unsigned f = srl__shm_slot_tierword(s, b, i);
+    if (f & (SRL__SLOT_F_EXEMPT | SRL__SLOT_F_OWN))
+        return true;
+    return (f & SRL__SLOT_F_BANNED) && SRL__SHM_ONCE(*srl__shm_slot_ban_until(s, b, i)) > now;
 }
 
 /* A private snapshot of slot i's state (state_bytes into buf, 8-aligned),
@@ -893,6 +1042,17 @@ int srl__shm_reset_key(srl_limiter *lim, const void *key, size_t len);
 int srl__shm_tier_get(srl_limiter *lim, uint32_t t, srl_tier *out);
 /* Initialise every bucket of a fresh mapping (creator only). */
 int srl__shm_table_init(struct srl__shm *s);
+
+/* ------------------------------------------------------ shm_control.c */
+
+/* Operator control of one key (layout 9, srl.h "Operator control"): the
+ * store's srl_key_exempt, srl_key_ban, srl_key_unban, srl_key_control_get
+ * (SRL__CTL_*, limiter.h). */
+int srl__shm_key_control(srl_limiter *lim, const void *key, size_t len, int op, uint64_t for_ns,
+                         const char *reason, srl_key_control *out);
+/* The reason text of record index r (1-based, 0 none) into buf[SRL__SHM_REASON_TEXT + 1]:
+ * "" for none or a bad entry (validated, untrusted). */
+void srl__shm_reason_text(const struct srl__shm *s, unsigned r, char *buf);
 
 /* ---------------------------------------------- shm_change.c, shm_check.c */
 

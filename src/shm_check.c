@@ -107,7 +107,8 @@ static void check_bucket(struct srl__shm *s, uint64_t b, uint64_t now, struct re
          * bad meta word, or of a generation that is neither the current nor
          * the previous one, is reset to tier 0 by its next user (counted in
          * srl_stats.reset_slots).  p NULL: the copy is reported above. */
-        unsigned tier = srl__shm_slot_tier(s, b, i);
+        unsigned word = srl__shm_slot_tierword(s, b, i);   /* read once */
+        unsigned tier = word & SRL__SLOT_TIER_MASK;
         uint32_t g = srl__shm_slot_gen(s, b, i);
         const struct srl__shm_pol *of = p == NULL ? NULL : g == p->gen ? p
                                         : g == p->gen - 1u ? p->prev : NULL;
@@ -117,6 +118,9 @@ static void check_bucket(struct srl__shm *s, uint64_t b, uint64_t now, struct re
             problem(r, "bucket %llu slot %u: policy generation %u is neither the current (%u) "
                        "nor a previous one still readable",
                     (unsigned long long)b, i, g, p->gen);
+        else if (word & ~(SRL__SLOT_TIER_MASK | SRL__SLOT_F_KNOWN))
+            problem(r, "bucket %llu slot %u: tier word 0x%04x has unknown flag bits",
+                    (unsigned long long)b, i, word);
         else if (tier >= of->tier_count)
             problem(r, "bucket %llu slot %u: tier %u beyond the table (%u tiers)",
                     (unsigned long long)b, i, tier, of->tier_count);
@@ -173,6 +177,8 @@ int64_t srl__shm_check(srl_limiter *lim, srl_report_fn fn, void *ctx)
     r.n += srl__shm_check_header(s, fn, ctx);
     if (file < s->map_bytes)
         walk = file <= SRL__SHM_HEADER_BYTES ? 0 : (file - SRL__SHM_HEADER_BYTES) / s->bucket_bytes;
+    if (walk > s->buckets)
+        walk = s->buckets;   /* layout 9: the operator area follows the table */
     for (uint64_t b = 0; b < walk; b++) {
         /* Before the lock: glibc aborts on some kind words. */
         unsigned found, want;

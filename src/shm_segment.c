@@ -124,7 +124,8 @@ int srl__shm_geometry(struct srl__shm *s, const srl_config *cfg)
     s->slots_off = (uint32_t)slots;
     s->bucket_bytes = (uint32_t)bucket;
     s->key_display = cfg->key_display;
-    s->map_bytes = SRL__SHM_HEADER_BYTES + (size_t)s->buckets * bucket;
+    /* Layout 9: the operator area follows the table (shm.h). */
+    s->map_bytes = SRL__SHM_HEADER_BYTES + (size_t)s->buckets * bucket + SRL__SHM_OP_BYTES;
     return 0;
 }
 
@@ -219,6 +220,9 @@ static void header_fill(struct srl__shm_header *h, const struct srl__shm *s,
     h->capacity = s->buckets * SRL__SHM_SLOTS;
     h->table_offset = SRL__SHM_HEADER_BYTES;
     h->total_bytes = s->map_bytes;
+    h->op_offset = s->map_bytes - SRL__SHM_OP_BYTES;
+    h->keylim_count = SRL__SHM_KEYLIMS;
+    h->reason_count = SRL__SHM_REASONS;
     h->slots_per_bucket = SRL__SHM_SLOTS;
     h->bucket_bytes = s->bucket_bytes;
     h->slot_bytes = s->slot_bytes;
@@ -352,7 +356,9 @@ static int validate(struct srl__shm *s, const struct srl__shm_header *hp, uint64
         return SRL_ECORRUPT;
     if (g.buckets != h.buckets || g.buckets * SRL__SHM_SLOTS != h.capacity ||
         g.bucket_bytes != h.bucket_bytes || g.slot_bytes != h.slot_bytes ||
-        g.state_bytes != h.state_bytes || g.map_bytes != h.total_bytes || size < g.map_bytes)
+        g.state_bytes != h.state_bytes || g.map_bytes != h.total_bytes || size < g.map_bytes ||
+        h.op_offset != g.map_bytes - SRL__SHM_OP_BYTES || h.keylim_count != SRL__SHM_KEYLIMS ||
+        h.reason_count != SRL__SHM_REASONS)
         return SRL_ECORRUPT;
     if (cfg != NULL) {
         struct srl__shm want = {0};

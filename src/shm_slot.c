@@ -91,8 +91,13 @@ static void slot_fresh(struct srl__shm *s, const struct srl__shm_pol *p, uint64_
                        uint64_t now)
 {
     unsigned char *slot = srl__shm_slot(s, b, i);
-    uint16_t tier = 0;
-    memcpy(slot + SRL__SLOT_TIER, &tier, sizeof tier);
+    /* The operator's exemption and ban survive (they are no state of the
+     * policy); own limits do not: tier 0 is what the slot is now. */
+    unsigned w = srl__shm_slot_tierword(s, b, i);   /* read once (shm.h) */
+    unsigned flags = srl__shm_tier_of(w) == SRL_TIERS_MAX
+                         ? 0u   /* the word itself is the damage: no flag of it is kept */
+                         : w & (SRL__SLOT_F_EXEMPT | SRL__SLOT_F_BANNED);
+    srl__shm_slot_tier_set(s, b, i, 0, flags);
     memcpy(slot + SRL__SLOT_GEN, &p->gen, sizeof p->gen);
     srl__cmp_state_init(&p->cmp[0], srl__shm_slot_state(s, b, i), now);
 }

@@ -39,6 +39,7 @@ static int shm_stats(srl_limiter *lim, srl_stats *out)
     }
     st.reclaimed = __atomic_load_n(&srl__shm_live(s)->reclaimed, __ATOMIC_RELAXED);
     st.recovered = __atomic_load_n(&srl__shm_live(s)->recovered, __ATOMIC_RELAXED);
+    st.exempt = __atomic_load_n(&srl__shm_live(s)->exempt, __ATOMIC_RELAXED);
     *out = st;
     return 0;
 }
@@ -131,6 +132,7 @@ const struct srl__store_ops srl__shm_ops = {
     .enter = srl__shm_enter,
     .leave = srl__shm_leave,
     .key_state = srl__shm_key_state,
+    .key_control = srl__shm_key_control,
     .close = shm_close,
 };
 

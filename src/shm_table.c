@@ -134,6 +134,8 @@ static bool slot_at_rest(struct srl__shm *s, const struct srl__shm_pol *p, uint6
                          uint64_t now)
 {
     const struct srl__compound *c = srl__shm_slot_current(s, p, b, i, now);
+    if (srl__shm_slot_kept(s, b, i, now))
+        return false;   /* exempt, banned by hand, own limits: never reclaimed */
     unsigned char st[s->state_bytes] __attribute__((aligned(16)));   /* read once (shm.h) */
     srl__shm_state_load(s, b, i, st);
     return srl__cmp_at_rest(c, st, now);
@@ -247,6 +249,47 @@ struct decided {
     const struct srl__shm_pol *pol;
 };
 
+/* Layout 9: a plain decision (no lease, no apply) of an exempt or banned
+ * key (flags: the tier word, read once by the caller), slot frozen.
+ * Returns true when it decided: banned until after now (denied, the ban's
+ * time left), else exempt (admitted, counted in exempt).  Neither writes
+ * the key's state: d's other numbers are its policy's, peeked.  A ban
+ * found over is cleared here (the flag; the record stays for the reader). */
+static bool control_decide(struct srl__shm *s, uint64_t b, unsigned i, unsigned flags,
+                           const struct srl__compound *c, uint64_t now, const struct shm_req *rq,
+                           srl_decision *d)
+{
+    unsigned char st[s->state_bytes] __attribute__((aligned(16)));   /* read once (shm.h) */
+    if (flags & SRL__SLOT_F_BANNED) {
+        uint64_t until = SRL__SHM_ONCE(*srl__shm_slot_ban_until(s, b, i));
+        if (until > now) {
+            srl__shm_state_load(s, b, i, st);
+            srl__cmp_decide(c, st, now, rq->cost, 0, d);
+            uint64_t left = until - now;
+            d->allowed = 0;
+            d->remaining = 0;
+            d->wait_ns = 0;
+            if (d->retry_after_ns < left)
+                d->retry_after_ns = left;
+            if (d->reset_after_ns < left)
+                d->reset_after_ns = left;
+            return true;
+        }
+        flags &= ~SRL__SLOT_F_BANNED;
+        srl__shm_slot_tier_set(s, b, i, flags, flags);
+        srl__shm_gen_bump(s, b);
+    }
+    if (!(flags & SRL__SLOT_F_EXEMPT))
+        return false;
+    srl__shm_state_load(s, b, i, st);
+    srl__cmp_decide(c, st, now, rq->cost, 0, d);
+    d->allowed = 1;
+    d->retry_after_ns = 0;
+    d->wait_ns = 0;
+    __atomic_add_fetch(&srl__shm_live(s)->exempt, 1, __ATOMIC_RELAXED);
+    return true;
+}
+
 /* Decide for the existing key in b/i, in place, under the undo record
  * (bucket b locked); *out (may be NULL) gets the time and view it used.
  * 0, or an error of req_pol (nothing decided).  The bucket's gen is bumped
@@ -262,6 +305,17 @@ static int decide_slot(struct srl__shm *s, uint64_t b, unsigned i, const struct 
     uint64_t now = srl__now(&s->lim);
     const struct srl__compound *from = srl__shm_slot_current(s, p, b, i, now);
     const struct srl__compound *to = &p->cmp[rq->tier];
+    unsigned flags = srl__shm_slot_tierword(s, b, i);   /* read once (shm.h) */
+    if ((flags & (SRL__SLOT_F_EXEMPT | SRL__SLOT_F_BANNED)) && rq->apply == NULL &&
+        rq->lease == NULL && control_decide(s, b, i, flags, from, now, rq, d)) {
+        srl__shm_slot_thaw(s, b, i);
+        count(s, b, i, d);
+        if (out != NULL) {
+            out->now = now;
+            out->pol = p;
+        }
+        return 0;
+    }
     srl__shm_undo_begin(s, b, i);
     /* The decision reads and writes a private snapshot, stored back whole
      * (the read-once rule, shm.h). */
@@ -312,8 +366,7 @@ decided:
         srl__shm_gen_bump(s, b);
     }
     if (changed) {
-        uint16_t t = (uint16_t)rq->tier;
-        memcpy(srl__shm_slot(s, b, i) + SRL__SLOT_TIER, &t, sizeof t);
+        srl__shm_slot_tier_set(s, b, i, rq->tier, srl__shm_slot_tierword(s, b, i));
     }
     srl__shm_undo_end(s, b);
     srl__shm_slot_thaw(s, b, i);

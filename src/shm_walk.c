@@ -132,7 +132,7 @@ int64_t srl__shm_evict_idle(srl_limiter *lim)
                     srl__shm_gen_bump(s, b);
                 }
             }
-            if (srl__cmp_at_rest(c, st, now)) {
+            if (!srl__shm_slot_kept(s, b, i, now) && srl__cmp_at_rest(c, st, now)) {
                 srl__shm_tag_store(bk, i, 0);
                 SRL__SHM_COUNT(bk->evicted, 1);
                 srl__shm_gen_bump(s, b);
@@ -195,6 +195,18 @@ int64_t srl__shm_foreach(srl_limiter *lim, srl_foreach_fn fn, void *ctx)
             e.at_rest = srl__cmp_at_rest(c, state, now);
             e.inflight = srl__cmp_inflight(c, state);
             e.state = state;   /* the snapshot: valid while fn runs */
+            {   /* layout 9: each word once; a past ban shows as none */
+                unsigned f = srl__shm_slot_tierword(s, b, i);
+                uint64_t until = SRL__SHM_ONCE(*srl__shm_slot_ban_until(s, b, i));
+                if (f & SRL__SLOT_F_EXEMPT)
+                    e.control |= SRL_KEY_EXEMPT;
+                if ((f & SRL__SLOT_F_BANNED) && until > now) {
+                    e.control |= SRL_KEY_BANNED;
+                    e.ban_left_ns = until - now;
+                }
+                if (f & SRL__SLOT_F_OWN)
+                    e.control |= SRL_KEY_OWN_LIMITS;
+            }
             n++;
             stop = fn(&e, ctx);
             srl__shm_slot_thaw(s, b, i);

@@ -380,6 +380,7 @@ static void poke_table_size(const char *name, uint64_t buckets, uint64_t capacit
     shm_poke64(name, F(buckets), buckets);
     shm_poke64(name, F(capacity), capacity);
     shm_poke64(name, F(total_bytes), total);
+    shm_poke64(name, F(op_offset), total - SRL__SHM_OP_BYTES);   /* layout 9: consistent */
     reseal(name);
 }
 
@@ -390,7 +391,9 @@ static void poke_sizes_of(const char *name, const srl_config *like, uint64_t buc
     struct srl__shm g = geometry_of(like);
     shm_poke32(name, F(slot_bytes), (uint32_t)g.slot_bytes);
     shm_poke32(name, F(bucket_bytes), (uint32_t)g.bucket_bytes);
-    shm_poke64(name, F(total_bytes), SRL__SHM_HEADER_BYTES + buckets * g.bucket_bytes);
+    uint64_t total = SRL__SHM_HEADER_BYTES + buckets * g.bucket_bytes + SRL__SHM_OP_BYTES;
+    shm_poke64(name, F(total_bytes), total);
+    shm_poke64(name, F(op_offset), total - SRL__SHM_OP_BYTES);
     reseal(name);
 }
 
@@ -415,7 +418,7 @@ START_TEST(header_fields_that_lie_together_are_corrupt_unless_the_file_really_ho
     assert_refused(name, NULL, 0, SRL_ECORRUPT, F(capacity), 0);
     /* A smaller table than the file holds is a consistent segment: opened
      * with that capacity (the extra bytes are never touched). */
-    poke_table_size(name, 2, 32, SRL__SHM_HEADER_BYTES + 2ull * orig.bucket_bytes);
+    poke_table_size(name, 2, 32, SRL__SHM_HEADER_BYTES + 2ull * orig.bucket_bytes + SRL__SHM_OP_BYTES);
     ck_assert_int_eq(open_and_use(name, NULL, 0, &info), 0);
     ck_assert_uint_eq(info.capacity, 32);
     assert_refused(name, &cfg, 0, SRL_EMISMATCH, F(capacity), 0);
@@ -903,7 +906,7 @@ static void first_used(const struct victim *v, uint64_t *b, unsigned *i)
 
 static uint16_t *key_len_at(const struct victim *v, uint64_t b, unsigned i)
 {
-    return (uint16_t *)(slot_at(v, b, i) + v->s->counters_off + 8);
+    return (uint16_t *)(slot_at(v, b, i) + v->s->counters_off + SRL__CTR_KEY_LEN);
 }
 
 static int entry_ok(const srl_entry *e, void *ctx)
@@ -1231,7 +1234,7 @@ START_TEST(srl_check_reports_each_documented_kind_of_table_damage_exactly_once)
     hb->reset_slots = UINT32_MAX;
     hb->timeouts = UINT32_MAX;
     memset(slot + v.s->counters_off, 0xff, 8);
-    memset(slot + v.s->counters_off + 10, 0xff, v.s->key_display);
+    memset(slot + v.s->counters_off + SRL__CTR_DISPLAY, 0xff, v.s->key_display);
     memset(bucket_at(&v, b) + v.s->undo_off, 0xff, v.s->state_bytes);
     EXPECT_PROBLEMS(0, "statistics, display and undo area");
     srl_stats stats;

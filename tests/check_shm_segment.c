@@ -386,10 +386,11 @@ START_TEST(opening_without_a_config_adopts_the_segments_policy)
 }
 END_TEST
 
-/* No display copy: a 56-byte slot (fp 16 + meta 8 + state 24 + counters 8,
- * no key_len) and a 128-byte head + undo copy per 16 slots = 64 bytes per
- * slot (layout 4; layout 3 had no meta word: 56). */
-START_TEST(a_token_bucket_slot_without_key_display_costs_exactly_64_segment_bytes)
+/* No display copy: a 72-byte slot (fp 16 + meta 8 + state 24 + counters 8
+ * + operator record 16, no key_len) and a 128-byte head + undo copy per 16
+ * slots = 80 bytes per slot (layout 9; 64 in layouts 4 to 8, 56 in 3), and
+ * the operator area once per segment. */
+START_TEST(a_token_bucket_slot_without_key_display_costs_exactly_80_segment_bytes)
 {
     srl_config cfg = config(100, 65536);
     ck_assert_uint_eq(cfg.key_display, 0);
@@ -398,8 +399,9 @@ START_TEST(a_token_bucket_slot_without_key_display_costs_exactly_64_segment_byte
     srl_info info;
     ck_assert_int_eq(srl_info_get(lim, &info), 0);
     ck_assert_uint_eq(info.capacity, 65536);
-    ck_assert_uint_eq(info.slot_bytes, 56);
-    ck_assert_uint_eq(info.segment_bytes - SRL__SHM_HEADER_BYTES, 64 * info.capacity);
+    ck_assert_uint_eq(info.slot_bytes, 72);
+    ck_assert_uint_eq(info.segment_bytes - SRL__SHM_HEADER_BYTES - SRL__SHM_OP_BYTES,
+                      80 * info.capacity);
     srl_close(lim);
 }
 END_TEST
@@ -880,7 +882,7 @@ static Suite *suite(void)
     tcase_add_test(tc, a_header_whose_geometry_disagrees_with_its_policy_is_corrupt);
     tcase_add_test(tc, another_policy_capacity_or_display_is_a_mismatch);
     tcase_add_test(tc, opening_without_a_config_adopts_the_segments_policy);
-    tcase_add_test(tc, a_token_bucket_slot_without_key_display_costs_exactly_64_segment_bytes);
+    tcase_add_test(tc, a_token_bucket_slot_without_key_display_costs_exactly_80_segment_bytes);
     tcase_add_test(tc, random_bytes_at_the_name_are_foreign);
     tcase_add_test(tc, an_empty_file_at_the_name_is_stale_after_the_bounded_wait);
     tcase_add_test(tc, a_creator_mid_build_shows_nothing_and_a_second_creator_waits_for_it);

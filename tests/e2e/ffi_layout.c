@@ -107,7 +107,7 @@ int main(void)
     FIELD(srl_stats, reclaimed);
     FIELD(srl_stats, local_denied);
     FIELD(srl_stats, would_deny);
-    FIELD(srl_stats, reserved);
+    FIELD(srl_stats, exempt);
 
     STRUCT(srl_policy_error);
     FIELD(srl_policy_error, offset);
