@@ -75,8 +75,8 @@ int srl_open_explain(const char *name, const srl_config *cfg, char *msg, size_t 
         return put(msg, len,
                    "segment %s is owned by %s (uid %lu), mode %04o: group or others may write "
                    "it, which this opener does not accept (mode %04o): chmod 600 the file if "
-                   "nobody else should, or open with mode=%04o if they are trusted",
-                   name, owner, (unsigned long)st.st_uid, mode, most, mode);
+                   "nobody else should, or if they are trusted open with mode=%04o (rlctl --mode %04o ...)",
+                   name, owner, (unsigned long)st.st_uid, mode, most, mode, mode);
     return put(msg, len, "segment %s is owned by %s (uid %lu), mode %04o; this process runs "
                "as %s (uid %lu)", name, owner, (unsigned long)st.st_uid, mode, self,
                (unsigned long)me);
