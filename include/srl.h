@@ -1454,6 +1454,24 @@ typedef struct srl_info {
 SRL_API int srl_info_get(srl_limiter *lim, srl_info *out);
 
 /*
+ * Why an open of segment name (e.g. "/api") was refused with SRL_EACCES:
+ * an open that failed has no handle, so its detail comes from this call
+ * (changes nothing: one stat of the file).  cfg is the config the open was
+ * given (may be NULL: owner_uid self, mode 0600).  msg gets one sentence
+ * naming the owner, the mode, the caller and the fix, e.g.
+ *   "segment /api is owned by www-data (uid 33), mode 0600; this process
+ *    runs as nobody (uid 65534), which cannot open it: run as www-data, or
+ *    create it owned by the user that uses it (rlctl --owner USER create
+ *    ...), or with mode 0660 and a group both share"
+ * and likewise for a file the caller could open but srl does not trust
+ * (another owner: run as it, or owner=UID) or a mode with group or other
+ * write bits above cfg->mode.  Returns 0, SRL_EINVAL (bad name or
+ * buffer), or SRL_ENOBUFS (msg truncated, NUL-terminated; 512 bytes
+ * suffice).  Bindings call it after SRL_EACCES from a shared-memory open.
+ */
+SRL_API int srl_open_explain(const char *name, const srl_config *cfg, char *msg, size_t len);
+
+/*
  * What differs between cfg and an existing segment that refused it with
  * SRL_EMISMATCH: open the segment again with SRL_ADOPT, take its srl_info,
  * and call this.  buf gets one sentence per difference, joined by "; ",

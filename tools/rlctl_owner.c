@@ -110,34 +110,18 @@ int rlctl_owner_apply(const char *user)
     return 0;
 }
 
-/* The remedy for SRL_EACCES on NAME, from the file's real owner and mode. */
+/* The remedy for SRL_EACCES on NAME, from the file's real owner and mode
+ * and whether this process can open it at all (srl_open_explain). */
 void rlctl_owner_remedy(const char *name)
 {
-    char path[300];
-    struct stat st;
-    snprintf(path, sizeof path, "/dev/shm/%s", name[0] == '/' ? name + 1 : name);
-    if (stat(path, &st) != 0) {
+    srl_config cfg;
+    char msg[512];
+    srl_config_init(&cfg);
+    cfg.owner_uid = trusted;
+    if (srl_open_explain(name, &cfg, msg, sizeof msg) == SRL_EINVAL)
         fputs(": run rlctl as the segment's owner", stderr);
-        return;
-    }
-    if (st.st_uid != geteuid() && (uint32_t)st.st_uid != trusted) {
-        struct passwd *pw = getpwuid(st.st_uid);
-        char who[64];
-        if (pw != NULL)
-            snprintf(who, sizeof who, "%s", pw->pw_name);
-        else
-            snprintf(who, sizeof who, "%ld", (long)st.st_uid);
-        fprintf(stderr,
-                ": it belongs to %s (uid %ld), and srl maps only its caller's own segments: "
-                "run 'rlctl --owner %s ...' (as root, rlctl then runs as %s before mapping it)",
-                who, (long)st.st_uid, who, who);
-        return;
-    }
-    fprintf(stderr,
-            ": its mode %04o lets group or others write it, which srl refuses unless told: "
-            "'chmod 600 %s' if nobody else should, or 'rlctl --mode %04o ...' if they are "
-            "trusted",
-            (unsigned)(st.st_mode & 0777), path, (unsigned)(st.st_mode & 0777));
+    else
+        fprintf(stderr, ": %s", msg);
 }
 
 void rlctl_owner_name(uint32_t uid, char *buf, size_t len)

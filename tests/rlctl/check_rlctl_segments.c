@@ -728,7 +728,7 @@ START_TEST(a_group_shared_segment_is_opened_with_the_global_mode)
                                 "refuse it as forbidden\n") != NULL, "%s", r.out);
     run_free(&r);
     RUN(&r, 77, "try", name, "k");
-    snprintf(want, sizeof want, "or 'rlctl --mode 0660 ...' if they are trusted\n");
+    snprintf(want, sizeof want, "open with mode=0660 (rlctl --mode 0660 ...)\n");
     ck_assert_msg(strstr(r.err, want) != NULL, "%s", r.err);
     run_free(&r);
     RUN(&r, 0, "--mode", "0660", "try", name, "k");
@@ -854,9 +854,10 @@ START_TEST(a_segment_writable_by_others_exits_77_as_forbidden)
     run_result r;
     RUN(&r, 77, "info", name);
     assert_says(r.err,
-                "rlctl: %s: permission denied (segment owner or mode refused): its mode 0602 lets "
-                "group or others write it, which srl refuses unless told: 'chmod 600 /dev/shm%s' "
-                "if nobody else should, or 'rlctl --mode 0602 ...' if they are trusted\n",
+                "rlctl: %s: permission denied (segment owner or mode refused): segment %s is "
+                "owned by root (uid 0), mode 0602: group or others may write it, which this "
+                "opener does not accept (mode 0600): chmod 600 the file if nobody else should, "
+                "or if they are trusted open with mode=0602 (rlctl --mode 0602 ...)\n",
                 name, name);
     run_free(&r);
     /* Ours, so shown without --all: only we can fix its mode. */
@@ -1039,10 +1040,12 @@ START_TEST(root_refuses_another_users_segment_and_inspects_it_only_as_that_user)
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
         RUN(&r, 77, cmds[i], name);
         assert_says(r.err,
-                    "rlctl: %s: permission denied (segment owner or mode refused): it belongs to "
-                    "nobody (uid 65534), and srl maps only its caller's own segments: run 'rlctl "
-                    "--owner nobody ...' (as root, rlctl then runs as nobody before mapping it)\n",
-                    name);
+                    "rlctl: %s: permission denied (segment owner or mode refused): segment %s "
+                    "is owned by nobody (uid 65534), mode 0600; this process runs as root (uid "
+                    "0), and srl maps only its caller's own segments or those of the one trusted "
+                    "owner: run as nobody (rlctl --owner nobody ...), or trust uid 65534 "
+                    "(owner=65534)\n",
+                    name, name);
         run_free(&r);
         RUN_STATUS(0, "--owner", "nobody", cmds[i], name);
     }
