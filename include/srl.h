@@ -1630,6 +1630,57 @@ SRL_API int srl_format_ratelimit_policies(const srl_limits *l, const char *name,
 SRL_API int srl_format_ratelimit_binding(const srl_limits *l, const srl_decision *d,
                                          const char *name, char *buf, size_t len);
 
+/* ------------------------------------------------------- address keys */
+
+/* Room for any srl_key_ip / srl_cidr_format text with its NUL
+ * ("ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff/128" is 43 bytes). */
+#define SRL_KEY_IP_MAX 44
+
+/*
+ * The key of a client address's prefix: addr is the address as text,
+ * "192.0.2.1" or "2001:db8::1" (inet_pton's forms: dotted quad without
+ * leading zeros, RFC 4291 IPv6; no zone "%if", no brackets, no port).
+ * An IPv4-mapped IPv6 address (::ffff:192.0.2.1) is its IPv4 address.
+ * The key is the address with all but the first v4_prefix (0..32) or
+ * v6_prefix (0..128) bits zeroed, then "/prefix": "192.0.2.0/24",
+ * "2001:db8::/64", "192.0.2.1/32", "0.0.0.0/0".  IPv6 is written in
+ * RFC 5952 form (lower case, no leading zeros, the longest run of two or
+ * more zero groups as "::", the first on a tie, never dotted), so the same
+ * prefix gives the same key in every binding and rlctl shows it readably.
+ * Returns the key's length (excluding the NUL), SRL_EINVAL (NULL, an
+ * address that does not parse, a prefix out of range) or SRL_ENOBUFS
+ * (len <= the length); on error buf is not written.  len >=
+ * SRL_KEY_IP_MAX always suffices.
+ */
+SRL_API int srl_key_ip(const char *addr, unsigned v4_prefix, unsigned v6_prefix,
+                       char *buf, size_t len);
+
+/* An address range, for exemptions: parsed once (srl_cidr_parse), matched
+ * per request (srl_cidr_match).  Plain data; zero-filled beyond the prefix. */
+typedef struct srl_cidr {
+    uint8_t family;           /* 4 or 6 */
+    uint8_t prefix;           /* 0..32 or 0..128 */
+    uint8_t addr[16];         /* network address; IPv4 in addr[0..3] */
+} srl_cidr;
+
+/*
+ * Parse "10.0.0.0/8", "2001:db8::/32", or a bare address ("::1", a /32 or
+ * /128).  The address is read as srl_key_ip reads it; the prefix is 0..32
+ * or 0..128 in decimal without leading zeros.  A mapped range
+ * "::ffff:10.0.0.0/104" is the IPv4 range 10.0.0.0/8 (prefix 96..128).
+ * Host bits set ("10.0.0.1/8") are refused: which range was meant cannot be
+ * told.  Returns 0, or SRL_EINVAL with *out unchanged.
+ */
+SRL_API int srl_cidr_parse(const char *text, srl_cidr *out);
+
+/* 1 if addr (text, as srl_key_ip reads it; mapped IPv6 counts as IPv4) is
+ * in c, 0 if not, SRL_EINVAL for a bad address or a malformed c. */
+SRL_API int srl_cidr_match(const srl_cidr *c, const char *addr);
+
+/* c as text, "10.0.0.0/8" (the form srl_key_ip writes).  The length,
+ * SRL_EINVAL or SRL_ENOBUFS (buf not written); SRL_KEY_IP_MAX suffices. */
+SRL_API int srl_cidr_format(const srl_cidr *c, char *buf, size_t len);
+
 #ifdef __cplusplus
 }
 #endif
