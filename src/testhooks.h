@@ -164,7 +164,7 @@ int srl__local_set_counts(srl_limiter *lim, const void *key, size_t len, uint32_
 /* A lock-free admission CASes the word alone, then stores the count it
  * read plus one, apart (a yield between): an admission counted meanwhile
  * is overwritten, as two 8-byte writes would lose it where the one
- * 16-byte CAS cannot (src/local.h, word_update; x86-64 only). */
+ * 16-byte CAS cannot (src/local_store.h, word_update; x86-64 only). */
 #define SRL__LOCAL_BROKEN_LF_SPLIT_COUNT 0x800u
 #define SRL__LOCAL_BROKEN_ALL 0xfffu
 /* What the lock-free path saw (counted only in the test library): lost
