@@ -1,7 +1,7 @@
 /*
  * local_store.h - the in-process store (srl_open_local), internal: the node, the
  * index bucket, the handle, and the helpers more than one of its files
- * needs.  Only src/local*.c include it.
+ * needs.  Only the files of src/local/ include it.
  *
  * Files (each opens with the design of what it holds):
  *   local.c           the ops: the decision (srl_acquire, srl_reserve,
@@ -32,7 +32,7 @@
  *   - struct lbucket: a line of the index, 8 entries.  An entry is 0
  *     (empty) or tag << 32 | (node index + 1), the tag being 32 bits of the
  *     fingerprint.  A key lives in one of two candidate buckets chosen by
- *     the fingerprint (key_place, as the shared table, src/shm_table.c).
+ *     the fingerprint (key_place, as the shared table, src/shm/shm_table.c).
  *   - struct local, the handle, and struct shard, its rarely written
  *     counters; struct lkey, a key as lookups see it.
  *   - The helpers that several files share, and those of the decision path
