@@ -59,8 +59,6 @@ bool srl__local_word_retire(struct local *l, struct lnode *n, uint64_t now, bool
     do {
         if (only_at_rest && !srl__cmp_at_rest(&l->lim.cmp, &old, now))
             return false;
-        if (SRL__MUTANT(l->broken, SRL__LOCAL_BROKEN_LF_NO_TOMBSTONE))
-            return true;   /* broken on purpose: the version is not written */
     } while (!__atomic_compare_exchange_n(w, &old, WORD_TOMB, false, __ATOMIC_RELAXED,
                                           __ATOMIC_RELAXED));
     return true;

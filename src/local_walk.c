@@ -92,7 +92,6 @@ int srl__local_stats(srl_limiter *lim, srl_stats *out)
     srl_stats s = {0};
     s.capacity = l->capacity;
     s.used = __atomic_load_n(&l->used, __ATOMIC_RELAXED);
-    bool early = SRL__MUTANT(l->broken, SRL__LOCAL_BROKEN_LF_RETIRE_EARLY);
     pthread_mutex_lock(&l->retire_lock);
     uint64_t fresh = __atomic_load_n(&l->fresh, __ATOMIC_ACQUIRE);
     for (uint64_t i = 0; i < fresh; i++) {
@@ -100,7 +99,7 @@ int srl__local_stats(srl_limiter *lim, srl_stats *out)
          * retire_lock; a NEW node has counted nothing yet. */
         struct lnode *n = node_at(l, (uint32_t)i);
         unsigned st = __atomic_load_n(&n->life, __ATOMIC_ACQUIRE);
-        if (st == NODE_LIVE || (st == NODE_DEAD && !early)) {
+        if (st == NODE_LIVE || st == NODE_DEAD) {
             uint64_t c = __atomic_load_n(&n->counts, __ATOMIC_RELAXED);
             s.allowed += counts_allowed(c);
             s.denied += counts_denied(c);

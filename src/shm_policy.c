@@ -222,10 +222,6 @@ uint32_t srl__shm_pol_count(struct srl__shm *s)
 const struct srl__shm_pol *srl__shm_pol_get(struct srl__shm *s, bool locked)
 {
     uint32_t *g = &srl__shm_live(s)->policy_gen;
-#ifdef SRL_MUTANTS
-    if ((s->test_flags & SRL__SHM_TEST_LIVE_STALE) && s->pol != NULL)
-        return s->pol;   /* broken: the handle keeps the view it has */
-#endif
     for (int tries = 0;; tries++) {
         uint32_t gen = __atomic_load_n(g, __ATOMIC_ACQUIRE);   /* read once (shm.h) */
         bool damage = false;

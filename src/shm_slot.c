@@ -136,11 +136,6 @@ const struct srl__compound *srl__shm_slot_current(struct srl__shm *s, const stru
             unsigned char cur[s->state_bytes] __attribute__((aligned(16)));
             srl__shm_state_load(s, b, i, old);
             memcpy(cur, old, s->state_bytes);
-#ifdef SRL_MUTANTS
-            if (s->test_flags & SRL__SHM_TEST_LIVE_FRESH)
-                srl__cmp_state_init(&p->cmp[t], cur, now);   /* broken: use forgotten */
-            else if (!(s->test_flags & SRL__SHM_TEST_LIVE_NO_CONVERT))
-#endif
             srl__tier_convert(&from->cmp[t], old, &p->cmp[t], cur, now);
             srl__shm_state_store(s, b, i, cur);
             memcpy(srl__shm_slot(s, b, i) + SRL__SLOT_GEN, &p->gen, sizeof p->gen);
