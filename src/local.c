@@ -118,8 +118,8 @@ static void enter_locked(struct local *l, struct lnode *n, uint64_t now,
     struct srl__proc me;
     srl__proc_self(&me);
     uint32_t entry, gen, freed;
-    srl__cmp_enter(&l->lim.cmp, node_state(n), now, &me, srl__proc_alive, NULL, d, &entry, &gen,
-                   &freed);
+    srl__compound_enter(&l->lim.cmp, node_state(n), now, &me, srl__proc_alive, NULL, d, &entry,
+                        &gen, &freed);
     if (freed > 0)
         shard_add(&my_shard(l)->reclaimed, freed);
     if (gen != 0) {
@@ -205,9 +205,9 @@ static int local_decide(srl_limiter *lim, const void *key, size_t len, uint32_t 
         } else {
             uint64_t now = srl__now(lim);
             if (lease == NULL && max_wait != 0)
-                srl__cmp_reserve(&lim->cmp, node_state(n), now, cost, max_wait, d);
+                srl__compound_reserve(&lim->cmp, node_state(n), now, cost, max_wait, d);
             else if (lease == NULL)
-                srl__cmp_decide(&lim->cmp, node_state(n), now, cost, 1, d);
+                srl__compound_decide(&lim->cmp, node_state(n), now, cost, 1, d);
             else
                 enter_locked(l, n, now, lease, d);
         }
@@ -255,7 +255,7 @@ static int local_leave(srl_limiter *lim, srl_lease *lease)
         rcu_read_unlock();
         return rc;   /* SRL_ENOENT: the key is gone, its units were reclaimed */
     }
-    rc = srl__cmp_leave(&lim->cmp, node_state(n), lease->entry, lease->gen, (int32_t)getpid());
+    rc = srl__compound_leave(&lim->cmp, node_state(n), lease->entry, lease->gen, (int32_t)getpid());
     node_unlock(n);
     node_done(n);
     rcu_read_unlock();
@@ -318,9 +318,9 @@ static int local_peek(srl_limiter *lim, const void *key, size_t len, uint32_t co
         return rc;
     if (l->lockfree) {
         uint64_t w = __atomic_load_n(node_word(n), __ATOMIC_RELAXED);
-        srl__cmp_decide(&lim->cmp, &w, srl__now(lim), cost, 0, d);
+        srl__compound_decide(&lim->cmp, &w, srl__now(lim), cost, 0, d);
     } else {
-        srl__cmp_decide(&lim->cmp, node_state(n), srl__now(lim), cost, 0, d);
+        srl__compound_decide(&lim->cmp, node_state(n), srl__now(lim), cost, 0, d);
     }
     unlock_key(n);
     return 0;
@@ -348,7 +348,7 @@ static int local_refund(srl_limiter *lim, const void *key, size_t len, uint32_t 
     if (l->lockfree)
         (void)word_update(l, n, WORD_REFUND, cost, 0, NULL); /* locked, live: not retired */
     else
-        srl__cmp_refund(&lim->cmp, node_state(n), srl__now(lim), cost);
+        srl__compound_refund(&lim->cmp, node_state(n), srl__now(lim), cost);
     unlock_key(n);
     return 0;
 }

@@ -505,11 +505,11 @@ static inline int word_update(struct local *l, struct lnode *n, enum word_op op,
         }
         uint64_t now = srl__now(&l->lim), nw = old;
         if (op == WORD_DECIDE)
-            srl__cmp_decide(&l->lim.cmp, &nw, now, cost, 1, d);
+            srl__compound_decide(&l->lim.cmp, &nw, now, cost, 1, d);
         else if (op == WORD_RESERVE)
-            srl__cmp_reserve(&l->lim.cmp, &nw, now, cost, max_wait, d);
+            srl__compound_reserve(&l->lim.cmp, &nw, now, cost, max_wait, d);
         else
-            srl__cmp_refund(&l->lim.cmp, &nw, now, cost);
+            srl__compound_refund(&l->lim.cmp, &nw, now, cost);
         if (nw == WORD_TOMB)
             nw = WORD_TOMB - 1;
         if (nw == old)

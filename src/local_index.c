@@ -412,13 +412,13 @@ bool srl__local_evict_if_at_rest_locked(struct local *l, struct lnode *n)
     if (l->lim.cmp.conc >= 0) {
         /* Dead holders' and max_hold-expired units first. */
         uint32_t freed = srl__conc_reclaim(&l->lim.cmp.limits.limit[l->lim.cmp.conc],
-                                           srl__cmp_conc_state(&l->lim.cmp, node_state(n)), now,
-                                           srl__proc_alive, NULL);
+                                           srl__compound_conc_state(&l->lim.cmp, node_state(n)),
+                                           now, srl__proc_alive, NULL);
         if (freed > 0)
             shard_add(&my_shard(l)->reclaimed, freed);
     }
     if (l->lockfree ? !srl__local_word_retire(l, n, now, true)
-                    : !srl__cmp_at_rest(&l->lim.cmp, node_state(n), now))
+                    : !srl__compound_at_rest(&l->lim.cmp, node_state(n), now))
         return false;
     srl__local_retire_locked(l, n);
     return true;
@@ -513,9 +513,10 @@ int srl__local_find_or_insert(struct local *l, const struct lkey *k, struct lnod
     /* A fresh state needs a time; reading it outside any lock is harmless:
      * every later reader takes the lock after this node is published, so
      * it reads a time no earlier than this one. */
-    srl__cmp_state_init(&l->lim.cmp, node_state(cand), srl__now(&l->lim));
+    srl__compound_state_init(&l->lim.cmp, node_state(cand), srl__now(&l->lim));
     if (l->lim.cmp.conc >= 0)   /* see the shared store's insert */
-        srl__conc_seed(srl__cmp_conc_state(&l->lim.cmp, node_state(cand)), randombytes_random());
+        srl__conc_seed(srl__compound_conc_state(&l->lim.cmp, node_state(cand)),
+                       randombytes_random());
     if (l->key_display > 0)
         memcpy((unsigned char *)node_state(cand) + l->state_bytes, k->key,
                k->len < l->key_display ? k->len : l->key_display);

@@ -177,10 +177,10 @@ static int foreach_visit(struct local *l, struct lnode *n, void *arg)
     e.denied = counts_denied(counts);
     /* One read of the state (lock-free deciders may move it on). */
     srl__local_state_copy(l, n, c->copy);
-    e.last_ns = srl__cmp_last_ns(&l->lim.cmp, c->copy);
-    srl__cmp_decide(&l->lim.cmp, c->copy, now, 1, 0, &e.now);
-    e.at_rest = srl__cmp_at_rest(&l->lim.cmp, c->copy, now);
-    e.inflight = srl__cmp_inflight(&l->lim.cmp, c->copy);
+    e.last_ns = srl__compound_last_ns(&l->lim.cmp, c->copy);
+    srl__compound_decide(&l->lim.cmp, c->copy, now, 1, 0, &e.now);
+    e.at_rest = srl__compound_at_rest(&l->lim.cmp, c->copy, now);
+    e.inflight = srl__compound_inflight(&l->lim.cmp, c->copy);
     e.state = c->copy;   /* fn runs outside the node's lock: it gets a copy */
     node_unlock(n);
     e.key_len = n->key_len;

@@ -47,7 +47,7 @@
  * (srl__shm_state_load, decided on, then srl__shm_state_store), never the
  * mapped bytes, so a decision, a check, a conversion or a walk sees one
  * state however the mapping changes meanwhile; its counts and indices are
- * then judged as the algorithms judge any state (srl__cmp_valid, bounded
+ * then judged as the algorithms judge any state (srl__compound_valid, bounded
  * loops), and no assert() anywhere depends on segment bytes.  The copies
  * of the policy are read the same way: one snapshot, then validated
  * (srl__shm_policy_read).  Bytes that are only shown or counted (the
@@ -140,7 +140,7 @@ struct srl__shm_header {
     uint32_t slots_per_bucket;
     uint32_t bucket_bytes;
     uint32_t slot_bytes;
-    uint32_t state_bytes;        /* the compound state: srl__cmp state_bytes */
+    uint32_t state_bytes;        /* the compound state: srl__compound's state_bytes */
     uint32_t key_display;
     uint32_t on_full;            /* the creator's choice (informational) */
     uint32_t mode;

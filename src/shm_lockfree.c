@@ -209,7 +209,7 @@ static int lf_try(struct srl__shm *s, const struct srl__shm_pol *p, uint64_t b, 
     if (meta_tier(m1) != tier || meta_gen(m1) != p->gen)
         return LF_LOCKED;   /* a tier change or a conversion: the lock's */
     uint64_t st = tat;
-    srl__cmp_decide_one(&p->cmp[tier], &st, now, cost, 1, d);   /* lf_tiers: one GCRA */
+    srl__compound_decide_one(&p->cmp[tier], &st, now, cost, 1, d);   /* lf_tiers: one GCRA */
     if (!d->allowed) {
         /* Nothing written: counted, and handed to the flood cache as the
          * locked path would (the state the snapshot read, gen before it). */

@@ -140,7 +140,7 @@ static struct srl__shm_pol *view_new(struct srl__shm *s, const struct srl__shm_p
     for (uint32_t t = 1; t < c->tier_count; t++)
         p->def[t] = c->tiers[t - 1];
     for (uint32_t t = 0; t < c->tier_count; t++) {
-        if (srl__cmp_init(&p->cmp[t], &p->def[t].limits) != 0) {   /* validated: cannot */
+        if (srl__compound_init(&p->cmp[t], &p->def[t].limits) != 0) {   /* validated: cannot */
             free(p);
             return NULL;
         }

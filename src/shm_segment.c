@@ -97,7 +97,7 @@ int srl__shm_geometry(struct srl__shm *s, const srl_config *cfg)
             return SRL_EPOLICY;
         l = &one;
     }
-    if (srl__cmp_init(&c, l) != 0)
+    if (srl__compound_init(&c, l) != 0)
         return SRL_EPOLICY;
     /* Every slot holds the largest tier's state (tiers.c). */
     size_t state = srl__tiers_state_max(cfg, c.state_bytes);

@@ -138,7 +138,7 @@ static bool slot_at_rest(struct srl__shm *s, const struct srl__shm_pol *p, uint6
         return false;   /* exempt, banned by hand, own limits: never reclaimed */
     unsigned char st[s->state_bytes] __attribute__((aligned(16)));   /* read once (shm.h) */
     srl__shm_state_load(s, b, i, st);
-    return srl__cmp_at_rest(c, st, now);
+    return srl__compound_at_rest(c, st, now);
 }
 
 
@@ -204,15 +204,16 @@ static void decide_state(struct srl__shm *s, uint64_t b, unsigned i, const struc
     }
     if (rq->lease == NULL) {
         if (rq->max_wait == 0)
-            srl__cmp_decide(c, state, now, rq->cost, 1, d);
+            srl__compound_decide(c, state, now, rq->cost, 1, d);
         else
-            srl__cmp_reserve(c, state, now, rq->cost, rq->max_wait, d);
+            srl__compound_reserve(c, state, now, rq->cost, rq->max_wait, d);
         return;
     }
     struct srl__proc me;
     srl__proc_self(&me);
     uint32_t entry, gen, freed;
-    srl__cmp_enter(&s->lim.cmp, state, now, &me, srl__proc_alive, NULL, d, &entry, &gen, &freed);
+    srl__compound_enter(&s->lim.cmp, state, now, &me, srl__proc_alive, NULL, d, &entry, &gen,
+                        &freed);
     if (freed > 0)
         __atomic_add_fetch(&srl__shm_live(s)->reclaimed, freed, __ATOMIC_RELAXED);
     if (gen != 0) {
@@ -264,7 +265,7 @@ static bool control_decide(struct srl__shm *s, uint64_t b, unsigned i, unsigned 
         uint64_t until = SRL__SHM_ONCE(*srl__shm_slot_ban_until(s, b, i));
         if (until > now) {
             srl__shm_state_load(s, b, i, st);
-            srl__cmp_decide(c, st, now, rq->cost, 0, d);
+            srl__compound_decide(c, st, now, rq->cost, 0, d);
             uint64_t left = until - now;
             d->allowed = 0;
             d->remaining = 0;
@@ -282,7 +283,7 @@ static bool control_decide(struct srl__shm *s, uint64_t b, unsigned i, unsigned 
     if (!(flags & SRL__SLOT_F_EXEMPT))
         return false;
     srl__shm_state_load(s, b, i, st);
-    srl__cmp_decide(c, st, now, rq->cost, 0, d);
+    srl__compound_decide(c, st, now, rq->cost, 0, d);
     d->allowed = 1;
     d->retry_after_ns = 0;
     d->wait_ns = 0;
@@ -381,12 +382,12 @@ static void insert(struct srl__shm *s, const struct srl__shm_pol *p, uint64_t b,
     memcpy(slot + SRL__SLOT_GEN, &p->gen, sizeof p->gen);
     unsigned char st[s->state_bytes] __attribute__((aligned(16)));   /* read once (shm.h) */
     memset(st, 0, s->state_bytes);
-    srl__cmp_state_init(&p->cmp[rq->tier], st, now);
+    srl__compound_state_init(&p->cmp[rq->tier], st, now);
     if (s->lim.cmp.conc >= 0)
         /* Generations start anywhere, so a lease kept across the key's
          * eviction and return is unlikely to name a new unit (srl_leave
          * also checks the holder's pid). */
-        srl__conc_seed(srl__cmp_conc_state(&s->lim.cmp, st), randombytes_random());
+        srl__conc_seed(srl__compound_conc_state(&s->lim.cmp, st), randombytes_random());
     decide_state(s, b, i, &p->cmp[rq->tier], st, now, rq, d);
     srl__shm_state_store(s, b, i, st);
     srl__shm_slot_thaw(s, b, i);
@@ -1044,7 +1045,7 @@ int srl__shm_leave(srl_limiter *lim, srl_lease *lease)
     srl__shm_undo_begin(s, b, (unsigned)i);
     unsigned char st[s->state_bytes] __attribute__((aligned(16)));   /* read once (shm.h) */
     srl__shm_state_load(s, b, (unsigned)i, st);
-    rc = srl__cmp_leave(&lim->cmp, st, lease->entry, lease->gen, (int32_t)getpid());
+    rc = srl__compound_leave(&lim->cmp, st, lease->entry, lease->gen, (int32_t)getpid());
     srl__shm_state_store(s, b, (unsigned)i, st);
     srl__shm_gen_bump(s, b);
     srl__shm_undo_end(s, b);
@@ -1100,7 +1101,7 @@ int srl__shm_peek(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
     }
     unsigned char st[s->state_bytes] __attribute__((aligned(16)));   /* read once (shm.h) */
     srl__shm_state_load(s, b, (unsigned)i, st);
-    srl__cmp_decide(c, st, now, cost, 0, d);
+    srl__compound_decide(c, st, now, cost, 0, d);
     srl__shm_slot_thaw(s, b, (unsigned)i);
     srl__shm_unlock(s, b);
     return 0;
@@ -1133,7 +1134,7 @@ int srl__shm_refund(srl_limiter *lim, const void *key, size_t len, uint32_t cost
     srl__shm_undo_begin(s, b, (unsigned)i);
     unsigned char st[s->state_bytes] __attribute__((aligned(16)));   /* read once (shm.h) */
     srl__shm_state_load(s, b, (unsigned)i, st);
-    srl__cmp_refund(c, st, now, cost);
+    srl__compound_refund(c, st, now, cost);
     srl__shm_state_store(s, b, (unsigned)i, st);
     srl__shm_gen_bump(s, b);
     srl__shm_undo_end(s, b);
