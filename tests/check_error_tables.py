@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""check_error_tables.py SRL_H SRL_PHP PY_INIT - the bindings' copies of the
-error table agree with include/srl.h's SRL_ERRNO_MAP, the one list.
+"""check_error_tables.py SRL_H SRL_PHP PY_INIT [SRL_FFI_H] - the bindings'
+copies of srl.h's tables agree with include/srl.h: the error table with
+SRL_ERRNO_MAP, the one list, and php/srl_ffi.h's enums with srl.h's.
 
 What each copy must hold, exactly (the same names, the same values, nothing
 more, nothing less):
@@ -9,6 +10,10 @@ more, nothing less):
     the header at run time, so this test is what keeps them true);
   - python/srl/__init__.py, _CLASSES: a class for every code but OK, keyed
     "SRL_NAME".
+  - php/srl_ffi.h (given): every `typedef enum NAME {...} NAME;` has
+    exactly the members and values of srl.h's enum NAME (FFI reads no
+    macros, so the file repeats them; tests/e2e/ffi_layout.sh checks the
+    structs' layout, which an enum's missing member does not change).
 python/srlmodule.c's code_names[] is generated from the map by the C
 preprocessor, so it cannot drift.  Exit 0 when they agree, 1 with one line
 per difference saying which file to fix and how, 2 when a file cannot be
@@ -50,10 +55,30 @@ def py_classes(path):
     return re.findall(r'"(SRL_\w+)":', m.group(1))
 
 
+def enums(path):
+    text = open(path, encoding="utf-8").read()
+    text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
+    out = {}
+    for name, body, name2 in re.findall(r"typedef enum (\w+) \{(.*?)\} (\w+);", text, re.S):
+        out[name] = [(m, int(v)) for m, v in re.findall(r"(\w+)\s*=\s*(-?\d+)", body)]
+    return out
+
+
+def check_ffi(srl_h, ffi_h, problems):
+    want = enums(srl_h)
+    for name, members in enums(ffi_h).items():
+        if name not in want:
+            problems.append("%s: enum %s is not in srl.h: remove it" % (ffi_h, name))
+        elif members != want[name]:
+            problems.append("%s: enum %s is {%s}, srl.h says {%s}: copy srl.h's members" %
+                            (ffi_h, name, ", ".join("%s = %d" % m for m in members),
+                             ", ".join("%s = %d" % m for m in want[name])))
+
+
 def main():
-    if len(sys.argv) != 4:
-        fail("usage: check_error_tables.py SRL_H SRL_PHP PY_INIT")
-    srl_h, srl_php, py_init = sys.argv[1:]
+    if len(sys.argv) not in (4, 5):
+        fail("usage: check_error_tables.py SRL_H SRL_PHP PY_INIT [SRL_FFI_H]")
+    srl_h, srl_php, py_init = sys.argv[1:4]
     want = header_map(srl_h)
     problems = []
 
@@ -85,12 +110,15 @@ def main():
             problems.append("%s: _CLASSES has \"%s\", which srl.h's SRL_ERRNO_MAP does "
                             "not list: remove it" % (py_init, n))
 
+    if len(sys.argv) == 5:
+        check_ffi(srl_h, sys.argv[4], problems)
+
     for p in problems:
         print(p)
     if problems:
         return 1
-    print("error tables agree with SRL_ERRNO_MAP: %d codes (php SrlError, python _CLASSES)"
-          % len(want))
+    print("error tables agree with SRL_ERRNO_MAP: %d codes (php SrlError, python _CLASSES)%s"
+          % (len(want), "; srl_ffi.h's enums with srl.h's" if len(sys.argv) == 5 else ""))
     return 0
 
 
