@@ -2,16 +2,19 @@
  * testhooks.h - every test hook of the library, and the deliberately broken
  * variants ("mutants") the race suites switch on to show they catch them.
  *
- * The hooks exist only in the test copy of the library, built with
- * -DSRL_MUTANTS (src/meson.build: srl_test, linked by the suites that need a
- * mutant through srl_mutants_dep).  The shipped libsrl is compiled without
- * it: no flag is tested on its hot path and no broken variant is in it
- * (test no_mutants_shipped checks the built libraries with nm).
+ * The hooks and the variants are not in src/: they are patches,
+ * tests/mutants/NAME.patch, which the build applies to its copy of the
+ * sources for the test library only (src/meson.build: srl_test, compiled
+ * with -DSRL_MUTANTS and linked by the suites that need a mutant through
+ * srl_mutants_dep; tests/mutants/README).  The shipped libsrl is compiled
+ * from src/ as it is: no flag is tested on its hot path and no broken
+ * variant is in it (test no_mutants_shipped checks the built libraries
+ * with nm for every function this header declares).
  *
- * SRL__MUTANT(flags, bit) is the one way production code asks "is this
- * mutant on?": the flag test with SRL_MUTANTS, the constant 0 without, so
- * the branch and what it calls compile away.  Code that only a mutant uses
- * is put under #ifdef SRL_MUTANTS so that it is not even compiled.
+ * SRL__MUTANT(flags, bit) is the one way patched code asks "is this mutant
+ * on?".  This is the one file of src/ that names SRL_MUTANTS: the two hook
+ * points below (SRL__ROOM_SRC, SRL__SHM_PARK_BUILT) are empty in the
+ * shipped library.
  */
 #ifndef SRL_TESTHOOKS_H
 #define SRL_TESTHOOKS_H
@@ -209,6 +212,14 @@ int srl__local_park(srl_limiter *lim, int where, int op);
 #define SRL__TIERED_TEST_NO_MEMORY 0x8u   /* Redis's denials are not remembered */
 /* Switch them on (SRL_EINVAL for a limiter that is not tiered). */
 int srl__tiered_set_test_flags(srl_limiter *lim, unsigned flags);
+
+/* The Redis store (src/redis/redis_store.c).  Pass the limiter's ticker time to
+ * the script instead of the server's TIME (on != 0), so a test compares
+ * exact decisions with the pure core; drop the fork check (children then
+ * share the parent's socket), the broken variant check_redis must catch.
+ * SRL_EINVAL for a limiter that is not a Redis one. */
+int srl__redis_fixed_time(srl_limiter *lim, int on);
+int srl__redis_broken_no_pid_check(srl_limiter *lim, int on);
 
 #endif /* SRL_MUTANTS */
 #endif

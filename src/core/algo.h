@@ -25,7 +25,7 @@
  *     refund at now gives them back exactly (the state decides as before
  *     the reservation).  A reservation is then the wait of a dry decide()
  *     (its retry_after) followed by a committing decide() at now + wait:
- *     compound.c's srl__cmp_reserve, the same for every algorithm.
+ *     compound.c's srl__compound_reserve, the same for every algorithm.
  */
 #ifndef SRL_ALGO_H
 #define SRL_ALGO_H

@@ -1,6 +1,6 @@
 /*
  * compound.c - one key's state under a compound policy: the store-facing
- * srl__cmp_* calls (compound.h) and the public srl_limits_state_* built on
+ * srl__compound_* calls (compound.h) and the public srl_limits_state_* built on
  * them.  The text side of srl_limits (parse, format, validate) is limits.c.
  *
  * Layout of a compound state: limit i's state at off[i], each size rounded
@@ -15,7 +15,7 @@
 
 #define ALIGN8(n) (((n) + 7u) & ~(size_t)7u)
 /* Compound states up to this size are committed in one pass (see
- * srl__cmp_decide); larger ones (long sliding logs) in two. */
+ * srl__compound_decide); larger ones (long sliding logs) in two. */
 #define SAVE_MAX 256u
 
 int srl__limits_canonical(const srl_limits *l, srl_limits *out)
@@ -37,7 +37,7 @@ int srl__limits_canonical(const srl_limits *l, srl_limits *out)
     return 0;
 }
 
-int srl__cmp_init(struct srl__compound *c, const srl_limits *l)
+int srl__compound_init(struct srl__compound *c, const srl_limits *l)
 {
     if (srl_limits_validate(l) != 0)
         return SRL_EPOLICY;
@@ -64,13 +64,13 @@ int srl__cmp_init(struct srl__compound *c, const srl_limits *l)
     return 0;
 }
 
-void srl__cmp_state_init(const struct srl__compound *c, void *state, uint64_t now)
+void srl__compound_state_init(const struct srl__compound *c, void *state, uint64_t now)
 {
     for (uint32_t i = 0; i < c->count; i++)
         srl__limit_init(&c->limits.limit[i], (char *)state + c->off[i], now);
 }
 
-/* The fields only srl__cmp_reserve sets: zero from every other decision. */
+/* The fields only srl__compound_reserve sets: zero from every other decision. */
 static void clear_wait(srl_decision *d)
 {
     d->wait_ns = 0;
@@ -136,12 +136,12 @@ static int dry_run(const struct srl__compound *c, void *state, uint64_t now, uin
     return all;
 }
 
-void srl__cmp_decide(const struct srl__compound *c, void *state, uint64_t now, uint32_t cost,
-                     int commit, srl_decision *d)
+void srl__compound_decide(const struct srl__compound *c, void *state, uint64_t now, uint32_t cost,
+                          int commit, srl_decision *d)
 {
     assert(!(commit && c->conc >= 0));
     if (c->count == 1 && !c->penalty) {   /* the common case: the vtable's one call */
-        srl__cmp_decide_one(c, state, now, cost, commit, d);
+        srl__compound_decide_one(c, state, now, cost, commit, d);
         return;
     }
     if (c->count == 1) {
@@ -192,8 +192,8 @@ void srl__cmp_decide(const struct srl__compound *c, void *state, uint64_t now, u
  * exact to the ns, and falls by one ns a ns until it is 0 (nothing else
  * writes the state meanwhile: we hold the lock).  So the compound's wait is
  * the largest, and a reservation with max_wait succeeds max_wait before it. */
-void srl__cmp_reserve(const struct srl__compound *c, void *state, uint64_t now, uint32_t cost,
-                      uint64_t max_wait, srl_decision *d)
+void srl__compound_reserve(const struct srl__compound *c, void *state, uint64_t now, uint32_t cost,
+                           uint64_t max_wait, srl_decision *d)
 {
     srl_decision each[SRL_LIMITS_MAX];
     uint64_t wait = 0, banned = 0;
@@ -214,7 +214,7 @@ void srl__cmp_reserve(const struct srl__compound *c, void *state, uint64_t now, 
     }
     if (wait == 0 || banned != 0 || wait > max_wait) {
         /* Admitted now, or refused: srl_acquire's own decision (and ban). */
-        srl__cmp_decide(c, state, now, cost, 1, d);
+        srl__compound_decide(c, state, now, cost, 1, d);
         if (!d->allowed && max_wait != 0) {
             uint64_t left = wait - (wait < max_wait ? wait : max_wait);
             for (uint32_t i = 0; i < c->count; i++) {
@@ -236,7 +236,7 @@ void srl__cmp_reserve(const struct srl__compound *c, void *state, uint64_t now, 
         srl__limit_decide(&c->limits.limit[i], (char *)state + c->off[i], at, cost, 1, &each[i]);
         if (!each[i].allowed) {
             memcpy(state, save, c->state_bytes);
-            srl__cmp_decide(c, state, now, cost, 1, d);
+            srl__compound_decide(c, state, now, cost, 1, d);
             return;
         }
     }
@@ -250,14 +250,14 @@ void srl__cmp_reserve(const struct srl__compound *c, void *state, uint64_t now, 
     d->reserved[0] = d->reserved[1] = 0;
 }
 
-void srl__cmp_refund(const struct srl__compound *c, void *state, uint64_t now, uint32_t cost)
+void srl__compound_refund(const struct srl__compound *c, void *state, uint64_t now, uint32_t cost)
 {
     for (uint32_t i = 0; i < c->count; i++)
         if ((int32_t)i != c->conc)
             srl__limit_refund(&c->limits.limit[i], (char *)state + c->off[i], now, cost);
 }
 
-bool srl__cmp_at_rest(const struct srl__compound *c, const void *state, uint64_t now)
+bool srl__compound_at_rest(const struct srl__compound *c, const void *state, uint64_t now)
 {
     for (uint32_t i = 0; i < c->count; i++)
         if (!srl__limit_at_rest(&c->limits.limit[i], (const char *)state + c->off[i], now))
@@ -265,7 +265,7 @@ bool srl__cmp_at_rest(const struct srl__compound *c, const void *state, uint64_t
     return true;
 }
 
-bool srl__cmp_valid(const struct srl__compound *c, const void *state, uint64_t now)
+bool srl__compound_valid(const struct srl__compound *c, const void *state, uint64_t now)
 {
     for (uint32_t i = 0; i < c->count; i++)
         if (!srl__limit_valid(&c->limits.limit[i], (const char *)state + c->off[i], now))
@@ -273,7 +273,7 @@ bool srl__cmp_valid(const struct srl__compound *c, const void *state, uint64_t n
     return true;
 }
 
-uint64_t srl__cmp_last_ns(const struct srl__compound *c, const void *state)
+uint64_t srl__compound_last_ns(const struct srl__compound *c, const void *state)
 {
     uint64_t last = 0;
     for (uint32_t i = 0; i < c->count; i++) {
@@ -284,9 +284,9 @@ uint64_t srl__cmp_last_ns(const struct srl__compound *c, const void *state)
     return last;
 }
 
-void srl__cmp_enter(const struct srl__compound *c, void *state, uint64_t now,
-                    const struct srl__proc *who, srl__conc_alive_fn alive, void *ctx,
-                    srl_decision *d, uint32_t *entry, uint32_t *gen, uint32_t *reclaimed)
+void srl__compound_enter(const struct srl__compound *c, void *state, uint64_t now,
+                         const struct srl__proc *who, srl__conc_alive_fn alive, void *ctx,
+                         srl_decision *d, uint32_t *entry, uint32_t *gen, uint32_t *reclaimed)
 {
     assert(c->conc >= 0);
     const uint32_t k = (uint32_t)c->conc;
@@ -326,11 +326,11 @@ void srl__cmp_enter(const struct srl__compound *c, void *state, uint64_t now,
     clear_wait(d);
 }
 
-int srl__cmp_leave(const struct srl__compound *c, void *state, uint32_t entry, uint32_t gen,
-                   int32_t pid)
+int srl__compound_leave(const struct srl__compound *c, void *state, uint32_t entry, uint32_t gen,
+                        int32_t pid)
 {
     const srl_policy *cp = &c->limits.limit[c->conc];
-    void *cs = srl__cmp_conc_state(c, state);
+    void *cs = srl__compound_conc_state(c, state);
     struct srl__proc who;
     uint64_t since;
     if (!srl__conc_holder(cp, cs, entry, &who, &since) || who.pid != pid)
@@ -338,7 +338,7 @@ int srl__cmp_leave(const struct srl__compound *c, void *state, uint32_t entry, u
     return srl__conc_leave(cp, cs, entry, gen);
 }
 
-uint32_t srl__cmp_inflight(const struct srl__compound *c, const void *state)
+uint32_t srl__compound_inflight(const struct srl__compound *c, const void *state)
 {
     if (c->conc < 0)
         return 0;
@@ -350,13 +350,13 @@ uint32_t srl__cmp_inflight(const struct srl__compound *c, const void *state)
 size_t srl_limits_state_size(const srl_limits *l)
 {
     struct srl__compound c;
-    return srl__cmp_init(&c, l) == 0 ? c.state_bytes : 0;
+    return srl__compound_init(&c, l) == 0 ? c.state_bytes : 0;
 }
 
 size_t srl_limits_state_offset(const srl_limits *l, uint32_t i)
 {
     struct srl__compound c;
-    if (srl__cmp_init(&c, l) != 0 || i >= c.count)
+    if (srl__compound_init(&c, l) != 0 || i >= c.count)
         return 0;
     return c.off[i];
 }
@@ -366,7 +366,7 @@ static int resolve(const srl_limits *l, const void *state, struct srl__compound 
 {
     if (l == NULL || state == NULL)
         return SRL_EINVAL;
-    return srl__cmp_init(c, l);
+    return srl__compound_init(c, l);
 }
 
 static int cost_ok(const struct srl__compound *c, uint32_t cost)
@@ -379,7 +379,7 @@ int srl_limits_state_init(const srl_limits *l, void *state, uint64_t now)
     struct srl__compound c;
     int rc = resolve(l, state, &c);
     if (rc == 0)
-        srl__cmp_state_init(&c, state, now);
+        srl__compound_state_init(&c, state, now);
     return rc;
 }
 
@@ -396,7 +396,7 @@ static int decide(const srl_limits *l, void *state, uint64_t now, uint32_t cost,
         return SRL_ENOTSUP;   /* a unit needs a holder: srl_enter */
     if (!cost_ok(&c, cost))
         return SRL_ECOST;
-    srl__cmp_decide(&c, state, now, cost, commit, d);
+    srl__compound_decide(&c, state, now, cost, commit, d);
     return 0;
 }
 
@@ -426,7 +426,7 @@ int srl_limits_state_reserve(const srl_limits *l, void *state, uint64_t now, uin
         return SRL_ENOTSUP;
     if (!cost_ok(&c, cost))
         return SRL_ECOST;
-    srl__cmp_reserve(&c, state, now, cost, max_wait_ns, d);
+    srl__compound_reserve(&c, state, now, cost, max_wait_ns, d);
     return 0;
 }
 
@@ -440,7 +440,7 @@ int srl_limits_state_refund(const srl_limits *l, void *state, uint64_t now, uint
         return SRL_ENOTSUP;   /* a unit is given back by srl_leave */
     if (!cost_ok(&c, cost))
         return SRL_ECOST;
-    srl__cmp_refund(&c, state, now, cost);
+    srl__compound_refund(&c, state, now, cost);
     return 0;
 }
 
@@ -448,12 +448,12 @@ int srl_limits_state_at_rest(const srl_limits *l, const void *state, uint64_t no
 {
     struct srl__compound c;
     int rc = resolve(l, state, &c);
-    return rc != 0 ? rc : srl__cmp_at_rest(&c, state, now);
+    return rc != 0 ? rc : srl__compound_at_rest(&c, state, now);
 }
 
 int srl_limits_state_valid(const srl_limits *l, const void *state, uint64_t now)
 {
     struct srl__compound c;
     int rc = resolve(l, state, &c);
-    return rc != 0 ? rc : srl__cmp_valid(&c, state, now);
+    return rc != 0 ? rc : srl__compound_valid(&c, state, now);
 }

@@ -16,8 +16,8 @@
  * leaves every byte as it was (a ban period aside, which is the point of
  * one: see penalty.c).
  *
- * A concurrency limit (at most one per compound) takes part in srl__cmp_enter
- * only: its units need a holder.  srl__cmp_decide with commit on a compound
+ * A concurrency limit (at most one per compound) takes part in srl__compound_enter
+ * only: its units need a holder.  srl__compound_decide with commit on a compound
  * holding one is a caller bug (the facade refuses srl_acquire with
  * SRL_ENOTSUP before any store is reached).
  *
@@ -50,21 +50,22 @@ int srl__limits_canonical(const srl_limits *l, srl_limits *out);
 
 /* Resolve a validated srl_limits (srl_limits_validate == 0, at most one
  * concurrency limit).  Returns 0 or SRL_EPOLICY. */
-int srl__cmp_init(struct srl__compound *c, const srl_limits *l);
+int srl__compound_init(struct srl__compound *c, const srl_limits *l);
 
-void srl__cmp_state_init(const struct srl__compound *c, void *state, uint64_t now);
+void srl__compound_state_init(const struct srl__compound *c, void *state, uint64_t now);
 
 /* The compound decision (srl_limits_state_acquire describes it); commit = 0
  * writes nothing.  cost is 1..min_permits. */
-void srl__cmp_decide(const struct srl__compound *c, void *state, uint64_t now, uint32_t cost,
-                     int commit, srl_decision *d);
+void srl__compound_decide(const struct srl__compound *c, void *state, uint64_t now, uint32_t cost,
+                          int commit, srl_decision *d);
 
-/* srl__cmp_decide of a compound of one limit with no ban period, inline: the
+/* srl__compound_decide of a compound of one limit with no ban period, inline: the
  * one vtable call and the fields a compound decision sets.  The lock-free
  * paths' tiers are all of this kind (they check it when the view is built),
- * and so is srl__cmp_decide's own common case. */
-static inline void srl__cmp_decide_one(const struct srl__compound *c, void *state, uint64_t now,
-                                       uint32_t cost, int commit, srl_decision *d)
+ * and so is srl__compound_decide's own common case. */
+static inline void srl__compound_decide_one(const struct srl__compound *c, void *state,
+                                            uint64_t now, uint32_t cost, int commit,
+                                            srl_decision *d)
 {
     c->algo[0]->decide(&c->limits.limit[0], state, now, cost, commit, d);
     d->binding = 0;
@@ -73,19 +74,19 @@ static inline void srl__cmp_decide_one(const struct srl__compound *c, void *stat
 }
 
 /* srl_reserve on one key (srl_limits_state_reserve describes it), always
- * committing.  max_wait 0 is srl__cmp_decide with commit; max_wait > 0
+ * committing.  max_wait 0 is srl__compound_decide with commit; max_wait > 0
  * needs c->reserve.  Reservable compounds hold only token buckets and
  * GCRAs, so a state fits the one-pass stack copy. */
-void srl__cmp_reserve(const struct srl__compound *c, void *state, uint64_t now, uint32_t cost,
-                      uint64_t max_wait, srl_decision *d);
-void srl__cmp_refund(const struct srl__compound *c, void *state, uint64_t now, uint32_t cost);
-bool srl__cmp_at_rest(const struct srl__compound *c, const void *state, uint64_t now);
-bool srl__cmp_valid(const struct srl__compound *c, const void *state, uint64_t now);
+void srl__compound_reserve(const struct srl__compound *c, void *state, uint64_t now, uint32_t cost,
+                           uint64_t max_wait, srl_decision *d);
+void srl__compound_refund(const struct srl__compound *c, void *state, uint64_t now, uint32_t cost);
+bool srl__compound_at_rest(const struct srl__compound *c, const void *state, uint64_t now);
+bool srl__compound_valid(const struct srl__compound *c, const void *state, uint64_t now);
 /* The latest last_ns over the limits (0: none known). */
-uint64_t srl__cmp_last_ns(const struct srl__compound *c, const void *state);
+uint64_t srl__compound_last_ns(const struct srl__compound *c, const void *state);
 
 /* The concurrency limit's state inside a compound state (c->conc >= 0). */
-static inline void *srl__cmp_conc_state(const struct srl__compound *c, void *state)
+static inline void *srl__compound_conc_state(const struct srl__compound *c, void *state)
 {
     return (char *)state + c->off[c->conc];
 }
@@ -95,14 +96,14 @@ static inline void *srl__cmp_conc_state(const struct srl__compound *c, void *sta
  * then take one unit for `who` and one permit from every rate limit.  On
  * admission *entry and *gen name the unit (gen != 0), else *gen = 0 and nothing
  * was taken.  *reclaimed: units freed as dead or abandoned. */
-void srl__cmp_enter(const struct srl__compound *c, void *state, uint64_t now,
-                    const struct srl__proc *who, srl__conc_alive_fn alive, void *ctx,
-                    srl_decision *d, uint32_t *entry, uint32_t *gen, uint32_t *reclaimed);
+void srl__compound_enter(const struct srl__compound *c, void *state, uint64_t now,
+                         const struct srl__proc *who, srl__conc_alive_fn alive, void *ctx,
+                         srl_decision *d, uint32_t *entry, uint32_t *gen, uint32_t *reclaimed);
 /* srl_leave: release unit (entry, gen) if `pid` holds it.  0, or
  * SRL_ENOENT (left already, reclaimed, or another process's unit). */
-int srl__cmp_leave(const struct srl__compound *c, void *state, uint32_t entry, uint32_t gen,
-                   int32_t pid);
+int srl__compound_leave(const struct srl__compound *c, void *state, uint32_t entry, uint32_t gen,
+                        int32_t pid);
 /* Units in flight (0 without a concurrency limit). */
-uint32_t srl__cmp_inflight(const struct srl__compound *c, const void *state);
+uint32_t srl__compound_inflight(const struct srl__compound *c, const void *state);
 
 #endif

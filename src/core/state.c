@@ -70,7 +70,7 @@ int srl_state_peek(const srl_policy *p, const void *state, uint64_t now, uint32_
     return decide(p, state, now, cost, 0, d);
 }
 
-/* A compound of one: srl__cmp_reserve is the one implementation. */
+/* A compound of one: srl__compound_reserve is the one implementation. */
 int srl_state_reserve(const srl_policy *p, void *state, uint64_t now, uint32_t cost,
                       uint64_t max_wait_ns, srl_decision *d)
 {

@@ -103,7 +103,7 @@ int srl__limiter_init(srl_limiter *lim, const struct srl__store_ops *ops,
                       const srl_config *cfg)
 {
     lim->ops = ops;
-    if (srl__cmp_init(&lim->cmp, &cfg->limits) != 0)
+    if (srl__compound_init(&lim->cmp, &cfg->limits) != 0)
         return SRL_EPOLICY;
     if (srl__tiers_init(lim, cfg) != 0)
         return SRL_EPOLICY;

@@ -32,7 +32,7 @@ struct srl__store_ops {
                 srl_decision *d);
     int (*refund)(srl_limiter *lim, const void *key, size_t len, uint32_t cost);
     /* srl_reserve with 0 < max_wait <= SRL_WAIT_MAX_NS on a cmp.reserve
-     * limiter (may be NULL: SRL_ENOTSUP); srl__cmp_reserve under the lock. */
+     * limiter (may be NULL: SRL_ENOTSUP); srl__compound_reserve under the lock. */
     int (*reserve)(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
                    uint64_t max_wait, srl_decision *d);
     int (*reset_key)(srl_limiter *lim, const void *key, size_t len);

@@ -108,7 +108,7 @@ int srl__tiers_init(srl_limiter *lim, const srl_config *cfg)
         /* The name is checked (table_check): at most 31 bytes and a NUL. */
         memcpy(d->name, cfg->tiers[i].name, strlen(cfg->tiers[i].name));
         if (srl__limits_canonical(&cfg->tiers[i].limits, &d->limits) != 0 ||
-            srl__cmp_init(&lim->tier_cmp[i], &d->limits) != 0)
+            srl__compound_init(&lim->tier_cmp[i], &d->limits) != 0)
             return SRL_EPOLICY;
         lim->tier_count++;
     }
@@ -158,7 +158,7 @@ static bool same_shape(const struct srl__compound *a, const struct srl__compound
 void srl__tier_convert(const struct srl__compound *from, const void *old,
                        const struct srl__compound *to, void *out, uint64_t now)
 {
-    srl__cmp_state_init(to, out, now);
+    srl__compound_state_init(to, out, now);
     if (!same_shape(from, to))
         return;   /* another algorithm: the key starts fresh */
     for (uint32_t i = 0; i < to->count; i++) {

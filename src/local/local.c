@@ -10,7 +10,7 @@
  *     the key up inside rcu_read_lock, creating it on a miss, then lock its
  *     node (or, on a lock-free handle, CAS its word), decide, count.
  *   - The store's ops table, srl_open_local (geometry, the index, the chunk
- *     table) and close; the test hooks (SRL_MUTANTS only).
+ *     table) and close.
  *
  * INVARIANTS
  *   - Time is read (srl__now) inside the node's lock, so a thread that
@@ -20,8 +20,9 @@
  *     locked it sees dead, unlocks and looks the key up again; it never
  *     decides on an orphan, so eviction never admits an extra request.
  *   - The decision path: on a hit it calls nothing of the other files
- *     (local_store.h, HOT PATH); no test-only code but SRL__MUTANT tests, which
- *     are the constant 0 in the shipped library.
+ *     (local_store.h, HOT PATH).  No test-only code: the broken variants and
+ *     the test hooks are tests/mutants/local.c.patch, applied to the test
+ *     copy of the library only.
  *
  * MAY TOUCH
  *   A found node's state and counters under its lock (or its word, see
@@ -90,31 +91,6 @@ static void key_of(const struct local *l, const void *key, size_t len, struct lk
     }
 }
 
-#ifdef SRL_MUTANTS
-/* Broken on purpose (SRL__LOCAL_BROKEN_NO_LOCK): decide on a copy of the
- * state read and written back word by word with relaxed atomics, without
- * the node's lock: concurrent acquirers lose each other's updates (two
- * read the same level, both admit, one write wins), while staying defined C (and clean
- * for ThreadSanitizer, which tests the real path).  States larger than
- * NO_LOCK_MAX_WORDS words are decided under the lock as usual. */
-static bool acquire_unlocked_broken(struct local *l, struct lnode *n, uint32_t cost,
-                                    srl_decision *d)
-{
-    size_t words = l->state_bytes / sizeof(uint64_t);
-    if (words > NO_LOCK_MAX_WORDS)
-        return false;
-    uint64_t copy[NO_LOCK_MAX_WORDS];
-    uint64_t *st = node_state(n);
-    for (size_t i = 0; i < words; i++)
-        copy[i] = __atomic_load_n(&st[i], __ATOMIC_RELAXED);
-    srl__cmp_decide(&l->lim.cmp, copy, srl__now(&l->lim), cost, 1, d);
-    if (d->allowed)
-        for (size_t i = 0; i < words; i++)
-            __atomic_store_n(&st[i], copy[i], __ATOMIC_RELAXED);
-    count_node(n, d->allowed ? COUNT_ALLOWED : COUNT_DENIED, false);
-    return true;
-}
-#endif
 
 static void count_full(struct local *l, const srl_decision *d)
 {
@@ -142,8 +118,8 @@ static void enter_locked(struct local *l, struct lnode *n, uint64_t now,
     struct srl__proc me;
     srl__proc_self(&me);
     uint32_t entry, gen, freed;
-    srl__cmp_enter(&l->lim.cmp, node_state(n), now, &me, srl__proc_alive, NULL, d, &entry, &gen,
-                   &freed);
+    srl__compound_enter(&l->lim.cmp, node_state(n), now, &me, srl__proc_alive, NULL, d, &entry,
+                        &gen, &freed);
     if (freed > 0)
         shard_add(&my_shard(l)->reclaimed, freed);
     if (gen != 0) {
@@ -174,8 +150,7 @@ static int local_decide(srl_limiter *lim, const void *key, size_t len, uint32_t 
             int rc = srl__local_find_or_insert(l, &k, &n);
             if (rc != INSERT_OK) {
                 rcu_read_unlock();
-                if (rc == INSERT_WAIT && !SRL__MUTANT(l->broken, SRL__LOCAL_BROKEN_NO_POOL_WAIT) &&
-                    srl__local_pool_wait(l))
+                if (rc == INSERT_WAIT && srl__local_pool_wait(l))
                     continue;
                 if (rc != INSERT_FULL && rc != INSERT_WAIT)
                     return rc;
@@ -191,40 +166,21 @@ static int local_decide(srl_limiter *lim, const void *key, size_t len, uint32_t 
              * says so and the locked path below retries the lookup. */
             int wr = word_update(l, n, WORD_DECIDE, cost, 0, d);
             if (wr != WORD_RETIRED) {
-                if (SRL__MUTANT(l->broken, SRL__LOCAL_BROKEN_YIELD))
-                    sched_yield();   /* the amplifier: a retirement before we count */
                 if (wr != WORD_COUNTED) {
-#ifdef SRL_MUTANTS
-                    park_here(l, SRL__LOCAL_PARK_LF_COUNT);
-#endif
                     count_decision(l, n, d->allowed);
-#ifdef SRL_MUTANTS
-                    if (node_dead(n) || __atomic_load_n(node_word(n), __ATOMIC_RELAXED) == WORD_TOMB)
-                        LF_SAW(l, lf_late);   /* counted on a state retired meanwhile */
-#endif
                 }
                 node_done(n);
                 rcu_read_unlock();
                 return 0;
             }
         }
-#ifdef SRL_MUTANTS
-        if (__builtin_expect(l->broken & SRL__LOCAL_BROKEN_NO_LOCK, 0) && lease == NULL &&
-            max_wait == 0 && acquire_unlocked_broken(l, n, cost, d)) {
-            node_done(n);
-            rcu_read_unlock();
-            return 0;
-        }
-#endif
-        if (SRL__MUTANT(l->broken, SRL__LOCAL_BROKEN_YIELD))
-            sched_yield();
         if (node_lock(l, n) != 0) {
             node_done(n);
             rcu_read_unlock();
             srl__decide_on_full(lim, SRL_DECISION_DEGRADED, d);
             return SRL_ETIMEDOUT;
         }
-        if (node_dead(n) && !SRL__MUTANT(l->broken, SRL__LOCAL_BROKEN_NO_DEAD_RETRY)) {
+        if (node_dead(n)) {
             /* Evicted (or reset) between our lookup and our lock: deciding
              * on it would admit requests that the key's next state will
              * admit again.  Look the key up afresh. */
@@ -249,9 +205,9 @@ static int local_decide(srl_limiter *lim, const void *key, size_t len, uint32_t 
         } else {
             uint64_t now = srl__now(lim);
             if (lease == NULL && max_wait != 0)
-                srl__cmp_reserve(&lim->cmp, node_state(n), now, cost, max_wait, d);
+                srl__compound_reserve(&lim->cmp, node_state(n), now, cost, max_wait, d);
             else if (lease == NULL)
-                srl__cmp_decide(&lim->cmp, node_state(n), now, cost, 1, d);
+                srl__compound_decide(&lim->cmp, node_state(n), now, cost, 1, d);
             else
                 enter_locked(l, n, now, lease, d);
         }
@@ -299,7 +255,7 @@ static int local_leave(srl_limiter *lim, srl_lease *lease)
         rcu_read_unlock();
         return rc;   /* SRL_ENOENT: the key is gone, its units were reclaimed */
     }
-    rc = srl__cmp_leave(&lim->cmp, node_state(n), lease->entry, lease->gen, (int32_t)getpid());
+    rc = srl__compound_leave(&lim->cmp, node_state(n), lease->entry, lease->gen, (int32_t)getpid());
     node_unlock(n);
     node_done(n);
     rcu_read_unlock();
@@ -362,9 +318,9 @@ static int local_peek(srl_limiter *lim, const void *key, size_t len, uint32_t co
         return rc;
     if (l->lockfree) {
         uint64_t w = __atomic_load_n(node_word(n), __ATOMIC_RELAXED);
-        srl__cmp_decide(&lim->cmp, &w, srl__now(lim), cost, 0, d);
+        srl__compound_decide(&lim->cmp, &w, srl__now(lim), cost, 0, d);
     } else {
-        srl__cmp_decide(&lim->cmp, node_state(n), srl__now(lim), cost, 0, d);
+        srl__compound_decide(&lim->cmp, node_state(n), srl__now(lim), cost, 0, d);
     }
     unlock_key(n);
     return 0;
@@ -392,7 +348,7 @@ static int local_refund(srl_limiter *lim, const void *key, size_t len, uint32_t 
     if (l->lockfree)
         (void)word_update(l, n, WORD_REFUND, cost, 0, NULL); /* locked, live: not retired */
     else
-        srl__cmp_refund(&lim->cmp, node_state(n), srl__now(lim), cost);
+        srl__compound_refund(&lim->cmp, node_state(n), srl__now(lim), cost);
     unlock_key(n);
     return 0;
 }
@@ -581,113 +537,3 @@ int srl_open_local(const srl_config *cfg, srl_limiter **out)
     return 0;
 }
 
-#ifdef SRL_MUTANTS
-/* Test hook (testhooks.h). */
-int srl__local_set_broken(srl_limiter *lim, unsigned flags)
-{
-    if (lim == NULL || lim->ops != &local_ops || (flags & ~SRL__LOCAL_BROKEN_ALL) != 0)
-        return SRL_EINVAL;
-    __atomic_store_n(&local_of(lim)->broken, flags, __ATOMIC_RELAXED);
-    return 0;
-}
-
-int srl__local_hold_key_stripes(srl_limiter *lim, const void *key, size_t len, int hold)
-{
-    if (lim == NULL || lim->ops != &local_ops || key == NULL)
-        return SRL_EINVAL;
-    struct lkey k;
-    key_of(local_of(lim), key, len, &k);
-    srl__local_hold_stripes(local_of(lim), &k, hold != 0);
-    return 0;
-}
-
-int srl__local_set_counts(srl_limiter *lim, const void *key, size_t len, uint32_t allowed,
-                          uint32_t denied)
-{
-    if (lim == NULL || lim->ops != &local_ops || key == NULL)
-        return SRL_EINVAL;
-    struct local *l = local_of(lim);
-    struct lkey k;
-    key_of(l, key, len, &k);
-    rcu_read_lock();
-    struct lnode *n = find(l, &k);
-    int rc = SRL_ENOENT;
-    if (n != NULL) {
-        rc = node_lock(l, n);
-        if (rc == 0) {
-            __atomic_store_n(&n->counts, (uint64_t)denied << 32 | allowed, __ATOMIC_RELAXED);
-            node_unlock(n);
-        }
-        node_done(n);
-    }
-    rcu_read_unlock();
-    return rc;
-}
-
-struct home_ctx {
-    uint64_t live, at_home;
-};
-
-static int home_visit(struct local *l, struct lnode *n, void *arg)
-{
-    struct home_ctx *c = arg;
-    c->live++;
-    if (l->homes > 0) {
-        uint32_t h[2];
-        node_homes(l, n->fp, h);
-        for (unsigned w = 0; w < 2; w++)
-            if (n->idx >= h[w] && n->idx < h[w] + HOME_WINDOW) {
-                c->at_home++;
-                break;
-            }
-    }
-    node_done(n);
-    return 0;
-}
-
-int srl__local_home_counts(srl_limiter *lim, uint64_t *live, uint64_t *at_home)
-{
-    if (lim == NULL || lim->ops != &local_ops || live == NULL || at_home == NULL)
-        return SRL_EINVAL;
-    struct home_ctx c = {0, 0};
-    rcu_read_lock();
-    (void)srl__local_pool_walk(local_of(lim), 0, UINT64_MAX, home_visit, &c);
-    rcu_read_unlock();
-    *live = c.live;
-    *at_home = c.at_home;
-    return 0;
-}
-
-int srl__local_park(srl_limiter *lim, int where, int op)
-{
-    if (lim == NULL || lim->ops != &local_ops ||
-        (where != SRL__LOCAL_PARK_FREE && where != SRL__LOCAL_PARK_LF_COUNT))
-        return SRL_EINVAL;
-    int *p = local_of(lim)->park[where];
-    switch (op) {
-    case SRL__LOCAL_PARK_ARM:
-        __atomic_store_n(&p[1], 0, __ATOMIC_RELAXED);
-        __atomic_store_n(&p[0], 1, __ATOMIC_RELEASE);
-        return 0;
-    case SRL__LOCAL_PARK_ASK:
-        return __atomic_load_n(&p[1], __ATOMIC_ACQUIRE) == 1;
-    case SRL__LOCAL_PARK_RELEASE:
-        __atomic_store_n(&p[1], 2, __ATOMIC_RELEASE);
-        return 0;
-    default:
-        return SRL_EINVAL;
-    }
-}
-
-int srl__local_lf_counts(srl_limiter *lim, struct srl__local_lf_counts *out)
-{
-    if (lim == NULL || lim->ops != &local_ops || out == NULL)
-        return SRL_EINVAL;
-    struct local *l = local_of(lim);
-    out->conflicts = __atomic_load_n(&l->lf_conflicts, __ATOMIC_RELAXED);
-    out->tombstones = __atomic_load_n(&l->lf_tombstones, __ATOMIC_RELAXED);
-    out->late = __atomic_load_n(&l->lf_late, __ATOMIC_RELAXED);
-    out->lost_counts = __atomic_load_n(&l->lf_lost, __ATOMIC_RELAXED);
-    return 0;
-}
-#endif

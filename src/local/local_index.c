@@ -139,7 +139,7 @@ static int pool_get(struct local *l, const struct lkey *k, struct lnode **out)
     int rc = 0;
     pthread_mutex_lock(&l->pool_lock);
     struct lnode *home = NULL;
-    bool homes = l->homes > 0 && !SRL__MUTANT(l->broken, SRL__LOCAL_BROKEN_NO_HOMES);
+    bool homes = l->homes > 0;
     for (unsigned c = 0; homes && c < 2 * HOME_WINDOW && home == NULL; c++) {
         uint32_t i = k->home[c / HOME_WINDOW] + c % HOME_WINDOW;
         struct lnode *n = node_at(l, i);
@@ -206,14 +206,7 @@ static void free_node_rcu(struct rcu_head *head)
     struct local *l = cold->owner;
     struct lnode *n = node_at(l, cold->idx);
     TSAN_ACQUIRE(n);
-#ifdef SRL_MUTANTS
-    /* call_rcu's worker may run while a test switches variants. */
-    unsigned broken = __atomic_load_n(&l->broken, __ATOMIC_RELAXED);
-    bool early = broken & SRL__LOCAL_BROKEN_LF_RETIRE_EARLY;
-    bool free_early = broken & SRL__LOCAL_BROKEN_FREE_EARLY;
-#else
     bool early = false, free_early = false;
-#endif
     pthread_mutex_lock(&l->retire_lock);
     if (!early) {
         struct shard *s = my_shard(l);
@@ -226,9 +219,6 @@ static void free_node_rcu(struct rcu_head *head)
      * under it. */
     __atomic_store_n(&n->life, free_early ? NODE_FREE : NODE_GOING, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&l->retire_lock);
-#ifdef SRL_MUTANTS
-    park_here(l, SRL__LOCAL_PARK_FREE);
-#endif
     pool_put(l, n);
 }
 
@@ -409,16 +399,6 @@ uint64_t srl__local_pool_walk(struct local *l, uint64_t from, uint64_t count,
 void srl__local_retire_locked(struct local *l, struct lnode *n)
 {
     __atomic_store_n(&n->life, NODE_DEAD, __ATOMIC_RELEASE);
-#ifdef SRL_MUTANTS
-    if (l->broken & SRL__LOCAL_BROKEN_LF_RETIRE_EARLY) {
-        /* Broken on purpose: counted at death, so a lock-free decision that
-         * counts after this (its CAS came first) is lost. */
-        struct shard *s = my_shard(l);
-        uint64_t c = __atomic_load_n(&n->counts, __ATOMIC_RELAXED);
-        shard_add(&s->retired_allowed, counts_allowed(c));
-        shard_add(&s->retired_denied, counts_denied(c));
-    }
-#endif
     unreserve(l);
 }
 
@@ -432,13 +412,13 @@ bool srl__local_evict_if_at_rest_locked(struct local *l, struct lnode *n)
     if (l->lim.cmp.conc >= 0) {
         /* Dead holders' and max_hold-expired units first. */
         uint32_t freed = srl__conc_reclaim(&l->lim.cmp.limits.limit[l->lim.cmp.conc],
-                                           srl__cmp_conc_state(&l->lim.cmp, node_state(n)), now,
-                                           srl__proc_alive, NULL);
+                                           srl__compound_conc_state(&l->lim.cmp, node_state(n)),
+                                           now, srl__proc_alive, NULL);
         if (freed > 0)
             shard_add(&my_shard(l)->reclaimed, freed);
     }
     if (l->lockfree ? !srl__local_word_retire(l, n, now, true)
-                    : !srl__cmp_at_rest(&l->lim.cmp, node_state(n), now))
+                    : !srl__compound_at_rest(&l->lim.cmp, node_state(n), now))
         return false;
     srl__local_retire_locked(l, n);
     return true;
@@ -517,20 +497,14 @@ static int found_or_full(const struct local *l, const struct lkey *k, struct lno
  */
 int srl__local_find_or_insert(struct local *l, const struct lkey *k, struct lnode **out)
 {
-    bool early = SRL__MUTANT(l->broken, SRL__LOCAL_BROKEN_RESERVE_EARLY);
     /* A full table: reclaim before paying for a node, so that a flood of
      * new keys into a full table costs no pool traffic. */
     if (table_full(l) && reclaim_some(l) == 0 && table_full(l))
         return found_or_full(l, k, out);
-    if (early && !reserve(l) && (reclaim_some(l) == 0 || !reserve(l)))
-        return found_or_full(l, k, out);
     struct lnode *cand = NULL;
     int prc = pool_get(l, k, &cand);
-    if (prc != 0) {
-        if (early)
-            unreserve(l);
+    if (prc != 0)
         return prc;
-    }
     memcpy(cand->fp, k->fp, sizeof cand->fp);
     cand->key_len = k->len;
     cand->lock = 0;
@@ -539,9 +513,10 @@ int srl__local_find_or_insert(struct local *l, const struct lkey *k, struct lnod
     /* A fresh state needs a time; reading it outside any lock is harmless:
      * every later reader takes the lock after this node is published, so
      * it reads a time no earlier than this one. */
-    srl__cmp_state_init(&l->lim.cmp, node_state(cand), srl__now(&l->lim));
+    srl__compound_state_init(&l->lim.cmp, node_state(cand), srl__now(&l->lim));
     if (l->lim.cmp.conc >= 0)   /* see the shared store's insert */
-        srl__conc_seed(srl__cmp_conc_state(&l->lim.cmp, node_state(cand)), randombytes_random());
+        srl__conc_seed(srl__compound_conc_state(&l->lim.cmp, node_state(cand)),
+                       randombytes_random());
     if (l->key_display > 0)
         memcpy((unsigned char *)node_state(cand) + l->state_bytes, k->key,
                k->len < l->key_display ? k->len : l->key_display);
@@ -549,15 +524,9 @@ int srl__local_find_or_insert(struct local *l, const struct lkey *k, struct lnod
     for (bool reclaimed = false;;) {
         lock_pair(l, k->b1, k->b2);
         struct lnode *won = NULL;
-#ifdef SRL_MUTANTS
-        /* Broken on purpose (GET_THEN_PUT): the check (find, in the caller)
-         * and the act (this insert) are two steps, so two first requests
-         * add two nodes. */
-        if (!(l->broken & SRL__LOCAL_BROKEN_GET_THEN_PUT))
-#endif
             won = find(l, k);
         int at = -1;
-        bool room = won == NULL && (early || reserve(l));
+        bool room = won == NULL && reserve(l);
         if (room) {
             uint64_t b = k->b1;
             at = free_entry(l, b);
@@ -576,8 +545,6 @@ int srl__local_find_or_insert(struct local *l, const struct lkey *k, struct lnod
             } else {
                 unreserve(l);   /* no entry free */
             }
-        } else if (won != NULL && early) {
-            unreserve(l);       /* lost the race */
         }
         unlock_pair(l, k->b1, k->b2);
         if (at >= 0) {
@@ -598,16 +565,6 @@ int srl__local_find_or_insert(struct local *l, const struct lkey *k, struct lnod
     }
 }
 
-#ifdef SRL_MUTANTS
-/* For srl__local_hold_key_stripes (testhooks.h). */
-void srl__local_hold_stripes(struct local *l, const struct lkey *k, bool hold)
-{
-    if (hold)
-        lock_pair(l, k->b1, k->b2);
-    else
-        unlock_pair(l, k->b1, k->b2);
-}
-#endif
 
 /* The index: lazily zeroed anonymous memory (a huge capacity costs address
  * space, not memory, until keys arrive), on huge pages when it is small

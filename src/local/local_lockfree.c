@@ -57,10 +57,8 @@ bool srl__local_word_retire(struct local *l, struct lnode *n, uint64_t now, bool
     uint64_t *w = node_word(n);
     uint64_t old = __atomic_load_n(w, __ATOMIC_RELAXED);
     do {
-        if (only_at_rest && !srl__cmp_at_rest(&l->lim.cmp, &old, now))
+        if (only_at_rest && !srl__compound_at_rest(&l->lim.cmp, &old, now))
             return false;
-        if (SRL__MUTANT(l->broken, SRL__LOCAL_BROKEN_LF_NO_TOMBSTONE))
-            return true;   /* broken on purpose: the version is not written */
     } while (!__atomic_compare_exchange_n(w, &old, WORD_TOMB, false, __ATOMIC_RELAXED,
                                           __ATOMIC_RELAXED));
     return true;

@@ -72,7 +72,7 @@
  *   word_update, the counters), or in local.c.  Only a miss calls out
  *   (srl__local_find_or_insert; srl__local_pool_wait at the pool's bound),
  *   on a path that already takes the pool's and two stripe locks.
- *   Test-only code stays under SRL_MUTANTS or SRL__MUTANT (testhooks.h).
+ *   Test-only code is not here: the patches of tests/mutants (its README).
  */
 #ifndef SRL_LOCAL_H
 #define SRL_LOCAL_H
@@ -122,8 +122,9 @@
 #define TSAN_RELEASE(p) ((void)0)
 #endif
 
-/* The broken variants (SRL__LOCAL_BROKEN_*, srl__local_set_broken) are in
- * testhooks.h, compiled only into the test copy (SRL_MUTANTS). */
+/* The broken variants (SRL__LOCAL_BROKEN_*, srl__local_set_broken) are
+ * declared in testhooks.h and written in tests/mutants/local*.patch, which
+ * only the test copy of the library applies. */
 
 #define CACHE_LINE 64
 #define NSHARDS 16          /* counter shards, by CPU; power of two */
@@ -238,11 +239,6 @@ struct local {
     uint32_t max_chunks;
     bool lockfree;            /* SRL_CONFIG_LOCKFREE on a one-word GCRA policy */
     bool lf_pair;             /* lockfree, and an admission is one 16-byte CAS */
-#ifdef SRL_MUTANTS
-    unsigned broken;          /* SRL__LOCAL_BROKEN_* (testhooks.h) */
-    uint64_t lf_conflicts, lf_tombstones, lf_late, lf_lost; /* srl__local_lf_counts */
-    int park[2][2];           /* srl__local_park: per place, armed and parked */
-#endif
     pid_t creator_pid;
     uint64_t created_unix_ns;
     size_t index_bytes;       /* the index mapping (mmap) */
@@ -330,23 +326,7 @@ static inline void shard_add(uint64_t *c, uint64_t v)
     __atomic_fetch_add(c, v, __ATOMIC_RELAXED);
 }
 
-#ifdef SRL_MUTANTS
-#define LF_SAW(l, field) __atomic_fetch_add(&(l)->field, 1, __ATOMIC_RELAXED)
-/* The thread that reaches an armed place (SRL__LOCAL_PARK_*, testhooks.h)
- * first disarms it and waits there until the test releases it. */
-static inline void park_here(struct local *l, int where)
-{
-    int *p = l->park[where];
-    if (__atomic_load_n(&p[0], __ATOMIC_RELAXED) == 0 ||
-        !__atomic_exchange_n(&p[0], 0, __ATOMIC_ACQ_REL))
-        return;
-    __atomic_store_n(&p[1], 1, __ATOMIC_RELEASE);
-    while (__atomic_load_n(&p[1], __ATOMIC_ACQUIRE) == 1)
-        sched_yield();
-}
-#else
 #define LF_SAW(l, field) ((void)0)
-#endif
 
 /* A node's lock (n->lock), a futex word (local_lock.c has its design):
  * 0 free, 1 held, 2 held and perhaps awaited.  Four bytes, so that the
@@ -473,9 +453,6 @@ static inline void unreserve(struct local *l)
  * period; the caller leaves its read-side section, waits for them
  * (srl__local_pool_wait) and tries again. */
 enum { INSERT_OK = 0, INSERT_FULL = 1, INSERT_WAIT = 2 };
-#ifdef SRL_MUTANTS
-void srl__local_hold_stripes(struct local *l, const struct lkey *k, bool hold);
-#endif
 
 /* ------------------------------------------- the state word (lock-free) */
 
@@ -530,41 +507,15 @@ static inline int word_update(struct local *l, struct lnode *n, enum word_op op,
         }
         uint64_t now = srl__now(&l->lim), nw = old;
         if (op == WORD_DECIDE)
-            srl__cmp_decide(&l->lim.cmp, &nw, now, cost, 1, d);
+            srl__compound_decide(&l->lim.cmp, &nw, now, cost, 1, d);
         else if (op == WORD_RESERVE)
-            srl__cmp_reserve(&l->lim.cmp, &nw, now, cost, max_wait, d);
+            srl__compound_reserve(&l->lim.cmp, &nw, now, cost, max_wait, d);
         else
-            srl__cmp_refund(&l->lim.cmp, &nw, now, cost);
+            srl__compound_refund(&l->lim.cmp, &nw, now, cost);
         if (nw == WORD_TOMB)
             nw = WORD_TOMB - 1;
         if (nw == old)
             return WORD_DONE;
-        if (SRL__MUTANT(l->broken, SRL__LOCAL_BROKEN_YIELD))
-            sched_yield();   /* the amplifier: a preemption between read and CAS */
-#ifdef SRL_MUTANTS
-        if (l->broken & SRL__LOCAL_BROKEN_LF_BLIND_STORE) {
-            /* Broken on purpose: a write that ignores what happened since
-             * the read (an exchange, so the lost update can be counted). */
-            if (__atomic_exchange_n(w, nw, __ATOMIC_RELAXED) != old)
-                LF_SAW(l, lf_conflicts);
-            return WORD_DONE;
-        }
-#endif
-#if SRL__CAS16 && defined(SRL_MUTANTS)
-        if (l->lf_pair && op == WORD_DECIDE && (l->broken & SRL__LOCAL_BROKEN_LF_SPLIT_COUNT)) {
-            /* Broken on purpose: the word, then the count apart. */
-            if (!__atomic_compare_exchange_n(w, &old, nw, false, __ATOMIC_RELAXED,
-                                             __ATOMIC_RELAXED)) {
-                LF_SAW(l, lf_conflicts);
-                continue;
-            }
-            sched_yield();
-            if (__atomic_exchange_n(&n->counts, counts_plus(seen, COUNT_ALLOWED),
-                                    __ATOMIC_RELAXED) != seen)
-                LF_SAW(l, lf_lost);
-            return WORD_COUNTED;
-        }
-#endif
 #if SRL__CAS16
         if (l->lf_pair && op == WORD_DECIDE) {   /* an admission: nw != old */
             uint64_t found = old;

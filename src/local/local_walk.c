@@ -92,7 +92,6 @@ int srl__local_stats(srl_limiter *lim, srl_stats *out)
     srl_stats s = {0};
     s.capacity = l->capacity;
     s.used = __atomic_load_n(&l->used, __ATOMIC_RELAXED);
-    bool early = SRL__MUTANT(l->broken, SRL__LOCAL_BROKEN_LF_RETIRE_EARLY);
     pthread_mutex_lock(&l->retire_lock);
     uint64_t fresh = __atomic_load_n(&l->fresh, __ATOMIC_ACQUIRE);
     for (uint64_t i = 0; i < fresh; i++) {
@@ -100,7 +99,7 @@ int srl__local_stats(srl_limiter *lim, srl_stats *out)
          * retire_lock; a NEW node has counted nothing yet. */
         struct lnode *n = node_at(l, (uint32_t)i);
         unsigned st = __atomic_load_n(&n->life, __ATOMIC_ACQUIRE);
-        if (st == NODE_LIVE || (st == NODE_DEAD && !early)) {
+        if (st == NODE_LIVE || st == NODE_DEAD) {
             uint64_t c = __atomic_load_n(&n->counts, __ATOMIC_RELAXED);
             s.allowed += counts_allowed(c);
             s.denied += counts_denied(c);
@@ -178,10 +177,10 @@ static int foreach_visit(struct local *l, struct lnode *n, void *arg)
     e.denied = counts_denied(counts);
     /* One read of the state (lock-free deciders may move it on). */
     srl__local_state_copy(l, n, c->copy);
-    e.last_ns = srl__cmp_last_ns(&l->lim.cmp, c->copy);
-    srl__cmp_decide(&l->lim.cmp, c->copy, now, 1, 0, &e.now);
-    e.at_rest = srl__cmp_at_rest(&l->lim.cmp, c->copy, now);
-    e.inflight = srl__cmp_inflight(&l->lim.cmp, c->copy);
+    e.last_ns = srl__compound_last_ns(&l->lim.cmp, c->copy);
+    srl__compound_decide(&l->lim.cmp, c->copy, now, 1, 0, &e.now);
+    e.at_rest = srl__compound_at_rest(&l->lim.cmp, c->copy, now);
+    e.inflight = srl__compound_inflight(&l->lim.cmp, c->copy);
     e.state = c->copy;   /* fn runs outside the node's lock: it gets a copy */
     node_unlock(n);
     e.key_len = n->key_len;

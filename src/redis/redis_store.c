@@ -102,8 +102,6 @@ struct rstore {
     uint64_t deadline_ns;     /* CLOCK_MONOTONIC: the end of the call holding mu */
     uint64_t would_deny;      /* dry run: this handle's would-be denials (atomic);
                                  P:stats counts them in denied, as every host's */
-    int fixed_time;           /* test hook: pass srl__now() instead of TIME */
-    int broken_no_pid_check;  /* test hook: share the parent's socket after fork */
     uint64_t created_unix_ns;
     srl_policy adopted;       /* open with cfg NULL: the policy read from P:cfg */
     int connect_failed;       /* under mu: the last ensure() could not connect */
@@ -465,7 +463,7 @@ static void call_end(struct rstore *r, int rc)
  * cluster node has its own connection and its own backoff. */
 static int ensure(struct rstore *r, struct srl__rconn *n)
 {
-    if (n->c != NULL && n->pid != getpid() && !r->broken_no_pid_check)
+    if (n->c != NULL && n->pid != getpid())
         drop(n);   /* the parent's socket: never share a stream with it */
     if (n->c != NULL)
         return 0;
@@ -853,8 +851,6 @@ static void script_argv(srl_limiter *lim, struct script_call *sc, const char *ke
         memcpy(sc->st, sc->cfg, sizeof sc->st);
     }
     sc->a_now[0] = '\0';
-    if (r->fixed_time)
-        snprintf(sc->a_now, sizeof sc->a_now, "%llu", (unsigned long long)srl__now(lim));
     const char *argv[] = {"EVALSHA", r->sha, "3", key, sc->cfg, sc->st,
                           sc->a_mode, sc->a_cost, sc->a_P, sc->a_W, sc->a_now, sc->a_cap};
     for (int i = 0; i < SCRIPT_ARGC; i++) {
@@ -1596,28 +1592,5 @@ int srl_open_redis(const char *uri, const srl_config *cfg, srl_limiter **out)
         return rc;
     }
     *out = &r->lim;
-    return 0;
-}
-
-/* Test hook (tests/check_redis.c): pass the limiter's ticker time to the
- * script instead of the server's TIME, so a test can compare exact
- * decisions with the pure core. */
-int srl__redis_fixed_time(srl_limiter *lim, int on);
-int srl__redis_fixed_time(srl_limiter *lim, int on)
-{
-    if (lim == NULL || lim->ops != &redis_ops)
-        return SRL_EINVAL;
-    rs_of(lim)->fixed_time = on;
-    return 0;
-}
-
-/* Test hook: a broken variant without the fork check, to show that the
- * forked test catches it (children then share one socket). */
-int srl__redis_broken_no_pid_check(srl_limiter *lim, int on);
-int srl__redis_broken_no_pid_check(srl_limiter *lim, int on)
-{
-    if (lim == NULL || lim->ops != &redis_ops)
-        return SRL_EINVAL;
-    rs_of(lim)->broken_no_pid_check = on;
     return 0;
 }

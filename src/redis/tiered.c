@@ -76,10 +76,6 @@ struct tiered {
     srl_limiter *host;
     size_t plen;                /* bytes of prefix[] used */
     char prefix[SRL__REDIS_PREFIX_MAX + 1];   /* "P:", not NUL-terminated */
-#ifdef SRL_MUTANTS
-    unsigned test_flags;        /* SRL__TIERED_TEST_* (testhooks.h) */
-    uint32_t credit;            /* SRL__TIERED_TEST_LOCAL_ALLOW's admissions */
-#endif
 };
 
 static struct tiered *tr_of(srl_limiter *lim) { return lim->impl; }
@@ -104,18 +100,12 @@ static const void *host_key(const struct tiered *t, const void *key, size_t len,
     return srl_key_fit(n->raw, hlen, n->fit);
 }
 
-#ifdef SRL_MUTANTS
-/* Read only by SRL__MUTANT, which is 0 without SRL_MUTANTS (testhooks.h):
- * defined only where it is used, so clang sees no unused function. */
-static inline unsigned test_flags(const struct tiered *t) { return t->test_flags; }
-#endif
 
 /* ----------------------------------------------------- the host memory */
 
 struct ask {
     uint32_t cost;
     int count;                  /* a decision (acquire) or a look (peek) */
-    int any_cost;               /* broken variant: ignore the ban's cost */
     uint64_t left;              /* out: ns until the ban ends, 0 none */
 };
 
@@ -128,7 +118,7 @@ static int ask_fn(void *state, uint64_t now, void *ctx)
      * never a denial Redis would not give. */
     if (b->cost == 0 || b->until > srl__sat_add(now, SRL_WINDOW_MAX_NS))
         return 0;
-    if (b->until > now && (b->cost <= a->cost || a->any_cost))
+    if (b->until > now && b->cost <= a->cost)
         a->left = b->until - now;
     return a->left != 0 && a->count;
 }
@@ -137,7 +127,7 @@ static int ask_fn(void *state, uint64_t now, void *ctx)
 static int host_answer(struct tiered *t, const void *key, size_t len, uint32_t cost, int count,
                        srl_decision *d)
 {
-    struct ask a = {cost, count, SRL__MUTANT(test_flags(t), SRL__TIERED_TEST_ANY_COST), 0};
+    struct ask a = {cost, count, 0};
     struct host_name n;
     size_t hlen;
     const void *hk = host_key(t, key, len, &n, &hlen);
@@ -179,8 +169,6 @@ static void host_remember(struct tiered *t, const void *key, size_t len, uint32_
 /* Forget key's ban on this host: 0, or SRL_ENOENT if it had none. */
 static int host_forget(struct tiered *t, const void *key, size_t len)
 {
-    if (SRL__MUTANT(test_flags(t), SRL__TIERED_TEST_RESET_KEEPS))
-        return SRL_ENOENT;
     struct host_name n;
     size_t hlen;
     const void *hk = host_key(t, key, len, &n, &hlen);
@@ -195,25 +183,10 @@ static int tr_acquire(srl_limiter *lim, const void *key, size_t len, uint32_t co
     struct tiered *t = tr_of(lim);
     if (host_answer(t, key, len, cost, 1, d))
         return 0;
-#ifdef SRL_MUTANTS
-    if ((t->test_flags & SRL__TIERED_TEST_LOCAL_ALLOW) && t->credit > 0) {
-        /* Broken on purpose: spend Redis's `remaining` on the host without
-         * taking it from Redis (a lease that reserves nothing). */
-        t->credit--;
-        *d = (srl_decision){.allowed = 1, .limit = srl__capacity(&lim->cmp.limits.limit[0]),
-                            .flags = SRL_DECISION_LOCAL};
-        return 0;
-    }
-#endif
     uint64_t t0 = srl__now(lim);   /* before the request leaves: T never outlives Redis's ban */
     int rc = srl_acquire(t->redis, key, len, cost, d);
-    if (rc == 0 && !d->allowed && d->flags == 0 && d->retry_after_ns > 0 &&
-        !SRL__MUTANT(test_flags(t), SRL__TIERED_TEST_NO_MEMORY))
+    if (rc == 0 && !d->allowed && d->flags == 0 && d->retry_after_ns > 0)
         host_remember(t, key, len, cost, t0, d);
-#ifdef SRL_MUTANTS
-    if (rc == 0 && d->allowed && d->remaining > 0)
-        t->credit = 1;
-#endif
     return rc;
 }
 
@@ -415,12 +388,3 @@ int srl_open_tiered(const char *shm_name, const char *uri, const srl_config *cfg
     return 0;
 }
 
-#ifdef SRL_MUTANTS
-int srl__tiered_set_test_flags(srl_limiter *lim, unsigned flags)
-{
-    if (lim == NULL || lim->ops != &tiered_ops)
-        return SRL_EINVAL;
-    tr_of(lim)->test_flags = flags;
-    return 0;
-}
-#endif

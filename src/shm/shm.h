@@ -47,7 +47,7 @@
  * (srl__shm_state_load, decided on, then srl__shm_state_store), never the
  * mapped bytes, so a decision, a check, a conversion or a walk sees one
  * state however the mapping changes meanwhile; its counts and indices are
- * then judged as the algorithms judge any state (srl__cmp_valid, bounded
+ * then judged as the algorithms judge any state (srl__compound_valid, bounded
  * loops), and no assert() anywhere depends on segment bytes.  The copies
  * of the policy are read the same way: one snapshot, then validated
  * (srl__shm_policy_read).  Bytes that are only shown or counted (the
@@ -140,7 +140,7 @@ struct srl__shm_header {
     uint32_t slots_per_bucket;
     uint32_t bucket_bytes;
     uint32_t slot_bytes;
-    uint32_t state_bytes;        /* the compound state: srl__cmp state_bytes */
+    uint32_t state_bytes;        /* the compound state: srl__compound's state_bytes */
     uint32_t key_display;
     uint32_t on_full;            /* the creator's choice (informational) */
     uint32_t mode;
@@ -450,11 +450,6 @@ struct srl__shm {
                                        lf_open was not BIRTH at open) or _FAILED
                                        (that pass could not have a lock: the locked
                                        path for good); atomic, shm_table.c */
-#ifdef SRL_MUTANTS
-    unsigned test_flags;            /* SRL__SHM_TEST_* (testhooks.h) */
-    unsigned test_die_at;           /* SRL__SHM_TEST_CHANGE_DIE's countdown */
-    uint32_t *test_park;            /* SRL__SHM_TEST_*_PARK's two words (testhooks.h) */
-#endif
     uint8_t hash_key[SRL__SHM_HASH_KEY_BYTES];
     char name[256];
 };
@@ -495,15 +490,10 @@ uint64_t srl__shm_abi_word(void);
 int srl__shm_geometry(struct srl__shm *s, const srl_config *cfg);
 /* Open (and maybe create) a named segment.  ops is the handle's store ops
  * (srl__shm_ops): passed in, so that this file needs nothing of
- * shm_store.c, which calls it.  The test build adds
+ * shm_store.c, which calls it.  The test copy adds (tests/mutants)
  * srl__shm_segment_open_test, the same with SRL__SHM_TEST_* open flags. */
 int srl__shm_segment_open(const char *name, const srl_config *cfg, unsigned flags,
                           const struct srl__store_ops *ops, srl_limiter **out);
-#ifdef SRL_MUTANTS
-int srl__shm_segment_open_test(const char *name, const srl_config *cfg, unsigned flags,
-                               unsigned test_flags, const struct srl__store_ops *ops,
-                               srl_limiter **out);
-#endif
 int srl__shm_segment_open_anonymous(const srl_config *cfg, const struct srl__store_ops *ops,
                                     srl_limiter **out);
 /* 0 if name is a valid segment name; writes "/name" into buf[256]. */
@@ -725,8 +715,6 @@ static inline bool srl__shm_lf_seg(const struct srl__shm *s)
  * every decision does not bounce. */
 static inline bool srl__shm_lf_live(const struct srl__shm *s)
 {
-    if (SRL__MUTANT(s->test_flags, SRL__SHM_TEST_LF_PLAIN_COUNTS))
-        return s->lockfree;   /* broken: locked writers never order against others */
     return srl__shm_lf_seg(s) &&
            (s->lockfree ||
             __atomic_load_n(&srl__shm_live(s)->lf_open, __ATOMIC_RELAXED) != SRL__SHM_LF_NONE);
@@ -744,15 +732,11 @@ static inline bool srl__shm_lf_live(const struct srl__shm *s)
             SRL__SHM_PLAIN_ADD(s, field, n);                                             \
     } while (0)
 
-/* SRL__SHM_COUNT, except that under SRL__SHM_TEST_LF_PLAIN_COUNTS (broken on
- * purpose, test library only) it gives up the CPU between its load and its
- * store, as a preemption there would: a lock-free decider's add then lands
- * in the window on a loaded 2-core machine too, and is lost. */
+/* A counter add that is a relaxed load and a relaxed store (the caller
+ * holds the bucket lock and no lock-free decider adds to it). */
 #define SRL__SHM_PLAIN_ADD(s, field, n)                                                  \
     do {                                                                                 \
         __typeof__(field) srl__v = __atomic_load_n(&(field), __ATOMIC_RELAXED);          \
-        if (SRL__MUTANT((s)->test_flags, SRL__SHM_TEST_LF_PLAIN_COUNTS))                 \
-            sched_yield();                                                               \
         __atomic_store_n(&(field), srl__v + (n), __ATOMIC_RELAXED);                      \
     } while (0)
 
@@ -953,8 +937,6 @@ static inline uint16_t *srl__shm_slot_seq(const struct srl__shm *s, uint64_t b, 
  * makes it even (release), one past. */
 static inline bool srl__shm_slot_freeze(struct srl__shm *s, uint64_t b, unsigned i)
 {
-    if (SRL__MUTANT(s->test_flags, SRL__SHM_TEST_LF_WRITERS_NO_SEQ))
-        return false;   /* broken: a lock-free CAS may land mid-write */
     uint16_t *q = srl__shm_slot_seq(s, b, i);
     uint16_t v = __atomic_load_n(q, __ATOMIC_RELAXED);
     if (!(v & 1u))
@@ -971,8 +953,6 @@ static inline bool srl__shm_slot_freeze(struct srl__shm *s, uint64_t b, unsigned
 
 static inline void srl__shm_slot_thaw(struct srl__shm *s, uint64_t b, unsigned i)
 {
-    if (SRL__MUTANT(s->test_flags, SRL__SHM_TEST_LF_WRITERS_NO_SEQ))
-        return;
     uint16_t *q = srl__shm_slot_seq(s, b, i);
     uint16_t v = __atomic_load_n(q, __ATOMIC_RELAXED);
     __atomic_store_n(q, (uint16_t)((v | 1u) + 1u), __ATOMIC_RELEASE);

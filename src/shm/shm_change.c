@@ -44,43 +44,8 @@
 #include <unistd.h>
 
 
-#ifdef SRL_MUTANTS
-/* The kill test's hook: die here when the countdown reaches zero. */
-static void die_point(struct srl__shm *s)
-{
-    if ((s->test_flags & SRL__SHM_TEST_CHANGE_DIE) && s->test_die_at > 0 && --s->test_die_at == 0)
-        raise(SIGKILL);
-}
-#define DIE_POINT(s) die_point(s)
-
-/* SRL__SHM_TEST_CHANGE_PARK: the changer holds the flock and has read the
- * generation it will replace; it says so in test_park[0] and waits for
- * test_park[1], while the test sends a second changer at the flock.  Here,
- * after the read, so that a second changer that wrongly got in too (the
- * shared-fd bug) publishes over a generation this one already read, as in
- * ci9, rather than being seen by it.  Two minutes without a go is a dead
- * test: give up rather than spin for ever. */
-static int park_point(struct srl__shm *s, char *msg, size_t len)
-{
-    if (!(s->test_flags & SRL__SHM_TEST_CHANGE_PARK) || s->test_park == NULL)
-        return 0;
-    __atomic_store_n(&s->test_park[0], 1, __ATOMIC_RELEASE);
-    struct timespec t0, t;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    while (__atomic_load_n(&s->test_park[1], __ATOMIC_ACQUIRE) == 0) {
-        sched_yield();
-        clock_gettime(CLOCK_MONOTONIC, &t);
-        if (t.tv_sec - t0.tv_sec > 120)
-            return srl__say(msg, len, SRL_ETIMEDOUT, "test hook: a changer parked in the "
-                            "flock was not told to go in 120 s; nothing was changed");
-    }
-    return 0;
-}
-#define PARK_POINT(s, msg, len) park_point(s, msg, len)
-#else
 #define DIE_POINT(s) ((void)0)
 #define PARK_POINT(s, msg, len) 0
-#endif
 
 static bool has_conc(const srl_limits *l)
 {
@@ -192,10 +157,6 @@ static bool table_equal(const struct table *t, const struct srl__shm_pol *p)
 /* Step 3: no slot left on cur->gen - 1. */
 static int sweep(struct srl__shm *s, const struct srl__shm_pol *cur, char *msg, size_t len)
 {
-#ifdef SRL_MUTANTS
-    if (s->test_flags & SRL__SHM_TEST_CHANGE_NO_SWEEP)
-        return 0;   /* broken: a slot two generations behind meets a copy it is not of */
-#endif
     for (uint64_t b = 0; b < s->buckets; b++) {
         struct timespec deadline = SRL__SHM_NO_DEADLINE;
         int rc = srl__shm_lock(s, b, &deadline);
@@ -324,9 +285,7 @@ int srl__shm_policy_change(struct srl__shm *s, const srl_config *cfg, uint32_t t
         return srl__say(msg, len, SRL_ESYS, "cannot open %s to lock the segment for a change "
                         "(a policy change needs /proc mounted)", path);
     }
-    /* The broken variant flocks s->fd as the code before did (a constant
-     * lfd in the shipped library). */
-    int held = SRL__MUTANT(s->test_flags, SRL__SHM_TEST_CHANGE_SHARED_FD) ? s->fd : lfd;
+    int held = lfd;
     if (flock(held, LOCK_EX) != 0) {
         close(lfd);
         pthread_mutex_unlock(&s->change_mu);

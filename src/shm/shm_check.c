@@ -130,7 +130,7 @@ static void check_bucket(struct srl__shm *s, uint64_t b, uint64_t now, struct re
                     (unsigned long long)b, i);
         else {
             srl__shm_state_load(s, b, i, st);   /* one snapshot (shm.h) */
-            if (!srl__cmp_valid(&of->cmp[tier], st, now))
+            if (!srl__compound_valid(&of->cmp[tier], st, now))
                 problem(r, "bucket %llu slot %u: invalid state (tier %u)", (unsigned long long)b,
                         i, tier);
         }

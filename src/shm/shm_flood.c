@@ -23,7 +23,7 @@
  *     bucket lock (shm.h, struct srl__shm_bucket.gen; shm_table.c,
  *     shm_slot.c, shm_walk.c), so gen equal means the slot still holds the
  *     copied state, bit for bit.
- *   - It answers only what the locked path would: srl__cmp_decide on a
+ *   - It answers only what the locked path would: srl__compound_decide on a
  *     private copy of that state, at the same ticker's now, and only if that
  *     is a denial that leaves the copy unchanged (a denial that writes, a
  *     ban starting, goes to the lock).  The answer is therefore the pure
@@ -266,7 +266,7 @@ static int answer(struct srl__shm *s, struct flood_shard *sh, const struct srl__
     }
     unsigned char copy[SRL__FLOOD_STATE_MAX] __attribute__((aligned(8)));
     memcpy(copy, e->state, s->state_bytes);
-    srl__cmp_decide(&e->pol->cmp[tier], copy, now, cost, 1, d);
+    srl__compound_decide(&e->pol->cmp[tier], copy, now, cost, 1, d);
     if (d->allowed || memcmp(copy, e->state, s->state_bytes) != 0) {
         /* An admission, or a denial that writes (a ban begins): the lock's. */
         drop_copy(e);

@@ -209,7 +209,7 @@ static int lf_try(struct srl__shm *s, const struct srl__shm_pol *p, uint64_t b, 
     if (meta_tier(m1) != tier || meta_gen(m1) != p->gen)
         return LF_LOCKED;   /* a tier change or a conversion: the lock's */
     uint64_t st = tat;
-    srl__cmp_decide_one(&p->cmp[tier], &st, now, cost, 1, d);   /* lf_tiers: one GCRA */
+    srl__compound_decide_one(&p->cmp[tier], &st, now, cost, 1, d);   /* lf_tiers: one GCRA */
     if (!d->allowed) {
         /* Nothing written: counted, and handed to the flood cache as the
          * locked path would (the state the snapshot read, gen before it). */
@@ -228,27 +228,8 @@ static int lf_try(struct srl__shm *s, const struct srl__shm_pol *p, uint64_t b, 
         return LF_DONE;
     }
     uint64_t exp_m = m1, exp_t = tat;
-#ifdef SRL_MUTANTS
-    if ((s->test_flags & SRL__SHM_TEST_LF_PARK) && s->test_park != NULL) {
-        s->test_flags &= ~(unsigned)SRL__SHM_TEST_LF_PARK;   /* once */
-        __atomic_store_n(&s->test_park[0], 1, __ATOMIC_RELEASE);
-        while (__atomic_load_n(&s->test_park[1], __ATOMIC_ACQUIRE) == 0)
-            sched_yield();
-    }
-    if (s->test_flags & (SRL__SHM_TEST_LF_STORE | SRL__SHM_TEST_LF_NO_SEQ))
-        sched_yield();   /* a preemption between the read and the write */
-    if (s->test_flags & SRL__SHM_TEST_LF_STORE) {
-        __atomic_store_n((uint64_t *)(slot + SRL__SLOT_STATE), st, __ATOMIC_RELEASE);
-        goto committed;   /* broken: whatever was written meanwhile is lost */
-    }
-    if (s->test_flags & SRL__SHM_TEST_LF_NO_SEQ)
-        exp_m = m1 = load64(meta, __ATOMIC_ACQUIRE);   /* broken: seq not held to the read */
-#endif
     if (!srl__cas16(meta, &exp_m, &exp_t, m1, st))
         return LF_RETRY;
-#ifdef SRL_MUTANTS
-committed:
-#endif
     srl__shm_gen_bump(s, b);
     SRL__SHM_SHARED_ADD(s, bk->allowed, 1);
     if (still_k(s, b, i, k, m1))

@@ -140,7 +140,7 @@ static struct srl__shm_pol *view_new(struct srl__shm *s, const struct srl__shm_p
     for (uint32_t t = 1; t < c->tier_count; t++)
         p->def[t] = c->tiers[t - 1];
     for (uint32_t t = 0; t < c->tier_count; t++) {
-        if (srl__cmp_init(&p->cmp[t], &p->def[t].limits) != 0) {   /* validated: cannot */
+        if (srl__compound_init(&p->cmp[t], &p->def[t].limits) != 0) {   /* validated: cannot */
             free(p);
             return NULL;
         }
@@ -222,10 +222,6 @@ uint32_t srl__shm_pol_count(struct srl__shm *s)
 const struct srl__shm_pol *srl__shm_pol_get(struct srl__shm *s, bool locked)
 {
     uint32_t *g = &srl__shm_live(s)->policy_gen;
-#ifdef SRL_MUTANTS
-    if ((s->test_flags & SRL__SHM_TEST_LIVE_STALE) && s->pol != NULL)
-        return s->pol;   /* broken: the handle keeps the view it has */
-#endif
     for (int tries = 0;; tries++) {
         uint32_t gen = __atomic_load_n(g, __ATOMIC_ACQUIRE);   /* read once (shm.h) */
         bool damage = false;

@@ -98,7 +98,7 @@ int srl__shm_geometry(struct srl__shm *s, const srl_config *cfg)
             return SRL_EPOLICY;
         l = &one;
     }
-    if (srl__cmp_init(&c, l) != 0)
+    if (srl__compound_init(&c, l) != 0)
         return SRL_EPOLICY;
     /* Every slot holds the largest tier's state (tiers.c). */
     size_t state = srl__tiers_state_max(cfg, c.state_bytes);
@@ -277,7 +277,7 @@ uint64_t srl__shm_header_sum(const struct srl__shm_header *h)
  * lock-free opener of this segment needs to pass the bucket locks.  Not a
  * dry-run creator: it decides under the lock (shm_lockfree.c), and BIRTH
  * would make every locked writer pay for atomics no decider needs. */
-static int publish(struct srl__shm *s, const srl_config *cfg, unsigned test_flags)
+static int publish(struct srl__shm *s, const srl_config *cfg)
 {
     int rc = srl__shm_table_init(s);
     if (rc != 0)
@@ -288,12 +288,6 @@ static int publish(struct srl__shm *s, const srl_config *cfg, unsigned test_flag
     memcpy(s->hash_key, srl__shm_hdr(s)->hash_key, sizeof s->hash_key);
     s->header_sum = srl__shm_hdr(s)->header_sum;
     s->created = srl__shm_hdr(s)->limits;
-#ifdef SRL_MUTANTS
-    if (test_flags & SRL__SHM_TEST_NO_READY)
-        return 0;
-#else
-    (void)test_flags;
-#endif
     __atomic_store_n(&srl__shm_hdr(s)->state, SRL__SHM_READY, __ATOMIC_RELEASE);
     return 0;
 }
@@ -686,7 +680,7 @@ static int creators_lock(const char *full)
  * with *fdp the linked, mapped segment, SRL_EEXIST (nothing kept), or
  * another SRL_E* code. */
 static int build_and_link(struct srl__shm *s, const char *path, const char *full,
-                          const srl_config *cfg, unsigned test_flags, int *fdp)
+                          const srl_config *cfg, int *fdp)
 {
     int rc = srl__room_check(cfg, s->map_bytes, 1, NULL, 0);
     if (rc != 0)
@@ -712,21 +706,9 @@ static int build_and_link(struct srl__shm *s, const char *path, const char *full
             s->base = p;
             s->mode = cfg->mode;
             s->owner_uid = (uint32_t)geteuid();
-            rc = publish(s, cfg, test_flags);
+            rc = publish(s, cfg);
         }
     }
-#ifdef SRL_MUTANTS
-    /* A creator descheduled before its link, without the creators' lock: it
-     * waits until someone else has made the name (the test arranges it) and
-     * must then lose cleanly. */
-    if (rc == 0 && (test_flags & SRL__SHM_TEST_SLOW_LINK)) {
-        struct stat st;
-        for (int i = 0; i < 30000 && stat(full, &st) != 0; i++) {
-            struct timespec nap = {0, 1000 * 1000};
-            nanosleep(&nap, NULL);
-        }
-    }
-#endif
     if (rc == 0) {
         char self[64];
         snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
@@ -747,20 +729,19 @@ static int build_and_link(struct srl__shm *s, const char *path, const char *full
 
 /* Create the segment at path unless something is there already:
  * SRL_EEXIST (nothing reserved), 0 with *fdp the new segment, or an error. */
-static int create_named(struct srl__shm *s, const char *path, const srl_config *cfg,
-                        unsigned test_flags, int *fdp)
+static int create_named(struct srl__shm *s, const char *path, const srl_config *cfg, int *fdp)
 {
     char full[300];
     struct stat st;
     snprintf(full, sizeof full, "/dev/shm%s", path);
     if (lstat(full, &st) == 0)
         return SRL_EEXIST;
-    int lock = SRL__MUTANT(test_flags, SRL__SHM_TEST_SLOW_LINK) ? -1 : creators_lock(full);
+    int lock = creators_lock(full);
     int rc;
     if (lock == -2 || (lock >= 0 && lstat(full, &st) == 0))
         rc = SRL_EEXIST;   /* made while we waited */
     else
-        rc = build_and_link(s, path, full, cfg, test_flags, fdp);
+        rc = build_and_link(s, path, full, cfg, fdp);
     if (lock >= 0)
         close(lock);       /* and with it the flock */
     return rc;
@@ -768,12 +749,12 @@ static int create_named(struct srl__shm *s, const char *path, const srl_config *
 
 /* One attempt of srl__shm_open: 0, an SRL_E* code, or RETRY. */
 static int open_round(struct srl__shm *s, const char *path, const srl_config *cfg,
-                      unsigned flags, unsigned test_flags)
+                      unsigned flags)
 {
     int fd = -1, rc = 0;
     bool created = false;
     if (flags & SRL_CREATE) {
-        rc = create_named(s, path, cfg, test_flags, &fd);
+        rc = create_named(s, path, cfg, &fd);
         created = rc == 0;
         if (rc == SRL_EEXIST && !(flags & SRL_EXCL))
             rc = 0;   /* someone else's: open it below */
@@ -810,9 +791,8 @@ int srl_room_check(const srl_config *cfg, char *msg, size_t len)
     return srl__room_check(use, g.map_bytes, 1, msg, len);
 }
 
-/* srl__shm_segment_open with the test build's open flags (0 when shipped). */
 static int segment_open(const char *name, const srl_config *cfg, unsigned flags,
-                        unsigned test_flags, const struct srl__store_ops *ops, srl_limiter **out)
+                        const struct srl__store_ops *ops, srl_limiter **out)
 {
     srl_config defaults;
     const srl_config *use;
@@ -844,7 +824,7 @@ static int segment_open(const char *name, const srl_config *cfg, unsigned flags,
      * FAILED and unlinks the name, and whoever was waiting on it starts over
      * (and, with SRL_CREATE, tries to create it itself). */
     for (int round = 0;; round++) {
-        rc = open_round(s, path, cfg, flags, test_flags);
+        rc = open_round(s, path, cfg, flags);
         if (rc != RETRY)
             break;
         if (round == 3) {
@@ -868,17 +848,9 @@ static int segment_open(const char *name, const srl_config *cfg, unsigned flags,
 int srl__shm_segment_open(const char *name, const srl_config *cfg, unsigned flags,
                           const struct srl__store_ops *ops, srl_limiter **out)
 {
-    return segment_open(name, cfg, flags, 0, ops, out);
+    return segment_open(name, cfg, flags, ops, out);
 }
 
-#ifdef SRL_MUTANTS
-int srl__shm_segment_open_test(const char *name, const srl_config *cfg, unsigned flags,
-                               unsigned test_flags, const struct srl__store_ops *ops,
-                               srl_limiter **out)
-{
-    return segment_open(name, cfg, flags, test_flags, ops, out);
-}
-#endif
 
 int srl__shm_segment_open_anonymous(const srl_config *cfg, const struct srl__store_ops *ops,
                                     srl_limiter **out)
@@ -912,7 +884,7 @@ int srl__shm_segment_open_anonymous(const srl_config *cfg, const struct srl__sto
     header_fill(srl__shm_hdr(s), s, cfg);
     policy_fill_first(s->base, s);
     s->lim.tier_get = srl__shm_tier_get;
-    rc = publish(s, cfg, 0);
+    rc = publish(s, cfg);
     if (rc != 0) {
         srl__shm_unmap(s);
         return rc;

@@ -99,7 +99,7 @@ static void slot_fresh(struct srl__shm *s, const struct srl__shm_pol *p, uint64_
                          : w & (SRL__SLOT_F_EXEMPT | SRL__SLOT_F_BANNED);
     srl__shm_slot_tier_set(s, b, i, 0, flags);
     memcpy(slot + SRL__SLOT_GEN, &p->gen, sizeof p->gen);
-    srl__cmp_state_init(&p->cmp[0], srl__shm_slot_state(s, b, i), now);
+    srl__compound_state_init(&p->cmp[0], srl__shm_slot_state(s, b, i), now);
 }
 
 /* Every use of an occupied slot's state starts here (lock held).  A state
@@ -136,11 +136,6 @@ const struct srl__compound *srl__shm_slot_current(struct srl__shm *s, const stru
             unsigned char cur[s->state_bytes] __attribute__((aligned(16)));
             srl__shm_state_load(s, b, i, old);
             memcpy(cur, old, s->state_bytes);
-#ifdef SRL_MUTANTS
-            if (s->test_flags & SRL__SHM_TEST_LIVE_FRESH)
-                srl__cmp_state_init(&p->cmp[t], cur, now);   /* broken: use forgotten */
-            else if (!(s->test_flags & SRL__SHM_TEST_LIVE_NO_CONVERT))
-#endif
             srl__tier_convert(&from->cmp[t], old, &p->cmp[t], cur, now);
             srl__shm_state_store(s, b, i, cur);
             memcpy(srl__shm_slot(s, b, i) + SRL__SLOT_GEN, &p->gen, sizeof p->gen);
@@ -180,7 +175,7 @@ bool srl__shm_slot_valid(const struct srl__shm *s, const struct srl__shm_pol *p,
         return false;
     unsigned char state[s->state_bytes] __attribute__((aligned(16)));
     srl__shm_state_load(s, b, i, state);
-    return srl__cmp_valid(&of->cmp[t], state, now);
+    return srl__compound_valid(&of->cmp[t], state, now);
 }
 
 /* Repair's reset: p is the current view, or NULL (then identity only). */

@@ -136,22 +136,6 @@ const struct srl__store_ops srl__shm_ops = {
     .close = shm_close,
 };
 
-#ifdef SRL_MUTANTS
-void srl__shm_set_test_flags(srl_limiter *lim, unsigned flags)
-{
-    ((struct srl__shm *)lim->impl)->test_flags = flags;
-}
-
-void srl__shm_set_test_die(srl_limiter *lim, unsigned n)
-{
-    ((struct srl__shm *)lim->impl)->test_die_at = n;
-}
-
-void srl__shm_set_test_park(srl_limiter *lim, uint32_t *words)
-{
-    ((struct srl__shm *)lim->impl)->test_park = words;
-}
-#endif
 
 /* SRL_CHANGE: the segment was opened (what cannot change equal to cfg's)
  * and its current policy differs from cfg's: change it now, before anyone
@@ -180,14 +164,6 @@ int srl__shm_open(const char *name, const srl_config *cfg, unsigned flags, srl_l
     return open_change(srl__shm_segment_open(name, cfg, flags, &srl__shm_ops, out), cfg, out);
 }
 
-#ifdef SRL_MUTANTS
-int srl__shm_open_test(const char *name, const srl_config *cfg, unsigned flags,
-                       unsigned test_flags, srl_limiter **out)
-{
-    return open_change(
-        srl__shm_segment_open_test(name, cfg, flags, test_flags, &srl__shm_ops, out), cfg, out);
-}
-#endif
 
 int srl__shm_open_anonymous(const srl_config *cfg, srl_limiter **out)
 {

@@ -138,7 +138,7 @@ static bool slot_at_rest(struct srl__shm *s, const struct srl__shm_pol *p, uint6
         return false;   /* exempt, banned by hand, own limits: never reclaimed */
     unsigned char st[s->state_bytes] __attribute__((aligned(16)));   /* read once (shm.h) */
     srl__shm_state_load(s, b, i, st);
-    return srl__cmp_at_rest(c, st, now);
+    return srl__compound_at_rest(c, st, now);
 }
 
 
@@ -204,15 +204,16 @@ static void decide_state(struct srl__shm *s, uint64_t b, unsigned i, const struc
     }
     if (rq->lease == NULL) {
         if (rq->max_wait == 0)
-            srl__cmp_decide(c, state, now, rq->cost, 1, d);
+            srl__compound_decide(c, state, now, rq->cost, 1, d);
         else
-            srl__cmp_reserve(c, state, now, rq->cost, rq->max_wait, d);
+            srl__compound_reserve(c, state, now, rq->cost, rq->max_wait, d);
         return;
     }
     struct srl__proc me;
     srl__proc_self(&me);
     uint32_t entry, gen, freed;
-    srl__cmp_enter(&s->lim.cmp, state, now, &me, srl__proc_alive, NULL, d, &entry, &gen, &freed);
+    srl__compound_enter(&s->lim.cmp, state, now, &me, srl__proc_alive, NULL, d, &entry, &gen,
+                        &freed);
     if (freed > 0)
         __atomic_add_fetch(&srl__shm_live(s)->reclaimed, freed, __ATOMIC_RELAXED);
     if (gen != 0) {
@@ -264,7 +265,7 @@ static bool control_decide(struct srl__shm *s, uint64_t b, unsigned i, unsigned 
         uint64_t until = SRL__SHM_ONCE(*srl__shm_slot_ban_until(s, b, i));
         if (until > now) {
             srl__shm_state_load(s, b, i, st);
-            srl__cmp_decide(c, st, now, rq->cost, 0, d);
+            srl__compound_decide(c, st, now, rq->cost, 0, d);
             uint64_t left = until - now;
             d->allowed = 0;
             d->remaining = 0;
@@ -282,7 +283,7 @@ static bool control_decide(struct srl__shm *s, uint64_t b, unsigned i, unsigned 
     if (!(flags & SRL__SLOT_F_EXEMPT))
         return false;
     srl__shm_state_load(s, b, i, st);
-    srl__cmp_decide(c, st, now, rq->cost, 0, d);
+    srl__compound_decide(c, st, now, rq->cost, 0, d);
     d->allowed = 1;
     d->retry_after_ns = 0;
     d->wait_ns = 0;
@@ -321,29 +322,9 @@ static int decide_slot(struct srl__shm *s, uint64_t b, unsigned i, const struct 
      * (the read-once rule, shm.h). */
     unsigned char st[s->state_bytes] __attribute__((aligned(16)));
     srl__shm_state_load(s, b, i, st);
-#ifdef SRL_MUTANTS
-    bool broken_done = false;
-    if ((s->test_flags & SRL__SHM_TEST_LF_WRITERS_NO_SEQ) && rq->apply == NULL &&
-        rq->lease == NULL && rq->max_wait == 0 && from == to) {
-        /* Read, a slow write (another core's lock-free decider gets in:
-         * the slot is not frozen), write back what was decided. */
-        for (volatile unsigned n = 0; n < 2000; n++)
-            ;
-        srl__cmp_decide(to, st, now, rq->cost, 1, d);
-        broken_done = true;
-    }
-    if (s->test_flags & SRL__SHM_TEST_LF_DIE_FROZEN) {
-        memset(srl__shm_slot_state(s, b, i), 0x5a, s->state_bytes);   /* half written */
-        raise(SIGKILL);
-    }
-#endif
     /* from is &p->cmp[the slot's tier] (srl__shm_slot_current judged the
      * word once): comparing compounds reads nothing of the segment again. */
     bool changed = from != to;
-#ifdef SRL_MUTANTS
-    if (broken_done)
-        goto decided;
-#endif
     if (changed) {
         /* The key changes tier: its state is converted (tiers.c) from the
          * old state into the new one; the tier word is written after the
@@ -354,9 +335,6 @@ static int decide_slot(struct srl__shm *s, uint64_t b, unsigned i, const struct 
         srl__tier_convert(from, old, to, st, now);
     }
     decide_state(s, b, i, to, st, now, rq, d);
-#ifdef SRL_MUTANTS
-decided:
-#endif
     /* The undo copy still holds the state before: a denial that wrote
      * nothing leaves the slot and gen alone, so other processes' cached
      * denials of the bucket stay valid. */
@@ -378,47 +356,6 @@ decided:
     return 0;
 }
 
-#ifdef SRL_MUTANTS
-/* Broken on purpose (SRL__SHM_TEST_NOLOCK_DECIDE): read, decide on a copy,
- * write back, all without the lock.  Only the race tests use it.  The yield
- * stands for a preemption between read and write, so the bug shows even on
- * a loaded 2-core machine where workers rarely overlap by chance. */
-static void decide_slot_unlocked(struct srl__shm *s, uint64_t b, unsigned i, uint32_t cost,
-                                 srl_decision *d)
-{
-    unsigned char copy[s->state_bytes] __attribute__((aligned(8)));
-    memcpy(copy, srl__shm_slot_state(s, b, i), s->state_bytes);
-    sched_yield();
-    uint64_t now = srl__now(&s->lim);
-    srl__cmp_decide(&s->lim.cmp, copy, now, cost, 1, d);
-    memcpy(srl__shm_slot_state(s, b, i), copy, s->state_bytes);
-}
-
-/* Broken on purpose (SRL__SHM_TEST_NOLOCK_ENTER): srl_enter the same way,
- * on a copy, without the lock.  Only the in-flight race test uses it. */
-static void enter_slot_unlocked(struct srl__shm *s, uint64_t b, unsigned i, srl_lease *lease,
-                                srl_decision *d)
-{
-    unsigned char *copy = malloc(s->state_bytes);
-    if (copy == NULL)
-        abort();
-    memcpy(copy, srl__shm_slot_state(s, b, i), s->state_bytes);
-    sched_yield();
-    struct srl__proc me;
-    srl__proc_self(&me);
-    uint32_t entry, gen, freed;
-    srl__cmp_enter(&s->lim.cmp, copy, srl__now(&s->lim), &me, NULL, NULL, d, &entry, &gen,
-                   &freed);
-    memcpy(srl__shm_slot_state(s, b, i), copy, s->state_bytes);
-    free(copy);
-    if (gen != 0) {
-        lease->owner = s->lim.lease_owner;
-        memcpy(lease->where, srl__shm_slot(s, b, i) + SRL__SLOT_FP, SRL__SHM_FP_BYTES);
-        lease->entry = entry;
-        lease->gen = gen;
-    }
-}
-#endif
 
 /* Fill free slot i of bucket b with key k and decide its first request
  * (bucket b locked).  The tag is stored last: until then the slot is free,
@@ -445,12 +382,12 @@ static void insert(struct srl__shm *s, const struct srl__shm_pol *p, uint64_t b,
     memcpy(slot + SRL__SLOT_GEN, &p->gen, sizeof p->gen);
     unsigned char st[s->state_bytes] __attribute__((aligned(16)));   /* read once (shm.h) */
     memset(st, 0, s->state_bytes);
-    srl__cmp_state_init(&p->cmp[rq->tier], st, now);
+    srl__compound_state_init(&p->cmp[rq->tier], st, now);
     if (s->lim.cmp.conc >= 0)
         /* Generations start anywhere, so a lease kept across the key's
          * eviction and return is unlikely to name a new unit (srl_leave
          * also checks the holder's pid). */
-        srl__conc_seed(srl__cmp_conc_state(&s->lim.cmp, st), randombytes_random());
+        srl__conc_seed(srl__compound_conc_state(&s->lim.cmp, st), randombytes_random());
     decide_state(s, b, i, &p->cmp[rq->tier], st, now, rq, d);
     srl__shm_state_store(s, b, i, st);
     srl__shm_slot_thaw(s, b, i);
@@ -847,46 +784,6 @@ static int degraded(struct srl__shm *s, int rc, srl_decision *d)
     return rc;
 }
 
-#ifdef SRL_MUTANTS
-/* Broken on purpose (SRL__SHM_TEST_GET_THEN_PUT): search each bucket under
- * its own lock, drop it, then insert under one lock without searching
- * again, so two first requests can both insert.  Only the race tests; the
- * yield between get and put stands for a preemption there. */
-static int acquire_get_then_put(struct srl__shm *s, const struct srl__shm_key *k,
-                                const void *key, size_t len, const struct shm_req *rq,
-                                struct timespec *deadline, srl_decision *d)
-{
-    uint64_t cand[2] = {k->b1, k->b2};
-    for (int c = 0; c < (k->b1 == k->b2 ? 1 : 2); c++) {
-        int rc = srl__shm_lock(s, cand[c], deadline);
-        if (rc != 0)
-            return degraded(s, rc, d);
-        int i = srl__shm_find_locked(s, cand[c], k);
-        if (i >= 0) {
-            rc = decide_slot(s, cand[c], (unsigned)i, rq, d, NULL);
-            srl__shm_unlock(s, cand[c]);
-            return rc;
-        }
-        srl__shm_unlock(s, cand[c]);
-    }
-    sched_yield();
-    for (int c = 0; c < (k->b1 == k->b2 ? 1 : 2); c++) {
-        int rc = srl__shm_lock(s, cand[c], deadline);
-        if (rc != 0)
-            return degraded(s, rc, d);
-        int i = free_slot(s, cand[c]);
-        const struct srl__shm_pol *p = srl__shm_pol_get(s, true);
-        if (i >= 0 && p != NULL) {
-            insert(s, p, cand[c], (unsigned)i, k, key, len, srl__now(&s->lim), rq, d);
-            srl__shm_unlock(s, cand[c]);
-            return 0;
-        }
-        srl__shm_unlock(s, cand[c]);
-    }
-    srl__decide_on_full(&s->lim, SRL_DECISION_UNTRACKED, d);
-    return 0;
-}
-#endif
 
 /* The flood cache's part of a locked plain decision on bucket b, slot i
  * (shm.h, struct srl__shm_flood_io): add the caller's pending counts of b,
@@ -961,22 +858,6 @@ static int decide_k(srl_limiter *lim, const struct srl__shm_key *k, const void *
     struct srl__shm *s = lim->impl;
     struct timespec deadline = SRL__SHM_NO_DEADLINE;
 
-#ifdef SRL_MUTANTS
-    unsigned broken = rq->lease == NULL ? SRL__SHM_TEST_NOLOCK_DECIDE : SRL__SHM_TEST_NOLOCK_ENTER;
-    if (s->test_flags & broken) {
-        uint64_t cand[2] = {k->b1, k->b2};
-        for (int c = 0; c < 2; c++) {
-            int i = srl__shm_find_locked(s, cand[c], k);   /* without the lock: broken */
-            if (i >= 0) {
-                if (rq->lease == NULL)
-                    decide_slot_unlocked(s, cand[c], (unsigned)i, rq->cost, d);
-                else
-                    enter_slot_unlocked(s, cand[c], (unsigned)i, rq->lease, d);
-                return 0;
-            }
-        }
-    }
-#endif
 
     /* A plain admission of a found key under an all-GCRA tier: one CAS,
      * no lock (shm_lockfree.c), when this handle asked for it; anything
@@ -998,10 +879,6 @@ static int decide_k(srl_limiter *lim, const struct srl__shm_key *k, const void *
         srl__shm_unlock(s, b);
         return rc == SRL_ECORRUPT ? degraded(s, rc, d) : rc;
     }
-#ifdef SRL_MUTANTS
-    if (s->test_flags & SRL__SHM_TEST_GET_THEN_PUT)
-        return acquire_get_then_put(s, k, key, len, rq, &deadline, d);
-#endif
 
     rc = lock_pair(s, k, &deadline);
     if (rc != 0)
@@ -1168,7 +1045,7 @@ int srl__shm_leave(srl_limiter *lim, srl_lease *lease)
     srl__shm_undo_begin(s, b, (unsigned)i);
     unsigned char st[s->state_bytes] __attribute__((aligned(16)));   /* read once (shm.h) */
     srl__shm_state_load(s, b, (unsigned)i, st);
-    rc = srl__cmp_leave(&lim->cmp, st, lease->entry, lease->gen, (int32_t)getpid());
+    rc = srl__compound_leave(&lim->cmp, st, lease->entry, lease->gen, (int32_t)getpid());
     srl__shm_state_store(s, b, (unsigned)i, st);
     srl__shm_gen_bump(s, b);
     srl__shm_undo_end(s, b);
@@ -1224,7 +1101,7 @@ int srl__shm_peek(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
     }
     unsigned char st[s->state_bytes] __attribute__((aligned(16)));   /* read once (shm.h) */
     srl__shm_state_load(s, b, (unsigned)i, st);
-    srl__cmp_decide(c, st, now, cost, 0, d);
+    srl__compound_decide(c, st, now, cost, 0, d);
     srl__shm_slot_thaw(s, b, (unsigned)i);
     srl__shm_unlock(s, b);
     return 0;
@@ -1239,24 +1116,6 @@ int srl__shm_refund(srl_limiter *lim, const void *key, size_t len, uint32_t cost
     struct srl__shm_key k;
     uint64_t b;
     int i;
-#ifdef SRL_MUTANTS
-    if (s->test_flags & SRL__SHM_TEST_NOLOCK_REFUND) {
-        /* Broken on purpose, as decide_slot_unlocked: copy, yield, write back. */
-        srl__shm_hash(s, key, len, &k);
-        uint64_t cand[2] = {k.b1, k.b2};
-        for (int c = 0; c < 2; c++) {
-            i = srl__shm_find_locked(s, cand[c], &k);
-            if (i >= 0) {
-                unsigned char copy[s->state_bytes] __attribute__((aligned(8)));
-                memcpy(copy, srl__shm_slot_state(s, cand[c], (unsigned)i), s->state_bytes);
-                sched_yield();
-                srl__cmp_refund(&lim->cmp, copy, srl__now(lim), cost);
-                memcpy(srl__shm_slot_state(s, cand[c], (unsigned)i), copy, s->state_bytes);
-                return 0;
-            }
-        }
-    }
-#endif
     int rc = srl__shm_locate(s, key, len, &k, &b, &i);
     if (rc != 0)
         return rc;
@@ -1275,7 +1134,7 @@ int srl__shm_refund(srl_limiter *lim, const void *key, size_t len, uint32_t cost
     srl__shm_undo_begin(s, b, (unsigned)i);
     unsigned char st[s->state_bytes] __attribute__((aligned(16)));   /* read once (shm.h) */
     srl__shm_state_load(s, b, (unsigned)i, st);
-    srl__cmp_refund(c, st, now, cost);
+    srl__compound_refund(c, st, now, cost);
     srl__shm_state_store(s, b, (unsigned)i, st);
     srl__shm_gen_bump(s, b);
     srl__shm_undo_end(s, b);

@@ -122,7 +122,7 @@ int64_t srl__shm_evict_idle(srl_limiter *lim)
                  * record: a crash mid-reclaim restores the whole state). */
                 srl__shm_undo_begin(s, b, i);
                 uint32_t freed = srl__conc_reclaim(&lim->cmp.limits.limit[lim->cmp.conc],
-                                                   srl__cmp_conc_state(&lim->cmp, st), now,
+                                                   srl__compound_conc_state(&lim->cmp, st), now,
                                                    srl__proc_alive, NULL);
                 if (freed > 0)
                     srl__shm_state_store(s, b, i, st);
@@ -132,7 +132,7 @@ int64_t srl__shm_evict_idle(srl_limiter *lim)
                     srl__shm_gen_bump(s, b);
                 }
             }
-            if (!srl__shm_slot_kept(s, b, i, now) && srl__cmp_at_rest(c, st, now)) {
+            if (!srl__shm_slot_kept(s, b, i, now) && srl__compound_at_rest(c, st, now)) {
                 srl__shm_tag_store(bk, i, 0);
                 SRL__SHM_COUNT(bk->evicted, 1);
                 srl__shm_gen_bump(s, b);
@@ -190,10 +190,10 @@ int64_t srl__shm_foreach(srl_limiter *lim, srl_foreach_fn fn, void *ctx)
             memcpy(e.fingerprint, srl__shm_slot(s, b, i), SRL__SHM_FP_BYTES);
             e.allowed = __atomic_load_n(srl__shm_slot_allowed(s, b, i), __ATOMIC_RELAXED);
             e.denied = __atomic_load_n(srl__shm_slot_denied(s, b, i), __ATOMIC_RELAXED);
-            e.last_ns = srl__cmp_last_ns(c, state);
-            srl__cmp_decide(c, state, now, 1, 0, &e.now);
-            e.at_rest = srl__cmp_at_rest(c, state, now);
-            e.inflight = srl__cmp_inflight(c, state);
+            e.last_ns = srl__compound_last_ns(c, state);
+            srl__compound_decide(c, state, now, 1, 0, &e.now);
+            e.at_rest = srl__compound_at_rest(c, state, now);
+            e.inflight = srl__compound_inflight(c, state);
             e.state = state;   /* the snapshot: valid while fn runs */
             {   /* layout 9: each word once; a past ban shows as none */
                 unsigned f = srl__shm_slot_tierword(s, b, i);
