@@ -22,6 +22,7 @@ mpm=${1:?usage: apache_exempt.sh prefork|event}
 here=$(cd "$(dirname "$0")" && pwd)
 export SRL_E2E_DIR=${SRL_E2E_DIR:-$here}
 . "$here/lib.sh"
+. "$here/exempt_lib.sh"
 need "$SRL_MOD" "$SRL_KEYCTL" /usr/sbin/apache2 /usr/lib/apache2/modules/mod_mpm_$mpm.so
 
 e2e_tmpdir "apache-exempt-$mpm"
@@ -53,18 +54,6 @@ SrlKey ip
     SrlKey ip/32,/64
 </Location>"
 
-# req SRC PATH COUNT: COUNT requests from 127.0.0.SRC, one line each,
-# "STATUS RETRY-AFTER" ("-" when absent).
-req() {
-  local i
-  for i in $(seq "$3"); do
-    curl -s -o /dev/null -D - --interface "127.0.0.$1" "http://127.0.0.1:$e2e_port$2" \
-      | tr -d '\r' | awk 'NR == 1 { s = $2 } tolower($1) == "retry-after:" { r = $2 }
-                          END { print s, (r == "" ? "-" : r) }'
-  done
-}
-admitted() { grep -c '^200 ' <<<"$1"; }
-keyctl() { as_worker "$SRL_KEYCTL" "$@"; }
 
 # --- C: configuration errors
 conf_refused() { # WHAT LINE MESSAGE
@@ -89,51 +78,7 @@ check_eq "C: the test's configuration is accepted (exit status)" 0 "$?"
 
 apache_start "$mpm" "$body"
 
-# The segments exist once apache2 runs; ban the client key by hand.
-check_eq "E: ban 127.0.0.1 for 1 h (keyctl exit)" 0 "$(keyctl "$name" ban 127.0.0.1 3600 >/dev/null; echo $?)"
-check_eq "E: 127.0.0.1 is banned" banned "$(keyctl "$name" flags 127.0.0.1)"
-
-# --- E: exempt /8 over the banned key
-e1=$(req 1 /ex 10); e2=$(req 2 /ex 10)
-check_eq "E: from 127.0.0.1 (banned, exempt /8): admitted of 10" 10 "$(admitted "$e1")"
-check_eq "E: from 127.0.0.2 (exempt /8): admitted of 10" 10 "$(admitted "$e2")"
-check_eq "E: no Retry-After on an exempt answer" 20 "$(cat <<<"$e1
-$e2" | grep -c ' -$')"
-check_eq "E: the library counted them (allowed, denied, exempt)" "allowed 20 denied 0 exempt 20" \
-  "$(keyctl "$name" stats)"
-check_eq "E: the range's key is exempt in the segment" exempt "$(keyctl "$name" flags 127.0.0.0/8)"
-check_eq "E: the client key is still only banned" banned "$(keyctl "$name" flags 127.0.0.1)"
-
-# --- B: exemption off, the ban decides
-b=$(req 1 /noex 5)
-check_eq "B: 127.0.0.1 banned, no exemption: admitted of 5" 0 "$(admitted "$b")"
-elapsed=$(( $(date +%s) - started + 1 ))
-while read -r st ra; do
-  check_eq "B: refusal status" 429 "$st"
-  check_range "B: Retry-After is the ban's (3600 s less elapsed)" $((3600 - elapsed)) 3600 "$ra"
-done <<<"$b"
-check_eq "B: 127.0.0.3 with no ban: admitted of 5 (the limit, 3)" 3 "$(admitted "$(req 3 /noex 5)")"
-check_eq "B: counts now (allowed 20+3, denied 5+2, exempt 20)" "allowed 23 denied 7 exempt 20" \
-  "$(keyctl "$name" stats)"
-
-# --- W: a ban of the range key wins over SrlExempt
-keyctl "$name" ban 127.0.0.0/8 3600 >/dev/null
-w=$(req 2 /ex 5)
-check_eq "W: range key banned: admitted of 5" 0 "$(admitted "$w")"
-elapsed=$(( $(date +%s) - started + 1 ))
-check_range "W: Retry-After is the ban's" $((3600 - elapsed)) 3600 "$(head -1 <<<"$w" | cut -d' ' -f2)"
-check_eq "W: exempt count unchanged (bans win before the exemption counts)" "exempt 20" \
-  "$(keyctl "$name" stats | grep -o 'exempt [0-9]*')"
-
-# --- P: prefix keys
-p1=$(req 1 /p24 3); p2=$(req 2 /p24 3)
-check_eq "P: ip/24 from 127.0.0.1: admitted of 3" 3 "$(admitted "$p1")"
-check_eq "P: ip/24 from 127.0.0.2 (same /24): admitted of 3" 0 "$(admitted "$p2")"
-check_eq "P: one key 127.0.0.0/24 holds them (stats)" "allowed 3 denied 3 exempt 0" "$(keyctl "$name-p24" stats)"
-check_eq "P: the key is 127.0.0.0/24" - "$(keyctl "$name-p24" flags 127.0.0.0/24)"
-q1=$(req 1 /p32 4); q2=$(req 2 /p32 4)
-check_eq "P: ip/32 from 127.0.0.1: admitted of 4" 3 "$(admitted "$q1")"
-check_eq "P: ip/32 from 127.0.0.2 (its own key): admitted of 4" 3 "$(admitted "$q2")"
-check_eq "P: key 127.0.0.2/32 tracked" - "$(keyctl "$name-p32" flags 127.0.0.2/32)"
+# The segments exist once apache2 runs: the checks (exempt_lib.sh).
+exempt_checks "$name" "$started"
 
 e2e_finish "$mpm"
