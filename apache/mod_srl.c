@@ -575,31 +575,11 @@ static const char *source_value(request_rec *r, const srl_ap_source *src, const 
  * exemptions (Redis, tiered: SRL_ENOTSUP): an exempt request passes
  * uncounted (logged at debug). */
 
-/* A decimal prefix at *p of at most max, no leading zeros; p advanced. */
-static int prefix_num(const char **p, unsigned max, unsigned *out)
-{
-    const char *s = *p;
-    unsigned v = 0, n = 0;
-    while (s[n] >= '0' && s[n] <= '9' && n < 4)
-        v = v * 10 + (unsigned)(s[n++] - '0');
-    if (n == 0 || n > 3 || (n > 1 && s[0] == '0') || v > max)
-        return -1;
-    *p = s + n;
-    *out = v;
-    return 0;
-}
-
-/* "ip/V4" or "ip/V4,/V6" (V4 0..32, V6 0..128; V6 64 when not given). */
+/* "ip/V4" or "ip/V4,/V6" (srl_key_ip_form: V6 64 when not given). */
 static const char *ip_prefix_form(cmd_parms *cmd, const char *arg, srl_ap_source *src)
 {
-    const char *p = arg + 3;
-    unsigned v4, v6 = 64;
-    int ok = prefix_num(&p, 32, &v4) == 0;
-    if (ok && p[0] == ',' && p[1] == '/') {
-        p += 2;
-        ok = prefix_num(&p, 128, &v6) == 0;
-    }
-    if (!ok || *p != '\0')
+    unsigned v4, v6;
+    if (srl_key_ip_form(arg + 2, strlen(arg + 2), &v4, &v6) != 0)
         return apr_pstrcat(cmd->pool, "SrlKey ", arg, ": an address prefix key is ip/V4 or "
                            "ip/V4,/V6, V4 0..32 and V6 0..128 in decimal (e.g. ip/32,/64, "
                            "ip/24,/48)", NULL);

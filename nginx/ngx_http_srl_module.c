@@ -1004,35 +1004,12 @@ status_of(const srl_decision *dec, ngx_uint_t dry_run)
  * untouched, so removing srl_exempt leaves nothing that decides a request.
  * srl_concurrency rules are not affected. */
 
-/* A decimal prefix at *p (of end) of at most max, no leading zeros. */
-static ngx_int_t
-prefix_num(u_char **p, u_char *end, unsigned max, unsigned *out)
-{
-    u_char *s = *p;
-    unsigned v = 0, n = 0;
-    while (s + n < end && s[n] >= '0' && s[n] <= '9' && n < 4) {
-        v = v * 10 + (unsigned) (s[n++] - '0');
-    }
-    if (n == 0 || n > 3 || (n > 1 && s[0] == '0') || v > max) {
-        return NGX_ERROR;
-    }
-    *p = s + n;
-    *out = v;
-    return NGX_OK;
-}
-
-/* key=ip/V4 or key=ip/V4,/V6 (V6 64 when not given). */
+/* key=ip/V4 or key=ip/V4,/V6 (srl_key_ip_form: V6 64 when not given). */
 static char *
 ip_prefix_form(ngx_conf_t *cf, ngx_str_t *arg, ngx_http_srl_rule_t *rule)
 {
-    u_char *p = arg->data + 7, *end = arg->data + arg->len;
-    unsigned v4, v6 = 64;
-    ngx_int_t ok = prefix_num(&p, end, 32, &v4);
-    if (ok == NGX_OK && end - p >= 2 && p[0] == ',' && p[1] == '/') {
-        p += 2;
-        ok = prefix_num(&p, end, 128, &v6);
-    }
-    if (ok != NGX_OK || p != end) {
+    unsigned v4, v6;
+    if (srl_key_ip_form((const char *) arg->data + 6, arg->len - 6, &v4, &v6) != 0) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "srl: \"%V\": an address prefix key is "
                            "key=ip/V4 or key=ip/V4,/V6, V4 0..32 and V6 0..128 in decimal "
                            "(e.g. key=ip/32,/64)", arg);

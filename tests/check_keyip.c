@@ -262,6 +262,42 @@ START_TEST(match_and_format_refuse_bad_input)
 }
 END_TEST
 
+START_TEST(srl_key_ip_form_reads_the_bindings_prefix_forms)
+{
+    static const struct { const char *text; unsigned v4, v6; } good[] = {
+        {"/32", 32, 64}, {"/24", 24, 64}, {"/0", 0, 64}, {"/32,/64", 32, 64},
+        {"/24,/48", 24, 48}, {"/0,/0", 0, 0}, {"/32,/128", 32, 128}, {"/8,/1", 8, 1},
+    };
+    for (unsigned i = 0; i < sizeof good / sizeof good[0]; i++) {
+        unsigned v4 = 99, v6 = 99;
+        ck_assert_msg(srl_key_ip_form(good[i].text, strlen(good[i].text), &v4, &v6) == 0, "%s",
+                      good[i].text);
+        ck_assert_msg(v4 == good[i].v4 && v6 == good[i].v6, "%s: %u %u", good[i].text, v4, v6);
+    }
+    static const char *const bad[] = {
+        "", "/", "24", "/33", "/024", "/00", "/1000", "/24,", "/24,/", "/24,/129", "/24,/064",
+        "/24/64", "/24,64", "/24 ,/64", "/24,/64,", "/24,/64/", "/-1", "/+8", "/24,/64x", "ip/24",
+    };
+    for (unsigned i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        unsigned v4 = 99, v6 = 99;
+        ck_assert_msg(srl_key_ip_form(bad[i], strlen(bad[i]), &v4, &v6) == SRL_EINVAL,
+                      "\"%s\" accepted", bad[i]);
+        ck_assert_uint_eq(v4, 99);
+        ck_assert_uint_eq(v6, 99);
+    }
+    /* len bounds the text: what follows is not read. */
+    unsigned v4 = 99, v6 = 99;
+    ck_assert_int_eq(srl_key_ip_form("/24,/48 and more", 7, &v4, &v6), 0);
+    ck_assert_uint_eq(v4, 24);
+    ck_assert_uint_eq(v6, 48);
+    ck_assert_int_eq(srl_key_ip_form("/24,/48", 6, &v4, &v6), 0);   /* "/24,/4" */
+    ck_assert_uint_eq(v6, 4);
+    ck_assert_int_eq(srl_key_ip_form(NULL, 3, &v4, &v6), SRL_EINVAL);
+    ck_assert_int_eq(srl_key_ip_form("/24", 3, NULL, &v6), SRL_EINVAL);
+    ck_assert_int_eq(srl_key_ip_form("/24", 3, &v4, NULL), SRL_EINVAL);
+}
+END_TEST
+
 /* The keys are what a limiter counts: two addresses of one /24 share one
  * count, an address of the next /24 has its own. */
 START_TEST(addresses_of_one_prefix_share_one_limit)
@@ -298,6 +334,7 @@ static Suite *suite(void)
     tcase_add_test(tc, srl_cidr_match_tables_for_both_families);
     tcase_add_test(tc, match_and_format_refuse_bad_input);
     tcase_add_test(tc, addresses_of_one_prefix_share_one_limit);
+    tcase_add_test(tc, srl_key_ip_form_reads_the_bindings_prefix_forms);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -11,11 +11,15 @@
  *   - a key is shorter than SRL_KEY_IP_MAX, NUL-terminated, parses as a
  *     range of its address's family that the address matches, and formats
  *     back to the same bytes;
+ *   - srl_key_ip_form of the text: 0 with prefixes in range that print
+ *     back ("/V4,/V6") to a text it reads the same, or SRL_EINVAL with
+ *     both outputs unchanged;
  *   - an accepted range is zero beyond its family's bytes and its prefix,
  *     formats to a text that parses to the same bytes, contains its own
  *     network address, and srl_key_ip of that address at its prefix is the
  *     same text (one form for keys and ranges).
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -104,6 +108,24 @@ static void check_cidr(const char *text)
         abort();
 }
 
+static void check_form(const char *text, size_t len)
+{
+    unsigned v4 = 999, v6 = 999;
+    int rc = srl_key_ip_form(text, len, &v4, &v6);
+    if (rc != 0) {
+        if (rc != SRL_EINVAL || v4 != 999 || v6 != 999)
+            abort();
+        return;
+    }
+    if (v4 > 32 || v6 > 128)
+        abort();
+    char again[32];
+    int n = snprintf(again, sizeof again, "/%u,/%u", v4, v6);
+    unsigned a = 999, b = 999;
+    if (srl_key_ip_form(again, (size_t)n, &a, &b) != 0 || a != v4 || b != v6)
+        abort();
+}
+
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 {
     if (size < 2)
@@ -114,6 +136,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
         return 0;
     check_key(text, v4, v6);
     check_cidr(text);
+    check_form((const char *)data + 2, size - 2);   /* raw bytes: len bounds it */
     srl_cidr ten;
     if (srl_cidr_parse("10.0.0.0/8", &ten) != 0)
         abort();
