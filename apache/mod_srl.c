@@ -24,8 +24,13 @@
  *                      main server only: what a full table (or a stuck lock)
  *                      decides for limiters without on_full= (default allow)
  *   SrlLimit NAME|off  server or <Location>/<Directory>: apply a limiter here
- *   SrlKey ip|header:NAME|env:NAME|expr:EXPR
- *                      the request's key (default ip: r->useragent_ip)
+ *   SrlKey ip|ip/V4[,/V6]|header:NAME|env:NAME|expr:EXPR
+ *                      the request's key (default ip: r->useragent_ip as
+ *                      it is); ip/V4,/V6 the address's prefix (srl_key_ip:
+ *                      "192.0.2.0/24", "2001:db8::/64"; ip/V4 alone: /64)
+ *   SrlExempt CIDR...|off
+ *                      addresses never refused by SrlLimit here (address
+ *                      exemptions, below)
  *   SrlTier header:NAME|env:NAME|expr:EXPR [VALUE=TIER]...
  *                      the request's tier: the value names it, or the map's
  *                      entry for the value does; else tier 0 (the policy)
@@ -219,13 +224,14 @@ typedef struct srl_ap_registry {
     apr_time_t warned_at;         /* last health pass in the parent */
 } srl_ap_registry;
 
-typedef enum { KEY_UNSET = 0, KEY_IP, KEY_HEADER, KEY_ENV, KEY_EXPR } srl_ap_key_kind;
+typedef enum { KEY_UNSET = 0, KEY_IP, KEY_HEADER, KEY_ENV, KEY_EXPR, KEY_IP_PREFIX } srl_ap_key_kind;
 
 /* Where a request's value comes from: SrlKey's key, SrlTier's tier name. */
 typedef struct srl_ap_source {
     srl_ap_key_kind kind;      /* KEY_UNSET: inherit */
     const char *arg;           /* header or variable name */
     ap_expr_info_t *expr;
+    unsigned v4, v6;           /* KEY_IP_PREFIX: the prefixes kept */
 } srl_ap_source;
 
 /* Per-directory configuration; every field has a "set" marker for merging. */
@@ -244,6 +250,8 @@ typedef struct srl_ap_dir {
     int refund_set;
     srl_ap_source tier;        /* SrlTier's source; KEY_UNSET: inherit (tier 0) */
     apr_table_t *tier_map;     /* VALUE -> tier name; NULL: the value is the name */
+    apr_array_header_t *exempt; /* SrlExempt: srl_cidr; NULL with exempt_set: "off" */
+    int exempt_set;
 } srl_ap_dir;
 
 /* One unit a request holds, left by the request pool's cleanup. */
@@ -549,6 +557,99 @@ static const char *source_value(request_rec *r, const srl_ap_source *src, const 
     }
 }
 
+/* ----------------------------------------- address keys, exemptions
+ * SrlKey ip/V4[,/V6]: the key is the client address's prefix, written by
+ * srl_key_ip (one form in every binding: "192.0.2.0/24", "2001:db8::/64";
+ * IPv4-mapped IPv6 counts as IPv4).  SrlExempt CIDR...: ranges parsed by
+ * srl_cidr_parse, matched by srl_cidr_match against r->useragent_ip (so
+ * mod_remoteip's trusted-proxy rules decide which address that is).
+ *
+ * An exempt request is decided by SrlLimit under the key of its range, the
+ * range's text ("127.0.0.0/8"), which the request first marks exempt in the
+ * store (srl_key_exempt: idempotent, one bucket lock).  So the library
+ * counts it (srl_stats.allowed and .exempt, rlctl info, the metrics), never
+ * refuses it, and a ban by hand of the range's key ("rlctl ban NAME
+ * 127.0.0.0/8") still wins, as a ban wins over any exemption; the client's
+ * own key is untouched, so removing SrlExempt leaves nothing behind that
+ * decides a request.  SrlConcurrency is not affected.  Stores without
+ * exemptions (Redis, tiered: SRL_ENOTSUP): an exempt request passes
+ * uncounted (logged at debug). */
+
+/* "ip/V4" or "ip/V4,/V6" (srl_key_ip_form: V6 64 when not given). */
+static const char *ip_prefix_form(cmd_parms *cmd, const char *arg, srl_ap_source *src)
+{
+    unsigned v4, v6;
+    if (srl_key_ip_form(arg + 2, strlen(arg + 2), &v4, &v6) != 0)
+        return apr_pstrcat(cmd->pool, "SrlKey ", arg, ": an address prefix key is ip/V4 or "
+                           "ip/V4,/V6, V4 0..32 and V6 0..128 in decimal (e.g. ip/32,/64, "
+                           "ip/24,/48)", NULL);
+    src->kind = KEY_IP_PREFIX;
+    src->v4 = v4;
+    src->v6 = v6;
+    return NULL;
+}
+
+/* The key of r's address under ip/V4,/V6, in r->pool; NULL (not limited,
+ * logged) for an address srl_key_ip does not read. */
+static const char *ip_prefix_key(request_rec *r, const srl_ap_source *src)
+{
+    char *buf = apr_palloc(r->pool, SRL_KEY_IP_MAX);
+    if (srl_key_ip(r->useragent_ip, src->v4, src->v6, buf, SRL_KEY_IP_MAX) > 0)
+        return buf;
+    ap_log_rerror(APLOG_MARK, APLOG_WARNING, 0, r, "SrlKey ip/%u,/%u: client address '%s' is "
+                  "not an IPv4 or IPv6 address; the request is not limited", src->v4, src->v6,
+                  ap_escape_logitem(r->pool, r->useragent_ip ? r->useragent_ip : ""));
+    return NULL;
+}
+
+/* SrlExempt CIDR... (repeatable; each argument one range) or off. */
+static const char *cmd_exempt(cmd_parms *cmd, void *dconf, const char *arg)
+{
+    srl_ap_dir *d = dconf;
+    if (strcasecmp(arg, "off") == 0) {
+        if (d->exempt != NULL && d->exempt->nelts > 0)
+            return "SrlExempt off cannot be given with ranges in the same section";
+        d->exempt = NULL;
+        d->exempt_set = 1;
+        return NULL;
+    }
+    if (d->exempt_set && d->exempt == NULL)
+        return "SrlExempt off cannot be given with ranges in the same section";
+    srl_cidr c;
+    if (srl_cidr_parse(arg, &c) != 0)
+        return apr_pstrcat(cmd->pool, "SrlExempt ", arg, ": not an address range; give "
+                           "ADDRESS or ADDRESS/PREFIX (10.0.0.0/8, 2001:db8::/32, ::1), the "
+                           "address with no bits set past the prefix", NULL);
+    if (d->exempt == NULL)
+        d->exempt = apr_array_make(cmd->pool, 4, sizeof(srl_cidr));
+    *(srl_cidr *)apr_array_push(d->exempt) = c;
+    d->exempt_set = 1;
+    return NULL;
+}
+
+/* The key of the first SrlExempt range holding r's address, marked exempt
+ * in l's store; NULL when the address is in none (or there are none). */
+static const char *exempt_key(request_rec *r, const srl_ap_dir *d, const srl_ap_limiter *l)
+{
+    if (d->exempt == NULL || r->useragent_ip == NULL)
+        return NULL;
+    const srl_cidr *c = (const srl_cidr *)d->exempt->elts;
+    for (int i = 0; i < d->exempt->nelts; i++) {
+        if (srl_cidr_match(&c[i], r->useragent_ip) != 1)
+            continue;
+        char *key = apr_palloc(r->pool, SRL_KEY_IP_MAX);
+        if (srl_cidr_format(&c[i], key, SRL_KEY_IP_MAX) <= 0)
+            return NULL;
+        int rc = srl_key_exempt(l->lim, key, strlen(key), 1);
+        if (rc != 0)
+            ap_log_rerror(APLOG_MARK, rc == SRL_ENOTSUP ? APLOG_DEBUG : APLOG_WARNING, 0, r,
+                          "SrlExempt %s on %s: %s; the request passes uncounted", key, l->name,
+                          srl_strerror(rc));
+        return rc == 0 ? key : "";
+    }
+    return NULL;
+}
+
 static const char *cmd_key(cmd_parms *cmd, void *dconf, const char *arg)
 {
     srl_ap_dir *d = dconf;
@@ -556,8 +657,10 @@ static const char *cmd_key(cmd_parms *cmd, void *dconf, const char *arg)
         d->key.kind = KEY_IP;
         return NULL;
     }
-    return parse_source(cmd, arg, "SrlKey must be ip, header:NAME, env:NAME or expr:EXPRESSION",
-                        &d->key);
+    if (strncasecmp(arg, "ip/", 3) == 0)
+        return ip_prefix_form(cmd, arg, &d->key);
+    return parse_source(cmd, arg, "SrlKey must be ip, ip/V4[,/V6], header:NAME, env:NAME or "
+                        "expr:EXPRESSION", &d->key);
 }
 
 /* SrlTier header:NAME|env:NAME|expr:EXPR [VALUE=TIER]...: the source's
@@ -681,6 +784,8 @@ static void *merge_dir(apr_pool_t *p, void *basev, void *addv)
     const srl_ap_dir *t = add->tier.kind != KEY_UNSET ? add : base;
     d->tier = t->tier;
     d->tier_map = t->tier_map;
+    d->exempt = add->exempt_set ? add->exempt : base->exempt;
+    d->exempt_set = base->exempt_set || add->exempt_set;
     return d;
 }
 
@@ -1119,6 +1224,8 @@ static void srl_child_init(apr_pool_t *p, server_rec *s)
 /* The request's key, or NULL when it has none (then it is not limited). */
 static const char *request_key(request_rec *r, const srl_ap_dir *d)
 {
+    if (d->key.kind == KEY_IP_PREFIX)
+        return ip_prefix_key(r, &d->key);
     return source_value(r, &d->key, "SrlKey");
 }
 
@@ -1311,6 +1418,15 @@ static int srl_access_checker(request_rec *r)
             return rc;
     }
 
+    /* SrlExempt: decided under its range's exempt key (above). */
+    const char *ex = exempt_key(r, d, l);
+    if (ex != NULL && ex[0] == '\0')
+        return DECLINED;
+    if (ex != NULL) {
+        key = ex;
+        len = strlen(ex);
+    }
+
     srl_decision dec;
     memset(&dec, 0, sizeof dec);
     uint32_t cost = d->cost != 0 ? d->cost : 1;
@@ -1482,7 +1598,11 @@ static const command_rec srl_cmds[] = {
                       "header:NAME|env:NAME|expr:EXPR [VALUE=TIER]...: the request's tier "
                       "(a tier=NAME=POLICY of its SrlLimiter; none or unknown: the policy)"),
     AP_INIT_TAKE1("SrlKey", cmd_key, NULL, RSRC_CONF | ACCESS_CONF,
-                  "ip|header:NAME|env:NAME|expr:EXPRESSION: the key requests are counted by"),
+                  "ip|ip/V4[,/V6]|header:NAME|env:NAME|expr:EXPRESSION: the key requests are "
+                  "counted by"),
+    AP_INIT_ITERATE("SrlExempt", cmd_exempt, NULL, RSRC_CONF | ACCESS_CONF,
+                    "CIDR...|off: client addresses SrlLimit never refuses here (counted as "
+                    "exempt)"),
     AP_INIT_TAKE1("SrlCost", cmd_cost, NULL, RSRC_CONF | ACCESS_CONF,
                   "N: permits one request takes (default 1)"),
     AP_INIT_FLAG("SrlDryRun", cmd_dry_run, NULL, RSRC_CONF | ACCESS_CONF,

@@ -947,6 +947,13 @@ SRL_API int srl_format_ratelimit_binding(const srl_limits *l, const srl_decision
 SRL_API int srl_key_ip(const char *addr, unsigned v4_prefix, unsigned v6_prefix,
                        char *buf, size_t len);
 
+/* The prefixes of a binding's address key form, the text after "ip"
+ * (mod_srl's "SrlKey ip/24,/64", nginx's "key=ip/24,/64"): "/V4" or
+ * "/V4,/V6", V4 0..32 and V6 0..128 in decimal without leading zeros, V6
+ * 64 when not given; text is len bytes (no NUL needed).  0, or SRL_EINVAL
+ * with *v4 and *v6 unchanged. */
+SRL_API int srl_key_ip_form(const char *text, size_t len, unsigned *v4, unsigned *v6);
+
 /* An address range, for exemptions: parsed once (srl_cidr_parse), matched
  * per request (srl_cidr_match).  Plain data; zero-filled beyond the prefix. */
 typedef struct srl_cidr {

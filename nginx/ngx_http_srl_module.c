@@ -17,6 +17,11 @@
  *   srl_concurrency NAME [key=V] [dry_run];
  *                      a unit of a concurrency:N limiter for the whole
  *                      request
+ *                      key=ip/V4[,/V6]: the client address's prefix
+ *                      (srl_key_ip of $remote_addr: "192.0.2.0/24")
+ *   srl_exempt CIDR... | off;
+ *                      http/server/location: addresses srl rules never
+ *                      refuse here (address exemptions, below)
  *   srl_status CODE; srl_log_level info|notice|warn|error; srl_headers on|off;
  *   srl_metrics;       location: Prometheus text of every limiter
  *
@@ -102,6 +107,8 @@ typedef struct {
 typedef struct {
     ngx_http_srl_limiter_t *limiter;
     ngx_http_complex_value_t key;
+    ngx_uint_t ip_prefix;        /* key=ip/V4,/V6: srl_key_ip of the address */
+    unsigned v4, v6;
     ngx_http_complex_value_t *cost_cv; /* cost=$variable, else cost */
     uint32_t cost;
     ngx_http_complex_value_t *tier;
@@ -111,6 +118,8 @@ typedef struct {
 
 typedef struct {
     ngx_array_t *rules;          /* ngx_http_srl_rule_t; NULL: inherit */
+    ngx_array_t *exempt;         /* srl_exempt: srl_cidr; NGX_CONF_UNSET_PTR: inherit,
+                                    NULL: off */
     ngx_uint_t status;
     ngx_uint_t log_level;
     ngx_flag_t headers;
@@ -153,6 +162,8 @@ static char *ngx_http_srl_limiter_cmd(ngx_conf_t *cf, ngx_command_t *cmd, void *
 static char *ngx_http_srl_rule_cmd(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
 static char *ngx_http_srl_metrics_cmd(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
 static ngx_int_t ngx_http_srl_init_process(ngx_cycle_t *cycle);
+static char *ngx_http_srl_exempt_cmd(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
+static char *ip_prefix_form(ngx_conf_t *cf, ngx_str_t *arg, ngx_http_srl_rule_t *rule);
 
 static ngx_conf_enum_t ngx_http_srl_log_levels[] = {
     { ngx_string("info"), NGX_LOG_INFO },
@@ -187,6 +198,13 @@ static ngx_command_t ngx_http_srl_commands[] = {
       ngx_http_srl_rule_cmd,
       NGX_HTTP_LOC_CONF_OFFSET,
       1,
+      NULL },
+
+    { ngx_string("srl_exempt"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_1MORE,
+      ngx_http_srl_exempt_cmd,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      0,
       NULL },
 
     { ngx_string("srl_status"),
@@ -488,7 +506,12 @@ ngx_http_srl_rule_cmd(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     rule->cost = 1;
 
     for (ngx_uint_t i = 2; i < cf->args->nelts; i++) {
-        if (ngx_strncmp(value[i].data, "key=", 4) == 0) {
+        if (ngx_strncmp(value[i].data, "key=ip/", 7) == 0) {
+            if (ip_prefix_form(cf, &value[i], rule) != NGX_CONF_OK) {
+                return NGX_CONF_ERROR;
+            }
+            have_key = 1;
+        } else if (ngx_strncmp(value[i].data, "key=", 4) == 0) {
             v.data = value[i].data + 4;
             v.len = value[i].len - 4;
             if (compile_value(cf, &v, &rule->key) != NGX_CONF_OK) {
@@ -532,7 +555,8 @@ ngx_http_srl_rule_cmd(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
             return NGX_CONF_ERROR;
         } else {
             ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "%V %V: unknown parameter \"%V\" "
-                               "(known: key=$variable%s, dry_run)", &cmd->name, &value[1],
+                               "(known: key=$variable, key=ip/V4[,/V6]%s, dry_run)",
+                               &cmd->name, &value[1],
                                &value[i], conc ? "" : ", cost=N|$variable, tier=$variable");
             return NGX_CONF_ERROR;
         }
@@ -565,6 +589,7 @@ ngx_http_srl_create_loc_conf(ngx_conf_t *cf)
     if (lcf == NULL) {
         return NULL;
     }
+    lcf->exempt = NGX_CONF_UNSET_PTR;
     lcf->status = NGX_CONF_UNSET_UINT;
     lcf->log_level = NGX_CONF_UNSET_UINT;
     lcf->headers = NGX_CONF_UNSET;
@@ -579,6 +604,7 @@ ngx_http_srl_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
     if (conf->rules == NULL) {
         conf->rules = prev->rules;
     }
+    ngx_conf_merge_ptr_value(conf->exempt, prev->exempt, NULL);
     ngx_conf_merge_uint_value(conf->status, prev->status, NGX_HTTP_TOO_MANY_REQUESTS);
     ngx_conf_merge_uint_value(conf->log_level, prev->log_level, NGX_LOG_ERR);
     ngx_conf_merge_value(conf->headers, prev->headers, 1);
@@ -964,6 +990,145 @@ status_of(const srl_decision *dec, ngx_uint_t dry_run)
     return dec->allowed ? SRL_ST_ALLOWED : SRL_ST_DENIED;
 }
 
+/* ------------------------------------------- address keys, exemptions
+ * key=ip/V4[,/V6]: the key is the client address's prefix, written by
+ * srl_key_ip ("192.0.2.0/24", "2001:db8::/64"; IPv4-mapped IPv6 counts as
+ * IPv4), the same bytes mod_srl, PHP and Python make.  srl_exempt CIDR...:
+ * ranges parsed by srl_cidr_parse, matched by srl_cidr_match against
+ * $remote_addr (so the realip module's trusted proxies decide which
+ * address that is).  An exempt request is decided by each srl rule under
+ * its range's key ("127.0.0.0/8"), which the request first marks exempt in
+ * the segment (srl_key_exempt: idempotent, one bucket lock): the library
+ * counts it (srl_stats.allowed and .exempt, metrics), never refuses it, and
+ * a ban by hand of the range's key still wins.  The client's own key is
+ * untouched, so removing srl_exempt leaves nothing that decides a request.
+ * srl_concurrency rules are not affected. */
+
+/* key=ip/V4 or key=ip/V4,/V6 (srl_key_ip_form: V6 64 when not given). */
+static char *
+ip_prefix_form(ngx_conf_t *cf, ngx_str_t *arg, ngx_http_srl_rule_t *rule)
+{
+    unsigned v4, v6;
+    if (srl_key_ip_form((const char *) arg->data + 6, arg->len - 6, &v4, &v6) != 0) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "srl: \"%V\": an address prefix key is "
+                           "key=ip/V4 or key=ip/V4,/V6, V4 0..32 and V6 0..128 in decimal "
+                           "(e.g. key=ip/32,/64)", arg);
+        return NGX_CONF_ERROR;
+    }
+    rule->ip_prefix = 1;
+    rule->v4 = v4;
+    rule->v6 = v6;
+    return NGX_CONF_OK;
+}
+
+/* srl_exempt CIDR... | off; */
+static char *
+ngx_http_srl_exempt_cmd(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_http_srl_loc_conf_t *lcf = conf;
+    ngx_str_t *value = cf->args->elts;
+    (void) cmd;
+    if (lcf->exempt != NGX_CONF_UNSET_PTR) {
+        return "is duplicate";
+    }
+    if (cf->args->nelts == 2 && ngx_strcmp(value[1].data, "off") == 0) {
+        lcf->exempt = NULL;
+        return NGX_CONF_OK;
+    }
+    lcf->exempt = ngx_array_create(cf->pool, cf->args->nelts - 1, sizeof(srl_cidr));
+    if (lcf->exempt == NULL) {
+        return NGX_CONF_ERROR;
+    }
+    for (ngx_uint_t i = 1; i < cf->args->nelts; i++) {
+        srl_cidr *c = ngx_array_push(lcf->exempt);
+        if (c == NULL) {
+            return NGX_CONF_ERROR;
+        }
+        /* value[i] is NUL-terminated (nginx's parser ends every word so). */
+        if (srl_cidr_parse((const char *) value[i].data, c) != 0) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "srl_exempt \"%V\": not an address "
+                               "range; give ADDRESS or ADDRESS/PREFIX (10.0.0.0/8, "
+                               "2001:db8::/32, ::1), the address with no bits set past the "
+                               "prefix", &value[i]);
+            return NGX_CONF_ERROR;
+        }
+    }
+    return NGX_CONF_OK;
+}
+
+/* $remote_addr as a C string in buf (64 bytes); 0, or -1 if it is longer
+ * (a unix socket's "unix:..." is short and simply matches no range). */
+static int
+addr_cstr(ngx_http_request_t *r, char buf[64])
+{
+    ngx_str_t *a = &r->connection->addr_text;
+    if (a->len >= 64) {
+        return -1;
+    }
+    ngx_memcpy(buf, a->data, a->len);
+    buf[a->len] = '\0';
+    return 0;
+}
+
+/* The request's key for rule: an srl_exempt range's (marked exempt), the
+ * address prefix's, or the key= value.  NGX_OK (key->len 0: not limited),
+ * or NGX_HTTP_INTERNAL_SERVER_ERROR. */
+static ngx_int_t
+rule_key(ngx_http_request_t *r, ngx_http_srl_loc_conf_t *lcf, const ngx_http_srl_rule_t *rule,
+    ngx_str_t *key)
+{
+    char addr[64];
+    const ngx_http_srl_limiter_t *l = rule->limiter;
+    if (!rule->concurrency && lcf->exempt != NULL && addr_cstr(r, addr) == 0) {
+        const srl_cidr *c = lcf->exempt->elts;
+        for (ngx_uint_t i = 0; i < lcf->exempt->nelts; i++) {
+            if (srl_cidr_match(&c[i], addr) != 1) {
+                continue;
+            }
+            u_char *buf = ngx_pnalloc(r->pool, SRL_KEY_IP_MAX);
+            int n = buf != NULL ? srl_cidr_format(&c[i], (char *) buf, SRL_KEY_IP_MAX) : -1;
+            if (n <= 0) {
+                return NGX_HTTP_INTERNAL_SERVER_ERROR;
+            }
+            int rc = srl_key_exempt(l->lim, buf, (size_t) n, 1);
+            if (rc != 0) {
+                ngx_log_error(NGX_LOG_WARN, r->connection->log, 0, "srl_exempt %s on %s: %s; "
+                              "the request passes uncounted", buf, l->cname, srl_strerror(rc));
+                key->len = 0;
+                return NGX_OK;
+            }
+            key->data = buf;
+            key->len = (size_t) n;
+            return NGX_OK;
+        }
+    }
+    if (rule->ip_prefix) {
+        u_char *buf = ngx_pnalloc(r->pool, SRL_KEY_IP_MAX);
+        int n = -1;
+        if (buf == NULL) {
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
+        if (addr_cstr(r, addr) == 0) {
+            n = srl_key_ip(addr, rule->v4, rule->v6, (char *) buf, SRL_KEY_IP_MAX);
+        }
+        if (n <= 0) {
+            ngx_log_error(NGX_LOG_WARN, r->connection->log, 0, "srl %s: key=ip/%ud,/%ud: "
+                          "client address \"%V\" is not an IPv4 or IPv6 address; the request "
+                          "is not limited", l->cname, rule->v4, rule->v6,
+                          &r->connection->addr_text);
+            key->len = 0;
+            return NGX_OK;
+        }
+        key->data = buf;
+        key->len = (size_t) n;
+        return NGX_OK;
+    }
+    if (ngx_http_complex_value(r, (ngx_http_complex_value_t *) &rule->key, key) != NGX_OK) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+    return NGX_OK;
+}
+
 /* One rule's decision for r: NGX_DECLINED (admitted, go on), the refusal's
  * status, or NGX_HTTP_INTERNAL_SERVER_ERROR. */
 static ngx_int_t
@@ -981,8 +1146,9 @@ decide(ngx_http_request_t *r, ngx_http_srl_loc_conf_t *lcf, ngx_http_srl_ctx_t *
     if (lim == NULL) {
         return NGX_DECLINED;   /* not opened (cannot happen past the configuration) */
     }
-    if (ngx_http_complex_value(r, (ngx_http_complex_value_t *) &rule->key, &key) != NGX_OK) {
-        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    ngx_int_t krc = rule_key(r, lcf, rule, &key);
+    if (krc != NGX_OK) {
+        return krc;
     }
     if (key.len == 0) {
         ngx_log_debug1(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,

@@ -174,6 +174,112 @@ final class Srl
         return FFI::string($buf, $len->cdata);
     }
 
+    /* ------------------------------------------ address keys, exemptions
+     * Thin shells over srl_key_ip and srl_cidr_* (src/keyip.c): the same
+     * bytes mod_srl, nginx and Python make of an address.  A bad address or
+     * range is an SrlException with code SrlError::EINVAL naming it. */
+
+    /*
+     * The key of $addr's prefix: its first $v4 (0..32) or $v6 (0..128)
+     * bits, '192.0.2.0/24', '2001:db8:1:2::/64' (RFC 5952, the prefix always
+     * shown); '::ffff:192.0.2.1' counts as IPv4.  Srl::ipKey($_SERVER
+     * ['REMOTE_ADDR']) keys each IPv4 address and each IPv6 /64 apart: one
+     * client owning a /64 is one client.
+     */
+    public static function ipKey(string $addr, int $v4 = 32, int $v6 = 64): string
+    {
+        if ($v4 < 0 || $v4 > 32 || $v6 < 0 || $v6 > 128) {
+            throw new SrlException("srl: ipKey: prefixes are v4 0..32 and v6 0..128, not "
+                                   . "v4=$v4 v6=$v6", SrlError::EINVAL);
+        }
+        $ffi = self::ffi();
+        $buf = $ffi->new('char[44]');
+        $n = strlen($addr) < 64 && strpos($addr, "\0") === false
+            ? $ffi->srl_key_ip($addr, $v4, $v6, $buf, 44) : SrlError::EINVAL;
+        if ($n < 0) {
+            throw new SrlException("srl: ipKey: '" . addcslashes(substr($addr, 0, 64), "\0..\37")
+                                   . "' is not an IPv4 or IPv6 address (dotted quad or RFC 4291 "
+                                   . "text; no port, brackets or zone)", SrlError::EINVAL);
+        }
+        return FFI::string($buf, $n);
+    }
+
+    /* $text ('10.0.0.0/8', '::1', '2001:DB8::/32') in srl's form
+     * ('2001:db8::/32'); an SrlException for a bad range (bits set past
+     * its prefix included). */
+    public static function cidr(string $text): string
+    {
+        $ffi = self::ffi();
+        $c = self::parseCidr($ffi, $text);
+        $buf = $ffi->new('char[44]');
+        $n = $ffi->srl_cidr_format(FFI::addr($c), $buf, 44);
+        self::check($ffi, $n, 'cidr');
+        return FFI::string($buf, $n);
+    }
+
+    /* Whether $addr is in the range $range (an addr that is no address is
+     * in none); an SrlException for a bad range. */
+    public static function cidrMatch(string $range, string $addr): bool
+    {
+        $ffi = self::ffi();
+        $c = self::parseCidr($ffi, $range);
+        if (strlen($addr) >= 64 || strpos($addr, "\0") !== false) {
+            return false;
+        }
+        return $ffi->srl_cidr_match(FFI::addr($c), $addr) === 1;
+    }
+
+    private static function parseCidr(FFI $ffi, string $text): FFI\CData
+    {
+        $c = $ffi->new('srl_cidr');
+        if (strlen($text) >= 70 || strpos($text, "\0") !== false
+            || $ffi->srl_cidr_parse($text, FFI::addr($c)) !== 0) {
+            throw new SrlException("srl: '" . addcslashes(substr($text, 0, 70), "\0..\37")
+                                   . "' is not an address range: give ADDRESS or ADDRESS/PREFIX "
+                                   . "(10.0.0.0/8, 2001:db8::/32, ::1), the address with no bits "
+                                   . "set past the prefix", SrlError::EINVAL);
+        }
+        return $c;
+    }
+
+    /* Exempt $key (srl_key_exempt): never refused, its decisions counted in
+     * stats()['exempt'], until exempt($key, false).  Segments only (an
+     * SrlException SrlError::ENOTSUP on redis=). */
+    public function exempt(string $key, bool $on = true): void
+    {
+        self::check($this->ffi, $this->ffi->srl_key_exempt($this->handle(), $key, strlen($key),
+                                                           $on ? 1 : 0), 'exempt');
+    }
+
+    /*
+     * The middleware's decision for a client address: acquire() under
+     * Srl::ipKey($addr, $v4, $v6), unless $addr is in one of the $exempt
+     * ranges ('10.0.0.0/8', '::1'): then under that range's key, marked
+     * exempt first (never refused, counted in stats()['exempt'], and a ban
+     * by hand of the range's key still wins; the client's own key is
+     * untouched).  On a store without exemptions (redis=) an exempt address
+     * is admitted uncounted: ['allowed' => true, 'exempt' => true].  The
+     * decision has 'exempt' => true|false.  A bad range or address is an
+     * SrlException (check $exempt once with Srl::cidr at startup).
+     */
+    public function acquireAddr(string $addr, array $exempt = [], int $v4 = 32, int $v6 = 64,
+                                int $cost = 1): array
+    {
+        foreach ($exempt as $range) {
+            if (!self::cidrMatch($range, $addr)) {
+                continue;
+            }
+            $key = self::cidr($range);
+            $rc = $this->ffi->srl_key_exempt($this->handle(), $key, strlen($key), 1);
+            if ($rc === SrlError::ENOTSUP) {
+                return ['allowed' => true, 'exempt' => true];
+            }
+            self::check($this->ffi, $rc, 'exempt');
+            return $this->acquire($key, $cost) + ['exempt' => true];
+        }
+        return $this->acquire(self::ipKey($addr, $v4, $v6), $cost) + ['exempt' => false];
+    }
+
     /* How ffi() found the declarations: 'scope' (preloaded) or 'load'. */
     public static function binding(): string
     {
@@ -527,14 +633,14 @@ final class Srl
      * reclaimed: in-flight units freed because their holder died or held
      * them past max_hold; local_denied: with redis, the denials the host
      * answered itself; would_deny: denials dry-run handles allowed, also
-     * in denied). */
+     * in denied; exempt: decisions of exempt keys, also in allowed). */
     public function stats(): array
     {
         $s = $this->ffi->new('srl_stats');
         self::check($this->ffi, $this->ffi->srl_stats_get($this->handle(), FFI::addr($s)), 'stats');
         $out = [];
         foreach (['capacity', 'used', 'allowed', 'denied', 'full', 'recovered', 'reset_slots',
-                  'evicted', 'timeouts', 'reclaimed', 'local_denied', 'would_deny'] as $f) {
+                  'evicted', 'timeouts', 'reclaimed', 'local_denied', 'would_deny', 'exempt'] as $f) {
             $out[$f] = $s->$f;
         }
         return $out;

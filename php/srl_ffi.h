@@ -190,6 +190,17 @@ const void *srl_key_fit(const char *key, size_t *len, unsigned char *buf);
 int srl_reserve(srl_limiter *lim, const char *key, size_t len, uint32_t cost,
                 uint64_t max_wait_ns, srl_decision *d);
 int srl_stats_get(srl_limiter *lim, srl_stats *out);
+int srl_key_exempt(srl_limiter *lim, const char *key, size_t len, int on);
+
+typedef struct srl_cidr {
+    uint8_t family;
+    uint8_t prefix;
+    uint8_t addr[16];
+} srl_cidr;
+int srl_key_ip(const char *addr, unsigned v4_prefix, unsigned v6_prefix, char *buf, size_t len);
+int srl_cidr_parse(const char *text, srl_cidr *out);
+int srl_cidr_match(const srl_cidr *c, const char *addr);
+int srl_cidr_format(const srl_cidr *c, char *buf, size_t len);
 
 typedef struct srl_lease {
     uint64_t owner;

@@ -766,6 +766,26 @@ static PyObject *Limiter_reset(PyObject *op, PyObject *key)
     Py_RETURN_TRUE;
 }
 
+/* exempt(key, on=True): srl_key_exempt (shared and anonymous stores). */
+static PyObject *Limiter_exempt(PyObject *op, PyObject *args, PyObject *kw)
+{
+    LimiterObject *self = (LimiterObject *)op;
+    static char *kwlist[] = {"key", "on", NULL};
+    PyObject *key;
+    int on = 1;
+    key_view k;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|p", kwlist, &key, &on))
+        return NULL;
+    if (check_open(self) < 0 || key_get(key, &k) < 0)
+        return NULL;
+    int rc = srl_key_exempt(self->lim, k.data, k.len, on);
+    key_release(&k);
+    if (rc < 0)
+        return raise_srl(rc, "srl_key_exempt");
+    Py_RETURN_NONE;
+}
+
 static PyObject *Limiter_evict_idle(PyObject *op, PyObject *unused)
 {
     LimiterObject *self = (LimiterObject *)op;
@@ -820,7 +840,8 @@ static PyObject *Limiter_stats(PyObject *op, PyObject *unused)
         dict_set_u64(d, "reset_slots", s.reset_slots) < 0 ||
         dict_set_u64(d, "evicted", s.evicted) < 0 || dict_set_u64(d, "timeouts", s.timeouts) < 0 ||
         dict_set_u64(d, "local_denied", s.local_denied) < 0 ||
-        dict_set_u64(d, "would_deny", s.would_deny) < 0) {
+        dict_set_u64(d, "would_deny", s.would_deny) < 0 ||
+        dict_set_u64(d, "exempt", s.exempt) < 0) {
         Py_DECREF(d);
         return NULL;
     }
@@ -974,6 +995,9 @@ static PyMethodDef Limiter_methods[] = {
      "denied.  Give it back with leave(lease) (srl.holding() does both)."},
     {"leave", Limiter_leave, METH_O,
      "leave(lease) -> True, or False if it was left already or reclaimed."},
+    {"exempt", (PyCFunction)(void (*)(void))Limiter_exempt, METH_VARARGS | METH_KEYWORDS,
+     "exempt(key, on=True): srl_key_exempt; the key is never refused (its decisions counted\n"
+     "in stats()['exempt']) until exempt(key, False).  Shared and anonymous limiters only."},
     {"evict_idle", Limiter_evict_idle, METH_NOARGS,
      "evict_idle() -> number of at-rest states dropped."},
     {"stats", Limiter_stats, METH_NOARGS, "stats() -> dict of the srl_stats counters."},
@@ -1123,6 +1147,65 @@ static PyObject *key_fit_py(PyObject *self, PyObject *obj)
     return out;
 }
 
+/* ------------------------------------------------ address keys, ranges
+ * Thin shells over srl_key_ip / srl_cidr_* (src/keyip.c): the same bytes
+ * as mod_srl, nginx and PHP make of an address.  A bad address or range is
+ * ValueError naming it (an exception a request handler may catch), not an
+ * srl.Error: it is the caller's input, not the library's state. */
+
+static PyObject *ip_key_py(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"addr", "v4", "v6", NULL};
+    const char *addr;
+    unsigned v4 = 32, v6 = 64;
+    char buf[SRL_KEY_IP_MAX];
+
+    (void)self;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|II", kwlist, &addr, &v4, &v6))
+        return NULL;
+    if (v4 > 32 || v6 > 128)
+        return PyErr_Format(PyExc_ValueError, "ip_key: prefixes are v4 0..32 and v6 0..128, "
+                            "not v4=%u v6=%u", v4, v6);
+    int n = srl_key_ip(addr, v4, v6, buf, sizeof buf);
+    if (n < 0)
+        return PyErr_Format(PyExc_ValueError, "ip_key: '%.64s' is not an IPv4 or IPv6 address "
+                            "(dotted quad or RFC 4291 text; no port, brackets or zone)", addr);
+    return PyUnicode_FromStringAndSize(buf, n);
+}
+
+/* The range text in its canonical form, or ValueError. */
+static PyObject *cidr_py(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    const char *text = PyUnicode_AsUTF8(arg);
+    srl_cidr c;
+    char buf[SRL_KEY_IP_MAX];
+    if (text == NULL)
+        return NULL;
+    if (srl_cidr_parse(text, &c) != 0)
+        return PyErr_Format(PyExc_ValueError, "'%.64s' is not an address range: give ADDRESS or "
+                            "ADDRESS/PREFIX (10.0.0.0/8, 2001:db8::/32, ::1), the address with no "
+                            "bits set past the prefix", text);
+    int n = srl_cidr_format(&c, buf, sizeof buf);
+    return n < 0 ? raise_srl(n, "srl_cidr_format") : PyUnicode_FromStringAndSize(buf, n);
+}
+
+static PyObject *cidr_match_py(PyObject *self, PyObject *args)
+{
+    const char *range, *addr;
+    srl_cidr c;
+
+    (void)self;
+    if (!PyArg_ParseTuple(args, "ss", &range, &addr))
+        return NULL;
+    if (srl_cidr_parse(range, &c) != 0)
+        return PyErr_Format(PyExc_ValueError, "'%.64s' is not an address range", range);
+    int m = srl_cidr_match(&c, addr);
+    if (m < 0)
+        Py_RETURN_FALSE;   /* not an address: in no range */
+    return PyBool_FromLong(m);
+}
+
 /* ----------------------------------------------------------- module */
 
 static PyMethodDef module_methods[] = {
@@ -1137,6 +1220,16 @@ static PyMethodDef module_methods[] = {
      "client's key.  1..KEY_MAX bytes (str as UTF-8): the key itself; longer: its fitted\n"
      "form (KEY_MAX bytes: the head, then BLAKE2b-256 of the whole key, the same in every\n"
      "process, host and binding); empty: None (srl.wsgi does not limit such a request)."},
+    {"ip_key", (PyCFunction)(void (*)(void))ip_key_py, METH_VARARGS | METH_KEYWORDS,
+     "ip_key(addr, v4=32, v6=64) -> str: srl_key_ip, the key of the address's prefix\n"
+     "(\"192.0.2.0/24\", \"2001:db8::/64\"; ::ffff:a.b.c.d counts as IPv4).  ValueError for\n"
+     "an address that does not parse or a prefix out of range."},
+    {"cidr", cidr_py, METH_O,
+     "cidr(text) -> str: the range in srl's form (srl_cidr_parse, srl_cidr_format),\n"
+     "\"10.0.0.0/8\"; ValueError for a bad range (host bits set included)."},
+    {"cidr_match", cidr_match_py, METH_VARARGS,
+     "cidr_match(range, addr) -> bool: srl_cidr_match; an addr that is no address is in no\n"
+     "range.  ValueError for a bad range."},
     {"_register_errors", register_errors, METH_VARARGS,
      "_register_errors(base, {code: class}) (called once by srl/__init__.py)."},
     {NULL, NULL, 0, NULL},

@@ -16,6 +16,12 @@ classes, one per SRL_E* code, all subclasses of srl.Error, which carries
 .code (negative int), .name ("SRL_EPOLICY") and .message.  Decisions,
 limiter kinds and the header values are exactly those of the C library.
 
+Client addresses: srl.ip_key(addr, v4=32, v6=64) is the key of an address's
+prefix ("192.0.2.1/32", "2001:db8:1:2::/64"; ::ffff:a.b.c.d counts as IPv4),
+srl.cidr(text) a range in canonical form, srl.cidr_match(range, addr) whether
+the address is in it (srl_key_ip, srl_cidr_*: the bytes every binding makes).
+Limiter.exempt(key, on=True) exempts a key (srl_key_exempt).
+
 The openers' dry_run=, lockfree= and flood_cache= are asked for; what took
 effect in the handle's store is in lim.info(): "flags" (srl_info.flags) and
 the booleans "lockfree", "flood_cache" and "dry_run" (lockfree=True on a
@@ -24,9 +30,11 @@ token_bucket limiter, or flood_cache=True on local(), reads False).
 from . import _srl
 from ._srl import (Decision, Limiter, headers, strerror, unlink, key_fit, FLAG_UNTRACKED,
                    FLAG_DEGRADED, FLAG_WOULD_DENY, KEY_MAX)
+from ._srl import ip_key, cidr, cidr_match
 
 __all__ = ["Limiter", "Decision", "headers", "strerror", "unlink", "key_fit", "Error",
-           "FLAG_UNTRACKED", "FLAG_DEGRADED", "FLAG_WOULD_DENY", "KEY_MAX", "holding"]
+           "FLAG_UNTRACKED", "FLAG_DEGRADED", "FLAG_WOULD_DENY", "KEY_MAX", "holding",
+           "ip_key", "cidr", "cidr_match"]
 
 
 class holding:

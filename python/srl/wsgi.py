@@ -21,6 +21,20 @@ decided by on_full (a lock that timed out or cannot be used, a store that
 failed: the srl.Error carries that decision) is answered with it, as the C
 library decides; every other srl.Error propagates.
 
+exempt=["10.0.0.0/8", "::1"]: requests whose REMOTE_ADDR is in one of these
+ranges (srl.cidr_match; ::ffff:a.b.c.d counts as IPv4) are never refused.  Such
+a request is decided under its range's key ("10.0.0.0/8"), which the middleware
+marks exempt in the limiter (limiter.exempt, srl_key_exempt), so the library
+counts it (stats()["allowed"] and ["exempt"]) and a ban by hand of the range's
+key still wins; the client's own key is untouched.  On a limiter without
+exemptions (local, Redis, tiered: srl.NotSupportedError) such a request passes uncounted.
+A bad range is a ValueError at construction.  REMOTE_ADDR is the peer the
+server saw: behind a proxy, set it from a trusted header first (werkzeug's
+ProxyFix, gunicorn's forwarded_allow_ips).
+
+Address prefixes as keys: key=lambda environ: srl.ip_key(environ["REMOTE_ADDR"],
+v4=32, v6=64) counts each IPv6 /64 as one client ("2001:db8::/64").
+
 With a shared limiter the count is host-wide: open it before the server forks
 (gunicorn --preload) or in each worker; both reach the same segment.
 """
@@ -34,14 +48,34 @@ def _remote_addr(environ):
 
 
 class RateLimit:
-    """WSGI middleware: RateLimit(app, limiter, key=callable(environ) -> str|bytes|None)."""
+    """WSGI middleware: RateLimit(app, limiter, key=callable(environ) -> str|bytes|None,
+    cost=1, name=None, exempt=[CIDR, ...])."""
 
-    def __init__(self, app, limiter, key=_remote_addr, cost=1, name=None):
+    def __init__(self, app, limiter, key=_remote_addr, cost=1, name=None, exempt=()):
         self.app = app
         self.limiter = limiter
         self.key = key
         self.cost = cost
         self.name = name  # RateLimit-Policy token; None means "default"
+        # Canonical range texts (srl.cidr raises ValueError for a bad one).
+        self.exempt = [srl.cidr(r) for r in exempt]
+
+    def _exempt_key(self, environ):
+        """The exempt key of the first range holding REMOTE_ADDR, marked exempt
+        in the limiter; "" when the limiter has no exemptions; else None."""
+        addr = environ.get("REMOTE_ADDR")
+        if not self.exempt or not addr:
+            return None
+        for r in self.exempt:
+            if srl.cidr_match(r, addr):
+                try:
+                    self.limiter.exempt(r)
+                except srl.Error as e:
+                    if e.name != "SRL_ENOTSUP":
+                        raise
+                    return ""
+                return r
+        return None
 
     def _decide(self, key):
         try:
@@ -52,7 +86,11 @@ class RateLimit:
             return e.decision
 
     def __call__(self, environ, start_response):
-        key = self.key(environ)
+        key = self._exempt_key(environ)
+        if key == "":
+            return self.app(environ, start_response)
+        if key is None:
+            key = self.key(environ)
         if key is not None:
             key = srl.key_fit(key)
         if key is None:

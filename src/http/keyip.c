@@ -1,7 +1,8 @@
 /*
  * keyip.c - client addresses as keys: srl_key_ip (an address's prefix as
  * a canonical text key) and srl_cidr_parse / srl_cidr_match (address
- * ranges, for exemptions), the one parser every binding uses.
+ * ranges, for exemptions), the one parser every binding uses, and
+ * srl_key_ip_form (the "/V4,/V6" of the bindings' "ip/24,/64" keys).
  *
  * WHAT IT HOLDS
  *   An address is text, parsed by inet_pton (dotted quad without leading
@@ -201,4 +202,38 @@ int srl_cidr_format(const srl_cidr *c, char *buf, size_t len)
         || c->prefix > (c->family == 4 ? 32 : 128))
         return SRL_EINVAL;
     return put_key(c->addr, c->family == 4, c->prefix, buf, len);
+}
+
+/* A decimal prefix at text[*at..len) of at most max, no leading zeros. */
+static int prefix_num(const char *text, size_t len, size_t *at, unsigned max, unsigned *out)
+{
+    size_t i = *at, n = 0;
+    unsigned v = 0;
+    while (i + n < len && n < 4 && text[i + n] >= '0' && text[i + n] <= '9')
+        v = v * 10 + (unsigned)(text[i + n++] - '0');
+    if (n == 0 || n > 3 || (n > 1 && text[i] == '0') || v > max)
+        return SRL_EINVAL;
+    *at = i + n;
+    *out = v;
+    return 0;
+}
+
+int srl_key_ip_form(const char *text, size_t len, unsigned *v4, unsigned *v6)
+{
+    if (text == NULL || v4 == NULL || v6 == NULL)
+        return SRL_EINVAL;
+    size_t at = 1;
+    unsigned a, b = 64;
+    if (len < 2 || text[0] != '/' || prefix_num(text, len, &at, 32, &a) != 0)
+        return SRL_EINVAL;
+    if (at < len) {
+        if (len - at < 3 || text[at] != ',' || text[at + 1] != '/')
+            return SRL_EINVAL;
+        at += 2;
+        if (prefix_num(text, len, &at, 128, &b) != 0 || at != len)
+            return SRL_EINVAL;
+    }
+    *v4 = a;
+    *v6 = b;
+    return 0;
 }

@@ -115,6 +115,11 @@ int main(void)
     FIELD(srl_policy_error, message);
     FIELD(srl_policy_error, reserved);
 
+    STRUCT(srl_cidr);
+    FIELD(srl_cidr, family);
+    FIELD(srl_cidr, prefix);
+    FIELD(srl_cidr, addr);
+
     STRUCT(srl_lease);
     FIELD(srl_lease, owner);
     FIELD(srl_lease, where);

@@ -10,7 +10,7 @@ declare(strict_types=1);
 $ffi = FFI::load($argv[1] . '/srl_ffi.h');
 foreach (['srl_policy', 'srl_limits', 'srl_decision', 'srl_ticker', 'srl_config', 'srl_tier', 'srl_info',
           'srl_stats',
-          'srl_policy_error', 'srl_lease'] as $t) {
+          'srl_policy_error', 'srl_cidr', 'srl_lease'] as $t) {
     $type = $ffi->type($t);
     printf("%s %d\n", $t, FFI::sizeof($type));
     foreach ($type->getStructFieldNames() as $f) {
