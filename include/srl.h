@@ -122,10 +122,10 @@ extern "C" {
     XX(ESTALE, -13, "segment is stale: its creator died before it was ready; unlink it (rlctl destroy)") \
     XX(EACCES, -14, "permission denied (segment owner or mode refused)") \
     XX(ENOSPC, -15, "no room for the segment in /dev/shm or in the memory the kernel can give") \
-    XX(ETIMEDOUT, -16, "timed out (a lock, a segment's creator, or a Redis server did not answer in time)")  /* see srl_last_error for which */ \
+    XX(ETIMEDOUT, -16, "timed out: what it waited for (a lock, a creator, a server) did not answer in time")  /* see srl_last_error for which */ \
     XX(ENOTRECOVERABLE, -17, "a bucket lock is not recoverable") \
     XX(ENOTSUP, -18, "operation not supported by this limiter") \
-    XX(ESYS, -19, "system or network error (see errno, and srl_last_error for a Redis store)")  /* another operating-system error; see errno */ \
+    XX(ESYS, -19, "system or network error")  /* another operating-system error; see errno */ \
     XX(ETOOBIG, -20, "segment larger than the size guard: pass force (SRL_CONFIG_FORCE)")
 
 #define SRL__ERRNO_ENUM(name, code, msg) SRL_##name = (code),

@@ -21,6 +21,14 @@ decided by on_full (a lock that timed out or cannot be used, a store that
 failed: the srl.Error carries that decision) is answered with it, as the C
 library decides; every other srl.Error propagates.
 
+The RateLimit-Policy name is the limiter's (lim.name: the segment's name,
+as mod_srl's and PHP's headers give it), or name= when given.
+
+Every store works: Limiter.redis(uri, ...) for one limit across the fleet,
+Limiter.fronted(name, uri, ...) for that with the host segment in front;
+a Redis server that is down is answered by on_full's decision (the error
+carries it), so the middleware never raises for it.
+
 With a shared limiter the count is host-wide: open it before the server forks
 (gunicorn --preload) or in each worker; both reach the same segment.
 """
@@ -41,7 +49,9 @@ class RateLimit:
         self.limiter = limiter
         self.key = key
         self.cost = cost
-        self.name = name  # RateLimit-Policy token; None means "default"
+        # RateLimit-Policy's name: the limiter's (limiter.name), as mod_srl and
+        # PHP name it; "default" only for a limiter without one (anonymous, local)
+        self.name = name if name is not None else getattr(limiter, "name", None)
 
     def _decide(self, key):
         try:
