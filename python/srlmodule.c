@@ -34,6 +34,8 @@
 
 #include <errno.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "srl.h"
 
@@ -559,6 +561,29 @@ static PyObject *limiter_wrap(PyTypeObject *cls, srl_limiter *lim)
 #define NAME_RULE "a segment name is an optional '/', then 1..200 bytes of [A-Za-z0-9._-] " \
                   "(no other '/'), not all dots"
 
+/* srl_open_explain's sentence for segment name (with or without its '/'):
+ * the owner, the mode, this process and the fix. */
+static void explain_open(const char *name, const srl_config *cfg, char *why, size_t len)
+{
+    char slashed[SRL_NAME_MAX + 2];
+    snprintf(slashed, sizeof slashed, "%s%s", name[0] == '/' ? "" : "/", name);
+    if (srl_open_explain(slashed, cfg, why, len) == SRL_EINVAL)
+        why[0] = '\0';
+}
+
+/* Whether an SRL_EACCES of a tiered open is its host segment's (a file of
+ * another owner, or one group or others may write) rather than Redis's
+ * AUTH: the file's owner and mode, as srl_open_explain reads them. */
+static int segment_refused(const char *name, const srl_config *cfg)
+{
+    char path[SRL_NAME_MAX + 16];
+    struct stat st;
+    unsigned most = cfg->mode != 0 ? cfg->mode : 0600;
+    snprintf(path, sizeof path, "/dev/shm/%s", name[0] == '/' ? name + 1 : name);
+    return stat(path, &st) == 0 &&
+           (st.st_uid != geteuid() || ((unsigned)st.st_mode & 022u & ~most) != 0);
+}
+
 /* srl_open_tiered(name, uri, cfg, flags); cfg is freed.  A refusal names its
  * cause: the Redis server and what it did (srl_last_error), or for the host
  * segment its owner, mode and fix (srl_open_explain).  The uri is never
@@ -571,10 +596,11 @@ static PyObject *open_fronted(PyTypeObject *cls, const char *name, const char *u
     int rc = srl_open_tiered(name, uri, cfg, flags, &lim);
 
     if (rc < 0) {
-        (void)srl_last_error(why, sizeof why);
-        if (why[0] == '\0' && rc == SRL_EACCES)
-            (void)srl_open_explain(name, cfg, why, sizeof why);
-        else if (why[0] == '\0' && rc == SRL_EINVAL && srl_name_check(name) != 0)
+        if (rc == SRL_EACCES && segment_refused(name, cfg))
+            explain_open(name, cfg, why, sizeof why);
+        else
+            (void)srl_last_error(why, sizeof why);
+        if (why[0] == '\0' && rc == SRL_EINVAL && srl_name_check(name) != 0)
             snprintf(why, sizeof why, "%s", NAME_RULE);
     }
     srl_config_free(cfg);
@@ -643,7 +669,7 @@ static PyObject *Limiter_shared(PyObject *cls, PyObject *args, PyObject *kw)
     }
     if (rc == SRL_EACCES) {   /* the owner, the mode, this process and the fix */
         char why[SRL__PY_DETAIL_MAX] = "";
-        (void)srl_open_explain(name, &cfg, why, sizeof why);
+        explain_open(name, &cfg, why, sizeof why);
         srl_config_free(&cfg);
         snprintf(what, sizeof what, "srl_open_shared('%.200s')", name);
         return raise_srl_full(rc, what, why, NULL);
