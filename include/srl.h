@@ -148,6 +148,8 @@ SRL_API const char *srl_err_name(int code);
  * within 500 ms".  Each such call clears it when it begins and sets it when
  * it fails, so read it right after the failing call, in the same thread;
  * "" when that error has no detail (other stores: srl_strerror says all).
+ * srl_open_tiered whose host segment refused it names that segment, or
+ * for SRL_EACCES leaves "": srl_open_explain(shm_name) says why.
  * Bytes from the server are shown with non-printable ones as '?'; never a
  * password.  Copies at most len - 1 bytes and a NUL into buf (may be NULL
  * with len 0) and returns the sentence's whole length (< 256).

@@ -34,8 +34,6 @@
 
 #include <errno.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "srl.h"
 
@@ -571,19 +569,6 @@ static void explain_open(const char *name, const srl_config *cfg, char *why, siz
         why[0] = '\0';
 }
 
-/* Whether an SRL_EACCES of a tiered open is its host segment's (a file of
- * another owner, or one group or others may write) rather than Redis's
- * AUTH: the file's owner and mode, as srl_open_explain reads them. */
-static int segment_refused(const char *name, const srl_config *cfg)
-{
-    char path[SRL_NAME_MAX + 16];
-    struct stat st;
-    unsigned most = cfg->mode != 0 ? cfg->mode : 0600;
-    snprintf(path, sizeof path, "/dev/shm/%s", name[0] == '/' ? name + 1 : name);
-    return stat(path, &st) == 0 &&
-           (st.st_uid != geteuid() || ((unsigned)st.st_mode & 022u & ~most) != 0);
-}
-
 /* srl_open_tiered(name, uri, cfg, flags); cfg is freed.  A refusal names its
  * cause: the Redis server and what it did (srl_last_error), or for the host
  * segment its owner, mode and fix (srl_open_explain).  The uri is never
@@ -596,10 +581,9 @@ static PyObject *open_fronted(PyTypeObject *cls, const char *name, const char *u
     int rc = srl_open_tiered(name, uri, cfg, flags, &lim);
 
     if (rc < 0) {
-        if (rc == SRL_EACCES && segment_refused(name, cfg))
+        /* "" after SRL_EACCES: the host segment's, srl_open_explain says why */
+        if (srl_last_error(why, sizeof why) == 0 && rc == SRL_EACCES)
             explain_open(name, cfg, why, sizeof why);
-        else
-            (void)srl_last_error(why, sizeof why);
         if (why[0] == '\0' && rc == SRL_EINVAL && srl_name_check(name) != 0)
             snprintf(why, sizeof why, "%s", NAME_RULE);
     }
