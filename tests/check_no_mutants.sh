@@ -1,6 +1,6 @@
 #!/bin/sh
 # check_no_mutants.sh LIB... - fail if a library holds a test hook or a
-# deliberately broken variant (src/testhooks.h: compiled only with
+# deliberately broken variant (src/base/testhooks.h: compiled only with
 # -DSRL_MUTANTS into the test copy, never into the shipped libsrl).
 # nm lists local (static) functions too, unless the library was stripped,
 # so a stripped library is refused rather than passed.

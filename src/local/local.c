@@ -1,7 +1,7 @@
 /*
  * local.c - the in-process store (srl_open_local): its ops, open and close.
  * The structs, the rules every file keeps and the map of the files are in
- * local.h; the pool and the index in local_index.c, the lock-free GCRA word
+ * local_store.h; the pool and the index in local_index.c, the lock-free GCRA word
  * in local_lockfree.c, retirement and the walks in local_walk.c.
  *
  * WHAT IT HOLDS
@@ -20,7 +20,7 @@
  *     locked it sees dead, unlocks and looks the key up again; it never
  *     decides on an orphan, so eviction never admits an extra request.
  *   - The decision path: on a hit it calls nothing of the other files
- *     (local.h, HOT PATH); no test-only code but SRL__MUTANT tests, which
+ *     (local_store.h, HOT PATH); no test-only code but SRL__MUTANT tests, which
  *     are the constant 0 in the shipped library.
  *
  * MAY TOUCH
@@ -41,7 +41,7 @@
  *   worker that does not exist there; the memory goes away with the
  *   process.  See docs/design.md, "The in-process store".
  */
-#include "local.h"
+#include "local_store.h"
 #include "proc.h"
 
 #include <stdlib.h>
@@ -74,7 +74,7 @@ static void key_of(const struct local *l, const void *key, size_t len, struct lk
      * HOMES): start those misses now, beside the buckets', instead of
      * after the bucket names the node.  A node's first line holds all a
      * hit needs (the fingerprint, the lock, the counts and the state) but
-     * for a state of more than 24 bytes (local.h, struct lnode), whose
+     * for a state of more than 24 bytes (local_store.h, struct lnode), whose
      * second line is prefetched too (and, past that, the state's end is
      * one dependent miss later). */
     if (l->homes > 0) {

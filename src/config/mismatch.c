@@ -4,7 +4,8 @@
  *
  * It compares exactly what the segment open compares (shm_segment.c,
  * validate): the canonical limits, the capacity in whole buckets (from
- * srl__shm_geometry, as the open computes it), and key_display.  Pure: no segment is touched, the caller
+ * srl__shm_slots_for, the shared store's own geometry behind shm_api.h),
+ * and key_display.  Pure: no segment is touched, the caller
  * brings the segment's srl_info (an open with SRL_ADOPT).  The way to change
  * live is named in the caller's words (srl_binding_word, config.c).
  */
@@ -13,7 +14,7 @@
 #include <string.h>
 
 #include "compound.h"
-#include "shm.h"
+#include "shm_api.h"
 
 struct out {
     char *buf;
@@ -87,16 +88,15 @@ int srl_mismatch_explain_for(const srl_config *cfg, const srl_info *seg, srl_bin
                 "destroy it: its keys start fresh)", a, b, change);
     }
     /* The slots cfg would get: the open's own geometry, not a copy of its rounding. */
-    struct srl__shm g;
-    memset(&g, 0, sizeof g);
-    if (srl__shm_geometry(&g, cfg) != 0)
+    uint32_t per_bucket;
+    uint64_t slots = srl__shm_slots_for(cfg, &per_bucket);
+    if (slots == 0)
         return SRL_EINVAL;
-    uint64_t slots = g.buckets * SRL__SHM_SLOTS;
     if (slots != seg->capacity)
         say(&o, "capacity: the segment holds %llu slots, this config asks for %llu keys (%llu "
                 "slots in buckets of %u): ask for %llu, or make a new segment",
             (unsigned long long)seg->capacity, (unsigned long long)cfg->capacity,
-            (unsigned long long)slots, SRL__SHM_SLOTS, (unsigned long long)seg->capacity);
+            (unsigned long long)slots, per_bucket, (unsigned long long)seg->capacity);
     /* The tier table itself is not in srl_info: a count is what can be
      * told apart here (the tables: srl_tier_get on the adopted handle). */
     uint32_t seg_tiers = seg->tier_count > 0 ? seg->tier_count : 1;

@@ -23,7 +23,7 @@
 #endif
 
 /* The two hook points of segment creation (shm_room.c, shm_segment.c),
- * defined by src/testhooks_shm.c, which only the test copy compiles:
+ * defined by src/shm/testhooks_shm.c, which only the test copy compiles:
  *   SRL__ROOM_SRC(real)     the files the room check reads: real, or the
  *                           fakes of srl__room_set_test_src;
  *   SRL__SHM_PARK_BUILT(fd) a creator whose segment (fd) is reserved and
@@ -100,14 +100,14 @@ void srl__shm_set_test_die(srl_limiter *lim, unsigned n);
  * it holds the flock and has read the generation, then waits for words[1]
  * (two minutes at most: then it gives up, SRL_ETIMEDOUT), then changes. */
 void srl__shm_set_test_park(srl_limiter *lim, uint32_t *words);
-/* Set SRL__SHM_TEST_* on an open shared/anonymous limiter (src/shm_store.c). */
+/* Set SRL__SHM_TEST_* on an open shared/anonymous limiter (src/shm/shm_store.c). */
 void srl__shm_set_test_flags(srl_limiter *lim, unsigned flags);
 /* srl__shm_open with SRL__SHM_TEST_* flags that act during the open
  * (SRL__SHM_TEST_NO_READY); the shipped srl__shm_open takes none. */
 int srl__shm_open_test(const char *name, const srl_config *cfg, unsigned flags,
                        unsigned test_flags, srl_limiter **out);
 
-/* Segment creation (src/testhooks_shm.c).  The room check reads fake's
+/* Segment creation (src/shm/testhooks_shm.c).  The room check reads fake's
  * files (a NULL member, or guard 0: the real one) until called with NULL.
  * Before the fork of a creator: the next creator of this process (and of
  * its children, which inherit it) that has reserved its segment writes the
@@ -116,7 +116,7 @@ int srl__shm_open_test(const char *name, const srl_config *cfg, unsigned flags,
 void srl__room_set_test_src(const struct srl__room_src *fake);
 void srl__shm_set_test_park_built(int report_fd, int go_fd);
 
-/* The in-process store (src/local*.c).  Each reintroduces one bug the design
+/* The in-process store (src/local/).  Each reintroduces one bug the design
  * closes, so a test can show it catches it. */
 #define SRL__LOCAL_BROKEN_NO_LOCK 0x1u       /* decide without the state's lock */
 #define SRL__LOCAL_BROKEN_GET_THEN_PUT 0x2u  /* lookup, then insert without the re-search */
@@ -164,7 +164,7 @@ int srl__local_set_counts(srl_limiter *lim, const void *key, size_t len, uint32_
 /* A lock-free admission CASes the word alone, then stores the count it
  * read plus one, apart (a yield between): an admission counted meanwhile
  * is overwritten, as two 8-byte writes would lose it where the one
- * 16-byte CAS cannot (src/local.h, word_update; x86-64 only). */
+ * 16-byte CAS cannot (src/local/local_store.h, word_update; x86-64 only). */
 #define SRL__LOCAL_BROKEN_LF_SPLIT_COUNT 0x800u
 #define SRL__LOCAL_BROKEN_ALL 0xfffu
 /* What the lock-free path saw (counted only in the test library): lost
@@ -201,7 +201,7 @@ enum { SRL__LOCAL_PARK_FREE = 0, SRL__LOCAL_PARK_LF_COUNT = 1 };
 enum { SRL__LOCAL_PARK_ASK = 0, SRL__LOCAL_PARK_ARM = 1, SRL__LOCAL_PARK_RELEASE = 2 };
 int srl__local_park(srl_limiter *lim, int where, int op);
 
-/* The tiered store (src/tiered.c).  Each breaks one rule of its design. */
+/* The tiered store (src/redis/tiered.c).  Each breaks one rule of its design. */
 #define SRL__TIERED_TEST_ANY_COST 0x1u    /* a ban answers every cost, smaller ones too */
 #define SRL__TIERED_TEST_RESET_KEEPS 0x2u /* reset and refund leave the host's ban */
 #define SRL__TIERED_TEST_LOCAL_ALLOW 0x4u /* after an admission with remaining > 0, admit

@@ -1,5 +1,5 @@
 /*
- * local_walk.c - the in-process store's walks of the pool (local.h has the
+ * local_walk.c - the in-process store's walks of the pool (local_store.h has the
  * structs, the rules every file keeps, and the map of the files).
  *
  * WHAT IT HOLDS
@@ -40,7 +40,7 @@
  *   atomically; the shards.  Never the index or the pool's lists but
  *   through srl__local_unlink_node.
  */
-#include "local.h"
+#include "local_store.h"
 
 #include <stdlib.h>
 #include <unistd.h>

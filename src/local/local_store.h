@@ -1,7 +1,7 @@
 /*
- * local.h - the in-process store (srl_open_local), internal: the node, the
+ * local_store.h - the in-process store (srl_open_local), internal: the node, the
  * index bucket, the handle, and the helpers more than one of its files
- * needs.  Only src/local*.c include it.
+ * needs.  Only the files of src/local/ include it.
  *
  * Files (each opens with the design of what it holds):
  *   local.c           the ops: the decision (srl_acquire, srl_reserve,
@@ -32,7 +32,7 @@
  *   - struct lbucket: a line of the index, 8 entries.  An entry is 0
  *     (empty) or tag << 32 | (node index + 1), the tag being 32 bits of the
  *     fingerprint.  A key lives in one of two candidate buckets chosen by
- *     the fingerprint (key_place, as the shared table, src/shm_table.c).
+ *     the fingerprint (key_place, as the shared table, src/shm/shm_table.c).
  *   - struct local, the handle, and struct shard, its rarely written
  *     counters; struct lkey, a key as lookups see it.
  *   - The helpers that several files share, and those of the decision path
@@ -89,6 +89,7 @@
 #include <urcu-bp.h>
 
 #include "cas16.h"
+#include "local_lock.h"
 #include "prefetch.h"
 #include "limiter.h"
 #include "testhooks.h"
@@ -353,8 +354,6 @@ static inline void park_here(struct local *l, int where)
  * mutex took 40 and pushed the state onto a second line, one more miss
  * per hit at a million keys.  The uncontended path is one CAS to take
  * and one exchange to give back, inline; waiting and waking call out. */
-int srl__local_node_wait(struct local *l, uint32_t *lock);
-void srl__local_node_wake(uint32_t *lock);
 
 static inline bool node_trylock(struct lnode *n)
 {
@@ -372,7 +371,10 @@ static inline int node_lock(struct local *l, struct lnode *n)
 {
     if (__builtin_expect(node_trylock(n), 1))
         return 0;
-    return srl__local_node_wait(l, &n->lock);
+    int rc = srl__local_node_wait(&n->lock, l->lim.lock_timeout_ms);
+    if (rc != 0)
+        shard_add(&my_shard(l)->timeouts, 1);
+    return rc;
 }
 
 static inline void node_unlock(struct lnode *n)

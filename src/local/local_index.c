@@ -1,6 +1,6 @@
 /*
  * local_index.c - the in-process store's pool of nodes and its bucketed
- * index (local.h has the structs, the rules every file keeps, and the map
+ * index (local_store.h has the structs, the rules every file keeps, and the map
  * of the files).
  *
  * WHAT IT HOLDS
@@ -33,7 +33,7 @@
  *   A hit needs two misses: the bucket, then the node its entry names.  To
  *   overlap them, nodes 0 .. capacity-1 are homes: a key has two home
  *   windows of HOME_WINDOW adjacent nodes, chosen from its fingerprint
- *   (node_homes, local.h), and pool_get gives an insert the first free
+ *   (node_homes, local_store.h), and pool_get gives an insert the first free
  *   node of them, else an overflow node (free list, then bump).  A lookup
  *   prefetches the windows' nodes beside the buckets (key_of, local.c); the
  *   index still says where the key is, so a key out of its homes is found
@@ -89,7 +89,7 @@
  *   reclamation take); states belong to the ops (local.c) and the walks
  *   (local_walk.c).
  */
-#include "local.h"
+#include "local_store.h"
 #include "proc.h"
 
 #include <assert.h>

@@ -781,7 +781,7 @@ void srl__shm_hash(const struct srl__shm *s, const void *key, size_t len,
 void srl__shm_hash_only(const struct srl__shm *s, const void *key, size_t len,
                         struct srl__shm_key *k);
 /* Fetch the lines a locked or lock-free hit on k writes, for writing
- * (src/prefetch.h).  Only for a request that goes to the table: a write
+ * (src/base/prefetch.h).  Only for a request that goes to the table: a write
  * prefetch takes the line from every other core's cache, so the flood
  * cache's answers, which only read the bucket's gen, do not call it. */
 void srl__shm_prefetch(const struct srl__shm *s, const struct srl__shm_key *k);

@@ -1,7 +1,7 @@
 /*
  * local_lockfree.c - the in-process store's lock-free GCRA state word
  * (SRL_CONFIG_LOCKFREE; l->lockfree).  The decision on the word,
- * word_update, is in local.h, static inline: it is on srl_acquire's path,
+ * word_update, is in local_store.h, static inline: it is on srl_acquire's path,
  * inlined into local_decide.  Here: its design, retirement
  * (srl__local_word_retire) and the atomic copy of a state
  * (srl__local_state_copy).
@@ -47,7 +47,7 @@
  *   A node's state word, atomically only, and (the pair CAS, word_update)
  *   its allowed count beside it; nothing else of the node.
  */
-#include "local.h"
+#include "local_store.h"
 
 /* Retire n's word: CAS in WORD_TOMB, if only_at_rest only from a value at
  * rest at now.  True if retired.  Call with n's lock held, n not dead (so

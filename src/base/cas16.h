@@ -11,7 +11,7 @@
  *
  * Who uses it:
  *   - shm_lockfree.c: a slot's meta word and GCRA state, in a segment;
- *   - local.h (word_update): a node's admission count and GCRA word, so
+ *   - local_store.h (word_update): a node's admission count and GCRA word, so
  *     that a lock-free admission is one locked instruction, not a CAS and
  *     an atomic add.
  * Elsewhere than x86-64 SRL__CAS16 is 0: neither function exists and both

@@ -38,6 +38,7 @@
  * being built: it has no name.
  */
 #include "shm.h"
+#include "shm_api.h"
 #include "msg.h"
 #include "proc.h"
 
@@ -127,6 +128,14 @@ int srl__shm_geometry(struct srl__shm *s, const srl_config *cfg)
     /* Layout 9: the operator area follows the table (shm.h). */
     s->map_bytes = SRL__SHM_HEADER_BYTES + (size_t)s->buckets * bucket + SRL__SHM_OP_BYTES;
     return 0;
+}
+
+uint64_t srl__shm_slots_for(const srl_config *cfg, uint32_t *bucket_slots)
+{
+    *bucket_slots = SRL__SHM_SLOTS;
+    struct srl__shm g;
+    memset(&g, 0, sizeof g);
+    return srl__shm_geometry(&g, cfg) == 0 ? g.buckets * SRL__SHM_SLOTS : 0;
 }
 
 int srl_name_check(const char *name)

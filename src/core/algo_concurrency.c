@@ -92,8 +92,8 @@ static uint64_t soonest_expiry(const srl_policy *p, void *state, uint64_t now)
     return best == UINT64_MAX ? 0 : best;
 }
 
-static void report(const srl_policy *p, void *state, uint64_t now, int allowed,
-                   srl_decision *d)
+static void fill(const srl_policy *p, void *state, uint64_t now, int allowed,
+                 srl_decision *d)
 {
     const struct conc_head *h = state;
     d->allowed = allowed;
@@ -114,7 +114,7 @@ static void conc_decide(const srl_policy *p, void *state, uint64_t now, uint32_t
     (void)commit;
     const struct conc_head *h = state;
     int allowed = h->count + cost <= p->permits;
-    report(p, state, now, allowed, d);
+    fill(p, state, now, allowed, d);
     if (allowed)
         d->remaining -= cost;   /* what an admission would leave, as every algorithm says */
 }
@@ -206,7 +206,7 @@ void srl__conc_enter(const srl_policy *p, void *state, uint64_t now,
         srl__conc_reclaim(p, state, now, alive, ctx);   /* reclaim before denying */
     *gen = 0;
     if (h->count >= p->permits) {
-        report(p, state, now, 0, d);
+        fill(p, state, now, 0, d);
         return;
     }
     /* count < permits means a free entry exists in a valid state; a state
@@ -216,7 +216,7 @@ void srl__conc_enter(const srl_policy *p, void *state, uint64_t now,
     while (i < p->permits && e[i].gen != 0)
         i++;
     if (i == p->permits) {
-        report(p, state, now, 0, d);
+        fill(p, state, now, 0, d);
         return;
     }
     /* A generation no live entry holds (after 2^32 admissions gen_seq
@@ -240,7 +240,7 @@ void srl__conc_enter(const srl_policy *p, void *state, uint64_t now,
     h->count++;
     if (now > h->last_ns)
         h->last_ns = now;
-    report(p, state, now, 1, d);
+    fill(p, state, now, 1, d);
     *entry = i;
     *gen = g;
 }
