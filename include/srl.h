@@ -62,10 +62,10 @@ extern "C" {
     XX(ESTALE, -13, "segment is stale: its creator died before it was ready; unlink it (rlctl destroy)") \
     XX(EACCES, -14, "permission denied (segment owner or mode refused)") \
     XX(ENOSPC, -15, "no room for the segment in /dev/shm or in the memory the kernel can give") \
-    XX(ETIMEDOUT, -16, "timed out (a lock, a segment's creator, or a Redis server did not answer in time)")  /* see srl_last_error for which */ \
+    XX(ETIMEDOUT, -16, "timed out: what it waited for (a lock, a creator, a server) did not answer in time")  /* see srl_last_error for which */ \
     XX(ENOTRECOVERABLE, -17, "a bucket lock is not recoverable") \
     XX(ENOTSUP, -18, "operation not supported by this limiter") \
-    XX(ESYS, -19, "system or network error (see errno, and srl_last_error for a Redis store)")  /* another operating-system error; see errno */ \
+    XX(ESYS, -19, "system or network error")  /* another operating-system error; see errno */ \
     XX(ETOOBIG, -20, "segment larger than the size guard: pass force (SRL_CONFIG_FORCE)")
 
 #define SRL__ERRNO_ENUM(name, code, msg) SRL_##name = (code),
@@ -79,9 +79,14 @@ SRL_API const char *srl_strerror(int code);
  * "SRL_OK" for 0), static; NULL for a code that is not in SRL_ERRNO_MAP. */
 SRL_API const char *srl_err_name(int code);
 
-/* The calling thread's sentence for its last failed Redis or tiered call
- * (server and cause, never a password; "" if none): at most len - 1 bytes
- * and a NUL into buf (NULL with len 0 allowed); returns its length (< 256). */
+/* The calling thread's sentence for its last failed Redis or tiered call,
+ * open included (which server and what happened, e.g. "connect
+ * 127.0.0.1:6390: connection refused"; never a password, non-printable
+ * bytes as '?'; "" if none).  Each such call clears it first: read it right
+ * after the failure, in the same thread.  A tiered open refused by its host
+ * segment names the segment, or leaves "" for SRL_EACCES (srl_open_explain
+ * says why).  At most len - 1 bytes and a NUL into buf (NULL with len 0
+ * allowed); returns its length (< 256).  Thread-local, no lock. */
 SRL_API size_t srl_last_error(char *buf, size_t len);
 
 /* ---------------------------------------------------------------- policy */

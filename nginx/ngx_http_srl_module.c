@@ -717,6 +717,15 @@ open_limiter(ngx_conf_t *cf, ngx_http_srl_limiter_t *l)
         cfg.flags |= SRL_CONFIG_DRY_RUN;
         rc = srl_open_shared(l->cname, &cfg, l->change ? SRL_ADOPT : 0, &l->dry);
     }
+    if (rc == SRL_EACCES && why[0] == '\0') {
+        /* the owner, the mode, the workers' user and the fix */
+        char slashed[SRL_NAME_MAX + 2];
+        ngx_snprintf((u_char *) slashed, sizeof slashed, "%s%s%Z",
+                     l->cname[0] == '/' ? "" : "/", l->cname);
+        if (srl_open_explain(slashed, &cfg, why, sizeof why) == SRL_EINVAL) {
+            why[0] = '\0';
+        }
+    }
     if (rc != 0) {
         ngx_log_error(NGX_LOG_EMERG, cf->log, rc == SRL_ESYS ? ngx_errno : 0,
                       "srl_limiter %s (%s:%ui): cannot open the segment: %s%s%s%s", l->cname,

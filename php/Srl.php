@@ -36,7 +36,10 @@
  *     if ($lease === null) { $srl->sendHeaders(); exit; }   // 429 + Retry-After
  *
  * Errors from the library throw SrlException carrying the SRL_E* code and
- * srl_strerror()'s text.  A lock that timed out (or can no longer be used)
+ * srl_strerror()'s text, then the cause where the library names one: a
+ * Redis store's server and what it did (srl_last_error: "connect
+ * 127.0.0.1:6390: connection refused"), a refused segment's owner, mode and
+ * fix (srl_open_explain).  A lock that timed out (or can no longer be used)
  * is not thrown: the library still decides by the segment's on_full rule,
  * and acquire() returns that decision with 'degraded' => true.
  *
@@ -114,6 +117,7 @@ final class Srl
     private string $token;       /* the policy's name in the headers */
     private ?FFI\CData $last = null; /* srl_decision of the last acquire() or enter() */
     private bool $dryRun = false;    /* option dry_run: sendHeaders() sends nothing */
+    private bool $redis = false;     /* a Redis (tiered) store: errors carry srl_last_error */
     /* The leases enter() handed out and not yet left, spl_object_id =>
      * WeakReference: close() leaves them while the handle still exists
      * (without keeping a dropped lease alive, whose destructor leaves). */
@@ -416,16 +420,17 @@ final class Srl
         $out = $ffi->new('srl_limiter *');
         $redis = $ffi->srl_config_redis(FFI::addr($cfg));
         if ($redis !== null) {
-            self::check($ffi, $ffi->srl_open_tiered($name, $redis, FFI::addr($cfg), self::CREATE,
-                                                    FFI::addr($out)),
-                        "open redis store '$name'");
+            $rc = $ffi->srl_open_tiered($name, $redis, FFI::addr($cfg), self::CREATE,
+                                        FFI::addr($out));
+            self::checkOpen($ffi, $rc, "open redis store '$name'", $name, $cfg, true);
+            $this->redis = true;
         } else {
             $rc = $ffi->srl_open_shared($name, FFI::addr($cfg), $flags, FFI::addr($out));
             if ($rc === SrlError::EMISMATCH) {
                 throw new SrlException("srl: open '$name': " . $ffi->srl_strerror($rc)
                                        . self::mismatchWhy($ffi, $name, $cfg), $rc);
             }
-            self::check($ffi, $rc, "open '$name'");
+            self::checkOpen($ffi, $rc, "open '$name'", $name, $cfg, false);
             if ($flags & self::ADOPT) {
                 /* The segment's current policy, not $spec's, is the one in force. */
                 $info = $ffi->new('srl_info');
@@ -597,7 +602,7 @@ final class Srl
         if ($rc === SrlError::ENOENT) {
             return null;
         }
-        self::check($this->ffi, $rc, 'peek');
+        $this->checkHere($rc, 'peek');
         return $this->toArray($d);
     }
 
@@ -614,7 +619,7 @@ final class Srl
         if ($rc === -7) { /* SRL_ENOENT */
             return false;
         }
-        self::check($this->ffi, $rc, 'refund');
+        $this->checkHere($rc, 'refund');
         return true;
     }
 
@@ -625,7 +630,7 @@ final class Srl
         if ($rc === SrlError::ENOENT) {
             return false;
         }
-        self::check($this->ffi, $rc, 'reset');
+        $this->checkHere($rc, 'reset');
         return true;
     }
 
@@ -748,7 +753,7 @@ final class Srl
     private function decided(int $rc, FFI\CData $d, string $what): void
     {
         if ($rc !== 0 && ($d->flags & self::DECISION_DEGRADED) === 0) {
-            self::check($this->ffi, $rc, $what);
+            $this->checkHere($rc, $what);
         }
     }
 
@@ -809,6 +814,47 @@ final class Srl
                                              1024) : 0;
         $ffi->srl_close($seg);
         return $n > 0 ? '; ' . FFI::string($why) : '';
+    }
+
+    /* An open's failure with its cause: a Redis store's server and what it
+     * did (srl_last_error), a refused segment's owner, mode and fix
+     * (srl_open_explain; a tiered open leaves srl_last_error "" when its
+     * host segment refused it). */
+    private static function checkOpen(FFI $ffi, int $rc, string $what, string $name,
+                                      FFI\CData $cfg, bool $redis): void
+    {
+        if ($rc >= 0) {
+            return;
+        }
+        $why = $redis ? self::lastError($ffi) : '';
+        if ($why === '' && $rc === SrlError::EACCES) {
+            $buf = $ffi->new('char[600]');
+            $seg = ($name !== '' && $name[0] === '/') ? $name : "/$name";
+            if ($ffi->srl_open_explain($seg, FFI::addr($cfg), $buf, 600) !== SrlError::EINVAL) {
+                $why = FFI::string($buf);
+            }
+        }
+        throw new SrlException("srl: $what: " . $ffi->srl_strerror($rc)
+                               . ($why !== '' ? ": $why" : ''), $rc);
+    }
+
+    /* srl_last_error: this thread's sentence for its last Redis store call. */
+    private static function lastError(FFI $ffi): string
+    {
+        $buf = $ffi->new('char[256]');
+        $ffi->srl_last_error($buf, 256);
+        return FFI::string($buf);
+    }
+
+    /* check() for a call on this handle: on a Redis store the message ends
+     * with srl_last_error's sentence (which server, what happened). */
+    private function checkHere(int $rc, string $what): void
+    {
+        if ($rc < 0 && $this->redis && ($why = self::lastError($this->ffi)) !== '') {
+            throw new SrlException("srl: $what: " . $this->ffi->srl_strerror($rc) . ": $why",
+                                   $rc);
+        }
+        self::check($this->ffi, $rc, $what);
     }
 
     private static function check(FFI $ffi, int $rc, string $what): void

@@ -147,6 +147,8 @@ int srl_mismatch_explain_for(const srl_config *cfg, const srl_info *segment, srl
                              char *buf, size_t len);
 
 const char *srl_strerror(int code);
+size_t srl_last_error(char *buf, size_t len);
+int srl_open_explain(const char *name, const srl_config *cfg, char *msg, size_t len);
 
 typedef struct srl_policy_error {
     uint32_t offset;

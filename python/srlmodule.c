@@ -39,6 +39,8 @@
 
 /* ------------------------------------------------------------ errors */
 
+#define SRL__PY_DETAIL_MAX 600   /* srl_last_error (< 256), srl_open_explain (512) */
+
 static PyObject *error_classes;  /* dict: int code -> class (from __init__.py) */
 static PyObject *error_base;     /* srl.Error */
 
@@ -55,26 +57,54 @@ static const char *code_name(int code)
     return "SRL_EUNKNOWN";
 }
 
-static PyObject *raise_srl_with(int code, const char *what, PyObject *decision);
+static PyObject *raise_srl_full(int code, const char *what, const char *detail,
+                                PyObject *decision);
+static PyObject *raise_msg(int code, const char *msg, PyObject *decision);
 
 /* Raise the class registered for code with "what: strerror(code)". Returns NULL. */
 static PyObject *raise_srl(int code, const char *what)
 {
-    return raise_srl_with(code, what, NULL);
+    return raise_srl_full(code, what, NULL, NULL);
 }
 
 /* The same, with exc.decision set (the degraded answer of SRL_ETIMEDOUT and
  * SRL_ENOTRECOVERABLE, which srl_acquire still fills from on_full). */
 static PyObject *raise_srl_with(int code, const char *what, PyObject *decision)
 {
-    int saved_errno = errno;
-    PyObject *cls = NULL, *key, *exc;
-    char msg[512];
+    return raise_srl_full(code, what, NULL, decision);
+}
 
-    if (code == SRL_ESYS)
+/* The same for a call on a Redis or tiered store (open included): the
+ * message ends with srl_last_error's sentence, which server and what
+ * happened.  Only those calls set and clear it, so only they read it. */
+static PyObject *raise_srl_redis(int code, const char *what, PyObject *decision)
+{
+    char detail[SRL__PY_DETAIL_MAX];
+    (void)srl_last_error(detail, sizeof detail);
+    return raise_srl_full(code, what, detail, decision);
+}
+
+/* detail (may be NULL or ""): the cause the library named, after the
+ * code's text; without one, SRL_ESYS names errno's. */
+static PyObject *raise_srl_full(int code, const char *what, const char *detail,
+                                PyObject *decision)
+{
+    int saved_errno = errno;
+    char msg[2048];
+
+    if (detail != NULL && detail[0] != '\0')
+        snprintf(msg, sizeof msg, "%s: %s: %s", what, srl_strerror(code), detail);
+    else if (code == SRL_ESYS)
         snprintf(msg, sizeof msg, "%s: %s (%s)", what, srl_strerror(code), strerror(saved_errno));
     else
         snprintf(msg, sizeof msg, "%s: %s", what, srl_strerror(code));
+    return raise_msg(code, msg, decision);
+}
+
+/* Raise the class registered for code with the whole message msg. */
+static PyObject *raise_msg(int code, const char *msg, PyObject *decision)
+{
+    PyObject *cls = NULL, *key, *exc;
     if (error_classes != NULL) {
         key = PyLong_FromLong(code);
         if (key == NULL)
@@ -297,6 +327,7 @@ typedef struct {
     srl_limiter *lim;
     srl_limits limits;
     srl_store_kind kind;
+    PyObject *name;   /* str: the RateLimit-Policy name (limiter_name), or None */
 } LimiterObject;
 
 static PyTypeObject *Limiter_type;
@@ -355,6 +386,10 @@ static int set_int(srl_config *cfg, const char *name, PyObject *v, int octal)
 
     if (v == NULL || v == Py_None)
         return 0;
+    if (PyLong_Check(v) && PyObject_RichCompareBool(v, Py_False, Py_LT) == 1) {
+        /* the library says what NAME takes (no OverflowError traceback) */
+        return set_option(cfg, name, "-1");
+    }
     if (!to_u64(v, &x))
         return -1;
     snprintf(text, sizeof text, octal ? "%llo" : "%llu", x);
@@ -397,6 +432,29 @@ static int set_tiers(srl_config *cfg, PyObject *tiers)
     return 0;
 }
 
+/* What the library refuses of a whole configuration and not of one option
+ * (lockfree=on with no gcra limit, as mod_srl's SrlLimiter line is
+ * refused): cfg through its text, srl_config_format then srl_config_parse,
+ * so the refusal is the library's own sentence.  A ValueError. */
+static int whole_check(const srl_config *cfg)
+{
+    char text[4096];
+    srl_config back;
+    srl_policy_error pe;
+
+    if (!(cfg->flags & SRL_CONFIG_LOCKFREE))
+        return 0;   /* the one rule across options today */
+    int n = srl_config_format(cfg, text, sizeof text);
+    if (n < 0 || (size_t)n >= sizeof text)
+        return 0;   /* nothing to say it with: the open decides */
+    if (srl_config_parse(&back, text, &pe) == 0) {
+        srl_config_free(&back);
+        return 0;
+    }
+    PyErr_Format(PyExc_ValueError, "lockfree: %s", pe.message);
+    return -1;
+}
+
 /* The common keyword arguments of every opener onto cfg; the ones not given
  * (NULL, None, -1) keep the spec's value or the default. */
 struct open_args {
@@ -408,7 +466,7 @@ struct open_args {
 /* cfg from spec (policy: a policy, or a whole spec such as "gcra:10/1s
  * capacity=1000 on_full=deny", srl.h CONFIGURATION TEXT) and the keyword
  * arguments after it.  On error nothing is left to free. */
-static int config_from(srl_config *cfg, const struct open_args *a)
+static int config_from(srl_config *cfg, const struct open_args *a, int redis_ok)
 {
     srl_config_init(cfg);
     if (a->policy != NULL && a->policy != Py_None) {
@@ -429,10 +487,11 @@ static int config_from(srl_config *cfg, const struct open_args *a)
             raise_srl(rc, what);
             return -1;
         }
-        if (srl_config_redis(cfg) != NULL) {
+        if (srl_config_redis(cfg) != NULL && !redis_ok) {
             srl_config_free(cfg);
-            PyErr_SetString(PyExc_ValueError, "redis=: this binding opens no Redis store "
-                                              "(srl_open_tiered): use a segment (no redis=)");
+            PyErr_SetString(PyExc_ValueError, "redis=: give the uri as redis()'s first "
+                                              "argument, or use shared()/fronted() for the host "
+                                              "segment in front");
             return -1;
         }
     }
@@ -442,11 +501,31 @@ static int config_from(srl_config *cfg, const struct open_args *a)
         set_int(cfg, "mode", a->mode, 1) < 0 ||
         (a->on_full != NULL && set_option(cfg, "on_full", a->on_full) < 0) ||
         set_bool(cfg, "dry_run", a->dry_run) < 0 || set_bool(cfg, "lockfree", a->lockfree) < 0 ||
-        set_bool(cfg, "flood_cache", a->flood_cache) < 0 || set_tiers(cfg, a->tiers) < 0) {
+        set_bool(cfg, "flood_cache", a->flood_cache) < 0 || set_tiers(cfg, a->tiers) < 0 ||
+        whole_check(cfg) < 0) {
         srl_config_free(cfg);
         return -1;
     }
     return 0;
+}
+
+/* The limiter's name in RateLimit-Policy, as mod_srl and PHP name it: the
+ * segment's name without its '/' (a tiered store's host segment, a Redis
+ * store's key prefix); None (srl.headers: "default") for an anonymous or
+ * local store, or a name that is not a header token. */
+static PyObject *limiter_name(const srl_info *in)
+{
+    const char *n = in->name[0] == '/' ? in->name + 1 : in->name;
+    size_t len = strnlen(n, sizeof in->name - 1);
+    int ok = len > 0 && in->kind != SRL_STORE_ANONYMOUS && in->kind != SRL_STORE_LOCAL;
+    for (size_t i = 0; ok && i < len; i++) {
+        unsigned char c = (unsigned char)n[i];
+        ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+             c == '_' || c == '.' || c == '-';
+    }
+    if (!ok)
+        Py_RETURN_NONE;
+    return PyUnicode_FromStringAndSize(n, (Py_ssize_t)len);
 }
 
 static PyObject *limiter_wrap(PyTypeObject *cls, srl_limiter *lim)
@@ -467,7 +546,52 @@ static PyObject *limiter_wrap(PyTypeObject *cls, srl_limiter *lim)
     o->lim = lim;
     o->limits = info.limits;
     o->kind = info.kind;
+    o->name = limiter_name(&info);
+    if (o->name == NULL) {
+        Py_DECREF(o);
+        return NULL;
+    }
     return (PyObject *)o;
+}
+
+/* srl_name_check's rule, for a name it refused. */
+#define NAME_RULE "a segment name is an optional '/', then 1..200 bytes of [A-Za-z0-9._-] " \
+                  "(no other '/'), not all dots"
+
+/* srl_open_explain's sentence for segment name (with or without its '/'):
+ * the owner, the mode, this process and the fix. */
+static void explain_open(const char *name, const srl_config *cfg, char *why, size_t len)
+{
+    char slashed[SRL_NAME_MAX + 2];
+    snprintf(slashed, sizeof slashed, "%s%s", name[0] == '/' ? "" : "/", name);
+    if (srl_open_explain(slashed, cfg, why, len) == SRL_EINVAL)
+        why[0] = '\0';
+}
+
+/* srl_open_tiered(name, uri, cfg, flags); cfg is freed.  A refusal names its
+ * cause: the Redis server and what it did (srl_last_error), or for the host
+ * segment its owner, mode and fix (srl_open_explain).  The uri is never
+ * quoted: it may hold a password. */
+static PyObject *open_fronted(PyTypeObject *cls, const char *name, const char *uri,
+                              srl_config *cfg, unsigned flags)
+{
+    srl_limiter *lim = NULL;
+    char what[300], why[SRL__PY_DETAIL_MAX] = "";
+    int rc = srl_open_tiered(name, uri, cfg, flags, &lim);
+
+    if (rc < 0) {
+        /* "" after SRL_EACCES: the host segment's, srl_open_explain says why */
+        if (srl_last_error(why, sizeof why) == 0 && rc == SRL_EACCES)
+            explain_open(name, cfg, why, sizeof why);
+        if (why[0] == '\0' && rc == SRL_EINVAL && srl_name_check(name) != 0)
+            snprintf(why, sizeof why, "%s", NAME_RULE);
+    }
+    srl_config_free(cfg);
+    if (rc < 0) {
+        snprintf(what, sizeof what, "srl_open_tiered('%.200s')", name);
+        return raise_srl_full(rc, what, why, NULL);
+    }
+    return limiter_wrap(cls, lim);
 }
 
 static PyObject *Limiter_shared(PyObject *cls, PyObject *args, PyObject *kw)
@@ -498,9 +622,11 @@ static PyObject *Limiter_shared(PyObject *cls, PyObject *args, PyObject *kw)
         PyErr_SetString(PyExc_TypeError, "shared(): change=True needs the policy to change to");
         return NULL;
     }
-    if (config_from(&cfg, &a) < 0)
+    if (config_from(&cfg, &a, 1) < 0)
         return NULL;
     flags = (create ? SRL_CREATE : 0u) | (exclusive ? SRL_EXCL : 0u) | (change ? SRL_CHANGE : 0u);
+    if (srl_config_redis(&cfg) != NULL)   /* "... redis=URI": the host segment in front */
+        return open_fronted((PyTypeObject *)cls, name, srl_config_redis(&cfg), &cfg, flags);
     /* Without create and without a policy, cfg NULL: the segment's policy,
      * geometry and on_full are adopted (and the default lock timeout used);
      * with a policy, the segment must match it (SRL_EMISMATCH otherwise).
@@ -524,12 +650,21 @@ static PyObject *Limiter_shared(PyObject *cls, PyObject *args, PyObject *kw)
         snprintf(msg, sizeof msg, "srl_open_shared('%.200s'): %s", name, why);
         return raise_srl(rc, msg);
     }
+    if (rc == SRL_EACCES) {   /* the owner, the mode, this process and the fix */
+        char why[SRL__PY_DETAIL_MAX] = "";
+        explain_open(name, &cfg, why, sizeof why);
+        srl_config_free(&cfg);
+        snprintf(what, sizeof what, "srl_open_shared('%.200s')", name);
+        return raise_srl_full(rc, what, why, NULL);
+    }
     srl_config_free(&cfg);
     if (rc < 0) {
         char why[512] = "";   /* a refused size: what it needs, what is free */
         if ((rc == SRL_ENOSPC || rc == SRL_ETOOBIG) && create)
             srl_room_check(&cfg, why, sizeof why);
         snprintf(what, sizeof what, "srl_open_shared('%.200s')%s%s", name, why[0] ? ": " : "", why);
+        if (rc == SRL_EINVAL && srl_name_check(name) != 0)
+            return raise_srl_full(rc, what, NAME_RULE, NULL);
         return raise_srl(rc, what);
     }
     return limiter_wrap((PyTypeObject *)cls, lim);
@@ -555,7 +690,7 @@ static PyObject *open_unnamed(PyObject *cls, PyObject *args, PyObject *kw, int l
         PyErr_SetString(PyExc_TypeError, "a policy is needed, e.g. \"100/1m\"");
         return NULL;
     }
-    if (config_from(&cfg, &a) < 0)
+    if (config_from(&cfg, &a, 0) < 0)
         return NULL;
     /* the local store refuses tiers: SRL_ENOTSUP */
     rc = local ? srl_open_local(&cfg, &lim) : srl_open_anonymous(&cfg, &lim);
@@ -573,6 +708,116 @@ static PyObject *Limiter_anonymous(PyObject *cls, PyObject *args, PyObject *kw)
 static PyObject *Limiter_local(PyObject *cls, PyObject *args, PyObject *kw)
 {
     return open_unnamed(cls, args, kw, 1);
+}
+
+static int check_open(LimiterObject *self);
+static int parse_key_cost(PyObject *args, PyObject *kw, const char *fmt, key_view *k,
+                          unsigned long long *cost);
+
+/* redis(uri, policy=None, ...): srl_open_redis.  Without a policy the
+ * store's own (P:cfg) is adopted. */
+static PyObject *Limiter_redis(PyObject *cls, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"uri", "policy", "on_full", "lock_timeout_ms", "dry_run", "tiers",
+                             NULL};
+    const char *uri;
+    struct open_args a = {.dry_run = -1, .lockfree = -1, .flood_cache = -1};
+    srl_config cfg;
+    srl_limiter *lim = NULL;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|Oz$OpO:redis", kwlist, &uri, &a.policy,
+                                     &a.on_full, &a.lock_timeout_ms, &a.dry_run, &a.tiers))
+        return NULL;
+    int has_policy = a.policy != NULL && a.policy != Py_None;
+    if (config_from(&cfg, &a, 0) < 0)
+        return NULL;
+    int rc = srl_open_redis(uri, has_policy ? &cfg : NULL, &lim);
+    if (rc < 0) {
+        char why[SRL__PY_DETAIL_MAX] = "";
+        if (srl_last_error(why, sizeof why) == 0 && rc == SRL_EINVAL)
+            (void)srl_redis_uri_check(uri, why, sizeof why);   /* names the bad part, no password */
+        srl_config_free(&cfg);
+        return raise_srl_full(rc, "srl_open_redis", why, NULL);
+    }
+    srl_config_free(&cfg);
+    return limiter_wrap((PyTypeObject *)cls, lim);
+}
+
+/* fronted(name, uri, policy, ...): srl_open_tiered, the fleet's limit on
+ * Redis with the host segment NAME in front (kind 'tiered'). */
+static PyObject *Limiter_fronted(PyObject *cls, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"name", "uri", "policy", "capacity", "key_display", "on_full",
+                             "create", "exclusive", "lock_timeout_ms", "mode", "dry_run",
+                             "tiers", NULL};
+    const char *name, *uri;
+    struct open_args a = {.dry_run = -1, .lockfree = -1, .flood_cache = -1};
+    int create = 1, exclusive = 0;
+    srl_config cfg;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "ssO|OOzpp$OOpO:fronted", kwlist, &name, &uri,
+                                     &a.policy, &a.capacity, &a.key_display, &a.on_full,
+                                     &create, &exclusive, &a.lock_timeout_ms, &a.mode,
+                                     &a.dry_run, &a.tiers))
+        return NULL;
+    if (a.policy == Py_None) {
+        PyErr_SetString(PyExc_TypeError, "fronted(): a policy is needed, e.g. \"100/1m\"");
+        return NULL;
+    }
+    if (config_from(&cfg, &a, 0) < 0)
+        return NULL;
+    return open_fronted((PyTypeObject *)cls, name, uri, &cfg,
+                        (create ? SRL_CREATE : 0u) | (exclusive ? SRL_EXCL : 0u));
+}
+
+/* Raise for rc of a call on self: a Redis or tiered store's names its
+ * server and cause. */
+static PyObject *raise_on(const LimiterObject *self, int rc, const char *what,
+                          PyObject *decision)
+{
+    if (self->kind == SRL_STORE_REDIS || self->kind == SRL_STORE_TIERED)
+        return raise_srl_redis(rc, what, decision);
+    return raise_srl_with(rc, what, decision);
+}
+
+/* SRL_ECOST for cost under limits: what the policy allows at most. */
+static PyObject *raise_cost(unsigned long long cost, const srl_limits *p, const char *what)
+{
+    char pol[SRL_LIMITS_TEXT_MAX], msg[SRL_LIMITS_TEXT_MAX + 40], head[80];
+    uint32_t most = UINT32_MAX;
+
+    for (uint32_t i = 0; i < p->count && i < SRL_LIMITS_MAX; i++) {
+        uint32_t m = p->limit[i].burst > p->limit[i].permits ? p->limit[i].burst
+                                                             : p->limit[i].permits;
+        most = m < most ? m : most;
+    }
+    if (srl_limits_format(p, pol, sizeof pol) < 0)
+        pol[0] = '\0';
+    snprintf(head, sizeof head, "%s: cost %llu", what, cost);
+    if (cost == 0)
+        snprintf(msg, sizeof msg, "a request costs 1 or more");
+    else
+        snprintf(msg, sizeof msg, "'%s' allows %u at most", pol, (unsigned)most);
+    return raise_srl_full(SRL_ECOST, head, msg, NULL);
+}
+
+static PyObject *Limiter_refund(PyObject *op, PyObject *args, PyObject *kw)
+{
+    LimiterObject *self = (LimiterObject *)op;
+    key_view k;
+    unsigned long long cost;
+
+    if (check_open(self) < 0 || parse_key_cost(args, kw, "O|O&:refund", &k, &cost) < 0)
+        return NULL;
+    int rc = srl_refund(self->lim, k.data, k.len, (uint32_t)cost);
+    key_release(&k);
+    if (rc == SRL_ENOENT)
+        Py_RETURN_FALSE;   /* not tracked: nothing to give back */
+    if (rc == SRL_ECOST)
+        return raise_cost(cost, &self->limits, "srl_refund");
+    if (rc < 0)
+        return raise_on(self, rc, "srl_refund", NULL);
+    Py_RETURN_TRUE;
 }
 
 static int check_open(LimiterObject *self)
@@ -605,19 +850,21 @@ static int parse_key_cost(PyObject *args, PyObject *kw, const char *fmt, key_vie
  * lock timed out or unusable, a Redis server slow, gone or answering out of
  * range) carries that decision as exc.decision; d was zeroed before the
  * call, so an error that left it untouched carries none. */
-static PyObject *decided(const srl_limits *limits, int rc, const srl_decision *d,
-                         const char *what)
+static PyObject *decided(const LimiterObject *self, const srl_limits *limits, int rc,
+                         const srl_decision *d, const char *what, unsigned long long cost)
 {
     if (rc < 0 && (d->flags & SRL_DECISION_DEGRADED)) {
         PyObject *dec = decision_new(d, limits);
         if (dec == NULL)
             return NULL;
-        raise_srl_with(rc, what, dec);
+        raise_on(self, rc, what, dec);
         Py_DECREF(dec);
         return NULL;
     }
+    if (rc == SRL_ECOST)
+        return raise_cost(cost, limits, what);
     if (rc < 0)
-        return raise_srl(rc, what);
+        return raise_on(self, rc, what, NULL);
     return decision_new(d, limits);
 }
 
@@ -652,7 +899,7 @@ static PyObject *Limiter_acquire(PyObject *op, PyObject *args, PyObject *kw)
     memset(&d, 0, sizeof d);
     rc = srl_acquire_tier(self->lim, (uint32_t)t, k.data, k.len, (uint32_t)cost, &d);
     key_release(&k);
-    return decided(&tier.limits, rc, &d, "srl_acquire");
+    return decided(self, &tier.limits, rc, &d, "srl_acquire", cost);
 }
 
 /* reserve(key, max_wait_ns, cost=1): srl_reserve; the caller sleeps
@@ -677,7 +924,7 @@ static PyObject *Limiter_reserve(PyObject *op, PyObject *args, PyObject *kw)
     memset(&d, 0, sizeof d);
     int rc = srl_reserve(self->lim, k.data, k.len, (uint32_t)cost, max_wait, &d);
     key_release(&k);
-    return decided(&self->limits, rc, &d, "srl_reserve");
+    return decided(self, &self->limits, rc, &d, "srl_reserve", cost);
 }
 
 static PyObject *Limiter_peek(PyObject *op, PyObject *args, PyObject *kw)
@@ -695,7 +942,7 @@ static PyObject *Limiter_peek(PyObject *op, PyObject *args, PyObject *kw)
     if (rc == SRL_ENOENT)
         Py_RETURN_NONE;
     if (rc < 0)
-        return raise_srl(rc, "srl_peek");
+        return raise_on(self, rc, "srl_peek", NULL);
     return decision_new(&d, &self->limits);
 }
 
@@ -714,7 +961,7 @@ static PyObject *Limiter_enter_unit(PyObject *op, PyObject *key)
     rc = srl_enter(self->lim, k.data, k.len, &lease, &d);
     key_release(&k);
     if (rc < 0)
-        return raise_srl(rc, "srl_enter");
+        return raise_on(self, rc, "srl_enter", NULL);
     PyObject *dec = decision_new(&d, &self->limits);
     if (dec == NULL)
         return NULL;
@@ -745,7 +992,7 @@ static PyObject *Limiter_leave(PyObject *op, PyObject *arg)
     if (rc == SRL_ENOENT)
         Py_RETURN_FALSE;   /* left already, or reclaimed: nothing released twice */
     if (rc < 0)
-        return raise_srl(rc, "srl_leave");
+        return raise_on(self, rc, "srl_leave", NULL);
     Py_RETURN_TRUE;
 }
 
@@ -762,7 +1009,7 @@ static PyObject *Limiter_reset(PyObject *op, PyObject *key)
     if (rc == SRL_ENOENT)
         Py_RETURN_FALSE;
     if (rc < 0)
-        return raise_srl(rc, "srl_reset_key");
+        return raise_on(self, rc, "srl_reset_key", NULL);
     Py_RETURN_TRUE;
 }
 
@@ -796,7 +1043,7 @@ static PyObject *Limiter_evict_idle(PyObject *op, PyObject *unused)
         return NULL;
     n = srl_evict_idle(self->lim);
     if (n < 0)
-        return raise_srl((int)n, "srl_evict_idle");
+        return raise_on(self, (int)n, "srl_evict_idle", NULL);
     return PyLong_FromLongLong(n);
 }
 
@@ -830,7 +1077,7 @@ static PyObject *Limiter_stats(PyObject *op, PyObject *unused)
         return NULL;
     rc = srl_stats_get(self->lim, &s);
     if (rc < 0)
-        return raise_srl(rc, "srl_stats_get");
+        return raise_on(self, rc, "srl_stats_get", NULL);
     d = PyDict_New();
     if (d == NULL)
         return NULL;
@@ -861,7 +1108,7 @@ static PyObject *Limiter_info(PyObject *op, PyObject *unused)
         return NULL;
     rc = srl_info_get(self->lim, &in);
     if (rc < 0)
-        return raise_srl(rc, "srl_info_get");
+        return raise_on(self, rc, "srl_info_get", NULL);
     if (srl_limits_format(&in.limits, pol, sizeof pol) < 0)
         pol[0] = '\0';
     d = PyDict_New();
@@ -924,6 +1171,12 @@ static PyObject *Limiter_get_kind(PyObject *op, void *c)
     return PyUnicode_FromString(k < sizeof kinds / sizeof kinds[0] ? kinds[k] : "unknown");
 }
 
+static PyObject *Limiter_get_name(PyObject *op, void *c)
+{
+    (void)c;
+    return Py_NewRef(((LimiterObject *)op)->name);
+}
+
 static PyObject *Limiter_get_closed(PyObject *op, void *c)
 {
     (void)c;
@@ -934,6 +1187,7 @@ static void Limiter_dealloc(PyObject *op)
 {
     PyTypeObject *tp = Py_TYPE(op);
     srl_close(((LimiterObject *)op)->lim);
+    Py_XDECREF(((LimiterObject *)op)->name);
     tp->tp_free(op);
     Py_DECREF(tp);
 }
@@ -942,7 +1196,8 @@ static PyObject *Limiter_new_refused(PyTypeObject *t, PyObject *a, PyObject *k)
 {
     (void)t; (void)a; (void)k;
     PyErr_SetString(PyExc_TypeError,
-                    "use srl.Limiter.shared(), .anonymous() or .local() to open a limiter");
+                    "use srl.Limiter.shared(), .fronted(), .redis(), .anonymous() or .local() to "
+                    "open a limiter");
     return NULL;
 }
 
@@ -967,6 +1222,25 @@ static PyMethodDef Limiter_methods[] = {
      "private copy while nothing changes it; those denials reach the segment's\n"
      "counts later (at this handle's next locked decision in that bucket, its\n"
      "stats() or close()).  Both per handle, like dry_run."},
+    {"redis", (PyCFunction)(void (*)(void))Limiter_redis,
+     METH_VARARGS | METH_KEYWORDS | METH_CLASS,
+     "redis(uri, policy=None, on_full='allow', *, lock_timeout_ms=1000, dry_run=False,\n"
+     "      tiers=None)\n"
+     "The limit in a Redis server (srl_open_redis; uri: redis://[:password@]host:port[/db]\n"
+     "?prefix=P&timeout_ms=N, unix:///path?..., redis-cluster://host:port,...): one\n"
+     "limit for every host that opens the same server and prefix.  policy None: the\n"
+     "store's own is adopted.  Opens while Redis is down (it decides by on_full, the\n"
+     "decision flagged FLAG_DEGRADED, until Redis answers).  Errors name the server and\n"
+     "what happened (srl_last_error), never the password.  kind 'redis'."},
+    {"fronted", (PyCFunction)(void (*)(void))Limiter_fronted,
+     METH_VARARGS | METH_KEYWORDS | METH_CLASS,
+     "fronted(name, uri, policy, capacity=65536, key_display=0, on_full='allow',\n"
+     "        create=True, exclusive=False, *, lock_timeout_ms=1000, mode=0o600,\n"
+     "        dry_run=False, tiers=None)\n"
+     "The fleet's limit on Redis (as redis()) with the host segment /dev/shm/NAME in\n"
+     "front (srl_open_tiered): a key Redis denied is answered on the host until its\n"
+     "denial ends (FLAG_LOCAL), with no round trip.  shared(name, \"POLICY redis=URI\")\n"
+     "is the same.  kind 'tiered'."},
     {"anonymous", (PyCFunction)(void (*)(void))Limiter_anonymous,
      METH_VARARGS | METH_KEYWORDS | METH_CLASS,
      "anonymous(policy, capacity=65536, key_display=0, on_full='allow', *, lock_timeout_ms=1000,\n"
@@ -990,6 +1264,10 @@ static PyMethodDef Limiter_methods[] = {
     {"peek", (PyCFunction)(void (*)(void))Limiter_peek, METH_VARARGS | METH_KEYWORDS,
      "peek(key, cost=1) -> Decision, or None if the key is not tracked; changes nothing."},
     {"reset", Limiter_reset, METH_O, "reset(key) -> True if the key was tracked (it starts fresh)."},
+    {"refund", (PyCFunction)(void (*)(void))Limiter_refund, METH_VARARGS | METH_KEYWORDS,
+     "refund(key, cost=1) -> True, or False if the key is not tracked (nothing to give back).\n"
+     "Gives back cost permits an admitted request took (srl_refund: never above a fresh\n"
+     "key's), on every store but a concurrency limit's (leave() gives a unit back)."},
     {"enter", Limiter_enter_unit, METH_O,
      "enter(key) -> (Decision, lease): one unit of a concurrency limit; lease is None when\n"
      "denied.  Give it back with leave(lease) (srl.holding() does both)."},
@@ -1018,6 +1296,10 @@ static PyGetSetDef Limiter_getset[] = {
     {.name = "policy", .get = Limiter_get_policy, .doc = "canonical text of the policy"},
     {.name = "kind", .get = Limiter_get_kind, .doc = "'shared', 'anonymous', 'local', 'redis' or 'tiered'"},
     {.name = "closed", .get = Limiter_get_closed, .doc = "True after close()"},
+    {.name = "name", .get = Limiter_get_name,
+     .doc = "the RateLimit-Policy name mod_srl and PHP give it: the segment's name without "
+            "'/' (a tiered store's host segment, a Redis store's prefix); None for anonymous "
+            "and local (srl.headers: \"default\")"},
     {.name = NULL},
 };
 

@@ -21,6 +21,8 @@ SCAN) the way MODE says:
   retry         {0, 0, 9223372036854775000, 1000000}
   allowed       {2, 5, 0, 1000000}
   wrongtype     the bulk string "hello"
+  http          not Redis at all: whatever it is sent, an HTTP/1.1 400 answer,
+                then the connection is closed (a port that is a web server)
 
 With --once only the first EVALSHA gets MODE's answer, later ones are
 normal.  Events go to stdout, one line each, flushed: "ready PORT",
@@ -160,6 +162,15 @@ def hostile_evalsha(c, args):
 def serve(sock):
     global evalshas, policy
     event("conn")
+    if mode == "http":
+        try:
+            sock.recv(65536)
+            sock.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n"
+                         b"Connection: close\r\n\r\n")
+        except OSError:
+            pass
+        sock.close()
+        return
     c = Conn(sock)
     try:
         while True:

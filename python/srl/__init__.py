@@ -6,6 +6,9 @@ segment /dev/shm/NAME, so N per window means N host-wide, not N per worker.
 
     import srl
     lim = srl.Limiter.shared("myapp", "gcra:100/1m")
+    # or, one limit across hosts: srl.Limiter.redis("redis://10.0.0.5:6379?prefix=myapp",
+    #   "gcra:100/1m"), or srl.Limiter.fronted("myapp", URI, "gcra:100/1m") with the host
+    #   segment in front
     d = lim.acquire(user_id)            # str (UTF-8) or bytes
     if not d:
         status = 429
@@ -29,12 +32,12 @@ token_bucket limiter, or flood_cache=True on local(), reads False).
 """
 from . import _srl
 from ._srl import (Decision, Limiter, headers, strerror, unlink, key_fit, FLAG_UNTRACKED,
-                   FLAG_DEGRADED, FLAG_WOULD_DENY, KEY_MAX)
+                   FLAG_DEGRADED, FLAG_WOULD_DENY, FLAG_LOCAL, KEY_MAX)
 from ._srl import ip_key, cidr, cidr_match
 
 __all__ = ["Limiter", "Decision", "headers", "strerror", "unlink", "key_fit", "Error",
-           "FLAG_UNTRACKED", "FLAG_DEGRADED", "FLAG_WOULD_DENY", "KEY_MAX", "holding",
-           "ip_key", "cidr", "cidr_match"]
+           "FLAG_UNTRACKED", "FLAG_DEGRADED", "FLAG_WOULD_DENY", "FLAG_LOCAL", "KEY_MAX",
+           "holding", "ip_key", "cidr", "cidr_match"]
 
 
 class holding:

@@ -35,6 +35,14 @@ ProxyFix, gunicorn's forwarded_allow_ips).
 Address prefixes as keys: key=lambda environ: srl.ip_key(environ["REMOTE_ADDR"],
 v4=32, v6=64) counts each IPv6 /64 as one client ("2001:db8::/64").
 
+The RateLimit-Policy name is the limiter's (lim.name: the segment's name,
+as mod_srl's and PHP's headers give it), or name= when given.
+
+Every store works: Limiter.redis(uri, ...) for one limit across the fleet,
+Limiter.fronted(name, uri, ...) for that with the host segment in front;
+a Redis server that is down is answered by on_full's decision (the error
+carries it), so the middleware never raises for it.
+
 With a shared limiter the count is host-wide: open it before the server forks
 (gunicorn --preload) or in each worker; both reach the same segment.
 """
@@ -56,7 +64,9 @@ class RateLimit:
         self.limiter = limiter
         self.key = key
         self.cost = cost
-        self.name = name  # RateLimit-Policy token; None means "default"
+        # RateLimit-Policy's name: the limiter's (limiter.name), as mod_srl and
+        # PHP name it; "default" only for a limiter without one (anonymous, local)
+        self.name = name if name is not None else getattr(limiter, "name", None)
         # Canonical range texts (srl.cidr raises ValueError for a bad one).
         self.exempt = [srl.cidr(r) for r in exempt]
 

@@ -351,10 +351,14 @@ class TestShared(unittest.TestCase):
             on = store == "local" or shm_lf
             self.assertEqual(took(store, "gcra:5/1d", lockfree=True),
                              (lf if on else 0, on, False, False), store)
-            # token_bucket: asked for, not in effect (a segment without a
-            # gcra tier has no 16-aligned slots; local wants one gcra limit).
-            self.assertEqual(took(store, "token_bucket:5/1d", lockfree=True),
-                             (0, False, False, False), store)
+            # token_bucket: refused, with the library's sentence, as mod_srl
+            # refuses "SrlLimiter ... token_bucket:5/1d lockfree=on".
+            with self.assertRaises(ValueError) as cm:
+                opened(store, "token_bucket:5/1d", lockfree=True)
+            self.assertEqual(str(cm.exception),
+                             "lockfree: lockfree=on decides gcra limits only, and "
+                             "'token_bucket:5/1d' has none in any tier: use gcra:N/W, or drop "
+                             "lockfree=")
             self.assertEqual(took(store, "token_bucket:5/1d", dry_run=True),
                              (dr, False, False, True), store)
         for store in ("shared", "anonymous"):
@@ -395,8 +399,11 @@ class TestShared(unittest.TestCase):
         for bad in (-1, 2**64 + 1):   # never wrapped to a small cost
             with self.assertRaises(OverflowError):
                 lim.acquire("k", bad)
-        with self.assertRaises(OverflowError):
+        with self.assertRaises(ValueError) as cm:   # the library's words, no OverflowError
             srl.Limiter.local("5/1d", capacity=-1)
+        self.assertEqual(str(cm.exception),
+                         "capacity: expected a number of keys, 1..4294967296 (suffix k, M or G: "
+                         "1000s)")
         with self.assertRaises(TypeError):
             lim.acquire("k", 1.0)
         self.assertSrlError(srl.InvalidKeyError, -4, lambda: lim.acquire(""))

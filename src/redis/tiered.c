@@ -46,6 +46,7 @@
  *   Redis store's connection mutex, never both at once (the host is asked,
  *   released, then Redis is asked, then the host is written).
  */
+#include "errdetail.h"
 #include "redis_uri.h"
 #include "shm.h"
 
@@ -335,6 +336,19 @@ static int host_is_ours(srl_limiter *host, const srl_config *h)
     return 0;
 }
 
+/* srl_last_error for a host segment that refused the open: the segment's
+ * name and the code's text, replacing a Redis sentence the open may have
+ * left (a server that is down does not fail an open); "" for SRL_EACCES,
+ * whose sentence (owner, mode, fix: over 256 bytes) is srl_open_explain's. */
+static void host_detail(const char *shm_name, int rc)
+{
+    if (rc == SRL_EACCES)
+        srl__err_clear();
+    else
+        srl__err_set("host segment %s%.200s: %s", shm_name[0] == '/' ? "" : "/", shm_name,
+                     srl_strerror(rc));
+}
+
 int srl_open_tiered(const char *shm_name, const char *uri, const srl_config *cfg,
                     unsigned flags, srl_limiter **out)
 {
@@ -375,6 +389,8 @@ int srl_open_tiered(const char *shm_name, const char *uri, const srl_config *cfg
             h.key_display = 0;
             rc = srl_open_shared(shm_name, &h, flags, &t->host);
         }
+        if (rc != 0)
+            host_detail(shm_name, rc);
     }
     if (rc == 0)
         rc = host_is_ours(t->host, &h);

@@ -467,8 +467,8 @@ php_redis() { # php_redis CODE: run a snippet with $u the uri, print its output
 check_eq "6: a segment-only option with redis is refused, named" \
   "InvalidArgumentException 0 key_display is for a segment; a Redis store (redis=) keeps every key whole" \
   "$(php_redis 'new Srl("x", "token_bucket:20/1d", 1024, ["redis" => $u, "key_display" => 8])')"
-check_eq "6: another policy under the prefix: SRL_EMISMATCH" \
-  "SrlException -9 srl: open redis store 'x': segment exists with a different policy or geometry" \
+check_eq "6: another policy under the prefix: SRL_EMISMATCH, naming the key and the policy" \
+  "SrlException -9 srl: open redis store 'x': segment exists with a different policy or geometry: e2e-php:cfg holds another policy than this limiter's 'token_bucket:21/1d' (rlctl URI info shows it)" \
   "$(php_redis 'new Srl("x", "token_bucket:21/1d", 1024, ["redis" => $u])')"
 check_eq "6: a bad uri: SRL_EINVAL with the reason" \
   "SrlException -1 srl: redis uri: port must be 1..65535, not '99999'" \
