@@ -182,7 +182,8 @@ typedef struct srl_policy {
                                  SRL_CONCURRENCY max_hold, 0 = none */
     uint32_t burst;           /* token_bucket and gcra: capacity, 1..SRL_PERMITS_MAX,
                                  refilled at permits per window; 0 = permits */
-    uint32_t reserved0;       /* zero, else SRL_EPOLICY */
+    uint32_t penalty_max_s;   /* escalating penalty: the longest ban in seconds,
+                                 > penalty_ns (0: every ban is penalty_ns) */
     uint64_t penalty_ns;      /* rate limits: a denied key is refused for this
                                  long from the denial (0: none), <= SRL_WINDOW_MAX_NS */
 } srl_policy;
@@ -213,7 +214,10 @@ typedef struct srl_policy {
  * denial: every request is refused until then, with retry_after the time
  * left, e.g. "sliding_log:5/1m,penalty=15m" (fail2ban's bantime).  The
  * ban is not extended by the requests it refuses, and a refund does not
- * lift it.  Order: ALGO:N/WINDOW[,burst=B][,penalty=WINDOW].
+ * lift it.  ",penalty=MIN..MAX" escalates: a ban that starts within MAX
+ * of the end of the key's last one lasts twice as long, up to MAX (MIN, 2
+ * MIN, 4 MIN, ...; fail2ban's bantime.increment), MAX whole seconds.
+ * Order: ALGO:N/WINDOW[,burst=B][,penalty=WINDOW[..MAX]].
  * Or "concurrency:N" / "concurrency:N,max_hold=WINDOW": at most N
  * (1..SRL_CONCURRENCY_MAX) requests of a key in flight at once (srl_enter);
  * a unit held longer than max_hold counts as abandoned even if its holder
@@ -269,6 +273,7 @@ SRL_API const char *srl_algorithm_name(srl_algorithm a);
                                        have denied; allowed is 1, the rest as denied */
 #define SRL_DECISION_LOCAL 0x8u     /* tiered: a denial answered by the host's
                                        memory of the fleet's, no round trip */
+#define SRL_DECISION_BAN_STARTED 0x10u /* this denial started a ",penalty=" ban (one per ban) */
 
 typedef struct srl_decision {
     int allowed;              /* 1 allowed, 0 denied */
@@ -1341,10 +1346,12 @@ SRL_API int64_t srl_evict_idle(srl_limiter *lim);
 
 typedef struct srl_key_control {
     unsigned flags;           /* SRL_KEY_* */
-    uint32_t repeat;          /* offences remembered (escalating penalties) */
+    uint32_t repeat;          /* ",penalty=MIN..MAX": bans remembered (the
+                                 last lasted MIN << (repeat - 1), at most MAX) */
     uint64_t ban_left_ns;     /* SRL_KEY_BANNED: time left of the hand ban */
     char reason[SRL_BAN_REASON_MAX + 1]; /* the hand ban's reason, "" if none */
-    uint64_t reserved[2];     /* zeroed */
+    uint64_t penalty_left_ns; /* SRL_KEY_PENALTY: time left of the penalty's ban */
+    uint64_t reserved[1];     /* zeroed */
 } srl_key_control;
 
 /* on: 1 exempt the key, 0 take the exemption back (0 also when it had none). */
@@ -1355,9 +1362,9 @@ SRL_API int srl_key_exempt(srl_limiter *lim, const void *key, size_t len, int on
  * reason table (64 distinct reasons) is full: ban without a reason then. */
 SRL_API int srl_key_ban(srl_limiter *lim, const void *key, size_t len, uint64_t for_ns,
                         const char *reason);
-/* Lift the key's hand ban and forget its offences (0 also when it had none;
- * SRL_ENOENT if the key is not tracked).  A ",penalty=" ban is lifted with
- * srl_reset_key. */
+/* Lift the key's hand ban and its ",penalty=" ban, and forget its offences:
+ * its next penalty ban is MIN long (0 also when it had none; SRL_ENOENT if
+ * the key is not tracked).  Its algorithms' states are kept. */
 SRL_API int srl_key_unban(srl_limiter *lim, const void *key, size_t len);
 /* What is set on the key now; SRL_ENOENT if it is not tracked. */
 SRL_API int srl_key_control_get(srl_limiter *lim, const void *key, size_t len,

@@ -31,7 +31,7 @@ typedef struct srl_policy {
     uint32_t permits;
     uint64_t window_ns;
     uint32_t burst;
-    uint32_t reserved0;
+    uint32_t penalty_max_s;
     uint64_t penalty_ns;
 } srl_policy;
 
