@@ -1412,6 +1412,8 @@ static int srl_metrics_handler(request_rec *r)
         int rc = l->lim == NULL ? SRL_ENOENT : srl_info_get(l->lim, &v[i].info);
         if (rc == 0)
             rc = srl_stats_get(l->lim, &v[i].stats);
+        if (rc == 0)   /* srl_bans_active, as rlctl metrics counts it */
+            rc = srl__metrics_count_bans(l->lim, &v[i]);
         v[i].ok = rc == 0;
         v[i].status = rc == 0 ? "ok" : "error";
         if (rc != 0)

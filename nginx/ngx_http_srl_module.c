@@ -1236,6 +1236,9 @@ ngx_http_srl_metrics_handler(ngx_http_request_t *r)
         if (e == 0) {
             e = srl_stats_get(l[i]->lim, &v[i].stats);
         }
+        if (e == 0) {   /* srl_bans_active, as rlctl metrics counts it */
+            e = srl__metrics_count_bans(l[i]->lim, &v[i]);
+        }
         v[i].ok = e == 0;
         v[i].status = e == 0 ? "ok" : "error";
         if (e != 0) {
