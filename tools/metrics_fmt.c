@@ -135,25 +135,36 @@ static uint64_t minus(uint64_t a, uint64_t b)
     return a > b ? a - b : 0;
 }
 
+/* One sample of family f per value: f{segment="...",key="v[i].label"} v[i].v. */
+struct split {
+    const char *label;
+    uint64_t v;
+};
+static void splits(const struct out *o, enum fam f, const srl__metrics_seg *g, const char *key,
+                   const struct split *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        puts_(o, families[f].name);
+        puts_(o, "{");
+        label(o, "segment", g->name, 1);
+        label(o, key, v[i].label, 0);
+        puts_(o, "} ");
+        u64(o, v[i].v);
+        puts_(o, "\n");
+    }
+}
+
 static void decisions(const struct out *o, const srl__metrics_seg *g)
 {
     const srl_stats *s = &g->stats;
     int deny = g->info.on_full == SRL_ON_FULL_DENY;
-    const struct { const char *result; uint64_t v; } r[] = {
+    const struct split r[] = {
         {"allowed", deny ? s->allowed : minus(s->allowed, s->full)},
         {"denied", deny ? minus(s->denied, s->full) : s->denied},
         {"untracked", s->full},
         {"degraded", s->timeouts},
     };
-    for (size_t i = 0; i < sizeof r / sizeof r[0]; i++) {
-        puts_(o, families[F_DECISIONS].name);
-        puts_(o, "{");
-        label(o, "segment", g->name, 1);
-        label(o, "result", r[i].result, 0);
-        puts_(o, "} ");
-        u64(o, r[i].v);
-        puts_(o, "\n");
-    }
+    splits(o, F_DECISIONS, g, "result", r, sizeof r / sizeof r[0]);
 }
 
 /* One sample per limit of a compound (label limit="i"). */
@@ -179,19 +190,11 @@ static void per_limit(const struct out *o, enum fam f, const srl__metrics_seg *g
 /* Two samples, kind="hand" and kind="penalty". */
 static void bans(const struct out *o, const srl__metrics_seg *g)
 {
-    const struct { const char *kind; uint64_t v; } k[] = {
+    const struct split k[] = {
         {"hand", g->bans_hand},
         {"penalty", g->bans_penalty},
     };
-    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
-        puts_(o, families[F_BANS].name);
-        puts_(o, "{");
-        label(o, "segment", g->name, 1);
-        label(o, "kind", k[i].kind, 0);
-        puts_(o, "} ");
-        u64(o, k[i].v);
-        puts_(o, "\n");
-    }
+    splits(o, F_BANS, g, "kind", k, sizeof k / sizeof k[0]);
 }
 
 static int count_ban(const srl_entry *e, void *ctx)
