@@ -141,7 +141,7 @@ bool srl__limit_at_rest(const srl_policy *p, const void *state, uint64_t now)
 {
     if (p->penalty_ns != 0 && *until_of(p, state) > now)
         return false;
-    if (remembered(p, *until_of(p, state), now))
+    if (p->penalty_max_s != 0 && remembered(p, *until_of(p, state), now))
         return false;   /* a fresh state would not double its next ban */
     return srl__algo_get(p->algorithm)->at_rest(p, state, now);
 }
