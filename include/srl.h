@@ -1341,7 +1341,7 @@ SRL_API int64_t srl_evict_idle(srl_limiter *lim);
 #define SRL_KEY_EXEMPT 0x1u       /* srl_key_control.flags, srl_entry.control */
 #define SRL_KEY_BANNED 0x2u       /* banned by hand (srl_key_ban), until ban_left_ns */
 #define SRL_KEY_OWN_LIMITS 0x4u   /* decided by its own stored limits */
-#define SRL_KEY_PENALTY 0x8u      /* banned by a limit's ",penalty=" now */
+#define SRL_KEY_PENALTY 0x8u      /* banned by a limit's ",penalty=" now, until penalty_left_ns */
 #define SRL_BAN_REASON_MAX 59u    /* bytes of a ban's reason kept (longer: SRL_EINVAL) */
 
 typedef struct srl_key_control {
@@ -1576,7 +1576,8 @@ typedef struct srl_entry {
                                  srl_state_ calls, or srl_holder_get */
     uint32_t tier;            /* the key's tier (srl_tier_get): state, now and
                                  at_rest are that tier's */
-    uint32_t control;         /* SRL_KEY_* set on it (operator control) */
+    uint32_t control;         /* SRL_KEY_* set on it (operator control; SRL_KEY_PENALTY:
+                                 a penalty ban runs, its time left in now.retry_after_ns) */
     uint64_t ban_left_ns;     /* SRL_KEY_BANNED: time left of the hand ban */
 } srl_entry;
 
