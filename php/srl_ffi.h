@@ -23,7 +23,8 @@ typedef enum srl_algorithm {
     SRL_SLIDING_LOG = 1,
     SRL_SLIDING_COUNTER = 2,
     SRL_GCRA = 3,
-    SRL_CONCURRENCY = 4
+    SRL_CONCURRENCY = 4,
+    SRL_FIXED_WINDOW = 5
 } srl_algorithm;
 
 typedef struct srl_policy {

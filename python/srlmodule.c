@@ -42,12 +42,11 @@
 static PyObject *error_classes;  /* dict: int code -> class (from __init__.py) */
 static PyObject *error_base;     /* srl.Error */
 
-static const char *const code_names[] = {
-    "SRL_OK", "SRL_EINVAL", "SRL_EPOLICY", "SRL_ECOST", "SRL_EKEY", "SRL_ENOMEM",
-    "SRL_ENOBUFS", "SRL_ENOENT", "SRL_EEXIST", "SRL_EMISMATCH", "SRL_EFOREIGN",
-    "SRL_EVERSION", "SRL_ECORRUPT", "SRL_ESTALE", "SRL_EACCES", "SRL_ENOSPC",
-    "SRL_ETIMEDOUT", "SRL_ENOTRECOVERABLE", "SRL_ENOTSUP", "SRL_ESYS", "SRL_ETOOBIG",
-};
+/* The codes' names, index -code, generated from srl.h's SRL_ERRNO_MAP (the
+ * one table: nothing here to keep in step with it). */
+#define SRL__PY_CODE_NAME(name, code, msg) [-(code)] = "SRL_" #name,
+static const char *const code_names[] = {SRL_ERRNO_MAP(SRL__PY_CODE_NAME)};
+#undef SRL__PY_CODE_NAME
 
 static const char *code_name(int code)
 {

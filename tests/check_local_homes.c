@@ -1,6 +1,6 @@
 /*
  * check_local_homes.c - the in-process store puts a key in one of its home
- * windows (src/local_index.c, HOMES), so that a lookup can start the node's
+ * windows (src/local/local_index.c, HOMES), so that a lookup can start the node's
  * miss beside the bucket's; and homes change no decision.
  *
  * What is asserted, through the test library's srl__local_home_counts

@@ -1,6 +1,6 @@
 /*
  * check_local_lockfree.c - the in-process store's lock-free GCRA path
- * (SRL_CONFIG_LOCKFREE; src/local.c, "LOCK-FREE GCRA").
+ * (SRL_CONFIG_LOCKFREE; src/local/local.c, "LOCK-FREE GCRA").
  *
  * Single-threaded first: a lock-free handle answers exactly as a locked one
  * on the same trace (every field, with peek, refund, reserve, reset, evict,
@@ -667,7 +667,7 @@ START_TEST(sixteen_keys_catch_a_blind_store_instead_of_the_cas)
 END_TEST
 
 #if SRL__CAS16
-/* With the 16-byte CAS (x86-64, src/cas16.h) an admission adds its count
+/* With the 16-byte CAS (x86-64, src/base/cas16.h) an admission adds its count
  * in the CAS of the word (one 16-byte CAS of {allowed, TAT}).  The variant writes the two apart: every
  * window stays exact (the word is still CASed) and the run goes on until
  * it has overwritten a count 20 times; the stats must then be short. */

@@ -23,7 +23,7 @@
  *     the test waits until every racer sleeps on the held locks.
  * A race is luck, so each test repeats trials, and each is shown to catch
  * the bug it is about: srl__local_set_broken() switches on a deliberately
- * broken variant of src/local.c (no lock; get-then-put; no retry on a dead
+ * broken variant of src/local/local.c (no lock; get-then-put; no retry on a dead
  * state), and the same harness must see it over-admit in at least one trial
  * (repeated until it does, bounded) while the real code never does.
  *
@@ -45,7 +45,7 @@
 #include "srl.h"
 #include "testutil.h"
 
-/* The local store's broken variants (src/testhooks.h, test library only). */
+/* The local store's broken variants (src/base/testhooks.h, test library only). */
 #include "testhooks.h"
 #define BROKEN_NO_LOCK SRL__LOCAL_BROKEN_NO_LOCK
 #define BROKEN_GET_THEN_PUT SRL__LOCAL_BROKEN_GET_THEN_PUT

@@ -754,8 +754,7 @@ static pid_t http_listener(int *port)
     ck_assert_int_eq(listen(fd, 8), 0);   /* connects queue from here on */
     ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&a, &al), 0);
     *port = ntohs(a.sin_port);
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
+    pid_t pid = test_fork();
     if (pid == 0) {
         static const char http[] = "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n";
         for (;;) {

@@ -1,5 +1,5 @@
 /*
- * check_redis_uri.c - the Redis store's uri grammar (src/redis_uri.c):
+ * check_redis_uri.c - the Redis store's uri grammar (src/redis/redis_uri.c):
  * every accepted form parses to exactly the expected fields, and every
  * rejected one is SRL_EINVAL with a message naming the bad part.  Pure
  * parsing, so it runs in every build (with or without hiredis).

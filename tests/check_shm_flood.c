@@ -1,6 +1,6 @@
 /*
  * check_shm_flood.c - the denial-flood cache of the shared store (issue 17,
- * item 5; src/shm_flood.c, docs/design.md "The denial-flood cache").
+ * item 5; src/shm/shm_flood.c, docs/design.md "The denial-flood cache").
  *
  *   traces:   every algorithm (and a compound, a penalty, a burst, a dry-run
  *             handle, a tier change): two cached handles on one segment and

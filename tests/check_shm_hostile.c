@@ -674,7 +674,7 @@ END_TEST
  * the name was reported as SRL_ESTALE after the 2 s wait, whose remedy is
  * "unlink it", instead of SRL_EFOREIGN at once: a FIFO opened O_RDWR has
  * st_size 0 and passed for "an empty file a creator died with".
- * wait_ready() in src/shm_segment.c now refuses anything but a regular file.
+ * wait_ready() in src/shm/shm_segment.c now refuses anything but a regular file.
  */
 START_TEST(a_fifo_or_a_device_node_at_the_name_is_foreign_not_stale)
 {
@@ -1249,14 +1249,14 @@ END_TEST
 
 /*
  * Regression (was a defect this suite found; fixed by capping the count at
- * permits in src/algo_sliding_log.c): a sliding-log state whose `count`
+ * permits in src/core/algo_sliding_log.c): a sliding-log state whose `count`
  * exceeds permits (a corrupt
  * segment, or any caller of srl_state_acquire) makes every operation on that
  * key loop up to 2^32 times under the bucket lock: ~13 s at -O2 on the test
  * machine for count = 0xffffffff and permits 10, while every other worker on
  * the bucket times out.  srl_check sees it at once (sl_valid checks count <=
  * permits) but acquire, peek, foreach and evict_idle all call sl_expired().
- * Cause: src/algo_sliding_log.c:47, sl_expired() loops `while (i <
+ * Cause: src/core/algo_sliding_log.c:47, sl_expired() loops `while (i <
  * s->count ...)` trusting the stored count (sl_decide:68-69 and
  * sl_at_rest:103 use it too).  Fix: bound every use by permits, e.g. read
  * `uint32_t count = s->count < p->permits ? s->count : p->permits;` in

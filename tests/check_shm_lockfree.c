@@ -1,6 +1,6 @@
 /*
  * check_shm_lockfree.c - the lock-free GCRA path of the shared store
- * (SRL_CONFIG_LOCKFREE, layout 7; src/shm_lockfree.c, docs/design.md
+ * (SRL_CONFIG_LOCKFREE, layout 7; src/shm/shm_lockfree.c, docs/design.md
  * "Lock-free GCRA (layout 7)"): exact under real multi-process races, and
  * proof that these tests catch the bugs its seq word and CAS close.
  *

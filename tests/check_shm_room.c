@@ -138,14 +138,14 @@ static void assert_made(const srl_config *cfg)
 START_TEST(memavailable_of_100_mib_refuses_a_200_mib_segment_and_makes_nothing)
 {
     fake(100 * 1024, "0::/\n", 0);
-    srl_config cfg = config(3276800, 0);   /* 200.0 MiB */
+    srl_config cfg = config(2621440, 0);   /* 200.1 MiB (80-byte slots and the operator area, layout 9) */
     assert_refused(&cfg, SRL_ENOSPC,
-                   "the segment needs 200.0 MiB (capacity 3276800 keys); the kernel can give "
+                   "the segment needs 200.1 MiB (capacity 2621440 keys); the kernel can give "
                    "95.0 MiB (MemAvailable 100.0 MiB, cgroup limit none, margin 5%): lower the "
                    "capacity, or free memory");
     cfg.flags = SRL_CONFIG_FORCE;          /* force is no way past memory */
     assert_refused(&cfg, SRL_ENOSPC,
-                   "the segment needs 200.0 MiB (capacity 3276800 keys); the kernel can give "
+                   "the segment needs 200.1 MiB (capacity 2621440 keys); the kernel can give "
                    "95.0 MiB (MemAvailable 100.0 MiB, cgroup limit none, margin 5%): lower the "
                    "capacity, or free memory");
     srl_limiter *lim = (srl_limiter *)0x1;
@@ -159,7 +159,7 @@ END_TEST
 
 START_TEST(a_cgroup_limit_smaller_than_memavailable_wins)
 {
-    srl_config cfg = config(800000, 0);    /* 48.8 MiB */
+    srl_config cfg = config(640000, 0);    /* 48.9 MiB */
     /* v2: the caller's own cgroup, 64 MiB with 16 used (its parent has none). */
     fake(1024 * 1024, "0::/srl/leaf\n", 0);
     put("cg/srl/memory.max", "max\n");
@@ -167,7 +167,7 @@ START_TEST(a_cgroup_limit_smaller_than_memavailable_wins)
     put("cg/srl/leaf/memory.max", "67108864\n");
     put("cg/srl/leaf/memory.current", "16777216\n");
     assert_refused(&cfg, SRL_ENOSPC,
-                   "the segment needs 48.8 MiB (capacity 800000 keys); the kernel can give "
+                   "the segment needs 48.9 MiB (capacity 640000 keys); the kernel can give "
                    "45.6 MiB (MemAvailable 1.0 GiB, cgroup limit 64.0 MiB, 16.0 MiB used, "
                    "margin 5%): lower the capacity, or free memory");
     /* An ancestor's limit binds too: the leaf unlimited, its parent 40 MiB. */
@@ -175,7 +175,7 @@ START_TEST(a_cgroup_limit_smaller_than_memavailable_wins)
     put("cg/srl/memory.max", "41943040\n");
     put("cg/srl/memory.current", "0\n");
     assert_refused(&cfg, SRL_ENOSPC,
-                   "the segment needs 48.8 MiB (capacity 800000 keys); the kernel can give "
+                   "the segment needs 48.9 MiB (capacity 640000 keys); the kernel can give "
                    "38.0 MiB (MemAvailable 1.0 GiB, cgroup limit 40.0 MiB, 0 bytes used, "
                    "margin 5%): lower the capacity, or free memory");
     /* v1's memory hierarchy (a hybrid host: v2 without the controller). */
@@ -184,7 +184,7 @@ START_TEST(a_cgroup_limit_smaller_than_memavailable_wins)
     put("cg/memory/v1grp/memory.usage_in_bytes", "0\n");
     put("cg/memory/memory.limit_in_bytes", "9223372036854771712\n");
     assert_refused(&cfg, SRL_ENOSPC,
-                   "the segment needs 48.8 MiB (capacity 800000 keys); the kernel can give "
+                   "the segment needs 48.9 MiB (capacity 640000 keys); the kernel can give "
                    "30.4 MiB (MemAvailable 1.0 GiB, cgroup limit 32.0 MiB, 0 bytes used, "
                    "margin 5%): lower the capacity, or free memory");
     /* v1's "no limit" is no limit: the same segment is made. */
@@ -196,8 +196,8 @@ END_TEST
 START_TEST(above_the_size_guard_only_with_force)
 {
     fake(1024 * 1024, "0::/\n", 4 * MiB);  /* a 4 MiB guard, 1 GiB available */
-    srl_config cfg = config(100000, 0);    /* 6.1 MiB */
-    const char *want = "the segment needs 6.1 MiB (capacity 100000 keys), above the size guard "
+    srl_config cfg = config(80000, 0);     /* 6.2 MiB */
+    const char *want = "the segment needs 6.2 MiB (capacity 80000 keys), above the size guard "
                        "of 4.0 MiB: check the capacity (a typo such as 400M for 400k?), or pass "
                        "force (rlctl create --force, SRL_CONFIG_FORCE) if this size is meant";
     assert_refused(&cfg, SRL_ETOOBIG, want);
@@ -211,7 +211,7 @@ START_TEST(above_the_size_guard_only_with_force)
     /* Force up to what memory can give, not past it. */
     fake(5 * 1024, "0::/\n", 4 * MiB);
     assert_refused(&cfg, SRL_ENOSPC,
-                   "the segment needs 6.1 MiB (capacity 100000 keys); the kernel can give "
+                   "the segment needs 6.2 MiB (capacity 80000 keys); the kernel can give "
                    "4.8 MiB (MemAvailable 5.0 MiB, cgroup limit none, margin 5%): lower the "
                    "capacity, or free memory");
     /* An existing segment is opened whatever its size: only creation asks. */

@@ -747,7 +747,7 @@ START_TEST(a_key_displaced_from_its_home_is_still_found_exactly)
 END_TEST
 
 #if defined(__x86_64__) || defined(__i386__)
-/* src/prefetch.h: PREFETCHW where CPUID 0x80000001 ECX bit 8 says so, which
+/* src/base/prefetch.h: PREFETCHW where CPUID 0x80000001 ECX bit 8 says so, which
  * Linux lists as "3dnowprefetch"; the read prefetch elsewhere. */
 START_TEST(the_write_prefetch_is_prefetchw_exactly_where_the_kernel_lists_it)
 {

@@ -1,6 +1,6 @@
 /*
  * park_testutil.h - a creator parked mid-build (the SRL__SHM_PARK_BUILT
- * hook of the test library, src/testhooks.h), for the suites that link it
+ * hook of the test library, src/base/testhooks.h), for the suites that link it
  * (check_shm_segment.c, check_shm_room.c).
  *
  * fork_parked_creator forks a child that creates name with cfg; it parks

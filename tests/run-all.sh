@@ -8,7 +8,7 @@
 #   build-test-tsan   ThreadSanitizer: the in-process store (suite local)
 #   build-test-nocas  -DSRL_NO_CAS16: the builds without a 16-byte CAS (every
 #                     CPU but x86-64): the tests whose expectations depend on
-#                     it (src/cas16.h), with the shared lock-free path off and
+#                     it (src/base/cas16.h), with the shared lock-free path off and
 #                     the local one on its 8-byte fallback
 #   build-fuzz        clang libFuzzer targets, 30 s each (tests/fuzz/run.sh),
 #                     when clang's fuzzer runtime is installed

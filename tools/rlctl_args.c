@@ -291,8 +291,12 @@ static int take_option(rlctl_opts *o, int opt, const char *arg)
     case OPT_POLICY: return config_option(o, "--policy", "policy", arg);
     case OPT_TIER:
         if (cmd->takes_key) {   /* try --tier NAME: a tier of the segment, found at open */
-            if (srl_tier_name_check(arg) != 0)
-                return bad_value(cmd, "--tier", arg, "a tier name, 1..31 of [A-Za-z0-9_-]");
+            if (srl_tier_name_check(arg) != 0) {
+                char what[64];
+                snprintf(what, sizeof what, "a tier name, 1..%u of [A-Za-z0-9_-]",
+                         (unsigned)SRL_TIER_NAME_MAX);
+                return bad_value(cmd, "--tier", arg, what);
+            }
             o->tier_name = arg;
             return 0;
         }

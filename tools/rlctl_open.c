@@ -51,7 +51,7 @@ int rlctl_truncated(const char *name, uint64_t *size, uint64_t *total)
         return 0;
     struct stat st;
     *total = 0;
-    /* total_bytes sits at offset 48 of the header (src/shm.h, layouts 4 to
+    /* total_bytes sits at offset 48 of the header (src/shm/shm.h, layouts 4 to
      * 8: magic 8, version 4, state 4, abi 8, buckets, capacity, table_offset);
      * the version word at offset 8 says whether that holds. */
     uint32_t version = 0;

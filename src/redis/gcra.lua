@@ -1,4 +1,4 @@
--- gcra.lua - GCRA on Redis, a transcription of src/algo_gcra.c (after
+-- gcra.lua - GCRA on Redis, a transcription of src/core/algo_gcra.c (after
 -- prologue.lua).  P:k:<key> = the tat, ns since the epoch in P:cfg.
 local T = cdiv(W, P)
 local tau = mul(CAP, T)   -- burst tolerance: the capacity's worth of T

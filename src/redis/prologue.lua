@@ -1,5 +1,5 @@
 -- prologue.lua - the start of every decision script of the Redis store
--- (src/redis_store.c), joined after num.lua and before gcra.lua, token_bucket.lua,
+-- (src/redis/redis_store.c), joined after num.lua and before gcra.lua, token_bucket.lua,
 -- sliding_log.lua or sliding_counter.lua at build time (embed.py).
 --
 -- KEYS: the key's state P:k:<key>, P:cfg (on a cluster the slot hash

@@ -1,5 +1,5 @@
 -- sliding_counter.lua - the sliding counter on Redis, a transcription of
--- src/algo_sliding_counter.c (after prologue.lua).  P:k:<key> =
+-- src/core/algo_sliding_counter.c (after prologue.lua).  P:k:<key> =
 -- "window_start prev curr".
 local v = redis.call('GET', KEYS[1])
 if not commit and not v then return {-1} end

@@ -1,5 +1,5 @@
 -- sliding_log.lua - the sliding log on Redis, a transcription of
--- src/algo_sliding_log.c (after prologue.lua).  P:k:<key> = a list of
+-- src/core/algo_sliding_log.c (after prologue.lua).  P:k:<key> = a list of
 -- admission times, oldest first.
 local n = redis.call('LLEN', KEYS[1])
 if not commit and n == 0 then return {-1} end

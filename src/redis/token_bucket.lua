@@ -1,5 +1,5 @@
 -- token_bucket.lua - the token bucket on Redis, a transcription of
--- src/algo_token_bucket.c (after prologue.lua).  P:k:<key> = "last_ns frac
+-- src/core/algo_token_bucket.c (after prologue.lua).  P:k:<key> = "last_ns frac
 -- tokens"; the bucket holds CAP (burst=, else permits) and refills
 -- permits per window.
 local v = redis.call('GET', KEYS[1])

@@ -13,27 +13,15 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from httpc import connect, send  # noqa: E402
+from httpc import connect, response, send  # noqa: E402
 
 FIELDS = ("x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset", "retry-after")
 
 
 def receive(sock):
-    data = b""
-    while True:
-        chunk = sock.recv(65536)
-        if not chunk:
-            break
-        data += chunk
-    sock.close()
-    head, _, body = data.partition(b"\r\n\r\n")
-    lines = head.decode("latin-1").split("\r\n")
-    fields = {}
-    for line in lines[1:]:
-        name, _, value = line.partition(":")
-        fields[name.strip().lower()] = value.strip()
+    status, fields, body = response(sock)
     first = body.decode("latin-1").split("\n", 1)[0].strip()
-    return "\t".join([lines[0].split(" ")[1]] + [fields.get(h, "-") for h in FIELDS] +
+    return "\t".join([status] + [fields.get(h, "-") for h in FIELDS] +
                      [first if first.isdigit() else "-"])
 
 

@@ -33,7 +33,8 @@ def send(sock, host, path, headers, i):
     sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
 
 
-def receive(sock):
+def response(sock):
+    """Read the whole answer and close: (status, {lowercase field: value}, body bytes)."""
     data = b""
     while True:
         chunk = sock.recv(65536)
@@ -41,12 +42,17 @@ def receive(sock):
             break
         data += chunk
     sock.close()
-    head = data.split(b"\r\n\r\n", 1)[0].decode("latin-1").split("\r\n")
-    status = head[0].split(" ")[1]
+    head, _, body = data.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
     fields = {}
-    for line in head[1:]:
+    for line in lines[1:]:
         name, _, value = line.partition(":")
         fields[name.strip().lower()] = value.strip()
+    return lines[0].split(" ")[1], fields, body
+
+
+def receive(sock):
+    status, fields, _ = response(sock)
     return "\t".join([status] + [fields.get(h, "-") for h in
                                  ("retry-after", "ratelimit", "ratelimit-policy")])
 

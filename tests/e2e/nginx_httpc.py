@@ -24,7 +24,7 @@ import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from httpc import connect, send  # noqa: E402  (tests/e2e/httpc.py: one request's bytes)
+from httpc import connect, response, send  # noqa: E402  (tests/e2e/httpc.py)
 
 ITEM = re.compile(r'^"([A-Za-z0-9_.-]+)"((?:;[a-z]+=[0-9]+)+)$')
 
@@ -57,19 +57,7 @@ def judge(f):
 
 
 def receive(sock):
-    data = b""
-    while True:
-        chunk = sock.recv(65536)
-        if not chunk:
-            break
-        data += chunk
-    sock.close()
-    head = data.split(b"\r\n\r\n", 1)[0].decode("latin-1").split("\r\n")
-    status = head[0].split(" ")[1]
-    fields = {}
-    for line in head[1:]:
-        name, _, value = line.partition(":")
-        fields[name.strip().lower()] = value.strip()
+    status, fields, _ = response(sock)
     return "\t".join([status] + [fields.get(h, "-") for h in
                                  ("x-pid", "retry-after", "ratelimit", "ratelimit-policy")]
                      + [judge(fields)])

@@ -1,6 +1,6 @@
 #!/bin/sh
 # check_seeds.sh SHM_H DIR - fail if a committed seed (DIR/*) of the segment
-# fuzzer is not of the layout version src/shm.h defines: such a seed is
+# fuzzer is not of the layout version src/shm/shm.h defines: such a seed is
 # refused at the version check, so the fuzzer would mutate inputs that
 # never reach the table (layouts 7 and 8 ran on layout-6 seeds until this
 # test).  Remake them with make_seed (tests/fuzz/README.md).

@@ -1,6 +1,6 @@
 /*
  * fuzz_room.c - libFuzzer target: the room check's readers of
- * /proc/meminfo, /proc/self/cgroup and the cgroup files (src/shm_room.c)
+ * /proc/meminfo, /proc/self/cgroup and the cgroup files (src/shm/shm_room.c)
  * on arbitrary text, through srl__room_read_from and fake files.
  *
  * The input is split at NUL bytes: meminfo, then /proc/self/cgroup, then

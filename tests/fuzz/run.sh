@@ -25,7 +25,7 @@ san=(-fsanitize=address,undefined -fno-sanitize-recover=undefined -g -O1)
 cflags=(-D_GNU_SOURCE -fno-strict-aliasing -Wall -Wextra -Werror -I"$root/include" -I"$root/src"
         -I"$root/tools" -I"$root/policyd" $(pkg-config --cflags libsodium liburcu-bp liburcu-cds))
 # A segment whose mutated header says a creator is still at work makes an
-# opener wait the ready bound (src/shm.h): 20 ms here, not 2 s, so such
+# opener wait the ready bound (src/shm/shm.h): 20 ms here, not 2 s, so such
 # inputs do not slow a long run from about a thousand inputs a second to a
 # few (the wait and its error are the same code; only the bound is shorter).
 cflags+=(-DSRL__SHM_READY_WAIT_MS=20u)

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "../redis_testutil.h"
+#include "../testutil.h"
 #include "rlctl_assert.h"
 #include "srl.h"
 
@@ -379,8 +380,7 @@ START_TEST(bad_uris_missing_stores_and_refused_passwords_exit_with_their_reason)
     ck_assert_int_eq(bind(lfd, (struct sockaddr *)&a, sizeof a), 0);
     ck_assert_int_eq(listen(lfd, 8), 0);
     ck_assert_int_eq(getsockname(lfd, (struct sockaddr *)&a, &al), 0);
-    pid_t http = fork();
-    ck_assert_int_ge(http, 0);
+    pid_t http = test_fork();
     if (http == 0) {
         static const char h[] = "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n";
         for (int c; (c = accept(lfd, NULL, NULL)) >= 0; close(c))

@@ -1,0 +1,390 @@
+/*
+ * tiered.c - srl_open_tiered: the fleet's limit decided on Redis, with the
+ * host's shared segment in front remembering the fleet's denials.
+ *
+ * WHAT IT HOLDS
+ *   A tiered limiter is two limiters behind one facade head: `redis` (an
+ *   srl_open_redis handle: every admission is its decision) and `host` (an
+ *   srl_open_shared handle on the host segment: every worker of the host
+ *   sees the same memory).  The host segment is an ordinary segment (no
+ *   layout of its own) whose policy is HOST_POLICY, gcra:1/3660d with
+ *   penalty=3660d; a key's state there is a "ban" (struct ban below):
+ *     cost   the GCRA word: the smallest cost Redis denied (any word <= now
+ *            is a GCRA state at rest, so for GCRA the word is free while it
+ *            stays below the clock: a monotonic clock passes 2^32 ns after
+ *            4.3 s of uptime, and an injected ticker below it only delays
+ *            the ban's eviction);
+ *     until  the penalty's end: T, the end of the fleet's denial in host
+ *            time.
+ *   A key's entry in the host segment is named "P:key", P the Redis key
+ *   prefix: limiters of two prefixes (two fleets, two policies) may share a
+ *   host segment without one's bans answering the other's keys.  A name
+ *   longer than SRL_KEY_MAX (a key near it plus P) is its srl_key_fit form
+ *   (keyfit.c), so it passes the segment's key length rule.  The segment
+ *   keeps a display copy (HOST_KEY_DISPLAY bytes unless cfg says how many):
+ *   rlctl list shows "P:KEY".
+ *   Read with the segment's own semantics (rlctl list/get on it) a ban is a
+ *   key denied with retry_after T - now, at rest at T, valid while
+ *   T <= now + 3660d: eviction, crash repair and srl_check need nothing new.
+ *   The state is written only through srl__shm_apply (shm_table.c) under the
+ *   key's bucket lock and undo record.
+ *
+ * INVARIANTS
+ *   - The host only ever denies.  So the fleet admits exactly what Redis
+ *     admits, never more (docs/design.md, "The host tier", has the proof
+ *     that a local denial is one Redis would give).
+ *   - A ban (c, T) is stored only from a Redis denial of cost c whose
+ *     retry_after R was measured from a host time t0 read before the request
+ *     was sent: T = t0 + R.  It answers cost >= c only, and only while
+ *     now < T.  A key holds one ban; a new one replaces it if the old one
+ *     ended, or has a larger cost, or the same cost and an earlier end: each
+ *     ban kept is one Redis gave, so any choice is safe.
+ *   - Degraded and untracked answers are never remembered.
+ *
+ * LOCKS
+ *   None of its own: the host segment's bucket lock (srl__shm_apply) and the
+ *   Redis store's connection mutex, never both at once (the host is asked,
+ *   released, then Redis is asked, then the host is written).
+ */
+#include "redis_uri.h"
+#include "shm.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define HOST_POLICY "gcra:1/3660d,penalty=3660d"
+
+/* The host segment's display copy when cfg asks for none: rlctl list on it
+ * shows "P:KEY" (its first 64 bytes), not a fingerprint.  mod_srl and PHP
+ * refuse key_display with redis=, so without this default their host
+ * segments could never be read by key. */
+#define HOST_KEY_DISPLAY 64u
+
+/* The host policy's state: GCRA's word, then the penalty's end (penalty.c
+ * puts `until` after the algorithm's state, rounded to 8 bytes). */
+struct ban {
+    uint64_t cost;
+    uint64_t until;
+};
+
+/* The longest host key: "P:" then the key. */
+#define HOST_KEY_MAX (SRL__REDIS_PREFIX_MAX + 1 + SRL_KEY_MAX)
+
+struct tiered {
+    srl_limiter lim;            /* first: the facade's head */
+    srl_limiter *redis;
+    srl_limiter *host;
+    size_t plen;                /* bytes of prefix[] used */
+    char prefix[SRL__REDIS_PREFIX_MAX + 1];   /* "P:", not NUL-terminated */
+};
+
+static struct tiered *tr_of(srl_limiter *lim) { return lim->impl; }
+
+/* A key's name in the host segment, and the room to make it in. */
+struct host_name {
+    char raw[HOST_KEY_MAX];              /* "P:key" */
+    unsigned char fit[SRL_KEY_MAX];      /* srl_key_fit's form of a longer raw */
+};
+
+/* key's name in the host segment: "P:key", or, when that is longer than
+ * SRL_KEY_MAX (a key near SRL_KEY_MAX plus the prefix), its srl_key_fit
+ * form, so the segment's key length rule (srl__shm_slot_len_ok) holds and
+ * srl_check and repair keep the ban; *hlen its length.  key is 1..SRL_KEY_MAX
+ * bytes (the facade's check). */
+static const void *host_key(const struct tiered *t, const void *key, size_t len,
+                            struct host_name *n, size_t *hlen)
+{
+    memcpy(n->raw, t->prefix, t->plen);
+    memcpy(n->raw + t->plen, key, len);
+    *hlen = t->plen + len;
+    return srl_key_fit(n->raw, hlen, n->fit);
+}
+
+
+/* ----------------------------------------------------- the host memory */
+
+struct ask {
+    uint32_t cost;
+    int count;                  /* a decision (acquire) or a look (peek) */
+    uint64_t left;              /* out: ns until the ban ends, 0 none */
+};
+
+static int ask_fn(void *state, uint64_t now, void *ctx)
+{
+    const struct ban *b = state;
+    struct ask *a = ctx;
+    /* Untrusted bytes: a ban no Redis denial could leave (cost 0, an end
+     * past the longest window) is ignored, so garbage costs a round trip,
+     * never a denial Redis would not give. */
+    if (b->cost == 0 || b->until > srl__sat_add(now, SRL_WINDOW_MAX_NS))
+        return 0;
+    if (b->until > now && b->cost <= a->cost)
+        a->left = b->until - now;
+    return a->left != 0 && a->count;
+}
+
+/* 1 and *d filled if the host answers (key, cost): a ban covers it. */
+static int host_answer(struct tiered *t, const void *key, size_t len, uint32_t cost, int count,
+                       srl_decision *d)
+{
+    struct ask a = {cost, count, 0};
+    struct host_name n;
+    size_t hlen;
+    const void *hk = host_key(t, key, len, &n, &hlen);
+    if (srl__shm_apply(t->host, hk, hlen, 0, ask_fn, &a) != 0 || a.left == 0)
+        return 0;   /* no ban, or the host is unusable: Redis decides */
+    *d = (srl_decision){
+        .allowed = 0,
+        .limit = srl__capacity(&t->lim.cmp.limits.limit[0]),
+        .remaining = 0,
+        .retry_after_ns = a.left,
+        .reset_after_ns = a.left,
+        .flags = SRL_DECISION_LOCAL,
+    };
+    return 1;
+}
+
+static int remember_fn(void *state, uint64_t now, void *ctx)
+{
+    struct ban *b = state;
+    const struct ban *n = ctx;
+    if (b->until <= now || n->cost < b->cost || (n->cost == b->cost && n->until > b->until))
+        *b = *n;
+    return 0;
+}
+
+/* Redis denied cost at t0 + its retry_after: remember it (best effort: a
+ * full table or a lock error leaves the key to Redis). */
+static void host_remember(struct tiered *t, const void *key, size_t len, uint32_t cost,
+                          uint64_t t0, const srl_decision *d)
+{
+    uint64_t wait = d->retry_after_ns < SRL_WINDOW_MAX_NS ? d->retry_after_ns : SRL_WINDOW_MAX_NS;
+    struct ban n = {cost, srl__sat_add(t0, wait)};
+    struct host_name hn;
+    size_t hlen;
+    const void *hk = host_key(t, key, len, &hn, &hlen);
+    (void)srl__shm_apply(t->host, hk, hlen, 1, remember_fn, &n);
+}
+
+/* Forget key's ban on this host: 0, or SRL_ENOENT if it had none. */
+static int host_forget(struct tiered *t, const void *key, size_t len)
+{
+    struct host_name n;
+    size_t hlen;
+    const void *hk = host_key(t, key, len, &n, &hlen);
+    return srl__shm_reset_key(t->host, hk, hlen);
+}
+
+/* ------------------------------------------------------------ the ops */
+
+static int tr_acquire(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
+                      srl_decision *d)
+{
+    struct tiered *t = tr_of(lim);
+    if (host_answer(t, key, len, cost, 1, d))
+        return 0;
+    uint64_t t0 = srl__now(lim);   /* before the request leaves: T never outlives Redis's ban */
+    int rc = srl_acquire(t->redis, key, len, cost, d);
+    if (rc == 0 && !d->allowed && d->flags == 0 && d->retry_after_ns > 0)
+        host_remember(t, key, len, cost, t0, d);
+    return rc;
+}
+
+static int tr_peek(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
+                   srl_decision *d)
+{
+    struct tiered *t = tr_of(lim);
+    if (host_answer(t, key, len, cost, 0, d))
+        return 0;
+    return srl_peek(t->redis, key, len, cost, d);
+}
+
+/* Permits given back on Redis may end the fleet's denial before T: this
+ * host forgets its ban (other hosts keep theirs until T at most). */
+static int tr_refund(srl_limiter *lim, const void *key, size_t len, uint32_t cost)
+{
+    struct tiered *t = tr_of(lim);
+    int rc = srl_refund(t->redis, key, len, cost);
+    (void)host_forget(t, key, len);
+    return rc;
+}
+
+static int tr_reset_key(srl_limiter *lim, const void *key, size_t len)
+{
+    struct tiered *t = tr_of(lim);
+    int rc = srl_reset_key(t->redis, key, len);
+    int h = host_forget(t, key, len);
+    return rc == SRL_ENOENT && h == 0 ? 0 : rc;
+}
+
+static int64_t tr_evict_idle(srl_limiter *lim)
+{
+    return srl_evict_idle(tr_of(lim)->host);
+}
+
+static int tr_stats(srl_limiter *lim, srl_stats *out)
+{
+    struct tiered *t = tr_of(lim);
+    srl_stats r, h;
+    int rc = srl_stats_get(t->redis, &r);
+    if (rc == 0)
+        rc = srl_stats_get(t->host, &h);
+    if (rc != 0)
+        return rc;
+    *out = (srl_stats){
+        .capacity = h.capacity,
+        .used = h.used,
+        .allowed = r.allowed,
+        .denied = r.denied,
+        .full = h.full,
+        .recovered = h.recovered,
+        .reset_slots = h.reset_slots,
+        .evicted = h.evicted,
+        .timeouts = r.timeouts + h.timeouts,
+        .local_denied = h.denied,
+    };
+    return 0;
+}
+
+static int tr_info(srl_limiter *lim, srl_info *out)
+{
+    struct tiered *t = tr_of(lim);
+    srl_info h;
+    int rc = srl_info_get(t->redis, out);
+    if (rc == 0)
+        rc = srl_info_get(t->host, &h);
+    if (rc != 0)
+        return rc;
+    out->kind = SRL_STORE_TIERED;
+    out->flags = 0;   /* host_config opens the host handle without any flag */
+    out->capacity = h.capacity;
+    out->slots_per_bucket = h.slots_per_bucket;
+    out->buckets = h.buckets;
+    out->segment_bytes = h.segment_bytes;
+    out->slot_bytes = h.slot_bytes;
+    out->mode = h.mode;
+    out->owner_uid = h.owner_uid;
+    out->creator_pid = h.creator_pid;
+    out->file_bytes = h.file_bytes;
+    out->layout_version = h.layout_version;
+    memcpy(out->name, h.name, sizeof out->name);
+    return 0;
+}
+
+static int64_t tr_foreach(srl_limiter *lim, srl_foreach_fn fn, void *ctx)
+{
+    return srl_foreach(tr_of(lim)->redis, fn, ctx);
+}
+
+static int64_t tr_check(srl_limiter *lim, srl_report_fn fn, void *ctx)
+{
+    return srl_check(tr_of(lim)->host, fn, ctx);
+}
+
+static void tr_close(srl_limiter *lim)
+{
+    struct tiered *t = tr_of(lim);
+    srl_close(t->redis);
+    srl_close(t->host);
+    free(t);
+}
+
+static const struct srl__store_ops tiered_ops = {
+    .acquire = tr_acquire,
+    .peek = tr_peek,
+    .refund = tr_refund,
+    .reset_key = tr_reset_key,
+    .evict_idle = tr_evict_idle,
+    .stats = tr_stats,
+    .info = tr_info,
+    .foreach = tr_foreach,
+    .check = tr_check,
+    .close = tr_close,
+};
+
+/* ------------------------------------------------------------ opening */
+
+/* The host segment's config: HOST_POLICY in cfg's geometry and trust, on
+ * the ticker the tiered head reads (T and now must be one clock). */
+static int host_config(const srl_config *cfg, srl_ticker ticker, srl_config *h)
+{
+    srl_config_init(h);
+    if (srl_policy_parse(HOST_POLICY, &h->policy) != 0 ||
+        srl_state_size(&h->policy) != sizeof(struct ban))
+        return SRL_EPOLICY;
+    h->capacity = cfg->capacity;
+    h->key_display = cfg->key_display != 0 ? cfg->key_display : HOST_KEY_DISPLAY;
+    h->mode = cfg->mode;
+    h->on_full = cfg->on_full;
+    h->lock_timeout_ms = cfg->lock_timeout_ms;
+    h->owner_uid = cfg->owner_uid;
+    h->ticker = ticker;
+    return 0;
+}
+
+/* An adopted segment must be a host segment: HOST_POLICY, one limit. */
+static int host_is_ours(srl_limiter *host, const srl_config *h)
+{
+    srl_info in;
+    int rc = srl_info_get(host, &in);
+    if (rc != 0)
+        return rc;
+    if (in.limits.count != 1 || memcmp(&in.limits.limit[0], &h->policy, sizeof h->policy) != 0 ||
+        in.state_bytes != sizeof(struct ban))
+        return SRL_EMISMATCH;
+    return 0;
+}
+
+int srl_open_tiered(const char *shm_name, const char *uri, const srl_config *cfg,
+                    unsigned flags, srl_limiter **out)
+{
+    srl_config norm;
+    const srl_config *use;
+    int rc = srl__open_prologue(cfg, 0, &norm, &use, out);
+    if (rc != 0)
+        return rc;
+    if (shm_name == NULL || uri == NULL)
+        return SRL_EINVAL;
+    rc = srl_name_check(shm_name);
+    if (rc != 0)
+        return rc;
+    struct tiered *t = calloc(1, sizeof *t);
+    if (t == NULL)
+        return SRL_ENOMEM;
+    srl_config headcfg = *use;
+    if (headcfg.ticker.now == NULL)
+        headcfg.ticker.now = srl_monotonic_ns;   /* T is exact, not a coarse tick late */
+    (void)srl__limiter_init(&t->lim, &tiered_ops, &headcfg);   /* normalised: cannot fail */
+    t->lim.impl = t;
+    srl_config h;
+    rc = srl_open_redis(uri, use, &t->redis);
+    srl_info ri;
+    if (rc == 0)
+        rc = srl_info_get(t->redis, &ri);
+    if (rc == 0) {
+        t->plen = strnlen(ri.name, SRL__REDIS_PREFIX_MAX);
+        memcpy(t->prefix, ri.name, t->plen);
+        t->prefix[t->plen++] = ':';
+        rc = host_config(use, t->lim.ticker, &h);
+    }
+    if (rc == 0) {
+        rc = srl_open_shared(shm_name, &h, flags, &t->host);
+        if (rc == SRL_EMISMATCH && use->key_display == 0) {
+            /* A host segment made without a display copy (before the
+             * default): adopted as it is, since a display never changes live. */
+            h.key_display = 0;
+            rc = srl_open_shared(shm_name, &h, flags, &t->host);
+        }
+    }
+    if (rc == 0)
+        rc = host_is_ours(t->host, &h);
+    if (rc != 0) {
+        srl_close(t->redis);
+        srl_close(t->host);
+        free(t);
+        return rc;
+    }
+    *out = &t->lim;
+    return 0;
+}
+
