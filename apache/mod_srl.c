@@ -221,6 +221,7 @@ typedef struct srl_ap_registry {
     apr_hash_t *by_name;          /* token -> srl_ap_limiter * */
     int on_full;                  /* SrlOnFull, SRL_ON_FULL_ALLOW by default */
     apr_interval_time_t warn_every; /* SrlWarnInterval, 60 s by default */
+    int ban_log_level;            /* SrlBanLogLevel: APLOG_*, -1 off; APLOG_WARNING */
     apr_time_t warned_at;         /* last health pass in the parent */
 } srl_ap_registry;
 
@@ -285,6 +286,7 @@ static srl_ap_registry *registry_get(apr_pool_t *pconf, int create)
     reg->by_name = apr_hash_make(pconf);
     reg->on_full = SRL_ON_FULL_ALLOW;
     reg->warn_every = apr_time_from_sec(60);
+    reg->ban_log_level = APLOG_WARNING;
     apr_pool_userdata_set(reg, REGISTRY_KEY, apr_pool_cleanup_null, pconf);
     return reg;
 }
@@ -464,6 +466,26 @@ static const char *cmd_warn_interval(cmd_parms *cmd, void *dconf, const char *ar
     if (errno != 0 || end == arg || *end != '\0' || v < 1 || v > 86400)
         return apr_psprintf(cmd->pool, "SrlWarnInterval: '%s': expected seconds, 1..86400", arg);
     registry_get(cmd->pool, 1)->warn_every = apr_time_from_sec(v);
+    return NULL;
+}
+
+/* SrlBanLogLevel LEVEL|off: the level of the line a penalty ban's start logs. */
+static const char *cmd_ban_log_level(cmd_parms *cmd, void *dconf, const char *arg)
+{
+    (void)dconf;
+    static const char *const names[] = {"emerg", "alert", "crit", "error", "warn", "notice",
+                                        "info", "debug"};   /* APLOG_EMERG (0) .. APLOG_DEBUG */
+    const char *err = ap_check_cmd_context(cmd, GLOBAL_ONLY);
+    if (err != NULL)
+        return err;
+    int level = strcasecmp(arg, "off") == 0 ? -1 : -2;
+    for (int i = 0; level == -2 && i < (int)(sizeof names / sizeof names[0]); i++)
+        if (strcasecmp(arg, names[i]) == 0)
+            level = i;
+    if (level == -2)
+        return apr_psprintf(cmd->pool, "SrlBanLogLevel: '%s': expected emerg, alert, crit, "
+                            "error, warn, notice, info, debug or off", arg);
+    registry_get(cmd->pool, 1)->ban_log_level = level;
     return NULL;
 }
 
@@ -1384,6 +1406,30 @@ static int delay_request(request_rec *r, const srl_ap_dir *d, const srl_ap_limit
     return rc;
 }
 
+/* A decision that started a penalty= ban (one per ban, SRL_DECISION_BAN_STARTED):
+ * one line at SrlBanLogLevel with the key, the policy and until when (UTC:
+ * now plus the decision's retry_after, rounded up to the second). */
+static void log_ban_start(request_rec *r, const srl_ap_limiter *l, uint32_t tier,
+                          const srl_decision *dec, const char *key, size_t len)
+{
+    const srl_ap_registry *reg = registry_get(r->server->process->pconf, 0);
+    int level = reg != NULL ? reg->ban_log_level : APLOG_WARNING;
+    if (!(dec->flags & SRL_DECISION_BAN_STARTED) || level < 0)
+        return;
+    char policy[SRL_LIMITS_TEXT_MAX], until[32];
+    if (tier > l->ntiers || srl_limits_format(l->tier_limits[tier], policy, sizeof policy) < 0)
+        snprintf(policy, sizeof policy, "?");
+    apr_time_t end = apr_time_now() + (apr_time_t)((dec->retry_after_ns + 999) / 1000);
+    apr_time_exp_t t;
+    apr_size_t n = 0;
+    apr_time_exp_gmt(&t, end + APR_USEC_PER_SEC - 1);   /* rounded up to the second */
+    if (apr_strftime(until, &n, sizeof until, "%Y-%m-%dT%H:%M:%SZ", &t) != APR_SUCCESS)
+        snprintf(until, sizeof until, "?");
+    ap_log_rerror(APLOG_MARK, level, 0, r, "SrlLimit %s: ban started: key \"%s\", policy %s, "
+                  "until %s", l->name, ap_escape_logitem(r->pool, apr_pstrmemdup(r->pool, key, len)),
+                  policy, until);
+}
+
 static int srl_access_checker(request_rec *r)
 {
     if (!ap_is_initial_req(r))
@@ -1439,6 +1485,7 @@ static int srl_access_checker(request_rec *r)
     rc = check_call(r, "SrlLimit", l, rc, &dec);
     if (rc != OK)
         return rc;
+    log_ban_start(r, l, tier, &dec, key, len);
     /* Permits were taken (not on_full's answer, not a dry run's would-be
      * denial): SrlRefund may give them back once the response is known. */
     if (d->refund != NULL && dec.allowed &&
@@ -1528,6 +1575,8 @@ static int srl_metrics_handler(request_rec *r)
         int rc = l->lim == NULL ? SRL_ENOENT : srl_info_get(l->lim, &v[i].info);
         if (rc == 0)
             rc = srl_stats_get(l->lim, &v[i].stats);
+        if (rc == 0)   /* srl_bans_active, as rlctl metrics counts it */
+            rc = srl__metrics_count_bans(l->lim, &v[i]);
         v[i].ok = rc == 0;
         v[i].status = rc == 0 ? "ok" : "error";
         if (rc != 0)
@@ -1610,6 +1659,9 @@ static const command_rec srl_cmds[] = {
     AP_INIT_TAKE1("SrlWarnInterval", cmd_warn_interval, NULL, RSRC_CONF,
                   "SECONDS: how often the parent logs limiters that need attention "
                   "(default 60)"),
+    AP_INIT_TAKE1("SrlBanLogLevel", cmd_ban_log_level, NULL, RSRC_CONF,
+                  "LEVEL|off: the level of the line a penalty= ban's start logs (key, policy, "
+                  "until; default warn)"),
     AP_INIT_TAKE1("SrlDelay", cmd_delay, NULL, RSRC_CONF | ACCESS_CONF,
                   "delay a request over the limit up to this long instead of refusing it "
                   "(500ms, 2s, at most 1h; off)"),

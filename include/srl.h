@@ -116,7 +116,8 @@ typedef struct srl_policy {
                                  SRL_CONCURRENCY max_hold, 0 = none */
     uint32_t burst;           /* token_bucket and gcra: capacity, 1..SRL_PERMITS_MAX,
                                  refilled at permits per window; 0 = permits */
-    uint32_t reserved0;       /* zero, else SRL_EPOLICY */
+    uint32_t penalty_max_s;   /* escalating penalty: the longest ban in seconds,
+                                 > penalty_ns (0: every ban is penalty_ns) */
     uint64_t penalty_ns;      /* rate limits: a denied key is refused for this
                                  long from the denial (0: none), <= SRL_WINDOW_MAX_NS */
 } srl_policy;
@@ -128,7 +129,9 @@ typedef struct srl_policy {
  * h d): "1m", "500ms", "s".  Then, in order: ",burst=B" (token_bucket,
  * gcra: hold up to B, refill N per WINDOW) and ",penalty=WINDOW" (a denial
  * bans the key that long; refused requests do not extend it, a refund does
- * not lift it).  Or "concurrency:N[,max_hold=WINDOW]" (srl_enter).
+ * not lift it); ",penalty=MIN..MAX" doubles each ban that starts within
+ * MAX of the end of the key's last one, up to MAX (whole seconds).  Or
+ * "concurrency:N[,max_hold=WINDOW]" (srl_enter).
  * Returns 0, SRL_EPOLICY or SRL_EINVAL; *out is written only on success.
  */
 SRL_API int srl_policy_parse(const char *text, srl_policy *out);
@@ -177,6 +180,7 @@ SRL_API const char *srl_algorithm_name(srl_algorithm a);
                                        have denied; allowed is 1, the rest as denied */
 #define SRL_DECISION_LOCAL 0x8u     /* tiered: a denial answered by the host's
                                        memory of the fleet's, no round trip */
+#define SRL_DECISION_BAN_STARTED 0x10u /* this denial started a ",penalty=" ban (one per ban) */
 
 typedef struct srl_decision {
     int allowed;              /* 1 allowed, 0 denied */
@@ -730,15 +734,17 @@ SRL_API int64_t srl_evict_idle(srl_limiter *lim);
 #define SRL_KEY_EXEMPT 0x1u       /* srl_key_control.flags, srl_entry.control */
 #define SRL_KEY_BANNED 0x2u       /* banned by hand (srl_key_ban), until ban_left_ns */
 #define SRL_KEY_OWN_LIMITS 0x4u   /* decided by its own stored limits */
-#define SRL_KEY_PENALTY 0x8u      /* banned by a limit's ",penalty=" now */
+#define SRL_KEY_PENALTY 0x8u      /* banned by a limit's ",penalty=" now, until penalty_left_ns */
 #define SRL_BAN_REASON_MAX 59u    /* bytes of a ban's reason kept (longer: SRL_EINVAL) */
 
 typedef struct srl_key_control {
     unsigned flags;           /* SRL_KEY_* */
-    uint32_t repeat;          /* offences remembered (escalating penalties) */
+    uint32_t repeat;          /* ",penalty=MIN..MAX": bans remembered (the
+                                 last lasted MIN << (repeat - 1), at most MAX) */
     uint64_t ban_left_ns;     /* SRL_KEY_BANNED: time left of the hand ban */
     char reason[SRL_BAN_REASON_MAX + 1]; /* the hand ban's reason, "" if none */
-    uint64_t reserved[2];     /* zeroed */
+    uint64_t penalty_left_ns; /* SRL_KEY_PENALTY: time left of the penalty's ban */
+    uint64_t reserved[1];     /* zeroed */
 } srl_key_control;
 
 /* on: 1 exempt the key, 0 take the exemption back (0 also when it had none). */
@@ -749,9 +755,9 @@ SRL_API int srl_key_exempt(srl_limiter *lim, const void *key, size_t len, int on
  * reason table (64 distinct reasons) is full: ban without a reason then. */
 SRL_API int srl_key_ban(srl_limiter *lim, const void *key, size_t len, uint64_t for_ns,
                         const char *reason);
-/* Lift the key's hand ban and forget its offences (0 also when it had none;
- * SRL_ENOENT if the key is not tracked).  A ",penalty=" ban is lifted with
- * srl_reset_key. */
+/* Lift the key's hand ban and its ",penalty=" ban, and forget its offences:
+ * its next penalty ban is MIN long (0 also when it had none; SRL_ENOENT if
+ * the key is not tracked).  Its algorithms' states are kept. */
 SRL_API int srl_key_unban(srl_limiter *lim, const void *key, size_t len);
 /* What is set on the key now; SRL_ENOENT if it is not tracked. */
 SRL_API int srl_key_control_get(srl_limiter *lim, const void *key, size_t len,
@@ -885,7 +891,8 @@ typedef struct srl_entry {
                                  srl_state_ calls, or srl_holder_get */
     uint32_t tier;            /* the key's tier (srl_tier_get): state, now and
                                  at_rest are that tier's */
-    uint32_t control;         /* SRL_KEY_* set on it (operator control) */
+    uint32_t control;         /* SRL_KEY_* set on it (operator control; SRL_KEY_PENALTY:
+                                 a penalty ban runs, its time left in now.retry_after_ns) */
     uint64_t ban_left_ns;     /* SRL_KEY_BANNED: time left of the hand ban */
 } srl_entry;
 

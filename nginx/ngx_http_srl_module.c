@@ -23,6 +23,8 @@
  *                      http/server/location: addresses srl rules never
  *                      refuse here (address exemptions, below)
  *   srl_status CODE; srl_log_level info|notice|warn|error; srl_headers on|off;
+ *   srl_ban_log_level info|notice|warn|error|off;
+ *                      the line a penalty= ban's start logs (default warn)
  *   srl_metrics;       location: Prometheus text of every limiter
  *
  * Segment lifecycle.  nginx parses its configuration in the master (root),
@@ -122,6 +124,7 @@ typedef struct {
                                     NULL: off */
     ngx_uint_t status;
     ngx_uint_t log_level;
+    ngx_uint_t ban_log_level;    /* srl_ban_log_level: NGX_LOG_*, or BAN_LOG_OFF */
     ngx_flag_t headers;
 } ngx_http_srl_loc_conf_t;
 
@@ -173,6 +176,17 @@ static ngx_conf_enum_t ngx_http_srl_log_levels[] = {
     { ngx_null_string, 0 }
 };
 
+/* srl_ban_log_level: the levels of srl_log_level, or off. */
+#define BAN_LOG_OFF 100
+static ngx_conf_enum_t ngx_http_srl_ban_log_levels[] = {
+    { ngx_string("info"), NGX_LOG_INFO },
+    { ngx_string("notice"), NGX_LOG_NOTICE },
+    { ngx_string("warn"), NGX_LOG_WARN },
+    { ngx_string("error"), NGX_LOG_ERR },
+    { ngx_string("off"), BAN_LOG_OFF },
+    { ngx_null_string, 0 }
+};
+
 static ngx_conf_num_bounds_t ngx_http_srl_status_bounds = {
     ngx_conf_check_num_bounds, 400, 599
 };
@@ -220,6 +234,13 @@ static ngx_command_t ngx_http_srl_commands[] = {
       NGX_HTTP_LOC_CONF_OFFSET,
       offsetof(ngx_http_srl_loc_conf_t, log_level),
       &ngx_http_srl_log_levels },
+
+    { ngx_string("srl_ban_log_level"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_enum_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_http_srl_loc_conf_t, ban_log_level),
+      &ngx_http_srl_ban_log_levels },
 
     { ngx_string("srl_headers"),
       NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_FLAG,
@@ -592,6 +613,7 @@ ngx_http_srl_create_loc_conf(ngx_conf_t *cf)
     lcf->exempt = NGX_CONF_UNSET_PTR;
     lcf->status = NGX_CONF_UNSET_UINT;
     lcf->log_level = NGX_CONF_UNSET_UINT;
+    lcf->ban_log_level = NGX_CONF_UNSET_UINT;
     lcf->headers = NGX_CONF_UNSET;
     return lcf;
 }
@@ -607,6 +629,7 @@ ngx_http_srl_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
     ngx_conf_merge_ptr_value(conf->exempt, prev->exempt, NULL);
     ngx_conf_merge_uint_value(conf->status, prev->status, NGX_HTTP_TOO_MANY_REQUESTS);
     ngx_conf_merge_uint_value(conf->log_level, prev->log_level, NGX_LOG_ERR);
+    ngx_conf_merge_uint_value(conf->ban_log_level, prev->ban_log_level, NGX_LOG_WARN);
     ngx_conf_merge_value(conf->headers, prev->headers, 1);
     return NGX_CONF_OK;
 }
@@ -1138,6 +1161,43 @@ rule_key(ngx_http_request_t *r, ngx_http_srl_loc_conf_t *lcf, const ngx_http_srl
     return NGX_OK;
 }
 
+/* A decision that started a penalty= ban (one per ban, SRL_DECISION_BAN_STARTED):
+ * one line at srl_ban_log_level with the key (bytes outside printable ASCII,
+ * '"' and '\\' as \\xNN), the policy and until when (UTC: now plus the
+ * decision's retry_after, rounded up to the second). */
+static void
+log_ban_start(ngx_http_request_t *r, const ngx_http_srl_loc_conf_t *lcf,
+    const ngx_http_srl_limiter_t *l, uint32_t tier, const srl_decision *dec,
+    const ngx_str_t *key)
+{
+    if (!(dec->flags & SRL_DECISION_BAN_STARTED) || lcf->ban_log_level == BAN_LOG_OFF) {
+        return;
+    }
+    const srl_limits *ls = tier == 0 ? &l->limits : &l->cfg.tiers[tier - 1].limits;
+    char policy[SRL_LIMITS_TEXT_MAX];
+    if (srl_limits_format(ls, policy, sizeof policy) < 0) {
+        ngx_cpystrn((u_char *) policy, (u_char *) "?", sizeof policy);
+    }
+    u_char *shown = ngx_pnalloc(r->pool, key->len * 4 + 1), *p = shown;
+    if (shown == NULL) {
+        return;
+    }
+    for (size_t i = 0; i < key->len; i++) {
+        u_char c = key->data[i];
+        p = c < 0x20 || c > 0x7e || c == '"' || c == '\\' ? ngx_sprintf(p, "\\x%02xd", c)
+                                                            : (*p = c, p + 1);
+    }
+    ngx_time_t *tp = ngx_timeofday();
+    uint64_t end_ns = (uint64_t) tp->sec * 1000000000 + (uint64_t) tp->msec * 1000000 +
+                      dec->retry_after_ns;
+    ngx_tm_t tm;
+    ngx_gmtime((time_t) ((end_ns + 999999999) / 1000000000), &tm);
+    ngx_log_error(lcf->ban_log_level, r->connection->log, 0, "srl %s: ban started: key "
+                  "\"%*s\", policy %s, until %4d-%02d-%02dT%02d:%02d:%02dZ", l->cname,
+                  (size_t) (p - shown), shown, policy, tm.ngx_tm_year, tm.ngx_tm_mon,
+                  tm.ngx_tm_mday, tm.ngx_tm_hour, tm.ngx_tm_min, tm.ngx_tm_sec);
+}
+
 /* One rule's decision for r: NGX_DECLINED (admitted, go on), the refusal's
  * status, or NGX_HTTP_INTERNAL_SERVER_ERROR. */
 static ngx_int_t
@@ -1193,6 +1253,7 @@ decide(ngx_http_request_t *r, ngx_http_srl_loc_conf_t *lcf, ngx_http_srl_ctx_t *
         ngx_log_error(NGX_LOG_WARN, r->connection->log, 0, "srl %s: %s; decided by on_full "
                       "(%s)", l->cname, srl_strerror(rc), dec.allowed ? "allowed" : "denied");
     }
+    log_ban_start(r, lcf, l, tier, &dec, &key);
     ngx_uint_t st = status_of(&dec, rule->dry_run);
     if (st > ctx->status) {
         ctx->status = st;
@@ -1410,6 +1471,9 @@ ngx_http_srl_metrics_handler(ngx_http_request_t *r)
         int e = l[i]->lim == NULL ? SRL_ENOENT : srl_info_get(l[i]->lim, &v[i].info);
         if (e == 0) {
             e = srl_stats_get(l[i]->lim, &v[i].stats);
+        }
+        if (e == 0) {   /* srl_bans_active, as rlctl metrics counts it */
+            e = srl__metrics_count_bans(l[i]->lim, &v[i]);
         }
         v[i].ok = e == 0;
         v[i].status = e == 0 ? "ok" : "error";

@@ -107,6 +107,7 @@ final class Srl
     private const DECISION_DEGRADED = 0x2;
     private const DECISION_LOCAL = 0x8;
     private const DECISION_WOULD_DENY = 0x4;
+    private const DECISION_BAN_STARTED = 0x10;   /* SRL_DECISION_BAN_STARTED */
     private const CONFIG_DRY_RUN = 0x1;   /* srl_config.flags SRL_CONFIG_DRY_RUN */
     private const CONFIG_FLOOD_CACHE = 0x2;   /* SRL_CONFIG_FLOOD_CACHE */
     private const CONFIG_LOCKFREE = 0x4;      /* SRL_CONFIG_LOCKFREE */
@@ -128,6 +129,10 @@ final class Srl
      * functions: one per lease would pile up in a long-running CLI loop). */
     private static array $held = [];
     private static bool $atShutdown = false;
+
+    /* setBanLog(): where and at what level a penalty ban's start is logged. */
+    private static mixed $banLogger = null;
+    private static ?string $banLevel = 'warning';
 
     private static ?FFI $shared = null;   /* what ffi() returns */
     private static string $binding = '';
@@ -488,6 +493,7 @@ final class Srl
         $this->decided($rc, $d, $this->isConcurrency()
             ? 'acquire() on a concurrency limiter: use enter()' : 'acquire');
         $this->last = $d;
+        $this->banStarted($key, $d, $tier);
         return $this->toArray($d);
     }
 
@@ -513,6 +519,7 @@ final class Srl
                                       $maxWaitNs, FFI::addr($d));
         $this->decided($rc, $d, 'reserve');
         $this->last = $d;
+        $this->banStarted($key, $d, null);
         return $this->toArray($d) + ['waitNs' => $d->wait_ns];
     }
 
@@ -754,6 +761,58 @@ final class Srl
     {
         if ($rc !== 0 && ($d->flags & self::DECISION_DEGRADED) === 0) {
             $this->checkHere($rc, $what);
+        }
+    }
+
+    /*
+     * Where a decision that starts a penalty= ban (one per ban) is logged:
+     * $logger a PSR-3 logger (its log($level, $message, $context)), or a
+     * callable($level, $message, $context), or null for error_log(); $level
+     * a PSR-3 level ('warning', the default; 'notice', 'error', ...) or null
+     * for no log at all.  The message: "srl: ban started: key K, policy P,
+     * until YYYY-MM-DDTHH:MM:SSZ" (K's control and non-ASCII bytes as \xNN;
+     * until = now in UTC plus the decision's retry_after, rounded up to the
+     * second); $context has key, policy and until (a Unix time).
+     */
+    public static function setBanLog(mixed $logger = null, ?string $level = 'warning'): void
+    {
+        if ($logger !== null && !is_callable($logger) && !(is_object($logger) &&
+                                                           method_exists($logger, 'log'))) {
+            throw new InvalidArgumentException('setBanLog: a PSR-3 logger, a callable or null');
+        }
+        self::$banLogger = $logger;
+        self::$banLevel = $level;
+    }
+
+    /* The log line of a ban's start (setBanLog), if $d started one. */
+    private function banStarted(string $key, FFI\CData $d, ?string $tier): void
+    {
+        if (($d->flags & self::DECISION_BAN_STARTED) === 0 || self::$banLevel === null) {
+            return;
+        }
+        $limits = $this->limits;
+        if ($tier !== null) {
+            $t = $this->ffi->new('srl_tier');
+            if ($this->ffi->srl_tier_get($this->handle(), $this->tierIndex($tier),
+                                         FFI::addr($t)) === 0) {
+                $limits = $t->limits;
+            }
+        }
+        $policy = $this->format('srl_limits_format', FFI::addr($limits));
+        $shown = preg_replace_callback('/[^\x20-\x7e]|\\\\/', static fn(array $m): string =>
+            $m[0] === '\\' ? '\\\\' : sprintf('\\x%02x', ord($m[0])), $key);
+        $until = intdiv((int)(microtime(true) * 1e6) * 1000 + $d->retry_after_ns + 999999999,
+                        1000000000);
+        $msg = sprintf('srl: ban started: key %s, policy %s, until %s', $shown, $policy,
+                       gmdate('Y-m-d\TH:i:s\Z', $until));
+        $context = ['key' => $key, 'policy' => $policy, 'until' => $until];
+        $logger = self::$banLogger;
+        if ($logger === null) {
+            error_log($msg);
+        } elseif (is_object($logger) && method_exists($logger, 'log')) {
+            $logger->log(self::$banLevel, $msg, $context);
+        } else {
+            $logger(self::$banLevel, $msg, $context);
         }
     }
 

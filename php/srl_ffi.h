@@ -32,7 +32,7 @@ typedef struct srl_policy {
     uint32_t permits;
     uint64_t window_ns;
     uint32_t burst;
-    uint32_t reserved0;
+    uint32_t penalty_max_s;
     uint64_t penalty_ns;
 } srl_policy;
 
@@ -184,6 +184,7 @@ int srl_acquire(srl_limiter *lim, const char *key, size_t len, uint32_t cost,
 int srl_acquire_tier(srl_limiter *lim, uint32_t tier, const char *key, size_t len,
                      uint32_t cost, srl_decision *d);
 int srl_tier_find(srl_limiter *lim, const char *name);
+int srl_tier_get(srl_limiter *lim, uint32_t i, srl_tier *out);
 int srl_peek(srl_limiter *lim, const char *key, size_t len, uint32_t cost,
              srl_decision *d);
 int srl_reset_key(srl_limiter *lim, const char *key, size_t len);

@@ -277,7 +277,7 @@ static PyMemberDef Decision_members[] = {
      .offset = offsetof(DecisionObject, d.reset_after_ns), .flags = READONLY,
      .doc = "nanoseconds until the key is at rest"},
     {.name = "flags", .type = T_UINT, .offset = offsetof(DecisionObject, d.flags),
-     .flags = READONLY, .doc = "FLAG_UNTRACKED | FLAG_DEGRADED | FLAG_WOULD_DENY | FLAG_LOCAL"},
+     .flags = READONLY, .doc = "FLAG_UNTRACKED | FLAG_DEGRADED | FLAG_WOULD_DENY | FLAG_LOCAL | FLAG_BAN_STARTED"},
     {.name = "wait_ns", .type = T_ULONGLONG, .offset = offsetof(DecisionObject, d.wait_ns),
      .flags = READONLY, .doc = "reserve(): nanoseconds to wait before acting (0: now)"},
     {.name = "binding", .type = T_UINT, .offset = offsetof(DecisionObject, d.binding),
@@ -845,6 +845,43 @@ static int parse_key_cost(PyObject *args, PyObject *kw, const char *fmt, key_vie
     return key_get(key, k);
 }
 
+/* Issue 41 item 4: the Python function srl/__init__.py registers
+ * (_set_ban_hook), called as hook(limiter, key, policy_text, decision) on
+ * a decision that started a ",penalty=" ban (SRL_DECISION_BAN_STARTED);
+ * it logs through the logging module.  Its exception is the caller's. */
+static PyObject *ban_hook;
+
+static PyObject *set_ban_hook(PyObject *mod, PyObject *fn)
+{
+    (void)mod;
+    if (fn != Py_None && !PyCallable_Check(fn)) {
+        PyErr_SetString(PyExc_TypeError, "_set_ban_hook: a callable or None");
+        return NULL;
+    }
+    Py_XSETREF(ban_hook, fn == Py_None ? NULL : Py_NewRef(fn));
+    Py_RETURN_NONE;
+}
+
+/* dec (a new Decision, or NULL) after the hook ran for a started ban;
+ * NULL (dec released) if the hook raised. */
+static PyObject *ban_started(PyObject *lim, PyObject *key, const srl_limits *limits,
+                             PyObject *dec)
+{
+    if (dec == NULL || ban_hook == NULL ||
+        !(((DecisionObject *)dec)->d.flags & SRL_DECISION_BAN_STARTED))
+        return dec;
+    char text[SRL_LIMITS_TEXT_MAX];
+    if (srl_limits_format(limits, text, sizeof text) < 0)
+        snprintf(text, sizeof text, "?");
+    PyObject *r = PyObject_CallFunction(ban_hook, "OOsO", lim, key, text, dec);
+    if (r == NULL) {
+        Py_DECREF(dec);
+        return NULL;
+    }
+    Py_DECREF(r);
+    return dec;
+}
+
 /* The Decision of srl_acquire/srl_reserve's rc, or the exception.  An error
  * for which the library still decided by on_full (flags FLAG_DEGRADED: a
  * lock timed out or unusable, a Redis server slow, gone or answering out of
@@ -899,7 +936,7 @@ static PyObject *Limiter_acquire(PyObject *op, PyObject *args, PyObject *kw)
     memset(&d, 0, sizeof d);
     rc = srl_acquire_tier(self->lim, (uint32_t)t, k.data, k.len, (uint32_t)cost, &d);
     key_release(&k);
-    return decided(self, &tier.limits, rc, &d, "srl_acquire", cost);
+    return ban_started(op, key, &tier.limits, decided(self, &tier.limits, rc, &d, "srl_acquire", cost));
 }
 
 /* reserve(key, max_wait_ns, cost=1): srl_reserve; the caller sleeps
@@ -924,7 +961,7 @@ static PyObject *Limiter_reserve(PyObject *op, PyObject *args, PyObject *kw)
     memset(&d, 0, sizeof d);
     int rc = srl_reserve(self->lim, k.data, k.len, (uint32_t)cost, max_wait, &d);
     key_release(&k);
-    return decided(self, &self->limits, rc, &d, "srl_reserve", cost);
+    return ban_started(op, key, &self->limits, decided(self, &self->limits, rc, &d, "srl_reserve", cost));
 }
 
 static PyObject *Limiter_peek(PyObject *op, PyObject *args, PyObject *kw)
@@ -1512,6 +1549,9 @@ static PyMethodDef module_methods[] = {
     {"cidr_match", cidr_match_py, METH_VARARGS,
      "cidr_match(range, addr) -> bool: srl_cidr_match; an addr that is no address is in no\n"
      "range.  ValueError for a bad range."},
+    {"_set_ban_hook", set_ban_hook, METH_O,
+     "_set_ban_hook(fn or None): fn(limiter, key, policy, decision) on each decision that\n"
+     "started a penalty= ban (called once by srl/__init__.py, which logs it)."},
     {"_register_errors", register_errors, METH_VARARGS,
      "_register_errors(base, {code: class}) (called once by srl/__init__.py)."},
     {NULL, NULL, 0, NULL},
@@ -1550,6 +1590,7 @@ PyMODINIT_FUNC PyInit__srl(void)
         add_int(m, "FLAG_DEGRADED", SRL_DECISION_DEGRADED) < 0 ||
         add_int(m, "FLAG_LOCAL", SRL_DECISION_LOCAL) < 0 ||
         add_int(m, "FLAG_WOULD_DENY", SRL_DECISION_WOULD_DENY) < 0 ||
+        add_int(m, "FLAG_BAN_STARTED", SRL_DECISION_BAN_STARTED) < 0 ||
         add_int(m, "KEY_MAX", SRL_KEY_MAX) < 0)
         goto fail;
     return m;

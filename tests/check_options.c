@@ -64,7 +64,7 @@ START_TEST(burst_is_parsed_formatted_canonically_and_refused_where_it_means_noth
     srl_policy bad = {.algorithm = SRL_SLIDING_LOG, .permits = 5, .window_ns = SEC, .burst = 2};
     ck_assert_int_eq(srl_policy_validate(&bad), SRL_EPOLICY);
     bad = (srl_policy){.algorithm = SRL_TOKEN_BUCKET, .permits = 5, .window_ns = SEC,
-                       .reserved0 = 1};
+                       .penalty_max_s = 1};
     ck_assert_int_eq(srl_policy_validate(&bad), SRL_EPOLICY);
     srl_limits l;
     ck_assert_int_eq(srl_limits_parse_ex("token_bucket:10/1s,burst=3 + gcra:100/1h,burst=7", &l,

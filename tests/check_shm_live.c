@@ -934,7 +934,7 @@ static void damage(struct srl__shm_policy *p, enum edit e)
     case E_TIERS17: p->tier_count = 17; break;
     case E_ALGO: p->limits.limit[0].algorithm = 99; break;
     case E_PERMITS0: p->limits.limit[0].permits = 0; break;
-    case E_RESERVED: p->limits.limit[0].reserved0 = 1; break;
+    case E_RESERVED: p->limits.limit[0].penalty_max_s = 1; break;
     case E_BIG: p->limits = limits_of("sliding_log:100/1h"); break;
     case E_TIERNAME:
         p->tier_count = 2;

@@ -30,7 +30,8 @@
 
 enum fam {
     F_UP, F_INFO, F_DECISIONS, F_KEYS, F_INFLIGHT, F_CAPACITY, F_LOAD, F_RECOVERED, F_RESET, F_EVICTED,
-    F_RECLAIMED, F_TIMEOUTS, F_WOULD_DENY, F_BYTES, F_PERMITS, F_WINDOW, F_CREATED, F_COUNT
+    F_RECLAIMED, F_TIMEOUTS, F_WOULD_DENY, F_BYTES, F_PERMITS, F_WINDOW, F_CREATED, F_BANS,
+    F_COUNT
 };
 
 static const struct family {
@@ -69,6 +70,9 @@ static const struct family {
                   "Per limit: its window (a concurrency limit: max_hold, 0 for none)"},
     [F_CREATED] = {"srl_segment_created_timestamp_seconds", "gauge",
                    "Wall-clock time the segment was created (a change: it was recreated)"},
+    [F_BANS] = {"srl_bans_active", "gauge",
+                "Keys banned now, by kind: hand (rlctl ban, srl_key_ban) or penalty (a "
+                "limit's penalty=)"},
 };
 
 struct out {
@@ -131,25 +135,36 @@ static uint64_t minus(uint64_t a, uint64_t b)
     return a > b ? a - b : 0;
 }
 
+/* One sample of family f per value: f{segment="...",key="v[i].label"} v[i].v. */
+struct split {
+    const char *label;
+    uint64_t v;
+};
+static void splits(const struct out *o, enum fam f, const srl__metrics_seg *g, const char *key,
+                   const struct split *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        puts_(o, families[f].name);
+        puts_(o, "{");
+        label(o, "segment", g->name, 1);
+        label(o, key, v[i].label, 0);
+        puts_(o, "} ");
+        u64(o, v[i].v);
+        puts_(o, "\n");
+    }
+}
+
 static void decisions(const struct out *o, const srl__metrics_seg *g)
 {
     const srl_stats *s = &g->stats;
     int deny = g->info.on_full == SRL_ON_FULL_DENY;
-    const struct { const char *result; uint64_t v; } r[] = {
+    const struct split r[] = {
         {"allowed", deny ? s->allowed : minus(s->allowed, s->full)},
         {"denied", deny ? minus(s->denied, s->full) : s->denied},
         {"untracked", s->full},
         {"degraded", s->timeouts},
     };
-    for (size_t i = 0; i < sizeof r / sizeof r[0]; i++) {
-        puts_(o, families[F_DECISIONS].name);
-        puts_(o, "{");
-        label(o, "segment", g->name, 1);
-        label(o, "result", r[i].result, 0);
-        puts_(o, "} ");
-        u64(o, r[i].v);
-        puts_(o, "\n");
-    }
+    splits(o, F_DECISIONS, g, "result", r, sizeof r / sizeof r[0]);
 }
 
 /* One sample per limit of a compound (label limit="i"). */
@@ -172,6 +187,34 @@ static void per_limit(const struct out *o, enum fam f, const srl__metrics_seg *g
     }
 }
 
+/* Two samples, kind="hand" and kind="penalty". */
+static void bans(const struct out *o, const srl__metrics_seg *g)
+{
+    const struct split k[] = {
+        {"hand", g->bans_hand},
+        {"penalty", g->bans_penalty},
+    };
+    splits(o, F_BANS, g, "kind", k, sizeof k / sizeof k[0]);
+}
+
+static int count_ban(const srl_entry *e, void *ctx)
+{
+    srl__metrics_seg *g = ctx;
+    if (e->control & SRL_KEY_BANNED)   /* a hand ban decides over a penalty's */
+        g->bans_hand++;
+    else if (e->control & SRL_KEY_PENALTY)
+        g->bans_penalty++;
+    return 0;
+}
+
+int srl__metrics_count_bans(srl_limiter *lim, srl__metrics_seg *g)
+{
+    g->bans_hand = g->bans_penalty = 0;
+    int64_t n = srl_foreach(lim, count_ban, g);
+    g->bans_counted = n >= 0;
+    return n < 0 ? (int)n : 0;
+}
+
 static void sample(const struct out *o, enum fam f, const srl__metrics_seg *g)
 {
     const srl_info *in = &g->info;
@@ -182,6 +225,10 @@ static void sample(const struct out *o, enum fam f, const srl__metrics_seg *g)
     }
     if (f == F_PERMITS || f == F_WINDOW) {
         per_limit(o, f, g);
+        return;
+    }
+    if (f == F_BANS) {
+        bans(o, g);
         return;
     }
     puts_(o, families[f].name);
@@ -238,7 +285,8 @@ void srl__metrics_format(const srl__metrics_seg *segs, size_t n, srl__metrics_pu
     for (int f = 0; f < F_COUNT; f++) {
         head(&o, &families[f]);
         for (size_t i = 0; i < n; i++)
-            if ((segs[i].ok || f == F_UP) && (f != F_INFLIGHT || segs[i].inflight_counted))
+            if ((segs[i].ok || f == F_UP) && (f != F_INFLIGHT || segs[i].inflight_counted) &&
+                (f != F_BANS || segs[i].bans_counted))
                 sample(&o, (enum fam)f, &segs[i]);
     }
 }

@@ -30,9 +30,20 @@ typedef struct srl__metrics_seg {
     int inflight_counted;     /* 1: inflight below was summed (a walk of the
                                  keys, by the caller): srl_inflight_units */
     uint64_t inflight;        /* units of its concurrency limit held now */
+    int bans_counted;         /* 1: the bans below were counted (a walk of the
+                                 keys: srl__metrics_count_bans) */
+    uint64_t bans_hand;       /* keys banned by hand now (srl_key_ban) */
+    uint64_t bans_penalty;    /* keys in a ",penalty=" ban now (and no hand ban) */
 } srl__metrics_seg;
 
 typedef void (*srl__metrics_put)(void *ctx, const char *s, size_t n);
+
+/* Count the keys of lim banned now, by kind, into g (bans_counted = 1 on
+ * success): one srl_foreach, a bucket lock at a time, as long as a walk of
+ * the segment takes (about 0.3 s a million keys).  Every printer of
+ * srl_bans_active calls it, so rlctl, mod_srl and the nginx module print
+ * the same series.  0 or srl_foreach's error (g's bans then not counted). */
+int srl__metrics_count_bans(srl_limiter *lim, srl__metrics_seg *g);
 
 /* Write every metric family (HELP, TYPE, one sample per segment) for
  * segs[0..n) through put. */

@@ -299,6 +299,8 @@ struct rlctl_seg {
     srl_stats stats;          /* valid when counted */
     int inflight_counted;     /* a concurrency policy, walked: inflight valid */
     uint64_t inflight;        /* units held now over all keys */
+    int bans_counted;         /* walk 2 (metrics): the bans below counted */
+    uint64_t bans_hand, bans_penalty;   /* srl__metrics_count_bans */
 };
 #define RLCTL_LS_OWNERS 8
 struct rlctl_segs {
@@ -311,7 +313,7 @@ struct rlctl_segs {
 };
 const char *rlctl_status_of(int rc); /* "ok", "stale", "forbidden", ... */
 /* Open NAME ("/" optional), read its info and, if walk, its stats (with a
- * progress line per o), close it. */
+ * progress line per o); walk 2 (metrics) counts its bans too; close it. */
 void rlctl_probe(const rlctl_opts *o, const char *name, int walk, struct rlctl_seg *g);
 /* The segments under /dev/shm by name: every srl segment, plus foreign and
  * forbidden objects with o->all; stats read only if walk.  Returns EX_OK
@@ -364,6 +366,14 @@ int rlctl_detail_load(srl_limiter *lim, const srl_info *in, const void *key, siz
 void rlctl_detail_print(const srl_info *in, const rlctl_detail *d);
 void rlctl_detail_json(rlctl_json *j, const srl_info *in, const rlctl_detail *d);
 void rlctl_detail_free(rlctl_detail *d);
+
+/* rlctl_ban.c: a key's bans as get and list show them: the kind ("hand",
+ * "penalty", NULL for none) of SRL_KEY_* flags, and get's lines and JSON
+ * fields (ban_kind, ban_left_ns, ban_reason, repeat). */
+const char *rlctl_ban_kind(unsigned flags);
+void rlctl_ban_load(srl_limiter *lim, const void *key, size_t len, srl_key_control *kc);
+void rlctl_ban_print(const srl_key_control *kc);
+void rlctl_ban_json(rlctl_json *j, const srl_key_control *kc);
 /* The policy has a concurrency limit (info and list show units in flight). */
 int rlctl_has_units(const srl_info *in);
 /* The units in flight over every key (a walk of the table): 0 or an

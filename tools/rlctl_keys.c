@@ -91,6 +91,8 @@ int rlctl_cmd_get(const rlctl_opts *o)
         irc = srl_stats_get(lim, &st);
     if (irc == 0 && rc == 0)
         irc = rlctl_detail_load(lim, &in, o->key, o->key_len, &more);
+    srl_key_control kc;
+    rlctl_ban_load(lim, o->key, o->key_len, &kc);
     srl_close(lim);
     if (rc != 0 && rc != SRL_ENOENT)
         return rlctl_fail_cmd(o, rc);
@@ -116,6 +118,7 @@ int rlctl_cmd_get(const rlctl_opts *o)
         rlctl_json_u64(&j, "cost", o->cost);
         decision_json(&j, &d);
         rlctl_detail_json(&j, &in, &more);
+        rlctl_ban_json(&j, &kc);
         rlctl_json_end_obj(&j);
         rlctl_json_end(&j);
     } else if (rc == SRL_ENOENT && full) {
@@ -139,6 +142,7 @@ int rlctl_cmd_get(const rlctl_opts *o)
             printf("%s: a request of cost %u would be denied now: retry after %s; at rest in %s\n",
                    key, o->cost, rlctl_fmt_duration(d.retry_after_ns, ra, sizeof ra), rs);
         rlctl_detail_print(&in, &more);
+        rlctl_ban_print(&kc);
     }
     rlctl_detail_free(&more);
     free(key);

@@ -48,6 +48,7 @@ struct row {
     int at_rest;
     uint32_t inflight;   /* units held now (a concurrency limit) */
     uint32_t tier;       /* the key's tier (srl_entry.tier) */
+    uint32_t control;    /* SRL_KEY_* (srl_entry.control): its ban's kind */
 };
 
 struct walk {
@@ -116,7 +117,7 @@ static int visit(const srl_entry *e, void *ctx)
     *r = (struct row){.display_len = e->display_len, .key_len = e->key_len,
                       .allowed = e->allowed, .denied = e->denied, .last_ns = e->last_ns,
                       .now = e->now, .at_rest = e->at_rest, .inflight = e->inflight,
-                      .tier = e->tier};
+                      .tier = e->tier, .control = e->control};
     memcpy(r->fp, e->fingerprint, sizeof r->fp);
     if (e->display_len > 0) {
         r->display = malloc(e->display_len);
@@ -197,6 +198,10 @@ static int print_json(const char *name, const srl_info *in, const struct walk *w
         rlctl_json_u64(&j, "inflight", r->inflight);
         rlctl_json_u64(&j, "tier", r->tier);
         rlctl_json_str(&j, "tier_name", rlctl_tier_name(tiers, r->tier));
+        if (rlctl_ban_kind(r->control) != NULL)
+            rlctl_json_str(&j, "ban_kind", rlctl_ban_kind(r->control));
+        else
+            rlctl_json_null(&j, "ban_kind");
         rlctl_json_end_obj(&j);
         free(key), free(hex), free(fp);
     }
@@ -227,12 +232,20 @@ static int print_text(const rlctl_opts *o, const char *name, const struct walk *
      * TIER only for a segment with tiers (which never has one). */
     int tiered = !redis && !units && tiers->n > 1;
     size_t ncols = redis ? sizeof redis_cols / sizeof redis_cols[0] : units || tiered ? 10 : 9;
-    const char *h[10];
-    unsigned char rt[10];
+    const char *h[11];
+    unsigned char rt[11];
     for (size_t c = 0; c < ncols; c++) {
         h[c] = hdr[redis ? redis_cols[c] : c];
         rt[c] = right[redis ? redis_cols[c] : c];
     }
+    /* BAN (hand or penalty) last, only when a row shown has a ban. */
+    size_t bancol = 0;
+    for (size_t i = 0; !redis && bancol == 0 && i < w->n; i++)
+        if (rlctl_ban_kind(w->v[i].control) != NULL) {
+            bancol = ncols++;
+            h[bancol] = "BAN";
+            rt[bancol] = 0;
+        }
     rlctl_table t;
     rlctl_table_init(&t, ncols, h, rt);
     /* Building and printing millions of rows takes longer than the walk
@@ -270,9 +283,13 @@ static int print_text(const rlctl_opts *o, const char *name, const struct walk *
         snprintf(inf, sizeof inf, "%u", r->inflight);
         const char *row[] = {key, len, al, de, rem, ra, rs, idle, r->at_rest ? "yes" : "no",
                              units ? inf : rlctl_tier_name(tiers, r->tier)};
-        const char *out[10];
+        const char *out[11];
         for (size_t c = 0; c < ncols; c++)
-            out[c] = row[redis ? redis_cols[c] : c];
+            out[c] = c == bancol && bancol != 0 ? NULL : row[redis ? redis_cols[c] : c];
+        if (bancol != 0) {
+            const char *kind = rlctl_ban_kind(r->control);
+            out[bancol] = kind != NULL ? kind : "-";
+        }
         rlctl_table_add(&t, out);
         free(key);
     }

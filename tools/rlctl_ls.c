@@ -32,6 +32,7 @@
  * Rows are sorted by name.
  */
 #include "rlctl.h"
+#include "metrics_fmt.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -77,6 +78,12 @@ void rlctl_probe(const rlctl_opts *o, const char *name, int walk, struct rlctl_s
             if (rc == 0 && rlctl_has_units(&g->info)) {   /* metrics' srl_inflight_units */
                 rc = rlctl_inflight(lim, &g->inflight);
                 g->inflight_counted = rc == 0;
+            }
+            srl__metrics_seg m = {0};
+            if (rc == 0 && walk == 2 && (rc = srl__metrics_count_bans(lim, &m)) == 0) {
+                g->bans_counted = 1;   /* metrics' srl_bans_active */
+                g->bans_hand = m.bans_hand;
+                g->bans_penalty = m.bans_penalty;
             }
             rlctl_progress_end(&p);
         }

@@ -88,7 +88,7 @@ int rlctl_cmd_metrics(const rlctl_opts *o)
             return EX_OSERR;
         }
         for (int i = 0; i < o->nnames; i++) {
-            rlctl_probe(o, o->names[i], 1, &s.v[i]);
+            rlctl_probe(o, o->names[i], 2, &s.v[i]);
             if (s.v[i].open_rc != 0) {
                 int code = rlctl_fail(o->names[i], s.v[i].open_rc);
                 if (status == EX_OK)
@@ -97,7 +97,7 @@ int rlctl_cmd_metrics(const rlctl_opts *o)
         }
         s.n = (size_t)o->nnames;
     } else {
-        int rc = rlctl_scan(o, 1, &s);
+        int rc = rlctl_scan(o, 2, &s);
         if (rc != EX_OK)
             return rc;
     }
@@ -117,6 +117,9 @@ int rlctl_cmd_metrics(const rlctl_opts *o)
             v[i].stats = g->stats;
             v[i].inflight_counted = g->inflight_counted;
             v[i].inflight = g->inflight;
+            v[i].bans_counted = g->bans_counted;
+            v[i].bans_hand = g->bans_hand;
+            v[i].bans_penalty = g->bans_penalty;
         }
     }
     int wrc;

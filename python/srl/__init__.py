@@ -29,15 +29,50 @@ The openers' dry_run=, lockfree= and flood_cache= are asked for; what took
 effect in the handle's store is in lim.info(): "flags" (srl_info.flags) and
 the booleans "lockfree", "flood_cache" and "dry_run" (lockfree=True on a
 token_bucket limiter, or flood_cache=True on local(), reads False).
+
+A decision that starts a penalty= ban (FLAG_BAN_STARTED, one per ban) is
+logged on the logger "srl" at srl.ban_log_level (default logging.WARNING;
+None: not logged): "ban started: key K, policy P, until YYYY-MM-DDTHH:MM:SSZ"
+(K with control characters and undecodable bytes escaped; until = now in UTC
+plus the decision's retry_after, rounded up to the second).
 """
+import datetime
+import logging
+import time
+
 from . import _srl
 from ._srl import (Decision, Limiter, headers, strerror, unlink, key_fit, FLAG_UNTRACKED,
-                   FLAG_DEGRADED, FLAG_WOULD_DENY, FLAG_LOCAL, KEY_MAX)
+                   FLAG_DEGRADED, FLAG_WOULD_DENY, FLAG_LOCAL, FLAG_BAN_STARTED, KEY_MAX)
 from ._srl import ip_key, cidr, cidr_match
 
 __all__ = ["Limiter", "Decision", "headers", "strerror", "unlink", "key_fit", "Error",
-           "FLAG_UNTRACKED", "FLAG_DEGRADED", "FLAG_WOULD_DENY", "FLAG_LOCAL", "KEY_MAX",
-           "holding", "ip_key", "cidr", "cidr_match"]
+           "FLAG_UNTRACKED", "FLAG_DEGRADED", "FLAG_WOULD_DENY", "FLAG_LOCAL", "FLAG_BAN_STARTED",
+           "KEY_MAX", "holding", "ban_log_level", "ip_key", "cidr", "cidr_match"]
+
+ban_log_level = logging.WARNING
+
+
+def _key_display(key):
+    """A key as a log shows it: str as is, bytes as UTF-8; control characters and
+    bytes that are not UTF-8 escaped (\\x1b, \\xff), so a client cannot forge lines."""
+    if isinstance(key, (bytes, bytearray)):
+        key = bytes(key).decode("utf-8", "backslashreplace")
+    return "".join(c if c.isprintable() else "\\x%02x" % ord(c) if ord(c) < 256
+                   else "\\u%04x" % ord(c) for c in str(key))
+
+
+def _log_ban(lim, key, policy, d):
+    level = ban_log_level
+    log = logging.getLogger("srl")
+    if level is None or not log.isEnabledFor(level):
+        return
+    secs = -(-(time.time_ns() + d.retry_after_ns) // 1000000000)
+    until = datetime.datetime.fromtimestamp(secs, datetime.timezone.utc)
+    log.log(level, "ban started: key %s, policy %s, until %s", _key_display(key), policy,
+            until.strftime("%Y-%m-%dT%H:%M:%SZ"))
+
+
+_srl._set_ban_hook(_log_ban)
 
 
 class holding:

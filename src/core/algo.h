@@ -88,6 +88,11 @@ uint64_t srl__limit_last_ns(const srl_policy *p, const void *state);
  * how long p's ban still runs at now (0: not banned, or no penalty). */
 bool srl__limit_can_reserve(const srl_policy *p);
 uint64_t srl__limit_banned_ns(const srl_policy *p, const void *state, uint64_t now);
+/* Escalation (",penalty=MIN..MAX"): the bans remembered at now (0: none,
+ * or no escalation; 1: the last ban was MIN long), and forgiving: no ban,
+ * nothing remembered (srl_key_unban), the algorithm's state untouched. */
+uint32_t srl__limit_offences(const srl_policy *p, const void *state, uint64_t now);
+void srl__limit_forgive(const srl_policy *p, void *state);
 
 /* Concurrency (algo_concurrency.c): holder-aware calls on a valid
  * SRL_CONCURRENCY state; callers hold the key's lock. */

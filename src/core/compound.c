@@ -32,6 +32,7 @@ int srl__limits_canonical(const srl_limits *l, srl_limits *out)
         /* burst = permits is no burst: one canonical form for one behaviour */
         c.limit[i].burst = l->limit[i].burst == l->limit[i].permits ? 0 : l->limit[i].burst;
         c.limit[i].penalty_ns = l->limit[i].penalty_ns;
+        c.limit[i].penalty_max_s = l->limit[i].penalty_max_s;
     }
     *out = c;
     return 0;
@@ -95,6 +96,7 @@ static void fold(const struct srl__compound *c, const srl_decision *each, srl_de
     uint32_t b = 0;
     uint32_t remaining = each[0].remaining;
     uint64_t reset = each[0].reset_after_ns;
+    unsigned started = each[0].flags & SRL_DECISION_BAN_STARTED;
     for (uint32_t i = 1; i < c->count; i++) {
         if (binds_more(&each[i], &each[b]))
             b = i;
@@ -102,11 +104,13 @@ static void fold(const struct srl__compound *c, const srl_decision *each, srl_de
             remaining = each[i].remaining;
         if (each[i].reset_after_ns > reset)
             reset = each[i].reset_after_ns;
+        started |= each[i].flags & SRL_DECISION_BAN_STARTED;
     }
     *d = each[b];
     d->remaining = remaining;
     d->reset_after_ns = reset;
     d->binding = b;
+    d->flags |= started;   /* any limit's ban that started is the request's */
 }
 
 /* A committed denial: each limit that denied bans the key for its penalty
@@ -263,6 +267,33 @@ bool srl__compound_at_rest(const struct srl__compound *c, const void *state, uin
         if (!srl__limit_at_rest(&c->limits.limit[i], (const char *)state + c->off[i], now))
             return false;
     return true;
+}
+
+uint32_t srl__compound_offences(const struct srl__compound *c, const void *state, uint64_t now)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; c->penalty && i < c->count; i++) {
+        uint32_t o = srl__limit_offences(&c->limits.limit[i], (const char *)state + c->off[i], now);
+        n = o > n ? o : n;
+    }
+    return n;
+}
+
+uint64_t srl__compound_banned_ns(const struct srl__compound *c, const void *state, uint64_t now)
+{
+    uint64_t n = 0;
+    for (uint32_t i = 0; c->penalty && i < c->count; i++) {
+        uint64_t b = srl__limit_banned_ns(&c->limits.limit[i], (const char *)state + c->off[i],
+                                          now);
+        n = b > n ? b : n;
+    }
+    return n;
+}
+
+void srl__compound_forgive(const struct srl__compound *c, void *state)
+{
+    for (uint32_t i = 0; c->penalty && i < c->count; i++)
+        srl__limit_forgive(&c->limits.limit[i], (char *)state + c->off[i]);
 }
 
 bool srl__compound_valid(const struct srl__compound *c, const void *state, uint64_t now)

@@ -82,6 +82,12 @@ void srl__compound_reserve(const struct srl__compound *c, void *state, uint64_t 
 void srl__compound_refund(const struct srl__compound *c, void *state, uint64_t now, uint32_t cost);
 bool srl__compound_at_rest(const struct srl__compound *c, const void *state, uint64_t now);
 bool srl__compound_valid(const struct srl__compound *c, const void *state, uint64_t now);
+/* The key's ",penalty=" side at now: the most bans any limit remembers
+ * (escalation), the longest ban still running (0: none), and forgiving
+ * both (srl_key_unban; the algorithms' states untouched). */
+uint32_t srl__compound_offences(const struct srl__compound *c, const void *state, uint64_t now);
+uint64_t srl__compound_banned_ns(const struct srl__compound *c, const void *state, uint64_t now);
+void srl__compound_forgive(const struct srl__compound *c, void *state);
 /* The latest last_ns over the limits (0: none known). */
 uint64_t srl__compound_last_ns(const struct srl__compound *c, const void *state);
 

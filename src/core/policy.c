@@ -57,7 +57,12 @@ int srl_policy_validate(const srl_policy *p)
         return SRL_EINVAL;
     if (srl__algo_get(p->algorithm) == NULL)
         return SRL_EPOLICY;
-    if (p->permits < 1 || p->reserved0 != 0 || p->penalty_ns > SRL_WINDOW_MAX_NS)
+    if (p->permits < 1 || p->penalty_ns > SRL_WINDOW_MAX_NS)
+        return SRL_EPOLICY;
+    /* An escalating penalty: MIN first, so MAX (whole seconds) above it. */
+    if (p->penalty_max_s != 0 &&
+        (p->penalty_ns == 0 || (uint64_t)p->penalty_max_s * SRL_NS_PER_S <= p->penalty_ns ||
+         (uint64_t)p->penalty_max_s * SRL_NS_PER_S > SRL_WINDOW_MAX_NS))
         return SRL_EPOLICY;
     if (p->penalty_ns != 0 && p->algorithm == SRL_CONCURRENCY)
         return SRL_EPOLICY;   /* a unit limit denies no one for long: it has no ban */
@@ -400,6 +405,29 @@ static int fail_option(struct perr *pe, const char *s, srl_algorithm a)
     return fail(pe, s, tlen, "trailing text '%s' after the policy", q);
 }
 
+/* "..MAX" at *sp after a penalty's MIN (p->penalty_ns): the longest ban
+ * of an escalating penalty, whole seconds above MIN. */
+static int parse_penalty_max(struct perr *pe, const char **sp, srl_policy *p)
+{
+    char q[4 * SRL__QUOTE_MAX + 8];
+    const char *s = *sp + 2;
+    const char *mp = s;
+    uint64_t max;
+    int rc = parse_window(pe, &s, "longest ban", &max);
+    if (rc != 0)
+        return rc;
+    size_t mlen = (size_t)(s - mp);
+    srl__quote(q, sizeof q, mp, mlen);
+    if (max % SRL_NS_PER_S != 0)
+        return fail(pe, mp, mlen, "the longest ban '%s' must be whole seconds, e.g. 1d", q);
+    if (max <= p->penalty_ns)
+        return fail(pe, mp, mlen, "the longest ban '%s' must be longer than the first (MIN..MAX, "
+                    "e.g. penalty=1m..1d)", q);
+    p->penalty_max_s = (uint32_t)(max / SRL_NS_PER_S);
+    *sp = s;
+    return 0;
+}
+
 int srl_policy_parse_ex(const char *text, srl_policy *out, srl_policy_error *err)
 {
     if (err != NULL)
@@ -515,6 +543,8 @@ int srl_policy_parse_ex(const char *text, srl_policy *out, srl_policy_error *err
     if (p.algorithm != SRL_CONCURRENCY && strncmp(s, pen, sizeof pen - 1) == 0) {
         s += sizeof pen - 1;
         wrc = parse_window(&pe, &s, "penalty", &p.penalty_ns);
+        if (wrc == 0 && s[0] == '.' && s[1] == '.')
+            wrc = parse_penalty_max(&pe, &s, &p);
         if (wrc != 0)
             return wrc;
     }
@@ -565,6 +595,12 @@ int srl_policy_format(const srl_policy *p, char *buf, size_t len)
             v++;
         n += snprintf(tmp + n, sizeof tmp - (size_t)n, ",penalty=%llu%s",
                       (unsigned long long)(p->penalty_ns / units[v].ns), units[v].name);
+        uint64_t max = (uint64_t)p->penalty_max_s * SRL_NS_PER_S;
+        for (v = 0; max != 0 && max % units[v].ns != 0;)
+            v++;
+        if (max != 0 && n > 0 && (size_t)n < sizeof tmp)
+            n += snprintf(tmp + n, sizeof tmp - (size_t)n, "..%llu%s",
+                          (unsigned long long)(max / units[v].ns), units[v].name);
     }
 out:
     if (n < 0 || (size_t)n >= sizeof tmp)

@@ -350,9 +350,9 @@ _Static_assert(offsetof(struct srl__shm_bucket, tags) == sizeof(pthread_mutex_t)
  * 8; so a slot of a token bucket without display costs 72, not 56):
  *   +8   uint64 ban_until  the hand ban's end on the segment's clock (ns);
  *                          meaningful with BANNED only
- *   +16  uint32 offence    escalation (penalty=MIN..MAX): the time of the
- *                          last offence, in seconds of the clock, 0 never
- *   +20  uint16 repeat     offences within the memory window (saturating)
+ *   +16  uint32 offence    zero: kept for a per-key count; a ",penalty="
+ *   +20  uint16 repeat     ban and its escalation live in the key's state
+ *                          (penalty.c), so they are exact on every store
  *   +22  uint8  reason     0 none, else 1 + an index into the reason table
  *   +23  uint8  pad        zero
  * Each word loaded once, judged (until vs now; reason < SRL__SHM_REASONS,

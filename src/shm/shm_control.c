@@ -111,7 +111,17 @@ int srl__shm_key_control(srl_limiter *lim, const void *key, size_t len, int op, 
         return rc;
     unsigned u = (unsigned)i;
     uint64_t now = srl__now(lim);
+    const struct srl__shm_pol *p = srl__shm_pol_get(s, true);
+    if (p == NULL) {
+        srl__shm_unlock(s, b);
+        return SRL_ECORRUPT;
+    }
+    /* The state as its policy reads it (converted if of the generation
+     * before): a ",penalty=" ban and its offences live there. */
+    const struct srl__compound *c = srl__shm_slot_current(s, p, b, u, now);   /* frozen */
     unsigned w = srl__shm_slot_tierword(s, b, u);   /* read once (shm.h) */
+    unsigned char st[s->state_bytes] __attribute__((aligned(16)));   /* read once */
+    srl__shm_state_load(s, b, u, st);
     if (op == SRL__CTL_GET) {
         memset(out, 0, sizeof *out);
         uint64_t until = SRL__SHM_ONCE(*srl__shm_slot_ban_until(s, b, u));
@@ -128,11 +138,21 @@ int srl__shm_key_control(srl_limiter *lim, const void *key, size_t len, int op, 
             memcpy(out->reason, text, sizeof out->reason - 1);
             out->reason[sizeof out->reason - 1] = '\0';
         }
-        out->repeat = SRL__SHM_ONCE(*srl__shm_slot_repeat(s, b, u));
+        out->penalty_left_ns = srl__compound_banned_ns(c, st, now);
+        if (out->penalty_left_ns != 0)
+            out->flags |= SRL_KEY_PENALTY;
+        out->repeat = srl__compound_offences(c, st, now);
+        srl__shm_slot_thaw(s, b, u);
         srl__shm_unlock(s, b);
         return 0;
     }
-    srl__shm_slot_freeze(s, b, u);
+    if (op == SRL__CTL_UNBAN && c->penalty) {
+        /* The penalty's ban and offences too: the key starts again at MIN. */
+        srl__shm_undo_begin(s, b, u);
+        srl__compound_forgive(c, st);
+        srl__shm_state_store(s, b, u, st);
+        srl__shm_undo_end(s, b);
+    }
     switch (op) {
     case SRL__CTL_EXEMPT:
         w |= SRL__SLOT_F_EXEMPT;
@@ -145,7 +165,7 @@ int srl__shm_key_control(srl_limiter *lim, const void *key, size_t len, int op, 
         __atomic_store_n(srl__shm_slot_ban_until(s, b, u), now + for_ns, __ATOMIC_RELAXED);
         __atomic_store_n(srl__shm_slot_reason(s, b, u), (uint8_t)r, __ATOMIC_RELAXED);
         break;
-    default:   /* SRL__CTL_UNBAN: the ban and the offences remembered */
+    default:   /* SRL__CTL_UNBAN: the hand ban; the penalty's is forgiven above */
         w &= ~SRL__SLOT_F_BANNED;
         __atomic_store_n(srl__shm_slot_ban_until(s, b, u), 0, __ATOMIC_RELAXED);
         __atomic_store_n(srl__shm_slot_reason(s, b, u), 0, __ATOMIC_RELAXED);

@@ -206,6 +206,8 @@ int64_t srl__shm_foreach(srl_limiter *lim, srl_foreach_fn fn, void *ctx)
                 }
                 if (f & SRL__SLOT_F_OWN)
                     e.control |= SRL_KEY_OWN_LIMITS;
+                if (srl__compound_banned_ns(c, state, now) != 0)
+                    e.control |= SRL_KEY_PENALTY;   /* its time left: e.now's retry_after */
             }
             n++;
             stop = fn(&e, ctx);

@@ -26,7 +26,7 @@ int main(void)
     FIELD(srl_policy, permits);
     FIELD(srl_policy, window_ns);
     FIELD(srl_policy, burst);
-    FIELD(srl_policy, reserved0);
+    FIELD(srl_policy, penalty_max_s);
     FIELD(srl_policy, penalty_ns);
 
     STRUCT(srl_limits);
