@@ -18,6 +18,7 @@
 #include "rlctl.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 /* The key, escaped, for output; NULL on ENOMEM (reported). */
 static char *key_text(const rlctl_opts *o)
@@ -91,6 +92,19 @@ int rlctl_cmd_get(const rlctl_opts *o)
         irc = srl_stats_get(lim, &st);
     if (irc == 0 && rc == 0)
         irc = rlctl_detail_load(lim, &in, o->key, o->key_len, &more);
+    /* Operator control (stores without it: none set). */
+    srl_key_control kc = {0};
+    if (rc == 0 && srl_key_control_get(lim, o->key, o->key_len, &kc) != 0)
+        memset(&kc, 0, sizeof kc);
+    if (kc.flags & SRL_KEY_BANNED) {   /* what a request gets now: the ban's denial */
+        d.allowed = 0;
+        d.remaining = 0;
+        if (d.retry_after_ns < kc.ban_left_ns)
+            d.retry_after_ns = kc.ban_left_ns;
+    } else if (kc.flags & SRL_KEY_EXEMPT) {
+        d.allowed = 1;
+        d.retry_after_ns = 0;
+    }
     srl_close(lim);
     if (rc != 0 && rc != SRL_ENOENT)
         return rlctl_fail_cmd(o, rc);
@@ -115,6 +129,15 @@ int rlctl_cmd_get(const rlctl_opts *o)
         rlctl_json_bool(&j, "tracked", rc == 0);
         rlctl_json_u64(&j, "cost", o->cost);
         decision_json(&j, &d);
+        rlctl_json_bool(&j, "exempt", (kc.flags & SRL_KEY_EXEMPT) != 0);
+        if (kc.flags & SRL_KEY_BANNED) {
+            rlctl_json_str(&j, "ban", "hand");
+            rlctl_json_u64(&j, "ban_left_ns", kc.ban_left_ns);
+            rlctl_json_str(&j, "ban_reason", kc.reason);
+        } else {
+            rlctl_json_null(&j, "ban");
+        }
+        rlctl_json_u64(&j, "repeat", kc.repeat);
         rlctl_detail_json(&j, &in, &more);
         rlctl_json_end_obj(&j);
         rlctl_json_end(&j);
@@ -138,6 +161,12 @@ int rlctl_cmd_get(const rlctl_opts *o)
         else
             printf("%s: a request of cost %u would be denied now: retry after %s; at rest in %s\n",
                    key, o->cost, rlctl_fmt_duration(d.retry_after_ns, ra, sizeof ra), rs);
+        if (kc.flags & SRL_KEY_EXEMPT)
+            printf("  exempt (never refused, never evicted)\n");
+        if (kc.flags & SRL_KEY_BANNED)
+            printf("  banned by hand: %s left%s%s\n",
+                   rlctl_fmt_duration(kc.ban_left_ns, ra, sizeof ra), kc.reason[0] ? ": " : "",
+                   kc.reason);
         rlctl_detail_print(&in, &more);
     }
     rlctl_detail_free(&more);
