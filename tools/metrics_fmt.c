@@ -30,8 +30,8 @@
 
 enum fam {
     F_UP, F_INFO, F_DECISIONS, F_KEYS, F_INFLIGHT, F_CAPACITY, F_LOAD, F_RECOVERED, F_RESET, F_EVICTED,
-    F_RECLAIMED, F_TIMEOUTS, F_WOULD_DENY, F_BYTES, F_PERMITS, F_WINDOW, F_CREATED, F_BANS,
-    F_COUNT
+    F_RECLAIMED, F_TIMEOUTS, F_WOULD_DENY, F_EXEMPT, F_BYTES, F_PERMITS, F_WINDOW, F_CREATED,
+    F_BANS, F_COUNT
 };
 
 static const struct family {
@@ -62,6 +62,8 @@ static const struct family {
     [F_WOULD_DENY] = {"srl_would_deny_total", "counter",
                       "Denials that dry-run handles allowed (SRL_CONFIG_DRY_RUN; also counted "
                       "as denied)"},
+    [F_EXEMPT] = {"srl_exempt_total", "counter",
+                  "Decisions of exempt keys (rlctl exempt; also counted as allowed)"},
     [F_BYTES] = {"srl_segment_bytes", "gauge", "Size of the shared-memory segment"},
     [F_PERMITS] = {"srl_policy_permits", "gauge",
                    "Per limit of the policy (label limit, its index): requests a key may make "
@@ -259,6 +261,7 @@ static void sample(const struct out *o, enum fam f, const srl__metrics_seg *g)
     case F_RECLAIMED: u64(o, s->reclaimed); break;
     case F_TIMEOUTS: u64(o, s->timeouts); break;
     case F_WOULD_DENY: u64(o, s->would_deny); break;
+    case F_EXEMPT: u64(o, s->exempt); break;
     case F_BYTES: u64(o, in->segment_bytes); break;
     case F_CREATED: fixed(o, in->created_unix_ns, SRL_NS_PER_S, 9); break;
     default: break;

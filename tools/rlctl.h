@@ -79,6 +79,10 @@ enum {
     RLCTL_O_KEYS = 1u << 16,
     RLCTL_O_ALL_KEYS = 1u << 17,
     RLCTL_O_TIER = 1u << 18,
+    RLCTL_O_FOR = 1u << 19,      /* ban --for DURATION */
+    RLCTL_O_REASON = 1u << 20,   /* ban --reason TEXT */
+    RLCTL_O_EXEMPT = 1u << 21,   /* list --exempt */
+    RLCTL_O_BANNED = 1u << 22,   /* list --banned */
 };
 
 /* list refuses to print more keys than this without --top or --all-keys
@@ -104,6 +108,9 @@ typedef struct rlctl_opts {
     enum rlctl_sort sort;
     uint64_t top;             /* 0: no limit */
     uint64_t interval_ns;     /* watch: default 1 s */
+    uint64_t ban_ns;          /* ban --for (required there) */
+    const char *reason;       /* ban --reason, else NULL */
+    unsigned only;            /* list --exempt / --banned: SRL_KEY_* a row must have one of */
     uint64_t count;           /* watch: 0 = until interrupted */
     const char *name;         /* segment name as typed, or the uri with its
                                  password hidden (what messages show) */
@@ -351,6 +358,11 @@ int rlctl_cmd_list(const rlctl_opts *o);
 int rlctl_cmd_get(const rlctl_opts *o);
 int rlctl_cmd_try(const rlctl_opts *o);
 int rlctl_cmd_reset(const rlctl_opts *o);
+/* rlctl_control.c: operator control of one key (srl.h). */
+int rlctl_cmd_exempt(const rlctl_opts *o);
+int rlctl_cmd_unexempt(const rlctl_opts *o);
+int rlctl_cmd_ban(const rlctl_opts *o);
+int rlctl_cmd_unban(const rlctl_opts *o);
 int rlctl_cmd_evict(const rlctl_opts *o);
 int rlctl_cmd_watch(const rlctl_opts *o);
 int rlctl_cmd_metrics(const rlctl_opts *o);

@@ -23,7 +23,7 @@
 
 enum { OPT_JSON = 256, OPT_HEX, OPT_POLICY, OPT_CAPACITY, OPT_KEY_DISPLAY, OPT_MODE,
        OPT_ON_FULL, OPT_COST, OPT_SORT, OPT_TOP, OPT_DRY_RUN, OPT_OUTPUT, OPT_KEYS,
-       OPT_ALL_KEYS, OPT_TIER };
+       OPT_ALL_KEYS, OPT_TIER, OPT_FOR, OPT_REASON, OPT_EXEMPT, OPT_BANNED };
 
 static const struct option long_opts[] = {
     {"json", no_argument, NULL, OPT_JSON},
@@ -41,6 +41,10 @@ static const struct option long_opts[] = {
     {"keys", no_argument, NULL, OPT_KEYS},
     {"all-keys", no_argument, NULL, OPT_ALL_KEYS},
     {"tier", required_argument, NULL, OPT_TIER},
+    {"for", required_argument, NULL, OPT_FOR},
+    {"reason", required_argument, NULL, OPT_REASON},
+    {"exempt", no_argument, NULL, OPT_EXEMPT},
+    {"banned", no_argument, NULL, OPT_BANNED},
     {"interval", required_argument, NULL, 'i'},
     {"count", required_argument, NULL, 'n'},
     {"all", no_argument, NULL, 'a'},
@@ -254,6 +258,10 @@ static unsigned option_bit(int opt)
     case OPT_KEYS: return RLCTL_O_KEYS;
     case OPT_ALL_KEYS: return RLCTL_O_ALL_KEYS;
     case OPT_TIER: return RLCTL_O_TIER;
+    case OPT_FOR: return RLCTL_O_FOR;
+    case OPT_REASON: return RLCTL_O_REASON;
+    case OPT_EXEMPT: return RLCTL_O_EXEMPT;
+    case OPT_BANNED: return RLCTL_O_BANNED;
     case 'i': return RLCTL_O_INTERVAL;
     case 'n': return RLCTL_O_COUNT;
     case 'a': return RLCTL_O_ALL;
@@ -288,6 +296,26 @@ static int take_option(rlctl_opts *o, int opt, const char *arg)
         return 0;
     case 'a': o->all = 1; return 0;
     case 'f': o->force = 1; return 0;
+    case OPT_EXEMPT: o->only |= SRL_KEY_EXEMPT; return 0;
+    case OPT_BANNED: o->only |= SRL_KEY_BANNED; return 0;
+    case OPT_FOR: {
+        /* A duration in a policy window's grammar (30s, 15m, 1h, 7d). */
+        char text[80];
+        srl_policy p;
+        if (strlen(arg) > 40 || snprintf(text, sizeof text, "token_bucket:1/%s", arg) < 0 ||
+            srl_policy_parse(text, &p) != 0)
+            return bad_value(cmd, "--for", arg, "a duration such as 30s, 15m, 1h or 7d");
+        o->ban_ns = p.window_ns;
+        return 0;
+    }
+    case OPT_REASON:
+        if (strlen(arg) > SRL_BAN_REASON_MAX)
+            return bad_value(cmd, "--reason", arg, "at most 59 bytes");
+        for (const char *c = arg; *c != '\0'; c++)
+            if ((unsigned char)*c < 0x20 || *c == 0x7f)
+                return bad_value(cmd, "--reason", arg, "text without control characters");
+        o->reason = arg;
+        return 0;
     case OPT_POLICY: return config_option(o, "--policy", "policy", arg);
     case OPT_TIER:
         if (cmd->takes_key) {   /* try --tier NAME: a tier of the segment, found at open */

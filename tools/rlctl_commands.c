@@ -43,8 +43,10 @@ static const struct rlctl_cmd commands[] = {
     {"info", rlctl_cmd_info, JSON_O, 1, 0, "info NAME|URI [--json]",
      "A segment's policy, geometry, owner, counters and warnings; or a Redis\n"
      "store's (URI: redis://... or unix://...) policy and fleet-wide counters.", 1},
-    {"list", rlctl_cmd_list, RLCTL_O_SORT | RLCTL_O_TOP | RLCTL_O_ALL_KEYS | JSON_O, 1, 0,
-     "list NAME|URI [--sort denied|allowed|recent] [--top N | --all-keys] [--json]",
+    {"list", rlctl_cmd_list,
+     RLCTL_O_SORT | RLCTL_O_TOP | RLCTL_O_ALL_KEYS | RLCTL_O_EXEMPT | RLCTL_O_BANNED | JSON_O, 1, 0,
+     "list NAME|URI [--sort denied|allowed|recent] [--top N | --all-keys] [--exempt] [--banned] "
+     "[--json]",
      "The tracked keys with their counts and state; --sort and --top keep the\n"
      "biggest N.  More than 100000 keys without --top are refused (exit 64)\n"
      "unless --all-keys insists.  A Redis store is walked with SCAN, in batches;\n"
@@ -59,6 +61,18 @@ static const struct rlctl_cmd commands[] = {
      "tier 0).  Exit 0 allowed, 1 denied.", 0},
     {"reset", rlctl_cmd_reset, KEY_O, 1, 1, "reset NAME|URI [--hex] KEY [--json]",
      "Forget KEY: its next request starts fresh.  Exit 1 if it was not tracked.", 1},
+    {"exempt", rlctl_cmd_exempt, KEY_O, 1, 1, "exempt NAME [--hex] KEY [--json]",
+     "Never refuse KEY and never evict it (its requests are still counted), until\n"
+     "unexempt or the segment goes.", 0},
+    {"unexempt", rlctl_cmd_unexempt, KEY_O, 1, 1, "unexempt NAME [--hex] KEY [--json]",
+     "Take KEY's exemption back: its policy decides again.  Exit 1 if not tracked.", 0},
+    {"ban", rlctl_cmd_ban, KEY_O | RLCTL_O_FOR | RLCTL_O_REASON, 1, 1,
+     "ban NAME [--hex] KEY --for DURATION [--reason TEXT] [--json]",
+     "Deny KEY for DURATION (30s, 15m, 1h, 7d) whatever its policy says, with\n"
+     "Retry-After the time left; a new ban replaces the last.  TEXT (59 bytes)\n"
+     "is shown by get and list --banned.", 0},
+    {"unban", rlctl_cmd_unban, KEY_O, 1, 1, "unban NAME [--hex] KEY [--json]",
+     "Lift KEY's ban by hand and forget its offences.  Exit 1 if not tracked.", 0},
     {"set-policy", rlctl_cmd_set_policy, JSON_O, 1, 1, "set-policy NAME [TIER=]POLICY [--json]",
      "Give tier TIER (default: tier 0, the segment's policy) a new policy while\n"
      "the workers run.  Each key keeps its use (10 used of 10 leaves 10 under\n"

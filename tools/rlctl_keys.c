@@ -18,6 +18,7 @@
 #include "rlctl.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 /* The key, escaped, for output; NULL on ENOMEM (reported). */
 static char *key_text(const rlctl_opts *o)
@@ -91,8 +92,20 @@ int rlctl_cmd_get(const rlctl_opts *o)
         irc = srl_stats_get(lim, &st);
     if (irc == 0 && rc == 0)
         irc = rlctl_detail_load(lim, &in, o->key, o->key_len, &more);
+    /* Operator control (stores without it: none set). */
     srl_key_control kc;
     rlctl_ban_load(lim, o->key, o->key_len, &kc);
+    if (rc != 0)
+        memset(&kc, 0, sizeof kc);
+    if (kc.flags & SRL_KEY_BANNED) {   /* what a request gets now: the ban's denial */
+        d.allowed = 0;
+        d.remaining = 0;
+        if (d.retry_after_ns < kc.ban_left_ns)
+            d.retry_after_ns = kc.ban_left_ns;
+    } else if (kc.flags & SRL_KEY_EXEMPT) {
+        d.allowed = 1;
+        d.retry_after_ns = 0;
+    }
     srl_close(lim);
     if (rc != 0 && rc != SRL_ENOENT)
         return rlctl_fail_cmd(o, rc);
@@ -117,6 +130,7 @@ int rlctl_cmd_get(const rlctl_opts *o)
         rlctl_json_bool(&j, "tracked", rc == 0);
         rlctl_json_u64(&j, "cost", o->cost);
         decision_json(&j, &d);
+        rlctl_json_bool(&j, "exempt", (kc.flags & SRL_KEY_EXEMPT) != 0);
         rlctl_detail_json(&j, &in, &more);
         rlctl_ban_json(&j, &kc);
         rlctl_json_end_obj(&j);
@@ -141,6 +155,8 @@ int rlctl_cmd_get(const rlctl_opts *o)
         else
             printf("%s: a request of cost %u would be denied now: retry after %s; at rest in %s\n",
                    key, o->cost, rlctl_fmt_duration(d.retry_after_ns, ra, sizeof ra), rs);
+        if (kc.flags & SRL_KEY_EXEMPT)
+            printf("  exempt (never refused, never evicted)\n");
         rlctl_detail_print(&in, &more);
         rlctl_ban_print(&kc);
     }

@@ -48,7 +48,8 @@ struct row {
     int at_rest;
     uint32_t inflight;   /* units held now (a concurrency limit) */
     uint32_t tier;       /* the key's tier (srl_entry.tier) */
-    uint32_t control;    /* SRL_KEY_* (srl_entry.control): its ban's kind */
+    uint32_t control;    /* SRL_KEY_* (srl_entry.control) */
+    uint64_t ban_left_ns;
 };
 
 struct walk {
@@ -57,6 +58,7 @@ struct walk {
     enum rlctl_sort sort;
     uint64_t top;
     int oom;
+    unsigned only;       /* --exempt / --banned: SRL_KEY_* a row needs one of; 0 all */
     rlctl_progress *progress;
 };
 
@@ -103,6 +105,8 @@ static int visit(const srl_entry *e, void *ctx)
 {
     struct walk *w = ctx;
     rlctl_progress_add(w->progress, 1);
+    if (w->only != 0 && !(e->control & w->only))
+        return 0;
     if (w->n == w->cap) {
         size_t cap = w->cap ? 2 * w->cap : 64;
         struct row *v = realloc(w->v, cap * sizeof *v);
@@ -117,7 +121,8 @@ static int visit(const srl_entry *e, void *ctx)
     *r = (struct row){.display_len = e->display_len, .key_len = e->key_len,
                       .allowed = e->allowed, .denied = e->denied, .last_ns = e->last_ns,
                       .now = e->now, .at_rest = e->at_rest, .inflight = e->inflight,
-                      .tier = e->tier, .control = e->control};
+                      .tier = e->tier, .control = e->control,
+                      .ban_left_ns = e->ban_left_ns};
     memcpy(r->fp, e->fingerprint, sizeof r->fp);
     if (e->display_len > 0) {
         r->display = malloc(e->display_len);
@@ -202,6 +207,11 @@ static int print_json(const char *name, const srl_info *in, const struct walk *w
             rlctl_json_str(&j, "ban_kind", rlctl_ban_kind(r->control));
         else
             rlctl_json_null(&j, "ban_kind");
+        rlctl_json_bool(&j, "exempt", (r->control & SRL_KEY_EXEMPT) != 0);
+        if (r->control & SRL_KEY_BANNED)
+            rlctl_json_u64(&j, "ban_left_ns", r->ban_left_ns);
+        else
+            rlctl_json_null(&j, "ban_left_ns");
         rlctl_json_end_obj(&j);
         free(key), free(hex), free(fp);
     }
@@ -438,7 +448,7 @@ int rlctl_cmd_list(const rlctl_opts *o)
     }
     rlctl_progress p;
     rlctl_progress_begin(&p, o, "key", "keys", have ? st.used : 0, "rlctl: list: %s", name);
-    struct walk w = {.sort = o->sort, .top = o->top, .progress = &p};
+    struct walk w = {.sort = o->sort, .top = o->top, .only = o->only, .progress = &p};
     struct rlctl_tiers tiers;
     rc = rlctl_tiers_load(lim, &info, 0, &tiers);
     if (rc != 0) {

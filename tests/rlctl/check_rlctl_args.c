@@ -91,10 +91,10 @@ START_TEST(bad_arguments_exit_64_with_the_reason_and_a_usage_line)
          "'tokenbucket' (did you mean token_bucket?)", NULL},
         {{"list", N, "--top", "0"},
          "rlctl: list: --top: invalid value '0': expected a positive number of keys",
-         "usage: rlctl list NAME|URI [--sort denied|allowed|recent] [--top N | --all-keys] [--json]"},
+         "usage: rlctl list NAME|URI [--sort denied|allowed|recent] [--top N | --all-keys] [--exempt] [--banned] [--json]"},
         {{"list", N, "--sort", "size"},
          "rlctl: list: --sort: invalid value 'size': expected denied, allowed or recent",
-         "usage: rlctl list NAME|URI [--sort denied|allowed|recent] [--top N | --all-keys] [--json]"},
+         "usage: rlctl list NAME|URI [--sort denied|allowed|recent] [--top N | --all-keys] [--exempt] [--banned] [--json]"},
         {{"get", N, "--sort", "denied", "k"},
          "rlctl: get: --sort is not an option of this command",
          "usage: rlctl get NAME|URI [--hex] KEY [--cost N] [--json]"},
@@ -160,7 +160,7 @@ END_TEST
 START_TEST(help_for_one_command_and_did_you_mean)
 {
     const char *list_usage =
-        "usage: rlctl list NAME|URI [--sort denied|allowed|recent] [--top N | --all-keys] [--json]\n\n"
+        "usage: rlctl list NAME|URI [--sort denied|allowed|recent] [--top N | --all-keys] [--exempt] [--banned] [--json]\n\n"
         "The tracked keys with their counts and state;";
     const char *const forms[][4] = {{"help", "list"}, {"--help", "list"}, {"list", "--help"},
                                     {"-h", "list"}};
