@@ -1363,6 +1363,35 @@ SRL_API int srl_key_unban(srl_limiter *lim, const void *key, size_t len);
 SRL_API int srl_key_control_get(srl_limiter *lim, const void *key, size_t len,
                                 srl_key_control *out);
 
+/* Per-key limits (shared and anonymous stores; SRL_ENOTSUP on the
+ * in-process, Redis and tiered stores, with srl_last_error saying so).
+ * Stored: srl_key_set_limits decides the key by limits (canonicalised,
+ * srl_limits_validate) from now on, whatever tier a call names, until
+ * srl_key_clear_limits puts it back on the default tier; the key is
+ * inserted if it is new, kept from eviction like an exempt key, shown by
+ * srl_key_control_get (SRL_KEY_OWN_LIMITS) and srl_foreach.  Per call:
+ * srl_acquire_limits decides one request by limits (the caller's own
+ * record of the key's plan), the key evicted like any other; a stored set
+ * wins over the call's.  Either way a key whose limits change is converted
+ * as a tier change is: its use is kept.  Each call takes the key's bucket
+ * lock once; decisions are exact under races as srl_acquire's are.
+ * A segment keeps at most 256 distinct limit sets over its life (keys with
+ * equal limits share one): the next is SRL_ENOSPC.  Limits whose state is
+ * larger than the segment's slots, or that hold a concurrency limit, are
+ * SRL_EPOLICY; srl_last_error names the state asked and the largest the
+ * segment holds.  A segment whose policy holds a concurrency limit refuses
+ * both (SRL_ENOTSUP).  Returns 0, or those, SRL_EKEY, SRL_EINVAL, SRL_ECOST
+ * (srl_acquire_limits: cost 0 or above the limits' permits, or above the
+ * stored ones), a lock error (srl_acquire_limits: as srl_acquire). */
+SRL_API int srl_key_set_limits(srl_limiter *lim, const void *key, size_t len,
+                               const srl_limits *limits);
+/* 0 also when the key had none; SRL_ENOENT if it is not tracked. */
+SRL_API int srl_key_clear_limits(srl_limiter *lim, const void *key, size_t len);
+/* The key's stored limits into *out; SRL_ENOENT if it is not tracked or has none. */
+SRL_API int srl_key_get_limits(srl_limiter *lim, const void *key, size_t len, srl_limits *out);
+SRL_API int srl_acquire_limits(srl_limiter *lim, const void *key, size_t len,
+                               const srl_limits *limits, uint32_t cost, srl_decision *d);
+
 typedef struct srl_stats {
     uint64_t capacity;        /* slots in the table */
     uint64_t used;            /* keys tracked now */

@@ -6,6 +6,7 @@
  * takes no lock and keeps no state of its own.
  */
 #include "limiter.h"
+#include "errdetail.h"
 #include "msg.h"
 
 #include <errno.h>
@@ -308,6 +309,58 @@ int srl_key_control_get(srl_limiter *lim, const void *key, size_t len, srl_key_c
     if (out == NULL)
         return SRL_EINVAL;
     return key_control(lim, key, len, SRL__CTL_GET, 0, NULL, out);
+}
+
+/* Per-key limits (srl.h): the store's key_limits and acquire_limits. */
+static int key_limits(srl_limiter *lim, const void *key, size_t len, const srl_limits *l,
+                      srl_limits *get)
+{
+    srl__err_clear();
+    if (lim == NULL)
+        return SRL_EINVAL;
+    int rc = check_key(key, len);
+    if (rc != 0)
+        return rc;
+    if (lim->ops->key_limits == NULL) {
+        srl__err_set("per-key limits live in a shared or anonymous segment; this store has none");
+        return SRL_ENOTSUP;
+    }
+    return lim->ops->key_limits(lim, key, len, l, get);
+}
+
+int srl_key_set_limits(srl_limiter *lim, const void *key, size_t len, const srl_limits *limits)
+{
+    return key_limits(lim, key, len, limits, NULL);
+}
+
+int srl_key_clear_limits(srl_limiter *lim, const void *key, size_t len)
+{
+    return key_limits(lim, key, len, NULL, NULL);
+}
+
+int srl_key_get_limits(srl_limiter *lim, const void *key, size_t len, srl_limits *out)
+{
+    if (out == NULL)
+        return SRL_EINVAL;
+    return key_limits(lim, key, len, NULL, out);
+}
+
+int srl_acquire_limits(srl_limiter *lim, const void *key, size_t len, const srl_limits *limits,
+                       uint32_t cost, srl_decision *d)
+{
+    srl__err_clear();
+    if (lim == NULL || d == NULL || limits == NULL)
+        return SRL_EINVAL;
+    int rc = check_key(key, len);
+    if (rc != 0)
+        return rc;
+    if (cost == 0)
+        return SRL_ECOST;
+    if (lim->ops->acquire_limits == NULL) {
+        srl__err_set("per-call limits need a shared or anonymous segment; this store has none");
+        return SRL_ENOTSUP;
+    }
+    return dry_run_turn(lim, lim->ops->acquire_limits(lim, key, len, limits, cost, d), d);
 }
 
 int64_t srl_evict_idle(srl_limiter *lim)

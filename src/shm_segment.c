@@ -921,6 +921,7 @@ void srl__shm_unmap(struct srl__shm *s)
     if (s->fd >= 0)
         close(s->fd);
     srl__shm_pol_free(s);
+    srl__shm_keylim_free(s);
     pthread_mutex_destroy(&s->pol_mu);
     pthread_mutex_destroy(&s->change_mu);
     free(s);

@@ -133,6 +133,8 @@ const struct srl__store_ops srl__shm_ops = {
     .leave = srl__shm_leave,
     .key_state = srl__shm_key_state,
     .key_control = srl__shm_key_control,
+    .key_limits = srl__shm_key_limits,
+    .acquire_limits = srl__shm_acquire_limits,
     .close = shm_close,
 };
 
