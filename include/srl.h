@@ -519,8 +519,22 @@ typedef struct srl_limiter srl_limiter;   /* opaque */
 
 typedef enum srl_on_full {
     SRL_ON_FULL_ALLOW = 0,    /* table full: allow and count it (default) */
-    SRL_ON_FULL_DENY = 1      /* table full: deny and count it */
+    SRL_ON_FULL_DENY = 1,     /* table full: deny and count it */
+    SRL_ON_FULL_EVICT = 2     /* table full: the new key takes the slot of the least
+                                 recently used key of its two buckets (see below) */
 } srl_on_full;
+/* SRL_ON_FULL_EVICT (shared and anonymous stores; the in-process and Redis
+ * stores decide as SRL_ON_FULL_ALLOW): when neither of a new key's buckets
+ * has a free slot, a state at rest, or room by relocation, the key takes
+ * the slot of the key whose last admission is oldest among them, never an
+ * exempt, banned or own-limits key (srl_key_exempt, srl_key_ban,
+ * srl_key_set_limits); only if every one is such is it decided as ALLOW.
+ * Counted in srl_stats.evicted_active (and evicted).  An evicted key
+ * starts fresh when it returns: its use is forgotten, so it may be
+ * admitted up to its limit again; every key not evicted stays exact.
+ * Not the default: ALLOW keeps every tracked key exact and shows a table
+ * too small as srl_stats.full, while EVICT makes a flood of new keys cost
+ * the busiest tracked keys their state (docs/design.md, "A full table"). */
 
 /* srl_config.owner_uid: trust no uid but the caller's effective uid. */
 #define SRL_OWNER_SELF UINT32_MAX
@@ -1412,6 +1426,8 @@ typedef struct srl_stats {
                                  denied); Redis: this handle's only */
     uint64_t exempt;          /* decisions of exempt keys (srl_key_exempt;
                                  also in allowed) */
+    uint64_t evicted_active;  /* keys not at rest whose slot a new key took
+                                 (SRL_ON_FULL_EVICT; also in evicted) */
 } srl_stats;
 
 /* Sum the per-bucket counters (no shared counter exists on the hot path).

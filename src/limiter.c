@@ -48,7 +48,8 @@ int srl__config_check(const srl_config *cfg)
         return SRL_EINVAL;
     if ((cfg->mode & ~0777u) != 0)
         return SRL_EINVAL;
-    if (cfg->on_full != SRL_ON_FULL_ALLOW && cfg->on_full != SRL_ON_FULL_DENY)
+    if (cfg->on_full != SRL_ON_FULL_ALLOW && cfg->on_full != SRL_ON_FULL_DENY &&
+        cfg->on_full != SRL_ON_FULL_EVICT)
         return SRL_EINVAL;
     if ((cfg->flags & ~(SRL_CONFIG_DRY_RUN | SRL_CONFIG_FLOOD_CACHE | SRL_CONFIG_LOCKFREE |
                        SRL_CONFIG_FORCE)) != 0)
@@ -125,7 +126,8 @@ int srl__limiter_init(srl_limiter *lim, const struct srl__store_ops *ops,
 
 void srl__decide_on_full(const srl_limiter *lim, unsigned flag, srl_decision *d)
 {
-    int allow = lim->on_full == SRL_ON_FULL_ALLOW;
+    /* EVICT reaches here only when nothing could be evicted: as ALLOW. */
+    int allow = lim->on_full != SRL_ON_FULL_DENY;
     const srl_policy *p = &lim->cmp.limits.limit[0];
     /* Denied without a state to ask: the honest wait is one window (a
      * concurrency limit has none: the same 1 s hint as a full key). */

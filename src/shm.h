@@ -1073,6 +1073,14 @@ int srl__shm_locate_or_insert(struct srl__shm *s, const void *key, size_t len, b
  * "" for none or a bad entry (validated, untrusted). */
 void srl__shm_reason_text(const struct srl__shm *s, unsigned r, char *buf);
 
+/* -------------------------------------------------------- shm_evict.c */
+
+/* on_full=evict: free the slot of the least recently used key of b1 and
+ * b2 (both locked) that is not kept (srl__shm_slot_kept), counted in
+ * evicted and evicted_active; its index, with its bucket in *fb, or -1. */
+int srl__shm_evict_lru(struct srl__shm *s, const struct srl__shm_pol *p, uint64_t b1,
+                       uint64_t b2, uint64_t now, uint64_t *fb);
+
 /* ------------------------------------------------------- shm_keylim.c */
 
 /* Entry idx's compound (resolved once per handle from a validated private

@@ -335,7 +335,9 @@ static int validate(struct srl__shm *s, const struct srl__shm_header *hp, uint64
     seg.limits = h.limits;
     seg.capacity = h.capacity;
     seg.key_display = h.key_display;
-    seg.on_full = h.on_full == SRL_ON_FULL_DENY ? SRL_ON_FULL_DENY : SRL_ON_FULL_ALLOW;
+    seg.on_full = h.on_full == SRL_ON_FULL_DENY    ? SRL_ON_FULL_DENY
+                  : h.on_full == SRL_ON_FULL_EVICT ? SRL_ON_FULL_EVICT
+                                                   : SRL_ON_FULL_ALLOW;
     srl_limits canon;
     if (srl_limits_validate(&seg.limits) != 0 || srl__limits_canonical(&seg.limits, &canon) != 0 ||
         memcmp(&canon, &seg.limits, sizeof canon) != 0)

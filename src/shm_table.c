@@ -1066,6 +1066,8 @@ static int decide_k(srl_limiter *lim, const struct srl__shm_key *k, const void *
         unsigned fi;
         if (relocate(s, p, k->b1, k->b2, now, &b, &fi))
             i = (int)fi;
+        else if (lim->on_full == SRL_ON_FULL_EVICT)   /* the full table's slow path only */
+            i = srl__shm_evict_lru(s, p, k->b1, k->b2, now, &b);
     }
     if (i < 0) {
         /* Table full: on_full decides, and the decision is counted like any

@@ -30,7 +30,7 @@
 
 enum fam {
     F_UP, F_INFO, F_DECISIONS, F_KEYS, F_INFLIGHT, F_CAPACITY, F_LOAD, F_RECOVERED, F_RESET, F_EVICTED,
-    F_RECLAIMED, F_TIMEOUTS, F_WOULD_DENY, F_BYTES, F_PERMITS, F_WINDOW, F_CREATED, F_COUNT
+    F_RECLAIMED, F_TIMEOUTS, F_WOULD_DENY, F_EVICTED_ACTIVE, F_BYTES, F_PERMITS, F_WINDOW, F_CREATED, F_COUNT
 };
 
 static const struct family {
@@ -61,6 +61,8 @@ static const struct family {
     [F_WOULD_DENY] = {"srl_would_deny_total", "counter",
                       "Denials that dry-run handles allowed (SRL_CONFIG_DRY_RUN; also counted "
                       "as denied)"},
+    [F_EVICTED_ACTIVE] = {"srl_evicted_active_total", "counter",
+                          "Keys not at rest whose slot a new key took (on_full=evict)"},
     [F_BYTES] = {"srl_segment_bytes", "gauge", "Size of the shared-memory segment"},
     [F_PERMITS] = {"srl_policy_permits", "gauge",
                    "Per limit of the policy (label limit, its index): requests a key may make "
@@ -196,7 +198,11 @@ static void sample(const struct out *o, enum fam f, const srl__metrics_seg *g)
             snprintf(pol, sizeof pol, "?");
         label(o, "policy", pol, 0);
         label(o, "algorithm", alg != NULL ? alg : "?", 0);
-        label(o, "on_full", in->on_full == SRL_ON_FULL_DENY ? "deny" : "allow", 0);
+        label(o, "on_full",
+              in->on_full == SRL_ON_FULL_DENY    ? "deny"
+              : in->on_full == SRL_ON_FULL_EVICT ? "evict"
+                                                 : "allow",
+              0);
     }
     puts_(o, "} ");
     switch (f) {
@@ -212,6 +218,7 @@ static void sample(const struct out *o, enum fam f, const srl__metrics_seg *g)
     case F_RECLAIMED: u64(o, s->reclaimed); break;
     case F_TIMEOUTS: u64(o, s->timeouts); break;
     case F_WOULD_DENY: u64(o, s->would_deny); break;
+    case F_EVICTED_ACTIVE: u64(o, s->evicted_active); break;
     case F_BYTES: u64(o, in->segment_bytes); break;
     case F_CREATED: fixed(o, in->created_unix_ns, SRL_NS_PER_S, 9); break;
     default: break;
