@@ -114,6 +114,7 @@ typedef struct rlctl_opts {
     const char *output;       /* --output FILE */
     unsigned char *key;       /* key bytes (decoded from --hex), malloc'd */
     size_t key_len;
+    const char *extra;        /* set-key: the POLICY after KEY (takes_key 2) */
 } rlctl_opts;
 
 typedef int (*rlctl_cmd_fn)(const rlctl_opts *o);
@@ -123,7 +124,7 @@ struct rlctl_cmd {
     rlctl_cmd_fn fn;
     unsigned options;         /* RLCTL_O_* accepted */
     int takes_name;           /* NAME positional required */
-    int takes_key;            /* KEY positional required */
+    int takes_key;            /* KEY positional required (2: KEY and POLICY) */
     const char *synopsis;     /* after "rlctl " */
     const char *help;         /* what it does, for --help (lines of < 80 columns) */
     int redis;                /* NAME may be a Redis uri (rlctl_redis.c) */
@@ -349,6 +350,8 @@ int rlctl_cmd_list(const rlctl_opts *o);
 int rlctl_cmd_get(const rlctl_opts *o);
 int rlctl_cmd_try(const rlctl_opts *o);
 int rlctl_cmd_reset(const rlctl_opts *o);
+int rlctl_cmd_set_key(const rlctl_opts *o);     /* rlctl_keylim.c */
+int rlctl_cmd_clear_key(const rlctl_opts *o);
 int rlctl_cmd_evict(const rlctl_opts *o);
 int rlctl_cmd_watch(const rlctl_opts *o);
 int rlctl_cmd_metrics(const rlctl_opts *o);

@@ -91,6 +91,15 @@ int rlctl_cmd_get(const rlctl_opts *o)
         irc = srl_stats_get(lim, &st);
     if (irc == 0 && rc == 0)
         irc = rlctl_detail_load(lim, &in, o->key, o->key_len, &more);
+    /* A key with limits of its own (srl_key_set_limits): its state is of
+     * those, not of the segment's, so the per-limit detail is not shown. */
+    srl_limits own;
+    char own_text[SRL_LIMITS_TEXT_MAX] = "";
+    if (rc == 0 && srl_key_get_limits(lim, o->key, o->key_len, &own) == 0) {
+        rlctl_detail_free(&more);
+        if (srl_limits_format(&own, own_text, sizeof own_text) < 0)
+            snprintf(own_text, sizeof own_text, "?");
+    }
     srl_close(lim);
     if (rc != 0 && rc != SRL_ENOENT)
         return rlctl_fail_cmd(o, rc);
@@ -115,6 +124,8 @@ int rlctl_cmd_get(const rlctl_opts *o)
         rlctl_json_bool(&j, "tracked", rc == 0);
         rlctl_json_u64(&j, "cost", o->cost);
         decision_json(&j, &d);
+        if (own_text[0] != '\0')
+            rlctl_json_str(&j, "own_limits", own_text);
         rlctl_detail_json(&j, &in, &more);
         rlctl_json_end_obj(&j);
         rlctl_json_end(&j);
@@ -138,6 +149,8 @@ int rlctl_cmd_get(const rlctl_opts *o)
         else
             printf("%s: a request of cost %u would be denied now: retry after %s; at rest in %s\n",
                    key, o->cost, rlctl_fmt_duration(d.retry_after_ns, ra, sizeof ra), rs);
+        if (own_text[0] != '\0')
+            printf("  decided by its own limits: %s (rlctl clear-key drops them)\n", own_text);
         rlctl_detail_print(&in, &more);
     }
     rlctl_detail_free(&more);

@@ -48,6 +48,7 @@ struct row {
     int at_rest;
     uint32_t inflight;   /* units held now (a concurrency limit) */
     uint32_t tier;       /* the key's tier (srl_entry.tier) */
+    uint32_t control;    /* SRL_KEY_* (srl_entry.control): own limits shown as such */
 };
 
 struct walk {
@@ -116,7 +117,7 @@ static int visit(const srl_entry *e, void *ctx)
     *r = (struct row){.display_len = e->display_len, .key_len = e->key_len,
                       .allowed = e->allowed, .denied = e->denied, .last_ns = e->last_ns,
                       .now = e->now, .at_rest = e->at_rest, .inflight = e->inflight,
-                      .tier = e->tier};
+                      .tier = e->tier, .control = e->control};
     memcpy(r->fp, e->fingerprint, sizeof r->fp);
     if (e->display_len > 0) {
         r->display = malloc(e->display_len);
@@ -197,6 +198,7 @@ static int print_json(const char *name, const srl_info *in, const struct walk *w
         rlctl_json_u64(&j, "inflight", r->inflight);
         rlctl_json_u64(&j, "tier", r->tier);
         rlctl_json_str(&j, "tier_name", rlctl_tier_name(tiers, r->tier));
+        rlctl_json_bool(&j, "own_limits", (r->control & SRL_KEY_OWN_LIMITS) != 0);
         rlctl_json_end_obj(&j);
         free(key), free(hex), free(fp);
     }
@@ -269,7 +271,9 @@ static int print_text(const rlctl_opts *o, const char *name, const struct walk *
             snprintf(idle, sizeof idle, "-");
         snprintf(inf, sizeof inf, "%u", r->inflight);
         const char *row[] = {key, len, al, de, rem, ra, rs, idle, r->at_rest ? "yes" : "no",
-                             units ? inf : rlctl_tier_name(tiers, r->tier)};
+                             units                               ? inf
+                             : (r->control & SRL_KEY_OWN_LIMITS) ? "(own limits)"
+                                                                 : rlctl_tier_name(tiers, r->tier)};
         const char *out[10];
         for (size_t c = 0; c < ncols; c++)
             out[c] = row[redis ? redis_cols[c] : c];
