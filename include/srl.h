@@ -526,8 +526,9 @@ typedef enum srl_on_full {
 /* SRL_ON_FULL_EVICT (shared and anonymous stores; the in-process and Redis
  * stores decide as SRL_ON_FULL_ALLOW): when neither of a new key's buckets
  * has a free slot, a state at rest, or room by relocation, the key takes
- * the slot of the key whose last admission is oldest among them, never an
- * exempt, banned or own-limits key (srl_key_exempt, srl_key_ban,
+ * the slot of the key there that used the least of its limit (ties: the
+ * oldest last admission), never an exempt, banned or own-limits key
+ * (srl_key_exempt, srl_key_ban,
  * srl_key_set_limits); only if every one is such is it decided as ALLOW.
  * Counted in srl_stats.evicted_active (and evicted).  An evicted key
  * starts fresh when it returns: its use is forgotten, so it may be

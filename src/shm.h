@@ -1093,6 +1093,8 @@ const struct srl__compound *srl__shm_keylim_cmp(struct srl__shm *s, unsigned idx
  * sentence in srl_last_error. */
 int srl__shm_keylim_find(struct srl__shm *s, const srl_limits *l);
 void srl__shm_keylim_free(struct srl__shm *s);
+/* An entry's seal: FNV-1a 64 over it with state and sum taken as 0. */
+uint64_t srl__shm_keylim_sum(const struct srl__shm_keylim *e);
 
 /* ------------------------------------------------------- shm_keyset.c */
 

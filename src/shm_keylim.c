@@ -43,7 +43,7 @@ static struct srl__shm_keylim *keylim_table(const struct srl__shm *s)
 }
 
 /* FNV-1a 64 over the entry with state and sum taken as 0. */
-static uint64_t keylim_sum(const struct srl__shm_keylim *e)
+uint64_t srl__shm_keylim_sum(const struct srl__shm_keylim *e)
 {
     struct srl__shm_keylim c;
     memcpy(&c, e, sizeof c);
@@ -64,7 +64,7 @@ static int keylim_resolve(const struct srl__shm *s, const struct srl__shm_keylim
                           struct srl__compound *c)
 {
     srl_limits canon;
-    if (copy->sum != keylim_sum(copy) || srl__limits_canonical(&copy->limits, &canon) != 0 ||
+    if (copy->sum != srl__shm_keylim_sum(copy) || srl__limits_canonical(&copy->limits, &canon) != 0 ||
         memcmp(&canon, &copy->limits, sizeof canon) != 0 || srl__cmp_init(c, &canon) != 0)
         return -1;
     if (c->state_bytes != copy->state_bytes || c->state_bytes > s->state_bytes || c->conc >= 0)
@@ -124,7 +124,7 @@ int srl__shm_keylim_find(struct srl__shm *s, const srl_limits *l)
         return SRL_EPOLICY;
     }
     want.state_bytes = c.state_bytes;
-    want.sum = keylim_sum(&want);
+    want.sum = srl__shm_keylim_sum(&want);
     struct srl__shm_keylim *t = keylim_table(s);
     for (int pass = 0; pass < 2; pass++) {
         for (unsigned r = 0; r < SRL__SHM_KEYLIMS; r++) {

@@ -27,38 +27,13 @@
 
 #include "srl.h"
 #include "testutil.h"
+#include "store_testutil.h"
 
 #define WORKERS 8
 #define STEPS 150
 #define OWN 8
 #define HOT 4
 #define KEPT (OWN + 1)   /* own-limits keys and the probe */
-
-struct store {
-    int named;
-    const char *name;
-    srl_limiter *lim;
-};
-
-static void store_open(struct store *st, int named, const srl_config *cfg)
-{
-    st->named = named;
-    st->name = named ? unique_name("evict") : NULL;
-    if (named)
-        ck_assert_int_eq(srl_open_shared(st->name, cfg, SRL_CREATE, &st->lim), 0);
-    else
-        ck_assert_int_eq(srl_open_anonymous(cfg, &st->lim), 0);
-}
-
-static srl_limiter *worker_lim(const struct store *st, const srl_config *cfg)
-{
-    if (!st->named)
-        return st->lim;
-    srl_limiter *lim;
-    if (srl_open_shared(st->name, cfg, SRL_ADOPT, &lim) != 0)
-        _exit(1);
-    return lim;
-}
 
 struct tally {
     uint32_t ready, go;
@@ -81,7 +56,7 @@ START_TEST(a_full_table_with_on_full_evict_under_8_processes_stays_exact_and_adm
     cfg.on_full = SRL_ON_FULL_EVICT;
     cfg.ticker = fake_ticker(clock);
     struct store st;
-    store_open(&st, _i, &cfg);
+    store_open(&st, _i, "evict", &cfg);
     srl_info info;
     ck_assert_int_eq(srl_info_get(st.lim, &info), 0);
     ck_assert_int_eq(info.on_full, SRL_ON_FULL_EVICT);
@@ -110,7 +85,7 @@ START_TEST(a_full_table_with_on_full_evict_under_8_processes_stays_exact_and_adm
         pids[w] = test_fork();
         if (pids[w] != 0)
             continue;
-        srl_limiter *lim = worker_lim(&st, &cfg);
+        srl_limiter *lim = store_worker(&st, &cfg);
         __atomic_add_fetch(&t->ready, 1, __ATOMIC_ACQ_REL);
         while (!__atomic_load_n(&t->go, __ATOMIC_ACQUIRE))
             sched_yield();
@@ -144,11 +119,7 @@ START_TEST(a_full_table_with_on_full_evict_under_8_processes_stays_exact_and_adm
     while (__atomic_load_n(&t->ready, __ATOMIC_ACQUIRE) < WORKERS)
         sched_yield();
     __atomic_store_n(&t->go, 1, __ATOMIC_RELEASE);
-    for (int w = 0; w < WORKERS; w++) {
-        int status;
-        ck_assert_int_eq(waitpid(pids[w], &status, 0), pids[w]);
-        ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "worker %d: %d", w, status);
-    }
+    store_reap(pids, WORKERS);
     ck_assert_uint_eq(t->errors, 0);
     ck_assert_uint_eq(t->new_refused, 0);
     ck_assert_uint_eq(t->new_untracked, 0);
@@ -168,9 +139,7 @@ START_TEST(a_full_table_with_on_full_evict_under_8_processes_stays_exact_and_adm
     ck_assert_uint_eq(s.evicted_active, inserts - free_slots);
     ck_assert_uint_eq(s.evicted, s.evicted_active);
     ck_assert_int_eq(srl_check(st.lim, NULL, NULL), 0);
-    srl_close(st.lim);
-    if (st.named)
-        ck_assert_int_eq(srl_unlink(st.name), 0);
+    store_close(&st);
 }
 END_TEST
 

@@ -109,21 +109,10 @@ static uint16_t *tierword_at(const struct victim *v)
     return NULL;
 }
 
-/* The entry's sum as shm_keylim.c seals it (FNV-1a 64, state and sum 0). */
-static uint64_t reseal(struct srl__shm_keylim *e)
+/* Seal a forged entry as shm_keylim.c seals a real one. */
+static void reseal(struct srl__shm_keylim *e)
 {
-    struct srl__shm_keylim c;
-    memcpy(&c, e, sizeof c);
-    c.state = 0;
-    c.sum = 0;
-    const unsigned char *p = (const unsigned char *)&c;
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < sizeof c; i++) {
-        h ^= p[i];
-        h *= 0x100000001b3ull;
-    }
-    e->sum = h;
-    return h;
+    e->sum = srl__shm_keylim_sum(e);
 }
 
 enum { SUM, TOO_BIG, NOT_READY, BOTH_FLAGS, FREE_ENTRY, KINDS };

@@ -29,6 +29,7 @@
 
 #include "srl.h"
 #include "testutil.h"
+#include "store_testutil.h"
 
 #define WORKERS 8
 #define STEPS 40
@@ -50,49 +51,6 @@ static srl_limits limits(const char *text)
     return l;
 }
 
-struct store {
-    int named;
-    const char *name;
-    srl_limiter *lim;
-};
-
-static void store_open(struct store *st, int named, const srl_config *cfg)
-{
-    st->named = named;
-    st->name = named ? unique_name("keylim") : NULL;
-    if (named)
-        ck_assert_int_eq(srl_open_shared(st->name, cfg, SRL_CREATE, &st->lim), 0);
-    else
-        ck_assert_int_eq(srl_open_anonymous(cfg, &st->lim), 0);
-}
-
-static srl_limiter *worker_lim(const struct store *st, const srl_config *cfg)
-{
-    if (!st->named)
-        return st->lim;
-    srl_limiter *lim;
-    if (srl_open_shared(st->name, cfg, SRL_ADOPT, &lim) != 0)
-        _exit(1);
-    return lim;
-}
-
-static void store_close(struct store *st)
-{
-    srl_close(st->lim);
-    if (st->named)
-        ck_assert_int_eq(srl_unlink(st->name), 0);
-}
-
-static void reap(const pid_t pids[WORKERS])
-{
-    for (int w = 0; w < WORKERS; w++) {
-        int status;
-        ck_assert_int_eq(waitpid(pids[w], &status, 0), pids[w]);
-        ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "worker %d: status %d", w,
-                      status);
-    }
-}
-
 struct race {
     uint32_t ready, go;
     uint32_t admitted[2], errors;
@@ -110,7 +68,7 @@ static void race(const struct store *st, const srl_config *cfg, int per_call, st
         pids[w] = test_fork();
         if (pids[w] != 0)
             continue;
-        srl_limiter *lim = worker_lim(st, cfg);
+        srl_limiter *lim = store_worker(st, cfg);
         __atomic_add_fetch(&r->ready, 1, __ATOMIC_ACQ_REL);
         while (!__atomic_load_n(&r->go, __ATOMIC_ACQUIRE))
             sched_yield();
@@ -130,7 +88,7 @@ static void race(const struct store *st, const srl_config *cfg, int per_call, st
     while (__atomic_load_n(&r->ready, __ATOMIC_ACQUIRE) < WORKERS)
         sched_yield();
     __atomic_store_n(&r->go, 1, __ATOMIC_RELEASE);
-    reap(pids);
+    store_reap(pids, WORKERS);
 }
 
 START_TEST(stored_limits_of_3_and_10_under_8_processes_admit_exactly_3_and_10)
@@ -138,7 +96,7 @@ START_TEST(stored_limits_of_3_and_10_under_8_processes_admit_exactly_3_and_10)
     fake_clock *clock = fake_clock_shared(1000 * SEC);
     srl_config cfg = config("token_bucket:100/1h", 1024, clock);
     struct store st;
-    store_open(&st, _i, &cfg);
+    store_open(&st, _i, "keylim", &cfg);
     srl_limits l3 = limits("token_bucket:3/1h"), l10 = limits("token_bucket:10/1h");
     ck_assert_int_eq(srl_key_set_limits(st.lim, "small", 5, &l3), 0);
     ck_assert_int_eq(srl_key_set_limits(st.lim, "big", 3, &l10), 0);
@@ -168,7 +126,7 @@ START_TEST(per_call_limits_of_3_and_10_under_8_processes_admit_exactly_3_and_10)
     fake_clock *clock = fake_clock_shared(1000 * SEC);
     srl_config cfg = config("token_bucket:100/1h", 1024, clock);
     struct store st;
-    store_open(&st, _i, &cfg);
+    store_open(&st, _i, "keylim", &cfg);
     struct race *r = shared_zeroed(sizeof *r);
     race(&st, &cfg, 1, r);
     ck_assert_uint_eq(r->errors, 0);
@@ -199,7 +157,7 @@ START_TEST(a_change_of_a_keys_limits_keeps_its_use)
     fake_clock *clock = fake_clock_shared(1000 * SEC);
     srl_config cfg = config("token_bucket:100/1h", 1024, clock);
     struct store st;
-    store_open(&st, _i, &cfg);
+    store_open(&st, _i, "keylim", &cfg);
     srl_limits l10 = limits("token_bucket:10/1h"), l20 = limits("token_bucket:20/1h");
     /* Stored: 4 used of 10, then 20: one more leaves 20 - 5. */
     ck_assert_int_eq(srl_key_set_limits(st.lim, "k", 1, &l10), 0);
@@ -230,7 +188,7 @@ START_TEST(equal_limits_share_an_entry_and_a_full_table_says_so)
     fake_clock *clock = fake_clock_shared(1000 * SEC);
     srl_config cfg = config("token_bucket:100/1h", 1024, clock);
     struct store st;
-    store_open(&st, _i, &cfg);
+    store_open(&st, _i, "keylim", &cfg);
     /* 256 distinct sets (one key re-set each time), each set twice. */
     for (int n = 1; n <= 256; n++) {
         char text[64];
@@ -263,7 +221,7 @@ START_TEST(limits_whose_state_exceeds_the_slots_are_refused_by_name)
     fake_clock *clock = fake_clock_shared(1000 * SEC);
     srl_config cfg = config("token_bucket:100/1h", 1024, clock);
     struct store st;
-    store_open(&st, _i, &cfg);
+    store_open(&st, _i, "keylim", &cfg);
     srl_info info;
     ck_assert_int_eq(srl_info_get(st.lim, &info), 0);
     srl_limits big = limits("sliding_log:50/1m");
@@ -292,7 +250,7 @@ START_TEST(a_stored_key_survives_eviction_a_per_call_key_does_not)
     fake_clock *clock = fake_clock_shared(1000 * SEC);
     srl_config cfg = config("token_bucket:100/1h", 1024, clock);
     struct store st;
-    store_open(&st, _i, &cfg);
+    store_open(&st, _i, "keylim", &cfg);
     srl_limits l3 = limits("token_bucket:3/1h");
     ck_assert_int_eq(srl_key_set_limits(st.lim, "kept", 4, &l3), 0);
     srl_decision d;
