@@ -356,8 +356,23 @@ typedef struct srl_limiter srl_limiter;   /* opaque */
 
 typedef enum srl_on_full {
     SRL_ON_FULL_ALLOW = 0,    /* table full: allow and count it (default) */
-    SRL_ON_FULL_DENY = 1      /* table full: deny and count it */
+    SRL_ON_FULL_DENY = 1,     /* table full: deny and count it */
+    SRL_ON_FULL_EVICT = 2     /* table full: the new key takes the slot of the least
+                                 recently used key of its two buckets (see below) */
 } srl_on_full;
+/* SRL_ON_FULL_EVICT (shared and anonymous stores; the in-process and Redis
+ * stores decide as SRL_ON_FULL_ALLOW): when neither of a new key's buckets
+ * has a free slot, a state at rest, or room by relocation, the key takes
+ * the slot of the key there that used the least of its limit (ties: the
+ * oldest last admission), never an exempt, banned or own-limits key
+ * (srl_key_exempt, srl_key_ban,
+ * srl_key_set_limits); only if every one is such is it decided as ALLOW.
+ * Counted in srl_stats.evicted_active (and evicted).  An evicted key
+ * starts fresh when it returns: its use is forgotten, so it may be
+ * admitted up to its limit again; every key not evicted stays exact.
+ * Not the default: ALLOW keeps every tracked key exact and shows a table
+ * too small as srl_stats.full, while EVICT makes a flood of new keys cost
+ * the busiest tracked keys their state (docs/design.md, "A full table"). */
 
 /* srl_config.owner_uid: trust no uid but the caller's effective uid. */
 #define SRL_OWNER_SELF UINT32_MAX
@@ -763,6 +778,35 @@ SRL_API int srl_key_unban(srl_limiter *lim, const void *key, size_t len);
 SRL_API int srl_key_control_get(srl_limiter *lim, const void *key, size_t len,
                                 srl_key_control *out);
 
+/* Per-key limits (shared and anonymous stores; SRL_ENOTSUP on the
+ * in-process, Redis and tiered stores, with srl_last_error saying so).
+ * Stored: srl_key_set_limits decides the key by limits (canonicalised,
+ * srl_limits_validate) from now on, whatever tier a call names, until
+ * srl_key_clear_limits puts it back on the default tier; the key is
+ * inserted if it is new, kept from eviction like an exempt key, shown by
+ * srl_key_control_get (SRL_KEY_OWN_LIMITS) and srl_foreach.  Per call:
+ * srl_acquire_limits decides one request by limits (the caller's own
+ * record of the key's plan), the key evicted like any other; a stored set
+ * wins over the call's.  Either way a key whose limits change is converted
+ * as a tier change is: its use is kept.  Each call takes the key's bucket
+ * lock once; decisions are exact under races as srl_acquire's are.
+ * A segment keeps at most 256 distinct limit sets over its life (keys with
+ * equal limits share one): the next is SRL_ENOSPC.  Limits whose state is
+ * larger than the segment's slots, or that hold a concurrency limit, are
+ * SRL_EPOLICY; srl_last_error names the state asked and the largest the
+ * segment holds.  A segment whose policy holds a concurrency limit refuses
+ * both (SRL_ENOTSUP).  Returns 0, or those, SRL_EKEY, SRL_EINVAL, SRL_ECOST
+ * (srl_acquire_limits: cost 0 or above the limits' permits, or above the
+ * stored ones), a lock error (srl_acquire_limits: as srl_acquire). */
+SRL_API int srl_key_set_limits(srl_limiter *lim, const void *key, size_t len,
+                               const srl_limits *limits);
+/* 0 also when the key had none; SRL_ENOENT if it is not tracked. */
+SRL_API int srl_key_clear_limits(srl_limiter *lim, const void *key, size_t len);
+/* The key's stored limits into *out; SRL_ENOENT if it is not tracked or has none. */
+SRL_API int srl_key_get_limits(srl_limiter *lim, const void *key, size_t len, srl_limits *out);
+SRL_API int srl_acquire_limits(srl_limiter *lim, const void *key, size_t len,
+                               const srl_limits *limits, uint32_t cost, srl_decision *d);
+
 typedef struct srl_stats {
     uint64_t capacity;        /* slots in the table */
     uint64_t used;            /* keys tracked now */
@@ -783,6 +827,8 @@ typedef struct srl_stats {
                                  denied); Redis: this handle's only */
     uint64_t exempt;          /* decisions of exempt keys (srl_key_exempt;
                                  also in allowed) */
+    uint64_t evicted_active;  /* keys not at rest whose slot a new key took
+                                 (SRL_ON_FULL_EVICT; also in evicted) */
 } srl_stats;
 
 /* Sum the per-bucket counters.  With SRL_CONFIG_FLOOD_CACHE a process's

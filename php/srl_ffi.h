@@ -66,7 +66,8 @@ typedef struct srl_limiter srl_limiter;
 
 typedef enum srl_on_full {
     SRL_ON_FULL_ALLOW = 0,
-    SRL_ON_FULL_DENY = 1
+    SRL_ON_FULL_DENY = 1,
+    SRL_ON_FULL_EVICT = 2
 } srl_on_full;
 
 typedef struct srl_config {
@@ -104,6 +105,7 @@ typedef struct srl_stats {
     uint64_t local_denied;
     uint64_t would_deny;
     uint64_t exempt;
+    uint64_t evicted_active;
 } srl_stats;
 
 typedef enum srl_store_kind {

@@ -85,7 +85,7 @@ static const struct {
     {"100/1m key_display=1k", 19, 2, "key_display must be a number of bytes, 0..255"},
     {"100/1m mode=01000", 12, 5, "mode must be octal permission bits, e.g. 0600 or 0660"},
     {"100/1m mode=0999", 12, 4, "mode must be octal permission bits, e.g. 0600 or 0660"},
-    {"100/1m on_full=maybe", 15, 5, "on_full must be allow or deny"},
+    {"100/1m on_full=maybe", 15, 5, "on_full must be allow, deny or evict"},
     {"100/1m lock_timeout_ms=4294967296", 23, 10,
      "lock_timeout_ms must be a number of milliseconds, 0..4294967295"},
     {"100/1m owner=4294967295", 13, 10, "owner must be a uid, 0..4294967294, or self"},

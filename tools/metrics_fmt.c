@@ -30,8 +30,8 @@
 
 enum fam {
     F_UP, F_INFO, F_DECISIONS, F_KEYS, F_INFLIGHT, F_CAPACITY, F_LOAD, F_RECOVERED, F_RESET, F_EVICTED,
-    F_RECLAIMED, F_TIMEOUTS, F_WOULD_DENY, F_EXEMPT, F_BYTES, F_PERMITS, F_WINDOW, F_CREATED,
-    F_BANS, F_COUNT
+    F_RECLAIMED, F_TIMEOUTS, F_WOULD_DENY, F_EXEMPT, F_EVICTED_ACTIVE, F_BYTES, F_PERMITS,
+    F_WINDOW, F_CREATED, F_BANS, F_COUNT
 };
 
 static const struct family {
@@ -64,6 +64,8 @@ static const struct family {
                       "as denied)"},
     [F_EXEMPT] = {"srl_exempt_total", "counter",
                   "Decisions of exempt keys (rlctl exempt; also counted as allowed)"},
+    [F_EVICTED_ACTIVE] = {"srl_evicted_active_total", "counter",
+                          "Keys not at rest whose slot a new key took (on_full=evict)"},
     [F_BYTES] = {"srl_segment_bytes", "gauge", "Size of the shared-memory segment"},
     [F_PERMITS] = {"srl_policy_permits", "gauge",
                    "Per limit of the policy (label limit, its index): requests a key may make "
@@ -245,7 +247,11 @@ static void sample(const struct out *o, enum fam f, const srl__metrics_seg *g)
             snprintf(pol, sizeof pol, "?");
         label(o, "policy", pol, 0);
         label(o, "algorithm", alg != NULL ? alg : "?", 0);
-        label(o, "on_full", in->on_full == SRL_ON_FULL_DENY ? "deny" : "allow", 0);
+        label(o, "on_full",
+              in->on_full == SRL_ON_FULL_DENY    ? "deny"
+              : in->on_full == SRL_ON_FULL_EVICT ? "evict"
+                                                 : "allow",
+              0);
     }
     puts_(o, "} ");
     switch (f) {
@@ -262,6 +268,7 @@ static void sample(const struct out *o, enum fam f, const srl__metrics_seg *g)
     case F_TIMEOUTS: u64(o, s->timeouts); break;
     case F_WOULD_DENY: u64(o, s->would_deny); break;
     case F_EXEMPT: u64(o, s->exempt); break;
+    case F_EVICTED_ACTIVE: u64(o, s->evicted_active); break;
     case F_BYTES: u64(o, in->segment_bytes); break;
     case F_CREATED: fixed(o, in->created_unix_ns, SRL_NS_PER_S, 9); break;
     default: break;

@@ -121,6 +121,7 @@ typedef struct rlctl_opts {
     const char *output;       /* --output FILE */
     unsigned char *key;       /* key bytes (decoded from --hex), malloc'd */
     size_t key_len;
+    const char *extra;        /* set-key: the POLICY after KEY (takes_key 2) */
 } rlctl_opts;
 
 typedef int (*rlctl_cmd_fn)(const rlctl_opts *o);
@@ -130,7 +131,7 @@ struct rlctl_cmd {
     rlctl_cmd_fn fn;
     unsigned options;         /* RLCTL_O_* accepted */
     int takes_name;           /* NAME positional required */
-    int takes_key;            /* KEY positional required */
+    int takes_key;            /* KEY positional required (2: KEY and POLICY) */
     const char *synopsis;     /* after "rlctl " */
     const char *help;         /* what it does, for --help (lines of < 80 columns) */
     int redis;                /* NAME may be a Redis uri (rlctl_redis.c) */
@@ -363,6 +364,8 @@ int rlctl_cmd_exempt(const rlctl_opts *o);
 int rlctl_cmd_unexempt(const rlctl_opts *o);
 int rlctl_cmd_ban(const rlctl_opts *o);
 int rlctl_cmd_unban(const rlctl_opts *o);
+int rlctl_cmd_set_key(const rlctl_opts *o);     /* rlctl_keylim.c */
+int rlctl_cmd_clear_key(const rlctl_opts *o);
 int rlctl_cmd_evict(const rlctl_opts *o);
 int rlctl_cmd_watch(const rlctl_opts *o);
 int rlctl_cmd_metrics(const rlctl_opts *o);

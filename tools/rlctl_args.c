@@ -478,7 +478,10 @@ static int parse(int argc, char **argv, rlctl_opts *o)
     }
     int want = o->cmd->takes_name + o->cmd->takes_key;
     if (npos < want)
-        return usage_error(o->cmd, "missing %s", npos == 0 && o->cmd->takes_name ? "NAME" : "KEY");
+        return usage_error(o->cmd, "missing %s",
+                           npos == 0 && o->cmd->takes_name        ? "NAME"
+                           : npos <= o->cmd->takes_name           ? "KEY"
+                                                                  : "POLICY");
     if (npos > want) {
         char *f;
         int rc = usage_error(o->cmd, "unexpected argument '%s'",
@@ -505,6 +508,8 @@ static int parse(int argc, char **argv, rlctl_opts *o)
             rlctl_opts_free(o);
             return rc;
         }
+        if (o->cmd->takes_key == 2)
+            o->extra = sub_argv[optind + 2];
     }
     return 0;
 }

@@ -22,7 +22,7 @@ static const struct rlctl_cmd commands[] = {
          RLCTL_O_ON_FULL | RLCTL_O_TIER | RLCTL_O_FORCE | JSON_O,
      1, 0,
      "create NAME --policy P --capacity N [--tier NAME=P]... [--key-display B] "
-     "[--mode M] [--on-full allow|deny] [--force] [--json]",
+     "[--mode M] [--on-full allow|deny|evict] [--force] [--json]",
      "Create a segment.  --capacity takes a number of keys (10k, 1M: 1000s);\n"
      "--key-display B keeps the first B bytes of each key for list (B more\n"
      "bytes per slot; 0 shows fingerprints); --on-full says what a new key gets\n"
@@ -73,6 +73,13 @@ static const struct rlctl_cmd commands[] = {
      "is shown by get and list --banned.", 0},
     {"unban", rlctl_cmd_unban, KEY_O, 1, 1, "unban NAME [--hex] KEY [--json]",
      "Lift KEY's ban by hand and forget its offences.  Exit 1 if not tracked.", 0},
+    {"set-key", rlctl_cmd_set_key, KEY_O, 1, 2, "set-key NAME [--hex] KEY POLICY [--json]",
+     "Decide KEY by POLICY from now on, whatever tier its requests name, until\n"
+     "clear-key; its use is kept (as set-policy keeps it) and it is never\n"
+     "evicted.  A policy whose state needs bigger slots is refused.", 0},
+    {"clear-key", rlctl_cmd_clear_key, KEY_O, 1, 1, "clear-key NAME [--hex] KEY [--json]",
+     "KEY's own limits are dropped: the default tier decides it again, its use\n"
+     "kept.  Exit 1 if it was not tracked.", 0},
     {"set-policy", rlctl_cmd_set_policy, JSON_O, 1, 1, "set-policy NAME [TIER=]POLICY [--json]",
      "Give tier TIER (default: tier 0, the segment's policy) a new policy while\n"
      "the workers run.  Each key keeps its use (10 used of 10 leaves 10 under\n"

@@ -55,7 +55,7 @@ static void info_json(const char *name, const srl_info *in, const srl_stats *st,
     rlctl_json_str(&j, "algorithm", srl_algorithm_name(in->policy.algorithm));
     rlctl_json_u64(&j, "permits", in->policy.permits);
     rlctl_json_u64(&j, "window_ns", in->policy.window_ns);
-    rlctl_json_str(&j, "on_full", in->on_full == SRL_ON_FULL_DENY ? "deny" : "allow");
+    rlctl_json_str(&j, "on_full", in->on_full == SRL_ON_FULL_DENY ? "deny" : in->on_full == SRL_ON_FULL_EVICT ? "evict" : "allow");
     rlctl_json_u64(&j, "capacity", in->capacity);
     rlctl_json_u64(&j, "buckets", in->buckets);
     rlctl_json_u64(&j, "slots_per_bucket", in->slots_per_bucket);
@@ -113,7 +113,7 @@ static void info_text(const char *name, const srl_info *in, const srl_stats *st,
     if (in->kind == SRL_STORE_SHARED || in->kind == SRL_STORE_ANONYMOUS)
         ROW("policy gen", "%u (%s)", in->policy_gen,
             in->policy_gen == 0 ? "as created" : "changed live: rlctl set-policy");
-    ROW("on full", "%s", in->on_full == SRL_ON_FULL_DENY ? "deny" : "allow");
+    ROW("on full", "%s", in->on_full == SRL_ON_FULL_DENY ? "deny" : in->on_full == SRL_ON_FULL_EVICT ? "evict" : "allow");
     ROW("capacity", "%" PRIu64 " %s (%" PRIu64 " %s of %u)", in->capacity,
         rlctl_plural(in->capacity, "slot", "slots"), in->buckets,
         rlctl_plural(in->buckets, "bucket", "buckets"), in->slots_per_bucket);

@@ -106,6 +106,15 @@ int rlctl_cmd_get(const rlctl_opts *o)
         d.allowed = 1;
         d.retry_after_ns = 0;
     }
+    /* A key with limits of its own (srl_key_set_limits): its state is of
+     * those, not of the segment's, so the per-limit detail is not shown. */
+    srl_limits own;
+    char own_text[SRL_LIMITS_TEXT_MAX] = "";
+    if (rc == 0 && srl_key_get_limits(lim, o->key, o->key_len, &own) == 0) {
+        rlctl_detail_free(&more);
+        if (srl_limits_format(&own, own_text, sizeof own_text) < 0)
+            snprintf(own_text, sizeof own_text, "?");
+    }
     srl_close(lim);
     if (rc != 0 && rc != SRL_ENOENT)
         return rlctl_fail_cmd(o, rc);
@@ -131,6 +140,8 @@ int rlctl_cmd_get(const rlctl_opts *o)
         rlctl_json_u64(&j, "cost", o->cost);
         decision_json(&j, &d);
         rlctl_json_bool(&j, "exempt", (kc.flags & SRL_KEY_EXEMPT) != 0);
+        if (own_text[0] != '\0')
+            rlctl_json_str(&j, "own_limits", own_text);
         rlctl_detail_json(&j, &in, &more);
         rlctl_ban_json(&j, &kc);
         rlctl_json_end_obj(&j);
@@ -157,6 +168,8 @@ int rlctl_cmd_get(const rlctl_opts *o)
                    key, o->cost, rlctl_fmt_duration(d.retry_after_ns, ra, sizeof ra), rs);
         if (kc.flags & SRL_KEY_EXEMPT)
             printf("  exempt (never refused, never evicted)\n");
+        if (own_text[0] != '\0')
+            printf("  decided by its own limits: %s (rlctl clear-key drops them)\n", own_text);
         rlctl_detail_print(&in, &more);
         rlctl_ban_print(&kc);
     }

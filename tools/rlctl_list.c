@@ -48,7 +48,7 @@ struct row {
     int at_rest;
     uint32_t inflight;   /* units held now (a concurrency limit) */
     uint32_t tier;       /* the key's tier (srl_entry.tier) */
-    uint32_t control;    /* SRL_KEY_* (srl_entry.control) */
+    uint32_t control;    /* SRL_KEY_* (srl_entry.control): ban kind, own limits */
     uint64_t ban_left_ns;
 };
 
@@ -212,6 +212,7 @@ static int print_json(const char *name, const srl_info *in, const struct walk *w
             rlctl_json_u64(&j, "ban_left_ns", r->ban_left_ns);
         else
             rlctl_json_null(&j, "ban_left_ns");
+        rlctl_json_bool(&j, "own_limits", (r->control & SRL_KEY_OWN_LIMITS) != 0);
         rlctl_json_end_obj(&j);
         free(key), free(hex), free(fp);
     }
@@ -292,7 +293,9 @@ static int print_text(const rlctl_opts *o, const char *name, const struct walk *
             snprintf(idle, sizeof idle, "-");
         snprintf(inf, sizeof inf, "%u", r->inflight);
         const char *row[] = {key, len, al, de, rem, ra, rs, idle, r->at_rest ? "yes" : "no",
-                             units ? inf : rlctl_tier_name(tiers, r->tier)};
+                             units                               ? inf
+                             : (r->control & SRL_KEY_OWN_LIMITS) ? "(own limits)"
+                                                                 : rlctl_tier_name(tiers, r->tier)};
         const char *out[11];
         for (size_t c = 0; c < ncols; c++)
             out[c] = c == bancol && bancol != 0 ? NULL : row[redis ? redis_cols[c] : c];

@@ -183,6 +183,8 @@ static int set_on_full(srl_config *c, const struct field *f, const char *v, size
         c->on_full = SRL_ON_FULL_ALLOW;
     else if (n == 4 && strncasecmp(v, "deny", 4) == 0)
         c->on_full = SRL_ON_FULL_DENY;
+    else if (n == 5 && strncasecmp(v, "evict", 5) == 0)
+        c->on_full = SRL_ON_FULL_EVICT;
     else
         return quoted_fail(ce, f, v, n);
     return 0;
@@ -389,7 +391,9 @@ static int show_octal(const srl_config *c, const struct field *f, char *buf, siz
 
 static int show_on_full(const srl_config *c, const struct field *f, char *buf, size_t len)
 {
-    return c->on_full == SRL_ON_FULL_ALLOW ? 0 : put(buf, len, " %s=deny", f->name);
+    if (c->on_full == SRL_ON_FULL_ALLOW)
+        return 0;
+    return put(buf, len, " %s=%s", f->name, c->on_full == SRL_ON_FULL_EVICT ? "evict" : "deny");
 }
 
 static int show_owner(const srl_config *c, const struct field *f, char *buf, size_t len)
@@ -447,7 +451,7 @@ static const struct field fields[] = {
     {"mode", set_octal, show_octal, offsetof(srl_config, mode), 0, 0777, "takes no mode",
      "octal permission bits, e.g. 0600 or 0660"},
     {"on_full", set_on_full, show_on_full, offsetof(srl_config, on_full), 0, 0, NULL,
-     "allow or deny"},
+     "allow, deny or evict"},
     {"lock_timeout_ms", set_u32, show_u32, offsetof(srl_config, lock_timeout_ms), 0, UINT32_MAX,
      NULL, "a number of milliseconds, 0..4294967295"},
     {"owner", set_owner, show_owner, offsetof(srl_config, owner_uid), 0, SRL_OWNER_SELF - 1,

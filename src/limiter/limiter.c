@@ -6,6 +6,7 @@
  * takes no lock and keeps no state of its own.
  */
 #include "limiter.h"
+#include "errdetail.h"
 #include "msg.h"
 
 #include <errno.h>
@@ -47,7 +48,8 @@ int srl__config_check(const srl_config *cfg)
         return SRL_EINVAL;
     if ((cfg->mode & ~0777u) != 0)
         return SRL_EINVAL;
-    if (cfg->on_full != SRL_ON_FULL_ALLOW && cfg->on_full != SRL_ON_FULL_DENY)
+    if (cfg->on_full != SRL_ON_FULL_ALLOW && cfg->on_full != SRL_ON_FULL_DENY &&
+        cfg->on_full != SRL_ON_FULL_EVICT)
         return SRL_EINVAL;
     if ((cfg->flags & ~(SRL_CONFIG_DRY_RUN | SRL_CONFIG_FLOOD_CACHE | SRL_CONFIG_LOCKFREE |
                        SRL_CONFIG_FORCE)) != 0)
@@ -124,7 +126,8 @@ int srl__limiter_init(srl_limiter *lim, const struct srl__store_ops *ops,
 
 void srl__decide_on_full(const srl_limiter *lim, unsigned flag, srl_decision *d)
 {
-    int allow = lim->on_full == SRL_ON_FULL_ALLOW;
+    /* EVICT reaches here only when nothing could be evicted: as ALLOW. */
+    int allow = lim->on_full != SRL_ON_FULL_DENY;
     const srl_policy *p = &lim->cmp.limits.limit[0];
     /* Denied without a state to ask: the honest wait is one window (a
      * concurrency limit has none: the same 1 s hint as a full key). */
@@ -308,6 +311,58 @@ int srl_key_control_get(srl_limiter *lim, const void *key, size_t len, srl_key_c
     if (out == NULL)
         return SRL_EINVAL;
     return key_control(lim, key, len, SRL__CTL_GET, 0, NULL, out);
+}
+
+/* Per-key limits (srl.h): the store's key_limits and acquire_limits. */
+static int key_limits(srl_limiter *lim, const void *key, size_t len, const srl_limits *l,
+                      srl_limits *get)
+{
+    srl__err_clear();
+    if (lim == NULL)
+        return SRL_EINVAL;
+    int rc = check_key(key, len);
+    if (rc != 0)
+        return rc;
+    if (lim->ops->key_limits == NULL) {
+        srl__err_set("per-key limits live in a shared or anonymous segment; this store has none");
+        return SRL_ENOTSUP;
+    }
+    return lim->ops->key_limits(lim, key, len, l, get);
+}
+
+int srl_key_set_limits(srl_limiter *lim, const void *key, size_t len, const srl_limits *limits)
+{
+    return key_limits(lim, key, len, limits, NULL);
+}
+
+int srl_key_clear_limits(srl_limiter *lim, const void *key, size_t len)
+{
+    return key_limits(lim, key, len, NULL, NULL);
+}
+
+int srl_key_get_limits(srl_limiter *lim, const void *key, size_t len, srl_limits *out)
+{
+    if (out == NULL)
+        return SRL_EINVAL;
+    return key_limits(lim, key, len, NULL, out);
+}
+
+int srl_acquire_limits(srl_limiter *lim, const void *key, size_t len, const srl_limits *limits,
+                       uint32_t cost, srl_decision *d)
+{
+    srl__err_clear();
+    if (lim == NULL || d == NULL || limits == NULL)
+        return SRL_EINVAL;
+    int rc = check_key(key, len);
+    if (rc != 0)
+        return rc;
+    if (cost == 0)
+        return SRL_ECOST;
+    if (lim->ops->acquire_limits == NULL) {
+        srl__err_set("per-call limits need a shared or anonymous segment; this store has none");
+        return SRL_ENOTSUP;
+    }
+    return dry_run_turn(lim, lim->ops->acquire_limits(lim, key, len, limits, cost, d), d);
 }
 
 int64_t srl_evict_idle(srl_limiter *lim)

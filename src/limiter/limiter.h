@@ -57,6 +57,13 @@ struct srl__store_ops {
      * SRL__CTL_*, for_ns and reason serve SRL__CTL_BAN, out SRL__CTL_GET. */
     int (*key_control)(srl_limiter *lim, const void *key, size_t len, int op, uint64_t for_ns,
                        const char *reason, srl_key_control *out);
+    /* Per-key limits (may be NULL: SRL_ENOTSUP): srl_key_set_limits (l,
+     * or NULL to clear) and srl_key_get_limits (get != NULL); and
+     * srl_acquire_limits (l valid, cost >= 1). */
+    int (*key_limits)(srl_limiter *lim, const void *key, size_t len, const srl_limits *l,
+                      srl_limits *get);
+    int (*acquire_limits)(srl_limiter *lim, const void *key, size_t len, const srl_limits *l,
+                          uint32_t cost, srl_decision *d);
     void (*close)(srl_limiter *lim);
 };
 enum { SRL__CTL_EXEMPT, SRL__CTL_UNEXEMPT, SRL__CTL_BAN, SRL__CTL_UNBAN, SRL__CTL_GET };

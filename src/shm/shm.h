@@ -345,6 +345,10 @@ _Static_assert(offsetof(struct srl__shm_bucket, tags) == sizeof(pthread_mutex_t)
  *           of the key-limits table (SRL__SHM_KEYLIMS entries), not a tier;
  *           bounds-checked and validated (sum, state fits) before use, a bad
  *           one is damage (the slot goes back to tier 0, counted).
+ *   CALL    decided by the limits its last srl_acquire_limits passed: the
+ *           low byte names a key-limits entry as with OWN, but the key is
+ *           evicted like any other (a plain call converts it back to its
+ *           tier).  OWN wins over CALL: never both.
  *
  * The operator record, 16 bytes after the per-key counters (counters_off +
  * 8; so a slot of a token bucket without display costs 72, not 56):
@@ -363,7 +367,11 @@ _Static_assert(offsetof(struct srl__shm_bucket, tags) == sizeof(pthread_mutex_t)
 #define SRL__SLOT_F_EXEMPT 0x0100u
 #define SRL__SLOT_F_BANNED 0x0200u
 #define SRL__SLOT_F_OWN 0x0400u
-#define SRL__SLOT_F_KNOWN (SRL__SLOT_F_EXEMPT | SRL__SLOT_F_BANNED | SRL__SLOT_F_OWN)
+#define SRL__SLOT_F_CALL 0x0800u
+/* The low byte names a key-limits entry, not a tier. */
+#define SRL__SLOT_F_LIMITS (SRL__SLOT_F_OWN | SRL__SLOT_F_CALL)
+#define SRL__SLOT_F_KNOWN \
+    (SRL__SLOT_F_EXEMPT | SRL__SLOT_F_BANNED | SRL__SLOT_F_OWN | SRL__SLOT_F_CALL)
 _Static_assert(SRL_TIERS_MAX <= 256, "a tier fits the tier word's low byte");
 
 /* The operator area, after the table (header op_offset).  Entries are
@@ -441,6 +449,8 @@ struct srl__shm {
                                        the fd, so its flock does not exclude them) */
     bool open_change;               /* SRL_CHANGE: the opener changes a policy that differs */
     bool change_pending;            /* ... and it did differ (segment_open changes it) */
+    struct srl__compound *keylim_cmp[SRL__SHM_KEYLIMS]; /* key-limits entries resolved
+                                       (atomic; shm_keylim.c), freed at close */
     struct srl__shm_flood *flood;   /* the denial-flood cache, NULL when off (shm_flood.c) */
     int mutex_kind;                 /* srl__shm_mutex_own_kind(), at open */
     bool lockfree;                  /* SRL_CONFIG_LOCKFREE and the segment and CPU allow
@@ -975,7 +985,7 @@ const struct srl__compound *srl__shm_slot_current(struct srl__shm *s, const stru
  * and with p != NULL its generation, meta word and state.  And its reset
  * when the check fails: a damaged identity frees the slot, else (p !=
  * NULL) a fresh tier-0 state of p.  srl__shm_repair_bucket uses both. */
-bool srl__shm_slot_valid(const struct srl__shm *s, const struct srl__shm_pol *p, uint64_t b,
+bool srl__shm_slot_valid(struct srl__shm *s, const struct srl__shm_pol *p, uint64_t b,
                          unsigned i, uint64_t now);
 void srl__shm_slot_reset(struct srl__shm *s, const struct srl__shm_pol *p, uint64_t b, unsigned i,
                          uint64_t now);
@@ -988,6 +998,11 @@ int srl__shm_acquire_tier(srl_limiter *lim, uint32_t tier, const void *key, size
                           uint32_t cost, srl_decision *d);
 int srl__shm_peek(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
                   srl_decision *d);
+/* A plain admission by the limits own (key-limits entry own_idx) instead
+ * of a tier's (srl_acquire_limits; shm_keyset.c resolves them). */
+int srl__shm_decide_own(srl_limiter *lim, const void *key, size_t len,
+                        const struct srl__compound *own, unsigned own_idx, uint32_t cost,
+                        srl_decision *d);
 int srl__shm_enter(srl_limiter *lim, const void *key, size_t len, srl_lease *lease,
                    srl_decision *d);
 int srl__shm_leave(srl_limiter *lim, srl_lease *lease);
@@ -1030,9 +1045,45 @@ int srl__shm_table_init(struct srl__shm *s);
  * (SRL__CTL_*, limiter.h). */
 int srl__shm_key_control(srl_limiter *lim, const void *key, size_t len, int op, uint64_t for_ns,
                          const char *reason, srl_key_control *out);
+/* Lock the bucket of key (as srl__shm_locate), inserting it fresh first
+ * when it is missing and insert is set (shm_keyset.c uses it too). */
+int srl__shm_locate_or_insert(struct srl__shm *s, const void *key, size_t len, bool insert,
+                              uint64_t *b, int *i);
 /* The reason text of record index r (1-based, 0 none) into buf[SRL__SHM_REASON_TEXT + 1]:
  * "" for none or a bad entry (validated, untrusted). */
 void srl__shm_reason_text(const struct srl__shm *s, unsigned r, char *buf);
+
+/* -------------------------------------------------------- shm_evict.c */
+
+/* on_full=evict: free the slot of the least recently used key of b1 and
+ * b2 (both locked) that is not kept (srl__shm_slot_kept), counted in
+ * evicted and evicted_active; its index, with its bucket in *fb, or -1. */
+int srl__shm_evict_lru(struct srl__shm *s, const struct srl__shm_pol *p, uint64_t b1,
+                       uint64_t b2, uint64_t now, uint64_t *fb);
+
+/* ------------------------------------------------------- shm_keylim.c */
+
+/* Entry idx's compound (resolved once per handle from a validated private
+ * copy), or NULL: idx out of range, the entry not READY or damaged, or no
+ * memory.  Any thread; no lock needed or taken. */
+const struct srl__compound *srl__shm_keylim_cmp(struct srl__shm *s, unsigned idx);
+/* The entry holding limits l (canonical bytes compared), claimed if new:
+ * its index, or SRL_EPOLICY (invalid, a concurrency limit, or a state
+ * larger than the slots'), SRL_ENOSPC (table full), SRL_ENOMEM; the
+ * sentence in srl_last_error. */
+int srl__shm_keylim_find(struct srl__shm *s, const srl_limits *l);
+void srl__shm_keylim_free(struct srl__shm *s);
+/* An entry's seal: FNV-1a 64 over it with state and sum taken as 0. */
+uint64_t srl__shm_keylim_sum(const struct srl__shm_keylim *e);
+
+/* ------------------------------------------------------- shm_keyset.c */
+
+/* srl_key_set_limits (l NULL: clear) and srl_key_get_limits (get != NULL). */
+int srl__shm_key_limits(srl_limiter *lim, const void *key, size_t len, const srl_limits *l,
+                        srl_limits *get);
+/* srl_acquire_limits on a shared or anonymous segment. */
+int srl__shm_acquire_limits(srl_limiter *lim, const void *key, size_t len, const srl_limits *l,
+                            uint32_t cost, srl_decision *d);
 
 /* ---------------------------------------------- shm_change.c, shm_check.c */
 

@@ -121,7 +121,13 @@ static void check_bucket(struct srl__shm *s, uint64_t b, uint64_t now, struct re
         else if (word & ~(SRL__SLOT_TIER_MASK | SRL__SLOT_F_KNOWN))
             problem(r, "bucket %llu slot %u: tier word 0x%04x has unknown flag bits",
                     (unsigned long long)b, i, word);
-        else if (tier >= of->tier_count)
+        else if ((word & SRL__SLOT_F_LIMITS) == SRL__SLOT_F_LIMITS)
+            problem(r, "bucket %llu slot %u: tier word 0x%04x has both OWN and CALL",
+                    (unsigned long long)b, i, word);
+        else if ((word & SRL__SLOT_F_LIMITS) && srl__shm_keylim_cmp(s, tier) == NULL)
+            problem(r, "bucket %llu slot %u: key-limits entry %u is not a valid limit set",
+                    (unsigned long long)b, i, tier);
+        else if (!(word & SRL__SLOT_F_LIMITS) && tier >= of->tier_count)
             problem(r, "bucket %llu slot %u: tier %u beyond the table (%u tiers)",
                     (unsigned long long)b, i, tier, of->tier_count);
         else if (SRL__SHM_ONCE(*srl__shm_slot_seq(s, b, i)) & 1u)
@@ -130,7 +136,10 @@ static void check_bucket(struct srl__shm *s, uint64_t b, uint64_t now, struct re
                     (unsigned long long)b, i);
         else {
             srl__shm_state_load(s, b, i, st);   /* one snapshot (shm.h) */
-            if (!srl__compound_valid(&of->cmp[tier], st, now))
+            const struct srl__compound *c = (word & SRL__SLOT_F_LIMITS)
+                                                ? srl__shm_keylim_cmp(s, tier)
+                                                : &of->cmp[tier];
+            if (!srl__compound_valid(c, st, now))
                 problem(r, "bucket %llu slot %u: invalid state (tier %u)", (unsigned long long)b,
                         i, tier);
         }

@@ -82,8 +82,8 @@ static int insert_only(void *state, uint64_t now, void *ctx)
  * insert is set (an exemption or a ban of a key not seen yet).  A fresh
  * insert may be evicted as idle before it is locked again: tried a few
  * times. */
-static int locate_or_insert(struct srl__shm *s, const void *key, size_t len, bool insert,
-                            uint64_t *b, int *i)
+int srl__shm_locate_or_insert(struct srl__shm *s, const void *key, size_t len, bool insert,
+                              uint64_t *b, int *i)
 {
     struct srl__shm_key k;
     for (int tries = 0;; tries++) {
@@ -106,7 +106,7 @@ int srl__shm_key_control(srl_limiter *lim, const void *key, size_t len, int op, 
     uint64_t b;
     int i;
     bool insert = op == SRL__CTL_EXEMPT || op == SRL__CTL_BAN;
-    int rc = locate_or_insert(s, key, len, insert, &b, &i);
+    int rc = srl__shm_locate_or_insert(s, key, len, insert, &b, &i);
     if (rc != 0)
         return rc;
     unsigned u = (unsigned)i;

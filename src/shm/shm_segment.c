@@ -338,7 +338,9 @@ static int validate(struct srl__shm *s, const struct srl__shm_header *hp, uint64
     seg.limits = h.limits;
     seg.capacity = h.capacity;
     seg.key_display = h.key_display;
-    seg.on_full = h.on_full == SRL_ON_FULL_DENY ? SRL_ON_FULL_DENY : SRL_ON_FULL_ALLOW;
+    seg.on_full = h.on_full == SRL_ON_FULL_DENY    ? SRL_ON_FULL_DENY
+                  : h.on_full == SRL_ON_FULL_EVICT ? SRL_ON_FULL_EVICT
+                                                   : SRL_ON_FULL_ALLOW;
     srl_limits canon;
     if (srl_limits_validate(&seg.limits) != 0 || srl__limits_canonical(&seg.limits, &canon) != 0 ||
         memcmp(&canon, &seg.limits, sizeof canon) != 0)
@@ -902,6 +904,7 @@ void srl__shm_unmap(struct srl__shm *s)
     if (s->fd >= 0)
         close(s->fd);
     srl__shm_pol_free(s);
+    srl__shm_keylim_free(s);
     pthread_mutex_destroy(&s->pol_mu);
     pthread_mutex_destroy(&s->change_mu);
     free(s);

@@ -102,6 +102,16 @@ static void slot_fresh(struct srl__shm *s, const struct srl__shm_pol *p, uint64_
     srl__compound_state_init(&p->cmp[0], srl__shm_slot_state(s, b, i), now);
 }
 
+/* The compound of a slot decided by its own limits (tier word w, read
+ * once, flags OWN or CALL): the key-limits entry its low byte names, or
+ * NULL when that is damage (both flags, a bad entry). */
+static const struct srl__compound *own_cmp(struct srl__shm *s, unsigned w)
+{
+    if ((w & SRL__SLOT_F_LIMITS) == SRL__SLOT_F_LIMITS)
+        return NULL;
+    return srl__shm_keylim_cmp(s, w & SRL__SLOT_TIER_MASK);
+}
+
 /* Every use of an occupied slot's state starts here (lock held).  A state
  * of the previous generation is converted to the current one by the tier
  * conversion rule (tiers.c), limit by limit within its own tier, from the
@@ -124,7 +134,22 @@ const struct srl__compound *srl__shm_slot_current(struct srl__shm *s, const stru
     /* Read once (shm.h): the tier and the generation are loaded into
      * locals, judged there, and only the locals index the views. */
     uint32_t g = srl__shm_slot_gen(s, b, i);
-    unsigned t = srl__shm_slot_tier(s, b, i);
+    unsigned w = srl__shm_slot_tierword(s, b, i);
+    unsigned t = srl__shm_tier_of(w);
+    if ((w & SRL__SLOT_F_LIMITS) && t != SRL_TIERS_MAX) {
+        const struct srl__compound *own = own_cmp(s, w);
+        if (own != NULL && (g == p->gen || g == p->gen - 1u)) {
+            /* Its own limits are no generation's: a change converts
+             * nothing, only the generation word follows. */
+            if (g != p->gen)
+                memcpy(srl__shm_slot(s, b, i) + SRL__SLOT_GEN, &p->gen, sizeof p->gen);
+            return own;
+        }
+        slot_fresh(s, p, b, i, now);   /* a bad entry, both flags, a bad generation */
+        SRL__SHM_COUNT(srl__shm_bucket(s, b)->reset_slots, 1);
+        srl__shm_gen_bump(s, b);
+        return &p->cmp[0];
+    }
     if (g != p->gen) {
         const struct srl__shm_pol *from = g == p->gen - 1u ? p->prev : NULL;
         if (from != NULL && t < from->tier_count && t < p->tier_count) {
@@ -157,7 +182,7 @@ const struct srl__compound *srl__shm_slot_current(struct srl__shm *s, const stru
 
 /* Repair's check of a slot: identity, and (when the policy could be read,
  * p != NULL) its generation, meta word and state under that generation. */
-bool srl__shm_slot_valid(const struct srl__shm *s, const struct srl__shm_pol *p, uint64_t b,
+bool srl__shm_slot_valid(struct srl__shm *s, const struct srl__shm_pol *p, uint64_t b,
                          unsigned i, uint64_t now)
 {
     const uint8_t *fp = srl__shm_slot(s, b, i);
@@ -169,13 +194,19 @@ bool srl__shm_slot_valid(const struct srl__shm *s, const struct srl__shm_pol *p,
     if (p == NULL)
         return true;   /* no valid policy: every decision says SRL_ECORRUPT anyway */
     uint32_t g = srl__shm_slot_gen(s, b, i);     /* each read once (shm.h) */
-    unsigned t = srl__shm_slot_tier(s, b, i);
+    unsigned w = srl__shm_slot_tierword(s, b, i);
+    unsigned t = srl__shm_tier_of(w);
     const struct srl__shm_pol *of = g == p->gen ? p : g == p->gen - 1u ? p->prev : NULL;
-    if (of == NULL || t >= of->tier_count)
+    const struct srl__compound *c;
+    if ((w & SRL__SLOT_F_LIMITS) && t != SRL_TIERS_MAX)
+        c = g == p->gen || g == p->gen - 1u ? own_cmp(s, w) : NULL;
+    else
+        c = of != NULL && t < of->tier_count ? &of->cmp[t] : NULL;
+    if (c == NULL)
         return false;
     unsigned char state[s->state_bytes] __attribute__((aligned(16)));
     srl__shm_state_load(s, b, i, state);
-    return srl__compound_valid(&of->cmp[t], state, now);
+    return srl__compound_valid(c, state, now);
 }
 
 /* Repair's reset: p is the current view, or NULL (then identity only). */

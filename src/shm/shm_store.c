@@ -40,6 +40,7 @@ static int shm_stats(srl_limiter *lim, srl_stats *out)
     st.reclaimed = __atomic_load_n(&srl__shm_live(s)->reclaimed, __ATOMIC_RELAXED);
     st.recovered = __atomic_load_n(&srl__shm_live(s)->recovered, __ATOMIC_RELAXED);
     st.exempt = __atomic_load_n(&srl__shm_live(s)->exempt, __ATOMIC_RELAXED);
+    st.evicted_active = __atomic_load_n(&srl__shm_live(s)->evicted_active, __ATOMIC_RELAXED);
     *out = st;
     return 0;
 }
@@ -133,6 +134,8 @@ const struct srl__store_ops srl__shm_ops = {
     .leave = srl__shm_leave,
     .key_state = srl__shm_key_state,
     .key_control = srl__shm_key_control,
+    .key_limits = srl__shm_key_limits,
+    .acquire_limits = srl__shm_acquire_limits,
     .close = shm_close,
 };
 

@@ -182,6 +182,8 @@ struct shm_req {
     void *ctx;
     uint64_t max_wait;              /* srl__shm_reserve: the most it may wait */
     uint32_t tier;                  /* srl_acquire_tier's (0 for every other call) */
+    const struct srl__compound *own; /* srl_acquire_limits's limits (shm_keyset.c), or NULL */
+    unsigned own_idx;               /* ... and their key-limits entry */
 };
 
 /* Count rq's outcome: a decision always; an apply only when it says so
@@ -231,7 +233,7 @@ static int req_fits(const struct srl__shm_pol *p, const struct shm_req *rq)
 {
     if (rq->apply != NULL || rq->lease != NULL)
         return 0;
-    const struct srl__compound *c = &p->cmp[rq->tier];
+    const struct srl__compound *c = rq->own != NULL ? rq->own : &p->cmp[rq->tier];
     if (rq->cost > c->min_permits)
         return SRL_ECOST;
     return rq->max_wait > 0 && !c->reserve ? SRL_ENOTSUP : 0;
@@ -305,8 +307,17 @@ static int decide_slot(struct srl__shm *s, uint64_t b, unsigned i, const struct 
         return rc;
     uint64_t now = srl__now(&s->lim);
     const struct srl__compound *from = srl__shm_slot_current(s, p, b, i, now);
-    const struct srl__compound *to = &p->cmp[rq->tier];
     unsigned flags = srl__shm_slot_tierword(s, b, i);   /* read once (shm.h) */
+    /* Layout 9: a key with stored limits is decided by them whatever the
+     * call names; else srl_acquire_limits's limits, else the tier's. */
+    const struct srl__compound *to = (flags & SRL__SLOT_F_OWN) ? from
+                                     : rq->own != NULL        ? rq->own
+                                                              : &p->cmp[rq->tier];
+    if ((flags & SRL__SLOT_F_OWN) && rq->apply == NULL && rq->lease == NULL &&
+        (rq->cost > to->min_permits || (rq->max_wait > 0 && !to->reserve))) {
+        srl__shm_slot_thaw(s, b, i);   /* req_fits, against the key's own limits */
+        return rq->cost > to->min_permits ? SRL_ECOST : SRL_ENOTSUP;
+    }
     if ((flags & (SRL__SLOT_F_EXEMPT | SRL__SLOT_F_BANNED)) && rq->apply == NULL &&
         rq->lease == NULL && control_decide(s, b, i, flags, from, now, rq, d)) {
         srl__shm_slot_thaw(s, b, i);
@@ -324,7 +335,10 @@ static int decide_slot(struct srl__shm *s, uint64_t b, unsigned i, const struct 
     srl__shm_state_load(s, b, i, st);
     /* from is &p->cmp[the slot's tier] (srl__shm_slot_current judged the
      * word once): comparing compounds reads nothing of the segment again. */
-    bool changed = from != to;
+    bool moved = from != to;
+    /* Two entries (or tiers) of equal limits: the state is theirs as it
+     * is, only the tier word moves (a conversion could only lose). */
+    bool changed = moved && memcmp(&from->limits, &to->limits, sizeof to->limits) != 0;
     if (changed) {
         /* The key changes tier: its state is converted (tiers.c) from the
          * old state into the new one; the tier word is written after the
@@ -338,13 +352,18 @@ static int decide_slot(struct srl__shm *s, uint64_t b, unsigned i, const struct 
     /* The undo copy still holds the state before: a denial that wrote
      * nothing leaves the slot and gen alone, so other processes' cached
      * denials of the bucket stay valid. */
-    if (changed || d->allowed ||
+    if (moved || d->allowed ||
         memcmp((unsigned char *)srl__shm_bucket(s, b) + s->undo_off, st, s->state_bytes) != 0) {
         srl__shm_state_store(s, b, i, st);
         srl__shm_gen_bump(s, b);
     }
-    if (changed) {
-        srl__shm_slot_tier_set(s, b, i, rq->tier, srl__shm_slot_tierword(s, b, i));
+    if (moved) {
+        /* The operator's flags stay; CALL follows the limits decided by. */
+        unsigned keep = srl__shm_slot_tierword(s, b, i) & ~(SRL__SLOT_TIER_MASK | SRL__SLOT_F_CALL);
+        if (rq->own != NULL)
+            srl__shm_slot_tier_set(s, b, i, rq->own_idx, keep | SRL__SLOT_F_CALL);
+        else
+            srl__shm_slot_tier_set(s, b, i, rq->tier, keep);
     }
     srl__shm_undo_end(s, b);
     srl__shm_slot_thaw(s, b, i);
@@ -377,18 +396,20 @@ static void insert(struct srl__shm *s, const struct srl__shm_pol *p, uint64_t b,
         size_t shown = len < s->key_display ? len : s->key_display;
         memcpy(srl__shm_slot_display(s, b, i), key, shown);
     }
-    uint16_t tier = (uint16_t)rq->tier;
+    /* srl_acquire_limits's key names its limits' entry (layout 9). */
+    const struct srl__compound *c = rq->own != NULL ? rq->own : &p->cmp[rq->tier];
+    uint16_t tier = (uint16_t)(rq->own != NULL ? rq->own_idx | SRL__SLOT_F_CALL : rq->tier);
     memcpy(slot + SRL__SLOT_TIER, &tier, sizeof tier);
     memcpy(slot + SRL__SLOT_GEN, &p->gen, sizeof p->gen);
     unsigned char st[s->state_bytes] __attribute__((aligned(16)));   /* read once (shm.h) */
     memset(st, 0, s->state_bytes);
-    srl__compound_state_init(&p->cmp[rq->tier], st, now);
+    srl__compound_state_init(c, st, now);
     if (s->lim.cmp.conc >= 0)
         /* Generations start anywhere, so a lease kept across the key's
          * eviction and return is unlikely to name a new unit (srl_leave
          * also checks the holder's pid). */
         srl__conc_seed(srl__compound_conc_state(&s->lim.cmp, st), randombytes_random());
-    decide_state(s, b, i, &p->cmp[rq->tier], st, now, rq, d);
+    decide_state(s, b, i, c, st, now, rq, d);
     srl__shm_state_store(s, b, i, st);
     srl__shm_slot_thaw(s, b, i);
     count_req(s, b, i, rq, d);
@@ -799,6 +820,8 @@ static void flood_io_locked(struct srl__shm *s, uint64_t b, unsigned i, const st
     }
     if (d->allowed || d->retry_after_ns == 0)
         return;
+    if (srl__shm_slot_tierword(s, b, i) & SRL__SLOT_F_LIMITS)
+        return;   /* decided by its own limits: the cache answers by tier only */
     io->recorded = 1;
     io->bucket = b;
     io->now = dd->now;
@@ -863,7 +886,7 @@ static int decide_k(srl_limiter *lim, const struct srl__shm_key *k, const void *
      * no lock (shm_lockfree.c), when this handle asked for it; anything
      * it does not take comes down here. */
     if (s->lockfree && rq->lease == NULL && rq->apply == NULL && rq->max_wait == 0 &&
-        lf_ready(s) && srl__shm_lf_decide(s, k, rq->tier, rq->cost, io, d))
+        rq->own == NULL && lf_ready(s) && srl__shm_lf_decide(s, k, rq->tier, rq->cost, io, d))
         return 0;
 
     uint64_t b;
@@ -920,6 +943,8 @@ static int decide_k(srl_limiter *lim, const struct srl__shm_key *k, const void *
         unsigned fi;
         if (relocate(s, p, k->b1, k->b2, now, &b, &fi))
             i = (int)fi;
+        else if (lim->on_full == SRL_ON_FULL_EVICT)   /* the full table's slow path only */
+            i = srl__shm_evict_lru(s, p, k->b1, k->b2, now, &b);
     }
     if (i < 0) {
         /* Table full: on_full decides, and the decision is counted like any
@@ -972,6 +997,14 @@ int srl__shm_reserve(srl_limiter *lim, const void *key, size_t len, uint32_t cos
                      uint64_t max_wait, srl_decision *d)
 {
     struct shm_req rq = {.cost = cost, .max_wait = max_wait};
+    return decide_key(lim, key, len, &rq, d);
+}
+
+int srl__shm_decide_own(srl_limiter *lim, const void *key, size_t len,
+                        const struct srl__compound *own, unsigned own_idx, uint32_t cost,
+                        srl_decision *d)
+{
+    struct shm_req rq = {.cost = cost, .own = own, .own_idx = own_idx};
     return decide_key(lim, key, len, &rq, d);
 }
 

@@ -178,7 +178,9 @@ int64_t srl__shm_foreach(srl_limiter *lim, srl_foreach_fn fn, void *ctx)
             srl__shm_state_load(s, b, i, state);
             srl_entry e;
             memset(&e, 0, sizeof e);
-            e.tier = (uint32_t)(c - p->cmp);
+            /* A key decided by its own limits (layout 9) shows tier 0:
+             * SRL_KEY_OWN_LIMITS below says whose limits decide it. */
+            e.tier = c >= p->cmp && c < p->cmp + p->tier_count ? (uint32_t)(c - p->cmp) : 0;
             /* Without a display copy the length is not stored: key_len 0
              * means "unknown" (a stored key is never empty). */
             if (s->key_display > 0) {

@@ -76,7 +76,7 @@ START_TEST(bad_arguments_exit_64_with_the_reason_and_a_usage_line)
          "rlctl: create: --key-display: invalid value '256': expected a number of bytes, 0..255",
          NULL},
         {{"create", N, "--policy", "5/1h", "--capacity", "10", "--on-full", "maybe"},
-         "rlctl: create: --on-full: invalid value 'maybe': expected allow or deny", NULL},
+         "rlctl: create: --on-full: invalid value 'maybe': expected allow, deny or evict", NULL},
         {{"create", N, "--policy", "5/1h", "--capacity", "10", "--tier", "paid"},
          "rlctl: create: --tier: invalid value 'paid': expected NAME=POLICY, NAME 1..31 of "
          "[A-Za-z0-9_-]", NULL},
@@ -133,7 +133,7 @@ START_TEST(bad_arguments_exit_64_with_the_reason_and_a_usage_line)
          "usage: rlctl evict NAME [--dry-run] [--json]"},
     };
     const char *create_usage = "usage: rlctl create NAME --policy P --capacity N [--tier "
-                               "NAME=P]... [--key-display B] [--mode M] [--on-full allow|deny] "
+                               "NAME=P]... [--key-display B] [--mode M] [--on-full allow|deny|evict] "
                                "[--force] [--json]";
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         run_result r;
