@@ -922,8 +922,9 @@ SRL_API int srl_open_local(const srl_config *cfg, srl_limiter **out);
  * Four rate algorithms (token_bucket, sliding_log, sliding_counter, gcra)
  * with any permits and window (up to SRL_PERMITS_MAX and
  * SRL_WINDOW_MAX_NS), each as a script deciding exactly as the in-process
- * store (srl_refund too), for as long as P:cfg lives; burst= too.
- * fixed_window, concurrency, compounds and penalty=: SRL_ENOTSUP.  Another
+ * store (srl_refund too), for as long as P:cfg lives; burst= too; compounds
+ * of them, all or nothing in one call, binding as in-process.
+ * fixed_window, concurrency and penalty=: SRL_ENOTSUP.  Another
  * policy (algorithm, permits or window) stored under the prefix:
  * SRL_EMISMATCH.
  *
@@ -954,7 +955,8 @@ SRL_API int srl_open_local(const srl_config *cfg, srl_limiter **out);
  * pipelined replies the same together; srl's replies are far smaller): a
  * larger one is SRL_ESYS with errno EMSGSIZE, one that does
  * not parse SRL_ESYS with errno EPROTO, and the connection is dropped.
- * Every reply field is checked against the policy (four integers, allowed
+ * Every reply field is checked against the policy (four integers, a
+ * compound's binding limit a fifth, allowed
  * 0 or 1, remaining <= permits, retry_after 0 when allowed, retry_after and
  * reset_after at most twice the policy's longest wait: one window, two for
  * the sliding counter, GCRA's permits * ceil(window / permits)); a reply
@@ -973,7 +975,7 @@ SRL_API int srl_open_local(const srl_config *cfg, srl_limiter **out);
  * cfg NULL adopts the policy stored under the prefix (as rlctl does):
  * SRL_ENOENT if none is stored (nothing is created), SRL_ECORRUPT if the
  * stored text is no policy, SRL_ENOTSUP if it is one this store cannot run
- * (a compound, a concurrency limit, a bound above); on_full, lock_timeout_ms and
+ * (a ban period, a concurrency limit); on_full, lock_timeout_ms and
  * capacity are then srl_config_init's.  srl_info: name is the prefix,
  * key_display SRL_KEY_MAX (the whole key is kept), created_unix_ns the
  * server's clock when P:cfg was made.

@@ -424,3 +424,11 @@ int srl__tiered_set_test_flags(srl_limiter *lim, unsigned flags)
     return 0;
 }
 #endif
+
+/* Test hook (tests/check_trace_compound.c): the Redis handle inside, so a
+ * test can pass it the ticker's time (srl__redis_fixed_time). */
+srl_limiter *srl__tiered_redis(srl_limiter *lim);
+srl_limiter *srl__tiered_redis(srl_limiter *lim)
+{
+    return lim != NULL && lim->ops == &tiered_ops ? tr_of(lim)->redis : NULL;
+}

@@ -1191,8 +1191,8 @@ START_TEST(open_without_config_adopts_the_stored_policy)
     freeReplyObject(redisCommand(c, "HSET srl:cfg policy concurrency:3"));
     ck_assert_int_eq(srl_open_redis(uri, NULL, &ad), SRL_ENOTSUP);
     freeReplyObject(redisCommand(c, "HSET srl:cfg policy %s",
-                                 "token_bucket:10/1s + token_bucket:1000/1d"));
-    ck_assert_int_eq(srl_open_redis(uri, NULL, &ad), SRL_ENOTSUP);
+                                 "token_bucket:10/1s + sliding_log:1/1d,penalty=1m"));
+    ck_assert_int_eq(srl_open_redis(uri, NULL, &ad), SRL_ENOTSUP);   /* a compound's ban */
     freeReplyObject(redisCommand(c, "HSET srl:cfg policy %s", "token_bucket:10/1s,penalty=1m"));
     ck_assert_int_eq(srl_open_redis(uri, NULL, &ad), SRL_ENOTSUP);
     ck_assert_ptr_null(ad);
@@ -1204,6 +1204,19 @@ START_TEST(open_without_config_adopts_the_stored_policy)
     ck_assert_int_eq(srl_acquire(ad, "b", 1, 20, &d), 0);
     ck_assert_int_eq(d.allowed, 1);
     ck_assert_uint_eq(d.limit, 20);
+    srl_close(ad);
+    /* A compound runs: adopted with every limit; the second binds. */
+    freeReplyObject(redisCommand(c, "HSET srl:cfg policy %s",
+                                 "token_bucket:10/1s + token_bucket:3/1d"));
+    ck_assert_int_eq(srl_open_redis(uri, NULL, &ad), 0);
+    ck_assert_int_eq(srl_info_get(ad, &b), 0);
+    ck_assert_uint_eq(b.limits.count, 2);
+    ck_assert_uint_eq(b.limits.limit[1].permits, 3);
+    ck_assert_int_eq(srl_acquire(ad, "c", 1, 3, &d), 0);
+    ck_assert_int_eq(d.allowed, 1);
+    ck_assert_uint_eq(d.binding, 1);
+    ck_assert_uint_eq(d.remaining, 0);
+    ck_assert_uint_eq(d.limit, 3);
     srl_close(ad);
     redisFree(c);
     srl_close(lim);
