@@ -923,8 +923,8 @@ SRL_API int srl_open_local(const srl_config *cfg, srl_limiter **out);
  * with any permits and window (up to SRL_PERMITS_MAX and
  * SRL_WINDOW_MAX_NS), each as a script deciding exactly as the in-process
  * store (srl_refund too), for as long as P:cfg lives; burst= too; compounds
- * of them, all or nothing in one call, binding as in-process.
- * fixed_window, concurrency and penalty=: SRL_ENOTSUP.  Another
+ * of them, all or nothing in one call, binding as in-process; penalty=.
+ * fixed_window and concurrency: SRL_ENOTSUP.  Another
  * policy (algorithm, permits or window) stored under the prefix:
  * SRL_EMISMATCH.
  *

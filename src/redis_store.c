@@ -99,9 +99,16 @@ static const char algo_letter[] = {
     [SRL_GCRA] = 'g',
 };
 
+/* Several limits, or a ban period: compound.lua decides (its state text
+ * holds the bans). */
+static int uses_cmp(const srl_limiter *lim)
+{
+    return lim->cmp.count > 1 || lim->cmp.penalty;
+}
+
 static const char *script_of(const srl_limiter *lim)
 {
-    return lim->cmp.count > 1 ? cmp_lua : algo_lua[rpol(lim)->algorithm];
+    return uses_cmp(lim) ? cmp_lua : algo_lua[rpol(lim)->algorithm];
 }
 
 struct rstore {
@@ -836,14 +843,15 @@ static void slot_hash_name(const struct rstore *r, const char *k, size_t kl, cha
 
 /* The arguments of one EVALSHA of the algorithm's script, but the key:
  * EVALSHA sha 3 key cfg stats mode cost permits window now capacity; a
- * compound's: EVALSHA sha 3 key cfg stats mode cost n "" now "" and per
- * limit letter permits window capacity. */
+ * compound's (uses_cmp): EVALSHA sha 3 key cfg stats mode cost n "" now ""
+ * and per limit letter permits window capacity penalty. */
 #define SCRIPT_ARGC 12
-#define SCRIPT_ARGC_MAX (SCRIPT_ARGC + 4 * SRL_LIMITS_MAX)
+#define SCRIPT_ARGS_PER_LIMIT 5
+#define SCRIPT_ARGC_MAX (SCRIPT_ARGC + SCRIPT_ARGS_PER_LIMIT * SRL_LIMITS_MAX)
 struct script_call {
     char cfg[PREFIX_MAX + 16], st[PREFIX_MAX + 16];
     char a_cost[24], a_P[24], a_W[24], a_now[24], a_cap[24], a_mode[2];
-    char a_lim[SRL_LIMITS_MAX][3][24], a_letter[SRL_LIMITS_MAX][2];
+    char a_lim[SRL_LIMITS_MAX][SCRIPT_ARGS_PER_LIMIT - 1][24], a_letter[SRL_LIMITS_MAX][2];
     int argc;
     const char *argv[SCRIPT_ARGC_MAX];
     size_t lens[SCRIPT_ARGC_MAX];
@@ -863,7 +871,7 @@ static void script_init(const srl_limiter *lim, struct script_call *sc, char mod
     sc->a_mode[1] = '\0';
     sc->argc = SCRIPT_ARGC;
     const srl_limits *l = &lim->cmp.limits;
-    if (l->count > 1) {
+    if (uses_cmp(lim)) {
         snprintf(sc->a_P, sizeof sc->a_P, "%u", l->count);
         sc->a_W[0] = sc->a_cap[0] = '\0';
         for (uint32_t i = 0; i < l->count; i++) {
@@ -874,8 +882,10 @@ static void script_init(const srl_limiter *lim, struct script_call *sc, char mod
             snprintf(sc->a_lim[i][1], sizeof sc->a_lim[i][1], "%llu",
                      (unsigned long long)p->window_ns);
             snprintf(sc->a_lim[i][2], sizeof sc->a_lim[i][2], "%u", srl__capacity(p));
+            snprintf(sc->a_lim[i][3], sizeof sc->a_lim[i][3], "%llu",
+                     (unsigned long long)p->penalty_ns);
         }
-        sc->argc = SCRIPT_ARGC + 4 * (int)l->count;
+        sc->argc = SCRIPT_ARGC + SCRIPT_ARGS_PER_LIMIT * (int)l->count;
     }
 }
 
@@ -898,7 +908,7 @@ static void script_argv(srl_limiter *lim, struct script_call *sc, const char *ke
     for (int i = 0; i < SCRIPT_ARGC; i++)
         sc->argv[i] = argv[i];
     for (int i = SCRIPT_ARGC; i < sc->argc; i++) {
-        int j = (i - SCRIPT_ARGC) / 4, f = (i - SCRIPT_ARGC) % 4;
+        int j = (i - SCRIPT_ARGC) / SCRIPT_ARGS_PER_LIMIT, f = (i - SCRIPT_ARGC) % SCRIPT_ARGS_PER_LIMIT;
         sc->argv[i] = f == 0 ? sc->a_letter[j] : sc->a_lim[j][f - 1];
     }
     for (int i = 0; i < sc->argc; i++)
@@ -908,12 +918,20 @@ static void script_argv(srl_limiter *lim, struct script_call *sc, const char *ke
 /*
  * The longest wait (retry_after, reset_after) a script can answer for p,
  * with the server's clock going forward: GCRA tau = permits * T; token
- * bucket and sliding log one window; sliding counter two.  A server clock
+ * bucket and sliding log one window; sliding counter two; a ban period if
+ * longer.  A server clock
  * stepped back adds the step ("behind" in the scripts), so a reply is
  * refused only past twice this: a clock stepped back by more than that is
  * treated as a server answering out of range.
  */
+static uint64_t algo_wait_ns(const srl_policy *p);
 static uint64_t longest_wait_ns(const srl_policy *p)
+{
+    uint64_t w = algo_wait_ns(p);
+    return p->penalty_ns > w ? p->penalty_ns : w;
+}
+
+static uint64_t algo_wait_ns(const srl_policy *p)
 {
     uint64_t W = p->window_ns, P = p->permits, cap = srl__capacity(p);
     switch (p->algorithm) {
@@ -959,7 +977,7 @@ static int reply_wait(const redisReply *e, uint64_t *v)
 static int reply_decision(const srl_limiter *lim, const redisReply *rep, srl_decision *d)
 {
     const srl_limits *l = &lim->cmp.limits;
-    size_t want = l->count > 1 ? 5 : 4;
+    size_t want = uses_cmp(lim) ? 5 : 4;
     if (rep->type != REDIS_REPLY_ARRAY || rep->elements != want)
         return 0;
     uint32_t b = 0;
@@ -1571,12 +1589,12 @@ static int has_script(const srl_policy *p)
     return p->algorithm < sizeof algo_lua / sizeof algo_lua[0] && algo_lua[p->algorithm] != NULL;
 }
 
-/* A policy this store runs: every limit has a script, none a ban period;
- * several limits run as one compound script call. */
+/* A policy this store runs: every limit has a script; several limits, or
+ * a ban period, run as one compound script call. */
 static int runnable(const srl_limits *l)
 {
     for (uint32_t i = 0; i < l->count; i++)
-        if (l->limit[i].penalty_ns || !has_script(&l->limit[i]))
+        if (!has_script(&l->limit[i]))
             return 0;
     return l->count >= 1;
 }
@@ -1593,8 +1611,8 @@ int srl_open_redis(const char *uri, const srl_config *cfg, srl_limiter **out)
         return rc;
     if (uri == NULL)
         return SRL_EINVAL;
-    /* Limits of the four rate algorithms, one or a compound: in-flight
-     * units and ban periods have no script yet.  Adopting: the stored
+    /* Limits of the four rate algorithms, one or a compound, ban periods
+     * too: in-flight units have no script yet.  Adopting: the stored
      * policy is checked by open_cfg. */
     if (!adopt && !runnable(&cfg->limits))
         return SRL_ENOTSUP;

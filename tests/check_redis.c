@@ -1191,11 +1191,20 @@ START_TEST(open_without_config_adopts_the_stored_policy)
     freeReplyObject(redisCommand(c, "HSET srl:cfg policy concurrency:3"));
     ck_assert_int_eq(srl_open_redis(uri, NULL, &ad), SRL_ENOTSUP);
     freeReplyObject(redisCommand(c, "HSET srl:cfg policy %s",
-                                 "token_bucket:10/1s + sliding_log:1/1d,penalty=1m"));
-    ck_assert_int_eq(srl_open_redis(uri, NULL, &ad), SRL_ENOTSUP);   /* a compound's ban */
-    freeReplyObject(redisCommand(c, "HSET srl:cfg policy %s", "token_bucket:10/1s,penalty=1m"));
+                                 "token_bucket:10/1s + concurrency:3"));
+    ck_assert_int_eq(srl_open_redis(uri, NULL, &ad), SRL_ENOTSUP);
+    freeReplyObject(redisCommand(c, "HSET srl:cfg policy %s", "fixed_window:10/1s"));
     ck_assert_int_eq(srl_open_redis(uri, NULL, &ad), SRL_ENOTSUP);
     ck_assert_ptr_null(ad);
+    /* A ban period runs: adopted, a denial bans for it. */
+    freeReplyObject(redisCommand(c, "HSET srl:cfg policy %s", "token_bucket:1/1s,penalty=1m"));
+    ck_assert_int_eq(srl_open_redis(uri, NULL, &ad), 0);
+    ck_assert_int_eq(srl_acquire(ad, "p", 1, 1, &d), 0);
+    ck_assert_int_eq(d.allowed, 1);
+    ck_assert_int_eq(srl_acquire(ad, "p", 1, 1, &d), 0);
+    ck_assert_int_eq(d.allowed, 0);
+    ck_assert_uint_eq(d.retry_after_ns, 60 * SEC);
+    srl_close(ad);
     /* burst= runs: adopted with its capacity. */
     freeReplyObject(redisCommand(c, "HSET srl:cfg policy %s", "token_bucket:10/1s,burst=20"));
     ck_assert_int_eq(srl_open_redis(uri, NULL, &ad), 0);
