@@ -270,49 +270,6 @@ static const char *const flood_forms[] = {
 #define N_FLOOD (int)(sizeof flood_forms / sizeof flood_forms[0])
 #define ROUNDS 6
 
-/* 8 children, each acquiring until its first denial; returns the total
- * admitted (or UINT32_MAX: a child's call failed). */
-static unsigned flood(srl_limiter *lim)
-{
-    enum { N = 8 };
-    int go[2], res[2];
-    ck_assert_int_eq(pipe(go), 0);
-    ck_assert_int_eq(pipe(res), 0);
-    pid_t kids[N];
-    for (int i = 0; i < N; i++) {
-        kids[i] = test_fork();
-        if (kids[i] == 0) {
-            close(go[1]);
-            char c;
-            (void)!read(go[0], &c, 1);   /* EOF: everyone starts together */
-            unsigned n = 0;
-            srl_decision d;
-            int rc;
-            while ((rc = srl_acquire(lim, "hot", 3, 1, &d)) == 0 && d.allowed)
-                n++;
-            if (rc != 0)
-                n = 1u << 31;
-            (void)!write(res[1], &n, sizeof n);
-            _exit(0);
-        }
-    }
-    close(go[0]);
-    close(go[1]);
-    unsigned total = 0;
-    int bad = 0;
-    for (int i = 0; i < N; i++) {
-        unsigned n;
-        ck_assert_int_eq(read(res[0], &n, sizeof n), (ssize_t)sizeof n);
-        bad |= n >= 1u << 31;
-        total += n;
-    }
-    for (int i = 0; i < N; i++)
-        ck_assert_int_eq(waitpid(kids[i], NULL, 0), kids[i]);
-    close(res[0]);
-    close(res[1]);
-    return bad ? UINT32_MAX : total;
-}
-
 /* _i: store * N_FLOOD + form. */
 START_TEST(eight_processes_admit_what_the_core_admits)
 {
@@ -330,7 +287,7 @@ START_TEST(eight_processes_admit_what_the_core_admits)
         unsigned want = 0;
         while (srl_limits_state_acquire(&l, state, clk->now, 1, &e) == 0 && e.allowed)
             want++;
-        unsigned got = flood(st.lim);
+        unsigned got = redis_fork_flood(st.lim, "hot");
         ck_assert_msg(got == want, "round %d: the store admitted %u, the core %u", round, got,
                       want);
         total += got;
