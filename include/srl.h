@@ -580,12 +580,14 @@ SRL_API int srl_open_local(const srl_config *cfg, srl_limiter **out);
  * options ('&'): db=N, timeout_ms=N (a call's whole time), prefix=P,
  * user=U, password=W.  Bad uri: SRL_EINVAL; refused AUTH: SRL_EACCES.
  * Decided on the server's TIME, as the in-process store decides:
- * token_bucket, sliding_log, sliding_counter, gcra (others SRL_ENOTSUP);
- * another stored policy: SRL_EMISMATCH.  Open needs no server.  Every
- * error but the caller's own fills *d from on_full, flagged
- * SRL_DECISION_DEGRADED.  cfg NULL adopts the stored policy.  No per-key
- * counts; srl_evict_idle 0; srl_check SRL_ENOTSUP; without hiredis
- * SRL_ENOTSUP.  docs/design.md, "The Redis store".
+ * token_bucket, sliding_log, sliding_counter, gcra, burst=, compounds of
+ * them (all or nothing in one call, binding as in-process) and penalty=
+ * (fixed_window, concurrency: SRL_ENOTSUP); another stored policy:
+ * SRL_EMISMATCH.  Open needs no server.  Every error but the caller's own
+ * fills *d from on_full, flagged SRL_DECISION_DEGRADED.  cfg NULL adopts
+ * the stored policy.  No per-key counts; srl_evict_idle 0; srl_check
+ * SRL_ENOTSUP; without hiredis SRL_ENOTSUP.  docs/design.md, "The Redis
+ * store".
  */
 SRL_API int srl_open_redis(const char *uri, const srl_config *cfg, srl_limiter **out);
 

@@ -184,7 +184,7 @@ final class Srl
     }
 
     /* ------------------------------------------ address keys, exemptions
-     * Thin shells over srl_key_ip and srl_cidr_* (src/keyip.c): the same
+     * Thin shells over srl_key_ip and srl_cidr_* (src/http/keyip.c): the same
      * bytes mod_srl, nginx and Python make of an address.  A bad address or
      * range is an SrlException with code SrlError::EINVAL naming it. */
 

@@ -1467,7 +1467,7 @@ static PyObject *key_fit_py(PyObject *self, PyObject *obj)
 }
 
 /* ------------------------------------------------ address keys, ranges
- * Thin shells over srl_key_ip / srl_cidr_* (src/keyip.c): the same bytes
+ * Thin shells over srl_key_ip / srl_cidr_* (src/http/keyip.c): the same bytes
  * as mod_srl, nginx and PHP make of an address.  A bad address or range is
  * ValueError naming it (an exception a request handler may catch), not an
  * srl.Error: it is the caller's input, not the library's state. */

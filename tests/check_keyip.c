@@ -1,6 +1,6 @@
 /*
  * check_keyip.c - srl_key_ip and srl_cidr_parse / match / format
- * (src/keyip.c), the address keys and ranges every binding uses.
+ * (src/http/keyip.c), the address keys and ranges every binding uses.
  *
  * Exact key texts (IPv4 /32 /24 /0, IPv6 /128 /64 /0, RFC 5952 forms,
  * IPv4-mapped IPv6 as IPv4), exact error codes for bad addresses, bad

@@ -2,8 +2,8 @@
 # check_lua_scripts.sh - every Lua script of the Redis store parses as Lua
 # 5.1 (the language of Redis's scripting engine), each file alone and each
 # decision script as the server receives it: num.lua + prologue.lua + the
-# algorithm's
-# (src/redis/embed.py joins them the same way).
+# algorithm's + one.lua, and the compound's num.lua + prologue.lua + all four
+# + compound.lua (src/redis/embed.py joins them the same way).
 # Usage: check_lua_scripts.sh LUAC DIR_OR_FILE...   (exit 1 at the first failure)
 set -eu
 luac=$1
@@ -18,10 +18,14 @@ for arg in "$@"; do
       n=$((n + 1))
     done
     for a in gcra token_bucket sliding_log sliding_counter; do
-      cat "$arg/num.lua" "$arg/prologue.lua" "$arg/$a.lua" >"$tmp"
-      "$luac" -p "$tmp" || { echo "FAIL: num.lua + prologue.lua + $a.lua does not parse"; exit 1; }
+      cat "$arg/num.lua" "$arg/prologue.lua" "$arg/$a.lua" "$arg/one.lua" >"$tmp"
+      "$luac" -p "$tmp" || { echo "FAIL: num.lua + prologue.lua + $a.lua + one.lua does not parse"; exit 1; }
       n=$((n + 1))
     done
+    (cd "$arg" && cat num.lua prologue.lua gcra.lua token_bucket.lua sliding_log.lua \
+      sliding_counter.lua compound.lua) >"$tmp"
+    "$luac" -p "$tmp" || { echo "FAIL: the compound script does not parse"; exit 1; }
+    n=$((n + 1))
   else
     "$luac" -p "$arg" || { echo "FAIL: $arg does not parse"; exit 1; }
     n=$((n + 1))

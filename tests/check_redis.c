@@ -380,52 +380,16 @@ START_TEST(policy_per_prefix)
 }
 END_TEST
 
-/* Each child counts its admissions until its first denial; returns the
- * total, or UINT32_MAX if any child saw an error. */
+/* Each of 8 children counts its admissions until its first denial
+ * (redis_fork_flood); returns the total, or UINT32_MAX if any child saw an
+ * error. */
 static unsigned forked_total(srl_limiter *lim)
 {
     srl_decision d;
     /* The parent's connection is in use before the fork: each child must
      * make its own (pid check), or replies would interleave. */
     ck_assert_int_eq(srl_peek(lim, "hot", 3, 1, &d), SRL_ENOENT);
-
-    enum { N = 8 };
-    int go[2], res[2];
-    ck_assert_int_eq(pipe(go), 0);
-    ck_assert_int_eq(pipe(res), 0);
-    pid_t kids[N];
-    for (int i = 0; i < N; i++) {
-        kids[i] = test_fork();
-        if (kids[i] == 0) {
-            close(go[1]);
-            char c;
-            (void)!read(go[0], &c, 1);   /* EOF: everyone starts together */
-            unsigned n = 0;
-            int rc;
-            while ((rc = srl_acquire(lim, "hot", 3, 1, &d)) == 0 && d.allowed)
-                n++;
-            if (rc != 0)
-                n = 1u << 31;
-            (void)!write(res[1], &n, sizeof n);
-            _exit(0);
-        }
-    }
-    close(go[0]);
-    close(go[1]);
-    unsigned total = 0;
-    int bad = 0;
-    for (int i = 0; i < N; i++) {
-        unsigned n;
-        ck_assert_int_eq(read(res[0], &n, sizeof n), (ssize_t)sizeof n);
-        if (n >= 1u << 31)
-            bad = 1;
-        total += n;
-    }
-    for (int i = 0; i < N; i++)
-        waitpid(kids[i], NULL, 0);
-    close(res[0]);
-    close(res[1]);
-    return bad ? UINT32_MAX : total;
+    return redis_fork_flood(lim, "hot");
 }
 
 START_TEST(forked_exact_count)
@@ -1190,11 +1154,20 @@ START_TEST(open_without_config_adopts_the_stored_policy)
     freeReplyObject(redisCommand(c, "HSET srl:cfg policy concurrency:3"));
     ck_assert_int_eq(srl_open_redis(uri, NULL, &ad), SRL_ENOTSUP);
     freeReplyObject(redisCommand(c, "HSET srl:cfg policy %s",
-                                 "token_bucket:10/1s + token_bucket:1000/1d"));
+                                 "token_bucket:10/1s + concurrency:3"));
     ck_assert_int_eq(srl_open_redis(uri, NULL, &ad), SRL_ENOTSUP);
-    freeReplyObject(redisCommand(c, "HSET srl:cfg policy %s", "token_bucket:10/1s,penalty=1m"));
+    freeReplyObject(redisCommand(c, "HSET srl:cfg policy %s", "fixed_window:10/1s"));
     ck_assert_int_eq(srl_open_redis(uri, NULL, &ad), SRL_ENOTSUP);
     ck_assert_ptr_null(ad);
+    /* A ban period runs: adopted, a denial bans for it. */
+    freeReplyObject(redisCommand(c, "HSET srl:cfg policy %s", "token_bucket:1/1s,penalty=1m"));
+    ck_assert_int_eq(srl_open_redis(uri, NULL, &ad), 0);
+    ck_assert_int_eq(srl_acquire(ad, "p", 1, 1, &d), 0);
+    ck_assert_int_eq(d.allowed, 1);
+    ck_assert_int_eq(srl_acquire(ad, "p", 1, 1, &d), 0);
+    ck_assert_int_eq(d.allowed, 0);
+    ck_assert_uint_eq(d.retry_after_ns, 60 * SEC);
+    srl_close(ad);
     /* burst= runs: adopted with its capacity. */
     freeReplyObject(redisCommand(c, "HSET srl:cfg policy %s", "token_bucket:10/1s,burst=20"));
     ck_assert_int_eq(srl_open_redis(uri, NULL, &ad), 0);
@@ -1203,6 +1176,19 @@ START_TEST(open_without_config_adopts_the_stored_policy)
     ck_assert_int_eq(srl_acquire(ad, "b", 1, 20, &d), 0);
     ck_assert_int_eq(d.allowed, 1);
     ck_assert_uint_eq(d.limit, 20);
+    srl_close(ad);
+    /* A compound runs: adopted with every limit; the second binds. */
+    freeReplyObject(redisCommand(c, "HSET srl:cfg policy %s",
+                                 "token_bucket:10/1s + token_bucket:3/1d"));
+    ck_assert_int_eq(srl_open_redis(uri, NULL, &ad), 0);
+    ck_assert_int_eq(srl_info_get(ad, &b), 0);
+    ck_assert_uint_eq(b.limits.count, 2);
+    ck_assert_uint_eq(b.limits.limit[1].permits, 3);
+    ck_assert_int_eq(srl_acquire(ad, "c", 1, 3, &d), 0);
+    ck_assert_int_eq(d.allowed, 1);
+    ck_assert_uint_eq(d.binding, 1);
+    ck_assert_uint_eq(d.remaining, 0);
+    ck_assert_uint_eq(d.limit, 3);
     srl_close(ad);
     redisFree(c);
     srl_close(lim);

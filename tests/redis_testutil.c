@@ -5,6 +5,7 @@
  * enough.
  */
 #include "redis_testutil.h"
+#include "srl.h"
 #include "testutil.h"
 
 #include <check.h>
@@ -333,4 +334,45 @@ void fake_redis_stop(struct fake_redis *f)
     close(f->in_fd);
     close(f->out_fd);
     f->pid = 0;
+}
+
+unsigned redis_fork_flood(srl_limiter *lim, const char *key)
+{
+    enum { N = 8 };
+    int go[2], res[2];
+    ck_assert_int_eq(pipe(go), 0);
+    ck_assert_int_eq(pipe(res), 0);
+    pid_t kids[N];
+    for (int i = 0; i < N; i++) {
+        kids[i] = test_fork();
+        if (kids[i] == 0) {
+            close(go[1]);
+            char c;
+            (void)!read(go[0], &c, 1);   /* EOF: everyone starts together */
+            unsigned n = 0;
+            srl_decision d;
+            int rc;
+            while ((rc = srl_acquire(lim, key, strlen(key), 1, &d)) == 0 && d.allowed)
+                n++;
+            if (rc != 0)
+                n = 1u << 31;
+            (void)!write(res[1], &n, sizeof n);
+            _exit(0);
+        }
+    }
+    close(go[0]);
+    close(go[1]);
+    unsigned total = 0;
+    int bad = 0;
+    for (int i = 0; i < N; i++) {
+        unsigned n;
+        ck_assert_int_eq(read(res[0], &n, sizeof n), (ssize_t)sizeof n);
+        bad |= n >= 1u << 31;
+        total += n;
+    }
+    for (int i = 0; i < N; i++)
+        ck_assert_int_eq(waitpid(kids[i], NULL, 0), kids[i]);
+    close(res[0]);
+    close(res[1]);
+    return bad ? UINT32_MAX : total;
 }

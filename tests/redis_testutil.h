@@ -20,6 +20,12 @@ void redis_server_stop(pid_t pid);
  * the server does not answer. */
 long long redis_command_calls(const char *sock, const char *cmd);
 
+/* 8 forked processes (test_fork), started together, each srl_acquire()s
+ * key with cost 1 until its first denial; returns the admissions of all,
+ * or UINT32_MAX if a child's call failed. */
+struct srl_limiter;
+unsigned redis_fork_flood(struct srl_limiter *lim, const char *key);
+
 /*
  * A Redis Cluster of three masters on loopback TCP ports (redis-cli
  * --cluster create needs TCP: it does not take unix sockets), each port

@@ -219,6 +219,8 @@ int srl__tiered_set_test_flags(srl_limiter *lim, unsigned flags);
  * share the parent's socket), the broken variant check_redis must catch.
  * SRL_EINVAL for a limiter that is not a Redis one. */
 int srl__redis_fixed_time(srl_limiter *lim, int on);
+/* The Redis handle inside a tiered one (tests/mutants/tiered.c.patch), or NULL. */
+srl_limiter *srl__tiered_redis(srl_limiter *lim);
 int srl__redis_broken_no_pid_check(srl_limiter *lim, int on);
 
 #endif /* SRL_MUTANTS */

@@ -1,17 +1,25 @@
 -- prologue.lua - the start of every decision script of the Redis store
--- (src/redis/redis_store.c), joined after num.lua and before gcra.lua, token_bucket.lua,
--- sliding_log.lua or sliding_counter.lua at build time (embed.py).
+-- (src/redis/redis_store.c), joined after num.lua and before the algorithms
+-- (gcra.lua, token_bucket.lua, sliding_log.lua, sliding_counter.lua: one for
+-- a single limit, then one.lua; all four for a compound, then
+-- compound.lua) at build time (embed.py).
 --
 -- KEYS: the key's state P:k:<key>, P:cfg (on a cluster the slot hash
 -- P:s:{tag}), P:stats (on a cluster the slot hash again).
 -- ARGV: mode ('a' acquire, 'p' peek, 'r' refund cost), cost, permits,
 -- window_ns, injected now ('' = the server's TIME; non-empty only for a
 -- limiter opened with a ticker in test mode), capacity (burst= of the token
--- bucket and GCRA, else permits).
+-- bucket and GCRA, else permits); a compound's limits follow (compound.lua).
 -- Each script returns {-1} (peek or refund of a key with no state), {-2}
 -- (refunded) or {allowed, remaining, retry_after, reset_after}, as the
--- algorithm of the same name in src/algo_*.c.  A state that comes to rest
--- is deleted (or expires then): a missing key is a fresh one.
+-- algorithm of the same name in src/algo_*.c (a compound adds the binding
+-- limit).  A state that comes to rest is deleted (or expires then): a
+-- missing key is a fresh one.
+--
+-- Each algorithm file adds algo[letter] = function(v, P, W, CAP) on one
+-- limit's state text v (nil: fresh), returning the reply and, if the state
+-- changes when the decision commits, the new text and its time to rest (a
+-- num; zero: at rest).  They write nothing: one.lua and compound.lua do.
 --
 -- Every time, count and product is a num (num.lua, joined before this):
 -- exact for every policy within SRL_PERMITS_MAX and SRL_WINDOW_MAX_NS, and
@@ -29,10 +37,10 @@ if ARGV[5] ~= '' then now = S(ARGV[5]) else
   if us < 0 then us = 0 end
   now = mul(N(us), N(1000))
 end
-local cost, P, W, CAP = S(ARGV[2]), S(ARGV[3]), S(ARGV[4]), S(ARGV[6])
-local costn, Pn = tonumber(ARGV[2]), tonumber(ARGV[3])
+local cost, costn = S(ARGV[2]), tonumber(ARGV[2])
 local commit = ARGV[1] == 'a'
 local MS = N(1000000)
 local function px(ns) local m = cdiv(ns, MS) if iszero(m) then m = ONE end return str(m) end
 local function count(ok) if commit then redis.call('HINCRBY', KEYS[3], ok and 'allowed' or 'denied', 1) end end
 local function put(val, rest) if not iszero(rest) then redis.call('SET', KEYS[1], val, 'PX', px(rest)) else redis.call('DEL', KEYS[1]) end end
+local algo = {}

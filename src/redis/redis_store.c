@@ -10,10 +10,13 @@
  *     P:stats      hash: allowed, denied (HINCRBY in the script)
  *     P:k:<key>    the key's state (GCRA tat; token bucket "last frac
  *                  tokens"; sliding counter "window_start prev curr";
- *                  sliding log: a list of times), written with PX/PEXPIRE
- *                  so it expires exactly when the state comes to rest
+ *                  sliding log: a list of times; a compound: its limits'
+ *                  texts joined by ';'), written with PX/PEXPIRE so it
+ *                  expires exactly when the state comes to rest
  *   One Lua script per algorithm, a transcription of algo_*.c, in
- *   src/redis/NAME.lua (embedded at build time: redis_scripts.h).
+ *   src/redis/NAME.lua, and one for compounds that holds all four
+ *   (compound.lua: all or nothing in one call, as compound.c); embedded at
+ *   build time: redis_scripts.h.
  *
  * INVARIANTS
  *   - Time is the server's TIME (so skewed hosts agree), in ns since the
@@ -69,12 +72,13 @@
 #define SRL__REDIS_DEFERRED 1   /* open: no server reached, policy check deferred */
 
 /* The scripts (src/redis/NAME.lua, embedded at build time by embed.py):
- * gcra_lua, tb_lua, sl_lua, sc_lua (prologue.lua + the algorithm's: their
- * KEYS, ARGV and replies are described there), open_lua (P:cfg) and
- * slot_lua (a cluster's slot hash). */
+ * gcra_lua, tb_lua, sl_lua, sc_lua (prologue.lua + the algorithm's +
+ * one.lua: their KEYS, ARGV and replies are described there), cmp_lua (a
+ * compound: all four + compound.lua), open_lua (P:cfg) and slot_lua (a
+ * cluster's slot hash). */
 #include "redis_scripts.h"
 
-/* The one limit a Redis limiter has (srl_open_redis refuses compounds). */
+/* A single limit's policy, or a compound's first. */
 static inline const srl_policy *rpol(const srl_limiter *lim)
 {
     return &lim->cmp.limits.limit[0];
@@ -86,6 +90,26 @@ static const char *const algo_lua[] = {
     [SRL_SLIDING_COUNTER] = sc_lua,
     [SRL_GCRA] = gcra_lua,
 };
+
+/* Each algorithm's name in compound.lua's ARGV (the algo table's keys). */
+static const char algo_letter[] = {
+    [SRL_TOKEN_BUCKET] = 't',
+    [SRL_SLIDING_LOG] = 'l',
+    [SRL_SLIDING_COUNTER] = 'c',
+    [SRL_GCRA] = 'g',
+};
+
+/* Several limits, or a ban period: compound.lua decides (its state text
+ * holds the bans). */
+static int uses_cmp(const srl_limiter *lim)
+{
+    return lim->cmp.count > 1 || lim->cmp.penalty;
+}
+
+static const char *script_of(const srl_limiter *lim)
+{
+    return uses_cmp(lim) ? cmp_lua : algo_lua[rpol(lim)->algorithm];
+}
 
 struct rstore {
     srl_limiter lim;
@@ -103,7 +127,7 @@ struct rstore {
     uint64_t would_deny;      /* dry run: this handle's would-be denials (atomic);
                                  P:stats counts them in denied, as every host's */
     uint64_t created_unix_ns;
-    srl_policy adopted;       /* open with cfg NULL: the policy read from P:cfg */
+    srl_limits adopted;       /* open with cfg NULL: the policy read from P:cfg */
     int connect_failed;       /* under mu: the last ensure() could not connect */
     int cfg_checked;          /* under mu: P:cfg created or found equal (open_cfg) */
     int cfg_mismatch;         /* under mu: P:cfg holds another policy (sticky) */
@@ -692,7 +716,7 @@ static redisReply *route(struct rstore *r, const char *k, size_t kl, int argc, c
  * in the map.  0 or an SRL_E* code. */
 static int load_script(struct rstore *r, const char *k, size_t kl)
 {
-    const char *lua = algo_lua[rpol(&r->lim)->algorithm];
+    const char *lua = script_of(&r->lim);
     const char *argv[] = {"SCRIPT", "LOAD", lua};
     size_t lens[] = {6, 4, strlen(lua)};
     int rc;
@@ -711,7 +735,7 @@ static int load_script(struct rstore *r, const char *k, size_t kl)
     return rc;
 }
 
-static int has_script(const srl_policy *p);
+static int runnable(const srl_limits *l);
 
 /* Under mu: create P:cfg with this limiter's policy, or check the stored
  * one; with adopt, take the stored policy instead (never create).  Sets
@@ -720,8 +744,11 @@ static int has_script(const srl_policy *p);
  * policy text this version cannot use) or a connection error. */
 static int open_cfg(struct rstore *r, int adopt)
 {
-    char ptext[SRL_POLICY_TEXT_MAX] = "", cfgkey[PREFIX_MAX + 8];
-    int rc = adopt ? 0 : srl_policy_format(rpol(&r->lim), ptext, sizeof ptext);
+    char ptext[SRL_LIMITS_TEXT_MAX] = "", cfgkey[PREFIX_MAX + 8];
+    const srl_limits *mine = &r->lim.cmp.limits;
+    int rc = adopt ? 0
+             : mine->count > 1 ? srl_limits_format(mine, ptext, sizeof ptext)
+                               : srl_policy_format(rpol(&r->lim), ptext, sizeof ptext);
     if (rc < 0)
         return rc;
     snprintf(cfgkey, sizeof cfgkey, "%s:cfg", r->u.prefix);
@@ -747,23 +774,20 @@ static int open_cfg(struct rstore *r, int adopt)
         for (size_t i = 1; i < 4; i++)
             strings &= e[i]->type == REDIS_REPLY_STRING;
         rc = strings ? 0 : SRL_ESYS;
-        srl_policy p;
+        srl_limits l, p;
         if (rc == 0 && adopt) {
             /* The stored text comes from another host: parse it as
              * untrusted, and only a policy this store can run is taken. */
+            srl_policy_error pe;
             if (e[1]->len >= sizeof ptext)
                 rc = SRL_ECORRUPT;
             else
                 memcpy(ptext, e[1]->str, e[1]->len + 1);
-            if (rc == 0 && srl_policy_parse(ptext, &p) != 0) {
-                /* A compound a newer host stored is a policy this store
-                 * cannot run yet, not damage. */
-                srl_limits l;
-                srl_policy_error pe;
-                rc = srl_limits_parse_ex(ptext, &l, &pe) == 0 ? SRL_ENOTSUP : SRL_ECORRUPT;
-            } else if (rc == 0 && (p.penalty_ns || !has_script(&p))) {
+            if (rc == 0 && (srl_limits_parse_ex(ptext, &l, &pe) != 0 ||
+                            srl__limits_canonical(&l, &p) != 0))
+                rc = SRL_ECORRUPT;
+            else if (rc == 0 && !runnable(&p))
                 rc = SRL_ENOTSUP;   /* e.g. concurrency: no script holds leases */
-            }
             if (rc == 0)
                 r->adopted = p;   /* srl_open_redis re-inits the limiter with it */
         }
@@ -816,13 +840,19 @@ static void slot_hash_name(const struct rstore *r, const char *k, size_t kl, cha
 }
 
 /* The arguments of one EVALSHA of the algorithm's script, but the key:
- * EVALSHA sha 3 key cfg stats mode cost permits window now capacity. */
+ * EVALSHA sha 3 key cfg stats mode cost permits window now capacity; a
+ * compound's (uses_cmp): EVALSHA sha 3 key cfg stats mode cost n "" now ""
+ * and per limit letter permits window capacity penalty. */
 #define SCRIPT_ARGC 12
+#define SCRIPT_ARGS_PER_LIMIT 5
+#define SCRIPT_ARGC_MAX (SCRIPT_ARGC + SCRIPT_ARGS_PER_LIMIT * SRL_LIMITS_MAX)
 struct script_call {
     char cfg[PREFIX_MAX + 16], st[PREFIX_MAX + 16];
     char a_cost[24], a_P[24], a_W[24], a_now[24], a_cap[24], a_mode[2];
-    const char *argv[SCRIPT_ARGC];
-    size_t lens[SCRIPT_ARGC];
+    char a_lim[SRL_LIMITS_MAX][SCRIPT_ARGS_PER_LIMIT - 1][24], a_letter[SRL_LIMITS_MAX][2];
+    int argc;
+    const char *argv[SCRIPT_ARGC_MAX];
+    size_t lens[SCRIPT_ARGC_MAX];
 };
 
 /* Fill *sc for mode and cost; then script_argv() per key and attempt. */
@@ -837,6 +867,24 @@ static void script_init(const srl_limiter *lim, struct script_call *sc, char mod
     snprintf(sc->a_cap, sizeof sc->a_cap, "%u", srl__capacity(rpol(lim)));
     sc->a_mode[0] = mode;
     sc->a_mode[1] = '\0';
+    sc->argc = SCRIPT_ARGC;
+    const srl_limits *l = &lim->cmp.limits;
+    if (uses_cmp(lim)) {
+        snprintf(sc->a_P, sizeof sc->a_P, "%u", l->count);
+        sc->a_W[0] = sc->a_cap[0] = '\0';
+        for (uint32_t i = 0; i < l->count; i++) {
+            const srl_policy *p = &l->limit[i];
+            sc->a_letter[i][0] = algo_letter[p->algorithm];
+            sc->a_letter[i][1] = '\0';
+            snprintf(sc->a_lim[i][0], sizeof sc->a_lim[i][0], "%u", p->permits);
+            snprintf(sc->a_lim[i][1], sizeof sc->a_lim[i][1], "%llu",
+                     (unsigned long long)p->window_ns);
+            snprintf(sc->a_lim[i][2], sizeof sc->a_lim[i][2], "%u", srl__capacity(p));
+            snprintf(sc->a_lim[i][3], sizeof sc->a_lim[i][3], "%llu",
+                     (unsigned long long)p->penalty_ns);
+        }
+        sc->argc = SCRIPT_ARGC + SCRIPT_ARGS_PER_LIMIT * (int)l->count;
+    }
 }
 
 /* Under mu (r->sha is read): argv/lens for one key.  The injected time is
@@ -853,21 +901,33 @@ static void script_argv(srl_limiter *lim, struct script_call *sc, const char *ke
     sc->a_now[0] = '\0';
     const char *argv[] = {"EVALSHA", r->sha, "3", key, sc->cfg, sc->st,
                           sc->a_mode, sc->a_cost, sc->a_P, sc->a_W, sc->a_now, sc->a_cap};
-    for (int i = 0; i < SCRIPT_ARGC; i++) {
+    for (int i = 0; i < SCRIPT_ARGC; i++)
         sc->argv[i] = argv[i];
-        sc->lens[i] = i == 3 ? klen : strlen(argv[i]);
+    for (int i = SCRIPT_ARGC; i < sc->argc; i++) {
+        int j = (i - SCRIPT_ARGC) / SCRIPT_ARGS_PER_LIMIT, f = (i - SCRIPT_ARGC) % SCRIPT_ARGS_PER_LIMIT;
+        sc->argv[i] = f == 0 ? sc->a_letter[j] : sc->a_lim[j][f - 1];
     }
+    for (int i = 0; i < sc->argc; i++)
+        sc->lens[i] = i == 3 ? klen : strlen(sc->argv[i]);
 }
 
 /*
  * The longest wait (retry_after, reset_after) a script can answer for p,
  * with the server's clock going forward: GCRA tau = permits * T; token
- * bucket and sliding log one window; sliding counter two.  A server clock
+ * bucket and sliding log one window; sliding counter two; a ban period if
+ * longer.  A server clock
  * stepped back adds the step ("behind" in the scripts), so a reply is
  * refused only past twice this: a clock stepped back by more than that is
  * treated as a server answering out of range.
  */
+static uint64_t algo_wait_ns(const srl_policy *p);
 static uint64_t longest_wait_ns(const srl_policy *p)
+{
+    uint64_t w = algo_wait_ns(p);
+    return p->penalty_ns > w ? p->penalty_ns : w;
+}
+
+static uint64_t algo_wait_ns(const srl_policy *p)
 {
     uint64_t W = p->window_ns, P = p->permits, cap = srl__capacity(p);
     switch (p->algorithm) {
@@ -904,15 +964,25 @@ static int reply_wait(const redisReply *e, uint64_t *v)
 }
 
 /* 1 and *d filled if rep is a script's decision {allowed, remaining,
- * "retry_after", "reset_after"} within the policy's range: two integers
- * and two waits (reply_wait), allowed 0 or 1, remaining <= the capacity
- * (burst, else permits),
- * retry_after 0 if allowed, and both waits at most 2 * longest_wait_ns;
- * else 0 (*d untouched). */
+ * "retry_after", "reset_after"} (a compound's adds the binding limit b,
+ * 0..count-1) within the policy's range: two integers and two waits
+ * (reply_wait), allowed 0 or 1, remaining <= the capacity (burst, else
+ * permits) of limit b, retry_after 0 if allowed and at most 2 *
+ * longest_wait_ns of limit b, reset_after at most 2 * the longest of any
+ * limit; else 0 (*d untouched). */
 static int reply_decision(const srl_limiter *lim, const redisReply *rep, srl_decision *d)
 {
-    if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 4)
+    const srl_limits *l = &lim->cmp.limits;
+    size_t want = uses_cmp(lim) ? 5 : 4;
+    if (rep->type != REDIS_REPLY_ARRAY || rep->elements != want)
         return 0;
+    uint32_t b = 0;
+    if (want == 5) {
+        const redisReply *e = rep->element[4];
+        if (e->type != REDIS_REPLY_INTEGER || e->integer < 0 || e->integer >= l->count)
+            return 0;
+        b = (uint32_t)e->integer;
+    }
     long long v[2];
     for (int i = 0; i < 2; i++) {
         if (rep->element[i]->type != REDIS_REPLY_INTEGER || rep->element[i]->integer < 0)
@@ -922,14 +992,18 @@ static int reply_decision(const srl_limiter *lim, const redisReply *rep, srl_dec
     uint64_t w[2];
     if (!reply_wait(rep->element[2], &w[0]) || !reply_wait(rep->element[3], &w[1]))
         return 0;
-    uint64_t most = 2 * longest_wait_ns(rpol(lim));   /* < 2^62 */
-    uint32_t cap = srl__capacity(rpol(lim));
+    uint64_t most = 2 * longest_wait_ns(&l->limit[b]), longest = 0;   /* < 2^62 */
+    for (uint32_t i = 0; i < l->count; i++) {
+        uint64_t w2 = 2 * longest_wait_ns(&l->limit[i]);
+        longest = w2 > longest ? w2 : longest;
+    }
+    uint32_t cap = srl__capacity(&l->limit[b]);
     if (v[0] > 1 || (uint64_t)v[1] > cap || (v[0] == 1 && w[0] != 0) || w[0] > most ||
-        w[1] > most)
+        w[1] > longest)
         return 0;
     *d = (srl_decision){.allowed = v[0] != 0, .limit = cap,
                         .remaining = (uint32_t)v[1], .retry_after_ns = w[0],
-                        .reset_after_ns = w[1], .flags = 0};
+                        .reset_after_ns = w[1], .flags = 0, .binding = b};
     return 1;
 }
 
@@ -993,7 +1067,7 @@ static int decide(srl_limiter *lim, const void *key, size_t len, uint32_t cost, 
      * may need both the script and the slot hash. */
     for (int attempt = 0; rc == 0 && attempt < 4; attempt++) {
         script_argv(lim, &sc, kbuf, klen);
-        rep = route(r, kbuf, klen, SCRIPT_ARGC, sc.argv, sc.lens, &rc);
+        rep = route(r, kbuf, klen, sc.argc, sc.argv, sc.lens, &rc);
         if (rep != NULL && attempt < 3 && script_recover(r, rep, &rc, kbuf, klen)) {
             freeReplyObject(rep);
             rep = NULL;
@@ -1151,7 +1225,7 @@ static int walk_pipe(srl_limiter *lim, struct srl__rconn *n, struct walk_batch *
         if (!stats)
             script_argv(lim, &sc, k->str, k->len);
         if ((stats ? redisAppendCommandArgv(n->c, 4, hm, hml)
-                   : redisAppendCommandArgv(n->c, SCRIPT_ARGC, sc.argv, sc.lens)) != REDIS_OK)
+                   : redisAppendCommandArgv(n->c, sc.argc, sc.argv, sc.lens)) != REDIS_OK)
             rc = SRL_ENOMEM;
     }
     if (rc == 0)
@@ -1511,6 +1585,16 @@ static int has_script(const srl_policy *p)
     return p->algorithm < sizeof algo_lua / sizeof algo_lua[0] && algo_lua[p->algorithm] != NULL;
 }
 
+/* A policy this store runs: every limit has a script; several limits, or
+ * a ban period, run as one compound script call. */
+static int runnable(const srl_limits *l)
+{
+    for (uint32_t i = 0; i < l->count; i++)
+        if (!has_script(&l->limit[i]))
+            return 0;
+    return l->count >= 1;
+}
+
 int srl_open_redis(const char *uri, const srl_config *cfg, srl_limiter **out)
 {
     /* cfg NULL: adopt the policy stored under the prefix (rlctl does). */
@@ -1523,11 +1607,10 @@ int srl_open_redis(const char *uri, const srl_config *cfg, srl_limiter **out)
         return rc;
     if (uri == NULL)
         return SRL_EINVAL;
-    /* One limit of the four rate algorithms: compounds and in-flight units
-     * have no script yet, nor a burst apart from the rate or a ban period.
-     * Adopting: the stored policy is checked by open_cfg. */
-    if (!adopt && (cfg->limits.count != 1 || cfg->policy.algorithm == SRL_CONCURRENCY ||
-                   cfg->policy.penalty_ns || !has_script(&cfg->policy)))
+    /* Limits of the four rate algorithms, one or a compound, ban periods
+     * too: in-flight units have no script yet.  Adopting: the stored
+     * policy is checked by open_cfg. */
+    if (!adopt && !runnable(&cfg->limits))
         return SRL_ENOTSUP;
 
     struct rstore *r = calloc(1, sizeof *r);
@@ -1573,12 +1656,11 @@ int srl_open_redis(const char *uri, const srl_config *cfg, srl_limiter **out)
     if (deferred)
         rc = 0;
     if (rc == 0 && adopt) {
-        /* The adopted policy, normalised as the prologue would (a compound
-         * of one), picks the default ticker as a config would. */
-        defaults.policy = r->adopted;
-        rc = srl_limits_of(&r->adopted, &defaults.limits) == 0
-                 ? srl__limiter_init(&r->lim, &redis_ops, &defaults)
-                 : SRL_ECORRUPT;
+        /* The adopted policy, canonical as the prologue makes it, picks the
+         * default ticker as a config would. */
+        defaults.limits = r->adopted;
+        defaults.policy = r->adopted.limit[0];
+        rc = srl__limiter_init(&r->lim, &redis_ops, &defaults);
         r->lim.impl = r;
     }
     char cfgkey[PREFIX_MAX + 8];

@@ -1,6 +1,6 @@
 /*
  * fuzz_keyip.c - libFuzzer target: srl_key_ip, srl_cidr_parse,
- * srl_cidr_match and srl_cidr_format (src/keyip.c) on arbitrary text.
+ * srl_cidr_match and srl_cidr_format (src/http/keyip.c) on arbitrary text.
  *
  * Input: byte 0 the IPv4 prefix (mod 34: 33 is out of range), byte 1 the
  * IPv6 prefix (mod 130), the rest the text (as a C string, so a NUL in it
