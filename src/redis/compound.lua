@@ -85,12 +85,12 @@ if ARGV[1] == 'r' then   -- every limit gets cost back; a ban stays
   write(redis.call('PTTL', KEYS[1]), true)
   return {-2}
 end
+local banned = false   -- this call started a ban (SRL_DECISION_BAN_STARTED)
 if all and commit then write(0, true)
 elseif commit then
   -- A committed denial: each limit that denied and is not banned yet bans
   -- the key for its period (a ban is not extended by what it refuses);
   -- no algorithm state changes.
-  local banned = false
   for i = 1, n do
     if reps[i][1] == 0 and not iszero(pen[i]) and not lt(now, ban[i]) then
       ban[i] = add(now, pen[i])
@@ -116,4 +116,4 @@ for i = 2, n do
   local r = S(a[4])
   if lt(reset, r) then reset = r end
 end
-return {reps[bi][1], rem, reps[bi][3], str(reset), bi - 1}
+return {reps[bi][1], rem, reps[bi][3], str(reset), bi - 1, banned and 1 or 0}

@@ -973,15 +973,18 @@ static int reply_wait(const redisReply *e, uint64_t *v)
 static int reply_decision(const srl_limiter *lim, const redisReply *rep, srl_decision *d)
 {
     const srl_limits *l = &lim->cmp.limits;
-    size_t want = uses_cmp(lim) ? 5 : 4;
+    size_t want = uses_cmp(lim) ? 6 : 4;   /* compound.lua adds binding, ban started */
     if (rep->type != REDIS_REPLY_ARRAY || rep->elements != want)
         return 0;
     uint32_t b = 0;
-    if (want == 5) {
-        const redisReply *e = rep->element[4];
-        if (e->type != REDIS_REPLY_INTEGER || e->integer < 0 || e->integer >= l->count)
+    unsigned flags = 0;
+    if (want == 6) {
+        const redisReply *e = rep->element[4], *f = rep->element[5];
+        if (e->type != REDIS_REPLY_INTEGER || e->integer < 0 || e->integer >= l->count ||
+            f->type != REDIS_REPLY_INTEGER || f->integer < 0 || f->integer > 1)
             return 0;
         b = (uint32_t)e->integer;
+        flags = f->integer ? SRL_DECISION_BAN_STARTED : 0;
     }
     long long v[2];
     for (int i = 0; i < 2; i++) {
@@ -998,12 +1001,12 @@ static int reply_decision(const srl_limiter *lim, const redisReply *rep, srl_dec
         longest = w2 > longest ? w2 : longest;
     }
     uint32_t cap = srl__capacity(&l->limit[b]);
-    if (v[0] > 1 || (uint64_t)v[1] > cap || (v[0] == 1 && w[0] != 0) || w[0] > most ||
-        w[1] > longest)
+    if (v[0] > 1 || (uint64_t)v[1] > cap || (v[0] == 1 && (w[0] != 0 || flags != 0)) ||
+        w[0] > most || w[1] > longest)
         return 0;
     *d = (srl_decision){.allowed = v[0] != 0, .limit = cap,
                         .remaining = (uint32_t)v[1], .retry_after_ns = w[0],
-                        .reset_after_ns = w[1], .flags = 0, .binding = b};
+                        .reset_after_ns = w[1], .flags = flags, .binding = b};
     return 1;
 }
 
