@@ -360,19 +360,11 @@ typedef enum srl_on_full {
     SRL_ON_FULL_EVICT = 2     /* table full: the new key takes the slot of the least
                                  recently used key of its two buckets (see below) */
 } srl_on_full;
-/* SRL_ON_FULL_EVICT (shared and anonymous stores; the in-process and Redis
- * stores decide as SRL_ON_FULL_ALLOW): when neither of a new key's buckets
- * has a free slot, a state at rest, or room by relocation, the key takes
- * the slot of the key there that used the least of its limit (ties: the
- * oldest last admission), never an exempt, banned or own-limits key
- * (srl_key_exempt, srl_key_ban,
- * srl_key_set_limits); only if every one is such is it decided as ALLOW.
- * Counted in srl_stats.evicted_active (and evicted).  An evicted key
- * starts fresh when it returns: its use is forgotten, so it may be
- * admitted up to its limit again; every key not evicted stays exact.
- * Not the default: ALLOW keeps every tracked key exact and shows a table
- * too small as srl_stats.full, while EVICT makes a flood of new keys cost
- * the busiest tracked keys their state (docs/design.md, "A full table"). */
+/* SRL_ON_FULL_EVICT (shared, anonymous; elsewhere ALLOW): the new key takes
+ * the slot of the key that used the least of its limit (ties: the oldest),
+ * never an exempt, banned or own-limits key; counted in evicted_active.  An
+ * evicted key starts fresh; every other key stays exact (docs/design.md,
+ * "Per-key limits and a full table", says why it is not the default). */
 
 /* srl_config.owner_uid: trust no uid but the caller's effective uid. */
 #define SRL_OWNER_SELF UINT32_MAX
@@ -780,26 +772,14 @@ SRL_API int srl_key_unban(srl_limiter *lim, const void *key, size_t len);
 SRL_API int srl_key_control_get(srl_limiter *lim, const void *key, size_t len,
                                 srl_key_control *out);
 
-/* Per-key limits (shared and anonymous stores; SRL_ENOTSUP on the
- * in-process, Redis and tiered stores, with srl_last_error saying so).
- * Stored: srl_key_set_limits decides the key by limits (canonicalised,
- * srl_limits_validate) from now on, whatever tier a call names, until
- * srl_key_clear_limits puts it back on the default tier; the key is
- * inserted if it is new, kept from eviction like an exempt key, shown by
- * srl_key_control_get (SRL_KEY_OWN_LIMITS) and srl_foreach.  Per call:
- * srl_acquire_limits decides one request by limits (the caller's own
- * record of the key's plan), the key evicted like any other; a stored set
- * wins over the call's.  Either way a key whose limits change is converted
- * as a tier change is: its use is kept.  Each call takes the key's bucket
- * lock once; decisions are exact under races as srl_acquire's are.
- * A segment keeps at most 256 distinct limit sets over its life (keys with
- * equal limits share one): the next is SRL_ENOSPC.  Limits whose state is
- * larger than the segment's slots, or that hold a concurrency limit, are
- * SRL_EPOLICY; srl_last_error names the state asked and the largest the
- * segment holds.  A segment whose policy holds a concurrency limit refuses
- * both (SRL_ENOTSUP).  Returns 0, or those, SRL_EKEY, SRL_EINVAL, SRL_ECOST
- * (srl_acquire_limits: cost 0 or above the limits' permits, or above the
- * stored ones), a lock error (srl_acquire_limits: as srl_acquire). */
+/* Per-key limits (shared and anonymous stores; else SRL_ENOTSUP).  Stored:
+ * the key is decided by limits, whatever tier a call names, until cleared
+ * (back to the default tier), and never evicted.  Per call: one request
+ * decided by the caller's limits; a stored set wins.  A change of limits
+ * keeps the key's use (as a tier change); exact under races.  At most 256
+ * distinct sets per segment (SRL_ENOSPC); a state larger than the slots or
+ * a concurrency limit: SRL_EPOLICY (srl_last_error names the sizes); also
+ * SRL_EKEY, SRL_EINVAL, SRL_ECOST, a lock error (docs/design.md). */
 SRL_API int srl_key_set_limits(srl_limiter *lim, const void *key, size_t len,
                                const srl_limits *limits);
 /* 0 also when the key had none; SRL_ENOENT if it is not tracked. */
@@ -1007,11 +987,8 @@ SRL_API int srl_format_ratelimit_binding(const srl_limits *l, const srl_decision
 SRL_API int srl_key_ip(const char *addr, unsigned v4_prefix, unsigned v6_prefix,
                        char *buf, size_t len);
 
-/* The prefixes of a binding's address key form, the text after "ip"
- * (mod_srl's "SrlKey ip/24,/64", nginx's "key=ip/24,/64"): "/V4" or
- * "/V4,/V6", V4 0..32 and V6 0..128 in decimal without leading zeros, V6
- * 64 when not given; text is len bytes (no NUL needed).  0, or SRL_EINVAL
- * with *v4 and *v6 unchanged. */
+/* The text after "ip" in a binding's address key ("/24" or "/24,/64", len
+ * bytes): V4 0..32, V6 0..128 (64 when not given).  0, or SRL_EINVAL. */
 SRL_API int srl_key_ip_form(const char *text, size_t len, unsigned *v4, unsigned *v6);
 
 /* An address range, for exemptions: parsed once (srl_cidr_parse), matched

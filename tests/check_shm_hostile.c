@@ -350,7 +350,9 @@ START_TEST(every_header_byte_set_to_a_bad_value_is_refused_with_its_code_or_prov
                 ck_assert_uint_eq(info.policy.permits, now->limit[0].permits);
                 ck_assert_uint_eq(info.policy.window_ns, now->limit[0].window_ns);
                 ck_assert_uint_eq(info.key_display, h.key_display);
-                ck_assert_int_eq(info.on_full, h.on_full == 1 ? SRL_ON_FULL_DENY : SRL_ON_FULL_ALLOW);
+                ck_assert_int_eq(info.on_full, h.on_full == SRL_ON_FULL_DENY    ? SRL_ON_FULL_DENY
+                                               : h.on_full == SRL_ON_FULL_EVICT ? SRL_ON_FULL_EVICT
+                                                                                : SRL_ON_FULL_ALLOW);
                 ck_assert_uint_eq(info.capacity, 64);
                 if (adopt && !creation) {
                     assert_refused(name, &cfg, 0, SRL_EMISMATCH, off, bad);

@@ -489,6 +489,9 @@ static int parse(int argc, char **argv, rlctl_opts *o)
         free(f);
         return rc;
     }
+    /* ban's --for is required: a ban has an end. */
+    if ((o->cmd->options & RLCTL_O_FOR) && o->ban_ns == 0)
+        return usage_error(o->cmd, "--for DURATION is required (e.g. --for 1h)");
     if (o->cmd->takes_name && rlctl_is_uri(sub_argv[optind])) {
         int rc = take_uri(o, sub_argv[optind]);
         if (rc != 0)

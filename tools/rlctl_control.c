@@ -15,11 +15,6 @@
  * ("exempt", "banned"...); json_field: the boolean set in the JSON. */
 static int control(const rlctl_opts *o, int op, const char *what)
 {
-    if (op == 2 && o->ban_ns == 0) {
-        fprintf(stderr, "rlctl: ban: --for DURATION is required (e.g. --for 1h)\n");
-        rlctl_usage(stderr, o->cmd);
-        return EX_USAGE;
-    }
     srl_limiter *lim;
     int status = rlctl_open(o, &lim);
     if (status != 0)
