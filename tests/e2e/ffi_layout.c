@@ -108,6 +108,7 @@ int main(void)
     FIELD(srl_stats, local_denied);
     FIELD(srl_stats, would_deny);
     FIELD(srl_stats, exempt);
+    FIELD(srl_stats, evicted_active);
 
     STRUCT(srl_policy_error);
     FIELD(srl_policy_error, offset);

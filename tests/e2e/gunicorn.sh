@@ -65,7 +65,7 @@ fi
 
 # --- 2: one key, M requests in flight at once
 T=$'\t'
-policy_hdr="\"default\";q=$LIMIT;w=86400"
+policy_hdr="\"$srl_token\";q=$LIMIT;w=86400"   # the limiter's name, as mod_srl and PHP
 wsgi_hold_hot "$port"
 out=$wsgi_out
 check_eq "2: every answer has RateLimit-Policy" $M \
@@ -91,7 +91,7 @@ check_eq "5: an empty X-Key: status, RateLimit headers" "HTTP/1.1 200 OK 0" \
   "$(head -1 <<<"$hdrs") $(grep -ci '^ratelimit' <<<"$hdrs")"
 long=$(head -c 5000 /dev/zero | tr '\0' L)
 hdrs=$(curl -s -D - -o /dev/null -H "X-Key: $long" "http://127.0.0.1:$port/" | tr -d '\r')
-check_eq "5: a 5000-byte X-Key: status, RateLimit" "HTTP/1.1 200 OK RateLimit: \"default\";r=$((LIMIT - 1));t=$TOKEN_S" \
+check_eq "5: a 5000-byte X-Key: status, RateLimit" "HTTP/1.1 200 OK RateLimit: \"$srl_token\";r=$((LIMIT - 1));t=$TOKEN_S" \
   "$(head -1 <<<"$hdrs") $(grep -i '^ratelimit:' <<<"$hdrs")"
 check_eq "5: error log: no traceback" 0 "$(grep -c Traceback "$e2e_tmp/error.log")"
 

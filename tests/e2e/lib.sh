@@ -378,11 +378,13 @@ cli() {
 # The hot-key check of the WSGI servers' e2e tests (gunicorn.sh, uwsgi.sh):
 # M requests for key "hot" held open at once against PORT, whose policy is
 # LIMIT a day (TOKEN_S seconds a token).  Exactly LIMIT admitted host-wide,
-# every 429 with Retry-After one token and RateLimit r=0.  The answers
-# (status TAB retry-after TAB ratelimit TAB policy) are left in $wsgi_out.
+# every 429 with Retry-After one token and RateLimit r=0, both headers
+# named after the limiter (the segment $srl_token, as mod_srl and PHP name
+# it).  The answers (status TAB retry-after TAB ratelimit TAB policy) are
+# left in $wsgi_out.
 wsgi_hold_hot() {
   local port=$1 T=$'\t'
-  local denied="429$T$TOKEN_S$T\"default\";r=0;t=$TOKEN_S$T\"default\";q=$LIMIT;w=86400"
+  local denied="429$T$TOKEN_S$T\"$srl_token\";r=0;t=$TOKEN_S$T\"$srl_token\";q=$LIMIT;w=86400"
   wsgi_out=$(python3 "$SRL_E2E_DIR/httpc.py" hold 127.0.0.1 "$port" /hit $M "X-Key: hot")
   check_eq "2: answers" $M "$(grep -c . <<<"$wsgi_out")"
   check_eq "2: admitted host-wide" $LIMIT "$(grep -c "^200$T" <<<"$wsgi_out")"
