@@ -11,9 +11,11 @@
  *                      CONFIGURATION TEXT); the same NAME and spec as
  *                      mod_srl's SrlLimiter or PHP's new Srl(NAME, SPEC)
  *                      is the same segment
- *   srl NAME [key=V] [cost=N|V] [tier=V] [dry_run];
+ *   srl NAME [key=V] [cost=N|V] [tier=V] [dry_run] [delay=TIME];
  *                      http/server/location: decide each request on NAME;
- *                      several per level, all must admit (as limit_req)
+ *                      several per level, all must admit (as limit_req);
+ *                      delay=: one admitted within TIME is reserved and
+ *                      served when its wait is over
  *   srl_concurrency NAME [key=V] [dry_run];
  *                      a unit of a concurrency:N limiter for the whole
  *                      request
@@ -55,6 +57,11 @@
  * every way a request ends (response sent, client gone, upstream error,
  * internal redirect chain, keepalive or not).  A worker killed holding
  * units runs no cleanup: srl reclaims them (each unit records its holder).
+ * A delay= request (srl_reserve) is parked on a timer of its connection
+ * (delay_start, as limit_req does) and, when it fires, runs the phases
+ * again from the preaccess one, where it is found decided; the
+ * reservations it holds (ctx->resv) are given back by resv_refund if a
+ * later rule refuses it or its pool's cleanup runs while it still waits.
  *
  * Concurrency.  A worker is one thread: the configuration is written while
  * it is parsed (master) and read-only afterwards; the request state lives
