@@ -45,7 +45,8 @@
  * (2 ms) here, not the library's 1 s: a stuck lock answers on_full's
  * decision, flagged degraded, instead of stalling every connection of the
  * worker.  The Redis store (redis=) makes a network round trip per
- * decision and is refused at configuration time.
+ * decision and is refused at configuration time (a thread pool would carry
+ * it; not written yet: nginx/README.md).
  *
  * Per request.  The preaccess handler (where limit_req and limit_conn run)
  * decides main requests only, once: an internal redirect clears the
@@ -325,7 +326,10 @@ spec_parse(ngx_conf_t *cf, const char *spec, ngx_http_srl_limiter_t *l, size_t *
         *at = r != NULL ? (size_t) (r - (u_char *) spec) : 0;
         ngx_snprintf((u_char *) msg, msglen, "redis= is refused: the Redis store makes a "
                      "network round trip on every decision and nginx's event loop never "
-                     "waits; use a segment (host-wide, no redis=)%Z");
+                     "waits; this module does not yet run decisions in a thread pool, and "
+                     "on the event loop a slow or stopped Redis would stall every "
+                     "connection of the worker; use a segment (host-wide, no redis=), or "
+                     "keep the fleet-wide limit in the application or mod_srl%Z");
         return NGX_ERROR;
     }
     if (ngx_strcasestrn((u_char *) spec, "lock_timeout_ms=", 16 - 1) == NULL) {
