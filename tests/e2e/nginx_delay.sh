@@ -5,16 +5,16 @@
 # loop: a delayed request that blocked it would hold up every answer after
 # it.  add_header X-Srl-Delay $srl_delay always; the access log logs it too.
 # Checks, exact counts:
-#   1  token_bucket:3/6s delay=5s, 10 requests of one key at once (their
+#   1  token_bucket:3/12s delay=10s, 10 requests of one key at once (their
 #      answers read in the order they complete): exactly 3 answered 200 at
 #      once (X-Srl-Delay 0), exactly 2 answered 200 after a wait (the first
-#      excess request reserved at about 2 s, the second at about 4 s: the
-#      third would wait about 6 s, past 5 s), exactly 5 answered 429 with
+#      excess request reserved at about 4 s, the second at about 8 s: the
+#      third would wait about 12 s, past 10 s), exactly 5 answered 429 with
 #      Retry-After; every answer that was not delayed completed before both
 #      delayed ones, and the shorter wait before the longer (the worker kept
 #      serving while two requests waited); the access log has the same
 #      delays; rlctl info: allowed 5, denied 5.  (Precondition: the 10
-#      decisions fall within 1 s of each other, the margin of the counts;
+#      decisions fall within 2 s of each other, the margin of the counts;
 #      they take milliseconds.)
 #   2  token_bucket:1/1h delay=1h: request 1 of a key passes, request 2 is
 #      parked (a wait of about 1 h: the test knows it is parked once rlctl
@@ -38,7 +38,7 @@ ngx_workers=1
 
 body() {
   cat <<CONF
-    srl_limiter $name token_bucket:3/6s capacity=100 key_display=16;
+    srl_limiter $name token_bucket:3/12s capacity=100 key_display=16;
     srl_limiter $name-h token_bucket:1/1h capacity=100 key_display=16;
     log_format delay '\$status \$request_uri key=\$http_x_key st=\$srl_status d=\$srl_delay';
     server {
@@ -46,7 +46,7 @@ body() {
         access_log $e2e_tmp/delay.log delay;
         add_header X-Srl-Delay \$srl_delay always;
         location /d {
-            srl $name key=\$http_x_key delay=5s;
+            srl $name key=\$http_x_key delay=10s;
             try_files /index.html =404;
         }
         location /h {
@@ -74,8 +74,8 @@ check_eq "1: exactly 5 refused, with Retry-After" 5 "$(awk -F'\t' '$2 == 429 && 
 check_eq "1: every answer's rate-limit headers parse" 10 "$(awk -F'\t' '$7 == "ok"' "$out" | wc -l)"
 d1=$(awk -F'\t' '$2 == 200 && $8 > 0 {print $8}' "$out" | sort -n | head -1)
 d2=$(awk -F'\t' '$2 == 200 && $8 > 0 {print $8}' "$out" | sort -n | tail -1)
-check_range "1: the first delayed request's wait (ms; reserved at 2 s)" 1000 2000 "$d1"
-check_range "1: the second's (ms; reserved at 4 s)" 3000 4000 "$d2"
+check_range "1: the first delayed request's wait (ms; reserved at 4 s)" 2000 4000 "$d1"
+check_range "1: the second's (ms; reserved at 8 s)" 6000 8000 "$d2"
 # completion order: lines 1..8 the undelayed, then the waits ascending
 check_eq "1: the 8 undelayed answers completed before the delayed ones" 8 \
   "$(head -8 "$out" | awk -F'\t' '$8 == 0 || $2 == 429' | wc -l)"
