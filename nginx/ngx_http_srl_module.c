@@ -11,9 +11,11 @@
  *                      CONFIGURATION TEXT); the same NAME and spec as
  *                      mod_srl's SrlLimiter or PHP's new Srl(NAME, SPEC)
  *                      is the same segment
- *   srl NAME [key=V] [cost=N|V] [tier=V] [dry_run];
+ *   srl NAME [key=V] [cost=N|V] [tier=V] [dry_run] [delay=TIME];
  *                      http/server/location: decide each request on NAME;
- *                      several per level, all must admit (as limit_req)
+ *                      several per level, all must admit (as limit_req);
+ *                      delay=: one admitted within TIME is reserved and
+ *                      served when its wait is over
  *   srl_concurrency NAME [key=V] [dry_run];
  *                      a unit of a concurrency:N limiter for the whole
  *                      request
@@ -50,7 +52,8 @@
  * (2 ms) here, not the library's 1 s: a stuck lock answers on_full's
  * decision, flagged degraded, instead of stalling every connection of the
  * worker.  The Redis store (redis=) makes a network round trip per
- * decision and is refused at configuration time.
+ * decision and is refused at configuration time (a thread pool would carry
+ * it; not written yet: nginx/README.md).
  *
  * Per request.  The preaccess handler (where limit_req and limit_conn run)
  * decides main requests only, once: an internal redirect clears the
@@ -62,6 +65,11 @@
  * every way a request ends (response sent, client gone, upstream error,
  * internal redirect chain, keepalive or not).  A worker killed holding
  * units runs no cleanup: srl reclaims them (each unit records its holder).
+ * A delay= request (srl_reserve) is parked on a timer of its connection
+ * (delay_start, as limit_req does) and, when it fires, runs the phases
+ * again from the preaccess one, where it is found decided; the
+ * reservations it holds (ctx->resv) are given back by resv_refund if a
+ * later rule refuses it or its pool's cleanup runs while it still waits.
  *
  * Concurrency.  A worker is one thread: the configuration is written while
  * it is parsed (master) and read-only afterwards; the request state lives
@@ -116,6 +124,7 @@ typedef struct {
     ngx_http_complex_value_t *tier;
     ngx_uint_t dry_run;
     ngx_uint_t concurrency;
+    ngx_msec_t delay;            /* delay=TIME: the longest wait (srl_reserve); 0: none */
 } ngx_http_srl_rule_t;
 
 typedef struct {
@@ -145,9 +154,22 @@ typedef struct {
     srl_lease lease;
 } ngx_http_srl_held_t;
 
+/* A reservation a delayed request holds until it is served: given back
+ * (srl_refund) if a later rule refuses it or it ends before its wait. */
+typedef struct {
+    srl_limiter *lim;
+    u_char *key;                 /* the fitted key, in the request's pool */
+    size_t len;
+    uint32_t cost;
+} ngx_http_srl_resv_t;
+
 /* A main request's srl state, in its pool, carried by its cleanup. */
 typedef struct {
     ngx_uint_t decided;
+    ngx_msec_t delay;            /* the longest wait of its reservations (ms) */
+    ngx_uint_t delaying;         /* its timer is pending: not served yet */
+    ngx_uint_t nresv;
+    ngx_http_srl_resv_t *resv;   /* [one per rate rule] */
     ngx_uint_t status;           /* SRL_ST_*: the strongest of its decisions */
     ngx_uint_t have_shown;       /* shown: the rate decision of the variables */
     srl_decision shown;
@@ -167,6 +189,7 @@ static char *ngx_http_srl_metrics_cmd(ngx_conf_t *cf, ngx_command_t *cmd, void *
 static ngx_int_t ngx_http_srl_init_process(ngx_cycle_t *cycle);
 static char *ngx_http_srl_exempt_cmd(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
 static char *ip_prefix_form(ngx_conf_t *cf, ngx_str_t *arg, ngx_http_srl_rule_t *rule);
+static void resv_refund(ngx_http_srl_ctx_t *ctx, ngx_log_t *log);
 
 static ngx_conf_enum_t ngx_http_srl_log_levels[] = {
     { ngx_string("info"), NGX_LOG_INFO },
@@ -342,7 +365,10 @@ spec_parse(ngx_conf_t *cf, const char *spec, ngx_http_srl_limiter_t *l, size_t *
         *at = r != NULL ? (size_t) (r - (u_char *) spec) : 0;
         ngx_snprintf((u_char *) msg, msglen, "redis= is refused: the Redis store makes a "
                      "network round trip on every decision and nginx's event loop never "
-                     "waits; use a segment (host-wide, no redis=)%Z");
+                     "waits; this module does not yet run decisions in a thread pool, and "
+                     "on the event loop a slow or stopped Redis would stall every "
+                     "connection of the worker; use a segment (host-wide, no redis=), or "
+                     "keep the fleet-wide limit in the application or mod_srl%Z");
         return NGX_ERROR;
     }
     if (ngx_strcasestrn((u_char *) spec, "lock_timeout_ms=", 16 - 1) == NULL) {
@@ -479,7 +505,36 @@ compile_value(ngx_conf_t *cf, ngx_str_t *v, ngx_http_complex_value_t *cv)
     return ngx_http_compile_complex_value(&ccv) == NGX_OK ? NGX_CONF_OK : NGX_CONF_ERROR;
 }
 
-/* srl NAME [key=V] [cost=N|V] [tier=V] [dry_run];  (cmd->offset 0)
+/* delay=TIME of an srl line (TIME in nginx's syntax: 500ms, 2s, 1m): the
+ * longest a request the policy admits later waits before it is served
+ * (srl_reserve's max_wait).  Only the algorithms srl can reserve on. */
+static char *
+rule_delay(ngx_conf_t *cf, ngx_command_t *cmd, const ngx_http_srl_limiter_t *l,
+    ngx_str_t *arg, ngx_http_srl_rule_t *rule)
+{
+    ngx_str_t v = { arg->len - 6, arg->data + 6 };
+    ngx_int_t ms = ngx_parse_time(&v, 0);
+    if (ms == NGX_ERROR || ms <= 0 || (uint64_t) ms > SRL_WAIT_MAX_NS / 1000000) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "%V %V: bad delay \"%V\": give a time of "
+                           "1ms..1h (500ms, 2s, 1m)", &cmd->name, &l->name, &v);
+        return NGX_CONF_ERROR;
+    }
+    for (uint32_t i = 0; i < l->limits.count; i++) {
+        srl_algorithm a = l->limits.limit[i].algorithm;
+        if (a == SRL_SLIDING_LOG || a == SRL_SLIDING_COUNTER) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "%V %V: delay= needs a limit srl can "
+                               "reserve on (token_bucket, gcra, fixed_window); %s cannot "
+                               "wait: drop delay= or change the policy", &cmd->name,
+                               &l->name, a == SRL_SLIDING_LOG ? "sliding_log"
+                                                              : "sliding_counter");
+            return NGX_CONF_ERROR;
+        }
+    }
+    rule->delay = (ngx_msec_t) ms;
+    return NGX_CONF_OK;
+}
+
+/* srl NAME [key=V] [cost=N|V] [tier=V] [dry_run] [delay=TIME];  (cmd->offset 0)
  * srl_concurrency NAME [key=V] [dry_run];          (cmd->offset 1) */
 static char *
 ngx_http_srl_rule_cmd(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
@@ -569,18 +624,23 @@ ngx_http_srl_rule_cmd(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
         } else if (ngx_strcmp(value[i].data, "dry_run") == 0) {
             rule->dry_run = 1;
         } else if (!conc && ngx_strncmp(value[i].data, "delay=", 6) == 0) {
-            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "%V %V: delay= is not supported yet: "
-                               "a delayed request needs a timer in the event loop, which "
-                               "this module does not have; refuse instead (no delay=)",
-                               &cmd->name, &value[1]);
-            return NGX_CONF_ERROR;
+            if (rule_delay(cf, cmd, l, &value[i], rule) != NGX_CONF_OK) {
+                return NGX_CONF_ERROR;
+            }
         } else {
             ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "%V %V: unknown parameter \"%V\" "
                                "(known: key=$variable, key=ip/V4[,/V6]%s, dry_run)",
                                &cmd->name, &value[1],
-                               &value[i], conc ? "" : ", cost=N|$variable, tier=$variable");
+                               &value[i], conc ? "" : ", cost=N|$variable, tier=$variable, "
+                               "delay=TIME");
             return NGX_CONF_ERROR;
         }
+    }
+    if (rule->delay > 0 && rule->tier != NULL) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "%V %V: delay= and tier= together: srl "
+                           "reserves on the limiter's own policy only (no srl_reserve_tier); "
+                           "drop one of them", &cmd->name, &value[1]);
+        return NGX_CONF_ERROR;
     }
     if (!have_key) {
         ngx_str_t ip = ngx_string("$remote_addr");
@@ -893,6 +953,9 @@ ngx_http_srl_cleanup(void *data)
         }
     }
     ctx->nheld = 0;
+    if (ctx->delaying) {
+        resv_refund(ctx, ngx_cycle->log);   /* ended before its wait: never served */
+    }
 }
 
 /* The main request's state: its module context, or after an internal
@@ -1198,6 +1261,98 @@ log_ban_start(ngx_http_request_t *r, const ngx_http_srl_loc_conf_t *lcf,
                   tm.ngx_tm_mday, tm.ngx_tm_hour, tm.ngx_tm_min, tm.ngx_tm_sec);
 }
 
+/* srl_reserve for a delay= rule: a request the policy admits within the
+ * rule's delay takes its permits now for the instant now + wait_ns; r is
+ * then served once its longest wait has passed (delay_start), and the
+ * reservation is recorded so that it can be given back if r is not served
+ * (resv_refund).  A dry run reserves too (what would happen) but never
+ * waits. */
+static int
+reserve(ngx_http_request_t *r, ngx_http_srl_ctx_t *ctx, const ngx_http_srl_rule_t *rule,
+    srl_limiter *lim, const void *k, size_t len, uint32_t cost, srl_decision *dec)
+{
+    int rc = srl_reserve(lim, k, len, cost, (uint64_t) rule->delay * 1000000u, dec);
+    if (rc != 0 || !dec->allowed || dec->wait_ns == 0 || rule->dry_run) {
+        return rc;
+    }
+    ngx_http_srl_resv_t *v = &ctx->resv[ctx->nresv];
+    v->key = ngx_pnalloc(r->pool, len);
+    if (v->key == NULL) {
+        srl_refund(lim, k, len, cost);
+        return SRL_ENOMEM;
+    }
+    ngx_memcpy(v->key, k, len);
+    v->lim = lim;
+    v->len = len;
+    v->cost = cost;
+    ctx->nresv++;
+    ngx_msec_t ms = (ngx_msec_t) ((dec->wait_ns + 999999) / 1000000);
+    if (ms > ctx->delay) {
+        ctx->delay = ms;
+    }
+    return 0;
+}
+
+/* Give back the reservations of a request that will not be served. */
+static void
+resv_refund(ngx_http_srl_ctx_t *ctx, ngx_log_t *log)
+{
+    for (ngx_uint_t i = 0; i < ctx->nresv; i++) {
+        ngx_http_srl_resv_t *v = &ctx->resv[i];
+        int rc = srl_refund(v->lim, v->key, v->len, v->cost);
+        if (rc != 0) {
+            ngx_log_error(NGX_LOG_WARN, log, 0, "srl: cannot give back a delayed request's "
+                          "reservation: %s", srl_strerror(rc));
+        }
+    }
+    ctx->nresv = 0;
+    ctx->delaying = 0;
+}
+
+/* The write handler of a delayed request (as limit_req's): until its timer
+ * fires, keep waiting; then run the phases again from the preaccess one,
+ * where the decided request goes on. */
+static void
+delay_handler(ngx_http_request_t *r)
+{
+    ngx_event_t *wev = r->connection->write;
+    if (wev->delayed) {
+        if (ngx_handle_write_event(wev, 0) != NGX_OK) {
+            ngx_http_finalize_request(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        }
+        return;
+    }
+    if (ngx_handle_read_event(r->connection->read, 0) != NGX_OK) {
+        ngx_http_finalize_request(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        return;
+    }
+    ngx_http_srl_ctx_t *ctx = get_ctx(r);
+    if (ctx != NULL) {
+        ctx->delaying = 0;   /* served: the reservations are used */
+        ctx->nresv = 0;
+    }
+    r->read_event_handler = ngx_http_block_reading;
+    r->write_event_handler = ngx_http_core_run_phases;
+    ngx_http_core_run_phases(r);
+}
+
+/* Park r for ctx->delay ms on a timer of its connection: the worker goes
+ * on serving others; a client that goes away meanwhile ends r
+ * (ngx_http_test_reading), and the pool cleanup gives the reservations
+ * back. */
+static ngx_int_t
+delay_start(ngx_http_request_t *r, ngx_http_srl_ctx_t *ctx)
+{
+    ngx_log_debug1(NGX_LOG_DEBUG_HTTP, r->connection->log, 0, "srl: delaying %M ms",
+                   ctx->delay);
+    ctx->delaying = 1;
+    r->read_event_handler = ngx_http_test_reading;
+    r->write_event_handler = delay_handler;
+    r->connection->write->delayed = 1;
+    ngx_add_timer(r->connection->write, ctx->delay);
+    return NGX_AGAIN;
+}
+
 /* One rule's decision for r: NGX_DECLINED (admitted, go on), the refusal's
  * status, or NGX_HTTP_INTERNAL_SERVER_ERROR. */
 static ngx_int_t
@@ -1241,8 +1396,12 @@ decide(ngx_http_request_t *r, ngx_http_srl_loc_conf_t *lcf, ngx_http_srl_ctx_t *
         if (cost == 0) {
             return NGX_HTTP_INTERNAL_SERVER_ERROR;
         }
-        tier = rule_tier(r, rule);
-        rc = srl_acquire_tier(lim, tier, k, len, cost, &dec);
+        if (rule->delay > 0) {
+            rc = reserve(r, ctx, rule, lim, k, len, cost, &dec);
+        } else {
+            tier = rule_tier(r, rule);
+            rc = srl_acquire_tier(lim, tier, k, len, cost, &dec);
+        }
     }
     if (rc != 0 && !(dec.flags & SRL_DECISION_DEGRADED)) {
         ngx_log_error(NGX_LOG_ERR, r->connection->log, 0, "srl %s: %s", l->cname,
@@ -1308,7 +1467,8 @@ ngx_http_srl_handler(ngx_http_request_t *r)
     ctx = cln->data;
     ngx_memzero(ctx, sizeof *ctx);
     ctx->held = ngx_pcalloc(r->pool, sizeof(ngx_http_srl_held_t) * lcf->rules->nelts);
-    if (ctx->held == NULL) {
+    ctx->resv = ngx_pcalloc(r->pool, sizeof(ngx_http_srl_resv_t) * lcf->rules->nelts);
+    if (ctx->held == NULL || ctx->resv == NULL) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
     cln->handler = ngx_http_srl_cleanup;
@@ -1324,11 +1484,12 @@ ngx_http_srl_handler(ngx_http_request_t *r)
             }
             ngx_int_t rc = decide(r, lcf, ctx, &rule[i]);
             if (rc != NGX_DECLINED) {
+                resv_refund(ctx, r->connection->log);
                 return rc;   /* the cleanup gives back the units entered */
             }
         }
     }
-    return NGX_DECLINED;
+    return ctx->delay > 0 ? delay_start(r, ctx) : NGX_DECLINED;
 }
 
 /* ------------------------------------------------------------ variables */
@@ -1349,7 +1510,8 @@ var_set(ngx_http_request_t *r, ngx_http_variable_value_t *v, const u_char *s, si
     return NGX_OK;
 }
 
-/* data: 0 $srl_status, 1 $srl_remaining, 2 $srl_retry_after, 3 $srl_binding */
+/* data: 0 $srl_status, 1 $srl_remaining, 2 $srl_retry_after, 3 $srl_binding,
+ * 4 $srl_delay */
 static ngx_int_t
 ngx_http_srl_variable(ngx_http_request_t *r, ngx_http_variable_value_t *v, uintptr_t data)
 {
@@ -1362,6 +1524,8 @@ ngx_http_srl_variable(ngx_http_request_t *r, ngx_http_variable_value_t *v, uintp
         return NGX_OK;
     }
     switch (data) {
+    case 4:
+        return var_set(r, v, buf, (size_t) (ngx_sprintf(buf, "%M", ctx->delay) - buf));
     case 0:
         return var_set(r, v, ngx_http_srl_status_names[ctx->status].data,
                        ngx_http_srl_status_names[ctx->status].len);
@@ -1385,7 +1549,8 @@ static ngx_int_t
 ngx_http_srl_preconfiguration(ngx_conf_t *cf)
 {
     static ngx_str_t names[] = { ngx_string("srl_status"), ngx_string("srl_remaining"),
-                                 ngx_string("srl_retry_after"), ngx_string("srl_binding") };
+                                 ngx_string("srl_retry_after"), ngx_string("srl_binding"),
+                                 ngx_string("srl_delay") };
     for (uintptr_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         ngx_http_variable_t *var = ngx_http_add_variable(cf, &names[i],
                                                          NGX_HTTP_VAR_NOCACHEABLE);

@@ -76,6 +76,7 @@ stop_pid() {
   local pid=$1 sig=${2:-TERM}
   kill -0 "$pid" 2>/dev/null || return 0
   kill -s "$sig" "$pid" 2>/dev/null
+  kill -CONT "$pid" 2>/dev/null   # a stopped process (lock_stopper) takes SIGTERM only when run
   for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
   if kill -0 "$pid" 2>/dev/null; then
     echo "note: $pid ignored SIG$sig for 10 s, sending SIGKILL"
@@ -100,6 +101,10 @@ e2e_cleanup() {
   [ -n "${e2e_tmp:-}" ] && rm -rf "$e2e_tmp"
 }
 trap e2e_cleanup EXIT
+# meson's timeout sends SIGTERM: exit through the EXIT trap, so that the servers
+# and helpers the test started are stopped by their pids then too.
+trap 'exit 143' TERM
+trap 'exit 130' INT
 
 e2e_finish() {
   echo "$(basename "$0") $*: $e2e_checks checks, $e2e_failures failed"

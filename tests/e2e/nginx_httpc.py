@@ -3,6 +3,7 @@
 
     nginx_httpc.py burst HOST PORT PATH COUNT [HEADER: VALUE ...]
     nginx_httpc.py seq   HOST PORT PATH COUNT [HEADER: VALUE ...]
+    nginx_httpc.py order HOST PORT PATH COUNT [HEADER: VALUE ...]
 
 Every request is GET PATH on its own connection ("Connection: close").
 burst opens all COUNT connections first (each from its own source port,
@@ -12,7 +13,9 @@ another.  "{i}" in a header is replaced by the request's number.
 
 Prints one line per response, in request order, tab-separated:
     STATUS  X-Pid  Retry-After  RateLimit  RateLimit-Policy  PARSE
-with "-" for an absent header.  PARSE is "ok" when the rate-limit headers
+with "-" for an absent header.  order is burst, but prints the answers in
+the order they were complete (a thread per connection), each line led by
+the request's number and ending in one more field, X-Srl-Delay.  PARSE is "ok" when the rate-limit headers
 present parse per draft-ietf-httpapi-ratelimit-headers (structured fields:
 RateLimit-Policy a list of "name";q=INT;w=INT items, RateLimit one
 "name";r=INT;t=INT item naming a policy of RateLimit-Policy) and
@@ -22,6 +25,7 @@ Exits 2 on a connection or HTTP parse error.
 import os
 import re
 import sys
+import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from httpc import connect, response, send  # noqa: E402  (tests/e2e/httpc.py)
@@ -56,11 +60,11 @@ def judge(f):
     return "ok"
 
 
-def receive(sock):
+def receive(sock, extra=()):
     status, fields, _ = response(sock)
     return "\t".join([status] + [fields.get(h, "-") for h in
                                  ("x-pid", "retry-after", "ratelimit", "ratelimit-policy")]
-                     + [judge(fields)])
+                     + [judge(fields)] + [fields.get(h, "-") for h in extra])
 
 
 def main(argv):
@@ -77,6 +81,21 @@ def main(argv):
         for i, s in enumerate(socks, 1):
             send(s, host, path, headers, i)
         out = [receive(s) for s in socks]
+    elif mode == "order":
+        socks = [connect(host, port) for _ in range(count)]
+        lock = threading.Lock()
+
+        def one(i, s):
+            line = receive(s, ("x-srl-delay",))
+            with lock:   # appended as each answer is complete: their order
+                out.append(f"{i}\t{line}")
+        threads = [threading.Thread(target=one, args=(i, s)) for i, s in enumerate(socks, 1)]
+        for i, s in enumerate(socks, 1):
+            send(s, host, path, headers, i)
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
     else:
         raise SystemExit(f"unknown mode {mode}")
     print("\n".join(out))

@@ -1,7 +1,8 @@
 # nginx_lib.sh - helpers of the nginx end-to-end tests (sourced after lib.sh).
 #
 # nginx_conf BODY [MAIN]: write $e2e_tmp/nginx.conf: the built module
-#   ($SRL_NGX_MOD), 4 workers (as www-data when we are root), its pid file,
+#   ($SRL_NGX_MOD), $ngx_workers workers (default 4; as www-data when we
+#   are root), its pid file,
 #   logs and temp paths in $e2e_tmp, no keepalive, an access log of the
 #   $srl_* variables, and BODY inside http {}; MAIN before events {}.
 # nginx_start BODY [MAIN]: nginx_conf, then start nginx in the foreground
@@ -19,7 +20,7 @@ nginx_conf() {
   cat >"$e2e_tmp/nginx.conf" <<CONF
 load_module $SRL_NGX_MOD;
 $user
-worker_processes 4;
+worker_processes ${ngx_workers:-4};
 pid $e2e_tmp/nginx.pid;
 error_log $e2e_tmp/error.log info;
 ${2:-}
