@@ -160,6 +160,44 @@ START_TEST(header_values_follow_a_real_decision)
 }
 END_TEST
 
+START_TEST(item_names_are_at_most_79_bytes_and_numbers_print_in_full)
+{
+    /* A single limit's item is the name itself, a compound's "name.i":
+     * either may be 79 bytes, not 80 (SRL_ENOBUFS, the buffer untouched). */
+    char name[81], buf[512];
+    memset(name, 'n', sizeof name - 1);
+    name[80] = '\0';
+    srl_limits one = {.count = 1}, two = {.count = 2};
+    one.limit[0] = (srl_policy){.algorithm = SRL_GCRA, .permits = 10, .window_ns = SEC};
+    two.limit[0] = one.limit[0];
+    two.limit[1] = (srl_policy){.algorithm = SRL_GCRA, .permits = 1000, .window_ns = 86400 * SEC};
+    srl_decision d = {.allowed = 0, .remaining = 0, .retry_after_ns = SEC / 2, .binding = 1};
+    memset(buf, '#', sizeof buf);
+    ck_assert_int_eq(srl_format_ratelimit_policies(&one, name, buf, sizeof buf), SRL_ENOBUFS);
+    ck_assert_int_eq(srl_format_ratelimit_policies(&two, name + 2, buf, sizeof buf), SRL_ENOBUFS);
+    ck_assert_int_eq(srl_format_ratelimit_binding(&two, &d, name + 2, buf, sizeof buf), SRL_ENOBUFS);
+    ck_assert_int_eq(buf[0], '#');
+    ck_assert_int_eq(srl_format_ratelimit_policies(&one, name + 1, buf, sizeof buf), 90);   /* "n*79";q=10;w=1 */
+    ck_assert_int_eq(srl_format_ratelimit_policies(&two, name + 3, buf, sizeof buf),
+                     188);   /* "n*77.0";q=10;w=1, "n*77.1";q=1000;w=86400 */
+    ck_assert_int_eq(srl_format_ratelimit_binding(&two, &d, name + 3, buf, sizeof buf), 89);
+    ck_assert_str_eq(buf + 77 + 1, ".1\";r=0;t=1");
+    ck_assert_int_eq(srl_format_ratelimit_policies(&two, "api", buf, sizeof buf),
+                     (int)strlen("\"api.0\";q=10;w=1, \"api.1\";q=1000;w=86400"));
+    ck_assert_str_eq(buf, "\"api.0\";q=10;w=1, \"api.1\";q=1000;w=86400");
+    /* the widest numbers: every digit */
+    srl_decision wide = {.allowed = 0, .remaining = UINT32_MAX, .retry_after_ns = UINT64_MAX};
+    ck_assert_int_eq(srl_format_ratelimit(&wide, "w", buf, sizeof buf),
+                     (int)strlen("\"w\";r=4294967295;t=18446744074"));
+    ck_assert_str_eq(buf, "\"w\";r=4294967295;t=18446744074");
+    ck_assert_int_eq(srl_format_retry_after(&wide, buf, sizeof buf), 11);
+    ck_assert_str_eq(buf, "18446744074");
+    srl_decision zero = {.allowed = 1};
+    ck_assert_int_eq(srl_format_ratelimit(&zero, "z", buf, sizeof buf), (int)strlen("\"z\";r=0;t=0"));
+    ck_assert_str_eq(buf, "\"z\";r=0;t=0");
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("headers");
@@ -171,6 +209,7 @@ static Suite *suite(void)
     tcase_add_test(tc, header_helpers_return_enobufs_one_byte_short_and_leave_the_buffer_untouched);
     tcase_add_test(tc, header_helpers_reject_bad_names_invalid_policies_and_nulls);
     tcase_add_test(tc, header_values_follow_a_real_decision);
+    tcase_add_test(tc, item_names_are_at_most_79_bytes_and_numbers_print_in_full);
     suite_add_tcase(s, tc);
     return s;
 }
