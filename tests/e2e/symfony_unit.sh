@@ -11,7 +11,7 @@ need "$SRL_LIBDIR/libsrl.so.0" "$SRL_PHP_DIR/Srl.php" "$SRL_PHP_DIR/Srl/Symfony/
   die "php-symfony-rate-limiter is not installed (tools/install-deps)"
 tag="u$$"
 for p in token_bucket sliding_window fixed_window; do
-  for id in tb tb5 sw fw typo; do e2e_segments+=("/symfony.unit-$id-$tag.$p"); done
+  for id in tb tb5 sw fw typo ex; do e2e_segments+=("/symfony.unit-$id-$tag.$p"); done
 done
 out=$(SRL_PHP_DIR="$SRL_PHP_DIR" SRL_TAG="$tag" LD_LIBRARY_PATH="$SRL_LIBDIR" \
       as_worker php -n -d extension=ffi -d ffi.enable=1 "$SRL_E2E_DIR/symfony_unit.php" 2>&1)
