@@ -75,6 +75,16 @@ static srl_stats stats(srl_limiter *lim)
     return st;
 }
 
+/* get KEY --json (exit 0: tracked), parsed. */
+static json_value *get_json(const char *name, const char *key)
+{
+    run_result r;
+    RUN(&r, 0, "get", name, key, "--json");
+    json_value *v = parse_out(&r);
+    run_free(&r);
+    return v;
+}
+
 /* The keys the segment tracks (list --json's "visited"). */
 static uint64_t tracked(const char *name)
 {
@@ -134,17 +144,13 @@ START_TEST(exempt_admits_past_the_limit_counts_it_and_unexempt_restores)
     ck_assert_msg(strstr(r.out, "\n  exempt (never refused, never evicted)\n") != NULL,
                   "got: %s", r.out);
     run_free(&r);
-    RUN(&r, 0, "get", name, "probe", "--json");
-    json_value *v = parse_out(&r);
+    json_value *v = get_json(name, "probe");
     ck_assert_int_eq(json_get_bool(v, "exempt"), 1);
     ck_assert_int_eq(json_get(v, "ban_kind")->type, JSON_NULL);
     json_free(v);
-    run_free(&r);
-    RUN(&r, 0, "get", name, "other", "--json");
-    v = parse_out(&r);
+    v = get_json(name, "other");
     ck_assert_int_eq(json_get_bool(v, "exempt"), 0);
     json_free(v);
-    run_free(&r);
 
     /* metrics: srl_exempt_total is the library's count. */
     RUN(&r, 0, "metrics", name);
@@ -171,11 +177,9 @@ START_TEST(exempt_admits_past_the_limit_counts_it_and_unexempt_restores)
     ck_assert_uint_eq(st.exempt, 5);
     ck_assert_uint_eq(st.allowed, 9);
     ck_assert_uint_eq(st.denied, 2);
-    RUN(&r, 0, "get", name, "probe", "--json");
-    v = parse_out(&r);
+    v = get_json(name, "probe");
     ck_assert_int_eq(json_get_bool(v, "exempt"), 0);
     json_free(v);
-    run_free(&r);
     /* unexempt of a tracked key that has no exemption: done, exit 0. */
     RUN(&r, 0, "unexempt", name, "other", "--json");
     OUT_EQ(&r, "{\"schema_version\":3,\"key\":\"other\",\"unexempted\":true}\n");
@@ -209,15 +213,13 @@ START_TEST(ban_denies_with_its_time_left_and_unban_restores)
     ck_assert_msg(strstr(r.out, "\n  ban kind: hand, ") != NULL &&
                   strstr(r.out, " left, reason: scraping /api\n") != NULL, "got: %s", r.out);
     run_free(&r);
-    RUN(&r, 0, "get", name, "bad", "--json");
-    json_value *v = parse_out(&r);
+    json_value *v = get_json(name, "bad");
     ck_assert_str_eq(json_get_str(v, "ban_kind"), "hand");
     ck_assert_str_eq(json_get_str(v, "ban_reason"), "scraping /api");
     ck_assert_uint_le(json_get_u64(v, "ban_left_ns"), 3600 * SEC);
     ck_assert_uint_gt(json_get_u64(v, "ban_left_ns"), 3500 * SEC);
     ck_assert_int_eq(json_get_bool(v, "allowed"), 0);
     json_free(v);
-    run_free(&r);
 
     /* A new ban replaces the last: 90s, no reason, in JSON. */
     RUN(&r, 0, "ban", name, "bad", "--for", "90s", "--json");
@@ -227,11 +229,9 @@ START_TEST(ban_denies_with_its_time_left_and_unban_restores)
     ck_assert_uint_eq(admit(lim, "bad", 1, &retry), 0);
     ck_assert_uint_le(retry, 90 * SEC);
     ck_assert_uint_gt(retry, 60 * SEC);
-    RUN(&r, 0, "get", name, "bad", "--json");
-    v = parse_out(&r);
+    v = get_json(name, "bad");
     ck_assert_str_eq(json_get_str(v, "ban_reason"), "");
     json_free(v);
-    run_free(&r);
 
     /* An empty --reason is no reason: no ": " after the duration. */
     RUN(&r, 0, "ban", name, "bad", "--for", "2m", "--reason", "");
@@ -251,12 +251,10 @@ START_TEST(ban_denies_with_its_time_left_and_unban_restores)
     RUN(&r, 0, "unexempt", name, "bad");
     run_free(&r);
     ck_assert_uint_eq(admit(lim, "bad", 3, NULL), 1);
-    RUN(&r, 0, "get", name, "bad", "--json");
-    v = parse_out(&r);
+    v = get_json(name, "bad");
     ck_assert_int_eq(json_get(v, "ban_kind")->type, JSON_NULL);
     ck_assert_uint_eq(json_get_u64(v, "ban_left_ns"), 0);
     json_free(v);
-    run_free(&r);
     RUN(&r, 0, "unban", name, "bad", "--json");
     OUT_EQ(&r, "{\"schema_version\":3,\"key\":\"bad\",\"unbanned\":true}\n");
     run_free(&r);
@@ -462,11 +460,9 @@ START_TEST(usage_errors_name_what_is_wrong_and_change_nothing)
     ck_assert_uint_eq(stats(lim).allowed + stats(lim).denied, 0);
     RUN(&r, 0, "ban", name, "k", "--for", "1h", "--reason", reason60);
     run_free(&r);
-    RUN(&r, 0, "get", name, "k", "--json");
-    json_value *v = parse_out(&r);
+    json_value *v = get_json(name, "k");
     ck_assert_str_eq(json_get_str(v, "ban_reason"), reason60);
     json_free(v);
-    run_free(&r);
     srl_close(lim);
     seg_destroy(name);
 }
