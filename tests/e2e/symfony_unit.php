@@ -19,7 +19,8 @@
  *     ReserveNotSupportedException, InvalidArgumentException) and the
  *     config errors, which are Symfony's own classes and messages.
  * Prints "ok: ..." / "FAIL: ..." per check and exits 1 if any failed.
- * Environment: SRL_PHP_DIR, SRL_TAG (segment names' suffix, unique per run).
+ * Environment: SRL_PHP_DIR, SRL_TAG (segment names' suffix, unique per run),
+ * SRL_REDIS_URI (a redis-server symfony_unit.sh started: 'exempt' there).
  */
 declare(strict_types=1);
 
@@ -303,14 +304,16 @@ $fs = new SrlRateLimiterFactory(['id' => "unit-ex-$tag", 'policy' => 'fixed_wind
                                  'interval' => '1 hour'], ['capacity' => 64, 'exempt' => $exempt]);
 $segments[] = $fs->segment();
 $v = new Srl($fs->segment(), $fs->srlPolicy(), 64);
-$accepted = function (string $key, int $n) use ($fs): array {
-    $l = $fs->create($key);
+/* [accepted of $n consume(1) of $key, its last decision's exempt], by factory $f */
+$acceptedBy = function (SrlRateLimiterFactory $f, string $key, int $n): array {
+    $l = $f->create($key);
     $yes = 0;
     for ($i = 0; $i < $n; $i++) {
         $yes += $l->consume(1)->isAccepted() ? 1 : 0;
     }
     return [$yes, $l->decision()['exempt']];
 };
+$accepted = fn (string $key, int $n): array => $acceptedBy($fs, $key, $n);
 foreach ([
     // key, requests, accepted, exempt
     ['10.1.2.3', 5, 5, true], ['10.200.0.9', 4, 4, true], ['::ffff:10.0.0.5', 3, 3, true],
@@ -359,6 +362,31 @@ foreach ([
         ['id' => 'e', 'policy' => 'fixed_window', 'limit' => 1, 'interval' => '1 hour'],
         ['exempt' => $list])));
 }
+
+// exempt on a Redis store (which keeps no exemptions): accepted here, never
+// sent to srl (nothing tracked under the range's key), the others limited.
+$uri = getenv('SRL_REDIS_URI');
+check('exempt on Redis: SRL_REDIS_URI given', true, is_string($uri) && $uri !== '');
+$fs = new SrlRateLimiterFactory(['id' => "unit-exr-$tag", 'policy' => 'token_bucket', 'limit' => 2,
+                                 'rate' => ['interval' => '1 hour', 'amount' => 2]],
+                                ['capacity' => 64, 'exempt' => ['10.0.0.0/8', 'partner-key'],
+                                 'redis' => (string)$uri]);
+$segments[] = $fs->segment();
+foreach ([['10.1.2.3', 5, 5, true], ['partner-key', 4, 4, true], ['11.0.0.1', 3, 2, false]]
+         as [$key, $n, $want, $ex]) {
+    check("exempt on Redis: $key, $n requests: accepted, decision's exempt", [$want, $ex],
+          $acceptedBy($fs, $key, $n));
+}
+$l = $fs->create('10.1.2.3');
+$rl = $l->consume(2);
+check('exempt on Redis: consume(2): accepted, remaining the limit, decision exempt', [true, 2, true],
+      [$rl->isAccepted(), $rl->getRemainingTokens(), $l->decision()['exempt']]);
+check('exempt on Redis: reserve(1): accepted at once', [true, 0.0],
+      [$l->reserve(1)->getRateLimit()->isAccepted(), $l->reserve(1)->getWaitDuration()]);
+$v = new Srl($fs->segment(), $fs->srlPolicy(), 64, ['redis' => (string)$uri]);
+check('exempt on Redis: the range\'s key never reached srl', null, $v->peek("unit-exr-$tag exempt 10.0.0.0/8"));
+check('exempt on Redis: nor the exact key', null, $v->peek("unit-exr-$tag-partner-key"));
+check('exempt on Redis: the limited key is srl\'s (none left)', 0, free($v, "unit-exr-$tag-11.0.0.1"));
 
 // ---------------------------------------------------------------- no_limit
 [$fs] = factories(['id' => "unit-nl-$tag", 'policy' => 'no_limit']);
