@@ -9,7 +9,8 @@
  * text and --json, the exit status (0 done; 1 unexempt/unban of a key that
  * is not tracked; 64 a usage error, with its message, and then nothing in
  * the segment changed), and the EFFECT through the library: an exempt key
- * admitted past its limit and counted in srl_stats.exempt, a banned key
+ * admitted past its limit, counted in srl_stats.exempt and left by rlctl
+ * evict though at rest, a banned key
  * denied with the ban's time left as retry_after, unban and unexempt
  * giving the key back to its policy with its state as it was.
  *
@@ -159,6 +160,24 @@ START_TEST(exempt_admits_past_the_limit_counts_it_and_unexempt_restores)
     ck_assert_str_eq(metric_line(r.out, "srl_exempt_total{", got, sizeof got), line);
     ck_assert_msg(strstr(r.out, "\n# TYPE srl_exempt_total counter\n") != NULL, "no TYPE line");
     run_free(&r);
+
+    /* Never evicted: its state is at rest (the exempt requests took none
+     * of it), yet rlctl evict leaves it; "idle", at rest too, goes
+     * ("other" is not at rest: it used its 2 tokens). */
+    RUN(&r, 0, "exempt", name, "idle");
+    run_free(&r);
+    RUN(&r, 0, "unexempt", name, "idle");
+    run_free(&r);
+    RUN(&r, 0, "evict", name, "--json");
+    v = parse_out(&r);
+    ck_assert_uint_eq(json_get_u64(v, "evicted"), 1);
+    json_free(v);
+    run_free(&r);
+    RUN(&r, 0, "get", name, "probe");
+    run_free(&r);
+    RUN(&r, 1, "get", name, "idle");
+    run_free(&r);
+    ck_assert_uint_eq(tracked(name), 2);
 
     /* Exempting again is no change; --json says so the same way. */
     RUN(&r, 0, "exempt", name, "probe", "--json");
