@@ -17,7 +17,9 @@
  * The race: 4 forked workers hammer one key in phases the parent opens
  * and closes with pipes (no sleeps); rlctl ban runs between two phases,
  * so every decision of the next phase must be denied, and after rlctl
- * unban every one admitted (exact counts).
+ * unban every one admitted (exact counts).  And a ban that lands while the
+ * 4 hammer (each has decided before it runs): every decision a worker
+ * starts after rlctl ban returned is denied.
  *
  * Times come from the real clock: bans of 1h and 90s are asserted as
  * bounds that hold however slow the machine (the test takes seconds).
@@ -659,6 +661,97 @@ START_TEST(after_rlctl_ban_returns_every_decision_is_denied)
 }
 END_TEST
 
+/* The ban lands while the workers hammer: each worker has decided (and
+ * said so on the started pipe) before rlctl ban runs; once it returns the
+ * parent raises a flag, and every decision a worker starts after seeing
+ * the flag (PER_PHASE each) must be denied.  Decisions before the flag may
+ * go either way (the ban lands somewhere among them). */
+struct hammer {
+    int flag;   /* 0, then 1 once rlctl ban has returned (atomic) */
+    unsigned before[WORKERS], after_allowed[WORKERS], after_denied[WORKERS];
+    int failed[WORKERS];
+};
+
+static void hammer_worker(const char *name, int w, int started, struct hammer *h)
+{
+    srl_config cfg;
+    srl_config_init(&cfg);
+    srl_limiter *lim;
+    int rc = srl_open_shared(name, &cfg, SRL_ADOPT, &lim);
+    if (rc != 0) {
+        h->failed[w] = rc;
+        _exit(1);
+    }
+    unsigned after = 0;
+    while (after < PER_PHASE) {
+        int seen = __atomic_load_n(&h->flag, __ATOMIC_ACQUIRE);
+        srl_decision d;
+        rc = srl_acquire(lim, "hot", 3, 1, &d);
+        if (rc != 0) {
+            h->failed[w] = rc;
+            _exit(3);
+        }
+        if (!seen) {
+            if (++h->before[w] == 100 && write(started, "s", 1) != 1)
+                _exit(4);
+            continue;
+        }
+        after++;
+        if (d.allowed)
+            h->after_allowed[w]++;
+        else
+            h->after_denied[w]++;
+    }
+    srl_close(lim);
+    _exit(0);
+}
+
+START_TEST(a_ban_that_lands_while_workers_hammer_denies_all_after_it_returns)
+{
+    char name[160];
+    seg_name(name, sizeof name, "hammer");
+    /* Only the ban can deny: far more permits than the workers can use. */
+    seg_create(name, "token_bucket:100000000/1h", "64", "16");
+    struct hammer *h = shared_zeroed(sizeof *h);
+    int started[2];
+    ck_assert_int_eq(pipe(started), 0);
+    pid_t pid[WORKERS];
+    for (int w = 0; w < WORKERS; w++) {
+        pid[w] = test_fork();
+        if (pid[w] == 0) {
+            close(started[0]);
+            hammer_worker(name, w, started[1], h);
+        }
+    }
+    close(started[1]);
+    for (int w = 0; w < WORKERS; w++) {   /* all four are deciding */
+        char b;
+        ssize_t n;
+        while ((n = read(started[0], &b, 1)) < 0 && errno == EINTR)
+            ;
+        ck_assert_msg(n == 1, "a worker died before deciding");
+    }
+    run_result r;
+    RUN(&r, 0, "ban", name, "hot", "--for", "1h");
+    run_free(&r);
+    __atomic_store_n(&h->flag, 1, __ATOMIC_RELEASE);
+    unsigned allowed = 0, denied = 0;
+    for (int w = 0; w < WORKERS; w++) {
+        int st;
+        ck_assert_int_eq(waitpid(pid[w], &st, 0), pid[w]);
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "worker %d: status %d, srl %d", w,
+                      st, h->failed[w]);
+        ck_assert_uint_ge(h->before[w], 100);
+        allowed += h->after_allowed[w];
+        denied += h->after_denied[w];
+    }
+    close(started[0]);
+    ck_assert_uint_eq(allowed, 0);
+    ck_assert_uint_eq(denied, WORKERS * PER_PHASE);
+    seg_destroy(name);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("rlctl_control");
@@ -672,6 +765,7 @@ int main(void)
     tcase_add_test(tc, usage_errors_name_what_is_wrong_and_change_nothing);
     tcase_add_test(tc, a_concurrency_segment_refuses_exempt_and_ban);
     tcase_add_test(tc, after_rlctl_ban_returns_every_decision_is_denied);
+    tcase_add_test(tc, a_ban_that_lands_while_workers_hammer_denies_all_after_it_returns);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }
