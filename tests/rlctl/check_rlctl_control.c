@@ -553,18 +553,27 @@ struct tally {
     int failed[WORKERS];   /* an srl call failed: its code */
 };
 
-/* A worker: per phase, wait for the parent's byte on go, decide PER_PHASE
- * requests of "hot", say done.  Reports only through the shared page. */
-static void worker(const char *name, int w, int go, int done, struct tally *t)
+/* A forked worker's own handle on the segment; on failure the code goes
+ * to *failed (the shared page) and the worker exits 1 (no Check in a child). */
+static srl_limiter *child_open(const char *name, int *failed)
 {
     srl_config cfg;
     srl_config_init(&cfg);
     srl_limiter *lim;
     int rc = srl_open_shared(name, &cfg, SRL_ADOPT, &lim);
     if (rc != 0) {
-        t->failed[w] = rc;
+        *failed = rc;
         _exit(1);
     }
+    return lim;
+}
+
+/* A worker: per phase, wait for the parent's byte on go, decide PER_PHASE
+ * requests of "hot", say done.  Reports only through the shared page. */
+static void worker(const char *name, int w, int go, int done, struct tally *t)
+{
+    srl_limiter *lim = child_open(name, &t->failed[w]);
+    int rc;
     for (int p = 0; p < PHASES; p++) {
         char b;
         if (read(go, &b, 1) != 1)
@@ -674,14 +683,8 @@ struct hammer {
 
 static void hammer_worker(const char *name, int w, int started, struct hammer *h)
 {
-    srl_config cfg;
-    srl_config_init(&cfg);
-    srl_limiter *lim;
-    int rc = srl_open_shared(name, &cfg, SRL_ADOPT, &lim);
-    if (rc != 0) {
-        h->failed[w] = rc;
-        _exit(1);
-    }
+    srl_limiter *lim = child_open(name, &h->failed[w]);
+    int rc;
     unsigned after = 0;
     while (after < PER_PHASE) {
         int seen = __atomic_load_n(&h->flag, __ATOMIC_ACQUIRE);
