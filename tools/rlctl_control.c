@@ -4,6 +4,12 @@
  * control").  Each opens the segment, makes one call, says what it did in
  * text or JSON.  Exit 0 done, 1 (RLCTL_EX_NO) for unexempt/unban of a key
  * that is not tracked, else the error's status (rlctl_errors.c).
+ *
+ * exempt and ban are refused on a policy with a concurrency limit: the
+ * library stores the flag there, but srl_enter decides without reading it
+ * (src/shm/shm_table.c decide_slot: control applies to plain decisions),
+ * so "done" would be a lie.  unexempt and unban stay allowed there: they
+ * clear what an older rlctl may have set.
  */
 #include "rlctl.h"
 
@@ -19,6 +25,17 @@ static int control(const rlctl_opts *o, int op, const char *what)
     int status = rlctl_open(o, &lim);
     if (status != 0)
         return status;
+    srl_info in;
+    if ((op == 0 || op == 2) && srl_info_get(lim, &in) == 0 && rlctl_has_units(&in)) {
+        srl_close(lim);
+        return rlctl_fail_cmd_why(o, SRL_ENOTSUP,
+                                  op == 0 ? "this policy has an in-flight (concurrency) limit, "
+                                            "whose srl_enter never reads an exemption"
+                                          : "this policy has an in-flight (concurrency) limit, "
+                                            "whose srl_enter never reads a ban",
+                                  "exempt or ban the key in a rate-limit segment its requests "
+                                  "pass first ('rlctl info NAME' shows the policy)");
+    }
     int rc;
     switch (op) {
     case 0: rc = srl_key_exempt(lim, o->key, o->key_len, 1); break;
@@ -51,9 +68,11 @@ static int control(const rlctl_opts *o, int op, const char *what)
     } else if (rc != 0) {
         printf("%s: not tracked (nothing to %s)\n", key, op == 1 ? "unexempt" : "unban");
     } else if (op == 2) {
+        /* --reason "" is no reason (the library keeps none): no ": " then. */
+        int why = o->reason != NULL && o->reason[0] != '\0';
         printf("%s: banned by hand for %s%s%s\n", key,
-               rlctl_fmt_duration(o->ban_ns, dur, sizeof dur), o->reason ? ": " : "",
-               o->reason ? o->reason : "");
+               rlctl_fmt_duration(o->ban_ns, dur, sizeof dur), why ? ": " : "",
+               why ? o->reason : "");
     } else {
         printf("%s: %s\n", key, what);
     }

@@ -15,6 +15,12 @@
 #     (to the microsecond), every getRemainingTokens() srl's remaining;
 #   - rlctl info on the segment (/symfony.ID.POLICY): 12 allowed, 28
 #     denied, one key; rlctl get on the key: 0 remaining.
+# Then the 'exempt' option (fixed_window, 12 a day, exempt 10.0.0.0/8 and
+# ::1): 40 requests at once, 20 from addresses in the range (and ::1), 20
+# from 192.0.2.7: every exempt one accepted across the workers, exactly 12
+# of the others; the segment counts 32 allowed, 8 denied, 20 exempt
+# (srl_exempt_total), three keys (10.0.0.0/8's, ::1's: the two exempt ones
+# rlctl list --exempt shows; 192.0.2.7's).
 here=$(cd "$(dirname "$0")" && pwd)
 export SRL_E2E_DIR=${SRL_E2E_DIR:-$here}
 . "$here/lib.sh"
@@ -99,6 +105,39 @@ PY
 run_policy token_bucket '1 day' 7200 7200
 run_policy fixed_window '1 day' 86400 86400
 run_policy sliding_window '1 day' 1 86400
+
+run_exempt() {
+  local policy=fixed_window id="e2e-$$-ex" dir="$e2e_tmp/exempt" i p pids=() key
+  local seg="/symfony.$id.$policy"
+  e2e_segments+=("$seg")
+  mkdir -p "$dir"
+  for i in $(seq 1 $M); do
+    if [ $((i % 2)) -eq 0 ]; then key=10.$i.0.1; [ $i -eq 40 ] && key=::1; else key=192.0.2.7; fi
+    fcgi a hot SF_ID="$id" SF_POLICY=$policy SF_LIMIT=$N SF_INTERVAL='1 day' SF_KEY="$key" \
+      SF_EXEMPT='10.0.0.0/8,::1' SRL_SLEEP_MS=100 >"$dir/r$i" 2>&1 & pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p"; done
+  local ex no
+  ex=$(for i in $(seq 2 2 $M); do cat "$dir/r$i"; done)
+  no=$(for i in $(seq 1 2 $M); do cat "$dir/r$i"; done)
+  check_eq "exempt: answers from the range" $((M / 2)) "$(grep -c '^sf pid=' <<<"$ex")"
+  check_eq "exempt: from the range, all accepted" $((M / 2)) "$(grep -c ' accepted=1 ' <<<"$ex")"
+  check_eq "exempt: from the range, decision's exempt" $((M / 2)) "$(grep -c '^sf exempt=1$' <<<"$ex")"
+  check_gt "exempt: workers that answered the range" 1 \
+    "$(sed -n 's/^sf pid=\([0-9]*\) .*/\1/p' <<<"$ex" | sort -u | wc -l)"
+  check_eq "exempt: 192.0.2.7 accepted" $N "$(grep -c ' accepted=1 ' <<<"$no")"
+  check_eq "exempt: 192.0.2.7 answered 429" $((M / 2 - N)) \
+    "$(tr -d '\r' <<<"$no" | grep -c '^Status: 429 Too Many Requests$')"
+  check_eq "exempt: 192.0.2.7 not exempt" $((M / 2)) "$(grep -c '^sf exempt=0$' <<<"$no")"
+  check_eq "exempt: rlctl info: allowed" $((M / 2 + N)) "$(rlctl_count "$seg" allowed)"
+  check_eq "exempt: rlctl info: denied" $((M / 2 - N)) "$(rlctl_count "$seg" denied)"
+  check_eq "exempt: rlctl info: keys (10.0.0.0/8's, ::1's, 192.0.2.7's)" 3 "$(rlctl_count "$seg" used)"
+  check_eq "exempt: rlctl metrics: srl_exempt_total" "srl_exempt_total{segment=\"$seg\"} $((M / 2))" \
+    "$(rlctl_as_owner metrics "$seg" | grep '^srl_exempt_total{')"
+  check_eq "exempt: rlctl list --exempt: the two ranges' keys" 2 \
+    "$(rlctl_as_owner list "$seg" --exempt --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["shown"])')"
+}
+run_exempt
 
 stop_pid "$fpm_pid" QUIT
 e2e_finish

@@ -5,8 +5,9 @@
  *
  * FastCGI variables (param.php): SRL_PHP_DIR, SF_ID, SF_POLICY, SF_LIMIT,
  * SF_INTERVAL (the windows' interval, the token bucket's rate interval,
- * whose amount is SF_LIMIT), SF_KEY, SRL_SLEEP_MS (pause before answering,
- * so the requests overlap across the workers).
+ * whose amount is SF_LIMIT), SF_KEY, SF_EXEMPT (the factory's 'exempt'
+ * list, comma-separated; none when empty), SRL_SLEEP_MS (pause before
+ * answering, so the requests overlap across the workers).
  * Sends what Symfony's documentation has a controller send: X-RateLimit-
  * Remaining, X-RateLimit-Retry-After, X-RateLimit-Limit; a refused request
  * gets 429 and Retry-After (seconds until getRetryAfter(), rounded up).
@@ -14,6 +15,7 @@
  *   sf pid=N accepted=0|1 remaining=N limit=N retry_us=N srl=ALLOWED,REMAINING,RETRY_NS,AT_US
  * retry_us: getRetryAfter() in microseconds since the epoch; srl: the srl
  * decision behind it (SrlLimiter::decision(); "none" for another limiter).
+ * With SF_EXEMPT, a second line: "sf exempt=0|1" (the decision's exempt).
  */
 declare(strict_types=1);
 
@@ -29,7 +31,9 @@ if ($policy === 'token_bucket') {
 } else {
     $config['interval'] = param('SF_INTERVAL');
 }
-$factory = new SrlRateLimiterFactory($config, ['capacity' => 1024]);
+$exempt = param('SF_EXEMPT', '');
+$factory = new SrlRateLimiterFactory($config, ['capacity' => 1024] +
+                                     ($exempt !== '' ? ['exempt' => explode(',', $exempt)] : []));
 
 $limiter = $factory->create(param('SF_KEY'));
 $limit = $limiter->consume(1);
@@ -47,4 +51,7 @@ printf("sf pid=%d accepted=%d remaining=%d limit=%d retry_us=%s srl=%s\n", getmy
        $limit->getRetryAfter()->format('Uu'),
        $d === null ? 'none' : sprintf('%d,%d,%d,%d', $d['allowed'] ? 1 : 0, $d['remaining'],
                                       $d['retryAfterNs'], (int)floor($d['at'] * 1e6)));
+if ($exempt !== '') {
+    printf("sf exempt=%d\n", $d !== null && $d['exempt'] ? 1 : 0);
+}
 usleep(1000 * (int)param('SRL_SLEEP_MS', '0'));

@@ -19,7 +19,8 @@
  *     ReserveNotSupportedException, InvalidArgumentException) and the
  *     config errors, which are Symfony's own classes and messages.
  * Prints "ok: ..." / "FAIL: ..." per check and exits 1 if any failed.
- * Environment: SRL_PHP_DIR, SRL_TAG (segment names' suffix, unique per run).
+ * Environment: SRL_PHP_DIR, SRL_TAG (segment names' suffix, unique per run),
+ * SRL_REDIS_URI (a redis-server symfony_unit.sh started: 'exempt' there).
  */
 declare(strict_types=1);
 
@@ -291,6 +292,101 @@ $a->reset();
 check('fw reserve(1) that needs no wait: srl, accepted at once', [true, 0.0],
       [$a->reserve(1)->getRateLimit()->isAccepted(), $a->reserve(1)->getWaitDuration()]);
 check('fw after reset(): srl remaining', 1, free($v, $key));
+
+// ------------------------------------------------------------------ exempt
+// fixed_window 2 an hour; exempt: two ranges, a bare address, an exact key.
+// An exempt key is never refused and each of its decisions is counted in
+// the segment's exempt (and allowed); an address in a range is decided
+// under the range's key, "ID exempt RANGE" (one slot per range; no Symfony
+// key, always "ID-KEY", can be spelled as it: the key '10.0.0.0/8' is limited).
+$exempt = ['10.0.0.0/8', '2001:DB8::/32', '::1', 'partner-key'];
+$fs = new SrlRateLimiterFactory(['id' => "unit-ex-$tag", 'policy' => 'fixed_window', 'limit' => 2,
+                                 'interval' => '1 hour'], ['capacity' => 64, 'exempt' => $exempt]);
+$segments[] = $fs->segment();
+$v = new Srl($fs->segment(), $fs->srlPolicy(), 64);
+/* [accepted of $n consume(1) of $key, its last decision's exempt], by factory $f */
+$acceptedBy = function (SrlRateLimiterFactory $f, string $key, int $n): array {
+    $l = $f->create($key);
+    $yes = 0;
+    for ($i = 0; $i < $n; $i++) {
+        $yes += $l->consume(1)->isAccepted() ? 1 : 0;
+    }
+    return [$yes, $l->decision()['exempt']];
+};
+$accepted = fn (string $key, int $n): array => $acceptedBy($fs, $key, $n);
+foreach ([
+    // key, requests, accepted, exempt
+    ['10.1.2.3', 5, 5, true], ['10.200.0.9', 4, 4, true], ['::ffff:10.0.0.5', 3, 3, true],
+    ['2001:db8:1::7', 3, 3, true], ['::1', 3, 3, true], ['partner-key', 6, 6, true],
+    ['11.0.0.1', 4, 2, false], ['2001:db9::7', 3, 2, false], ['partner-key2', 3, 2, false],
+    ['10.0.0.0/8', 3, 2, false],   /* the range's text as a key is a key like any other */
+] as [$key, $n, $want, $ex]) {
+    check("exempt: $key, $n requests: accepted, decision's exempt", [$want, $ex], $accepted($key, $n));
+}
+$st = $v->stats();
+check('exempt: stats exempt, allowed, denied (the segment\'s counts)', [24, 24 + 8, 5],
+      [$st['exempt'], $st['allowed'], $st['denied']]);
+check('exempt: an address in a range is decided under the range\'s key (tracked)', true,
+      $v->peek("unit-ex-$tag exempt 10.0.0.0/8") !== null);
+check('exempt: ... and its own key is untouched (not tracked)', null, $v->peek("unit-ex-$tag-10.1.2.3"));
+check('exempt: the IPv6 range in srl\'s form', true, $v->peek("unit-ex-$tag exempt 2001:db8::/32") !== null);
+$l = $fs->create('partner-key');
+$rl = $l->consume(2);
+check('exempt: consume(2) of an exempt key: accepted, remaining (its policy\'s, untouched)', [true, 0],
+      [$rl->isAccepted(), $rl->getRemainingTokens()]);
+check('exempt: more tokens than the limit is still Symfony\'s error',
+      'InvalidArgumentException: Cannot reserve more tokens (3) than the size of the rate limiter (2).',
+      thrown(fn () => $l->consume(3)));
+$l->reset();
+check('exempt: after reset() still exempt', [3, true], $accepted('partner-key', 3));
+check('exempt: reserve(1) of an exempt key: accepted at once', [true, 0.0],
+      [$l->reserve(1)->getRateLimit()->isAccepted(), $l->reserve(1)->getWaitDuration()]);
+check('exempt: stats exempt after consume(2), reset, 3 consumes, 2 reserves', 24 + 1 + 3 + 2,
+      $v->stats()['exempt']);
+// config errors, naming the entry
+foreach ([
+    'a string, not a list' => ['10.0.0.0/8', 'InvalidArgumentException: rate limiter "e": exempt must be '
+        . 'a list of keys and address ranges ([\'10.0.0.0/8\', \'::1\', \'partner-key\']), got string'],
+    'bits past the prefix' => [['10.0.0.1/8'], 'InvalidArgumentException: rate limiter "e": exempt: '
+        . '\'10.0.0.1/8\' is not an address range: give ADDRESS or ADDRESS/PREFIX (10.0.0.0/8, '
+        . '2001:db8::/32, ::1), the address with no bits set past the prefix'],
+    'a prefix too long' => [['::1/129'], 'InvalidArgumentException: rate limiter "e": exempt: \'::1/129\' '
+        . 'is not an address range: give ADDRESS or ADDRESS/PREFIX (10.0.0.0/8, 2001:db8::/32, ::1), the '
+        . 'address with no bits set past the prefix'],
+    'an empty entry' => [[''], 'InvalidArgumentException: rate limiter "e": exempt entries are non-empty '
+        . 'strings (a key or an address range), got \'\''],
+    'a number' => [[10], 'InvalidArgumentException: rate limiter "e": exempt entries are non-empty '
+        . 'strings (a key or an address range), got 10'],
+] as $what => [$list, $want]) {
+    check("exempt config error, $what", $want, thrown(fn () => new SrlRateLimiterFactory(
+        ['id' => 'e', 'policy' => 'fixed_window', 'limit' => 1, 'interval' => '1 hour'],
+        ['exempt' => $list])));
+}
+
+// exempt on a Redis store (which keeps no exemptions): accepted here, never
+// sent to srl (nothing tracked under the range's key), the others limited.
+$uri = getenv('SRL_REDIS_URI');
+check('exempt on Redis: SRL_REDIS_URI given', true, is_string($uri) && $uri !== '');
+$fs = new SrlRateLimiterFactory(['id' => "unit-exr-$tag", 'policy' => 'token_bucket', 'limit' => 2,
+                                 'rate' => ['interval' => '1 hour', 'amount' => 2]],
+                                ['capacity' => 64, 'exempt' => ['10.0.0.0/8', 'partner-key'],
+                                 'redis' => (string)$uri]);
+$segments[] = $fs->segment();
+foreach ([['10.1.2.3', 5, 5, true], ['partner-key', 4, 4, true], ['11.0.0.1', 3, 2, false]]
+         as [$key, $n, $want, $ex]) {
+    check("exempt on Redis: $key, $n requests: accepted, decision's exempt", [$want, $ex],
+          $acceptedBy($fs, $key, $n));
+}
+$l = $fs->create('10.1.2.3');
+$rl = $l->consume(2);
+check('exempt on Redis: consume(2): accepted, remaining the limit, decision exempt', [true, 2, true],
+      [$rl->isAccepted(), $rl->getRemainingTokens(), $l->decision()['exempt']]);
+check('exempt on Redis: reserve(1): accepted at once', [true, 0.0],
+      [$l->reserve(1)->getRateLimit()->isAccepted(), $l->reserve(1)->getWaitDuration()]);
+$v = new Srl($fs->segment(), $fs->srlPolicy(), 64, ['redis' => (string)$uri]);
+check('exempt on Redis: the range\'s key never reached srl', null, $v->peek("unit-exr-$tag exempt 10.0.0.0/8"));
+check('exempt on Redis: nor the exact key', null, $v->peek("unit-exr-$tag-partner-key"));
+check('exempt on Redis: the limited key is srl\'s (none left)', 0, free($v, "unit-exr-$tag-11.0.0.1"));
 
 // ---------------------------------------------------------------- no_limit
 [$fs] = factories(['id' => "unit-nl-$tag", 'policy' => 'no_limit']);

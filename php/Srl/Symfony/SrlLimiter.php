@@ -25,7 +25,15 @@
  * refused RateLimit (retryAfter: when the tokens will be free).  $maxTime
  * null waits at most srl's longest reservation (1 h, SRL_WAIT_MAX_NS).
  *
- * No state of its own: every answer is the segment's.
+ * An exempt key (the factory's 'exempt' option) is never refused:
+ * EXEMPT_SRL, the segment marks it exempt and decides it (accepted,
+ * remaining what its policy would leave, counted in stats()['exempt']; a
+ * ban by hand still wins); EXEMPT_HERE, a store that keeps no exemptions
+ * (Redis): accepted here without asking srl, remaining the limit.
+ * decision() has 'exempt' => true|false.  Symfony's own errors stay
+ * (more tokens than the limit, sliding_window's reserve()).
+ *
+ * No state of its own: every answer is the segment's (EXEMPT_HERE aside).
  */
 declare(strict_types=1);
 
@@ -41,12 +49,37 @@ final class SrlLimiter implements LimiterInterface
 {
     private const WAIT_MAX_NS = 3600 * 1000000000;   /* srl.h SRL_WAIT_MAX_NS */
 
+    public const EXEMPT_NO = 0;     /* limited */
+    public const EXEMPT_SRL = 1;    /* marked exempt in the segment, decided by srl */
+    public const EXEMPT_HERE = 2;   /* the store keeps no exemptions: accepted here */
+
     private ?array $last = null;
 
     /* @internal: made by SrlRateLimiterFactory::create() */
     public function __construct(private \Srl $srl, private string $key, private string $policy,
-                                private int $limit)
+                                private int $limit, private int $exempt = self::EXEMPT_NO)
     {
+    }
+
+    /* @internal: mark $key exempt in $srl's segment; which EXEMPT_* it got. */
+    public static function markExempt(\Srl $srl, string $key): int
+    {
+        try {
+            $srl->exempt($key);
+            return self::EXEMPT_SRL;
+        } catch (\SrlException $e) {
+            if ($e->getCode() === \SrlError::ENOTSUP) {
+                return self::EXEMPT_HERE;
+            }
+            throw $e;
+        }
+    }
+
+    /* The decision an EXEMPT_HERE key gets: accepted, nothing taken. */
+    private function exemptHere(): array
+    {
+        return ['allowed' => true, 'remaining' => $this->limit, 'retryAfterNs' => 0, 'waitNs' => 0,
+                'limit' => $this->limit, 'reset' => 0];
     }
 
     public function consume(int $tokens = 1): RateLimit
@@ -57,7 +90,8 @@ final class SrlLimiter implements LimiterInterface
             return $this->unchanged($tokens === 0);
         }
         $this->checkTokens($tokens);
-        $d = $this->srl->acquire($this->key, $tokens);
+        $d = $this->exempt === self::EXEMPT_HERE ? $this->exemptHere()
+                                                 : $this->srl->acquire($this->key, $tokens);
         return $this->rateLimit($d, $d['allowed'], $d['retryAfterNs']);
     }
 
@@ -73,7 +107,9 @@ final class SrlLimiter implements LimiterInterface
         $this->checkTokens($tokens);
         $maxNs = $maxTime === null ? self::WAIT_MAX_NS
             : (int)min(self::WAIT_MAX_NS, max(0.0, floor($maxTime * 1e9)));
-        if ($this->policy === 'token_bucket') {
+        if ($this->exempt === self::EXEMPT_HERE) {
+            $d = $this->exemptHere();
+        } elseif ($this->policy === 'token_bucket') {
             $d = $this->srl->reserve($this->key, $maxNs, $tokens);
         } else {
             /* a window cannot hold a future admission: decide now */
@@ -105,6 +141,9 @@ final class SrlLimiter implements LimiterInterface
     public function reset(): void
     {
         $this->srl->reset($this->key);
+        if ($this->exempt === self::EXEMPT_SRL) {
+            $this->srl->exempt($this->key);   /* forgetting the key forgot its exemption */
+        }
     }
 
     /* srl's decision behind the last RateLimit (Srl::acquire()'s array, and
@@ -144,7 +183,7 @@ final class SrlLimiter implements LimiterInterface
     private function rateLimit(array $d, bool $accepted, int $afterNs): RateLimit
     {
         $at = microtime(true);
-        $this->last = $d + ['at' => $at];
+        $this->last = $d + ['at' => $at, 'exempt' => $this->exempt !== self::EXEMPT_NO];
         $us = (int)floor($at * 1e6) + intdiv($afterNs + 999, 1000);
         $when = \DateTimeImmutable::createFromFormat('U.u',
                                                      sprintf('%d.%06d', intdiv($us, 1000000), $us % 1000000));

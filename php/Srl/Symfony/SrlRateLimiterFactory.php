@@ -30,6 +30,20 @@
  * first create(), once per factory; each limiter's srl key is Symfony's own
  * storage key, "ID-KEY".  Nothing here touches FFI: Srl.php does, so under
  * php-fpm with ffi.enable=preload only Srl.php needs to be preloaded.
+ *
+ * Exemptions (option 'exempt', a list): each entry is an address or range
+ * ('10.0.0.0/8', '::1', '2001:db8::/32', read by Srl::cidr) or else an
+ * exact key ('partner-api-key').  create($key) of an exempt key gives a
+ * limiter that is never refused: its srl key is marked exempt in the
+ * segment (srl_key_exempt, once per factory and key), so its decisions
+ * are counted (stats()['exempt'], rlctl metrics srl_exempt_total) and a
+ * ban by hand (rlctl ban) still wins.  A key that is an address in a
+ * range is decided under the range's key, "ID exempt 10.0.0.0/8": one slot
+ * per range, however many addresses use it (an exempt slot is never
+ * evicted, so one per address could fill the table); no Symfony key, always
+ * "ID-KEY", is spelled so.  On a store that keeps no
+ * exemptions (redis=) an exempt key is accepted without asking srl, and
+ * not counted.
  */
 declare(strict_types=1);
 
@@ -51,7 +65,7 @@ final class SrlRateLimiterFactory
     ];
 
     /* Options of this factory beside Srl's own (which Srl checks). */
-    private const OWN_OPTIONS = ['capacity', 'name'];
+    private const OWN_OPTIONS = ['capacity', 'name', 'exempt'];
 
     private array $config;
     private array $options;
@@ -59,6 +73,9 @@ final class SrlRateLimiterFactory
     private string $name = '';
     private int $capacity;
     private ?\Srl $srl = null;
+    private array $exemptKeys = [];     /* exact key => true */
+    private array $exemptRanges = [];   /* srl's form of each range ('10.0.0.0/8') */
+    private array $exempted = [];       /* srl key => SrlLimiter::EXEMPT_* once marked */
 
     /*
      * $config: Symfony's limiter config (id and policy required; limit for
@@ -66,7 +83,8 @@ final class SrlRateLimiterFactory
      * ['interval' => ..., 'amount' => 1] for token_bucket).  Unknown or
      * mistyped keys throw OptionsResolver's exceptions, as Symfony's own
      * factory does.  $options: capacity (keys the segment holds, default
-     * 65536), name (the segment, default "/symfony.ID.POLICY"), and Srl's
+     * 65536), name (the segment, default "/symfony.ID.POLICY"), exempt
+     * (keys and address ranges never refused: the file's head), and Srl's
      * options (key_display, on_full, mode, flags, dry_run), passed on.
      */
     public function __construct(array $config, array $options = [])
@@ -79,6 +97,66 @@ final class SrlRateLimiterFactory
                                                                       $this->config['policy']));
         $this->options = array_diff_key($options, array_flip(self::OWN_OPTIONS));
         $this->policy = self::policyOf($this->config);
+        $this->exemptions($options['exempt'] ?? []);
+    }
+
+    /* Sort 'exempt' entries into ranges and exact keys.  An entry that
+     * starts as an address ('10.0.0.1/8': bits set past the prefix; '::1/129')
+     * but is no range throws, naming it: taken as a key it would exempt
+     * nothing, silently. */
+    private function exemptions(mixed $list): void
+    {
+        if (!is_array($list) || !array_is_list($list)) {
+            throw new \InvalidArgumentException(sprintf(
+                'rate limiter "%s": exempt must be a list of keys and address ranges '
+                . '([\'10.0.0.0/8\', \'::1\', \'partner-key\']), got %s', $this->config['id'],
+                get_debug_type($list)));
+        }
+        foreach ($list as $e) {
+            if (!is_string($e) || $e === '') {
+                throw new \InvalidArgumentException(sprintf(
+                    'rate limiter "%s": exempt entries are non-empty strings (a key or an '
+                    . 'address range), got %s', $this->config['id'], var_export($e, true)));
+            }
+            $addr = explode('/', $e, 2)[0];
+            if (filter_var($addr, FILTER_VALIDATE_IP) === false) {
+                $this->exemptKeys[$e] = true;
+                continue;
+            }
+            try {
+                $this->exemptRanges[] = \Srl::cidr($e);
+            } catch (\SrlException $x) {
+                throw new \InvalidArgumentException(sprintf('rate limiter "%s": exempt: %s',
+                                                            $this->config['id'],
+                                                            substr($x->getMessage(), 5)), 0, $x);
+            }
+        }
+    }
+
+    /* Which exemption $key has: [srl key, SrlLimiter::EXEMPT_*]. */
+    private function exemptionOf(?string $key): array
+    {
+        $srlKey = $this->config['id'] . '-' . $key;
+        if ($key === null || ($this->exemptKeys === [] && $this->exemptRanges === [])) {
+            return [$srlKey, SrlLimiter::EXEMPT_NO];
+        }
+        if (!isset($this->exemptKeys[$key])) {
+            $range = null;
+            if ($this->exemptRanges !== [] && filter_var($key, FILTER_VALIDATE_IP) !== false) {
+                foreach ($this->exemptRanges as $r) {
+                    if (\Srl::cidrMatch($r, $key)) {
+                        $range = $r;
+                        break;
+                    }
+                }
+            }
+            if ($range === null) {
+                return [$srlKey, SrlLimiter::EXEMPT_NO];
+            }
+            /* "ID exempt RANGE": never a Symfony key, which is always "ID-KEY" */
+            $srlKey = $this->config['id'] . ' exempt ' . $range;
+        }
+        return [$srlKey, $this->exempted[$srlKey] ??= SrlLimiter::markExempt($this->srl, $srlKey)];
     }
 
     /* A limiter for $key (Symfony's create(): ids combine as "ID-KEY"). */
@@ -88,8 +166,9 @@ final class SrlRateLimiterFactory
             return new NoLimiter();
         }
         $this->srl ??= new \Srl($this->name, $this->policy, $this->capacity, $this->options);
-        return new SrlLimiter($this->srl, $this->config['id'] . '-' . $key,
-                              $this->config['policy'], $this->config['limit']);
+        [$srlKey, $exempt] = $this->exemptionOf($key);
+        return new SrlLimiter($this->srl, $srlKey, $this->config['policy'], $this->config['limit'],
+                              $exempt);
     }
 
     /* The srl policy text the config maps to (null for no_limit). */
