@@ -79,8 +79,8 @@ SRL_API const char *srl_strerror(int code);
  * "SRL_OK" for 0), static; NULL for a code that is not in SRL_ERRNO_MAP. */
 SRL_API const char *srl_err_name(int code);
 
-/* The calling thread's sentence for its last failed Redis or tiered call,
- * open included (which server and what happened, e.g. "connect
+/* The calling thread's sentence for its last failed Redis, tiered or
+ * operator-control call, open included (which server and what happened, e.g. "connect
  * 127.0.0.1:6390: connection refused"; never a password, non-printable
  * bytes as '?'; "" if none).  Each such call clears it first: read it right
  * after the failure, in the same thread.  A tiered open refused by its host
@@ -738,7 +738,8 @@ SRL_API int64_t srl_evict_idle(srl_limiter *lim);
  * if there is no room).  exempt: never refused nor evicted, counted in
  * srl_stats.allowed and .exempt, its state untouched.  banned: denied until
  * the ban ends, retry_after the time left; a ban wins over an exemption.
- * Each call takes the key's lock once.  Returns 0, SRL_EKEY, SRL_EINVAL,
+ * A limiter with a concurrency limit refuses exempt and ban (SRL_ENOTSUP:
+ * srl_enter reads neither).  Each call takes the key's lock once.  Returns 0, SRL_EKEY, SRL_EINVAL,
  * SRL_ENOSPC, SRL_ENOTSUP or a lock error. */
 #define SRL_KEY_EXEMPT 0x1u       /* srl_key_control.flags, srl_entry.control */
 #define SRL_KEY_BANNED 0x2u       /* banned by hand (srl_key_ban), until ban_left_ns */

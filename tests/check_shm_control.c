@@ -297,6 +297,30 @@ START_TEST(bad_control_arguments_are_refused)
 }
 END_TEST
 
+/* srl_enter decides a limiter with a concurrency limit and reads no
+ * exemption nor ban: setting one is refused, not reported done. */
+START_TEST(exempt_and_ban_are_refused_where_srl_enter_decides)
+{
+    fake_clock *clock = fake_clock_shared(1000 * SEC);
+    srl_config cfg = config("concurrency:2", 64, clock);
+    struct store st;
+    store_open(&st, _i, &cfg);
+    char why[256];
+    ck_assert_int_eq(srl_key_exempt(st.lim, "k", 1, 1), SRL_ENOTSUP);
+    srl_last_error(why, sizeof why);
+    ck_assert_str_eq(why, "this policy has an in-flight (concurrency) limit, whose "
+                     "srl_enter reads no exemption or ban: set them on a rate-limit segment "
+                     "its requests pass first");
+    ck_assert_int_eq(srl_key_ban(st.lim, "k", 1, SEC, "x"), SRL_ENOTSUP);
+    srl_key_control kc;
+    ck_assert_int_eq(srl_key_control_get(st.lim, "k", 1, &kc), SRL_ENOENT);   /* nothing stored */
+    ck_assert_uint_eq(srl_last_error(why, sizeof why), 0);   /* each call clears it */
+    ck_assert_int_eq(srl_key_exempt(st.lim, "k", 1, 0), SRL_ENOENT);   /* taking back: allowed (untracked) */
+    ck_assert_int_eq(srl_key_unban(st.lim, "k", 1), SRL_ENOENT);
+    store_close(&st);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("control");
@@ -307,6 +331,7 @@ int main(void)
     tcase_add_loop_test(tc, eight_processes_racing_a_ban_and_an_unban_never_admit_during_the_ban,
                         0, 2);
     tcase_add_loop_test(tc, bad_control_arguments_are_refused, 0, 2);
+    tcase_add_loop_test(tc, exempt_and_ban_are_refused_where_srl_enter_decides, 0, 2);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -269,6 +269,7 @@ int srl_reset_key(srl_limiter *lim, const void *key, size_t len)
 static int key_control(srl_limiter *lim, const void *key, size_t len, int op, uint64_t for_ns,
                        const char *reason, srl_key_control *out)
 {
+    srl__err_clear();
     if (lim == NULL)
         return SRL_EINVAL;
     int rc = check_key(key, len);
@@ -276,6 +277,14 @@ static int key_control(srl_limiter *lim, const void *key, size_t len, int op, ui
         return rc;
     if (lim->ops->key_control == NULL)
         return SRL_ENOTSUP;   /* in-process, Redis, tiered: not yet (srl.h) */
+    if ((op == SRL__CTL_EXEMPT || op == SRL__CTL_BAN) && lim->cmp.conc >= 0) {
+        /* srl_enter decides such a limiter and reads neither: a flag set
+         * here would say "done" and change nothing. */
+        srl__err_set("this policy has an in-flight (concurrency) limit, whose srl_enter reads "
+                     "no exemption or ban: set them on a rate-limit segment its requests "
+                     "pass first");
+        return SRL_ENOTSUP;
+    }
     return lim->ops->key_control(lim, key, len, op, for_ns, reason, out);
 }
 
