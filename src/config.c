@@ -33,6 +33,7 @@
 struct store {
     srl_tier tiers[SRL_TIERS_MAX - 1];
     char redis[SRL_CONFIG_URI_MAX + 1];   /* "" when not given */
+    srl_limits fallback;                  /* count 0 when not given */
 };
 
 /* Where errors go: offsets are counted from base (the value's place in the spec). */
@@ -330,6 +331,29 @@ static int set_redis(srl_config *c, const struct field *f, const char *v, size_t
     return 0;
 }
 
+/* fallback=POLICY: the fronted store's host policy while Redis does not
+ * answer (tiered.c).  A rate limit or a compound of them: a concurrency
+ * unit has a holder the host could not give back to Redis. */
+static int set_fallback(srl_config *c, const struct field *f, const char *v, size_t n,
+                        const char *sub, struct cerr *ce)
+{
+    (void)f;
+    (void)sub;
+    srl_limits l;
+    int rc = limits_of(v, n, &l, ce);
+    if (rc != 0)
+        return rc;
+    for (uint32_t i = 0; i < l.count; i++)
+        if (l.limit[i].algorithm == SRL_CONCURRENCY)
+            return fail(ce, 0, n, "fallback takes rate limits, not concurrency (the host "
+                        "could not give Redis its units back)");
+    struct store *s = store_of(c);
+    if (s == NULL)
+        return SRL_ENOMEM;
+    s->fallback = l;
+    return 0;
+}
+
 /* ------------------------------------------------------------ shows */
 
 static int put(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -430,6 +454,17 @@ static int show_redis(const srl_config *c, const struct field *f, char *buf, siz
     return u == NULL ? 0 : put(buf, len, " %s=%s", f->name, u);
 }
 
+static int show_fallback(const srl_config *c, const struct field *f, char *buf, size_t len)
+{
+    const srl_limits *l = srl__config_fallback(c);
+    char t[SRL_LIMITS_TEXT_MAX];
+    if (l == NULL)
+        return 0;
+    if (srl_limits_format(l, t, sizeof t) < 0)
+        return SRL_EPOLICY;
+    return put(buf, len, " %s=%s", f->name, t);
+}
+
 /* ------------------------------------------------------------ the table */
 
 /* The bounds in the messages are srl.h's: */
@@ -462,6 +497,8 @@ static const struct field fields[] = {
      "on or off (yes/no, true/false, 1/0)"},
     {"tier.", set_tier, show_tiers, 0, 0, 0, "has one policy", "tier.NAME=POLICY"},
     {"redis", set_redis, show_redis, 0, 0, 0, NULL, "a redis:// or unix:// uri"},
+    {"fallback", set_fallback, show_fallback, 0, 0, 0, NULL,
+     "a rate policy such as token_bucket:25/1m"},
 };
 
 #define N_FIELDS (sizeof fields / sizeof fields[0])
@@ -752,6 +789,14 @@ const char *srl_config_redis(const srl_config *cfg)
         return NULL;
     const struct store *s = (const struct store *)(const void *)cfg->tiers;
     return s->redis[0] != '\0' ? s->redis : NULL;
+}
+
+const srl_limits *srl__config_fallback(const srl_config *cfg)
+{
+    if (cfg == NULL || cfg->tiers == NULL)
+        return NULL;
+    const struct store *s = (const struct store *)(const void *)cfg->tiers;
+    return s->fallback.count > 0 ? &s->fallback : NULL;
 }
 
 void srl_config_free(srl_config *cfg)

@@ -27,4 +27,8 @@ unsigned srl__edit_distance(const char *a, size_t n, const char *b);
 /* 1 if some tier of c (0 included) has a gcra limit. */
 int srl__config_has_gcra(const srl_config *c);
 
+/* The config's fallback=POLICY (srl_open_tiered's host policy while Redis
+ * does not answer), NULL when not given. */
+const srl_limits *srl__config_fallback(const srl_config *c);
+
 #endif
