@@ -51,6 +51,7 @@
 #include "errdetail.h"
 #include "limiter.h"
 #include "redis_cluster.h"
+#include "redis_sentinel.h"
 #include "redis_uri.h"
 
 #include <errno.h>
@@ -107,6 +108,7 @@ struct rstore {
     uint64_t created_unix_ns;
     srl_policy adopted;       /* open with cfg NULL: the policy read from P:cfg */
     int connect_failed;       /* under mu: the last ensure() could not connect */
+    int sentinel_next;        /* under mu: the sentinel to ask first (the last that answered) */
     int cfg_checked;          /* under mu: P:cfg created or found equal (open_cfg) */
     int cfg_mismatch;         /* under mu: P:cfg holds another policy (sticky) */
     uint64_t mismatched;      /* atomic: decisions by on_full for cfg_mismatch */
@@ -458,6 +460,18 @@ static void call_end(struct rstore *r, int rc)
     pthread_mutex_unlock(&r->mu);
 }
 
+/* Under mu: a connect to n failed with rc (srl_last_error says why): no
+ * new attempt for 10 ms, doubling up to 1 s.  Returns rc. */
+static int connect_backoff(struct srl__rconn *n, int rc)
+{
+    uint64_t wait_ms = n->failures < 7 ? 10ull << n->failures : 1000;
+    n->failures++;
+    n->retry_at_ns = srl__clock_ns(CLOCK_MONOTONIC) + wait_ms * 1000000ull;
+    n->last_rc = rc;
+    (void)srl_last_error(n->last_msg, sizeof n->last_msg);
+    return rc;
+}
+
 /* Under mu: make sure n->c is a live connection of this process.  After a
  * failed connect the next attempts wait: 10 ms, doubling up to 1 s; calls
  * in between fail at once with the last connect's code, so a server that is
@@ -478,6 +492,17 @@ static int ensure(struct rstore *r, struct srl__rconn *n)
     uint64_t left = left_ns(r);
     if (left == 0)
         return SRL_ETIMEDOUT;   /* the call's time is up: no connect, no backoff */
+    if (r->u.sentinel) {
+        /* Every new connection asks the sentinels where the master is now
+         * (redis_sentinel.c): a connection error or a -READONLY dropped the
+         * last one.  Their failure is a failed connect (same backoff). */
+        int rc = srl__sentinel_master(&r->u, r->deadline_ns, &r->sentinel_next, n->host,
+                                      &n->port);
+        r->connect_failed = rc != 0;
+        if (rc != 0)
+            return connect_backoff(n, rc);
+        left = left_ns(r);
+    }
     uint64_t us = (left + 999) / 1000;
     struct timeval tv = {.tv_sec = (time_t)(us / 1000000),
                          .tv_usec = (suseconds_t)(us % 1000000)};
@@ -513,12 +538,7 @@ static int ensure(struct rstore *r, struct srl__rconn *n)
     }
     if (rc != 0) {
         redisFree(c);
-        uint64_t wait_ms = n->failures < 7 ? 10ull << n->failures : 1000;
-        n->failures++;
-        n->retry_at_ns = srl__clock_ns(CLOCK_MONOTONIC) + wait_ms * 1000000ull;
-        n->last_rc = rc;
-        (void)srl_last_error(n->last_msg, sizeof n->last_msg);
-        return rc;
+        return connect_backoff(n, rc);
     }
     n->failures = 0;
     n->c = c;
@@ -959,7 +979,8 @@ static int slot_init(struct rstore *r, const char *k, size_t kl)
  * scripts; on a cluster, this key's master had not loaded it yet) or
  * re-create P:cfg (SRLNOCFG: a server restarted without persistence lost
  * it, and every state with it: start the prefix over with this policy; on
- * a cluster the slot hash is missing: make it).  Under mu.  1 if one of
+ * a cluster the slot hash is missing: make it), or, behind Sentinel, ask
+ * the sentinels again (READONLY: the server was demoted).  Under mu.  1 if one of
  * them was done (*rc its result: retry if 0), else 0. */
 static int script_recover(struct rstore *r, const redisReply *rep, int *rc, const char *k,
                           size_t kl)
@@ -970,6 +991,8 @@ static int script_recover(struct rstore *r, const redisReply *rep, int *rc, cons
         *rc = load_script(r, r->u.cluster ? NULL : k, kl);
     else if (strncmp(rep->str, "SRLNOCFG", 8) == 0)
         *rc = r->u.cluster ? slot_init(r, k, kl) : open_cfg(r, 0);
+    else if (r->u.sentinel && strstr(rep->str, "READONLY") != NULL)
+        drop(&r->one);   /* a demoted master: the retry asks the sentinels again */
     else
         return 0;
     return 1;
