@@ -14,11 +14,15 @@
  *     so parse(format(c)) == c field for field.
  *   - cfg->tiers is NULL or points at a struct store (malloc'd, owned by the
  *     config, freed by srl_config_free): tiers first, so the pointer to the
- *     tiers is the pointer to the block.  Nothing else is ever freed.
+ *     tiers is the pointer to the block.  Nothing else is ever freed.  Every
+ *     store is listed in `stores` (under stores_mu, the file's one lock)
+ *     while it lives: the fallback is read only from a listed block.
  *   - A refused parse or set leaves *cfg as it was (work is done on a copy).
  *   - Every message quotes the text through srl__quote (no control bytes).
- * Pure functions over their arguments (and malloc): safe from any thread.
+ * Pure functions over their arguments (and malloc, and the list of stores
+ * under its mutex): safe from any thread.
  */
+#include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -256,11 +260,55 @@ static int set_policy(srl_config *c, const struct field *f, const char *v, size_
     return 0;
 }
 
+/* Every store this file made and has not freed.  A caller may point
+ * cfg->tiers at a tier table of its own (mod_srl does), which is no store:
+ * what is read past the tiers (the fallback, for srl_open_tiered) is read
+ * only from a block found here, never from a caller's table. */
+static pthread_mutex_t stores_mu = PTHREAD_MUTEX_INITIALIZER;
+static const void **stores;
+static size_t nstores, stores_cap;
+
+static struct store *store_new(void)
+{
+    struct store *s = calloc(1, sizeof *s);
+    if (s == NULL)
+        return NULL;
+    pthread_mutex_lock(&stores_mu);
+    if (nstores == stores_cap) {
+        size_t cap = stores_cap ? 2 * stores_cap : 16;
+        const void **n = realloc(stores, cap * sizeof *n);
+        if (n == NULL) {
+            pthread_mutex_unlock(&stores_mu);
+            free(s);
+            return NULL;
+        }
+        stores = n;
+        stores_cap = cap;
+    }
+    stores[nstores++] = s;
+    pthread_mutex_unlock(&stores_mu);
+    return s;
+}
+
+static void store_free(const void *p)
+{
+    if (p == NULL)
+        return;
+    pthread_mutex_lock(&stores_mu);
+    for (size_t i = 0; i < nstores; i++)
+        if (stores[i] == p) {
+            stores[i] = stores[--nstores];
+            break;
+        }
+    pthread_mutex_unlock(&stores_mu);
+    free((void *)p);
+}
+
 /* The config's store, made if needed; NULL on ENOMEM. */
 static struct store *store_of(srl_config *c)
 {
     if (c->tiers == NULL)
-        c->tiers = calloc(1, sizeof(struct store));
+        c->tiers = (srl_tier *)store_new();
     return (struct store *)(void *)c->tiers;
 }
 
@@ -456,11 +504,11 @@ static int show_redis(const srl_config *c, const struct field *f, char *buf, siz
 
 static int show_fallback(const srl_config *c, const struct field *f, char *buf, size_t len)
 {
-    const srl_limits *l = srl__config_fallback(c);
+    srl_limits l;
     char t[SRL_LIMITS_TEXT_MAX];
-    if (l == NULL)
+    if (!srl__config_fallback(c, &l))
         return 0;
-    if (srl_limits_format(l, t, sizeof t) < 0)
+    if (srl_limits_format(&l, t, sizeof t) < 0)
         return SRL_EPOLICY;
     return put(buf, len, " %s=%s", f->name, t);
 }
@@ -627,7 +675,7 @@ int srl_config_set(srl_config *cfg, const char *name, const char *value, srl_pol
     }
     if (rc != 0) {
         if (had == NULL && c.tiers != NULL)
-            free((void *)c.tiers);
+            store_free(c.tiers);
         else if (had != NULL)
             memcpy(had, &saved, sizeof saved);
         return rc;
@@ -791,19 +839,28 @@ const char *srl_config_redis(const srl_config *cfg)
     return s->redis[0] != '\0' ? s->redis : NULL;
 }
 
-const srl_limits *srl__config_fallback(const srl_config *cfg)
+int srl__config_fallback(const srl_config *cfg, srl_limits *out)
 {
+    int given = 0;
     if (cfg == NULL || cfg->tiers == NULL)
-        return NULL;
-    const struct store *s = (const struct store *)(const void *)cfg->tiers;
-    return s->fallback.count > 0 ? &s->fallback : NULL;
+        return 0;
+    pthread_mutex_lock(&stores_mu);
+    for (size_t i = 0; i < nstores && !given; i++)
+        if (stores[i] == (const void *)cfg->tiers) {
+            const struct store *s = stores[i];
+            given = s->fallback.count > 0;
+            if (given)
+                *out = s->fallback;
+        }
+    pthread_mutex_unlock(&stores_mu);
+    return given;
 }
 
 void srl_config_free(srl_config *cfg)
 {
     if (cfg == NULL)
         return;
-    free((void *)cfg->tiers);
+    store_free(cfg->tiers);
     cfg->tiers = NULL;
     cfg->tier_count = 0;
 }

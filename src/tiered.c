@@ -401,7 +401,8 @@ int srl_open_tiered(const char *shm_name, const char *uri, const srl_config *cfg
     if (shm_name == NULL || uri == NULL)
         return SRL_EINVAL;
     rc = srl_name_check(shm_name);
-    const srl_limits *fbp = srl__config_fallback(use);
+    srl_limits fbl;
+    const srl_limits *fbp = srl__config_fallback(use, &fbl) ? &fbl : NULL;
     if (rc == 0 && fbp != NULL)
         rc = srl__fallback_name_check(shm_name);   /* before anything is made */
     if (rc != 0)

@@ -251,6 +251,44 @@ START_TEST(a_host_name_too_long_for_its_fallback_segment_is_refused)
 }
 END_TEST
 
+/* A caller's own tier table (mod_srl points cfg->tiers at one) is no
+ * config store: nothing past its tiers is read as a fallback, even bytes
+ * laid out as one. */
+START_TEST(a_tier_table_of_the_caller_s_own_carries_no_fallback)
+{
+    snprintf(dir, sizeof dir, "/tmp/srl-fallback-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(sock, sizeof sock, "%s/redis.sock", dir);
+    snprintf(uri, sizeof uri, "unix://%s?timeout_ms=300&prefix=own", sock);
+    pid_t srv = redis_server_start(dir, sock, NULL);
+    static struct {
+        srl_tier tiers[SRL_TIERS_MAX - 1];
+        char redis[SRL_CONFIG_URI_MAX + 1];
+        srl_limits fallback;   /* where config.c's store keeps it */
+    } own;
+    memset(&own, 0, sizeof own);
+    srl_policy_error pe;
+    ck_assert_int_eq(srl_limits_parse_ex("gcra:1/1h", &own.fallback, &pe), 0);
+    srl_config cfg;
+    srl_config_init(&cfg);
+    ck_assert_int_eq(srl_policy_parse("gcra:10/1h", &cfg.policy), 0);
+    cfg.tiers = own.tiers;
+    cfg.tier_count = 0;
+    const char *name = unique_name("own");
+    srl_limiter *lim = NULL;
+    ck_assert_int_eq(srl_open_tiered(name, uri, &cfg, SRL_CREATE, &lim), 0);
+    char path[256];
+    snprintf(path, sizeof path, "/dev/shm%s.fallback", name);
+    ck_assert_msg(access(path, F_OK) != 0, "%s exists: a fallback was read from the caller's "
+                  "table", path);
+    srl_close(lim);
+    unlink_host(name);
+    redis_server_stop(srv);
+    unlink(sock);
+    rmdir(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("tiered_fallback");
@@ -259,6 +297,7 @@ int main(void)
     tcase_add_test(tc, redis_down_the_host_enforces_the_fallback_exactly_then_redis_takes_over);
     tcase_add_test(tc, the_option_goes_through_the_config_text);
     tcase_add_test(tc, a_host_name_too_long_for_its_fallback_segment_is_refused);
+    tcase_add_test(tc, a_tier_table_of_the_caller_s_own_carries_no_fallback);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
