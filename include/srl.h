@@ -724,6 +724,9 @@ SRL_API void srl_config_init(srl_config *cfg);
  *   redis=URI          a Redis store (srl_redis_uri_check), for
  *                      srl_open_tiered: kept beside the config, read with
  *                      srl_config_redis (srl_config has no uri field)
+ *   fallback=POLICY    srl_open_tiered: while Redis does not answer, the
+ *                      host decides with POLICY (rate limits, a compound
+ *                      too), exactly, in the segment NAME.fallback
  * BOOL is on/off, yes/no, true/false or 1/0; every enum word (allow, deny,
  * self, BOOL) in any case.  A spec with redis= refuses key_display, mode,
  * tiers, lockfree and flood_cache (a Redis store has none of them) and takes
@@ -907,6 +910,7 @@ SRL_API int srl_open_local(const srl_config *cfg, srl_limiter **out);
  *     redis://[user:password@]host[:port][/db][?options]   (port 6379)
  *     unix://[user:password@]/path/to/redis.sock[?options]
  *     redis-cluster://[user:password@]host[:port][,host[:port]...][?options]
+ *     redis-sentinel://[user:password@]host[:port][,host[:port]...]/MASTER[?options]
  * options, joined by '&': db=N (SELECT), timeout_ms=N (a call's whole time,
  * default cfg->lock_timeout_ms), prefix=P (1..128 bytes, default "srl"),
  * user=U and password=W (AUTH; or in the userinfo, ":password@" without a
@@ -997,6 +1001,22 @@ SRL_API int srl_open_local(const srl_config *cfg, srl_limiter **out);
  * SRL_ENOTSUP.  Built only with hiredis (meson -Dredis=enabled|auto);
  * without it srl_open_redis returns SRL_ENOTSUP.
  *
+ * Redis Sentinel (redis-sentinel://, 1..16 sentinels over TCP, port 26379
+ * unless given; MASTER 1..127 bytes of [A-Za-z0-9._:-]; credentials and db
+ * are the master's, the sentinels are asked without AUTH).  Before each new
+ * connection (the first, and after a connection error or a -READONLY
+ * reply: a demoted master) the sentinels are asked in turn, from the last
+ * that answered, SENTINEL get-master-addr-by-name MASTER, each within a
+ * share of timeout_ms; a reply is at most 300 bytes of that exact shape
+ * (host 1..255 bytes of [A-Za-z0-9._:-], port 1..65535), else that
+ * sentinel is skipped and named in srl_last_error ("sentinels of 'M':
+ * HOST:PORT answered '...'").  No sentinel answering is a failed connect
+ * (SRL_ESYS or SRL_ETIMEDOUT, the backoff below).  What a failover loses:
+ * Redis replicates asynchronously, so the admissions the old master
+ * acknowledged and had not yet sent to the replica are unknown to the new
+ * master (their keys admit that many again); decisions after it are exact
+ * (check_redis_sentinel measures and prints the loss under load).
+ *
  * Redis Cluster (redis-cluster://, 1..16 seeds over TCP; db must be 0; a
  * prefix holding '{' or '}' is SRL_EINVAL, as a hash tag there would put
  * every key in one slot).  The slot map comes from CLUSTER SLOTS of any
@@ -1025,8 +1045,7 @@ SRL_API int srl_open_local(const srl_config *cfg, srl_limiter **out);
  * SRL_ETIMEDOUT with a DEGRADED decision): resharding while running keeps
  * decisions exact, but calls on a slot mid-move may wait.  Replicas are
  * not read (every command goes to a master); after a failover the map is
- * refreshed on the next call (a failed call marks it stale).  Sentinel is
- * not supported.  Each master decides on its own TIME: keep the cluster's
+ * refreshed on the next call (a failed call marks it stale).  Each master decides on its own TIME: keep the cluster's
  * clocks in sync (a slot moved to a master whose clock differs by d sees
  * its keys' times shift by d).  A master down: its keys' calls return
  * SRL_ETIMEDOUT/SRL_ESYS with on_full's DEGRADED decision, the other
@@ -1057,7 +1076,17 @@ SRL_API int srl_open_redis(const char *uri, const srl_config *cfg, srl_limiter *
  *     memory of the key; rlctl reset on the host segment clears it alone.
  *   - Redis slow or down: as srl_open_redis (SRL_ETIMEDOUT or SRL_ESYS,
  *     on_full's answer flagged SRL_DECISION_DEGRADED); bans already
- *     remembered are still answered locally.  A degraded answer is never
+ *     remembered are still answered locally.  With fallback=POLICY in cfg (a
+ *     config of srl_config_parse or srl_config_set), a call Redis gives no
+ *     answer to (SRL_ETIMEDOUT, SRL_ESYS) is decided instead by POLICY in
+ *     the host segment NAME.fallback (made beside NAME, same rules; NAME
+ *     at most SRL_NAME_MAX - 9 bytes, else SRL_EINVAL), exactly across the
+ *     host's workers: rc 0, flags SRL_DECISION_DEGRADED | SRL_DECISION_LOCAL.
+ *     Every call still asks Redis first (with its reconnect backoff), so
+ *     Redis decides again from the first call that reaches it; what the
+ *     host admitted meanwhile is not told to Redis (over an outage the
+ *     fleet admits up to POLICY per host; e.g. the fleet's limit divided by
+ *     the number of hosts).  srl_reset_key clears the key there too.  A degraded answer is never
  *     remembered.  A full host table remembers nothing more (those keys
  *     go to Redis each time); a host lock error skips the host.
  *   - srl_stats_get: Redis's counters (allowed, denied: all hosts) plus
