@@ -35,6 +35,24 @@
 
 static char dir[64], sock[96], uri[200];
 
+/* A redis-server on a unix socket in a fresh directory; uri names it with
+ * key prefix prefix and a 300 ms timeout. */
+static pid_t server_up(const char *prefix)
+{
+    snprintf(dir, sizeof dir, "/tmp/srl-fallback-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(sock, sizeof sock, "%s/redis.sock", dir);
+    snprintf(uri, sizeof uri, "unix://%s?timeout_ms=300&prefix=%s", sock, prefix);
+    return redis_server_start(dir, sock, NULL);
+}
+
+static void server_down(pid_t srv)
+{
+    redis_server_stop(srv);
+    unlink(sock);
+    rmdir(dir);
+}
+
 static srl_config fallback_cfg(void)
 {
     char spec[400];
@@ -124,11 +142,7 @@ static void unlink_host(const char *name)
 
 START_TEST(redis_down_the_host_enforces_the_fallback_exactly_then_redis_takes_over)
 {
-    snprintf(dir, sizeof dir, "/tmp/srl-fallback-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-    snprintf(sock, sizeof sock, "%s/redis.sock", dir);
-    snprintf(uri, sizeof uri, "unix://%s?timeout_ms=300&prefix=fb", sock);
-    pid_t srv = redis_server_start(dir, sock, NULL);
+    pid_t srv = server_up("fb");
     srl_config cfg = fallback_cfg();
     const char *name = unique_name("fallback");
     srl_limiter *lim = NULL;
@@ -192,9 +206,7 @@ START_TEST(redis_down_the_host_enforces_the_fallback_exactly_then_redis_takes_ov
     srl_close(lim);
     unlink_host(name);
     srl_config_free(&cfg);
-    redis_server_stop(srv);
-    unlink(sock);
-    rmdir(dir);
+    server_down(srv);
 }
 END_TEST
 
@@ -228,11 +240,7 @@ END_TEST
 
 START_TEST(a_host_name_too_long_for_its_fallback_segment_is_refused)
 {
-    snprintf(dir, sizeof dir, "/tmp/srl-fallback-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-    snprintf(sock, sizeof sock, "%s/redis.sock", dir);
-    snprintf(uri, sizeof uri, "unix://%s?timeout_ms=300&prefix=fb", sock);
-    pid_t srv = redis_server_start(dir, sock, NULL);
+    pid_t srv = server_up("fb");
     srl_config cfg = fallback_cfg();
     char name[SRL_NAME_MAX + 1];
     memset(name, 'n', SRL_NAME_MAX);
@@ -245,9 +253,7 @@ START_TEST(a_host_name_too_long_for_its_fallback_segment_is_refused)
     ck_assert_str_eq(why, "fallback= keeps its states in the segment NAME.fallback: the host "
                           "segment's name must be at most 191 bytes");
     srl_config_free(&cfg);
-    redis_server_stop(srv);
-    unlink(sock);
-    rmdir(dir);
+    server_down(srv);
 }
 END_TEST
 
@@ -256,11 +262,7 @@ END_TEST
  * laid out as one. */
 START_TEST(a_tier_table_of_the_caller_s_own_carries_no_fallback)
 {
-    snprintf(dir, sizeof dir, "/tmp/srl-fallback-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-    snprintf(sock, sizeof sock, "%s/redis.sock", dir);
-    snprintf(uri, sizeof uri, "unix://%s?timeout_ms=300&prefix=own", sock);
-    pid_t srv = redis_server_start(dir, sock, NULL);
+    pid_t srv = server_up("own");
     static struct {
         srl_tier tiers[SRL_TIERS_MAX - 1];
         char redis[SRL_CONFIG_URI_MAX + 1];
@@ -283,9 +285,7 @@ START_TEST(a_tier_table_of_the_caller_s_own_carries_no_fallback)
                   "table", path);
     srl_close(lim);
     unlink_host(name);
-    redis_server_stop(srv);
-    unlink(sock);
-    rmdir(dir);
+    server_down(srv);
 }
 END_TEST
 
