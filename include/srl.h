@@ -726,7 +726,8 @@ SRL_API void srl_config_init(srl_config *cfg);
  *                      srl_config_redis (srl_config has no uri field)
  *   fallback=POLICY    srl_open_tiered: while Redis does not answer, the
  *                      host decides with POLICY (rate limits, a compound
- *                      too), exactly, in the segment NAME.fallback
+ *                      too), exactly, in the segment NAME.fallback; a spec
+ *                      with it needs redis= (srl_config_set does not)
  * BOOL is on/off, yes/no, true/false or 1/0; every enum word (allow, deny,
  * self, BOOL) in any case.  A spec with redis= refuses key_display, mode,
  * tiers, lockfree and flood_cache (a Redis store has none of them) and takes

@@ -783,6 +783,10 @@ int srl_config_parse(srl_config *cfg, const char *spec, srl_policy_error *err)
         rc = fail(&ce, 0, 0, "no policy: begin with one, e.g. token_bucket:100/1m");
     if (rc == 0)
         rc = across(&c, &ce, i);
+    srl_limits fb;
+    if (rc == 0 && srl_config_redis(&c) == NULL && srl__config_fallback(&c, &fb))
+        rc = fail(&ce, i, 0, "fallback= is what the host decides while Redis does not answer: "
+                  "it needs redis=URI (a segment decides every request itself)");
     if (rc == 0 && (c.flags & SRL_CONFIG_LOCKFREE) && !srl__config_has_gcra(&c)) {
         char t[SRL_LIMITS_TEXT_MAX], q[4 * SRL__QUOTE_MAX + 8];
         show_policy(&c, &fields[0], t, sizeof t);

@@ -221,12 +221,18 @@ START_TEST(the_option_goes_through_the_config_text)
     ck_assert_str_eq(text, "gcra:100/1m capacity=65536 redis=redis://h "
                            "fallback=gcra:10/1m + token_bucket:100/1h");
     srl_config_free(&cfg);
+    ck_assert_int_eq(srl_config_parse(&cfg, "gcra:100/1m fallback=gcra:10/1m", &pe),
+                     SRL_EPOLICY);
+    ck_assert_str_eq(pe.message, "fallback= is what the host decides while Redis does not "
+                                 "answer: it needs redis=URI (a segment decides every request "
+                                 "itself)");
     ck_assert_int_eq(srl_config_parse(&cfg, "gcra:100/1m fallback=concurrency:4", &pe),
                      SRL_EPOLICY);
     ck_assert_str_eq(pe.message, "fallback takes rate limits, not concurrency (the host "
                                  "could not give Redis its units back)");
     ck_assert_uint_eq(pe.offset, 21);
-    ck_assert_int_eq(srl_config_parse(&cfg, "gcra:100/1m fallback=10/1m fallback=5/1m", &pe),
+    ck_assert_int_eq(srl_config_parse(&cfg, "gcra:100/1m fallback=10/1m fallback=5/1m "
+                                      "redis=redis://h", &pe),
                      SRL_EPOLICY);
     ck_assert_str_eq(pe.message, "fallback is given twice");
     srl_config_init(&cfg);
