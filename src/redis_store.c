@@ -606,10 +606,12 @@ static int refresh(struct rstore *r)
 #define MAX_HOPS 5
 
 /*
- * Under mu: one command about the Redis key k: on the server, or on a
- * cluster on the master of k's slot.  A cluster's MOVED updates the slot,
- * marks the map stale (refreshed on the next routing) and retries there;
- * ASK retries once on the named node after ASKING; TRYAGAIN (a script's
+ * Under mu: one command about the Redis key k: on the server (behind
+ * Sentinel, a -READONLY reply is retried once on a new connection, to the
+ * master the sentinels name then), or on a cluster on the master of k's
+ * slot.  A cluster's MOVED updates the slot, marks the map stale (refreshed
+ * on the next routing) and retries there; ASK retries once on the named
+ * node after ASKING; TRYAGAIN (a script's
  * keys split by a migration in progress) retries after 1, 2, 4 ... 64 ms.
  * Redirections past MAX_HOPS wait the same way before each retry: masters
  * that send a slot back and forth (the moment SETSLOT NODE has reached one
@@ -624,8 +626,18 @@ static int refresh(struct rstore *r)
 static redisReply *route(struct rstore *r, const char *k, size_t kl, int argc, const char **argv,
                          const size_t *lens, int *rc)
 {
-    if (!r->u.cluster)
-        return cmd_on(r, &r->one, argc, argv, lens, rc);
+    if (!r->u.cluster) {
+        redisReply *rep = cmd_on(r, &r->one, argc, argv, lens, rc);
+        if (r->u.sentinel && rep != NULL && rep->type == REDIS_REPLY_ERROR &&
+            strstr(rep->str, "READONLY") != NULL) {
+            /* A demoted master (or a replica a sentinel named for a
+             * moment): a new connection asks the sentinels again; once. */
+            freeReplyObject(rep);
+            drop(&r->one);
+            rep = cmd_on(r, &r->one, argc, argv, lens, rc);
+        }
+        return rep;
+    }
     struct srl__cluster *cl = &r->cl;
     unsigned slot = srl__keyslot(k, kl);
     int ix = -1, asking = 0, hops = 0;
@@ -979,8 +991,7 @@ static int slot_init(struct rstore *r, const char *k, size_t kl)
  * scripts; on a cluster, this key's master had not loaded it yet) or
  * re-create P:cfg (SRLNOCFG: a server restarted without persistence lost
  * it, and every state with it: start the prefix over with this policy; on
- * a cluster the slot hash is missing: make it), or, behind Sentinel, ask
- * the sentinels again (READONLY: the server was demoted).  Under mu.  1 if one of
+ * a cluster the slot hash is missing: make it).  Under mu.  1 if one of
  * them was done (*rc its result: retry if 0), else 0. */
 static int script_recover(struct rstore *r, const redisReply *rep, int *rc, const char *k,
                           size_t kl)
@@ -991,8 +1002,6 @@ static int script_recover(struct rstore *r, const redisReply *rep, int *rc, cons
         *rc = load_script(r, r->u.cluster ? NULL : k, kl);
     else if (strncmp(rep->str, "SRLNOCFG", 8) == 0)
         *rc = r->u.cluster ? slot_init(r, k, kl) : open_cfg(r, 0);
-    else if (r->u.sentinel && strstr(rep->str, "READONLY") != NULL)
-        drop(&r->one);   /* a demoted master: the retry asks the sentinels again */
     else
         return 0;
     return 1;

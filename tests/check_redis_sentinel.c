@@ -14,7 +14,9 @@
  *     is measured against the new master's state and printed;
  *   - a sentinel that is not one (a plain redis-server, which refuses the
  *     SENTINEL command) is skipped for the next one, and with only it,
- *     srl_last_error names it and what it answered.
+ *     srl_last_error names it and what it answered;
+ *   - a sentinel (the test's own) that names the replica first: the
+ *     -READONLY reply makes the store ask again, within the same call.
  */
 #include <check.h>
 #include <fcntl.h>
@@ -420,6 +422,88 @@ START_TEST(a_server_that_is_not_a_sentinel_is_named_and_the_next_one_asked)
 }
 END_TEST
 
+/* A sentinel of the test's own, on a loopback port: it answers each
+ * get-master-addr-by-name with the next port of ports[] (the last one
+ * again when they are used up) and writes how many it answered to
+ * answered_fd at exit (SIGTERM).  Its pid; *port its port. */
+static int fake_answered;
+static void fake_done(int sig)
+{
+    (void)sig;
+    _exit(fake_answered);
+}
+
+static pid_t fake_sentinel(const int *ports, int n, int *port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t l = sizeof a;
+    ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&a, &l), 0);
+    ck_assert_int_eq(listen(fd, 8), 0);
+    *port = ntohs(a.sin_port);
+    pid_t pid = test_fork();
+    if (pid == 0) {
+        signal(SIGTERM, fake_done);
+        for (;;) {
+            int c = accept(fd, NULL, NULL);
+            if (c < 0)
+                continue;
+            char req[512] = "";
+            size_t got = 0;
+            while (got < sizeof req - 1 && strstr(req, "mymaster\r\n") == NULL) {
+                ssize_t k = read(c, req + got, sizeof req - 1 - got);
+                if (k <= 0)
+                    break;
+                got += (size_t)k;
+                req[got] = '\0';
+            }
+            char p[8], rep[64];
+            snprintf(p, sizeof p, "%d", ports[fake_answered < n ? fake_answered : n - 1]);
+            int len = snprintf(rep, sizeof rep, "*2\r\n$9\r\n127.0.0.1\r\n$%zu\r\n%s\r\n",
+                               strlen(p), p);
+            fake_answered++;
+            (void)!write(c, rep, (size_t)len);
+            close(c);
+        }
+    }
+    close(fd);
+    return pid;
+}
+
+/* A sentinel that names the replica first (as one may for a moment around
+ * a failover): the store's first command there gets -READONLY, and it asks
+ * again and goes to the master, within the same call: the open succeeds
+ * and decisions are the master's. */
+START_TEST(a_readonly_reply_makes_the_store_ask_the_sentinels_again)
+{
+    int ports[] = {fx.replica_port, fx.master_port}, sport;
+    pid_t fake = fake_sentinel(ports, 2, &sport);
+    char u[200];
+    snprintf(u, sizeof u, "redis-sentinel://127.0.0.1:%d/mymaster?timeout_ms=1000&prefix=ro",
+             sport);
+    srl_config cfg = cfg_of("gcra:10/1h");
+    srl_limiter *lim = NULL;
+    int rc = srl_open_redis(u, &cfg, &lim);
+    char why[256] = "";
+    srl_last_error(why, sizeof why);
+    ck_assert_msg(rc == 0, "open: %s (%s)", srl_strerror(rc), why);
+    srl_decision d;
+    ck_assert_int_eq(srl_acquire(lim, "k", 1, 1, &d), 0);
+    ck_assert_uint_eq(d.flags, 0);
+    ck_assert_int_eq(d.allowed, 1);
+    ck_assert_uint_eq(d.remaining, 9);
+    srl_close(lim);
+    kill(fake, SIGTERM);
+    int st;
+    ck_assert_int_eq(waitpid(fake, &st, 0), fake);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 2, "the sentinel answered %d times, "
+                  "not twice (the replica, then the master)", WEXITSTATUS(st));
+    /* The master holds the state: the replica got it by replication only. */
+    ck_assert_int_eq(count_of(fx.master_port, "KEYS ro:k:*"), 1);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("redis_sentinel");
@@ -427,6 +511,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_unchecked_fixture(tc, fixture_up, fixture_down);
     tcase_add_test(tc, a_server_that_is_not_a_sentinel_is_named_and_the_next_one_asked);
+    tcase_add_test(tc, a_readonly_reply_makes_the_store_ask_the_sentinels_again);
     tcase_add_test(tc, the_master_is_killed_the_replica_is_promoted_and_decisions_continue_exactly);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
