@@ -445,6 +445,7 @@ static pid_t fake_sentinel(const int *ports, int n, int *port)
     pid_t pid = test_fork();
     if (pid == 0) {
         signal(SIGTERM, fake_done);
+        alarm(60);   /* gone even if the test fails before its SIGTERM */
         for (;;) {
             int c = accept(fd, NULL, NULL);
             if (c < 0)
