@@ -459,7 +459,7 @@ SRL_API void srl_config_init(srl_config *cfg);
  *   dry_run= lockfree= flood_cache= force=   BOOL, SRL_CONFIG_*      (off)
  *   tier.NAME=POLICY   a tier (TIERS), in order, each once
  *   redis=URI          for srl_open_tiered (srl_config_redis)
- *   fallback=POLICY    srl_open_tiered's while Redis is down; needs redis=
+ *   fallback=POLICY    the host decides by it while Redis is down; needs redis=
  * BOOL: on/off, yes/no, true/false, 1/0; words in any case.  With redis=:
  * no key_display, mode, tiers, lockfree, flood_cache; one rate limit.
  * lockfree=on needs a gcra limit (srl_config_parse only).
