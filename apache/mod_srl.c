@@ -18,7 +18,9 @@
  *                      (default NAME without its "/"); redis=URI: the
  *                      limit is decided by the Redis store at URI (one
  *                      limit for every host), with the segment NAME as the
- *                      host tier in front (srl_open_tiered);
+ *                      host tier in front (srl_open_tiered); with it,
+ *                      fallback=POLICY: what the host decides while Redis
+ *                      does not answer (srl.h, srl_open_tiered);
  *                      tier=NAME=POLICY: a tier of the segment (srl.h)
  *   SrlOnFull allow|deny
  *                      main server only: what a full table (or a stuck lock)
@@ -200,6 +202,8 @@ typedef struct srl_ap_limiter {
     const char *defined_at;    /* "file:line", for messages */
     const char *policy_header; /* RateLimit-Policy value, set in post_config */
     const char *redis;         /* redis=URI: a Redis store, not a segment; else NULL */
+    const char *fallback;      /* fallback=POLICY (with redis=): the host's policy while
+                                  Redis does not answer; else NULL */
     srl_limiter *lim;          /* open from post_config on; NULL before */
     srl_limiter *dry;          /* the same store opened with SRL_CONFIG_DRY_RUN,
                                   for SrlDryRun On (opened with lim) */
@@ -407,6 +411,9 @@ static const char *cmd_limiter(cmd_parms *cmd, void *dconf, int argc, char *cons
     l->ntiers = cfg.tier_count;
     const char *uri = srl_config_redis(&cfg);
     l->redis = uri != NULL ? apr_pstrdup(cmd->pool, uri) : NULL;
+    for (int i = 1; i < argc; i++)   /* checked by srl_config_parse above */
+        if (strncasecmp(argv[i], "fallback=", 9) == 0)
+            l->fallback = argv[i] + 9;
     srl_config_free(&cfg);
     l->spec = cfg;   /* owns nothing now: limiter_config points it at l->tiers */
     l->min_permits = UINT32_MAX;
@@ -1007,13 +1014,30 @@ static int precheck_limiter(server_rec *s, const srl_ap_registry *reg, const srl
     return HTTP_INTERNAL_SERVER_ERROR;
 }
 
+/* The fronted store: Redis with the host segment NAME in front, and with
+ * fallback= the host's policy while Redis does not answer.  cfg's tiers are
+ * mod_srl's own table (a Redis store has none): the library reads the
+ * fallback from a config store of its own, made here. */
+static int open_fronted(const srl_ap_limiter *l, const srl_config *cfg, srl_limiter **out)
+{
+    srl_config c = *cfg;
+    c.tiers = NULL;
+    c.tier_count = 0;
+    srl_policy_error pe;
+    int rc = l->fallback != NULL ? srl_config_set(&c, "fallback", l->fallback, &pe) : 0;
+    if (rc == 0)
+        rc = srl_open_tiered(l->name, l->redis, &c, SRL_CREATE, out);
+    srl_config_free(&c);
+    return rc;
+}
+
 static int open_limiter(apr_pool_t *pconf, server_rec *s, const srl_ap_registry *reg,
                         srl_ap_limiter *l)
 {
     srl_config cfg;
     limiter_config(reg, l, &cfg);
 
-    int rc = l->redis != NULL ? srl_open_tiered(l->name, l->redis, &cfg, SRL_CREATE, &l->lim)
+    int rc = l->redis != NULL ? open_fronted(l, &cfg, &l->lim)
                               : srl_open_shared(l->name, &cfg, SRL_CREATE, &l->lim);
     char why[1024] = "";
     l->change = 0;

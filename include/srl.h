@@ -459,6 +459,7 @@ SRL_API void srl_config_init(srl_config *cfg);
  *   dry_run= lockfree= flood_cache= force=   BOOL, SRL_CONFIG_*      (off)
  *   tier.NAME=POLICY   a tier (TIERS), in order, each once
  *   redis=URI          for srl_open_tiered (srl_config_redis)
+ *   fallback=POLICY    the host decides by it while Redis is down; needs redis=
  * BOOL: on/off, yes/no, true/false, 1/0; words in any case.  With redis=:
  * no key_display, mode, tiers, lockfree, flood_cache; one rate limit.
  * lockfree=on needs a gcra limit (srl_config_parse only).
@@ -471,12 +472,10 @@ SRL_API void srl_config_init(srl_config *cfg);
 #define SRL_CONFIG_URI_MAX 1024u   /* longest redis= uri, bytes */
 #define SRL_CONFIG_TEXT_MAX 8192u  /* srl_config_format never needs more */
 
-/*
- * Write the config of spec into *cfg (from srl_config_init's defaults).
+/* Write the config of spec into *cfg (from srl_config_init's defaults).
  * Returns 0, SRL_EPOLICY (err says where and why; *cfg untouched),
  * SRL_EINVAL (NULL argument) or SRL_ENOMEM.  *cfg is overwritten: free an
- * earlier parse's config first.
- */
+ * earlier parse's config first. */
 SRL_API int srl_config_parse(srl_config *cfg, const char *spec, srl_policy_error *err);
 
 /*
@@ -569,8 +568,11 @@ SRL_API int srl_open_local(const srl_config *cfg, srl_limiter **out);
  *     redis://[user:password@]host[:port][/db][?options]
  *     unix://[user:password@]/path/to/redis.sock[?options]
  *     redis-cluster://[user:password@]host[:port][,host[:port]...][?options]
+ *     redis-sentinel://[user:password@]host[:port][,host[:port]...]/MASTER[?options]
  * options ('&'): db=N, timeout_ms=N (a call's whole time), prefix=P,
  * user=U, password=W.  Bad uri: SRL_EINVAL; refused AUTH: SRL_EACCES.
+ * Sentinel: the sentinels (port 26379) name the master before each new
+ * connection; a failover loses the admissions not yet replicated.
  * Decided on the server's TIME, as the in-process store decides:
  * token_bucket, sliding_log, sliding_counter, gcra, burst=, compounds of
  * them (all or nothing in one call, binding as in-process) and penalty=
@@ -578,8 +580,7 @@ SRL_API int srl_open_local(const srl_config *cfg, srl_limiter **out);
  * SRL_EMISMATCH.  Open needs no server.  Every error but the caller's own
  * fills *d from on_full, flagged SRL_DECISION_DEGRADED.  cfg NULL adopts
  * the stored policy.  No per-key counts; srl_evict_idle 0; srl_check
- * SRL_ENOTSUP; without hiredis SRL_ENOTSUP.  docs/design.md, "The Redis
- * store".
+ * SRL_ENOTSUP; without hiredis SRL_ENOTSUP.  design.md, "The Redis store".
  */
 SRL_API int srl_open_redis(const char *uri, const srl_config *cfg, srl_limiter **out);
 
@@ -590,7 +591,10 @@ SRL_API int srl_open_redis(const char *uri, const srl_config *cfg, srl_limiter *
  * round trip.  The host only denies, so the fleet never admits more.
  * Reset and refund act on Redis and clear the host's memory.  srl_enter,
  * srl_leave, srl_key_state: SRL_ENOTSUP.  Errors: srl_open_redis's and
- * srl_open_shared's.  docs/design.md, "The host tier".
+ * srl_open_shared's.  fallback=POLICY in cfg: a call Redis does not answer
+ * is decided by POLICY in the segment NAME.fallback (NAME at most
+ * SRL_NAME_MAX - 9 bytes), rc 0, SRL_DECISION_DEGRADED | SRL_DECISION_LOCAL.
+ * docs/design.md, "The host tier".
  */
 SRL_API int srl_open_tiered(const char *shm_name, const char *uri, const srl_config *cfg,
                             unsigned flags, srl_limiter **out);
@@ -716,12 +720,10 @@ SRL_API int srl_key_state(srl_limiter *lim, const void *key, size_t len, void *b
 SRL_API int srl_peek(srl_limiter *lim, const void *key, size_t len,
                      uint32_t cost, srl_decision *d);
 
-/*
- * Give back cost permits an admitted request of key took, under its lock,
+/* Give back cost permits an admitted request of key took, under its lock,
  * as srl_state_refund.  Returns 0, SRL_ENOENT (not tracked), SRL_EKEY,
  * SRL_ECOST, SRL_EINVAL or a lock error (nothing given back).  Not counted
- * in srl_stats.
- */
+ * in srl_stats. */
 SRL_API int srl_refund(srl_limiter *lim, const void *key, size_t len, uint32_t cost);
 /* (srl_refund of a reservation's cost cancels it: srl_state_reserve.) */
 
@@ -928,12 +930,10 @@ typedef struct srl_entry {
 /* Return nonzero to stop the walk. The entry is valid only during the call. */
 typedef int (*srl_foreach_fn)(const srl_entry *e, void *ctx);
 
-/*
- * Visit every tracked key, one bucket lock at a time (never the whole
+/* Visit every tracked key, one bucket lock at a time (never the whole
  * table: workers keep running, and keys may come and go during the walk).
  * Returns the number of keys visited, or a negative error.  fn must not call
- * srl on the same limiter.
- */
+ * srl on the same limiter. */
 SRL_API int64_t srl_foreach(srl_limiter *lim, srl_foreach_fn fn, void *ctx);
 
 /* Verify every invariant of the table, one bucket lock at a time, each

@@ -114,7 +114,7 @@ static const struct {
      "a concurrency limit cannot be tiered (no tier of a config with tier.NAME may hold one): "
      "use a segment of its own"},
     {"100/1m redis=http://x", 13, 8,
-     "redis uri must start with redis://, unix:// or redis-cluster://"},
+     "redis uri must start with redis://, unix://, redis-cluster:// or redis-sentinel://"},
     /* srl_redis_uri_check's reason echoes the uri: its control bytes become '?' */
     {"5/1s redis=redis://h/0?a\001=1", 11, 16,
      "redis uri: unknown option 'a?' (known: db, timeout_ms, prefix, user, password)"},

@@ -93,14 +93,51 @@ START_TEST(accepted_forms)
     u = parse_ok("redis-cluster://h");
     ck_assert_int_eq(u.nseeds, 1);
     ck_assert_int_eq(u.seed[0].port, 6379);
+    ck_assert_int_eq(u.sentinel, 0);
+    /* Sentinels: joined by ',' (port 26379 unless given), the master's
+     * name after the last '/', the credentials and db the master's. */
+    u = parse_ok("redis-sentinel://:p%2Fw@10.0.0.1:26380,[::1],s3/my-master.1?timeout_ms=700"
+                 "&db=2&prefix=api");
+    ck_assert_int_eq(u.sentinel, 1);
+    ck_assert_int_eq(u.cluster, 0);
+    ck_assert_int_eq(u.nseeds, 3);
+    ck_assert_str_eq(u.master, "my-master.1");
+    ck_assert_str_eq(u.password, "p/w");
+    ck_assert_str_eq(u.user, "");
+    ck_assert_str_eq(u.seed[0].host, "10.0.0.1");
+    ck_assert_int_eq(u.seed[0].port, 26380);
+    ck_assert_str_eq(u.seed[1].host, "::1");
+    ck_assert_int_eq(u.seed[1].port, 26379);
+    ck_assert_str_eq(u.seed[2].host, "s3");
+    ck_assert_int_eq(u.seed[2].port, 26379);
+    ck_assert_int_eq(u.db, 2);
+    ck_assert_uint_eq(u.timeout_ms, 700);
+    ck_assert_str_eq(u.prefix, "api");
+    ck_assert_str_eq(u.unix_path, "");
+    u = parse_ok("redis-sentinel://app:pw@s1:1/m");
+    ck_assert_str_eq(u.user, "app");
+    ck_assert_str_eq(u.password, "pw");
+    ck_assert_int_eq(u.nseeds, 1);
+    ck_assert_int_eq(u.seed[0].port, 1);
+    ck_assert_str_eq(u.master, "m");
 }
 END_TEST
 
 static const struct {
     const char *uri, *why;   /* why: a substring the message must hold */
 } bad[] = {
-    {"http://h:1", "must start with redis://, unix:// or redis-cluster://"},
-    {"", "must start with redis://, unix:// or redis-cluster://"},
+    {"http://h:1", "must start with redis://, unix://, redis-cluster:// or redis-sentinel://"},
+    {"", "must start with redis://, unix://, redis-cluster:// or redis-sentinel://"},
+    {"redis-sentinel://h:26379", "needs the master's name (redis-sentinel://host:26379,"},
+    {"redis-sentinel://h:26379/", "the master's name '' must be 1..127 bytes of [A-Za-z0-9._:-]"},
+    {"redis-sentinel://h/my master", "the master's name 'my master' must be 1..127 bytes"},
+    {"redis-sentinel:///mymaster", "needs at least one sentinel (host:port)"},
+    {"redis-sentinel://:pw@/mymaster", "needs at least one sentinel (host:port)"},
+    {"redis-sentinel://a:1,/m", "host is missing"},
+    {"redis-sentinel://a:1,b:0/m", "port must be 1..65535, not '0'"},
+    {"redis-sentinel://pw@a/m", "credentials must be 'user:password@' or ':password@'"},
+    {"redis-sentinel://a,b,c,d,e,f,g,h,i,j,k,l,m,n,o,p,q/m", "at most 16 sentinels"},
+    {"redis-sentinel://a/m?color=red", "unknown option 'color'"},
     {"redis-cluster://", "host is missing"},
     {"redis-cluster://a:1,", "host is missing"},
     {"redis-cluster://a:1,b:99999", "port must be 1..65535, not '99999'"},

@@ -1,8 +1,8 @@
 /*
  * rlctl_redis.c - rlctl on a Redis store (srl_open_redis) named by its uri.
  *
- * Which NAMEs are uris: those that start with "redis://", "redis-cluster://"
- * or "unix://".  A
+ * Which NAMEs are uris: those that start with "redis://", "redis-cluster://",
+ * "redis-sentinel://" or "unix://".  A
  * segment name is "/" then [A-Za-z0-9._-] only (srl_name_check), so it can
  * never hold the ':' of a scheme: no NAME is both, and a typo in a uri's
  * scheme ("rediss://") is refused as a bad segment name, not guessed at.
@@ -28,7 +28,8 @@
 int rlctl_is_uri(const char *name)
 {
     return strncmp(name, "redis://", 8) == 0 || strncmp(name, "unix://", 7) == 0 ||
-           strncmp(name, "redis-cluster://", 16) == 0;
+           strncmp(name, "redis-cluster://", 16) == 0 ||
+           strncmp(name, "redis-sentinel://", 17) == 0;
 }
 
 /* Where the redacted uri goes: out NULL only counts (the first pass sizes

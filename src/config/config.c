@@ -14,11 +14,15 @@
  *     so parse(format(c)) == c field for field.
  *   - cfg->tiers is NULL or points at a struct store (malloc'd, owned by the
  *     config, freed by srl_config_free): tiers first, so the pointer to the
- *     tiers is the pointer to the block.  Nothing else is ever freed.
+ *     tiers is the pointer to the block.  Nothing else is ever freed.  Every
+ *     store is listed in `stores` (under stores_mu, the file's one lock)
+ *     while it lives: the fallback is read only from a listed block.
  *   - A refused parse or set leaves *cfg as it was (work is done on a copy).
  *   - Every message quotes the text through srl__quote (no control bytes).
- * Pure functions over their arguments (and malloc): safe from any thread.
+ * Pure functions over their arguments (and malloc, and the list of stores
+ * under its mutex): safe from any thread.
  */
+#include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -33,6 +37,7 @@
 struct store {
     srl_tier tiers[SRL_TIERS_MAX - 1];
     char redis[SRL_CONFIG_URI_MAX + 1];   /* "" when not given */
+    srl_limits fallback;                  /* count 0 when not given */
 };
 
 /* Where errors go: offsets are counted from base (the value's place in the spec). */
@@ -257,11 +262,55 @@ static int set_policy(srl_config *c, const struct field *f, const char *v, size_
     return 0;
 }
 
+/* Every store this file made and has not freed.  A caller may point
+ * cfg->tiers at a tier table of its own (mod_srl does), which is no store:
+ * what is read past the tiers (the fallback, for srl_open_tiered) is read
+ * only from a block found here, never from a caller's table. */
+static pthread_mutex_t stores_mu = PTHREAD_MUTEX_INITIALIZER;
+static const void **stores;
+static size_t nstores, stores_cap;
+
+static struct store *store_new(void)
+{
+    struct store *s = calloc(1, sizeof *s);
+    if (s == NULL)
+        return NULL;
+    pthread_mutex_lock(&stores_mu);
+    if (nstores == stores_cap) {
+        size_t cap = stores_cap ? 2 * stores_cap : 16;
+        const void **n = realloc(stores, cap * sizeof *n);
+        if (n == NULL) {
+            pthread_mutex_unlock(&stores_mu);
+            free(s);
+            return NULL;
+        }
+        stores = n;
+        stores_cap = cap;
+    }
+    stores[nstores++] = s;
+    pthread_mutex_unlock(&stores_mu);
+    return s;
+}
+
+static void store_free(const void *p)
+{
+    if (p == NULL)
+        return;
+    pthread_mutex_lock(&stores_mu);
+    for (size_t i = 0; i < nstores; i++)
+        if (stores[i] == p) {
+            stores[i] = stores[--nstores];
+            break;
+        }
+    pthread_mutex_unlock(&stores_mu);
+    free((void *)p);
+}
+
 /* The config's store, made if needed; NULL on ENOMEM. */
 static struct store *store_of(srl_config *c)
 {
     if (c->tiers == NULL)
-        c->tiers = calloc(1, sizeof(struct store));
+        c->tiers = (srl_tier *)store_new();
     return (struct store *)(void *)c->tiers;
 }
 
@@ -329,6 +378,29 @@ static int set_redis(srl_config *c, const struct field *f, const char *v, size_t
     if (s == NULL)
         return SRL_ENOMEM;
     memcpy(s->redis, uri, n + 1);
+    return 0;
+}
+
+/* fallback=POLICY: the fronted store's host policy while Redis does not
+ * answer (tiered.c).  A rate limit or a compound of them: a concurrency
+ * unit has a holder the host could not give back to Redis. */
+static int set_fallback(srl_config *c, const struct field *f, const char *v, size_t n,
+                        const char *sub, struct cerr *ce)
+{
+    (void)f;
+    (void)sub;
+    srl_limits l;
+    int rc = limits_of(v, n, &l, ce);
+    if (rc != 0)
+        return rc;
+    for (uint32_t i = 0; i < l.count; i++)
+        if (l.limit[i].algorithm == SRL_CONCURRENCY)
+            return fail(ce, 0, n, "fallback takes rate limits, not concurrency (the host "
+                        "could not give Redis its units back)");
+    struct store *s = store_of(c);
+    if (s == NULL)
+        return SRL_ENOMEM;
+    s->fallback = l;
     return 0;
 }
 
@@ -434,6 +506,17 @@ static int show_redis(const srl_config *c, const struct field *f, char *buf, siz
     return u == NULL ? 0 : put(buf, len, " %s=%s", f->name, u);
 }
 
+static int show_fallback(const srl_config *c, const struct field *f, char *buf, size_t len)
+{
+    srl_limits l;
+    char t[SRL_LIMITS_TEXT_MAX];
+    if (!srl__config_fallback(c, &l))
+        return 0;
+    if (srl_limits_format(&l, t, sizeof t) < 0)
+        return SRL_EPOLICY;
+    return put(buf, len, " %s=%s", f->name, t);
+}
+
 /* ------------------------------------------------------------ the table */
 
 /* The bounds in the messages are srl.h's: */
@@ -466,6 +549,8 @@ static const struct field fields[] = {
      "on or off (yes/no, true/false, 1/0)"},
     {"tier.", set_tier, show_tiers, 0, 0, 0, "has one policy", "tier.NAME=POLICY"},
     {"redis", set_redis, show_redis, 0, 0, 0, NULL, "a redis:// or unix:// uri"},
+    {"fallback", set_fallback, show_fallback, 0, 0, 0, NULL,
+     "a rate policy such as token_bucket:25/1m"},
 };
 
 #define N_FIELDS (sizeof fields / sizeof fields[0])
@@ -594,7 +679,7 @@ int srl_config_set(srl_config *cfg, const char *name, const char *value, srl_pol
     }
     if (rc != 0) {
         if (had == NULL && c.tiers != NULL)
-            free((void *)c.tiers);
+            store_free(c.tiers);
         else if (had != NULL)
             memcpy(had, &saved, sizeof saved);
         return rc;
@@ -702,6 +787,10 @@ int srl_config_parse(srl_config *cfg, const char *spec, srl_policy_error *err)
         rc = fail(&ce, 0, 0, "no policy: begin with one, e.g. token_bucket:100/1m");
     if (rc == 0)
         rc = across(&c, &ce, i);
+    srl_limits fb;
+    if (rc == 0 && srl_config_redis(&c) == NULL && srl__config_fallback(&c, &fb))
+        rc = fail(&ce, i, 0, "fallback= is what the host decides while Redis does not answer: "
+                  "it needs redis=URI (a segment decides every request itself)");
     if (rc == 0 && (c.flags & SRL_CONFIG_LOCKFREE) && !srl__config_has_gcra(&c)) {
         char t[SRL_LIMITS_TEXT_MAX], q[4 * SRL__QUOTE_MAX + 8];
         show_policy(&c, &fields[0], t, sizeof t);
@@ -758,11 +847,28 @@ const char *srl_config_redis(const srl_config *cfg)
     return s->redis[0] != '\0' ? s->redis : NULL;
 }
 
+int srl__config_fallback(const srl_config *cfg, srl_limits *out)
+{
+    int given = 0;
+    if (cfg == NULL || cfg->tiers == NULL)
+        return 0;
+    pthread_mutex_lock(&stores_mu);
+    for (size_t i = 0; i < nstores && !given; i++)
+        if (stores[i] == (const void *)cfg->tiers) {
+            const struct store *s = stores[i];
+            given = s->fallback.count > 0;
+            if (given)
+                *out = s->fallback;
+        }
+    pthread_mutex_unlock(&stores_mu);
+    return given;
+}
+
 void srl_config_free(srl_config *cfg)
 {
     if (cfg == NULL)
         return;
-    free((void *)cfg->tiers);
+    store_free(cfg->tiers);
     cfg->tiers = NULL;
     cfg->tier_count = 0;
 }

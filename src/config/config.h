@@ -27,4 +27,9 @@ unsigned srl__edit_distance(const char *a, size_t n, const char *b);
 /* 1 if some tier of c (0 included) has a gcra limit. */
 int srl__config_has_gcra(const srl_config *c);
 
+/* 1 with *out the config's fallback=POLICY (srl_open_tiered's host policy
+ * while Redis does not answer), 0 when not given or when c->tiers is a
+ * caller's own tier table (no config store: nothing read past it). */
+int srl__config_fallback(const srl_config *c, srl_limits *out);
+
 #endif

@@ -54,6 +54,7 @@
 #include "errdetail.h"
 #include "limiter.h"
 #include "redis_cluster.h"
+#include "redis_sentinel.h"
 #include "redis_uri.h"
 
 #include <errno.h>
@@ -129,6 +130,7 @@ struct rstore {
     uint64_t created_unix_ns;
     srl_limits adopted;       /* open with cfg NULL: the policy read from P:cfg */
     int connect_failed;       /* under mu: the last ensure() could not connect */
+    int sentinel_next;        /* under mu: the sentinel to ask first (the last that answered) */
     int cfg_checked;          /* under mu: P:cfg created or found equal (open_cfg) */
     int cfg_mismatch;         /* under mu: P:cfg holds another policy (sticky) */
     uint64_t mismatched;      /* atomic: decisions by on_full for cfg_mismatch */
@@ -480,6 +482,18 @@ static void call_end(struct rstore *r, int rc)
     pthread_mutex_unlock(&r->mu);
 }
 
+/* Under mu: a connect to n failed with rc (srl_last_error says why): no
+ * new attempt for 10 ms, doubling up to 1 s.  Returns rc. */
+static int connect_backoff(struct srl__rconn *n, int rc)
+{
+    uint64_t wait_ms = n->failures < 7 ? 10ull << n->failures : 1000;
+    n->failures++;
+    n->retry_at_ns = srl__clock_ns(CLOCK_MONOTONIC) + wait_ms * 1000000ull;
+    n->last_rc = rc;
+    (void)srl_last_error(n->last_msg, sizeof n->last_msg);
+    return rc;
+}
+
 /* Under mu: make sure n->c is a live connection of this process.  After a
  * failed connect the next attempts wait: 10 ms, doubling up to 1 s; calls
  * in between fail at once with the last connect's code, so a server that is
@@ -500,6 +514,17 @@ static int ensure(struct rstore *r, struct srl__rconn *n)
     uint64_t left = left_ns(r);
     if (left == 0)
         return SRL_ETIMEDOUT;   /* the call's time is up: no connect, no backoff */
+    if (r->u.sentinel) {
+        /* Every new connection asks the sentinels where the master is now
+         * (redis_sentinel.c): a connection error or a -READONLY dropped the
+         * last one.  Their failure is a failed connect (same backoff). */
+        int rc = srl__sentinel_master(&r->u, r->deadline_ns, &r->sentinel_next, n->host,
+                                      &n->port);
+        r->connect_failed = rc != 0;
+        if (rc != 0)
+            return connect_backoff(n, rc);
+        left = left_ns(r);
+    }
     uint64_t us = (left + 999) / 1000;
     struct timeval tv = {.tv_sec = (time_t)(us / 1000000),
                          .tv_usec = (suseconds_t)(us % 1000000)};
@@ -535,12 +560,7 @@ static int ensure(struct rstore *r, struct srl__rconn *n)
     }
     if (rc != 0) {
         redisFree(c);
-        uint64_t wait_ms = n->failures < 7 ? 10ull << n->failures : 1000;
-        n->failures++;
-        n->retry_at_ns = srl__clock_ns(CLOCK_MONOTONIC) + wait_ms * 1000000ull;
-        n->last_rc = rc;
-        (void)srl_last_error(n->last_msg, sizeof n->last_msg);
-        return rc;
+        return connect_backoff(n, rc);
     }
     n->failures = 0;
     n->c = c;
@@ -608,10 +628,12 @@ static int refresh(struct rstore *r)
 #define MAX_HOPS 5
 
 /*
- * Under mu: one command about the Redis key k: on the server, or on a
- * cluster on the master of k's slot.  A cluster's MOVED updates the slot,
- * marks the map stale (refreshed on the next routing) and retries there;
- * ASK retries once on the named node after ASKING; TRYAGAIN (a script's
+ * Under mu: one command about the Redis key k: on the server (behind
+ * Sentinel, a -READONLY reply is retried once on a new connection, to the
+ * master the sentinels name then), or on a cluster on the master of k's
+ * slot.  A cluster's MOVED updates the slot, marks the map stale (refreshed
+ * on the next routing) and retries there; ASK retries once on the named
+ * node after ASKING; TRYAGAIN (a script's
  * keys split by a migration in progress) retries after 1, 2, 4 ... 64 ms.
  * Redirections past MAX_HOPS wait the same way before each retry: masters
  * that send a slot back and forth (the moment SETSLOT NODE has reached one
@@ -626,8 +648,18 @@ static int refresh(struct rstore *r)
 static redisReply *route(struct rstore *r, const char *k, size_t kl, int argc, const char **argv,
                          const size_t *lens, int *rc)
 {
-    if (!r->u.cluster)
-        return cmd_on(r, &r->one, argc, argv, lens, rc);
+    if (!r->u.cluster) {
+        redisReply *rep = cmd_on(r, &r->one, argc, argv, lens, rc);
+        if (r->u.sentinel && rep != NULL && rep->type == REDIS_REPLY_ERROR &&
+            strstr(rep->str, "READONLY") != NULL) {
+            /* A demoted master (or a replica a sentinel named for a
+             * moment): a new connection asks the sentinels again; once. */
+            freeReplyObject(rep);
+            drop(&r->one);
+            rep = cmd_on(r, &r->one, argc, argv, lens, rc);
+        }
+        return rep;
+    }
     struct srl__cluster *cl = &r->cl;
     unsigned slot = srl__keyslot(k, kl);
     int ix = -1, asking = 0, hops = 0;

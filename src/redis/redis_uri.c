@@ -4,6 +4,9 @@
  *   redis://[user:password@]host[:port][/db][?options]
  *   unix://[user:password@]/path/to/redis.sock[?options]
  *   redis-cluster://[user:password@]host[:port][,host[:port]...][?options]
+ *   redis-sentinel://[user:password@]host[:port][,host[:port]...]/MASTER[?options]
+ *     (sentinels, port 26379 by default; the credentials and db are the
+ *     master's, the sentinels are asked without AUTH)
  *   options: k=v joined by '&': db=N, timeout_ms=N, prefix=P, user=U,
  *            password=W (the last two for uris without user:password@);
  *            each option at most once
@@ -234,31 +237,30 @@ static int tcp(const char *s, size_t n, struct srl__redis_uri *u, char *why, siz
     return 0;
 }
 
-/* Seeds "[userinfo@]h[:p],h[:p]...": each seed as a redis:// host (no
- * /db, no second userinfo); userinfo splits at the last '@'. */
-static int cluster(const char *s, size_t n, struct srl__redis_uri *u, char *why, size_t wl)
+/* Seeds "h[:p],h[:p]..." (what: "cluster seeds" or "sentinels"), each as
+ * a redis:// host without /db or userinfo, port def when not given. */
+static int seeds(const char *s, size_t n, int def, const char *what,
+                 struct srl__redis_uri *u, char *why, size_t wl)
 {
-    int rc = take_userinfo(&s, &n, u, why, wl);
-    if (rc != 0)
-        return rc;
-    u->cluster = 1;
     while (1) {
         const char *comma = memchr(s, ',', n);
         size_t len = comma != NULL ? (size_t)(comma - s) : n;
         if (u->nseeds == SRL__REDIS_SEEDS)
-            return fail(why, wl, "redis uri: at most %d cluster seeds", SRL__REDIS_SEEDS);
+            return fail(why, wl, "redis uri: at most %d %s", SRL__REDIS_SEEDS, what);
         struct srl__redis_uri one;
         memset(&one, 0, sizeof one);
         if (memchr(s, '/', len) != NULL)
             return fail(why, wl, "redis uri: a cluster has only db 0 (no /db or db= in "
                                  "redis-cluster://)");
+        int has_port = memchr(s, ':', len) != NULL && (len == 0 || s[len - 1] != ']');
         int rc = tcp(s, len, &one, why, wl);
         if (rc != 0)
             return rc;
         if (one.user[0] != '\0' || one.password[0] != '\0')
-            return fail(why, wl, "redis uri: credentials go once, before the first seed");
+            return fail(why, wl, "redis uri: credentials go once, before the first of the %s",
+                        what);
         memcpy(u->seed[u->nseeds].host, one.host, sizeof one.host);
-        u->seed[u->nseeds].port = one.port;
+        u->seed[u->nseeds].port = has_port ? one.port : def;
         u->nseeds++;
         if (comma == NULL)
             break;
@@ -268,6 +270,60 @@ static int cluster(const char *s, size_t n, struct srl__redis_uri *u, char *why,
     memcpy(u->host, u->seed[0].host, sizeof u->host);
     u->port = u->seed[0].port;
     return 0;
+}
+
+/* Seeds "[userinfo@]h[:p],h[:p]...": userinfo splits at the last '@'. */
+static int cluster(const char *s, size_t n, struct srl__redis_uri *u, char *why, size_t wl)
+{
+    int rc = take_userinfo(&s, &n, u, why, wl);
+    if (rc != 0)
+        return rc;
+    u->cluster = 1;
+    return seeds(s, n, 6379, "cluster seeds", u, why, wl);
+}
+
+/* A master name as Sentinel knows it: 1..127 bytes of [A-Za-z0-9._:-]. */
+static int master_name_ok(const char *s, size_t n)
+{
+    if (n == 0 || n >= sizeof ((struct srl__redis_uri *)0)->master)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '_' || c == '-' || c == ':'))
+            return 0;
+    }
+    return 1;
+}
+
+/* "[userinfo@]h[:p],h[:p].../MASTER": the sentinels, then the master's name. */
+static int sentinel(const char *s, size_t n, struct srl__redis_uri *u, char *why, size_t wl)
+{
+    /* The master's name after the last '/' (a password may hold a raw '/'
+     * only with %2F here: the split must not depend on the password). */
+    const char *slash = NULL;
+    for (size_t i = 0; i < n; i++)
+        if (s[i] == '/')
+            slash = s + i;
+    if (slash == NULL)
+        return fail(why, wl, "redis uri: redis-sentinel:// needs the master's name "
+                             "(redis-sentinel://host:26379,host:26379/MASTER)");
+    size_t ml = n - (size_t)(slash + 1 - s);
+    if (!master_name_ok(slash + 1, ml))
+        return fail(why, wl, "redis uri: the master's name '%.*s' must be 1..%zu bytes of "
+                             "[A-Za-z0-9._:-]", (int)(ml > 64 ? 64 : ml), slash + 1,
+                    sizeof u->master - 1);
+    memcpy(u->master, slash + 1, ml);
+    u->master[ml] = '\0';
+    n = (size_t)(slash - s);
+    int rc = take_userinfo(&s, &n, u, why, wl);
+    if (rc != 0)
+        return rc;
+    if (n == 0)
+        return fail(why, wl, "redis uri: redis-sentinel:// needs at least one sentinel "
+                             "(host:port)");
+    u->sentinel = 1;
+    return seeds(s, n, 26379, "sentinels", u, why, wl);
 }
 
 int srl__redis_uri_parse(const char *uri, struct srl__redis_uri *out, char *why, size_t wl)
@@ -307,8 +363,13 @@ int srl__redis_uri_parse(const char *uri, struct srl__redis_uri *out, char *why,
         rc = cluster(uri + 16, body - 16, &u, why, wl);
         if (rc != 0)
             return rc;
+    } else if (strncmp(uri, "redis-sentinel://", 17) == 0) {
+        rc = sentinel(uri + 17, body - 17, &u, why, wl);
+        if (rc != 0)
+            return rc;
     } else {
-        return fail(why, wl, "redis uri must start with redis://, unix:// or redis-cluster://");
+        return fail(why, wl, "redis uri must start with redis://, unix://, redis-cluster:// "
+                             "or redis-sentinel://");
     }
     if (q != NULL && (rc = options(uri, q + 1, &u, why, wl)) != 0)
         return rc;

@@ -23,7 +23,10 @@ struct srl__redis_uri {
     uint32_t timeout_ms;      /* 0: not given (the config's lock_timeout_ms) */
     char prefix[SRL__REDIS_PREFIX_MAX + 1];   /* default "srl" */
     int cluster;              /* redis-cluster://: host, port is seed[0] */
-    int nseeds;               /* cluster: seeds listed (1..SRL__REDIS_SEEDS) */
+    int sentinel;             /* redis-sentinel://: seed[] are the sentinels, host and
+                                 port the master they name (redis_sentinel.c) */
+    char master[128];         /* sentinel: the master's name */
+    int nseeds;               /* cluster, sentinel: seeds listed (1..SRL__REDIS_SEEDS) */
     struct {
         char host[256];
         int port;

@@ -28,6 +28,9 @@
  *   T <= now + 3660d: eviction, crash repair and srl_check need nothing new.
  *   The state is written only through srl__shm_apply (shm_table.c) under the
  *   key's bucket lock and undo record.
+ *   With fallback=POLICY, a third handle `fb` on the segment NAME.fallback
+ *   (fallback.c) decides, under the same host key, the calls Redis gave no
+ *   answer to.
  *
  * INVARIANTS
  *   - The host only ever denies.  So the fleet admits exactly what Redis
@@ -46,7 +49,9 @@
  *   Redis store's connection mutex, never both at once (the host is asked,
  *   released, then Redis is asked, then the host is written).
  */
+#include "config.h"
 #include "errdetail.h"
+#include "fallback.h"
 #include "redis_uri.h"
 #include "shm.h"
 
@@ -75,6 +80,7 @@ struct tiered {
     srl_limiter lim;            /* first: the facade's head */
     srl_limiter *redis;
     srl_limiter *host;
+    srl_limiter *fb;            /* fallback=POLICY's segment (fallback.c), or NULL */
     size_t plen;                /* bytes of prefix[] used */
     char prefix[SRL__REDIS_PREFIX_MAX + 1];   /* "P:", not NUL-terminated */
 };
@@ -176,6 +182,16 @@ static int host_forget(struct tiered *t, const void *key, size_t len)
     return srl__shm_reset_key(t->host, hk, hlen);
 }
 
+/* Redis did not answer: the fallback segment decides (fallback.c). */
+static int fallback(struct tiered *t, const void *key, size_t len, uint32_t cost, int count,
+                    srl_decision *d)
+{
+    struct host_name n;
+    size_t hlen;
+    const void *hk = host_key(t, key, len, &n, &hlen);
+    return srl__fallback_decide(t->fb, hk, hlen, cost, count, d);
+}
+
 /* ------------------------------------------------------------ the ops */
 
 static int tr_acquire(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
@@ -186,6 +202,8 @@ static int tr_acquire(srl_limiter *lim, const void *key, size_t len, uint32_t co
         return 0;
     uint64_t t0 = srl__now(lim);   /* before the request leaves: T never outlives Redis's ban */
     int rc = srl_acquire(t->redis, key, len, cost, d);
+    if (t->fb != NULL && srl__fallback_applies(rc))
+        return fallback(t, key, len, cost, 1, d);
     if (rc == 0 && !d->allowed && d->flags == 0 && d->retry_after_ns > 0)
         host_remember(t, key, len, cost, t0, d);
     return rc;
@@ -197,7 +215,10 @@ static int tr_peek(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
     struct tiered *t = tr_of(lim);
     if (host_answer(t, key, len, cost, 0, d))
         return 0;
-    return srl_peek(t->redis, key, len, cost, d);
+    int rc = srl_peek(t->redis, key, len, cost, d);
+    if (t->fb != NULL && srl__fallback_applies(rc))
+        return fallback(t, key, len, cost, 0, d);
+    return rc;
 }
 
 /* Permits given back on Redis may end the fleet's denial before T: this
@@ -215,6 +236,12 @@ static int tr_reset_key(srl_limiter *lim, const void *key, size_t len)
     struct tiered *t = tr_of(lim);
     int rc = srl_reset_key(t->redis, key, len);
     int h = host_forget(t, key, len);
+    if (t->fb != NULL) {
+        struct host_name n;
+        size_t hlen;
+        const void *hk = host_key(t, key, len, &n, &hlen);
+        (void)srl_reset_key(t->fb, hk, hlen);
+    }
     return rc == SRL_ENOENT && h == 0 ? 0 : rc;
 }
 
@@ -287,6 +314,7 @@ static void tr_close(srl_limiter *lim)
     struct tiered *t = tr_of(lim);
     srl_close(t->redis);
     srl_close(t->host);
+    srl_close(t->fb);
     free(t);
 }
 
@@ -360,6 +388,10 @@ int srl_open_tiered(const char *shm_name, const char *uri, const srl_config *cfg
     if (shm_name == NULL || uri == NULL)
         return SRL_EINVAL;
     rc = srl_name_check(shm_name);
+    srl_limits fbl;
+    const srl_limits *fbp = srl__config_fallback(use, &fbl) ? &fbl : NULL;
+    if (rc == 0 && fbp != NULL)
+        rc = srl__fallback_name_check(shm_name);   /* before anything is made */
     if (rc != 0)
         return rc;
     struct tiered *t = calloc(1, sizeof *t);
@@ -394,9 +426,12 @@ int srl_open_tiered(const char *shm_name, const char *uri, const srl_config *cfg
     }
     if (rc == 0)
         rc = host_is_ours(t->host, &h);
+    if (rc == 0 && fbp != NULL)
+        rc = srl__fallback_open(shm_name, use, fbp, h.key_display, t->lim.ticker, flags, &t->fb);
     if (rc != 0) {
         srl_close(t->redis);
         srl_close(t->host);
+        srl_close(t->fb);
         free(t);
         return rc;
     }

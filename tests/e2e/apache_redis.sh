@@ -31,6 +31,11 @@
 #   F  a hostile server (tests/fake_redis.py wrongtype: EVALSHA answered
 #      with a bulk string) in place of Redis: the request is answered by
 #      on_full=deny, a 429, never a 500, and the error log says so
+#   G  a host started while its Redis is down, with fallback=token_bucket:3/1d
+#      (policy token_bucket:5/1d): it starts and serves, 6 requests for a key
+#      give exactly 3 x 200 (the fallback) then 3 x 429; Redis started: the
+#      host limits by Redis by itself, exactly 5 more 200 (RateLimit r 4..0)
+#      then 429, and rlctl info URI counts the 5
 here=$(cd "$(dirname "$0")" && pwd)
 export SRL_E2E_DIR=${SRL_E2E_DIR:-$here}
 . "$here/lib.sh"
@@ -206,4 +211,34 @@ wait_until 10 grep -q "SrlLimit fleet3: .*; decided by on_full (denied)" "$base/
 check_eq "F: the error log says on_full decided" 1 \
   "$(grep -c "SrlLimit fleet3: .*; decided by on_full (denied)" "$base/h3/error.log")"
 stop_pid "$pid3"
+
+# --- G: a host started during an outage, with a fallback
+e2e_segments+=(/fleet4 /fleet4.fallback)
+gsock=$base/h4/redis/redis.sock
+guri="unix://$gsock?prefix=e2e-g&timeout_ms=300"
+gbody="SrlLimiter fleet4 token_bucket:5/1d 1000 on_full=deny fallback=token_bucket:3/1d policy_name=fleet redis=$guri
+SrlLimit fleet4
+SrlKey header:X-Key"
+mkdir -p "$base/h4/htdocs"; chmod 0755 "$base/h4"; echo x >"$base/h4/htdocs/x"
+e2e_tmp=$base/h4; e2e_port=$(free_port); apache_start prefork "$gbody"
+port4=$e2e_port; pid4=$apache_pid; e2e_tmp=$base
+g=$(on "$port4" seq 6 /x "X-Key: late-G")
+check_eq "G: Redis down since the start: the fallback serves 3 then refuses" \
+  "200 200 200 429 429 429" "$(cut -f1 <<<"$g" | tr '\n' ' ' | sed 's/ $//')"
+main_redis_pid=$redis_pid main_redis_sock=$redis_sock
+e2e_tmp=$base/h4; redis_start; e2e_tmp=$base
+g_redis_pid=$redis_pid; redis_pid=$main_redis_pid; redis_sock=$main_redis_sock
+# The workers reconnect by themselves (their backoff: 1 s at most a step).
+g_first() { [ "$(on "$port4" seq 1 /x "X-Key: late-G" | cut -f1)" = 200 ]; }
+wait_until 20 g_first
+check_eq "G: Redis started: a request is admitted again (by Redis: the fallback is spent)" \
+  0 "$?"
+g=$(on "$port4" seq 5 /x "X-Key: late-G")
+check_eq "G: ... then exactly Redis's limit: 4 more 200, then 429" "200 200 200 200 429" \
+  "$(cut -f1 <<<"$g" | tr '\n' ' ' | sed 's/ $//')"
+check_eq "G: ... RateLimit r from Redis's count" "3 2 1 0" \
+  "$(head -4 <<<"$g" | cut -f3 | sed 's/.*;r=\([0-9]*\);.*/\1/' | tr '\n' ' ' | sed 's/ $//')"
+check_eq "G: rlctl info URI: allowed" 5 "$(rlctl_count "$guri" allowed)"
+stop_pid "$pid4"
+stop_pid "$g_redis_pid"
 e2e_finish

@@ -31,6 +31,8 @@ START_TEST(each_password_is_hidden)
     expect("unix:///tmp/r.sock?user=bob&password=a%26b&prefix=x",
            "unix:///tmp/r.sock?user=bob&password=***&prefix=x");
     expect("redis-cluster://:pw@a:1,b:2?password=x", "redis-cluster://:***@a:1,b:2?password=***");
+    expect("redis-sentinel://app:p@w@s1:26379,s2/mymaster?db=1",
+           "redis-sentinel://app:***@s1:26379,s2/mymaster?db=1");
     /* An empty password grows by 3 bytes: the most a hidden part adds. */
     expect("redis://:@h?password=", "redis://:***@h?password=***");
 }
