@@ -461,7 +461,7 @@ SRL_API void srl_config_init(srl_config *cfg);
  *   redis=URI          for srl_open_tiered (srl_config_redis)
  *   fallback=POLICY    the host decides by it while Redis is down; needs redis=
  * BOOL: on/off, yes/no, true/false, 1/0; words in any case.  With redis=:
- * no key_display, mode, tiers, lockfree, flood_cache; one rate limit.
+ * no key_display, mode, tiers, lockfree, flood_cache, concurrency limit.
  * lockfree=on needs a gcra limit (srl_config_parse only).
  * Errors (SRL_EPOLICY) fill err with the bad part's offset and length in
  * spec (srl_config_set: in "NAME=VALUE") and what is expected.

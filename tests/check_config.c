@@ -49,6 +49,8 @@ static const struct {
     {"token_bucket:100/1m on_full=deny redis=redis://127.0.0.1:6379/0?prefix=api",
      "token_bucket:100/1m capacity=65536 on_full=deny "
      "redis=redis://127.0.0.1:6379/0?prefix=api"},
+    {"10/1s + 1000/1d redis=unix:///r.sock", "token_bucket:10/1s + token_bucket:1000/1d "
+     "capacity=65536 redis=unix:///r.sock"},   /* compounds run on Redis too */
     {"concurrency:4,max_hold=30s", "concurrency:4,max_hold=30s capacity=65536"},
     {"sliding_log:5/15m,penalty=1h\tcapacity=10\n", "sliding_log:5/15m,penalty=1h capacity=10"},
 };
@@ -126,9 +128,12 @@ static const struct {
      "tier.NAME is for a segment; a Redis store (redis=) has one policy"},
     {"gcra:1/1s redis=redis://h lockfree=on", 37, 0,
      "lockfree is for a segment; a Redis store (redis=) decides in Redis"},
-    {"5/1s + 6/1m redis=redis://h", 27, 0,
-     "redis= takes one rate limit, not a compound or a concurrency policy (no script for "
-     "them): use a segment (no redis=)"},
+    {"5/1s + concurrency:2 redis=redis://h", 36, 0,
+     "redis= takes rate limits, not a concurrency limit (Redis holds no leases yet): use a "
+     "segment (no redis=)"},
+    {"concurrency:2 redis=redis://h", 29, 0,
+     "redis= takes rate limits, not a concurrency limit (Redis holds no leases yet): use a "
+     "segment (no redis=)"},
     {"token_bucket:5/1s lockfree=on", 29, 0,
      "lockfree=on decides gcra limits only, and 'token_bucket:5/1s' has none in any tier: use "
      "gcra:N/W, or drop lockfree="},
