@@ -1026,7 +1026,7 @@ static int open_fronted(const srl_ap_limiter *l, const srl_config *cfg, srl_limi
     srl_policy_error pe;
     int rc = l->fallback != NULL ? srl_config_set(&c, "fallback", l->fallback, &pe) : 0;
     if (rc == 0)
-        rc = srl_open_tiered(l->name, l->redis, &c, SRL_CREATE, out);
+        rc = srl_open_fronted(l->name, l->redis, &c, SRL_CREATE, out);
     srl_config_free(&c);
     return rc;
 }

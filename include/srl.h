@@ -594,8 +594,11 @@ SRL_API int srl_open_redis(const char *uri, const srl_config *cfg, srl_limiter *
  * srl_open_shared's.  fallback=POLICY in cfg: a call Redis does not answer
  * is decided by POLICY in the segment NAME.fallback (NAME at most
  * SRL_NAME_MAX - 9 bytes), rc 0, SRL_DECISION_DEGRADED | SRL_DECISION_LOCAL.
- * docs/design.md, "The host tier".
+ * The fronted store ("tier" is srl_tier's word only); docs/design.md.
  */
+SRL_API int srl_open_fronted(const char *shm_name, const char *uri, const srl_config *cfg,
+                             unsigned flags, srl_limiter **out);
+/* srl_open_fronted's name before 0.2, the same call; kept until 1.0. */
 SRL_API int srl_open_tiered(const char *shm_name, const char *uri, const srl_config *cfg,
                             unsigned flags, srl_limiter **out);
 
@@ -825,7 +828,8 @@ SRL_API int srl_stats_get(srl_limiter *lim, srl_stats *out);
 typedef enum srl_store_kind {
     SRL_STORE_SHARED = 0, SRL_STORE_ANONYMOUS = 1, SRL_STORE_LOCAL = 2,
     SRL_STORE_REDIS = 3,      /* srl_open_redis; name holds the key prefix */
-    SRL_STORE_TIERED = 4      /* srl_open_tiered; name holds the host segment */
+    SRL_STORE_FRONTED = 4,    /* srl_open_fronted; name holds the host segment */
+    SRL_STORE_TIERED = 4      /* SRL_STORE_FRONTED's name before 0.2, until 1.0 */
 } srl_store_kind;
 
 typedef struct srl_info {

@@ -45,7 +45,7 @@
  *
  * More than one host: with the option 'redis' => URI the limit lives in a
  * Redis server, one limit for every host that opens the same server and
- * prefix, with the segment NAME as the host tier in front (srl_open_tiered):
+ * prefix, with the segment NAME as the host tier in front (srl_open_fronted):
  * a key Redis denied is answered on the host until the denial ends, without
  * a round trip ('local' => true in the decision):
  *
@@ -425,7 +425,7 @@ final class Srl
         $out = $ffi->new('srl_limiter *');
         $redis = $ffi->srl_config_redis(FFI::addr($cfg));
         if ($redis !== null) {
-            $rc = $ffi->srl_open_tiered($name, $redis, FFI::addr($cfg), self::CREATE,
+            $rc = $ffi->srl_open_fronted($name, $redis, FFI::addr($cfg), self::CREATE,
                                         FFI::addr($out));
             self::checkOpen($ffi, $rc, "open redis store '$name'", $name, $cfg, true);
             $this->redis = true;

@@ -110,7 +110,7 @@ typedef struct srl_stats {
 
 typedef enum srl_store_kind {
     SRL_STORE_SHARED = 0, SRL_STORE_ANONYMOUS = 1, SRL_STORE_LOCAL = 2, SRL_STORE_REDIS = 3,
-    SRL_STORE_TIERED = 4
+    SRL_STORE_FRONTED = 4, SRL_STORE_TIERED = 4
 } srl_store_kind;
 
 typedef struct srl_info {
@@ -175,6 +175,8 @@ void srl_config_free(srl_config *cfg);
 int srl_open_shared(const char *name, const srl_config *cfg, unsigned flags,
                     srl_limiter **out);
 int srl_open_redis(const char *uri, const srl_config *cfg, srl_limiter **out);
+int srl_open_fronted(const char *shm_name, const char *uri, const srl_config *cfg,
+                     unsigned flags, srl_limiter **out);
 int srl_open_tiered(const char *shm_name, const char *uri, const srl_config *cfg,
                     unsigned flags, srl_limiter **out);
 int srl_redis_uri_check(const char *uri, char *why, size_t whylen);

@@ -568,7 +568,7 @@ static void explain_open(const char *name, const srl_config *cfg, char *why, siz
         why[0] = '\0';
 }
 
-/* srl_open_tiered(name, uri, cfg, flags); cfg is freed.  A refusal names its
+/* srl_open_fronted(name, uri, cfg, flags); cfg is freed.  A refusal names its
  * cause: the Redis server and what it did (srl_last_error), or for the host
  * segment its owner, mode and fix (srl_open_explain).  The uri is never
  * quoted: it may hold a password. */
@@ -577,7 +577,7 @@ static PyObject *open_fronted(PyTypeObject *cls, const char *name, const char *u
 {
     srl_limiter *lim = NULL;
     char what[300], why[SRL__PY_DETAIL_MAX] = "";
-    int rc = srl_open_tiered(name, uri, cfg, flags, &lim);
+    int rc = srl_open_fronted(name, uri, cfg, flags, &lim);
 
     if (rc < 0) {
         /* "" after SRL_EACCES: the host segment's, srl_open_explain says why */
@@ -588,7 +588,7 @@ static PyObject *open_fronted(PyTypeObject *cls, const char *name, const char *u
     }
     srl_config_free(cfg);
     if (rc < 0) {
-        snprintf(what, sizeof what, "srl_open_tiered('%.200s')", name);
+        snprintf(what, sizeof what, "srl_open_fronted('%.200s')", name);
         return raise_srl_full(rc, what, why, NULL);
     }
     return limiter_wrap(cls, lim);
@@ -743,7 +743,7 @@ static PyObject *Limiter_redis(PyObject *cls, PyObject *args, PyObject *kw)
     return limiter_wrap((PyTypeObject *)cls, lim);
 }
 
-/* fronted(name, uri, policy, ...): srl_open_tiered, the fleet's limit on
+/* fronted(name, uri, policy, ...): srl_open_fronted, the fleet's limit on
  * Redis with the host segment NAME in front (kind 'tiered'). */
 static PyObject *Limiter_fronted(PyObject *cls, PyObject *args, PyObject *kw)
 {
@@ -775,7 +775,7 @@ static PyObject *Limiter_fronted(PyObject *cls, PyObject *args, PyObject *kw)
 static PyObject *raise_on(const LimiterObject *self, int rc, const char *what,
                           PyObject *decision)
 {
-    if (self->kind == SRL_STORE_REDIS || self->kind == SRL_STORE_TIERED)
+    if (self->kind == SRL_STORE_REDIS || self->kind == SRL_STORE_FRONTED)
         return raise_srl_redis(rc, what, decision);
     return raise_srl_with(rc, what, decision);
 }
@@ -1275,7 +1275,7 @@ static PyMethodDef Limiter_methods[] = {
      "        create=True, exclusive=False, *, lock_timeout_ms=1000, mode=0o600,\n"
      "        dry_run=False, tiers=None)\n"
      "The fleet's limit on Redis (as redis()) with the host segment /dev/shm/NAME in\n"
-     "front (srl_open_tiered): a key Redis denied is answered on the host until its\n"
+     "front (srl_open_fronted): a key Redis denied is answered on the host until its\n"
      "denial ends (FLAG_LOCAL), with no round trip.  shared(name, \"POLICY redis=URI\")\n"
      "is the same.  kind 'tiered'."},
     {"anonymous", (PyCFunction)(void (*)(void))Limiter_anonymous,

@@ -233,7 +233,7 @@ class TestCauses(Base):
                "--owner USER create ...), or with mode 0660 and a group both share "
                "[SRL_EACCES]" % name)
         self.assertEqual(out, ["srl_open_shared('%s'): %s" % (name, why)] * 2 +
-                              ["srl_open_tiered('%s'): %s" % (name, why)])
+                              ["srl_open_fronted('%s'): %s" % (name, why)])
 
 
 class TestMessages(unittest.TestCase):

@@ -283,7 +283,7 @@ static int tr_info(srl_limiter *lim, srl_info *out)
         rc = srl_info_get(t->host, &h);
     if (rc != 0)
         return rc;
-    out->kind = SRL_STORE_TIERED;
+    out->kind = SRL_STORE_FRONTED;
     out->flags = 0;   /* host_config opens the host handle without any flag */
     out->capacity = h.capacity;
     out->slots_per_bucket = h.slots_per_bucket;
