@@ -80,13 +80,13 @@ SRL_API const char *srl_strerror(int code);
 SRL_API const char *srl_err_name(int code);
 
 /* The calling thread's sentence for its last failed Redis or tiered call,
- * open included (which server and what happened, e.g. "connect
- * 127.0.0.1:6390: connection refused"; never a password, non-printable
- * bytes as '?'; "" if none).  Each such call clears it first: read it right
- * after the failure, in the same thread.  A tiered open refused by its host
- * segment names the segment, or leaves "" for SRL_EACCES (srl_open_explain
- * says why).  At most len - 1 bytes and a NUL into buf (NULL with len 0
- * allowed); returns its length (< 256).  Thread-local, no lock. */
+ * open included ("connect 127.0.0.1:6390: connection refused"; never a
+ * password, non-printable bytes as '?'; "" if none), or any store's
+ * SRL_ECOST ("cost 6: 'token_bucket:5/1s' allows 5 at most").  Each such
+ * call clears it first: read it right after the failure.  A tiered open
+ * refused by its host segment names the segment, or leaves "" for SRL_EACCES
+ * (srl_open_explain says why).  At most len - 1 bytes and a NUL into buf
+ * (NULL with len 0 allowed); returns its length (< 256).  Thread-local. */
 SRL_API size_t srl_last_error(char *buf, size_t len);
 
 /* ---------------------------------------------------------------- policy */

@@ -255,7 +255,10 @@ START_TEST(tiers_are_named_found_and_reported)
     srl_decision d;
     ck_assert_int_eq(srl_acquire_tier(lim, 3, "k", 1, 1, &d), SRL_EINVAL);
     /* Cost within the tier's permits: 64 for bulk, 1000 for paid. */
+    char why[256];
     ck_assert_int_eq(srl_acquire_tier(lim, 2, "k", 1, 65, &d), SRL_ECOST);
+    srl_last_error(why, sizeof why);
+    ck_assert_str_eq(why, "cost 65: 'sliding_log:64/1s' allows 64 at most");
     ck_assert_int_eq(srl_acquire_tier(lim, 1, "k", 1, 1000, &d), 0);
     ck_assert_int_eq(d.allowed, 1);
     ck_assert_int_eq(srl_acquire(lim, "j", 1, 101, &d), SRL_ECOST);   /* tier 0: 100 */
@@ -267,7 +270,11 @@ START_TEST(tiers_are_named_found_and_reported)
     ck_assert_int_eq(d.allowed, 1);
     ck_assert_int_eq(srl_acquire_tier(lim, 2, "b", 1, 1, &d), 0);
     ck_assert_int_eq(srl_peek(lim, "b", 1, 100, &d), SRL_ECOST);
+    srl_last_error(why, sizeof why);
+    ck_assert_str_eq(why, "cost 100: 'sliding_log:64/1s' allows 64 at most");
     ck_assert_int_eq(srl_refund(lim, "b", 1, 100), SRL_ECOST);
+    srl_last_error(why, sizeof why);
+    ck_assert_str_eq(why, "cost 100: 'sliding_log:64/1s' allows 64 at most");
     unsigned char buf[4096];
     ck_assert_int_eq(srl_key_state(lim, "b", 1, buf, info.state_bytes - 8), SRL_ENOBUFS);
     ck_assert_int_eq(srl_key_state(lim, "b", 1, buf, info.state_bytes), 0);

@@ -121,6 +121,10 @@ uint32_t srl__tiers_bytes_max(const srl_limiter *lim);
 void srl__tier_convert(const struct srl__compound *from, const void *old,
                        const struct srl__compound *to, void *out, uint64_t now);
 
+/* cost.c.  SRL_ECOST, with srl_last_error naming cost and what c takes
+ * at most (cost 0: that a request costs 1 or more).  Refusals only. */
+int srl__cost_refused(const struct srl__compound *c, uint32_t cost);
+
 /* Fill the common head from a config the prologue normalised (ticker
  * defaulted).  Returns 0 or SRL_EPOLICY. */
 int srl__limiter_init(srl_limiter *lim, const struct srl__store_ops *ops,

@@ -235,7 +235,7 @@ static int req_fits(const struct srl__shm_pol *p, const struct shm_req *rq)
         return 0;
     const struct srl__compound *c = rq->own != NULL ? rq->own : &p->cmp[rq->tier];
     if (rq->cost > c->min_permits)
-        return SRL_ECOST;
+        return srl__cost_refused(c, rq->cost);
     return rq->max_wait > 0 && !c->reserve ? SRL_ENOTSUP : 0;
 }
 
@@ -316,7 +316,7 @@ static int decide_slot(struct srl__shm *s, uint64_t b, unsigned i, const struct 
     if ((flags & SRL__SLOT_F_OWN) && rq->apply == NULL && rq->lease == NULL &&
         (rq->cost > to->min_permits || (rq->max_wait > 0 && !to->reserve))) {
         srl__shm_slot_thaw(s, b, i);   /* req_fits, against the key's own limits */
-        return rq->cost > to->min_permits ? SRL_ECOST : SRL_ENOTSUP;
+        return rq->cost > to->min_permits ? srl__cost_refused(to, rq->cost) : SRL_ENOTSUP;
     }
     if ((flags & (SRL__SLOT_F_EXEMPT | SRL__SLOT_F_BANNED)) && rq->apply == NULL &&
         rq->lease == NULL && control_decide(s, b, i, flags, from, now, rq, d)) {
@@ -1130,7 +1130,7 @@ int srl__shm_peek(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
     if (cost > c->min_permits) {   /* the key's tier takes less (srl_acquire_tier) */
         srl__shm_slot_thaw(s, b, (unsigned)i);
         srl__shm_unlock(s, b);
-        return SRL_ECOST;
+        return srl__cost_refused(c, cost);
     }
     unsigned char st[s->state_bytes] __attribute__((aligned(16)));   /* read once (shm.h) */
     srl__shm_state_load(s, b, (unsigned)i, st);
@@ -1162,7 +1162,7 @@ int srl__shm_refund(srl_limiter *lim, const void *key, size_t len, uint32_t cost
     if (cost > c->min_permits) {
         srl__shm_slot_thaw(s, b, (unsigned)i);
         srl__shm_unlock(s, b);
-        return SRL_ECOST;
+        return srl__cost_refused(c, cost);
     }
     srl__shm_undo_begin(s, b, (unsigned)i);
     unsigned char st[s->state_bytes] __attribute__((aligned(16)));   /* read once (shm.h) */
