@@ -634,6 +634,11 @@ SRL_API const void *srl_key_fit(const void *key, size_t *len, unsigned char buf[
 SRL_API int srl_acquire_tier(srl_limiter *lim, uint32_t tier, const void *key, size_t len,
                              uint32_t cost, srl_decision *d);
 
+/* srl_peek as a request of tier `tier` would find the key (one of another
+ * tier converted to it, nothing written); SRL_EINVAL for a tier beyond. */
+SRL_API int srl_peek_tier(srl_limiter *lim, uint32_t tier, const void *key, size_t len,
+                          uint32_t cost, srl_decision *d);
+
 /* The index of the tier called name ("default" is 0), SRL_ENOENT if the
  * limiter has none of that name, SRL_EINVAL for NULL. */
 SRL_API int srl_tier_find(srl_limiter *lim, const char *name);

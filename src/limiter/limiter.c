@@ -243,6 +243,21 @@ int srl_peek(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
     return rc != 0 ? rc : dry_run_turn(lim, lim->ops->peek(lim, key, len, cost, d), d);
 }
 
+int srl_peek_tier(srl_limiter *lim, uint32_t tier, const void *key, size_t len, uint32_t cost,
+                  srl_decision *d)
+{
+    int rc = check_request(lim, key, len, cost, d);
+    if (rc != 0)
+        return rc;
+    if (tier >= lim->tier_count)
+        return SRL_EINVAL;
+    if (!lim->live_state_bytes && cost > srl__tier_cmp(lim, tier)->min_permits)
+        return srl__cost_refused(srl__tier_cmp(lim, tier), cost);
+    if (lim->ops->peek_tier == NULL)   /* one tier: tier 0 */
+        return dry_run_turn(lim, lim->ops->peek(lim, key, len, cost, d), d);
+    return dry_run_turn(lim, lim->ops->peek_tier(lim, tier, key, len, cost, d), d);
+}
+
 int srl_refund(srl_limiter *lim, const void *key, size_t len, uint32_t cost)
 {
     if (lim == NULL)

@@ -30,6 +30,10 @@ struct srl__store_ops {
                         uint32_t cost, srl_decision *d);
     int (*peek)(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
                 srl_decision *d);
+    /* srl_peek_tier (may be NULL: tier 0 only, and peek serves it); tier
+     * < lim->tier_count. */
+    int (*peek_tier)(srl_limiter *lim, uint32_t tier, const void *key, size_t len,
+                     uint32_t cost, srl_decision *d);
     int (*refund)(srl_limiter *lim, const void *key, size_t len, uint32_t cost);
     /* srl_reserve with 0 < max_wait <= SRL_WAIT_MAX_NS on a cmp.reserve
      * limiter (may be NULL: SRL_ENOTSUP); srl__compound_reserve under the lock. */
