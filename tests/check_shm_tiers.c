@@ -234,15 +234,22 @@ START_TEST(a_key_that_changes_tier_keeps_its_use_by_the_conversion_table)
 }
 END_TEST
 
+/* An anonymous segment of policy base (tier 0) and one tier, name = text,
+ * on a frozen fake clock (the table is copied at open). */
+static srl_limiter *anonymous_two_tiers(const char *base, const char *name, const char *text)
+{
+    srl_tier t = tier_of(name, text);
+    srl_config cfg = tiered_config(base, &t, 1, fake_clock_shared(1000 * SEC));
+    srl_limiter *lim;
+    ck_assert_int_eq(srl_open_anonymous(&cfg, &lim), 0);
+    return lim;
+}
+
 /* Back and forth: each move carries the use again, capped at the capacity
  * of the tier it moves to, so what a cap drops is not charged again. */
 START_TEST(moving_back_and_forth_caps_the_use_at_each_tiers_capacity)
 {
-    fake_clock *clock = fake_clock_shared(1000 * SEC);
-    srl_tier big = tier_of("big", "token_bucket:20/1h");
-    srl_config cfg = tiered_config("token_bucket:10/1h", &big, 1, clock);
-    srl_limiter *lim;
-    ck_assert_int_eq(srl_open_anonymous(&cfg, &lim), 0);
+    srl_limiter *lim = anonymous_two_tiers("token_bucket:10/1h", "big", "token_bucket:20/1h");
     srl_decision d;
     uint32_t got[4] = {0};
     for (int phase = 0; phase < 4; phase++)
@@ -265,11 +272,7 @@ END_TEST
  * (SRL_ECOST naming them), a store without tiers (tier 0 is srl_peek). */
 START_TEST(peek_tier_refuses_what_acquire_tier_refuses_and_a_store_without_tiers_has_tier_0)
 {
-    fake_clock *clock = fake_clock_shared(1000 * SEC);
-    srl_tier paid = tier_of("paid", "token_bucket:5/1h");
-    srl_config cfg = tiered_config("token_bucket:2/1h", &paid, 1, clock);
-    srl_limiter *lim;
-    ck_assert_int_eq(srl_open_anonymous(&cfg, &lim), 0);
+    srl_limiter *lim = anonymous_two_tiers("token_bucket:2/1h", "paid", "token_bucket:5/1h");
     srl_decision d;
     char why[256];
     ck_assert_int_eq(srl_peek_tier(lim, 1, "k", 1, 1, &d), SRL_ENOENT);
@@ -293,7 +296,7 @@ START_TEST(peek_tier_refuses_what_acquire_tier_refuses_and_a_store_without_tiers
     srl_config one;
     srl_config_init(&one);
     ck_assert_int_eq(srl_limits_parse_ex("token_bucket:2/1h", &one.limits, NULL), 0);
-    one.ticker = fake_ticker(clock);
+    one.ticker = fake_ticker(fake_clock_shared(1000 * SEC));
     ck_assert_int_eq(srl_open_local(&one, &lim), 0);
     ck_assert_int_eq(srl_acquire(lim, "k", 1, 1, &d), 0);
     srl_decision p;

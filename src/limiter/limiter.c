@@ -189,6 +189,21 @@ static int check_request(const srl_limiter *lim, const void *key, size_t len,
     return 0;
 }
 
+/* check_request, then tier within the table and cost within its permits
+ * (those the store checks itself when its policy may change). */
+static int check_tier_request(const srl_limiter *lim, uint32_t tier, const void *key, size_t len,
+                              uint32_t cost, const srl_decision *d)
+{
+    int rc = check_request(lim, key, len, cost, d);
+    if (rc != 0)
+        return rc;
+    if (tier >= lim->tier_count)
+        return SRL_EINVAL;
+    if (!lim->live_state_bytes && cost > srl__tier_cmp(lim, tier)->min_permits)
+        return srl__cost_refused(srl__tier_cmp(lim, tier), cost);
+    return 0;
+}
+
 int srl_acquire(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
                 srl_decision *d)
 {
@@ -200,13 +215,9 @@ int srl_acquire_tier(srl_limiter *lim, uint32_t tier, const void *key, size_t le
 {
     if (lim != NULL && lim->cmp.conc >= 0)
         return SRL_ENOTSUP;   /* a unit needs a holder: srl_enter */
-    int rc = check_request(lim, key, len, cost, d);
+    int rc = check_tier_request(lim, tier, key, len, cost, d);
     if (rc != 0)
         return rc;
-    if (tier >= lim->tier_count)
-        return SRL_EINVAL;
-    if (!lim->live_state_bytes && cost > srl__tier_cmp(lim, tier)->min_permits)
-        return srl__cost_refused(srl__tier_cmp(lim, tier), cost);
     if (lim->ops->acquire_tier == NULL)   /* one tier: tier 0 */
         return dry_run_turn(lim, lim->ops->acquire(lim, key, len, cost, d), d);
     return dry_run_turn(lim, lim->ops->acquire_tier(lim, tier, key, len, cost, d), d);
@@ -246,13 +257,9 @@ int srl_peek(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
 int srl_peek_tier(srl_limiter *lim, uint32_t tier, const void *key, size_t len, uint32_t cost,
                   srl_decision *d)
 {
-    int rc = check_request(lim, key, len, cost, d);
+    int rc = check_tier_request(lim, tier, key, len, cost, d);
     if (rc != 0)
         return rc;
-    if (tier >= lim->tier_count)
-        return SRL_EINVAL;
-    if (!lim->live_state_bytes && cost > srl__tier_cmp(lim, tier)->min_permits)
-        return srl__cost_refused(srl__tier_cmp(lim, tier), cost);
     if (lim->ops->peek_tier == NULL)   /* one tier: tier 0 */
         return dry_run_turn(lim, lim->ops->peek(lim, key, len, cost, d), d);
     return dry_run_turn(lim, lim->ops->peek_tier(lim, tier, key, len, cost, d), d);

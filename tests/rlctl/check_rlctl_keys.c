@@ -601,17 +601,25 @@ END_TEST
 
 /* ------------------------------------------------------ in flight, compound */
 
+/* A segment named for tag: token_bucket:2/1h (tier 0, "default") and tier
+ * paid, token_bucket:5/1h; key bytes shown. */
+static void paid_segment(char *name, size_t len, const char *tag)
+{
+    seg_name(name, len, tag);
+    run_result r;
+    RUN(&r, 0, "create", name, "--policy", "token_bucket:2/1h", "--capacity", "64",
+        "--key-display", "8", "--tier", "paid=token_bucket:5/1h");
+    run_free(&r);
+}
+
 /* try --tier NAME decides under that tier (a new key is created in it,
  * list shows it there); a name the segment has not is refused with its
  * tiers, changing nothing. */
 START_TEST(try_takes_a_tier)
 {
     char name[160], want[400];
-    seg_name(name, sizeof name, "trytier");
+    paid_segment(name, sizeof name, "trytier");
     run_result r;
-    RUN(&r, 0, "create", name, "--policy", "token_bucket:2/1h", "--capacity", "64",
-        "--key-display", "8", "--tier", "paid=token_bucket:5/1h");
-    run_free(&r);
     for (int i = 0; i < 5; i++) {
         RUN(&r, 0, "try", name, "p", "--tier", "paid");
         snprintf(want, sizeof want, "p: allowed, remaining %d of 5\n", 4 - i);
@@ -651,11 +659,8 @@ END_TEST
 START_TEST(get_takes_a_tier)
 {
     char name[160], want[400];
-    seg_name(name, sizeof name, "gettier");
+    paid_segment(name, sizeof name, "gettier");
     run_result r;
-    RUN(&r, 0, "create", name, "--policy", "token_bucket:2/1h", "--capacity", "64",
-        "--key-display", "8", "--tier", "paid=token_bucket:5/1h");
-    run_free(&r);
     for (int i = 0; i < 3; i++) {
         RUN(&r, 0, "try", name, "p", "--tier", "paid");
         run_free(&r);
