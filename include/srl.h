@@ -79,14 +79,15 @@ SRL_API const char *srl_strerror(int code);
  * "SRL_OK" for 0), static; NULL for a code that is not in SRL_ERRNO_MAP. */
 SRL_API const char *srl_err_name(int code);
 
-/* The calling thread's sentence for its last failed Redis, tiered or
- * operator-control call, open included (which server and what happened, e.g. "connect
- * 127.0.0.1:6390: connection refused"; never a password, non-printable
- * bytes as '?'; "" if none).  Each such call clears it first: read it right
- * after the failure, in the same thread.  A tiered open refused by its host
- * segment names the segment, or leaves "" for SRL_EACCES (srl_open_explain
- * says why).  At most len - 1 bytes and a NUL into buf (NULL with len 0
- * allowed); returns its length (< 256).  Thread-local, no lock. */
+/* The calling thread's sentence for its last failed Redis, fronted or
+ * operator-control call, open included ("connect 127.0.0.1:6390:
+ * connection refused"; never a password, non-printable bytes as '?'; ""
+ * if none), or any store's SRL_ECOST ("cost 6: 'token_bucket:5/1s' allows
+ * 5 at most").  Each such call clears it first: read it right after the
+ * failure.  A fronted open refused by its host segment names the segment,
+ * or leaves "" for SRL_EACCES (srl_open_explain says why).  At most len - 1
+ * bytes and a NUL into buf (NULL with len 0 allowed); returns its length
+ * (< 256).  Thread-local. */
 SRL_API size_t srl_last_error(char *buf, size_t len);
 
 /* ---------------------------------------------------------------- policy */
@@ -640,6 +641,11 @@ SRL_API const void *srl_key_fit(const void *key, size_t *len, unsigned char buf[
  */
 SRL_API int srl_acquire_tier(srl_limiter *lim, uint32_t tier, const void *key, size_t len,
                              uint32_t cost, srl_decision *d);
+
+/* srl_peek as a request of tier `tier` would find the key (one of another
+ * tier converted to it, nothing written); SRL_EINVAL for a tier beyond. */
+SRL_API int srl_peek_tier(srl_limiter *lim, uint32_t tier, const void *key, size_t len,
+                          uint32_t cost, srl_decision *d);
 
 /* The index of the tier called name ("default" is 0), SRL_ENOENT if the
  * limiter has none of that name, SRL_EINVAL for NULL. */

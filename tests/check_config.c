@@ -435,7 +435,7 @@ END_TEST
 START_TEST(binding_words)
 {
     ck_assert_str_eq(srl_binding_word(SRL_BINDING_PHP, "change"),
-                     "rlctl set-policy, or open with Srl::CHANGE");
+                     "rlctl set-policy, or open with Srl::CREATE | Srl::CHANGE");
     ck_assert_str_eq(srl_binding_word(SRL_BINDING_PYTHON, "change"),
                      "rlctl set-policy, or open with change=True");
     ck_assert_str_eq(srl_binding_word(SRL_BINDING_C, "change"),
@@ -456,8 +456,9 @@ START_TEST(binding_words)
     ck_assert_int_eq(srl_mismatch_explain_for(&c, &seg, SRL_BINDING_PHP, why, sizeof why), 1);
     ck_assert_str_eq(why, "policy: the segment has token_bucket:100/1m, this config asks for "
                           "gcra:100/1m (use the segment's policy, or change it live, keeping "
-                          "each key's use: rlctl set-policy, or open with Srl::CHANGE; or "
-                          "another segment name, or destroy it: its keys start fresh)");
+                          "each key's use: rlctl set-policy, or open with Srl::CREATE | "
+                          "Srl::CHANGE; or another segment name, or destroy it: its keys start "
+                          "fresh)");
     ck_assert_int_eq(srl_mismatch_explain(&c, &seg, why, sizeof why), 1);
     ck_assert_ptr_nonnull(strstr(why, "open with SRL_CHANGE;"));
     ck_assert_int_eq(srl_mismatch_explain_for(&c, &seg, SRL_BINDING_COUNT, why, sizeof why),

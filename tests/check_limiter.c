@@ -58,8 +58,21 @@ START_TEST(cost_zero_or_above_the_limit_is_ecost_and_takes_nothing)
     fake_clock *clk = fake_clock_shared(0);
     srl_limiter *lim = open_kind(_i, 5, clk);
     srl_decision d;
+    char why[256];
     ck_assert_int_eq(srl_acquire(lim, "alice", 5, 0, &d), SRL_ECOST);
+    srl_last_error(why, sizeof why);
+    ck_assert_str_eq(why, "cost 0: a request costs 1 or more");
+    /* A C caller learns the cost and the permits, as PHP, Python and
+     * rlctl say them (issue 39). */
     ck_assert_int_eq(srl_acquire(lim, "alice", 5, 6, &d), SRL_ECOST);
+    srl_last_error(why, sizeof why);
+    ck_assert_str_eq(why, "cost 6: 'token_bucket:5/1s' allows 5 at most");
+    ck_assert_int_eq(srl_refund(lim, "alice", 5, 7), SRL_ECOST);
+    srl_last_error(why, sizeof why);
+    ck_assert_str_eq(why, "cost 7: 'token_bucket:5/1s' allows 5 at most");
+    ck_assert_int_eq(srl_reserve(lim, "alice", 5, 8, SEC, &d), SRL_ECOST);
+    srl_last_error(why, sizeof why);
+    ck_assert_str_eq(why, "cost 8: 'token_bucket:5/1s' allows 5 at most");
     ck_assert_int_eq(srl_acquire(lim, "alice", 5, 5, &d), 0);
     ck_assert_int_eq(d.allowed, 1);
     ck_assert_uint_eq(d.remaining, 0);

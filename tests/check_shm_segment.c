@@ -832,8 +832,15 @@ START_TEST(empty_and_too_long_keys_are_ekey_and_change_nothing)
     ck_assert_int_eq(srl_peek(lim, big, SRL_KEY_MAX + 1, 1, &d), SRL_EKEY);
     ck_assert_int_eq(srl_reset_key(lim, "", 0), SRL_EKEY);
     ck_assert_int_eq(memcmp(&d, &untouched, sizeof d), 0);
+    /* A shared segment checks the cost under the key's lock (its policy
+     * may change): the sentence names the policy current there. */
+    char why[256];
     ck_assert_int_eq(srl_acquire(lim, "k", 1, 11, &d), SRL_ECOST);
+    srl_last_error(why, sizeof why);
+    ck_assert_str_eq(why, "cost 11: 'token_bucket:10/1m' allows 10 at most");
     ck_assert_int_eq(srl_acquire(lim, "k", 1, 0, &d), SRL_ECOST);
+    srl_last_error(why, sizeof why);
+    ck_assert_str_eq(why, "cost 0: a request costs 1 or more");
     /* The longest key is fine. */
     ck_assert_int_eq(srl_acquire(lim, big, SRL_KEY_MAX, 1, &d), 0);
     ck_assert_int_eq(d.allowed, 1);

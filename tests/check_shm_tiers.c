@@ -8,14 +8,18 @@
  *               each key admits exactly its own tier's limit, every trial.
  *   conversion: a table of (old tier, use, new tier) rows, each with the
  *               exact count the key gets under its new tier.
+ *               srl_peek_tier foretells each row's first decision, and
+ *               writes nothing.
  *   api:        names, lookups, bad tables, ECOST per tier, mismatch and
- *               adoption of another table, stores without tiers.
+ *               adoption of another table, stores without tiers,
+ *               srl_peek_tier's errors.
  *   hostile:    garbage in each field of the header's tier table (resealed
  *               with a valid checksum, as an attacker could) is refused
  *               with SRL_ECORRUPT; a slot's tier beyond the table is named
  *               by srl_check, reset by the next touch and counted.
  */
 #include <check.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -172,6 +176,13 @@ static const struct row rows[] = {
     {"token_bucket:10/1h", 10, "token_bucket:20/1h + token_bucket:30/1d", 20},
 };
 
+/* What a caller reads of a decision. */
+static bool same_decision(const srl_decision *a, const srl_decision *b)
+{
+    return a->allowed == b->allowed && a->remaining == b->remaining && a->limit == b->limit &&
+           a->retry_after_ns == b->retry_after_ns && a->reset_after_ns == b->reset_after_ns;
+}
+
 START_TEST(a_key_that_changes_tier_keeps_its_use_by_the_conversion_table)
 {
     const struct row *r = &rows[_i];
@@ -185,9 +196,32 @@ START_TEST(a_key_that_changes_tier_keeps_its_use_by_the_conversion_table)
         ck_assert_int_eq(srl_acquire_tier(lim, 0, "k", 1, 1, &d), 0);
         ck_assert_msg(d.allowed, "row %d: use %u of %s denied", _i, i, r->from);
     }
+    /* srl_peek_tier foretells the conversion's first decision exactly,
+     * and writes nothing: the key is still tier 0's, its state as it was. */
+    srl_decision seen = {0}, own_before = {0}, own_after = {0}, again = {0};
+    int tracked = r->used > 0;
+    ck_assert_int_eq(srl_peek(lim, "k", 1, 1, &own_before), tracked ? 0 : SRL_ENOENT);
+    ck_assert_int_eq(srl_peek_tier(lim, 1, "k", 1, 1, &seen), tracked ? 0 : SRL_ENOENT);
+    ck_assert_int_eq(srl_peek_tier(lim, 1, "k", 1, 1, &again), tracked ? 0 : SRL_ENOENT);
+    ck_assert(same_decision(&seen, &again));
+    ck_assert_int_eq(srl_peek(lim, "k", 1, 1, &own_after), tracked ? 0 : SRL_ENOENT);
+    ck_assert(same_decision(&own_before, &own_after));
+    again = (srl_decision){0};
+    ck_assert_int_eq(srl_peek_tier(lim, 0, "k", 1, 1, &again), tracked ? 0 : SRL_ENOENT);
+    ck_assert(same_decision(&own_before, &again));
     uint32_t got = 0;
     for (int i = 0; i < 100; i++) {
         ck_assert_int_eq(srl_acquire_tier(lim, 1, "k", 1, 1, &d), 0);
+        if (i == 0 && tracked) {
+            ck_assert_msg(same_decision(&d, &seen),
+                          "row %d: peek_tier said %d %u/%u retry %llu reset %llu, the "
+                          "request got %d %u/%u retry %llu reset %llu",
+                          _i, seen.allowed, seen.remaining, seen.limit,
+                          (unsigned long long)seen.retry_after_ns,
+                          (unsigned long long)seen.reset_after_ns, d.allowed, d.remaining,
+                          d.limit, (unsigned long long)d.retry_after_ns,
+                          (unsigned long long)d.reset_after_ns);
+        }
         got += d.allowed != 0;
     }
     ck_assert_msg(got == r->then, "row %d: %s used %u -> %s admitted %u, want %u", _i, r->from,
@@ -200,15 +234,22 @@ START_TEST(a_key_that_changes_tier_keeps_its_use_by_the_conversion_table)
 }
 END_TEST
 
+/* An anonymous segment of policy base (tier 0) and one tier, name = text,
+ * on a frozen fake clock (the table is copied at open). */
+static srl_limiter *anonymous_two_tiers(const char *base, const char *name, const char *text)
+{
+    srl_tier t = tier_of(name, text);
+    srl_config cfg = tiered_config(base, &t, 1, fake_clock_shared(1000 * SEC));
+    srl_limiter *lim;
+    ck_assert_int_eq(srl_open_anonymous(&cfg, &lim), 0);
+    return lim;
+}
+
 /* Back and forth: each move carries the use again, capped at the capacity
  * of the tier it moves to, so what a cap drops is not charged again. */
 START_TEST(moving_back_and_forth_caps_the_use_at_each_tiers_capacity)
 {
-    fake_clock *clock = fake_clock_shared(1000 * SEC);
-    srl_tier big = tier_of("big", "token_bucket:20/1h");
-    srl_config cfg = tiered_config("token_bucket:10/1h", &big, 1, clock);
-    srl_limiter *lim;
-    ck_assert_int_eq(srl_open_anonymous(&cfg, &lim), 0);
+    srl_limiter *lim = anonymous_two_tiers("token_bucket:10/1h", "big", "token_bucket:20/1h");
     srl_decision d;
     uint32_t got[4] = {0};
     for (int phase = 0; phase < 4; phase++)
@@ -225,6 +266,47 @@ START_TEST(moving_back_and_forth_caps_the_use_at_each_tiers_capacity)
 END_TEST
 
 /* ------------------------------------------------------------ api */
+
+/* srl_peek_tier's edges: an untracked key (SRL_ENOENT, as srl_peek), a
+ * tier beyond the table (SRL_EINVAL), a cost above the tier's permits
+ * (SRL_ECOST naming them), a store without tiers (tier 0 is srl_peek). */
+START_TEST(peek_tier_refuses_what_acquire_tier_refuses_and_a_store_without_tiers_has_tier_0)
+{
+    srl_limiter *lim = anonymous_two_tiers("token_bucket:2/1h", "paid", "token_bucket:5/1h");
+    srl_decision d;
+    char why[256];
+    ck_assert_int_eq(srl_peek_tier(lim, 1, "k", 1, 1, &d), SRL_ENOENT);
+    ck_assert_int_eq(srl_acquire_tier(lim, 1, "k", 1, 3, &d), 0);
+    ck_assert_int_eq(srl_peek_tier(lim, 2, "k", 1, 1, &d), SRL_EINVAL);
+    ck_assert_int_eq(srl_peek_tier(lim, 0, "k", 1, 3, &d), SRL_ECOST);
+    srl_last_error(why, sizeof why);
+    ck_assert_str_eq(why, "cost 3: 'token_bucket:2/1h' allows 2 at most");
+    ck_assert_int_eq(srl_peek_tier(lim, 1, "k", 1, 3, &d), 0);   /* paid's: 2 left */
+    ck_assert_int_eq(d.allowed, 0);
+    ck_assert_int_eq(srl_peek_tier(lim, 0, "k", 1, 1, &d), 0);   /* 3 used, capped at 2 */
+    ck_assert_int_eq(d.allowed, 0);
+    ck_assert_uint_eq(d.limit, 2);
+    ck_assert_uint_eq(d.retry_after_ns, 1800 * SEC);
+    srl_stats st;
+    ck_assert_int_eq(srl_stats_get(lim, &st), 0);
+    ck_assert_uint_eq(st.allowed, 1);   /* the peeks counted nothing */
+    ck_assert_uint_eq(st.denied, 0);
+    srl_close(lim);
+
+    srl_config one;
+    srl_config_init(&one);
+    ck_assert_int_eq(srl_limits_parse_ex("token_bucket:2/1h", &one.limits, NULL), 0);
+    one.ticker = fake_ticker(fake_clock_shared(1000 * SEC));
+    ck_assert_int_eq(srl_open_local(&one, &lim), 0);
+    ck_assert_int_eq(srl_acquire(lim, "k", 1, 1, &d), 0);
+    srl_decision p;
+    ck_assert_int_eq(srl_peek(lim, "k", 1, 1, &p), 0);
+    ck_assert_int_eq(srl_peek_tier(lim, 0, "k", 1, 1, &d), 0);
+    ck_assert(same_decision(&p, &d));
+    ck_assert_int_eq(srl_peek_tier(lim, 1, "k", 1, 1, &d), SRL_EINVAL);
+    srl_close(lim);
+}
+END_TEST
 
 START_TEST(tiers_are_named_found_and_reported)
 {
@@ -255,7 +337,10 @@ START_TEST(tiers_are_named_found_and_reported)
     srl_decision d;
     ck_assert_int_eq(srl_acquire_tier(lim, 3, "k", 1, 1, &d), SRL_EINVAL);
     /* Cost within the tier's permits: 64 for bulk, 1000 for paid. */
+    char why[256];
     ck_assert_int_eq(srl_acquire_tier(lim, 2, "k", 1, 65, &d), SRL_ECOST);
+    srl_last_error(why, sizeof why);
+    ck_assert_str_eq(why, "cost 65: 'sliding_log:64/1s' allows 64 at most");
     ck_assert_int_eq(srl_acquire_tier(lim, 1, "k", 1, 1000, &d), 0);
     ck_assert_int_eq(d.allowed, 1);
     ck_assert_int_eq(srl_acquire(lim, "j", 1, 101, &d), SRL_ECOST);   /* tier 0: 100 */
@@ -267,7 +352,11 @@ START_TEST(tiers_are_named_found_and_reported)
     ck_assert_int_eq(d.allowed, 1);
     ck_assert_int_eq(srl_acquire_tier(lim, 2, "b", 1, 1, &d), 0);
     ck_assert_int_eq(srl_peek(lim, "b", 1, 100, &d), SRL_ECOST);
+    srl_last_error(why, sizeof why);
+    ck_assert_str_eq(why, "cost 100: 'sliding_log:64/1s' allows 64 at most");
     ck_assert_int_eq(srl_refund(lim, "b", 1, 100), SRL_ECOST);
+    srl_last_error(why, sizeof why);
+    ck_assert_str_eq(why, "cost 100: 'sliding_log:64/1s' allows 64 at most");
     unsigned char buf[4096];
     ck_assert_int_eq(srl_key_state(lim, "b", 1, buf, info.state_bytes - 8), SRL_ENOBUFS);
     ck_assert_int_eq(srl_key_state(lim, "b", 1, buf, info.state_bytes), 0);
@@ -584,6 +673,7 @@ int main(void)
                         (int)(sizeof rows / sizeof rows[0]));
     tcase_add_test(tc, moving_back_and_forth_caps_the_use_at_each_tiers_capacity);
     tcase_add_test(tc, tiers_are_named_found_and_reported);
+    tcase_add_test(tc, peek_tier_refuses_what_acquire_tier_refuses_and_a_store_without_tiers_has_tier_0);
     tcase_add_test(tc, a_bad_tier_table_is_refused_before_anything_is_made);
     tcase_add_test(tc, another_tier_table_is_a_mismatch_and_adopt_takes_the_segments);
     tcase_add_loop_test(tc, garbage_in_the_tier_table_is_refused_even_with_a_valid_checksum, 0,

@@ -103,7 +103,7 @@ typedef struct rlctl_opts {
     srl_config cfg;           /* create: --policy, --capacity, --tier, --key-display,
                                  --mode, --on-full, each through srl_config_set;
                                  owns its tiers (rlctl_opts_free) */
-    const char *tier_name;    /* try --tier NAME, else NULL (tier 0) */
+    const char *tier_name;    /* get, try --tier NAME, else NULL */
     uint32_t cost;            /* default 1 */
     enum rlctl_sort sort;
     uint64_t top;             /* 0: no limit */

@@ -318,7 +318,7 @@ static int take_option(rlctl_opts *o, int opt, const char *arg)
         return 0;
     case OPT_POLICY: return config_option(o, "--policy", "policy", arg);
     case OPT_TIER:
-        if (cmd->takes_key) {   /* try --tier NAME: a tier of the segment, found at open */
+        if (cmd->takes_key) {   /* get, try --tier NAME: a tier, found at open */
             if (srl_tier_name_check(arg) != 0) {
                 char what[64];
                 snprintf(what, sizeof what, "a tier name, 1..%u of [A-Za-z0-9_-]",

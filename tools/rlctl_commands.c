@@ -51,9 +51,10 @@ static const struct rlctl_cmd commands[] = {
      "biggest N.  More than 100000 keys without --top are refused (exit 64)\n"
      "unless --all-keys insists.  A Redis store is walked with SCAN, in batches;\n"
      "--top N stops after N keys (no --sort: Redis keeps no per-key counts).", 1},
-    {"get", rlctl_cmd_get, KEY_O | RLCTL_O_COST, 1, 1,
-     "get NAME|URI [--hex] KEY [--cost N] [--json]",
-     "The decision a request for KEY would get now, changing nothing.\n"
+    {"get", rlctl_cmd_get, KEY_O | RLCTL_O_COST | RLCTL_O_TIER, 1, 1,
+     "get NAME|URI [--hex] KEY [--cost N] [--tier NAME] [--json]",
+     "The decision a request for KEY would get now, changing nothing; with\n"
+     "--tier, a request of tier NAME (a key of another tier as converted to it).\n"
      "Exit 0 tracked, 1 not tracked.", 1},
     {"try", rlctl_cmd_try, KEY_O | RLCTL_O_COST | RLCTL_O_TIER, 1, 1,
      "try NAME [--hex] KEY [--cost N] [--tier NAME] [--json]",

@@ -3,8 +3,9 @@
  *
  * Exit status, for shell scripts:
  *   get    0 the key is tracked, 1 not tracked.  It prints the decision a
- *          request of --cost would get (srl_peek): "remaining" is what would
- *          be left AFTER that request, as in srl_decision.  For a key not
+ *          request of --cost would get (srl_peek; with --tier, srl_peek_tier:
+ *          as a request of that tier would find it): "remaining" is what
+ *          would be left AFTER that request, as in srl_decision.  For a key not
  *          tracked: a fresh state's answer, or on_full's when every slot
  *          is taken (then it is untracked), with the same JSON fields.
  *   try    0 allowed, 1 denied; the request counts like a worker's
@@ -55,25 +56,45 @@ static const char *flags_note(const srl_decision *d)
 
 /* What a key that is not tracked would get: a fresh state's answer when
  * the table has room; on_full's (as the library decides it) when full. */
-static void untracked_decision(const srl_info *in, int full, uint32_t cost, srl_decision *d)
+static void untracked_decision(const srl_info *in, const srl_limits *l, int full, uint32_t cost,
+                               srl_decision *d)
 {
+    const srl_policy *p = &l->limit[0];
     if (full) {
         int allow = in->on_full == SRL_ON_FULL_ALLOW;
-        *d = (srl_decision){.allowed = allow, .limit = in->policy.permits,
-                            .retry_after_ns = allow ? 0 : in->policy.window_ns,
-                            .reset_after_ns = in->policy.window_ns,
+        *d = (srl_decision){.allowed = allow, .limit = p->permits,
+                            .retry_after_ns = allow ? 0 : p->window_ns,
+                            .reset_after_ns = p->window_ns,
                             .flags = SRL_DECISION_UNTRACKED};
         return;
     }
     /* A fresh state of every limit (a sliding log or a concurrency holder
      * table can be tens of KiB, so it is allocated). */
-    size_t n = srl_limits_state_size(&in->limits);
+    size_t n = srl_limits_state_size(l);
     void *state = n > 0 ? calloc(1, n) : NULL;
-    if (state == NULL || srl_limits_state_init(&in->limits, state, 0) != 0 ||
-        srl_limits_state_peek(&in->limits, state, 0, cost, d) != 0)
-        *d = (srl_decision){.allowed = 1, .limit = in->policy.permits,
-                            .remaining = in->policy.permits - cost};
+    if (state == NULL || srl_limits_state_init(l, state, 0) != 0 ||
+        srl_limits_state_peek(l, state, 0, cost, d) != 0)
+        *d = (srl_decision){.allowed = 1, .limit = p->permits, .remaining = p->permits - cost};
     free(state);
+}
+
+/* --tier NAME's index into *tier (0 without --tier), or the exit status of
+ * an unknown name, refused with the tiers the store has (lim stays open). */
+static int chosen_tier(const rlctl_opts *o, srl_limiter *lim, uint32_t *tier)
+{
+    *tier = 0;
+    if (o->tier_name == NULL)
+        return 0;
+    srl_info in;
+    char msg[1024];
+    int rc = srl_info_get(lim, &in);
+    if (rc != 0)
+        return rlctl_fail_cmd(o, rc);
+    int t = rlctl_tier_index(lim, &in, o->tier_name, msg, sizeof msg);
+    if (t < 0)
+        return rlctl_fail_cmd_why(o, SRL_EINVAL, msg, NULL);
+    *tier = (uint32_t)t;
+    return 0;
 }
 
 int rlctl_cmd_get(const rlctl_opts *o)
@@ -82,15 +103,28 @@ int rlctl_cmd_get(const rlctl_opts *o)
     int status = rlctl_open(o, &lim);
     if (status != 0)
         return status;
+    uint32_t tier;
+    status = chosen_tier(o, lim, &tier);
+    if (status != 0) {
+        srl_close(lim);
+        return status;
+    }
     srl_decision d;
     srl_info in;
     srl_stats st;
+    srl_tier as = {.name = ""};
     rlctl_detail more = {0};
-    int rc = srl_peek(lim, o->key, o->key_len, o->cost, &d);
+    /* --tier: the key as a request of that tier finds it (converted if it
+     * is of another); its state's own rows (detail) are of its own tier's
+     * limits, so they are shown only without --tier. */
+    int rc = o->tier_name != NULL ? srl_peek_tier(lim, tier, o->key, o->key_len, o->cost, &d)
+                                  : srl_peek(lim, o->key, o->key_len, o->cost, &d);
     int irc = srl_info_get(lim, &in);
     if (irc == 0)
         irc = srl_stats_get(lim, &st);
-    if (irc == 0 && rc == 0)
+    if (irc == 0 && o->tier_name != NULL)
+        irc = srl_tier_get(lim, tier, &as);
+    if (irc == 0 && rc == 0 && o->tier_name == NULL)
         irc = rlctl_detail_load(lim, &in, o->key, o->key_len, &more);
     /* Operator control (stores without it: none set). */
     srl_key_control kc;
@@ -124,7 +158,11 @@ int rlctl_cmd_get(const rlctl_opts *o)
      * Redis store has no slots to run out of. */
     int full = in.kind != SRL_STORE_REDIS && st.used >= in.capacity;
     if (rc == SRL_ENOENT)
-        untracked_decision(&in, full, o->cost, &d);
+        untracked_decision(&in, o->tier_name != NULL ? &as.limits : &in.limits, full, o->cost,
+                           &d);
+    char under[SRL_TIER_NAME_MAX + 16] = "";   /* "under tier 'paid', " */
+    if (o->tier_name != NULL)
+        snprintf(under, sizeof under, "under tier '%s', ", as.name);
     char *key = key_text(o);
     if (key == NULL) {
         rlctl_detail_free(&more);
@@ -138,6 +176,8 @@ int rlctl_cmd_get(const rlctl_opts *o)
         rlctl_json_u64(&j, "key_len", o->key_len);
         rlctl_json_bool(&j, "tracked", rc == 0);
         rlctl_json_u64(&j, "cost", o->cost);
+        if (o->tier_name != NULL)
+            rlctl_json_str(&j, "tier_name", as.name);
         decision_json(&j, &d);
         rlctl_json_bool(&j, "exempt", (kc.flags & SRL_KEY_EXEMPT) != 0);
         if (own_text[0] != '\0')
@@ -153,19 +193,20 @@ int rlctl_cmd_get(const rlctl_opts *o)
                key, st.used, in.capacity, d.allowed ? "allowed" : "denied",
                d.allowed ? "allow" : "deny");
     } else if (rc == SRL_ENOENT) {
-        printf("%s: not tracked (a new key: a first request of cost %u would be allowed, "
+        printf("%s: not tracked (a new key: %sa first request of cost %u would be allowed, "
                "leaving %u of %u)\n",
-               key, o->cost, d.remaining, d.limit);
+               key, under, o->cost, d.remaining, d.limit);
     } else {
         char ra[48], rs[48];
         rlctl_fmt_duration(d.reset_after_ns, rs, sizeof rs);
         if (d.allowed)
-            printf("%s: a request of cost %u would be allowed now, leaving %u of %u; at rest in "
-                   "%s\n",
-                   key, o->cost, d.remaining, d.limit, rs);
+            printf("%s: %sa request of cost %u would be allowed now, leaving %u of %u; at rest "
+                   "in %s\n",
+                   key, under, o->cost, d.remaining, d.limit, rs);
         else
-            printf("%s: a request of cost %u would be denied now: retry after %s; at rest in %s\n",
-                   key, o->cost, rlctl_fmt_duration(d.retry_after_ns, ra, sizeof ra), rs);
+            printf("%s: %sa request of cost %u would be denied now: retry after %s; at rest in "
+                   "%s\n",
+                   key, under, o->cost, rlctl_fmt_duration(d.retry_after_ns, ra, sizeof ra), rs);
         if (kc.flags & SRL_KEY_EXEMPT)
             printf("  exempt (never refused, never evicted)\n");
         if (own_text[0] != '\0')
@@ -184,23 +225,14 @@ int rlctl_cmd_try(const rlctl_opts *o)
     int status = rlctl_open(o, &lim);
     if (status != 0)
         return status;
-    int tier = 0;
-    if (o->tier_name != NULL) {
-        srl_info in;
-        char msg[1024];
-        int irc = srl_info_get(lim, &in);
-        if (irc != 0) {
-            srl_close(lim);
-            return rlctl_fail_cmd(o, irc);
-        }
-        tier = rlctl_tier_index(lim, &in, o->tier_name, msg, sizeof msg);
-        if (tier < 0) {
-            srl_close(lim);
-            return rlctl_fail_cmd_why(o, SRL_EINVAL, msg, NULL);
-        }
+    uint32_t tier;
+    status = chosen_tier(o, lim, &tier);
+    if (status != 0) {
+        srl_close(lim);
+        return status;
     }
     srl_decision d;
-    int rc = srl_acquire_tier(lim, (uint32_t)tier, o->key, o->key_len, o->cost, &d);
+    int rc = srl_acquire_tier(lim, tier, o->key, o->key_len, o->cost, &d);
     srl_close(lim);
     /* On a lock timeout (or an unrecoverable lock) d is still filled. */
     int degraded = rc == SRL_ETIMEDOUT || rc == SRL_ENOTRECOVERABLE;

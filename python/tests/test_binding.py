@@ -84,10 +84,17 @@ class TestDecisions(unittest.TestCase):
         try:
             old = srl.Limiter.shared(name, "token_bucket:3/1d", capacity=64, exclusive=True)
             self.assertEqual(sum(old.acquire("k").allowed for _ in range(5)), 3)
-            # Without change=True another policy is refused, naming both.
+            # Without change=True another policy is refused, naming both and
+            # the remedy in Python's words (change=True, not a C flag).
             with self.assertRaises(srl.MismatchError) as e:
                 srl.Limiter.shared(name, "token_bucket:6/1d", capacity=64)
-            self.assertIn("token_bucket:3/1d", str(e.exception))
+            self.assertEqual(
+                str(e.exception),
+                "srl_open_shared('%s'): policy: the segment has token_bucket:3/1d, this config "
+                "asks for token_bucket:6/1d (use the segment's policy, or change it live, "
+                "keeping each key's use: rlctl set-policy, or open with change=True; or another "
+                "segment name, or destroy it: its keys start fresh): segment exists with a "
+                "different policy or geometry [SRL_EMISMATCH]" % name)
             new = srl.Limiter.shared(name, "token_bucket:6/1d", capacity=64, change=True)
             self.assertEqual(new.info()["policy_gen"], 1)
             # The key that used 3 of 3 gets exactly 3 more, not 6; through

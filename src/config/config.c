@@ -882,7 +882,7 @@ static const struct {
     /* what: C, rlctl, Python, PHP, Apache (srl_binding order) */
     {"change", {"rlctl set-policy, or open with SRL_CHANGE", "rlctl set-policy",
                 "rlctl set-policy, or open with change=True",
-                "rlctl set-policy, or open with Srl::CHANGE", "rlctl set-policy"}},
+                "rlctl set-policy, or open with Srl::CREATE | Srl::CHANGE", "rlctl set-policy"}},
     {"policy", {"policy", "--policy", "policy", "$policy", "POLICY"}},
     {"capacity", {"capacity", "--capacity", "capacity", "$capacity", "CAPACITY"}},
     {"key_display", {"key_display", "--key-display", "key_display", "key_display", "key_display="}},

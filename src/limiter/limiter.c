@@ -185,7 +185,22 @@ static int check_request(const srl_limiter *lim, const void *key, size_t len,
     /* A tiered store checks the key's own tier (shm_table.c), and a store
      * whose policy may change checks the permits itself. */
     if (cost == 0 || (!lim->live_state_bytes && cost > srl__tiers_cost_max(lim)))
-        return SRL_ECOST;
+        return srl__cost_refused(&lim->cmp, cost);
+    return 0;
+}
+
+/* check_request, then tier within the table and cost within its permits
+ * (those the store checks itself when its policy may change). */
+static int check_tier_request(const srl_limiter *lim, uint32_t tier, const void *key, size_t len,
+                              uint32_t cost, const srl_decision *d)
+{
+    int rc = check_request(lim, key, len, cost, d);
+    if (rc != 0)
+        return rc;
+    if (tier >= lim->tier_count)
+        return SRL_EINVAL;
+    if (!lim->live_state_bytes && cost > srl__tier_cmp(lim, tier)->min_permits)
+        return srl__cost_refused(srl__tier_cmp(lim, tier), cost);
     return 0;
 }
 
@@ -200,13 +215,9 @@ int srl_acquire_tier(srl_limiter *lim, uint32_t tier, const void *key, size_t le
 {
     if (lim != NULL && lim->cmp.conc >= 0)
         return SRL_ENOTSUP;   /* a unit needs a holder: srl_enter */
-    int rc = check_request(lim, key, len, cost, d);
+    int rc = check_tier_request(lim, tier, key, len, cost, d);
     if (rc != 0)
         return rc;
-    if (tier >= lim->tier_count)
-        return SRL_EINVAL;
-    if (!lim->live_state_bytes && cost > srl__tier_cmp(lim, tier)->min_permits)
-        return SRL_ECOST;
     if (lim->ops->acquire_tier == NULL)   /* one tier: tier 0 */
         return dry_run_turn(lim, lim->ops->acquire(lim, key, len, cost, d), d);
     return dry_run_turn(lim, lim->ops->acquire_tier(lim, tier, key, len, cost, d), d);
@@ -228,7 +239,7 @@ int srl_reserve(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
         return SRL_ENOTSUP;
     if (!lim->live_state_bytes) {   /* else the store checks, under the key's lock */
         if (cost > srl__tier_cmp(lim, 0)->min_permits)   /* a reservation is tier 0's */
-            return SRL_ECOST;
+            return srl__cost_refused(&lim->cmp, cost);
         if (!lim->cmp.reserve)
             return SRL_ENOTSUP;
     }
@@ -243,6 +254,17 @@ int srl_peek(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
     return rc != 0 ? rc : dry_run_turn(lim, lim->ops->peek(lim, key, len, cost, d), d);
 }
 
+int srl_peek_tier(srl_limiter *lim, uint32_t tier, const void *key, size_t len, uint32_t cost,
+                  srl_decision *d)
+{
+    int rc = check_tier_request(lim, tier, key, len, cost, d);
+    if (rc != 0)
+        return rc;
+    if (lim->ops->peek_tier == NULL)   /* one tier: tier 0 */
+        return dry_run_turn(lim, lim->ops->peek(lim, key, len, cost, d), d);
+    return dry_run_turn(lim, lim->ops->peek_tier(lim, tier, key, len, cost, d), d);
+}
+
 int srl_refund(srl_limiter *lim, const void *key, size_t len, uint32_t cost)
 {
     if (lim == NULL)
@@ -253,7 +275,7 @@ int srl_refund(srl_limiter *lim, const void *key, size_t len, uint32_t cost)
     if (lim->cmp.conc >= 0)
         return SRL_ENOTSUP;   /* a unit is given back by srl_leave */
     if (cost == 0 || (!lim->live_state_bytes && cost > srl__tiers_cost_max(lim)))
-        return SRL_ECOST;
+        return srl__cost_refused(&lim->cmp, cost);
     return lim->ops->refund(lim, key, len, cost);
 }
 
@@ -374,7 +396,7 @@ int srl_acquire_limits(srl_limiter *lim, const void *key, size_t len, const srl_
     if (rc != 0)
         return rc;
     if (cost == 0)
-        return SRL_ECOST;
+        return srl__cost_refused(&lim->cmp, cost);
     if (lim->ops->acquire_limits == NULL) {
         srl__err_set("per-call limits need a shared or anonymous segment; this store has none");
         return SRL_ENOTSUP;

@@ -30,6 +30,10 @@ struct srl__store_ops {
                         uint32_t cost, srl_decision *d);
     int (*peek)(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
                 srl_decision *d);
+    /* srl_peek_tier (may be NULL: tier 0 only, and peek serves it); tier
+     * < lim->tier_count. */
+    int (*peek_tier)(srl_limiter *lim, uint32_t tier, const void *key, size_t len,
+                     uint32_t cost, srl_decision *d);
     int (*refund)(srl_limiter *lim, const void *key, size_t len, uint32_t cost);
     /* srl_reserve with 0 < max_wait <= SRL_WAIT_MAX_NS on a cmp.reserve
      * limiter (may be NULL: SRL_ENOTSUP); srl__compound_reserve under the lock. */
@@ -120,6 +124,10 @@ uint32_t srl__tiers_bytes_max(const srl_limiter *lim);
  * at now, by the rule of srl.h (TIERS).  out must not overlap old. */
 void srl__tier_convert(const struct srl__compound *from, const void *old,
                        const struct srl__compound *to, void *out, uint64_t now);
+
+/* cost.c.  SRL_ECOST, with srl_last_error naming cost and what c takes
+ * at most (cost 0: that a request costs 1 or more).  Refusals only. */
+int srl__cost_refused(const struct srl__compound *c, uint32_t cost);
 
 /* Fill the common head from a config the prologue normalised (ticker
  * defaulted).  Returns 0 or SRL_EPOLICY. */

@@ -998,6 +998,10 @@ int srl__shm_acquire_tier(srl_limiter *lim, uint32_t tier, const void *key, size
                           uint32_t cost, srl_decision *d);
 int srl__shm_peek(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
                   srl_decision *d);
+/* srl_peek_tier: the key as a request of tier `tier` would find it. */
+int srl__shm_peek_tier(srl_limiter *lim, uint32_t tier, const void *key, size_t len,
+                       uint32_t cost, srl_decision *d);
+#define SRL__SHM_OWN_TIER UINT32_MAX   /* peek_as: the key's own tier */
 /* A plain admission by the limits own (key-limits entry own_idx) instead
  * of a tier's (srl_acquire_limits; shm_keyset.c resolves them). */
 int srl__shm_decide_own(srl_limiter *lim, const void *key, size_t len,

@@ -105,6 +105,6 @@ int srl__shm_acquire_limits(srl_limiter *lim, const void *key, size_t len, const
         return idx;
     const struct srl__compound *c = srl__shm_keylim_cmp(s, (unsigned)idx);
     if (cost > c->min_permits)
-        return SRL_ECOST;
+        return srl__cost_refused(c, cost);
     return srl__shm_decide_own(lim, key, len, c, (unsigned)idx, cost, d);
 }

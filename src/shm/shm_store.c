@@ -121,6 +121,7 @@ const struct srl__store_ops srl__shm_ops = {
     .acquire = srl__shm_flood_acquire,
     .acquire_tier = srl__shm_flood_acquire_tier,
     .peek = srl__shm_peek,
+    .peek_tier = srl__shm_peek_tier,
     .refund = srl__shm_refund,
     .reserve = srl__shm_reserve,
     .reset_key = shm_reset_key,

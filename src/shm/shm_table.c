@@ -235,7 +235,7 @@ static int req_fits(const struct srl__shm_pol *p, const struct shm_req *rq)
         return 0;
     const struct srl__compound *c = rq->own != NULL ? rq->own : &p->cmp[rq->tier];
     if (rq->cost > c->min_permits)
-        return SRL_ECOST;
+        return srl__cost_refused(c, rq->cost);
     return rq->max_wait > 0 && !c->reserve ? SRL_ENOTSUP : 0;
 }
 
@@ -316,7 +316,7 @@ static int decide_slot(struct srl__shm *s, uint64_t b, unsigned i, const struct 
     if ((flags & SRL__SLOT_F_OWN) && rq->apply == NULL && rq->lease == NULL &&
         (rq->cost > to->min_permits || (rq->max_wait > 0 && !to->reserve))) {
         srl__shm_slot_thaw(s, b, i);   /* req_fits, against the key's own limits */
-        return rq->cost > to->min_permits ? SRL_ECOST : SRL_ENOTSUP;
+        return rq->cost > to->min_permits ? srl__cost_refused(to, rq->cost) : SRL_ENOTSUP;
     }
     if ((flags & (SRL__SLOT_F_EXEMPT | SRL__SLOT_F_BANNED)) && rq->apply == NULL &&
         rq->lease == NULL && control_decide(s, b, i, flags, from, now, rq, d)) {
@@ -1108,8 +1108,13 @@ int srl__shm_apply(srl_limiter *lim, const void *key, size_t len, int insert,
     return rc;
 }
 
-int srl__shm_peek(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
-                  srl_decision *d)
+/* A peek under tier `tier`, or the key's own tier for SRL__SHM_OWN_TIER:
+ * what decide_slot would decide for it, written nowhere.  A key of another
+ * tier is judged on its state converted as decide_slot converts it (into
+ * a private copy); a key with stored limits is decided by them whatever
+ * the tier, as its requests are. */
+static int peek_as(srl_limiter *lim, uint32_t tier, const void *key, size_t len, uint32_t cost,
+                   srl_decision *d)
 {
     struct srl__shm *s = lim->impl;
     struct srl__shm_key k;
@@ -1127,17 +1132,37 @@ int srl__shm_peek(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
     }
     uint64_t now = srl__now(lim);
     const struct srl__compound *c = srl__shm_slot_current(s, p, b, (unsigned)i, now);
-    if (cost > c->min_permits) {   /* the key's tier takes less (srl_acquire_tier) */
+    unsigned flags = srl__shm_slot_tierword(s, b, (unsigned)i);   /* read once (shm.h) */
+    const struct srl__compound *to =
+        tier == SRL__SHM_OWN_TIER || (flags & SRL__SLOT_F_OWN) ? c : &p->cmp[tier];
+    if (cost > to->min_permits) {   /* the tier takes less (srl_acquire_tier) */
         srl__shm_slot_thaw(s, b, (unsigned)i);
         srl__shm_unlock(s, b);
-        return SRL_ECOST;
+        return srl__cost_refused(to, cost);
     }
     unsigned char st[s->state_bytes] __attribute__((aligned(16)));   /* read once (shm.h) */
     srl__shm_state_load(s, b, (unsigned)i, st);
-    srl__compound_decide(c, st, now, cost, 0, d);
+    if (to != c && memcmp(&c->limits, &to->limits, sizeof to->limits) != 0) {
+        unsigned char old[s->state_bytes] __attribute__((aligned(16)));
+        memcpy(old, st, s->state_bytes);
+        srl__tier_convert(c, old, to, st, now);
+    }
+    srl__compound_decide(to, st, now, cost, 0, d);
     srl__shm_slot_thaw(s, b, (unsigned)i);
     srl__shm_unlock(s, b);
     return 0;
+}
+
+int srl__shm_peek(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
+                  srl_decision *d)
+{
+    return peek_as(lim, SRL__SHM_OWN_TIER, key, len, cost, d);
+}
+
+int srl__shm_peek_tier(srl_limiter *lim, uint32_t tier, const void *key, size_t len,
+                       uint32_t cost, srl_decision *d)
+{
+    return peek_as(lim, tier, key, len, cost, d);
 }
 
 /* The state is written in place under the bucket lock and the undo record,
@@ -1162,7 +1187,7 @@ int srl__shm_refund(srl_limiter *lim, const void *key, size_t len, uint32_t cost
     if (cost > c->min_permits) {
         srl__shm_slot_thaw(s, b, (unsigned)i);
         srl__shm_unlock(s, b);
-        return SRL_ECOST;
+        return srl__cost_refused(c, cost);
     }
     srl__shm_undo_begin(s, b, (unsigned)i);
     unsigned char st[s->state_bytes] __attribute__((aligned(16)));   /* read once (shm.h) */

@@ -171,12 +171,12 @@ check_eq "4: another policy on the segment: SrlException code (SRL_EMISMATCH)" -
   "$(php_err '$s = new Srl(getenv("SRL_NAME"), "token_bucket:21/1d", 1024)')"
 check_eq "4: another capacity on the segment: SRL_EMISMATCH" -9 \
   "$(php_err '$s = new Srl(getenv("SRL_NAME"), "token_bucket:20/1d", 999999)')"
-check_eq "4: the mismatch says what differs, both sides" \
-  "srl: open '$srl_name': segment exists with a different policy or geometry; policy: the segment has token_bucket:20/1d, this config asks for token_bucket:21/1d" \
+check_eq "4: the mismatch says what differs, both sides, and the remedy in PHP's words (Srl::CREATE | Srl::CHANGE, not SRL_CHANGE)" \
+  "srl: open '$srl_name': segment exists with a different policy or geometry; policy: the segment has token_bucket:20/1d, this config asks for token_bucket:21/1d (use the segment's policy, or change it live, keeping each key's use: rlctl set-policy, or open with Srl::CREATE | Srl::CHANGE; or another segment name, or destroy it: its keys start fresh)" \
   "$(SRL_NAME="$srl_name" LD_LIBRARY_PATH="$SRL_LIBDIR" as_worker php -n -d extension=ffi -d ffi.enable=1 -r '
     require getenv("SRL_PHP_DIR") . "/Srl.php";
     try { new Srl(getenv("SRL_NAME"), "token_bucket:21/1d", 1024); }
-    catch (SrlException $e) { echo explode(" (use", $e->getMessage())[0], "\n"; }')"
+    catch (SrlException $e) { echo $e->getMessage(), "\n"; }')"
 check_eq "4: a bad policy: SRL_EPOLICY" -2 "$(php_err '$s = new Srl(getenv("SRL_NAME"), "token_bucket:20/1parsec", 1024)')"
 check_eq "4: cost above the permits: SRL_ECOST" -3 \
   "$(php_err '(new Srl(getenv("SRL_NAME"), "token_bucket:20/1d", 1024))->acquire("k4", 21)')"

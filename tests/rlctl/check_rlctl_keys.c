@@ -89,8 +89,9 @@ START_TEST(try_with_a_cost_above_the_permits_exits_64_and_tracks_nothing)
     run_result r;
     RUN(&r, 64, "try", name, "k", "--cost", "6");
     snprintf(want, sizeof want,
-             "rlctl: %s: cost is zero or exceeds the policy's permits: give a --cost between 1 "
-             "and the policy's permits\n",
+             "rlctl: %s: cost is zero or exceeds the policy's permits: cost 6: "
+             "'token_bucket:5/1h' allows 5 at most: give a --cost between 1 and the policy's "
+             "permits\n",
              name);
     ck_assert_str_eq(r.err, want);
     run_free(&r);
@@ -600,17 +601,25 @@ END_TEST
 
 /* ------------------------------------------------------ in flight, compound */
 
+/* A segment named for tag: token_bucket:2/1h (tier 0, "default") and tier
+ * paid, token_bucket:5/1h; key bytes shown. */
+static void paid_segment(char *name, size_t len, const char *tag)
+{
+    seg_name(name, len, tag);
+    run_result r;
+    RUN(&r, 0, "create", name, "--policy", "token_bucket:2/1h", "--capacity", "64",
+        "--key-display", "8", "--tier", "paid=token_bucket:5/1h");
+    run_free(&r);
+}
+
 /* try --tier NAME decides under that tier (a new key is created in it,
  * list shows it there); a name the segment has not is refused with its
  * tiers, changing nothing. */
 START_TEST(try_takes_a_tier)
 {
     char name[160], want[400];
-    seg_name(name, sizeof name, "trytier");
+    paid_segment(name, sizeof name, "trytier");
     run_result r;
-    RUN(&r, 0, "create", name, "--policy", "token_bucket:2/1h", "--capacity", "64",
-        "--key-display", "8", "--tier", "paid=token_bucket:5/1h");
-    run_free(&r);
     for (int i = 0; i < 5; i++) {
         RUN(&r, 0, "try", name, "p", "--tier", "paid");
         snprintf(want, sizeof want, "p: allowed, remaining %d of 5\n", 4 - i);
@@ -636,6 +645,81 @@ START_TEST(try_takes_a_tier)
     ck_assert_str_eq(r.out, "");
     run_free(&r);
     RUN(&r, 1, "get", name, "n");   /* the refused try took nothing */
+    run_free(&r);
+    seg_destroy(name);
+}
+END_TEST
+
+/* get --tier NAME: the key as a request of that tier would find it, and
+ * nothing written.  p used 3 of paid's 5: paid sees 2 left (1 after the
+ * request); default (2/1h) sees it converted, its 3 used capped at 2, so
+ * denied; the key stays in paid (a get converts nothing).  A new key: a
+ * fresh state of the tier's limits.  An unknown tier: refused, naming the
+ * tiers.  A cost above the tier's permits: the tier's sentence. */
+START_TEST(get_takes_a_tier)
+{
+    char name[160], want[400];
+    paid_segment(name, sizeof name, "gettier");
+    run_result r;
+    for (int i = 0; i < 3; i++) {
+        RUN(&r, 0, "try", name, "p", "--tier", "paid");
+        run_free(&r);
+    }
+    /* paid's text up to its time (the refill since the tries moves it);
+     * default's whole: the conversion starts a state at the get's now with
+     * 2 of 2 used, so exactly one token (30m) to wait. */
+    RUN(&r, 0, "get", name, "p", "--tier", "paid");
+    const char *pfx = "p: under tier 'paid', a request of cost 1 would be allowed now, "
+                      "leaving 1 of 5; at rest in ";
+    ck_assert_msg(strncmp(r.out, pfx, strlen(pfx)) == 0, "got: %s", r.out);
+    run_free(&r);
+    RUN(&r, 0, "get", name, "p", "--tier", "default");
+    ck_assert_str_eq(r.out, "p: under tier 'default', a request of cost 1 would be denied now: "
+                            "retry after 30m; at rest in 1h\n");
+    run_free(&r);
+    RUN(&r, 0, "get", name, "p", "--tier", "paid", "--json");
+    json_value *v = parse_out(&r);
+    ck_assert_str_eq(json_get_str(v, "tier_name"), "paid");
+    ck_assert_int_eq(json_get_bool(v, "allowed"), 1);
+    ck_assert_uint_eq(json_get_u64(v, "limit"), 5);
+    ck_assert_uint_eq(json_get_u64(v, "remaining"), 1);
+    json_free(v);
+    run_free(&r);
+    RUN(&r, 0, "get", name, "p", "--tier", "default", "--json");
+    v = parse_out(&r);
+    ck_assert_str_eq(json_get_str(v, "tier_name"), "default");
+    ck_assert_int_eq(json_get_bool(v, "allowed"), 0);
+    ck_assert_uint_eq(json_get_u64(v, "limit"), 2);
+    ck_assert_uint_eq(json_get_u64(v, "remaining"), 0);
+    ck_assert_uint_eq(json_get_u64(v, "retry_after_ns"), 1800 * SEC);
+    json_free(v);
+    run_free(&r);
+    /* Still paid's, 2 left: the gets wrote nothing. */
+    RUN(&r, 0, "try", name, "p", "--tier", "paid");
+    ck_assert_str_eq(r.out, "p: allowed, remaining 1 of 5\n");
+    run_free(&r);
+    RUN(&r, 1, "get", name, "n", "--tier", "paid");
+    ck_assert_str_eq(r.out, "n: not tracked (a new key: under tier 'paid', a first request of "
+                            "cost 1 would be allowed, leaving 4 of 5)\n");
+    run_free(&r);
+    RUN(&r, 64, "get", name, "p", "--tier", "gold");
+    snprintf(want, sizeof want,
+             "rlctl: %s: no tier 'gold' in the segment (its tiers: default, paid)\n", name);
+    ck_assert_str_eq(r.err, want);
+    ck_assert_str_eq(r.out, "");
+    run_free(&r);
+    RUN(&r, 64, "get", name, "p", "--tier", "default", "--cost", "3");
+    snprintf(want, sizeof want,
+             "rlctl: %s: cost is zero or exceeds the policy's permits: cost 3: "
+             "'token_bucket:2/1h' allows 2 at most: give a --cost between 1 and the policy's "
+             "permits\n",
+             name);
+    ck_assert_str_eq(r.err, want);
+    run_free(&r);
+    RUN(&r, 0, "list", name, "--json");
+    v = parse_out(&r);
+    ck_assert_str_eq(json_get_str(find_key(v, "p"), "tier_name"), "paid");
+    json_free(v);
     run_free(&r);
     seg_destroy(name);
 }
@@ -796,6 +880,7 @@ int main(void)
     tcase_add_test(tc, list_top_without_sort_keeps_the_footer_and_hints_at_key_display);
     tcase_add_test(tc, try_with_a_cost_above_the_permits_exits_64_and_tracks_nothing);
     tcase_add_test(tc, try_takes_a_tier);
+    tcase_add_test(tc, get_takes_a_tier);
     tcase_add_test(tc, get_shows_the_remaining_permits_and_exits_1_for_an_untracked_key);
     tcase_add_test(tc, reset_forgets_a_key_and_exits_1_when_it_is_not_tracked);
     tcase_add_test(tc, try_on_a_full_table_says_on_full_decided_and_info_counts_it);

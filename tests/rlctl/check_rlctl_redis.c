@@ -353,7 +353,7 @@ START_TEST(bad_uris_missing_stores_and_refused_passwords_exit_with_their_reason)
 
     RUN(&r, EX_USAGE, "get", "redis://h:99999", "k");
     ck_assert_str_eq(r.err, "rlctl: get: redis uri: port must be 1..65535, not '99999'\n"
-                            "usage: rlctl get NAME|URI [--hex] KEY [--cost N] [--json]\n");
+                            "usage: rlctl get NAME|URI [--hex] KEY [--cost N] [--tier NAME] [--json]\n");
     run_free(&r);
     RUN(&r, EX_USAGE, "evict", uri);
     ck_assert_str_eq(r.err, "rlctl: evict: a Redis uri names a store for info, get, reset and "

@@ -80,6 +80,7 @@ def main():
         add(".B create", outputs("create", tiered, "--policy", "token_bucket:5/1h",
                                  "--capacity", "64", "--tier", "paid=token_bucket:9/1h", "--json"))
         add(".B info", outputs("info", tiered, "--json"))
+        add('.BR get ", " try', outputs("get", tiered, "k", "--tier", "paid", "--json"))
         add(".B set\\-policy", outputs("set-policy", tiered, "paid=token_bucket:12/1h", "--json"))
         add(".B set\\-policy", outputs("set-policy", tiered, "paid=token_bucket:12/1h", "--json"))
         add("set\\-policy refused", outputs("set-policy", tiered, "sliding_log:90/1h", "--json"))
