@@ -299,7 +299,8 @@ int srl_open_fronted(const char *shm_name, const char *uri, const srl_config *cf
 static int key_control(srl_limiter *lim, const void *key, size_t len, int op, uint64_t for_ns,
                        const char *reason, srl_key_control *out)
 {
-    srl__err_clear();
+    if (op != SRL__CTL_GET)
+        srl__err_clear();   /* a read leaves the last failure's sentence (rlctl get) */
     if (lim == NULL)
         return SRL_EINVAL;
     int rc = check_key(key, len);
