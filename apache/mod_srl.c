@@ -1009,7 +1009,11 @@ static int precheck_limiter(server_rec *s, const srl_ap_registry *reg, const srl
     }
     ap_log_error(APLOG_MARK, APLOG_EMERG, rc == SRL_ESYS ? errno : 0, s,
                  "SrlLimiter %s (%s): cannot open %s: %s%s%s%s", l->name, l->defined_at,
-                 store_what(l), srl_strerror(rc), open_remedy(l, rc),
+                 store_what(l), srl_strerror(rc),
+                 /* a mismatch's own explanation names what differs */
+                 rc == SRL_EMISMATCH && l->redis == NULL && why[0] != '\0'
+                     ? " (to start over: `rlctl destroy NAME` while no server uses it)"
+                     : open_remedy(l, rc),
                  why[0] != '\0' ? "; " : "", why);
     return HTTP_INTERNAL_SERVER_ERROR;
 }

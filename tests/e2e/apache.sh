@@ -521,6 +521,8 @@ timeout 30 setsid /usr/sbin/apache2 -d "$e2e_tmp" -f "$e2e_tmp/mismatch.conf" -D
 check_eq "I: another capacity on the existing segment: apache2 exit status" 1 "$?"
 check_eq "I: it names the mismatch and the remedy" 1 \
   "$(grep -c "SrlLimiter $name (.*): cannot open the segment: segment exists with a different policy.*rlctl destroy" "$e2e_tmp/mismatch.err")"
+check_eq "I: ... once: not also the generic remedy" 0 \
+  "$(grep -c "exists with another policy or capacity" "$e2e_tmp/mismatch.err")"
 check_eq "I: it says what differs, both sides" 1 \
   "$(grep -c "; capacity: the segment holds 4096 slots, this config asks for 8192 keys (8192 slots): capacity cannot change live" "$e2e_tmp/mismatch.err")"
 sed "s|mismatch.log|mismatch-k.log|; s|check.pid|mismatch-k.pid|" "$e2e_tmp/mismatch.conf" >"$e2e_tmp/mismatch-k.conf"
