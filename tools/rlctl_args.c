@@ -297,7 +297,7 @@ static int take_option(rlctl_opts *o, int opt, const char *arg)
     case 'a': o->all = 1; return 0;
     case 'f': o->force = 1; return 0;
     case OPT_EXEMPT: o->only |= SRL_KEY_EXEMPT; return 0;
-    case OPT_BANNED: o->only |= SRL_KEY_BANNED; return 0;
+    case OPT_BANNED: o->only |= SRL_KEY_BANNED | SRL_KEY_PENALTY; return 0;   /* either kind */
     case OPT_FOR: {
         /* A duration in a policy window's grammar (30s, 15m, 1h, 7d). */
         char text[80];
