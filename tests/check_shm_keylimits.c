@@ -267,17 +267,21 @@ END_TEST
 
 START_TEST(per_key_limits_elsewhere_say_not_supported)
 {
+    /* A lock-free in-process handle (the in-process store's others have
+     * them: check_local_control). */
     srl_config cfg;
     srl_config_init(&cfg);
-    ck_assert_int_eq(srl_policy_parse("token_bucket:10/1s", &cfg.policy), 0);
+    ck_assert_int_eq(srl_policy_parse("gcra:10/1s", &cfg.policy), 0);
     cfg.capacity = 64;
+    cfg.flags |= SRL_CONFIG_LOCKFREE;
     srl_limiter *lim;
     ck_assert_int_eq(srl_open_local(&cfg, &lim), 0);
-    srl_limits l = limits("token_bucket:3/1h");
+    srl_limits l = limits("gcra:3/1h");
     ck_assert_int_eq(srl_key_set_limits(lim, "k", 1, &l), SRL_ENOTSUP);
     char msg[256];
     srl_last_error(msg, sizeof msg);
-    ck_assert_str_eq(msg, "per-key limits live in a shared or anonymous segment; this store has none");
+    ck_assert_str_eq(msg, "a lock-free in-process store (SRL_CONFIG_LOCKFREE) decides every key "
+                          "by its one GCRA word: open it without that flag for per-key limits");
     srl_decision d;
     ck_assert_int_eq(srl_acquire_limits(lim, "k", 1, &l, 1, &d), SRL_ENOTSUP);
     srl_close(lim);
