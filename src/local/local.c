@@ -288,7 +288,13 @@ static int local_peek(srl_limiter *lim, const void *key, size_t len, uint32_t co
         uint64_t w = __atomic_load_n(node_word(n), __ATOMIC_RELAXED);
         srl__compound_decide(&lim->cmp, &w, srl__now(lim), cost, 0, d);
     } else {
-        srl__compound_decide(&lim->cmp, node_state(n), srl__now(lim), cost, 0, d);
+        /* In the limits the key's state is in (its own, local_control.c). */
+        const struct srl__compound *c = ctl_cmp(l, __atomic_load_n(&n->ctl, __ATOMIC_RELAXED));
+        if (cost > c->min_permits) {
+            unlock_key(n);
+            return SRL_ECOST;
+        }
+        srl__compound_decide(c, node_state(n), srl__now(lim), cost, 0, d);
     }
     unlock_key(n);
     return 0;
@@ -313,10 +319,16 @@ static int local_refund(srl_limiter *lim, const void *key, size_t len, uint32_t 
     int rc = lock_key(l, key, len, &n);
     if (rc != 0)
         return rc;
-    if (l->lockfree)
+    if (l->lockfree) {
         (void)word_update(l, n, WORD_REFUND, cost, 0, NULL); /* locked, live: not retired */
-    else
-        srl__compound_refund(&lim->cmp, node_state(n), srl__now(lim), cost);
+    } else {
+        const struct srl__compound *c = ctl_cmp(l, __atomic_load_n(&n->ctl, __ATOMIC_RELAXED));
+        if (cost > c->min_permits) {
+            unlock_key(n);
+            return SRL_ECOST;
+        }
+        srl__compound_refund(c, node_state(n), srl__now(lim), cost);
+    }
     unlock_key(n);
     return 0;
 }
