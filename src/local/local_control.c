@@ -341,14 +341,8 @@ static bool control_decide(struct local *l, struct lnode *n, unsigned ctl,
         if (until > now) {
             srl__local_state_copy(l, n, st);
             srl__compound_decide(c, st, now, cost, 0, d);
-            uint64_t left = until - now;
-            d->allowed = 0;
-            d->remaining = 0;
+            srl__decision_banned(d, until - now);
             d->wait_ns = 0;
-            if (d->retry_after_ns < left)
-                d->retry_after_ns = left;
-            if (d->reset_after_ns < left)
-                d->reset_after_ns = left;
             return true;
         }
         ctl &= ~CTL_BANNED;

@@ -187,15 +187,8 @@ static int foreach_visit(struct local *l, struct lnode *n, void *arg)
     e.inflight = srl__compound_inflight(cmp, c->copy);
     if (ctl != 0)
         e.control = srl__local_ctl_flags(l, n, ctl, now, &e.ban_left_ns);
-    if (e.control & SRL_KEY_BANNED) {
-        /* What a request would get now: the ban's denial. */
-        e.now.allowed = 0;
-        e.now.remaining = 0;
-        if (e.now.retry_after_ns < e.ban_left_ns)
-            e.now.retry_after_ns = e.ban_left_ns;
-        if (e.now.reset_after_ns < e.ban_left_ns)
-            e.now.reset_after_ns = e.ban_left_ns;
-    }
+    if (e.control & SRL_KEY_BANNED)   /* what a request would get now */
+        srl__decision_banned(&e.now, e.ban_left_ns);
     if (srl__compound_banned_ns(cmp, c->copy, now) != 0)
         e.control |= SRL_KEY_PENALTY;
     e.state = c->copy;   /* fn runs outside the node's lock: it gets a copy */
