@@ -304,17 +304,6 @@ START_TEST(per_key_limits_of_3_and_10_under_8_threads_admit_exactly_3_and_10)
 }
 END_TEST
 
-/* remaining after one more admission of key under l (or the stored ones). */
-static uint32_t left_after_one(srl_limiter *lim, const char *key, const srl_limits *l)
-{
-    srl_decision d;
-    int rc = l != NULL ? srl_acquire_limits(lim, key, strlen(key), l, 1, &d)
-                       : srl_acquire(lim, key, strlen(key), 1, &d);
-    ck_assert_int_eq(rc, 0);
-    ck_assert_int_eq(d.allowed, 1);
-    return d.remaining;
-}
-
 START_TEST(a_change_of_a_keys_limits_keeps_its_use)
 {
     fake_clock clock = {.now = 1000 * SEC};
