@@ -16,6 +16,9 @@
  *   - A ban lifted mid-run: 8 threads stop at a barrier between phases;
  *     banned (0 admitted), unbanned (every request admitted), banned again
  *     (0 admitted), exactly.
+ *   - A ban on a lock-free handle while a lock-free decider that read the
+ *     key's operator word 0 is parked before its CAS (srl__local_park):
+ *     srl_key_ban returns only after that admission landed.
  * Exempt, ban and lift run on a locked handle and on a lock-free one
  * (SRL_CONFIG_LOCKFREE, one GCRA word): _i 0 and 1.  Plus the errors a
  * caller relies on: the sentence of a refused set, ENOENT, ENOSPC.
@@ -26,11 +29,15 @@
  */
 #include <check.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "srl.h"
 #include "testutil.h"
+#include "testhooks.h"   /* srl__local_park: the test copy of the library */
 
 #define THREADS 8
 #define HOUR (3600ull * SEC)
@@ -269,6 +276,100 @@ START_TEST(a_ban_lifted_and_set_again_at_a_barrier_admits_exactly_between)
 }
 END_TEST
 
+struct parked {
+    srl_limiter *lim;
+    pid_t tid;                  /* atomic */
+    int done;                   /* atomic */
+    int rc;
+    srl_decision d;
+    uint64_t allowed_at_return; /* the banner's srl_stats.allowed when srl_key_ban returned */
+};
+
+static void *parked_acquire(void *p)
+{
+    struct parked *a = p;
+    a->rc = srl_acquire(a->lim, "k", 1, 1, &a->d);
+    __atomic_store_n(&a->done, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+static void *banner(void *p)
+{
+    struct parked *a = p;
+    __atomic_store_n(&a->tid, gettid(), __ATOMIC_RELEASE);
+    a->rc = srl_key_ban(a->lim, "k", 1, HOUR, NULL);
+    srl_stats s;
+    ck_assert_int_eq(srl_stats_get(a->lim, &s), 0);
+    a->allowed_at_return = s.allowed;
+    __atomic_store_n(&a->done, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+/* Wall time bounds the waits below, so that a broken build fails instead
+ * of hanging; nothing is asserted on it. */
+static uint64_t wall_ns(void)
+{
+    return srl_monotonic_ns(NULL);
+}
+
+static void poll_pause(void)
+{
+    struct timespec ts = {0, 1000 * 1000};
+    nanosleep(&ts, NULL);
+}
+
+/* The banner has returned, or sleeps (waiting for the grace period) for
+ * 20 polls in a row. */
+static void wait_returned_or_asleep(struct parked *b)
+{
+    uint64_t deadline = wall_ns() + 60 * SEC;
+    for (int still = 0; still < 20;) {
+        pid_t tid = __atomic_load_n(&b->tid, __ATOMIC_ACQUIRE);
+        char path[64];
+        snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)tid);
+        bool there = __atomic_load_n(&b->done, __ATOMIC_ACQUIRE) ||
+                     (tid != 0 && proc_stat_state(path) == 'S');
+        still = there ? still + 1 : 0;
+        ck_assert_msg(wall_ns() < deadline, "the banner neither returned nor slept");
+        poll_pause();
+    }
+}
+
+START_TEST(a_ban_on_a_lockfree_handle_returns_after_every_admission_that_missed_it)
+{
+    fake_clock clock = {.now = 1000 * SEC};
+    srl_limiter *lim = open_local("100/1h", 1, &clock);
+    srl_decision d;
+    ck_assert_int_eq(srl_acquire(lim, "k", 1, 1, &d), 0);   /* the key exists */
+    ck_assert_int_eq(d.allowed, 1);
+    /* A decider reads the key's operator word (0) and parks before its CAS. */
+    ck_assert_int_eq(srl__local_park(lim, SRL__LOCAL_PARK_LF_CTL, SRL__LOCAL_PARK_ARM), 0);
+    struct parked a = {.lim = lim}, b = {.lim = lim};
+    pthread_t ta, tb;
+    ck_assert_int_eq(pthread_create(&ta, NULL, parked_acquire, &a), 0);
+    uint64_t deadline = wall_ns() + 60 * SEC;
+    while (srl__local_park(lim, SRL__LOCAL_PARK_LF_CTL, SRL__LOCAL_PARK_ASK) != 1) {
+        ck_assert_msg(wall_ns() < deadline, "the decider never parked");
+        poll_pause();
+    }
+    /* The ban, meanwhile: it may not return while that decision is out. */
+    ck_assert_int_eq(pthread_create(&tb, NULL, banner, &b), 0);
+    wait_returned_or_asleep(&b);
+    ck_assert_int_eq(srl__local_park(lim, SRL__LOCAL_PARK_LF_CTL, SRL__LOCAL_PARK_RELEASE), 0);
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+    ck_assert_int_eq(a.rc, 0);
+    ck_assert_int_eq(b.rc, 0);
+    ck_assert_int_eq(a.d.allowed, 1);   /* it read the word before the ban */
+    /* ... and landed before srl_key_ban returned: 2 admitted by then. */
+    ck_assert_uint_eq(b.allowed_at_return, 2);
+    ck_assert_int_eq(srl_acquire(lim, "k", 1, 1, &d), 0);
+    ck_assert_int_eq(d.allowed, 0);
+    ck_assert_uint_eq(d.retry_after_ns, HOUR);
+    srl_close(lim);
+}
+END_TEST
+
 /* ------------------------------------------------------------ per-key limits */
 
 START_TEST(per_key_limits_of_3_and_10_under_8_threads_admit_exactly_3_and_10)
@@ -425,6 +526,7 @@ int main(void)
     tcase_add_loop_test(tc, a_ban_lifted_and_set_again_at_a_barrier_admits_exactly_between, 0, 2);
     tcase_add_loop_test(tc, per_key_limits_of_3_and_10_under_8_threads_admit_exactly_3_and_10, 0,
                         2);
+    tcase_add_test(tc, a_ban_on_a_lockfree_handle_returns_after_every_admission_that_missed_it);
     tcase_add_test(tc, a_change_of_a_keys_limits_keeps_its_use);
     tcase_add_test(tc, refused_limits_say_why);
     tcase_add_loop_test(tc, bad_control_arguments_and_untracked_keys_are_refused, 0, 2);
