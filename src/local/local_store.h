@@ -20,6 +20,9 @@
  *                     of the word and its atomic copy
  *   local_walk.c      the walks of the pool (evict_idle, stats, foreach), and
  *                     info; calls into local_index.c, never the reverse
+ *   local_control.c   operator control (exempt, ban, per-key limits) and the
+ *                     decision of a key that has any (n->ctl not 0); calls
+ *                     local_index.c and local_lockfree.c, never local.c
  *
  * WHAT IT HOLDS
  *   - struct lnode: one key.  Its 128-bit fingerprint, its lock, its
@@ -67,7 +70,8 @@
  *     the full, evict and delete paths.  srl_stats adds them up.
  *
  * HOT PATH
- *   local_decide (local.c) on a key it finds calls no function of another
+ *   local_decide (local.c) on a key it finds, that no operator controls
+ *   (n->ctl 0, one load on the node's first line), calls no function of another
  *   file: what it needs is here, static inline (find and scan, node_lock,
  *   word_update, the counters), or in local.c.  Only a miss calls out
  *   (srl__local_find_or_insert; srl__local_pool_wait at the pool's bound),
