@@ -101,51 +101,51 @@ int srl__local_keylim_find(struct local *l, const srl_limits *lims)
                      "its one GCRA word: open it without that flag for per-key limits");
         return SRL_ENOTSUP;
     }
+    /* Judged on the stack: srl_acquire_limits comes here on every call. */
     srl_limits canon;
-    struct srl__compound *c = malloc(sizeof *c);
-    if (c == NULL)
-        return SRL_ENOMEM;
-    if (srl__limits_canonical(lims, &canon) != 0 || srl__compound_init(c, &canon) != 0) {
-        free(c);
+    struct srl__compound c;
+    if (srl__limits_canonical(lims, &canon) != 0 || srl__compound_init(&c, &canon) != 0) {
         srl__err_set("the key's limits are not a valid policy");
         return SRL_EPOLICY;
     }
-    if (c->conc >= 0) {
-        free(c);
+    if (c.conc >= 0) {
         srl__err_set("a key's own limits cannot hold a concurrency limit");
         return SRL_EPOLICY;
     }
-    if (c->state_bytes > l->state_bytes) {
-        unsigned need = c->state_bytes;
-        free(c);
+    if (c.state_bytes > l->state_bytes) {
         srl__err_set("the key's limits need a state of %u bytes; this in-process store's nodes "
                      "hold at most %u (its policy's state): open it with a policy whose state "
-                     "is at least that large", need, (unsigned)l->state_bytes);
+                     "is at least that large", c.state_bytes, (unsigned)l->state_bytes);
         return SRL_EPOLICY;
     }
-    /* Entries fill from 0 and are never freed: the first NULL ends them. */
+    /* Entries fill from 0 and are never freed: the first NULL ends them.
+     * Looked for without the lock, then again under it before a claim. */
     for (int locked = 0; locked < 2; locked++) {
         if (locked)
             pthread_mutex_lock(&l->ctl_lock);
         for (unsigned r = 0; r < CTL_KEYLIMS; r++) {
             struct srl__compound *e = __atomic_load_n(&l->keylim[r], __ATOMIC_ACQUIRE);
-            if (e == NULL) {
-                if (!locked)
-                    break;
-                __atomic_store_n(&l->keylim[r], c, __ATOMIC_RELEASE);
-                pthread_mutex_unlock(&l->ctl_lock);
-                return (int)r;
-            }
-            if (memcmp(&e->limits, &c->limits, sizeof c->limits) == 0) {
+            if (e != NULL && memcmp(&e->limits, &c.limits, sizeof c.limits) == 0) {
                 if (locked)
                     pthread_mutex_unlock(&l->ctl_lock);
-                free(c);
                 return (int)r;
             }
+            if (e != NULL)
+                continue;
+            if (!locked)
+                break;
+            struct srl__compound *mine = malloc(sizeof *mine);
+            if (mine == NULL || srl__compound_init(mine, &canon) != 0) {
+                pthread_mutex_unlock(&l->ctl_lock);
+                free(mine);
+                return SRL_ENOMEM;
+            }
+            __atomic_store_n(&l->keylim[r], mine, __ATOMIC_RELEASE);
+            pthread_mutex_unlock(&l->ctl_lock);
+            return (int)r;
         }
     }
     pthread_mutex_unlock(&l->ctl_lock);
-    free(c);
     srl__err_set("the store's table of per-key limit sets is full (%u distinct sets, kept "
                  "until close): give keys one of the sets in use", CTL_KEYLIMS);
     return SRL_ENOSPC;
