@@ -744,9 +744,9 @@ SRL_API int srl_reset_key(srl_limiter *lim, const void *key, size_t len);
 SRL_API int64_t srl_evict_idle(srl_limiter *lim);
 
 /* ---------------------------------------------------- operator control
- * Set by an operator on one key, kept in the segment (shared and anonymous
- * stores; others SRL_ENOTSUP).  An untracked key is inserted (SRL_ENOSPC
- * if there is no room).  exempt: never refused nor evicted, counted in
+ * Set by an operator on one key, kept in the segment or the in-process
+ * handle (Redis, tiered: SRL_ENOTSUP).  An untracked key is inserted
+ * (SRL_ENOSPC if no room).  exempt: never refused nor evicted, counted in
  * srl_stats.allowed and .exempt, its state untouched.  banned: denied until
  * the ban ends, retry_after the time left; a ban wins over an exemption.
  * A limiter with a concurrency limit refuses exempt and ban (SRL_ENOTSUP:
@@ -772,8 +772,8 @@ typedef struct srl_key_control {
 SRL_API int srl_key_exempt(srl_limiter *lim, const void *key, size_t len, int on);
 /* Ban the key for for_ns (> 0) from now, with reason (may be NULL or ""; at
  * most SRL_BAN_REASON_MAX bytes, no control characters).  A new ban
- * replaces the key's previous one.  SRL_ENOSPC also when the segment's
- * reason table (64 distinct reasons) is full: ban without a reason then. */
+ * replaces the key's previous one.  SRL_ENOSPC also when the reason table
+ * (64 distinct reasons per segment or handle) is full: ban without one. */
 SRL_API int srl_key_ban(srl_limiter *lim, const void *key, size_t len, uint64_t for_ns,
                         const char *reason);
 /* Lift the key's hand ban and its ",penalty=" ban, and forget its offences:
@@ -784,14 +784,14 @@ SRL_API int srl_key_unban(srl_limiter *lim, const void *key, size_t len);
 SRL_API int srl_key_control_get(srl_limiter *lim, const void *key, size_t len,
                                 srl_key_control *out);
 
-/* Per-key limits (shared and anonymous stores; else SRL_ENOTSUP).  Stored:
- * the key is decided by limits, whatever tier a call names, until cleared
- * (back to the default tier), and never evicted.  Per call: one request
- * decided by the caller's limits; a stored set wins.  A change of limits
- * keeps the key's use (as a tier change); exact under races.  At most 256
- * distinct sets per segment (SRL_ENOSPC); a state larger than the slots or
- * a concurrency limit: SRL_EPOLICY (srl_last_error names the sizes); also
- * SRL_EKEY, SRL_EINVAL, SRL_ECOST, a lock error (docs/design.md). */
+/* Per-key limits (shared, anonymous and non-lock-free in-process stores; else
+ * SRL_ENOTSUP).  Stored: the key is decided by limits, whatever tier a call
+ * names, until cleared (then the default tier), never evicted.  Per call: one
+ * request decided by the caller's limits; a stored set wins.  A change of
+ * limits keeps the key's use; exact under races.  At most 256 distinct sets
+ * per segment or handle (SRL_ENOSPC); a state over the slots' (in-process:
+ * the policy's) or a concurrency limit: SRL_EPOLICY (srl_last_error names the
+ * sizes); also SRL_EKEY, SRL_EINVAL, SRL_ECOST, a lock error. */
 SRL_API int srl_key_set_limits(srl_limiter *lim, const void *key, size_t len,
                                const srl_limits *limits);
 /* 0 also when the key had none; SRL_ENOENT if it is not tracked. */

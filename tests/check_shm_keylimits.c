@@ -141,17 +141,6 @@ START_TEST(per_call_limits_of_3_and_10_under_8_processes_admit_exactly_3_and_10)
 }
 END_TEST
 
-/* remaining after one more admission of key under l (or the stored ones). */
-static uint32_t left_after_one(srl_limiter *lim, const char *key, const srl_limits *l)
-{
-    srl_decision d;
-    int rc = l != NULL ? srl_acquire_limits(lim, key, strlen(key), l, 1, &d)
-                       : srl_acquire(lim, key, strlen(key), 1, &d);
-    ck_assert_int_eq(rc, 0);
-    ck_assert_int_eq(d.allowed, 1);
-    return d.remaining;
-}
-
 START_TEST(a_change_of_a_keys_limits_keeps_its_use)
 {
     fake_clock *clock = fake_clock_shared(1000 * SEC);
@@ -267,17 +256,21 @@ END_TEST
 
 START_TEST(per_key_limits_elsewhere_say_not_supported)
 {
+    /* A lock-free in-process handle (the in-process store's others have
+     * them: check_local_control). */
     srl_config cfg;
     srl_config_init(&cfg);
-    ck_assert_int_eq(srl_policy_parse("token_bucket:10/1s", &cfg.policy), 0);
+    ck_assert_int_eq(srl_policy_parse("gcra:10/1s", &cfg.policy), 0);
     cfg.capacity = 64;
+    cfg.flags |= SRL_CONFIG_LOCKFREE;
     srl_limiter *lim;
     ck_assert_int_eq(srl_open_local(&cfg, &lim), 0);
-    srl_limits l = limits("token_bucket:3/1h");
+    srl_limits l = limits("gcra:3/1h");
     ck_assert_int_eq(srl_key_set_limits(lim, "k", 1, &l), SRL_ENOTSUP);
     char msg[256];
     srl_last_error(msg, sizeof msg);
-    ck_assert_str_eq(msg, "per-key limits live in a shared or anonymous segment; this store has none");
+    ck_assert_str_eq(msg, "a lock-free in-process store (SRL_CONFIG_LOCKFREE) decides every key "
+                          "by its one GCRA word: open it without that flag for per-key limits");
     srl_decision d;
     ck_assert_int_eq(srl_acquire_limits(lim, "k", 1, &l, 1, &d), SRL_ENOTSUP);
     srl_close(lim);

@@ -88,3 +88,13 @@ pid_t test_fork(void)
 {
     return test_fork_undo(NULL, NULL);
 }
+
+uint32_t left_after_one(srl_limiter *lim, const char *key, const srl_limits *l)
+{
+    srl_decision d;
+    int rc = l != NULL ? srl_acquire_limits(lim, key, strlen(key), l, 1, &d)
+                       : srl_acquire(lim, key, strlen(key), 1, &d);
+    ck_assert_int_eq(rc, 0);
+    ck_assert_int_eq(d.allowed, 1);
+    return d.remaining;
+}

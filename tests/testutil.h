@@ -58,4 +58,8 @@ const char *unique_name(const char *tag);
  * (the process or thread is gone). */
 char proc_stat_state(const char *stat_path);
 
+/* d.remaining after one more admission of key (asserted admitted): by its
+ * limits l (srl_acquire_limits), or srl_acquire when l is NULL. */
+uint32_t left_after_one(srl_limiter *lim, const char *key, const srl_limits *l);
+
 #endif

@@ -196,11 +196,14 @@ int srl__local_home_counts(srl_limiter *lim, uint64_t *live, uint64_t *at_home);
  *                             of the word and before it counts its
  *                             decision (only where the count is not in the
  *                             CAS: a denial, or any decision without the
- *                             16-byte CAS).
+ *                             16-byte CAS);
+ *   SRL__LOCAL_PARK_LF_CTL    a lock-free decider, having read the node's
+ *                             operator word 0 (local_control.c), before its
+ *                             CAS of the word.
  * SRL__LOCAL_PARK_ARM arms the place, SRL__LOCAL_PARK_ASK returns 1 while
  * a thread is parked there (else 0), SRL__LOCAL_PARK_RELEASE lets it go
  * on.  SRL_EINVAL for a limiter that is not local, another place or op. */
-enum { SRL__LOCAL_PARK_FREE = 0, SRL__LOCAL_PARK_LF_COUNT = 1 };
+enum { SRL__LOCAL_PARK_FREE = 0, SRL__LOCAL_PARK_LF_COUNT = 1, SRL__LOCAL_PARK_LF_CTL = 2 };
 enum { SRL__LOCAL_PARK_ASK = 0, SRL__LOCAL_PARK_ARM = 1, SRL__LOCAL_PARK_RELEASE = 2 };
 int srl__local_park(srl_limiter *lim, int where, int op);
 

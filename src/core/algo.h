@@ -70,6 +70,19 @@ extern const struct srl__algo srl__algo_fixed_window;
 void srl__fw_convert(const srl_policy *po, const void *old, const srl_policy *pn, void *out,
                      uint64_t now);
 
+/* d made a ban's denial with left ns of the ban to go, whatever it said:
+ * nothing remaining, retry and reset at least left (a ",penalty=" ban,
+ * penalty.c; an operator's ban, the stores' control and walks). */
+static inline void srl__decision_banned(srl_decision *d, uint64_t left)
+{
+    d->allowed = 0;
+    d->remaining = 0;
+    if (d->retry_after_ns < left)
+        d->retry_after_ns = left;
+    if (d->reset_after_ns < left)
+        d->reset_after_ns = left;
+}
+
 /* One limit with its options (penalty.c): what compound.c and state.c call
  * for every limit, never the vtable directly.  Without a penalty each is
  * the vtable call; with one, the state gains a trailing u64 (the ban's end)

@@ -99,13 +99,7 @@ void srl__limit_decide(const srl_policy *p, void *state, uint64_t now, uint32_t 
     uint64_t *until = until_of(p, state);
     a->decide(p, state, now, cost, commit && *until <= now, d);
     if (*until > now) {   /* banned: denied whatever the algorithm would say */
-        uint64_t left = *until - now;
-        d->allowed = 0;
-        d->remaining = 0;
-        if (d->retry_after_ns < left)
-            d->retry_after_ns = left;
-        if (d->reset_after_ns < left)
-            d->reset_after_ns = left;
+        srl__decision_banned(d, *until - now);
         return;
     }
     if (!d->allowed && commit)

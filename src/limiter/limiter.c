@@ -307,7 +307,7 @@ static int key_control(srl_limiter *lim, const void *key, size_t len, int op, ui
     if (rc != 0)
         return rc;
     if (lim->ops->key_control == NULL)
-        return SRL_ENOTSUP;   /* in-process, Redis, tiered: not yet (srl.h) */
+        return SRL_ENOTSUP;   /* Redis, fronted: not yet (srl.h) */
     if ((op == SRL__CTL_EXEMPT || op == SRL__CTL_BAN) && lim->cmp.conc >= 0) {
         /* srl_enter decides such a limiter and reads neither: a flag set
          * here would say "done" and change nothing. */
@@ -364,7 +364,7 @@ static int key_limits(srl_limiter *lim, const void *key, size_t len, const srl_l
     if (rc != 0)
         return rc;
     if (lim->ops->key_limits == NULL) {
-        srl__err_set("per-key limits live in a shared or anonymous segment; this store has none");
+        srl__err_set("per-key limits live in a segment or an in-process store; this store has none");
         return SRL_ENOTSUP;
     }
     return lim->ops->key_limits(lim, key, len, l, get);
@@ -399,7 +399,7 @@ int srl_acquire_limits(srl_limiter *lim, const void *key, size_t len, const srl_
     if (cost == 0)
         return srl__cost_refused(&lim->cmp, cost);
     if (lim->ops->acquire_limits == NULL) {
-        srl__err_set("per-call limits need a shared or anonymous segment; this store has none");
+        srl__err_set("per-call limits need a segment or an in-process store; this store has none");
         return SRL_ENOTSUP;
     }
     return dry_run_turn(lim, lim->ops->acquire_limits(lim, key, len, limits, cost, d), d);

@@ -61,37 +61,6 @@ static inline void count_decision(const struct local *l, struct lnode *n, bool a
     count_node(n, allowed ? COUNT_ALLOWED : COUNT_DENIED, l->lockfree);
 }
 
-static void key_of(const struct local *l, const void *key, size_t len, struct lkey *k)
-{
-    crypto_shorthash_siphashx24(k->fp, key, len, l->hash_key);
-    k->key = key;
-    k->len = (uint32_t)len;
-    key_place(l, k);
-    /* The key is in b2 only when b1 was full at its insert (a few percent
-     * of keys at full capacity); the prefetch costs bandwidth, not a wait,
-     * and saves a dependent miss for those. */
-    __builtin_prefetch(&l->index[k->b2], 0, 3);
-    /* Most keys live in a node of their home windows (local_index.c,
-     * HOMES): start those misses now, beside the buckets', instead of
-     * after the bucket names the node.  A node's first line holds all a
-     * hit needs (the fingerprint, the lock, the counts and the state) but
-     * for a state of more than 24 bytes (local_store.h, struct lnode), whose
-     * second line is prefetched too (and, past that, the state's end is
-     * one dependent miss later). */
-    if (l->homes > 0) {
-        node_homes(l, k->fp, k->home);
-        const bool two = l->hot_lines > 1;
-        for (unsigned c = 0; c < 2 * HOME_WINDOW; c++) {
-            uint32_t i = k->home[c / HOME_WINDOW] + c % HOME_WINDOW;
-            const unsigned char *n = l->home_map + (size_t)i * l->node_bytes;
-            srl__prefetch_w(n);
-            if (two)
-                srl__prefetch_w(n + CACHE_LINE);
-        }
-    }
-}
-
-
 static void count_full(struct local *l, const srl_decision *d)
 {
     struct shard *s = my_shard(l);
@@ -135,10 +104,11 @@ static void enter_locked(struct local *l, struct lnode *n, uint64_t now,
     }
 }
 
-/* srl_acquire (lease NULL), srl_reserve (lease NULL, max_wait > 0) and
- * srl_enter. */
+/* srl_acquire (lease NULL), srl_reserve (lease NULL, max_wait > 0),
+ * srl_enter, and srl_acquire_limits (own: l->keylim[own_idx]). */
 static int local_decide(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
-                        uint64_t max_wait, srl_lease *lease, srl_decision *d)
+                        uint64_t max_wait, srl_lease *lease, const struct srl__compound *own,
+                        unsigned own_idx, srl_decision *d)
 {
     struct local *l = local_of(lim);
     struct lkey k;
@@ -159,11 +129,14 @@ static int local_decide(srl_limiter *lim, const void *key, size_t len, uint32_t 
                 return 0;
             }
         }
-        if (l->lockfree && lease == NULL && max_wait == 0) {
+        if (l->lockfree && lease == NULL && max_wait == 0 &&
+            __atomic_load_n(&n->ctl, __ATOMIC_RELAXED) == 0) {
             /* The lock-free path: one CAS on the word.  The node was found
              * (or created) inside this read-side section, so it is not
              * reused before the section ends; if it was retired, the word
-             * says so and the locked path below retries the lookup. */
+             * says so and the locked path below retries the lookup.  A key
+             * an operator controls takes the locked path (ctl is read
+             * inside this section: local_control.c, LOCK-FREE). */
             int wr = word_update(l, n, WORD_DECIDE, cost, 0, d);
             if (wr != WORD_RETIRED) {
                 if (wr != WORD_COUNTED) {
@@ -188,6 +161,14 @@ static int local_decide(srl_limiter *lim, const void *key, size_t len, uint32_t 
             node_done(n);
             rcu_read_unlock();
             continue;
+        }
+        if (lease == NULL && (own != NULL || __atomic_load_n(&n->ctl, __ATOMIC_RELAXED) != 0)) {
+            /* An operator's key, or a call's limits: local_control.c. */
+            int rc = srl__local_ctl_decide(l, n, own, own_idx, cost, max_wait, d);
+            node_unlock(n);
+            node_done(n);
+            rcu_read_unlock();
+            return rc;
         }
         bool counted = false;   /* by word_update's CAS */
         if (l->lockfree) {
@@ -224,22 +205,35 @@ static int local_decide(srl_limiter *lim, const void *key, size_t len, uint32_t 
 static int local_acquire(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
                          srl_decision *d)
 {
-    return local_decide(lim, key, len, cost, 0, NULL, d);
+    return local_decide(lim, key, len, cost, 0, NULL, NULL, 0, d);
+}
+
+/* srl_acquire_limits: the call's set in the handle's table, then decided
+ * as the key's (local_control.c converts its state to it). */
+static int local_acquire_limits(srl_limiter *lim, const void *key, size_t len,
+                                const srl_limits *lims, uint32_t cost, srl_decision *d)
+{
+    struct local *l = local_of(lim);
+    int idx = srl__local_keylim_find(l, lims);
+    if (idx < 0)
+        return idx;
+    const struct srl__compound *c = l->keylim[idx];
+    if (cost > c->min_permits)
+        return SRL_ECOST;
+    return local_decide(lim, key, len, cost, 0, NULL, c, (unsigned)idx, d);
 }
 
 static int local_reserve(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
                          uint64_t max_wait, srl_decision *d)
 {
-    return local_decide(lim, key, len, cost, max_wait, NULL, d);
+    return local_decide(lim, key, len, cost, max_wait, NULL, NULL, 0, d);
 }
 
 static int local_enter(srl_limiter *lim, const void *key, size_t len, srl_lease *lease,
                        srl_decision *d)
 {
-    return local_decide(lim, key, len, 1, 0, lease, d);
+    return local_decide(lim, key, len, 1, 0, lease, NULL, 0, d);
 }
-
-static int lock_live(struct local *l, const struct lkey *k, struct lnode **out);
 
 static int local_leave(srl_limiter *lim, srl_lease *lease)
 {
@@ -260,32 +254,6 @@ static int local_leave(srl_limiter *lim, srl_lease *lease)
     node_done(n);
     rcu_read_unlock();
     return rc;
-}
-
-/* The key's live node, locked, in *out: 0, or SRL_ENOENT if the key is not
- * tracked, or SRL_ETIMEDOUT.  Call inside rcu_read_lock; returns still
- * inside it (with (*out)->lock held on 0).  A node found dead (evicted or
- * reset between lookup and lock) is let go and the lookup retried, outside
- * the read-side section for a moment, since a live successor may exist. */
-static int lock_live(struct local *l, const struct lkey *k, struct lnode **out)
-{
-    for (;;) {
-        struct lnode *n = find(l, k);
-        if (n == NULL)
-            return SRL_ENOENT;
-        if (node_lock(l, n) != 0) {
-            node_done(n);
-            return SRL_ETIMEDOUT;
-        }
-        if (!node_dead(n)) {
-            *out = n;
-            return 0;
-        }
-        node_unlock(n);
-        node_done(n);
-        rcu_read_unlock();
-        rcu_read_lock();
-    }
 }
 
 /* Enter a read-side section and lock key's live node: 0 with *n locked,
@@ -320,7 +288,13 @@ static int local_peek(srl_limiter *lim, const void *key, size_t len, uint32_t co
         uint64_t w = __atomic_load_n(node_word(n), __ATOMIC_RELAXED);
         srl__compound_decide(&lim->cmp, &w, srl__now(lim), cost, 0, d);
     } else {
-        srl__compound_decide(&lim->cmp, node_state(n), srl__now(lim), cost, 0, d);
+        /* In the limits the key's state is in (its own, local_control.c). */
+        const struct srl__compound *c = ctl_cmp(l, __atomic_load_n(&n->ctl, __ATOMIC_RELAXED));
+        if (cost > c->min_permits) {
+            unlock_key(n);
+            return SRL_ECOST;
+        }
+        srl__compound_decide(c, node_state(n), srl__now(lim), cost, 0, d);
     }
     unlock_key(n);
     return 0;
@@ -345,10 +319,16 @@ static int local_refund(srl_limiter *lim, const void *key, size_t len, uint32_t 
     int rc = lock_key(l, key, len, &n);
     if (rc != 0)
         return rc;
-    if (l->lockfree)
+    if (l->lockfree) {
         (void)word_update(l, n, WORD_REFUND, cost, 0, NULL); /* locked, live: not retired */
-    else
-        srl__compound_refund(&lim->cmp, node_state(n), srl__now(lim), cost);
+    } else {
+        const struct srl__compound *c = ctl_cmp(l, __atomic_load_n(&n->ctl, __ATOMIC_RELAXED));
+        if (cost > c->min_permits) {
+            unlock_key(n);
+            return SRL_ECOST;
+        }
+        srl__compound_refund(c, node_state(n), srl__now(lim), cost);
+    }
     unlock_key(n);
     return 0;
 }
@@ -394,6 +374,7 @@ static void free_local(struct local *l)
         pthread_mutex_destroy(&l->stripes[i]);
     pthread_mutex_destroy(&l->pool_lock);
     pthread_mutex_destroy(&l->retire_lock);
+    srl__local_ctl_free(l);
     free(l);
 }
 
@@ -422,6 +403,9 @@ static const struct srl__store_ops local_ops = {
     .enter = local_enter,
     .leave = local_leave,
     .key_state = local_key_state,
+    .key_control = srl__local_key_control,
+    .key_limits = srl__local_key_limits,
+    .acquire_limits = local_acquire_limits,
     .close = local_close,
 };
 
@@ -527,6 +511,7 @@ int srl_open_local(const srl_config *cfg, srl_limiter **out)
     l->index = srl__local_map(l->index_bytes);
     pthread_mutex_init(&l->pool_lock, NULL);
     pthread_mutex_init(&l->retire_lock, NULL);
+    pthread_mutex_init(&l->ctl_lock, NULL);
     for (unsigned i = 0; i < NSTRIPES; i++)
         pthread_mutex_init(&l->stripes[i], NULL);
     if (l->chunks == NULL || l->colds == NULL || l->index == NULL) {

@@ -417,8 +417,12 @@ bool srl__local_evict_if_at_rest_locked(struct local *l, struct lnode *n)
         if (freed > 0)
             shard_add(&my_shard(l)->reclaimed, freed);
     }
+    /* An operator's key is kept: exempt, banned, own limits. */
+    unsigned ctl = __atomic_load_n(&n->ctl, __ATOMIC_RELAXED);
+    if (ctl != 0 && ctl_kept(l, n, ctl, now))
+        return false;
     if (l->lockfree ? !srl__local_word_retire(l, n, now, true)
-                    : !srl__compound_at_rest(&l->lim.cmp, node_state(n), now))
+                    : !srl__compound_at_rest(ctl_cmp(l, ctl), node_state(n), now))
         return false;
     srl__local_retire_locked(l, n);
     return true;
@@ -509,6 +513,9 @@ int srl__local_find_or_insert(struct local *l, const struct lkey *k, struct lnod
     cand->key_len = k->len;
     cand->lock = 0;
     cand->counts = 0;
+    cand->ctl = 0;   /* no operator's control (local_control.c) */
+    node_cold(l, cand->idx)->ban_until = 0;
+    node_cold(l, cand->idx)->reason = 0;
     memset(node_state(cand), 0, l->node_bytes - sizeof *cand);
     /* A fresh state needs a time; reading it outside any lock is harmless:
      * every later reader takes the lock after this node is published, so

@@ -20,6 +20,9 @@
  *                     of the word and its atomic copy
  *   local_walk.c      the walks of the pool (evict_idle, stats, foreach), and
  *                     info; calls into local_index.c, never the reverse
+ *   local_control.c   operator control (exempt, ban, per-key limits) and the
+ *                     decision of a key that has any (n->ctl not 0); calls
+ *                     local_index.c and local_lockfree.c, never local.c
  *
  * WHAT IT HOLDS
  *   - struct lnode: one key.  Its 128-bit fingerprint, its lock, its
@@ -67,7 +70,8 @@
  *     the full, evict and delete paths.  srl_stats adds them up.
  *
  * HOT PATH
- *   local_decide (local.c) on a key it finds calls no function of another
+ *   local_decide (local.c) on a key it finds, that no operator controls
+ *   (n->ctl 0, one load on the node's first line), calls no function of another
  *   file: what it needs is here, static inline (find and scan, node_lock,
  *   word_update, the counters), or in local.c.  Only a miss calls out
  *   (srl__local_find_or_insert; srl__local_pool_wait at the pool's bound),
@@ -132,6 +136,18 @@
 #define NSTRIPES 256        /* index write locks, by bucket; power of two */
 #define HOME_WINDOW 2       /* adjacent nodes per home window (local_index.c) */
 
+/* n->ctl, operator control (local_control.c): a key's own limits index in
+ * the low byte (l->keylim), and flags.  0 for a key nobody controls: the
+ * decision path then looks at nothing else. */
+#define CTL_IDX 0xffu             /* l->keylim index, with CTL_OWN or CTL_CALL */
+#define CTL_OWN 0x100u            /* stored limits (srl_key_set_limits) */
+#define CTL_CALL 0x200u           /* state in a call's limits (srl_acquire_limits) */
+#define CTL_EXEMPT 0x400u
+#define CTL_BANNED 0x800u         /* banned by hand until node_cold()->ban_until */
+#define CTL_KEYLIMS 256u          /* distinct limit sets per handle, as a segment */
+#define CTL_REASONS 64u           /* distinct ban reasons per handle, as a segment */
+#define CTL_REASON_TEXT (SRL_BAN_REASON_MAX + 1)
+
 /* One line holds all a hit touches: what a lookup compares, the lock, the
  * counts and the state (whole for a token bucket, GCRA or sliding counter:
  * 40 + 24 bytes at most), so that a node of those is one line, a hit
@@ -146,7 +162,8 @@ struct lnode {
     uint32_t idx;             /* this node's index in the pool; fixed */
     uint32_t lock;            /* guards life, the counts and the state
                                  (node_lock: 0 free, 1 held, 2 held, maybe awaited) */
-    uint32_t spare;
+    uint32_t ctl;             /* operator control (CTL_* below, local_control.c);
+                                 written under the lock, read atomically */
     /* The counts sit 16-aligned just before the state: a lock-free
      * admission CASes the two as one pair (l->lf_pair, NODE_PAIR_OK). */
     uint64_t counts;          /* allowed (low 32 bits) and denied (high 32), each
@@ -163,6 +180,10 @@ struct lcold {
     struct local *owner;
     uint32_t idx;             /* the node's index (node_at) */
     uint32_t free_next;       /* on the free list: next index + 1, or 0 */
+    /* The operator's ban (CTL_BANNED, local_control.c), under the node's
+     * lock: apart from the node's line, read only for a banned key. */
+    uint64_t ban_until;       /* ticker time the hand ban ends */
+    uint32_t reason;          /* l->reasons index + 1, 0: none */
 };
 
 /* n->counts: allowed in the low half, denied in the high half. */
@@ -217,6 +238,7 @@ struct shard {
     uint64_t timeouts;        /* node lock waits that ran past lock_timeout_ms */
     uint64_t reclaimed;       /* in-flight units of dead or expired holders freed */
     uint64_t would_deny;      /* dry run: denials turned into admissions (limiter.c) */
+    uint64_t exempt;          /* decisions of exempt keys (local_control.c) */
 } __attribute__((aligned(CACHE_LINE)));
 
 struct local {
@@ -255,6 +277,13 @@ struct local {
      * dead node's counts into the shards: a walk counts a node once. */
     pthread_mutex_t retire_lock __attribute__((aligned(CACHE_LINE)));
     struct shard shards[NSHARDS];
+    /* Operator control (local_control.c): the per-key limit sets and the
+     * ban reasons, each entry claimed once under ctl_lock, published with
+     * release and kept until close; read without the lock. */
+    pthread_mutex_t ctl_lock;
+    struct srl__compound *keylim[CTL_KEYLIMS];
+    char (*reasons)[CTL_REASON_TEXT];   /* CTL_REASONS entries, or NULL until a reason */
+    uint32_t reason_count;
 };
 
 /* A key as lookups see it: fingerprint, its tag and candidate buckets. */
@@ -442,6 +471,63 @@ static inline struct lnode *find(const struct local *l, const struct lkey *k)
     return n != NULL ? n : scan(l, k->b2, k);
 }
 
+/* k for key: its fingerprint, buckets and homes (prefetched). */
+static inline void key_of(const struct local *l, const void *key, size_t len, struct lkey *k)
+{
+    crypto_shorthash_siphashx24(k->fp, key, len, l->hash_key);
+    k->key = key;
+    k->len = (uint32_t)len;
+    key_place(l, k);
+    /* The key is in b2 only when b1 was full at its insert (a few percent
+     * of keys at full capacity); the prefetch costs bandwidth, not a wait,
+     * and saves a dependent miss for those. */
+    __builtin_prefetch(&l->index[k->b2], 0, 3);
+    /* Most keys live in a node of their home windows (local_index.c,
+     * HOMES): start those misses now, beside the buckets', instead of
+     * after the bucket names the node.  A node's first line holds all a
+     * hit needs (the fingerprint, the lock, the counts and the state) but
+     * for a state of more than 24 bytes (local_store.h, struct lnode), whose
+     * second line is prefetched too (and, past that, the state's end is
+     * one dependent miss later). */
+    if (l->homes > 0) {
+        node_homes(l, k->fp, k->home);
+        const bool two = l->hot_lines > 1;
+        for (unsigned c = 0; c < 2 * HOME_WINDOW; c++) {
+            uint32_t i = k->home[c / HOME_WINDOW] + c % HOME_WINDOW;
+            const unsigned char *n = l->home_map + (size_t)i * l->node_bytes;
+            srl__prefetch_w(n);
+            if (two)
+                srl__prefetch_w(n + CACHE_LINE);
+        }
+    }
+}
+
+/* The key's live node, locked, in *out: 0, or SRL_ENOENT if the key is not
+ * tracked, or SRL_ETIMEDOUT.  Call inside rcu_read_lock; returns still
+ * inside it (with (*out)->lock held on 0).  A node found dead (evicted or
+ * reset between lookup and lock) is let go and the lookup retried, outside
+ * the read-side section for a moment, since a live successor may exist. */
+static inline int lock_live(struct local *l, const struct lkey *k, struct lnode **out)
+{
+    for (;;) {
+        struct lnode *n = find(l, k);
+        if (n == NULL)
+            return SRL_ENOENT;
+        if (node_lock(l, n) != 0) {
+            node_done(n);
+            return SRL_ETIMEDOUT;
+        }
+        if (!node_dead(n)) {
+            *out = n;
+            return 0;
+        }
+        node_unlock(n);
+        node_done(n);
+        rcu_read_unlock();
+        rcu_read_lock();
+    }
+}
+
 /* Release a live-key slot taken by reserve() (local_index.c): a node that
  * lost its insertion race, or one marked dead. */
 static inline void unreserve(struct local *l)
@@ -560,6 +646,40 @@ bool srl__local_evict_if_at_rest_locked(struct local *l, struct lnode *n);
  * node it must hand back with node_done.  Call inside rcu_read_lock. */
 uint64_t srl__local_pool_walk(struct local *l, uint64_t from, uint64_t count,
                              int (*fn)(struct local *, struct lnode *, void *), void *ctx);
+
+/* local_control.c */
+/* The compound n's state is in (ctl: n->ctl, read once). */
+static inline const struct srl__compound *ctl_cmp(const struct local *l, unsigned ctl)
+{
+    return (ctl & (CTL_OWN | CTL_CALL))
+               ? __atomic_load_n(&l->keylim[ctl & CTL_IDX], __ATOMIC_ACQUIRE)
+               : &l->lim.cmp;
+}
+/* The decision for a controlled node or one call's limits (own: NULL or
+ * l->keylim[own_idx]), under n's lock, n live, no lease: 0 with *d, or
+ * SRL_ECOST / SRL_ENOTSUP (nothing decided).  Counts the decision. */
+int srl__local_ctl_decide(struct local *l, struct lnode *n, const struct srl__compound *own,
+                          unsigned own_idx, uint32_t cost, uint64_t max_wait, srl_decision *d);
+/* The srl_entry.control flags of n (locked; ctl its n->ctl) but
+ * SRL_KEY_PENALTY, and its hand ban's time left in *ban_left. */
+unsigned srl__local_ctl_flags(const struct local *l, const struct lnode *n, unsigned ctl,
+                              uint64_t now, uint64_t *ban_left);
+/* Whether n (locked; ctl its n->ctl) is kept by its operator, never
+ * evicted: exempt, own limits, or banned until after now. */
+static inline bool ctl_kept(const struct local *l, const struct lnode *n, unsigned ctl,
+                            uint64_t now)
+{
+    if (ctl & (CTL_EXEMPT | CTL_OWN))
+        return true;
+    return (ctl & CTL_BANNED) && node_cold(l, n->idx)->ban_until > now;
+}
+/* Store ops (struct srl__store_ops), and close's part. */
+int srl__local_key_control(srl_limiter *lim, const void *key, size_t len, int op, uint64_t for_ns,
+                           const char *reason, srl_key_control *out);
+int srl__local_key_limits(srl_limiter *lim, const void *key, size_t len, const srl_limits *lims,
+                          srl_limits *get);
+int srl__local_keylim_find(struct local *l, const srl_limits *lims);
+void srl__local_ctl_free(struct local *l);
 
 /* local_lockfree.c */
 /* CAS n's word to WORD_TOMB (if only_at_rest, only from a value at rest

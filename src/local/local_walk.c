@@ -116,6 +116,7 @@ int srl__local_stats(srl_limiter *lim, srl_stats *out)
         s.timeouts += __atomic_load_n(&sh->timeouts, __ATOMIC_RELAXED);
         s.reclaimed += __atomic_load_n(&sh->reclaimed, __ATOMIC_RELAXED);
         s.would_deny += __atomic_load_n(&sh->would_deny, __ATOMIC_RELAXED);
+        s.exempt += __atomic_load_n(&sh->exempt, __ATOMIC_RELAXED);
     }
     pthread_mutex_unlock(&l->retire_lock);
     /* recovered, reset_slots: no crash repair exists in one process (a
@@ -177,10 +178,19 @@ static int foreach_visit(struct local *l, struct lnode *n, void *arg)
     e.denied = counts_denied(counts);
     /* One read of the state (lock-free deciders may move it on). */
     srl__local_state_copy(l, n, c->copy);
-    e.last_ns = srl__compound_last_ns(&l->lim.cmp, c->copy);
-    srl__compound_decide(&l->lim.cmp, c->copy, now, 1, 0, &e.now);
-    e.at_rest = srl__compound_at_rest(&l->lim.cmp, c->copy, now);
-    e.inflight = srl__compound_inflight(&l->lim.cmp, c->copy);
+    /* The state is in the key's own limits' compound if it has them. */
+    unsigned ctl = __atomic_load_n(&n->ctl, __ATOMIC_RELAXED);
+    const struct srl__compound *cmp = ctl_cmp(l, ctl);
+    e.last_ns = srl__compound_last_ns(cmp, c->copy);
+    srl__compound_decide(cmp, c->copy, now, 1, 0, &e.now);
+    e.at_rest = srl__compound_at_rest(cmp, c->copy, now);
+    e.inflight = srl__compound_inflight(cmp, c->copy);
+    if (ctl != 0)
+        e.control = srl__local_ctl_flags(l, n, ctl, now, &e.ban_left_ns);
+    if (e.control & SRL_KEY_BANNED)   /* what a request would get now */
+        srl__decision_banned(&e.now, e.ban_left_ns);
+    if (srl__compound_banned_ns(cmp, c->copy, now) != 0)
+        e.control |= SRL_KEY_PENALTY;
     e.state = c->copy;   /* fn runs outside the node's lock: it gets a copy */
     node_unlock(n);
     e.key_len = n->key_len;

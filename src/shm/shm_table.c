@@ -268,14 +268,8 @@ static bool control_decide(struct srl__shm *s, uint64_t b, unsigned i, unsigned 
         if (until > now) {
             srl__shm_state_load(s, b, i, st);
             srl__compound_decide(c, st, now, rq->cost, 0, d);
-            uint64_t left = until - now;
-            d->allowed = 0;
-            d->remaining = 0;
+            srl__decision_banned(d, until - now);
             d->wait_ns = 0;
-            if (d->retry_after_ns < left)
-                d->retry_after_ns = left;
-            if (d->reset_after_ns < left)
-                d->reset_after_ns = left;
             return true;
         }
         flags &= ~SRL__SLOT_F_BANNED;

@@ -206,12 +206,7 @@ int64_t srl__shm_foreach(srl_limiter *lim, srl_foreach_fn fn, void *ctx)
                     /* What a request would get now: the ban's denial. */
                     e.control |= SRL_KEY_BANNED;
                     e.ban_left_ns = until - now;
-                    e.now.allowed = 0;
-                    e.now.remaining = 0;
-                    if (e.now.retry_after_ns < e.ban_left_ns)
-                        e.now.retry_after_ns = e.ban_left_ns;
-                    if (e.now.reset_after_ns < e.ban_left_ns)
-                        e.now.reset_after_ns = e.ban_left_ns;
+                    srl__decision_banned(&e.now, e.ban_left_ns);
                 }
                 if (f & SRL__SLOT_F_OWN)
                     e.control |= SRL_KEY_OWN_LIMITS;
