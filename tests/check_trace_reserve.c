@@ -25,6 +25,7 @@
  * ticker's time (test hooks srl__redis_fixed_time, srl__tiered_redis).
  */
 #include <check.h>
+#include <hiredis/hiredis.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -157,6 +158,19 @@ static void same(int kind, const srl_decision *d, const srl_decision *e, int ste
                   (unsigned long long)e->wait_ns, e->limit, e->binding, e->flags);
 }
 
+/* The Redis key's PTTL in ms (-2: none). */
+static long long pttl(const char *sock, const char *key)
+{
+    redisContext *c = redisConnectUnix(sock);
+    ck_assert(c != NULL && c->err == 0);
+    redisReply *r = redisCommand(c, "PTTL %s", key);
+    ck_assert(r != NULL && r->type == REDIS_REPLY_INTEGER);
+    long long v = r->integer;
+    freeReplyObject(r);
+    redisFree(c);
+    return v;
+}
+
 static uint32_t min_capacity(const srl_limits *l)
 {
     uint32_t m = UINT32_MAX;
@@ -202,7 +216,9 @@ START_TEST(reserve_trace_equals_the_core)
     uint32_t cap = min_capacity(&l), cost_max = f->cost_max < cap ? f->cost_max : cap;
     srl_decision d = {0}, e;
     uint64_t seed = 4242 + (uint64_t)(_i % N_FORMS);   /* each store the same trace */
-    unsigned allowed = 0, denied = 0, waited = 0, refused = 0, debts = 0, local = 0;
+    unsigned allowed = 0, denied = 0, waited = 0, refused = 0, debts = 0, local = 0, ttls = 0;
+    char rkey[32];
+    snprintf(rkey, sizeof rkey, "rsv%d:k:k", _i);
     for (int i = 0; i < 300; i++) {
         seed = seed * 6364136223846793005ull + 1442695040888963407ull;
         uint64_t step = (seed >> 59) % 8 == 0  ? (seed >> 8) % (4 * f->short_w)
@@ -236,6 +252,15 @@ START_TEST(reserve_trace_equals_the_core)
         waited += d.allowed && d.wait_ns > 0;
         refused += !d.allowed && mw > 0;
         local += (d.flags & SRL_DECISION_LOCAL) != 0;
+        long long want = (long long)((d.reset_after_ns + MS - 1) / MS);
+        if (kind != STORE_SHARED && d.allowed && d.wait_ns > 0 && want > 1000) {
+            /* The state lives until it comes to rest after the wait: its
+             * reset_after (the server's clock is real: a short margin). */
+            long long t = pttl(st.sock, rkey);
+            ck_assert_msg(t <= want && t > want - 500, "step %d: PTTL %lld ms, reset_after %lld ms",
+                          i, t, want);
+            ttls++;
+        }
         if (d.allowed && (seed >> 30) % 4 == 0) {
             uint32_t back = 1 + (uint32_t)((seed >> 20) % cost_max);
             debts += d.wait_ns > 0;
@@ -249,6 +274,8 @@ START_TEST(reserve_trace_equals_the_core)
     ck_assert_uint_gt(waited, 10);
     ck_assert_uint_gt(refused, 5);
     ck_assert_uint_gt(debts, 3);
+    if (kind != STORE_SHARED)
+        ck_assert_uint_gt(ttls, 3);
     srl_stats s;
     ck_assert_int_eq(srl_stats_get(st.lim, &s), 0);
     ck_assert_uint_eq(s.allowed, allowed);
