@@ -25,22 +25,16 @@
  * ticker's time (test hooks srl__redis_fixed_time, srl__tiered_redis).
  */
 #include <check.h>
-#include <hiredis/hiredis.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "redis_testutil.h"
 #include "shm_testutil.h"
 #include "srl.h"
 #include "testutil.h"
-
-int srl__redis_fixed_time(srl_limiter *lim, int on);
-srl_limiter *srl__tiered_redis(srl_limiter *lim);
-
-enum { STORE_SHARED, STORE_REDIS, STORE_TIERED, STORES };
+#include "trace_stores.h"
 
 #define DAY (86400 * SEC)
 
@@ -65,121 +59,6 @@ static const struct form forms[] = {
     {"gcra:5/1s,penalty=3s + token_bucket:30/1m", SEC, 3, 3660 * DAY},
 };
 #define N_FORMS (int)(sizeof forms / sizeof forms[0])
-
-struct store {
-    srl_limiter *lim;
-    char name[64];
-    pid_t server;
-    char dir[64], sock[96];
-};
-
-static srl_limits parse(const char *text)
-{
-    srl_limits l;
-    srl_policy_error pe;
-    ck_assert_msg(srl_limits_parse_ex(text, &l, &pe) == 0, "%s: %s", text, pe.message);
-    return l;
-}
-
-static void start_server(struct store *st)
-{
-    snprintf(st->dir, sizeof st->dir, "/tmp/srl-trsv-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(st->dir));
-    snprintf(st->sock, sizeof st->sock, "%s/redis.sock", st->dir);
-    st->server = redis_server_start(st->dir, st->sock, NULL);
-}
-
-static struct store open_store(int kind, const srl_limits *l, fake_clock *clk, int n)
-{
-    srl_config cfg;
-    srl_config_init(&cfg);
-    cfg.limits = *l;
-    cfg.capacity = 100;
-    cfg.ticker = fake_ticker(clk);
-    struct store st = {0};
-    if (kind == STORE_SHARED) {
-        strcpy(st.name, unique_name("trsv"));
-        ck_assert_int_eq(srl_open_shared(st.name, &cfg, SRL_CREATE | SRL_EXCL, &st.lim), 0);
-        return st;
-    }
-    start_server(&st);
-    char uri[160];
-    snprintf(uri, sizeof uri, "unix://%s?prefix=rsv%d", st.sock, n);
-    srl_limiter *r;
-    if (kind == STORE_REDIS) {
-        ck_assert_int_eq(srl_open_redis(uri, &cfg, &st.lim), 0);
-        r = st.lim;
-    } else {
-        strcpy(st.name, unique_name("trsv"));
-        ck_assert_int_eq(srl_open_tiered(st.name, uri, &cfg, SRL_CREATE | SRL_EXCL, &st.lim), 0);
-        r = srl__tiered_redis(st.lim);
-        ck_assert_ptr_nonnull(r);
-    }
-    ck_assert_int_eq(srl__redis_fixed_time(r, 1), 0);
-    return st;
-}
-
-static void close_store(struct store *st)
-{
-    srl_close(st->lim);
-    if (st->name[0] != '\0')
-        ck_assert_int_eq(srl_unlink(st->name), 0);
-    if (st->server > 0) {
-        redis_server_stop(st->server);
-        unlink(st->sock);
-        rmdir(st->dir);
-    }
-}
-
-/* d (the store's) equals e (the core's); a tiered store's local answer is
- * a denial the core gives too, its retry_after a lower bound of the
- * core's (srl.h, srl_open_tiered). */
-static void same(int kind, const srl_decision *d, const srl_decision *e, int step,
-                 const char *what)
-{
-    if (kind == STORE_TIERED && (d->flags & SRL_DECISION_LOCAL)) {
-        ck_assert_msg(!d->allowed && !e->allowed && d->retry_after_ns > 0 &&
-                          d->retry_after_ns <= e->retry_after_ns && d->wait_ns == 0,
-                      "step %d %s: local %d/%llu, core %d/%llu", step, what, d->allowed,
-                      (unsigned long long)d->retry_after_ns, e->allowed,
-                      (unsigned long long)e->retry_after_ns);
-        return;
-    }
-    ck_assert_msg(d->allowed == e->allowed && d->remaining == e->remaining &&
-                      d->retry_after_ns == e->retry_after_ns &&
-                      d->reset_after_ns == e->reset_after_ns && d->wait_ns == e->wait_ns &&
-                      d->limit == e->limit && d->binding == e->binding && d->flags == e->flags,
-                  "step %d %s: store %d/%u/%llu/%llu/w %llu/lim %u/b %u/f %x, core "
-                  "%d/%u/%llu/%llu/w %llu/lim %u/b %u/f %x",
-                  step, what, d->allowed, d->remaining, (unsigned long long)d->retry_after_ns,
-                  (unsigned long long)d->reset_after_ns, (unsigned long long)d->wait_ns,
-                  d->limit, d->binding, d->flags, e->allowed, e->remaining,
-                  (unsigned long long)e->retry_after_ns, (unsigned long long)e->reset_after_ns,
-                  (unsigned long long)e->wait_ns, e->limit, e->binding, e->flags);
-}
-
-/* The Redis key's PTTL in ms (-2: none). */
-static long long pttl(const char *sock, const char *key)
-{
-    redisContext *c = redisConnectUnix(sock);
-    ck_assert(c != NULL && c->err == 0);
-    redisReply *r = redisCommand(c, "PTTL %s", key);
-    ck_assert(r != NULL && r->type == REDIS_REPLY_INTEGER);
-    long long v = r->integer;
-    freeReplyObject(r);
-    redisFree(c);
-    return v;
-}
-
-static uint32_t min_capacity(const srl_limits *l)
-{
-    uint32_t m = UINT32_MAX;
-    for (uint32_t i = 0; i < l->count; i++) {
-        uint32_t c = l->limit[i].burst ? l->limit[i].burst : l->limit[i].permits;
-        m = c < m ? c : m;
-    }
-    return m;
-}
 
 /* The max_wait of step i: 0 (an acquire), the longest, or one near the
  * wait the last refusal or reservation named (below, at, above it). */
@@ -207,13 +86,15 @@ START_TEST(reserve_trace_equals_the_core)
 {
     int kind = _i / N_FORMS;
     const struct form *f = &forms[_i % N_FORMS];
-    srl_limits l = parse(f->text);
+    srl_limits l = trace_parse(f->text);
     fake_clock *clk = fake_clock_shared(f->start);
-    struct store st = open_store(kind, &l, clk, _i);
+    char prefix[16];
+    snprintf(prefix, sizeof prefix, "rsv%d", _i);
+    struct trace_store st = trace_store_open(kind, &l, clk, "trsv", prefix);
     size_t size = srl_limits_state_size(&l);
     uint64_t *state = calloc(1, size), *fresh = calloc(1, size);
     ck_assert_int_eq(srl_limits_state_init(&l, state, clk->now), 0);
-    uint32_t cap = min_capacity(&l), cost_max = f->cost_max < cap ? f->cost_max : cap;
+    uint32_t cap = trace_min_capacity(&l), cost_max = f->cost_max < cap ? f->cost_max : cap;
     srl_decision d = {0}, e;
     uint64_t seed = 4242 + (uint64_t)(_i % N_FORMS);   /* each store the same trace */
     unsigned allowed = 0, denied = 0, waited = 0, refused = 0, debts = 0, local = 0, ttls = 0;
@@ -238,12 +119,12 @@ START_TEST(reserve_trace_equals_the_core)
             } else {
                 ck_assert_int_eq(prc, 0);
             }
-            same(kind, &p, &e, i, "peek");
+            trace_same(kind, &p, &e, i, "peek");
         }
         uint64_t mw = pick_max_wait(seed, &d, f->short_w);
         ck_assert_int_eq(srl_reserve(st.lim, "k", 1, cost, mw, &d), 0);
         ck_assert_int_eq(srl_limits_state_reserve(&l, state, clk->now, cost, mw, &e), 0);
-        same(kind, &d, &e, i, "reserve");
+        trace_same(kind, &d, &e, i, "reserve");
         if (d.allowed && d.wait_ns > mw)
             ck_abort_msg("step %d: waits %llu > max_wait %llu", i,
                          (unsigned long long)d.wait_ns, (unsigned long long)mw);
@@ -256,7 +137,7 @@ START_TEST(reserve_trace_equals_the_core)
         if (kind != STORE_SHARED && d.allowed && d.wait_ns > 0 && want > 1000) {
             /* The state lives until it comes to rest after the wait: its
              * reset_after (the server's clock is real: a short margin). */
-            long long t = pttl(st.sock, rkey);
+            long long t = trace_pttl(st.sock, rkey);
             ck_assert_msg(t <= want && t > want - 500, "step %d: PTTL %lld ms, reset_after %lld ms",
                           i, t, want);
             ttls++;
@@ -283,7 +164,7 @@ START_TEST(reserve_trace_equals_the_core)
     ck_assert_uint_eq(s.local_denied, local);
     free(state);
     free(fresh);
-    close_store(&st);
+    trace_store_close(&st);
 }
 END_TEST
 
@@ -360,10 +241,12 @@ static void reserve_flood(srl_limiter *lim, uint64_t max_wait, struct flood_out 
 START_TEST(eight_processes_reserve_what_the_core_reserves)
 {
     int kind = _i / N_FLOOD;
-    srl_limits l = parse(flood_forms[_i % N_FLOOD].text);
+    srl_limits l = trace_parse(flood_forms[_i % N_FLOOD].text);
     uint64_t mw = flood_forms[_i % N_FLOOD].max_wait;
     fake_clock *clk = fake_clock_shared(5 * SEC);
-    struct store st = open_store(kind, &l, clk, 100 + _i);
+    char prefix[16];
+    snprintf(prefix, sizeof prefix, "rsv%d", 100 + _i);
+    struct trace_store st = trace_store_open(kind, &l, clk, "trsv", prefix);
     uint64_t *state = calloc(1, srl_limits_state_size(&l));
     ck_assert_int_eq(srl_limits_state_init(&l, state, clk->now), 0);
     struct flood_out *out = shared_zeroed(sizeof *out);
@@ -402,7 +285,7 @@ START_TEST(eight_processes_reserve_what_the_core_reserves)
     ck_assert_uint_eq(s.allowed, total);
     ck_assert_uint_eq(s.denied + s.local_denied, KIDS * ROUNDS);
     free(state);
-    close_store(&st);
+    trace_store_close(&st);
 }
 END_TEST
 
@@ -411,8 +294,8 @@ END_TEST
  * too. */
 START_TEST(dry_run_counts_would_deny_for_the_fleet)
 {
-    struct store st = {0};
-    start_server(&st);
+    struct trace_store st = {0};
+    trace_server_start(&st, "trsv");
     char uri[160];
     snprintf(uri, sizeof uri, "unix://%s?prefix=dry", st.sock);
     srl_config cfg;
@@ -444,7 +327,7 @@ START_TEST(dry_run_counts_would_deny_for_the_fleet)
     }
     srl_close(a);
     srl_close(b);
-    close_store(&st);
+    trace_store_close(&st);
 }
 END_TEST
 
