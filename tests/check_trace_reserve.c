@@ -10,7 +10,8 @@
  *     time moved by exactly the wait a reservation was given now and then;
  *     each decision equal field by field (allowed, remaining, retry_after,
  *     reset_after, wait, limit, binding, flags), P:stats equal to the
- *     trace's counts; the ticker's epoch 0, 60 days and 10 years back;
+ *     trace's counts, one EVALSHA per call, a reserved state's PTTL its
+ *     reset_after; the ticker's epoch 0, 60 days and 10 years back;
  *   - 8 forked processes (test_fork) reserving on one key at a shared fake
  *     time, round after round: the store admits exactly as many as the
  *     core, and gives out exactly the core's waits (as a multiset: which
@@ -31,6 +32,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "redis_testutil.h"
 #include "shm_testutil.h"
 #include "srl.h"
 #include "testutil.h"
@@ -98,6 +100,7 @@ START_TEST(reserve_trace_equals_the_core)
     srl_decision d = {0}, e;
     uint64_t seed = 4242 + (uint64_t)(_i % N_FORMS);   /* each store the same trace */
     unsigned allowed = 0, denied = 0, waited = 0, refused = 0, debts = 0, local = 0, ttls = 0;
+    unsigned calls = 0;   /* srl_peek, srl_reserve, srl_refund: one EVALSHA each on Redis */
     char rkey[32];
     snprintf(rkey, sizeof rkey, "rsv%d:k:k", _i);
     for (int i = 0; i < 300; i++) {
@@ -113,6 +116,7 @@ START_TEST(reserve_trace_equals_the_core)
             ck_assert_int_eq(srl_limits_state_peek(&l, state, clk->now, cost, &e), 0);
             srl_decision p;
             int prc = srl_peek(st.lim, "k", 1, cost, &p);
+            calls++;
             if (prc == SRL_ENOENT) {   /* at rest and dropped: a fresh key's */
                 ck_assert_int_eq(srl_limits_state_init(&l, fresh, clk->now), 0);
                 ck_assert_int_eq(srl_limits_state_peek(&l, fresh, clk->now, cost, &p), 0);
@@ -123,6 +127,7 @@ START_TEST(reserve_trace_equals_the_core)
         }
         uint64_t mw = pick_max_wait(seed, &d, f->short_w);
         ck_assert_int_eq(srl_reserve(st.lim, "k", 1, cost, mw, &d), 0);
+        calls++;
         ck_assert_int_eq(srl_limits_state_reserve(&l, state, clk->now, cost, mw, &e), 0);
         trace_same(kind, &d, &e, i, "reserve");
         if (d.allowed && d.wait_ns > mw)
@@ -146,6 +151,7 @@ START_TEST(reserve_trace_equals_the_core)
             uint32_t back = 1 + (uint32_t)((seed >> 20) % cost_max);
             debts += d.wait_ns > 0;
             ck_assert_int_eq(srl_refund(st.lim, "k", 1, back), 0);
+            calls++;
             ck_assert_int_eq(srl_limits_state_refund(&l, state, clk->now, back), 0);
         }
     }
@@ -157,6 +163,8 @@ START_TEST(reserve_trace_equals_the_core)
     ck_assert_uint_gt(debts, 3);
     if (kind != STORE_SHARED)
         ck_assert_uint_gt(ttls, 3);
+    if (kind == STORE_REDIS)   /* one round trip per decision, a reservation's too */
+        ck_assert_int_eq(redis_command_calls(st.sock, "evalsha"), calls);
     srl_stats s;
     ck_assert_int_eq(srl_stats_get(st.lim, &s), 0);
     ck_assert_uint_eq(s.allowed, allowed);
