@@ -297,9 +297,9 @@ START_TEST(eight_processes_reserve_what_the_core_reserves)
 }
 END_TEST
 
-/* Dry run on Redis: two handles (two hosts) on one prefix; each handle's
- * stats count every handle's would-be denials, reservations' refusals
- * too. */
+/* Dry run on Redis: two handles (two hosts) and a fronted one on one
+ * prefix; each handle's stats count every handle's would-be denials,
+ * reservations' refusals too. */
 START_TEST(dry_run_counts_would_deny_for_the_fleet)
 {
     struct trace_store st = {0};
@@ -310,9 +310,11 @@ START_TEST(dry_run_counts_would_deny_for_the_fleet)
     srl_config_init(&cfg);
     ck_assert_int_eq(srl_policy_parse("token_bucket:3/1h", &cfg.policy), 0);
     cfg.flags = SRL_CONFIG_DRY_RUN;
-    srl_limiter *a, *b;
+    srl_limiter *a, *b, *c;
     ck_assert_int_eq(srl_open_redis(uri, &cfg, &a), 0);
     ck_assert_int_eq(srl_open_redis(uri, &cfg, &b), 0);
+    strcpy(st.name, unique_name("trsv"));
+    ck_assert_int_eq(srl_open_tiered(st.name, uri, &cfg, SRL_CREATE | SRL_EXCL, &c), 0);
     srl_decision d;
     unsigned flagged = 0;
     for (int i = 0; i < 5; i++) {
@@ -325,16 +327,23 @@ START_TEST(dry_run_counts_would_deny_for_the_fleet)
         ck_assert(d.allowed && d.wait_ns == 0);
         flagged += (d.flags & SRL_DECISION_WOULD_DENY) != 0;
     }
-    ck_assert_uint_eq(flagged, 6);
+    for (int i = 0; i < 2; i++) {
+        ck_assert_int_eq(srl_acquire(c, "k", 1, 1, &d), 0);
+        ck_assert(d.allowed && d.flags == SRL_DECISION_WOULD_DENY);   /* Redis's, not the host's */
+        flagged++;
+    }
+    ck_assert_uint_eq(flagged, 8);
     srl_stats s;
-    for (int h = 0; h < 2; h++) {
-        ck_assert_int_eq(srl_stats_get(h == 0 ? a : b, &s), 0);
+    srl_limiter *h[] = {a, b, c};
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(srl_stats_get(h[i], &s), 0);
         ck_assert_uint_eq(s.allowed, 3);
-        ck_assert_uint_eq(s.denied, 6);
-        ck_assert_uint_eq(s.would_deny, 6);
+        ck_assert_uint_eq(s.denied, 8);
+        ck_assert_uint_eq(s.would_deny, 8);
     }
     srl_close(a);
     srl_close(b);
+    srl_close(c);
     trace_store_close(&st);
 }
 END_TEST

@@ -259,6 +259,7 @@ static int tr_stats(srl_limiter *lim, srl_stats *out)
         .evicted = h.evicted,
         .timeouts = r.timeouts + h.timeouts,
         .local_denied = h.denied,
+        .would_deny = r.would_deny,   /* the fleet's (the host never denies in a dry run) */
     };
     return 0;
 }
