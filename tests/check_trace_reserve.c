@@ -17,7 +17,8 @@
  *     core, and gives out exactly the core's waits (as a multiset: which
  *     child gets which is the race's);
  *   - dry run on Redis: would_deny counted for the fleet (in P:stats), so
- *     every handle on the prefix reads the sum of every handle's.
+ *     every handle on the prefix reads the sum of every handle's;
+ *   - srl_acquire_wait on the server's own TIME sleeps the wait it named.
  * Stores (loop index): STORE_SHARED (a named segment: the reference the
  * others must equal), STORE_REDIS (srl_open_redis on a redis-server the
  * test starts on a unix socket), STORE_TIERED (srl_open_tiered; its local
@@ -348,6 +349,42 @@ START_TEST(dry_run_counts_would_deny_for_the_fleet)
 }
 END_TEST
 
+/* srl_acquire_wait on the server's TIME (no fixed time): a key drained,
+ * the wait Redis names is slept through (CLOCK_MONOTONIC: never short), a
+ * wait beyond max_wait refused at once.  _i: STORE_REDIS, STORE_TIERED. */
+START_TEST(acquire_wait_sleeps_the_wait_redis_names)
+{
+    int kind = _i == 0 ? STORE_REDIS : STORE_TIERED;
+    struct trace_store st = {.kind = kind};
+    trace_server_start(&st, "trsv");
+    char uri[160];
+    snprintf(uri, sizeof uri, "unix://%s?prefix=aw", st.sock);
+    srl_config cfg;
+    srl_config_init(&cfg);
+    ck_assert_int_eq(srl_policy_parse("gcra:10/1s", &cfg.policy), 0);   /* T = 100 ms */
+    if (kind == STORE_REDIS) {
+        ck_assert_int_eq(srl_open_redis(uri, &cfg, &st.lim), 0);
+    } else {
+        strcpy(st.name, unique_name("trsv"));
+        ck_assert_int_eq(srl_open_tiered(st.name, uri, &cfg, SRL_CREATE | SRL_EXCL, &st.lim), 0);
+    }
+    srl_decision d;
+    int n = 0;
+    while (srl_acquire(st.lim, "k", 1, 1, &d) == 0 && d.allowed && n < 10000)
+        n++;
+    ck_assert(!d.allowed && d.retry_after_ns > 0 && d.retry_after_ns <= 100 * MS);
+    ck_assert_int_eq(srl_acquire_wait(st.lim, "k", 1, 1, 1, &d), 0);   /* 1 ns: too short */
+    ck_assert(!d.allowed && d.wait_ns == 0);
+    uint64_t t0 = srl_monotonic_ns(NULL);
+    ck_assert_int_eq(srl_acquire_wait(st.lim, "k", 1, 1, SEC, &d), 0);
+    uint64_t slept = srl_monotonic_ns(NULL) - t0;
+    ck_assert(d.allowed && d.remaining == 0 && d.wait_ns > 0 && d.wait_ns <= 200 * MS);
+    ck_assert_msg(slept >= d.wait_ns, "slept %llu ns of a %llu ns wait",
+                  (unsigned long long)slept, (unsigned long long)d.wait_ns);
+    trace_store_close(&st);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("trace_reserve");
@@ -356,6 +393,7 @@ int main(void)
     tcase_add_loop_test(tc, reserve_trace_equals_the_core, 0, STORES * N_FORMS);
     tcase_add_loop_test(tc, eight_processes_reserve_what_the_core_reserves, 0, STORES * N_FLOOD);
     tcase_add_test(tc, dry_run_counts_would_deny_for_the_fleet);
+    tcase_add_loop_test(tc, acquire_wait_sleeps_the_wait_redis_names, 0, 2);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
