@@ -576,8 +576,8 @@ SRL_API int srl_open_local(const srl_config *cfg, srl_limiter **out);
  * connection; a failover loses the admissions not yet replicated.
  * Decided on the server's TIME, as the in-process store decides:
  * token_bucket, sliding_log, sliding_counter, gcra, burst=, compounds of
- * them (all or nothing in one call, binding as in-process) and penalty=
- * (fixed_window, concurrency: SRL_ENOTSUP); another stored policy:
+ * them (all or nothing in one call, binding as in-process), penalty= and
+ * srl_reserve (fixed_window, concurrency: SRL_ENOTSUP); another stored policy:
  * SRL_EMISMATCH.  Open needs no server.  Every error but the caller's own
  * fills *d from on_full, flagged SRL_DECISION_DEGRADED.  cfg NULL adopts
  * the stored policy.  No per-key counts; srl_evict_idle 0; srl_check
@@ -589,7 +589,8 @@ SRL_API int srl_open_redis(const char *uri, const srl_config *cfg, srl_limiter *
  * Redis decides (srl_open_redis), and the host segment shm_name (as
  * srl_open_shared opens it) answers a key the fleet denied, for a cost at
  * least as large, until that denial ends: denied, SRL_DECISION_LOCAL, no
- * round trip.  The host only denies, so the fleet never admits more.
+ * round trip (srl_reserve: if it ends after max_wait).  The host only
+ * denies, so the fleet never admits more.
  * Reset and refund act on Redis and clear the host's memory.  srl_enter,
  * srl_leave, srl_key_state: SRL_ENOTSUP.  Errors: srl_open_redis's and
  * srl_open_shared's.  fallback=POLICY in cfg: a call Redis does not answer
@@ -662,7 +663,7 @@ SRL_API int srl_tier_name_check(const char *name);
 /* srl_acquire that reserves (srl_state_reserve) instead of denying a
  * request admitted within max_wait_ns: wait d->wait_ns, then act, or
  * srl_refund it.  Errors as srl_acquire, SRL_EINVAL, SRL_ENOTSUP (a limit
- * that cannot wait; Redis, tiered).  Tier 0. */
+ * that cannot wait).  Tier 0. */
 SRL_API int srl_reserve(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
                         uint64_t max_wait_ns, srl_decision *d);
 
@@ -818,7 +819,7 @@ typedef struct srl_stats {
                                  0 for every other store */
     uint64_t would_deny;      /* decisions a dry-run handle (SRL_CONFIG_DRY_RUN)
                                  allowed that would have been denied (also in
-                                 denied); Redis: this handle's only */
+                                 denied); Redis: every handle's on the prefix */
     uint64_t exempt;          /* decisions of exempt keys (srl_key_exempt;
                                  also in allowed) */
     uint64_t evicted_active;  /* keys not at rest whose slot a new key took

@@ -506,7 +506,7 @@ final class Srl
      * this $maxWaitNs would pass) if the wait would be longer.  A reservation
      * that will not be used goes back with refund($key, $cost).  $maxWaitNs 0
      * is acquire(); token_bucket and gcra can wait, other policies throw
-     * SRL_ENOTSUP for $maxWaitNs > 0 (so does a Redis limiter).
+     * SRL_ENOTSUP for $maxWaitNs > 0 (on every store, Redis and fronted too).
      */
     public function reserve(string $key, int $maxWaitNs, int $cost = 1): array
     {

@@ -291,8 +291,9 @@ END_TEST
 
 /* SRL_CONFIG_DRY_RUN on Redis: the script decides and counts as without
  * it (P:stats counts the denial), the facade turns the answer, and the
- * would-be denials are counted by this handle only (srl_stats.would_deny). */
-START_TEST(dry_run_allows_and_counts_this_handles_would_be_denials)
+ * would-be denials are counted in P:stats too (srl_stats.would_deny): every
+ * handle on the prefix reads the fleet's. */
+START_TEST(dry_run_allows_and_counts_the_fleets_would_be_denials)
 {
     pid_t srv = setup_server();
     srl_config cfg = gcra_cfg(3, 3600 * SEC), dry_cfg = cfg;
@@ -316,7 +317,7 @@ START_TEST(dry_run_allows_and_counts_this_handles_would_be_denials)
     ck_assert_uint_eq(st.denied, 3);
     ck_assert_uint_eq(st.would_deny, 2);
     ck_assert_int_eq(srl_stats_get(enf, &st), 0);
-    ck_assert_uint_eq(st.would_deny, 0);                     /* this handle's only */
+    ck_assert_uint_eq(st.would_deny, 2);                     /* the fleet's */
     srl_close(dry);
     srl_close(enf);
     teardown_server(srv);
@@ -1099,12 +1100,13 @@ END_TEST
 /* cfg NULL adopts the prefix's stored policy (rlctl's way in); a prefix
  * with none is SRL_ENOENT and is not created; a stored text that is no
  * policy is SRL_ECORRUPT, one this store cannot run SRL_ENOTSUP. */
-/* srl_reserve: max_wait 0 is srl_acquire on Redis too; a wait is
- * SRL_ENOTSUP (the scripts decide at the server's now only), taking nothing. */
-START_TEST(reserve_is_acquire_at_zero_and_unsupported_beyond)
+/* srl_reserve on the server's TIME: max_wait 0 is srl_acquire; a wait
+ * beyond max_wait is refused, taking nothing; within it, taken (the exact
+ * values against the core: check_trace_reserve). */
+START_TEST(reserve_is_acquire_at_zero_and_waits_beyond)
 {
     pid_t srv = setup_server();
-    srl_config cfg = gcra_cfg(2, 60 * SEC);
+    srl_config cfg = gcra_cfg(2, 60 * SEC);   /* T = 30 s */
     srl_limiter *lim = NULL;
     ck_assert_int_eq(srl_open_redis(uri, &cfg, &lim), 0);
     srl_decision d;
@@ -1112,10 +1114,17 @@ START_TEST(reserve_is_acquire_at_zero_and_unsupported_beyond)
     ck_assert_int_eq(d.allowed, 1);
     ck_assert_uint_eq(d.remaining, 1);
     ck_assert_uint_eq(d.wait_ns, 0);
-    ck_assert_int_eq(srl_reserve(lim, "k", 1, 1, SEC, &d), SRL_ENOTSUP);
+    ck_assert_int_eq(srl_reserve(lim, "k", 1, 1, SEC, &d), 0);
+    ck_assert(d.allowed && d.wait_ns == 0 && d.remaining == 0);   /* free now */
+    ck_assert_int_eq(srl_reserve(lim, "k", 1, 1, SEC, &d), 0);
+    ck_assert_int_eq(d.allowed, 0);   /* 30 s to wait, less the time since */
+    ck_assert(d.retry_after_ns > 28 * SEC && d.retry_after_ns <= 29 * SEC);
+    ck_assert_int_eq(srl_reserve(lim, "k", 1, 1, 40 * SEC, &d), 0);
+    ck_assert(d.allowed && d.remaining == 0);
+    ck_assert(d.wait_ns > 28 * SEC && d.wait_ns <= 30 * SEC);
     ck_assert_int_eq(srl_peek(lim, "k", 1, 1, &d), 0);
-    ck_assert_uint_eq(d.remaining, 0);   /* the peek's own permit: still 1 left to take */
-    ck_assert_int_eq(d.allowed, 1);
+    ck_assert_int_eq(d.allowed, 0);   /* taken: the next waits a T more */
+    ck_assert_uint_gt(d.retry_after_ns, 58 * SEC);
     srl_close(lim);
     teardown_server(srv);
 }
@@ -1204,7 +1213,7 @@ int main(void)
     tcase_add_loop_test(tc, trace_matches_core, SRL_TOKEN_BUCKET, SRL_GCRA + 1);
     tcase_add_loop_test(tc, trace_matches_core_large, 0, (int)(4 * N_LARGE));
     tcase_add_test(tc, policy_per_prefix);
-    tcase_add_test(tc, dry_run_allows_and_counts_this_handles_would_be_denials);
+    tcase_add_test(tc, dry_run_allows_and_counts_the_fleets_would_be_denials);
     tcase_add_test(tc, forked_exact_count);
     tcase_add_loop_test(tc, forked_exact_count_large, SRL_TOKEN_BUCKET, SRL_GCRA + 1);
     tcase_add_test(tc, forked_broken_variant_caught);
@@ -1221,7 +1230,7 @@ int main(void)
     tcase_add_test(tc, walk_stops_when_fn_says_so);
     tcase_add_test(tc, walk_on_a_stopped_server_times_out);
     tcase_add_test(tc, open_without_config_adopts_the_stored_policy);
-    tcase_add_test(tc, reserve_is_acquire_at_zero_and_unsupported_beyond);
+    tcase_add_test(tc, reserve_is_acquire_at_zero_and_waits_beyond);
     suite_add_tcase(s, tc);
     TCase *cl = tcase_create("cluster");
     tcase_set_timeout(cl, 60);

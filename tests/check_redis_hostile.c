@@ -19,7 +19,9 @@
  *     errno EPROTO; one whose pipelined replies are over the bound
  *     together (each under it), errno EMSGSIZE;
  *   - a decision out of the policy's range, or of the wrong type, is
- *     SRL_ECORRUPT with on_full's DEGRADED decision, never taken as given.
+ *     SRL_ECORRUPT with on_full's DEGRADED decision, never taken as given;
+ *     so is a reservation's wait beyond max_wait, with permits left, or on
+ *     a denial.
  */
 #include <check.h>
 #include <errno.h>
@@ -236,6 +238,25 @@ END_TEST
  * bulk string instead of the decision's array. */
 static const char *const refused_modes[] = {"remaining", "retry", "allowed", "wrongtype"};
 
+/* A reservation's wait beyond max_wait, with permits left, or on a denial:
+ * replies no script gives.  The plain acquire on the same fake is fine. */
+static const char *const refused_wait_modes[] = {"waitlong", "waitfree", "waitdenied"};
+
+START_TEST(reservation_out_of_range_is_on_full)
+{
+    srl_limiter *lim = open_on(refused_wait_modes[_i], 0, 0);
+    srl_decision d;
+    ck_assert_int_eq(srl_acquire(lim, "k", 1, 1, &d), 0);
+    ck_assert(d.allowed && d.wait_ns == 0);
+    memset(&d, 0xa5, sizeof d);
+    ck_assert_int_eq(srl_reserve(lim, "k", 1, 1, SEC, &d), SRL_ECORRUPT);
+    assert_on_full(&d);
+    ck_assert_uint_eq(d.wait_ns, 0);
+    srl_close(lim);
+    fake_redis_stop(&fake);
+}
+END_TEST
+
 START_TEST(reply_out_of_range_or_type_is_on_full)
 {
     srl_limiter *lim = open_on(refused_modes[_i], 0, 0);
@@ -269,6 +290,7 @@ static Suite *suite(void)
                         2);
     tcase_add_loop_test(add_case(s, "walk"), hostile_walk_ends_with_an_error, 0, 2);
     tcase_add_loop_test(add_case(s, "values"), reply_out_of_range_or_type_is_on_full, 0, 4);
+    tcase_add_loop_test(add_case(s, "wait"), reservation_out_of_range_is_on_full, 0, 3);
     return s;
 }
 

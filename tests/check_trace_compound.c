@@ -21,7 +21,6 @@
  * the server see the same clock.
  */
 #include <check.h>
-#include <hiredis/hiredis.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,11 +31,7 @@
 #include "shm_testutil.h"
 #include "srl.h"
 #include "testutil.h"
-
-int srl__redis_fixed_time(srl_limiter *lim, int on);
-srl_limiter *srl__tiered_redis(srl_limiter *lim);
-
-enum { STORE_SHARED, STORE_REDIS, STORE_TIERED, STORES };
+#include "trace_stores.h"
 
 #define DAY (86400 * SEC)
 
@@ -65,128 +60,20 @@ static const struct form forms[] = {
 };
 #define N_FORMS (int)(sizeof forms / sizeof forms[0])
 
-struct store {
-    srl_limiter *lim;
-    int kind;
-    char name[64];
-    pid_t server;
-    char dir[64], sock[96];
-};
-
-static srl_limits parse(const char *text)
-{
-    srl_limits l;
-    srl_policy_error pe;
-    ck_assert_msg(srl_limits_parse_ex(text, &l, &pe) == 0, "%s: %s", text, pe.message);
-    return l;
-}
-
-static struct store open_store(int kind, const srl_limits *l, fake_clock *clk, int n)
-{
-    srl_config cfg;
-    srl_config_init(&cfg);
-    cfg.limits = *l;
-    cfg.capacity = 100;
-    cfg.ticker = fake_ticker(clk);
-    struct store st = {.kind = kind};
-    if (kind == STORE_SHARED) {
-        strcpy(st.name, unique_name("tcmp"));
-        ck_assert_int_eq(srl_open_shared(st.name, &cfg, SRL_CREATE | SRL_EXCL, &st.lim), 0);
-        return st;
-    }
-    snprintf(st.dir, sizeof st.dir, "/tmp/srl-tcmp-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(st.dir));
-    snprintf(st.sock, sizeof st.sock, "%s/redis.sock", st.dir);
-    st.server = redis_server_start(st.dir, st.sock, NULL);
-    char uri[160];
-    snprintf(uri, sizeof uri, "unix://%s?prefix=cmp%d", st.sock, n);
-    srl_limiter *r;
-    if (kind == STORE_REDIS) {
-        ck_assert_int_eq(srl_open_redis(uri, &cfg, &st.lim), 0);
-        r = st.lim;
-    } else {
-        strcpy(st.name, unique_name("tcmp"));
-        ck_assert_int_eq(srl_open_tiered(st.name, uri, &cfg, SRL_CREATE | SRL_EXCL, &st.lim), 0);
-        r = srl__tiered_redis(st.lim);
-        ck_assert_ptr_nonnull(r);
-    }
-    ck_assert_int_eq(srl__redis_fixed_time(r, 1), 0);
-    return st;
-}
-
-static void close_store(struct store *st)
-{
-    srl_close(st->lim);
-    if (st->name[0] != '\0')
-        ck_assert_int_eq(srl_unlink(st->name), 0);
-    if (st->server > 0) {
-        redis_server_stop(st->server);
-        unlink(st->sock);
-        rmdir(st->dir);
-    }
-}
-
-/* d (the store's) equals e (the core's); a tiered store's local answer is
- * a denial the core gives too, its retry_after a lower bound of the
- * core's (the host remembers the wait of the cost Redis denied; a larger
- * cost waits longer: srl.h, srl_open_tiered). */
-static void same(int kind, const srl_decision *d, const srl_decision *e, int step)
-{
-    if (kind == STORE_TIERED && (d->flags & SRL_DECISION_LOCAL)) {
-        ck_assert_msg(!d->allowed && !e->allowed && d->retry_after_ns > 0 &&
-                          d->retry_after_ns <= e->retry_after_ns,
-                      "step %d: local %d/%llu, core %d/%llu", step, d->allowed,
-                      (unsigned long long)d->retry_after_ns, e->allowed,
-                      (unsigned long long)e->retry_after_ns);
-        return;
-    }
-    ck_assert_msg(d->allowed == e->allowed && d->remaining == e->remaining &&
-                      d->retry_after_ns == e->retry_after_ns &&
-                      d->reset_after_ns == e->reset_after_ns && d->limit == e->limit &&
-                      d->binding == e->binding && d->flags == e->flags,
-                  "step %d: store %d/%u/%llu/%llu/lim %u/b %u/f %x, core %d/%u/%llu/%llu/lim "
-                  "%u/b %u/f %x",
-                  step, d->allowed, d->remaining, (unsigned long long)d->retry_after_ns,
-                  (unsigned long long)d->reset_after_ns, d->limit, d->binding, d->flags,
-                  e->allowed, e->remaining, (unsigned long long)e->retry_after_ns,
-                  (unsigned long long)e->reset_after_ns, e->limit, e->binding, e->flags);
-}
-
-/* The Redis key's PTTL in ms (-2: none). */
-static long long pttl(const char *sock, const char *key)
-{
-    redisContext *c = redisConnectUnix(sock);
-    ck_assert(c != NULL && c->err == 0);
-    redisReply *r = redisCommand(c, "PTTL %s", key);
-    ck_assert(r != NULL && r->type == REDIS_REPLY_INTEGER);
-    long long v = r->integer;
-    freeReplyObject(r);
-    redisFree(c);
-    return v;
-}
-
-static uint32_t min_capacity(const srl_limits *l)
-{
-    uint32_t m = UINT32_MAX;
-    for (uint32_t i = 0; i < l->count; i++) {
-        uint32_t c = l->limit[i].burst ? l->limit[i].burst : l->limit[i].permits;
-        m = c < m ? c : m;
-    }
-    return m;
-}
-
 /* _i: store * N_FORMS + form. */
 START_TEST(compound_trace_equals_the_core)
 {
     int kind = _i / N_FORMS;
     const struct form *f = &forms[_i % N_FORMS];
-    srl_limits l = parse(f->text);
+    srl_limits l = trace_parse(f->text);
     fake_clock *clk = fake_clock_shared(f->start);
-    struct store st = open_store(kind, &l, clk, _i);
+    char prefix[16];
+    snprintf(prefix, sizeof prefix, "cmp%d", _i);
+    struct trace_store st = trace_store_open(kind, &l, clk, "tcmp", prefix);
     size_t size = srl_limits_state_size(&l);
     uint64_t *state = calloc(1, size), *fresh = calloc(1, size);
     ck_assert_int_eq(srl_limits_state_init(&l, state, clk->now), 0);
-    uint32_t cap = min_capacity(&l), cost_max = f->cost_max < cap ? f->cost_max : cap;
+    uint32_t cap = trace_min_capacity(&l), cost_max = f->cost_max < cap ? f->cost_max : cap;
     srl_decision d, e;
     ck_assert_int_eq(srl_peek(st.lim, "k", 1, 1, &d), SRL_ENOENT);
     uint64_t seed = 777 + (uint64_t)(_i % N_FORMS);   /* each store the same trace */
@@ -210,11 +97,11 @@ START_TEST(compound_trace_equals_the_core)
             } else {
                 ck_assert_int_eq(prc, 0);
             }
-            same(kind, &d, &e, i);
+            trace_same(kind, &d, &e, i, "");
         }
         ck_assert_int_eq(srl_acquire(st.lim, "k", 1, cost, &d), 0);
         ck_assert_int_eq(srl_limits_state_acquire(&l, state, clk->now, cost, &e), 0);
-        same(kind, &d, &e, i);
+        trace_same(kind, &d, &e, i, "");
         allowed += d.allowed;
         denied += !d.allowed;
         bindings |= 1u << e.binding;
@@ -246,7 +133,7 @@ START_TEST(compound_trace_equals_the_core)
         long long want = (long long)((d.reset_after_ns + MS - 1) / MS);
         char key[32];
         snprintf(key, sizeof key, "cmp%d:k:k", _i);
-        long long t = pttl(st.sock, key);
+        long long t = trace_pttl(st.sock, key);
         /* (want is a minute or more in every form: half of it is no race
          * with the server's clock, and an entry kept for the first limit's
          * rest alone lives well under that.) */
@@ -254,7 +141,7 @@ START_TEST(compound_trace_equals_the_core)
     }
     free(state);
     free(fresh);
-    close_store(&st);
+    trace_store_close(&st);
 }
 END_TEST
 
@@ -274,9 +161,11 @@ static const char *const flood_forms[] = {
 START_TEST(eight_processes_admit_what_the_core_admits)
 {
     int kind = _i / N_FLOOD;
-    srl_limits l = parse(flood_forms[_i % N_FLOOD]);
+    srl_limits l = trace_parse(flood_forms[_i % N_FLOOD]);
     fake_clock *clk = fake_clock_shared(5 * SEC);
-    struct store st = open_store(kind, &l, clk, 100 + _i);
+    char prefix[16];
+    snprintf(prefix, sizeof prefix, "cmp%d", 100 + _i);
+    struct trace_store st = trace_store_open(kind, &l, clk, "tcmp", prefix);
     uint64_t *state = calloc(1, srl_limits_state_size(&l));
     ck_assert_int_eq(srl_limits_state_init(&l, state, clk->now), 0);
     unsigned total = 0, want_total = 0;
@@ -300,7 +189,7 @@ START_TEST(eight_processes_admit_what_the_core_admits)
     ck_assert_uint_eq(s.allowed, total);
     ck_assert_uint_eq(s.denied + s.local_denied, 8 * ROUNDS);
     free(state);
-    close_store(&st);
+    trace_store_close(&st);
 }
 END_TEST
 

@@ -21,6 +21,10 @@ SCAN) the way MODE says:
   retry         {0, 0, 9223372036854775000, 1000000}
   allowed       {2, 5, 0, 1000000}
   wrongtype     the bulk string "hello"
+  waitlong      a reservation (max_wait > 0) admitted with a wait of max_wait + 1
+  waitfree      a reservation admitted with a wait of 5 ns and remaining 1
+  waitdenied    a reservation denied with a wait of 5 ns
+                (these three: other calls answered normally)
   http          not Redis at all: whatever it is sent, an HTTP/1.1 400 answer,
                 then the connection is closed (a port that is a web server)
 
@@ -124,6 +128,9 @@ def send_huge(s, head, body_len, chunk, tail):
 def hostile_evalsha(c, args):
     s = c.s
     P = int(args[8])
+    maxw = int(args[12])
+    if mode.startswith("wait") and maxw == 0:
+        return False
     if mode == "slow":
         out = decision([1, P - 1, 0, 1000000])
         for i in range(len(out)):
@@ -154,6 +161,12 @@ def hostile_evalsha(c, args):
         s.sendall(decision([2, 5, 0, 1000000]))
     elif mode == "wrongtype":
         s.sendall(bulk(b"hello"))
+    elif mode == "waitlong":
+        s.sendall(decision([1, 0, 0, 1000000, maxw + 1]))
+    elif mode == "waitfree":
+        s.sendall(decision([1, 1, 0, 1000000, 5]))
+    elif mode == "waitdenied":
+        s.sendall(decision([0, 0, 5, 1000000, 5]))
     else:
         return False
     return True
@@ -198,8 +211,9 @@ def serve(sock):
                     continue
                 if a[6] == b"r":
                     out = arr([num(-2)])
-                else:
-                    out = decision([1, int(a[8]) - 1, 0, 1000000])
+                else:   # a reservation's (ARGV[7] > 0) adds its wait, 0
+                    out = decision([1, int(a[8]) - 1, 0, 1000000] +
+                                   ([0] if int(a[12]) > 0 else []))
             elif cmd == b"CLUSTER":
                 out = arr([arr([num(0), num(16383),
                                 arr([bulk(b"127.0.0.1"), num(port), bulk(b"f" * 40)])])])

@@ -3,14 +3,14 @@
 -- all or nothing, as srl__cmp_decide and srl__cmp_refund (src/core/compound.c),
 -- each limit's ban period as src/core/penalty.c.  Also a single limit with a
 -- ban period (n = 1).
--- ARGV[3]: the number of limits n (1..4); ARGV[7 + 5 (i - 1) ..]: limit i's
+-- ARGV[3]: the number of limits n (1..4); ARGV[9 + 5 (i - 1) ..]: limit i's
 -- algorithm letter (t, g, c, l: the algo table's), permits, window,
 -- capacity, ban period ('0': none).  P:k:<key> = the n limits' parts
 -- joined by ';', each its state text ('' = a fresh one; a sliding log's
 -- times joined by spaces) and, while it bans the key, '!' and the ban's
 -- end; expiring when the last of them comes to rest.  The reply adds the
 -- binding limit (0-based) to a decision: {allowed, remaining, retry_after,
--- reset_after, binding}.
+-- reset_after, binding, ban started}; a reservation's adds its wait.
 local n = tonumber(ARGV[3])
 local v = redis.call('GET', KEYS[1])
 if not commit and not v then return {-1} end
@@ -28,7 +28,7 @@ local function raise(rep, x)   -- retry_after and reset_after at least x
   if lt(S(rep[4]), x) then rep[4] = str(x) end
 end
 for i = 1, n do
-  local b = 2 + 5 * i
+  local b = 4 + 5 * i
   local decide = algo[ARGV[b]]
   if not decide then return redis.error_reply('SRLBAD algorithm') end
   local P, W, CAP = S(ARGV[b + 1]), S(ARGV[b + 2]), S(ARGV[b + 3])
@@ -85,6 +85,36 @@ if ARGV[1] == 'r' then   -- every limit gets cost back; a ban stays
   write(redis.call('PTTL', KEYS[1]), true)
   return {-2}
 end
+-- A reservation (srl__compound_reserve): the longest wait of the limits'
+-- decisions above binds; within maxw and no ban, every limit takes cost at
+-- now + wait, all or nothing, else the decision at now stands.
+local wait, wb, held, fell = ZERO, 1, false, false
+if reserve then
+  for i = 1, n do
+    local a = ARGV[4 + 5 * i]
+    if a ~= 't' and a ~= 'g' then return redis.error_reply('SRLBAD reserve') end
+    held = held or lt(now, ban[i])
+    if reps[i][1] == 0 and lt(wait, S(reps[i][3])) then wait, wb = S(reps[i][3]), i end
+  end
+  if not iszero(wait) and not held and le(wait, maxw) then
+    local at, r2, n2, rest2 = add(now, wait), {}, {}, {}
+    for i = 1, n do
+      local b = 4 + 5 * i
+      r2[i], n2[i], rest2[i] = decide_at(at, algo[ARGV[b]], part[i] ~= '' and part[i] or nil,
+        S(ARGV[b + 1]), S(ARGV[b + 2]), S(ARGV[b + 3]))
+      if r2[i][1] ~= 1 then fell = true break end
+      rest2[i] = add(rest2[i], wait)
+    end
+    if not fell then
+      news, rests = n2, rest2
+      write(0, true)
+      count(true)
+      local reset = ZERO
+      for i = 1, n do reset = max(reset, S(r2[i][4])) end
+      return {1, 0, '0', str(add(reset, wait)), wb - 1, 0, str(wait)}
+    end
+  end
+end
 local banned = false   -- this call started a ban (SRL_DECISION_BAN_STARTED)
 if all and commit then write(0, true)
 elseif commit then
@@ -116,4 +146,14 @@ for i = 2, n do
   local r = S(a[4])
   if lt(reset, r) then reset = r end
 end
-return {reps[bi][1], rem, reps[bi][3], str(reset), bi - 1, banned and 1 or 0}
+local out = {reps[bi][1], rem, reps[bi][3], str(reset), bi - 1, banned and 1 or 0}
+if reserve then
+  if out[1] == 0 and not fell then
+    -- Refused: retry when the wait is maxw or less, or the longest ban ends.
+    local left = lt(maxw, wait) and sub(wait, maxw) or ZERO
+    for i = 1, n do if lt(now, ban[i]) then left = max(left, sub(ban[i], now)) end end
+    out[3] = str(left)
+  end
+  out[7] = '0'
+end
+return out

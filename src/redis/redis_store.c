@@ -125,8 +125,6 @@ struct rstore {
     uint64_t capacity;
     uint64_t timeouts;        /* atomic: a call that waits for mu may time out */
     uint64_t deadline_ns;     /* CLOCK_MONOTONIC: the end of the call holding mu */
-    uint64_t would_deny;      /* dry run: this handle's would-be denials (atomic);
-                                 P:stats counts them in denied, as every host's */
     uint64_t created_unix_ns;
     srl_limits adopted;       /* open with cfg NULL: the policy read from P:cfg */
     int connect_failed;       /* under mu: the last ensure() could not connect */
@@ -872,15 +870,18 @@ static void slot_hash_name(const struct rstore *r, const char *k, size_t kl, cha
 }
 
 /* The arguments of one EVALSHA of the algorithm's script, but the key:
- * EVALSHA sha 3 key cfg stats mode cost permits window now capacity; a
- * compound's (uses_cmp): EVALSHA sha 3 key cfg stats mode cost n "" now ""
- * and per limit letter permits window capacity penalty. */
+ * EVALSHA sha 3 key cfg stats mode cost permits window now capacity, then
+ * max_wait dry (SCRIPT_XARGS); a compound's (uses_cmp): EVALSHA sha 3 key
+ * cfg stats mode cost n "" now "" max_wait dry and per limit letter permits
+ * window capacity penalty. */
 #define SCRIPT_ARGC 12
+#define SCRIPT_XARGS 2
 #define SCRIPT_ARGS_PER_LIMIT 5
-#define SCRIPT_ARGC_MAX (SCRIPT_ARGC + SCRIPT_ARGS_PER_LIMIT * SRL_LIMITS_MAX)
+#define SCRIPT_ARGC_MAX (SCRIPT_ARGC + SCRIPT_XARGS + SCRIPT_ARGS_PER_LIMIT * SRL_LIMITS_MAX)
 struct script_call {
     char cfg[PREFIX_MAX + 16], st[PREFIX_MAX + 16];
     char a_cost[24], a_P[24], a_W[24], a_now[24], a_cap[24], a_mode[2];
+    char a_maxw[24], a_dry[2];   /* '0' but for srl_reserve; '1' on a dry-run handle */
     char a_lim[SRL_LIMITS_MAX][SCRIPT_ARGS_PER_LIMIT - 1][24], a_letter[SRL_LIMITS_MAX][2];
     int argc;
     const char *argv[SCRIPT_ARGC_MAX];
@@ -899,7 +900,9 @@ static void script_init(const srl_limiter *lim, struct script_call *sc, char mod
     snprintf(sc->a_cap, sizeof sc->a_cap, "%u", srl__capacity(rpol(lim)));
     sc->a_mode[0] = mode;
     sc->a_mode[1] = '\0';
-    sc->argc = SCRIPT_ARGC;
+    memcpy(sc->a_maxw, "0", 2);
+    memcpy(sc->a_dry, lim->dry_run ? "1" : "0", 2);
+    sc->argc = SCRIPT_ARGC + SCRIPT_XARGS;
     const srl_limits *l = &lim->cmp.limits;
     if (uses_cmp(lim)) {
         snprintf(sc->a_P, sizeof sc->a_P, "%u", l->count);
@@ -915,7 +918,7 @@ static void script_init(const srl_limiter *lim, struct script_call *sc, char mod
             snprintf(sc->a_lim[i][3], sizeof sc->a_lim[i][3], "%llu",
                      (unsigned long long)p->penalty_ns);
         }
-        sc->argc = SCRIPT_ARGC + SCRIPT_ARGS_PER_LIMIT * (int)l->count;
+        sc->argc = SCRIPT_ARGC + SCRIPT_XARGS + SCRIPT_ARGS_PER_LIMIT * (int)l->count;
     }
 }
 
@@ -935,8 +938,11 @@ static void script_argv(srl_limiter *lim, struct script_call *sc, const char *ke
                           sc->a_mode, sc->a_cost, sc->a_P, sc->a_W, sc->a_now, sc->a_cap};
     for (int i = 0; i < SCRIPT_ARGC; i++)
         sc->argv[i] = argv[i];
-    for (int i = SCRIPT_ARGC; i < sc->argc; i++) {
-        int j = (i - SCRIPT_ARGC) / SCRIPT_ARGS_PER_LIMIT, f = (i - SCRIPT_ARGC) % SCRIPT_ARGS_PER_LIMIT;
+    sc->argv[SCRIPT_ARGC] = sc->a_maxw;
+    sc->argv[SCRIPT_ARGC + 1] = sc->a_dry;
+    for (int i = SCRIPT_ARGC + SCRIPT_XARGS; i < sc->argc; i++) {
+        int at = i - SCRIPT_ARGC - SCRIPT_XARGS;
+        int j = at / SCRIPT_ARGS_PER_LIMIT, f = at % SCRIPT_ARGS_PER_LIMIT;
         sc->argv[i] = f == 0 ? sc->a_letter[j] : sc->a_lim[j][f - 1];
     }
     for (int i = 0; i < sc->argc; i++)
@@ -1001,16 +1007,25 @@ static int reply_wait(const redisReply *e, uint64_t *v)
  * (reply_wait), allowed 0 or 1, remaining <= the capacity (burst, else
  * permits) of limit b, retry_after 0 if allowed and at most 2 *
  * longest_wait_ns of limit b, reset_after at most 2 * the longest of any
- * limit; else 0 (*d untouched). */
-static int reply_decision(const srl_limiter *lim, const redisReply *rep, srl_decision *d)
+ * limit (each plus SRL_WAIT_MAX_NS if the policy can reserve: a
+ * reservation stores states that far ahead); a reservation's (max_wait >
+ * 0) adds its wait, at most max_wait, nonzero only on an admission with
+ * remaining 0; else 0 (*d untouched). */
+static int reply_decision(const srl_limiter *lim, const redisReply *rep, uint64_t max_wait,
+                          srl_decision *d)
 {
     const srl_limits *l = &lim->cmp.limits;
-    size_t want = uses_cmp(lim) ? 6 : 4;   /* compound.lua adds binding, ban started */
+    size_t want = (uses_cmp(lim) ? 6 : 4) + (max_wait > 0);   /* compound.lua adds binding,
+                                                                 ban started; a reservation
+                                                                 its wait, last */
     if (rep->type != REDIS_REPLY_ARRAY || rep->elements != want)
+        return 0;
+    uint64_t wait = 0;
+    if (max_wait > 0 && (!reply_wait(rep->element[want - 1], &wait) || wait > max_wait))
         return 0;
     uint32_t b = 0;
     unsigned flags = 0;
-    if (want == 6) {
+    if (uses_cmp(lim)) {
         const redisReply *e = rep->element[4], *f = rep->element[5];
         if (e->type != REDIS_REPLY_INTEGER || e->integer < 0 || e->integer >= l->count ||
             f->type != REDIS_REPLY_INTEGER || f->integer < 0 || f->integer > 1)
@@ -1027,18 +1042,19 @@ static int reply_decision(const srl_limiter *lim, const redisReply *rep, srl_dec
     uint64_t w[2];
     if (!reply_wait(rep->element[2], &w[0]) || !reply_wait(rep->element[3], &w[1]))
         return 0;
-    uint64_t most = 2 * longest_wait_ns(&l->limit[b]), longest = 0;   /* < 2^62 */
+    uint64_t ahead = lim->cmp.reserve ? SRL_WAIT_MAX_NS : 0;
+    uint64_t most = 2 * longest_wait_ns(&l->limit[b]) + ahead, longest = 0;   /* < 2^63 */
     for (uint32_t i = 0; i < l->count; i++) {
-        uint64_t w2 = 2 * longest_wait_ns(&l->limit[i]);
+        uint64_t w2 = 2 * longest_wait_ns(&l->limit[i]) + ahead;
         longest = w2 > longest ? w2 : longest;
     }
     uint32_t cap = srl__capacity(&l->limit[b]);
     if (v[0] > 1 || (uint64_t)v[1] > cap || (v[0] == 1 && (w[0] != 0 || flags != 0)) ||
-        w[0] > most || w[1] > longest)
+        w[0] > most || w[1] > longest || (wait != 0 && (v[0] != 1 || v[1] != 0)))
         return 0;
     *d = (srl_decision){.allowed = v[0] != 0, .limit = cap,
                         .remaining = (uint32_t)v[1], .retry_after_ns = w[0],
-                        .reset_after_ns = w[1], .flags = flags, .binding = b};
+                        .reset_after_ns = w[1], .flags = flags, .binding = b, .wait_ns = wait};
     return 1;
 }
 
@@ -1080,16 +1096,17 @@ static int script_recover(struct rstore *r, const redisReply *rep, int *rc, cons
     return 1;
 }
 
-/* One run of the script.  mode: 'a' acquire, 'p' peek (fill *d), 'r'
- * refund (d is NULL). */
+/* One run of the script.  mode: 'a' acquire (srl_reserve's with max_wait >
+ * 0), 'p' peek (fill *d), 'r' refund (d is NULL). */
 static int decide(srl_limiter *lim, const void *key, size_t len, uint32_t cost, char mode,
-                  srl_decision *d)
+                  uint64_t max_wait, srl_decision *d)
 {
     struct rstore *r = rs_of(lim);
     char kbuf[PREFIX_MAX + 8 + SRL_KEY_MAX];
     size_t klen = key_name(r, "k:", key, len, kbuf);
     struct script_call sc;
     script_init(lim, &sc, mode, cost);
+    snprintf(sc.a_maxw, sizeof sc.a_maxw, "%llu", (unsigned long long)max_wait);
 
     int rc = call_begin(r);
     int locked = rc == 0;
@@ -1126,7 +1143,7 @@ static int decide(srl_limiter *lim, const void *key, size_t len, uint32_t cost, 
                    rep->element[0]->type == REDIS_REPLY_INTEGER &&
                    rep->element[0]->integer == -2) {
             rc = 0;   /* refunded */
-        } else if (d != NULL && reply_decision(lim, rep, d)) {
+        } else if (d != NULL && reply_decision(lim, rep, max_wait, d)) {
             rc = 0;
         }
         freeReplyObject(rep);
@@ -1144,21 +1161,25 @@ static int decide(srl_limiter *lim, const void *key, size_t len, uint32_t cost, 
 static int rs_acquire(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
                       srl_decision *d)
 {
-    int rc = decide(lim, key, len, cost, 'a', d);
-    if (rc == 0 && !d->allowed && lim->dry_run)
-        __atomic_add_fetch(&rs_of(lim)->would_deny, 1, __ATOMIC_RELAXED);
-    return rc;
+    return decide(lim, key, len, cost, 'a', 0, d);
+}
+
+/* srl_reserve: the acquire's script call with max_wait (prologue.lua). */
+static int rs_reserve(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
+                      uint64_t max_wait, srl_decision *d)
+{
+    return decide(lim, key, len, cost, 'a', max_wait, d);
 }
 
 static int rs_peek(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
                    srl_decision *d)
 {
-    return decide(lim, key, len, cost, 'p', d);
+    return decide(lim, key, len, cost, 'p', 0, d);
 }
 
 static int rs_refund(srl_limiter *lim, const void *key, size_t len, uint32_t cost)
 {
-    return decide(lim, key, len, cost, 'r', NULL);
+    return decide(lim, key, len, cost, 'r', 0, NULL);
 }
 
 static int rs_reset_key(srl_limiter *lim, const void *key, size_t len)
@@ -1240,8 +1261,8 @@ static void walk_batch_free(struct walk_batch *b)
     *b = (struct walk_batch){0};
 }
 
-/* Under mu: for every key of b, peek it (stats 0) or read its allowed and
- * denied counters (stats 1: b holds slot hashes), pipelined on n.  0 or a
+/* Under mu: for every key of b, peek it (stats 0) or read its allowed,
+ * denied and would_deny counters (stats 1: b holds slot hashes), pipelined on n.  0 or a
  * connection error. */
 static int walk_pipe(srl_limiter *lim, struct srl__rconn *n, struct walk_batch *b, int stats)
 {
@@ -1255,11 +1276,11 @@ static int walk_pipe(srl_limiter *lim, struct srl__rconn *n, struct walk_batch *
     pipe_guard_begin(&g);
     for (size_t i = 0; i < b->n && rc == 0; i++) {
         const redisReply *k = b->scan->element[1]->element[i];
-        const char *hm[] = {"HMGET", k->str, "allowed", "denied"};
-        size_t hml[] = {5, k->len, 7, 6};
+        const char *hm[] = {"HMGET", k->str, "allowed", "denied", "would_deny"};
+        size_t hml[] = {5, k->len, 7, 6, 10};
         if (!stats)
             script_argv(lim, &sc, k->str, k->len);
-        if ((stats ? redisAppendCommandArgv(n->c, 4, hm, hml)
+        if ((stats ? redisAppendCommandArgv(n->c, 5, hm, hml)
                    : redisAppendCommandArgv(n->c, sc.argc, sc.argv, sc.lens)) != REDIS_OK)
             rc = SRL_ENOMEM;
     }
@@ -1462,16 +1483,16 @@ static int walk_step(srl_limiter *lim, const struct walk_nodes *w, size_t j, cha
     return rc;
 }
 
-/* srl_stats_get on a cluster: the sum over every slot hash P:s:{tag} of
- * every master (SCAN, then HMGET pipelined per batch). */
-static int cluster_counts(srl_limiter *lim, uint64_t *allowed, uint64_t *denied)
+/* srl_stats_get on a cluster: allowed, denied, would_deny summed over every
+ * slot hash P:s:{tag} of every master (SCAN, then HMGET pipelined per batch). */
+static int cluster_counts(srl_limiter *lim, uint64_t count[3])
 {
     struct rstore *r = rs_of(lim);
     char pattern[2 * PREFIX_MAX + 8];
     scan_pattern(r, ":s:*", pattern);
     struct walk_nodes w;
     int rc = walk_nodes_begin(r, &w);
-    *allowed = *denied = 0;
+    count[0] = count[1] = count[2] = 0;
     for (size_t j = 0; rc == 0 && j < w.n; j++) {
         char cursor[32] = "0";
         struct walk_bound wb = {0, WALK_CALLS_MIN};
@@ -1480,12 +1501,11 @@ static int cluster_counts(srl_limiter *lim, uint64_t *allowed, uint64_t *denied)
             rc = walk_step(lim, &w, j, cursor, pattern, &b, 1, &wb);
             for (size_t i = 0; rc == 0 && i < b.n; i++) {
                 const redisReply *h = b.peek[i];
-                if (h->type != REDIS_REPLY_ARRAY || h->elements != 2)
+                if (h->type != REDIS_REPLY_ARRAY || h->elements != 3)
                     continue;   /* moved away meanwhile, or not a hash: not counted */
-                for (int f = 0; f < 2; f++) {
+                for (int f = 0; f < 3; f++) {
                     const redisReply *e = h->element[f];
-                    uint64_t v = e->type == REDIS_REPLY_STRING ? strtoull(e->str, NULL, 10) : 0;
-                    *(f == 0 ? allowed : denied) += v;
+                    count[f] += e->type == REDIS_REPLY_STRING ? strtoull(e->str, NULL, 10) : 0;
                 }
             }
             walk_batch_free(&b);
@@ -1501,38 +1521,36 @@ static int rs_stats(srl_limiter *lim, srl_stats *out)
 {
     struct rstore *r = rs_of(lim);
     if (r->u.cluster) {
-        uint64_t a, d;
-        int rc = cluster_counts(lim, &a, &d);
+        uint64_t n[3];
+        int rc = cluster_counts(lim, n);
         if (rc != 0)
             return rc;
         *out = (srl_stats){.capacity = r->capacity,
                            .timeouts = __atomic_load_n(&r->timeouts, __ATOMIC_RELAXED),
                            .full = __atomic_load_n(&r->mismatched, __ATOMIC_RELAXED),
-                           .allowed = a, .denied = d,
-                           .would_deny = __atomic_load_n(&r->would_deny, __ATOMIC_RELAXED)};
+                           .allowed = n[0], .denied = n[1], .would_deny = n[2]};
         return 0;
     }
     char st[PREFIX_MAX + 8];
     snprintf(st, sizeof st, "%s:stats", r->u.prefix);
-    const char *argv[] = {"HMGET", st, "allowed", "denied"};
-    size_t lens[] = {5, strlen(st), 7, 6};
+    const char *argv[] = {"HMGET", st, "allowed", "denied", "would_deny"};
+    size_t lens[] = {5, strlen(st), 7, 6, 10};
     int rc = call_begin(r);
     if (rc != 0)
         return rc;
-    redisReply *rep = cmd_on(r, &r->one, 4, argv, lens, &rc);
+    redisReply *rep = cmd_on(r, &r->one, 5, argv, lens, &rc);
     call_end(r, rc);
     uint64_t timeouts = __atomic_load_n(&r->timeouts, __ATOMIC_RELAXED);
     if (rep == NULL)
         return rc;
     *out = (srl_stats){.capacity = r->capacity, .timeouts = timeouts,
-                       .full = __atomic_load_n(&r->mismatched, __ATOMIC_RELAXED),
-                       .would_deny = __atomic_load_n(&r->would_deny, __ATOMIC_RELAXED)};
+                       .full = __atomic_load_n(&r->mismatched, __ATOMIC_RELAXED)};
     rc = SRL_ESYS;
-    if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 2) {
-        for (int i = 0; i < 2; i++) {
+    if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 3) {
+        uint64_t *to[] = {&out->allowed, &out->denied, &out->would_deny};
+        for (int i = 0; i < 3; i++) {
             redisReply *e = rep->element[i];
-            uint64_t v = e->type == REDIS_REPLY_STRING ? strtoull(e->str, NULL, 10) : 0;
-            *(i == 0 ? &out->allowed : &out->denied) = v;
+            *to[i] = e->type == REDIS_REPLY_STRING ? strtoull(e->str, NULL, 10) : 0;
         }
         rc = 0;
     }
@@ -1570,7 +1588,7 @@ static int64_t rs_foreach(srl_limiter *lim, srl_foreach_fn fn, void *ctx)
                 if (k->len <= plen || k->len - plen > SRL_KEY_MAX ||
                     memcmp(k->str, r->u.prefix, plen - 3) != 0 ||
                     memcmp(k->str + plen - 3, ":k:", 3) != 0 ||
-                    !reply_decision(lim, b.peek[i], &e.now))
+                    !reply_decision(lim, b.peek[i], 0, &e.now))
                     continue;
                 e.display = (const unsigned char *)k->str + plen;
                 e.display_len = e.key_len = (uint32_t)(k->len - plen);
@@ -1602,6 +1620,7 @@ static const struct srl__store_ops redis_ops = {
     .acquire = rs_acquire,
     .peek = rs_peek,
     .refund = rs_refund,
+    .reserve = rs_reserve,
     .reset_key = rs_reset_key,
     .evict_idle = rs_evict_idle,
     .stats = rs_stats,

@@ -114,6 +114,8 @@ struct ask {
     uint32_t cost;
     int count;                  /* a decision (acquire) or a look (peek) */
     uint64_t left;              /* out: ns until the ban ends, 0 none */
+    uint64_t over;              /* answer only a ban longer than this (srl_reserve's
+                                   max_wait; 0 for the others) */
 };
 
 static int ask_fn(void *state, uint64_t now, void *ctx)
@@ -125,16 +127,17 @@ static int ask_fn(void *state, uint64_t now, void *ctx)
      * never a denial Redis would not give. */
     if (b->cost == 0 || b->until > srl__sat_add(now, SRL_WINDOW_MAX_NS))
         return 0;
-    if (b->until > now && b->cost <= a->cost)
+    if (b->until > now && b->cost <= a->cost && b->until - now > a->over)
         a->left = b->until - now;
     return a->left != 0 && a->count;
 }
 
-/* 1 and *d filled if the host answers (key, cost): a ban covers it. */
+/* 1 and *d filled if the host answers (key, cost): a ban covers it for
+ * longer than over, and the request may retry over before its end. */
 static int host_answer(struct tiered *t, const void *key, size_t len, uint32_t cost, int count,
-                       srl_decision *d)
+                       uint64_t over, srl_decision *d)
 {
-    struct ask a = {cost, count, 0};
+    struct ask a = {cost, count, 0, over};
     struct host_name n;
     size_t hlen;
     const void *hk = host_key(t, key, len, &n, &hlen);
@@ -144,7 +147,7 @@ static int host_answer(struct tiered *t, const void *key, size_t len, uint32_t c
         .allowed = 0,
         .limit = srl__capacity(&t->lim.cmp.limits.limit[0]),
         .remaining = 0,
-        .retry_after_ns = a.left,
+        .retry_after_ns = a.left - over,
         .reset_after_ns = a.left,
         .flags = SRL_DECISION_LOCAL,
     };
@@ -198,7 +201,7 @@ static int tr_acquire(srl_limiter *lim, const void *key, size_t len, uint32_t co
                       srl_decision *d)
 {
     struct tiered *t = tr_of(lim);
-    if (host_answer(t, key, len, cost, 1, d))
+    if (host_answer(t, key, len, cost, 1, 0, d))
         return 0;
     uint64_t t0 = srl__now(lim);   /* before the request leaves: T never outlives Redis's ban */
     int rc = srl_acquire(t->redis, key, len, cost, d);
@@ -213,12 +216,25 @@ static int tr_peek(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
                    srl_decision *d)
 {
     struct tiered *t = tr_of(lim);
-    if (host_answer(t, key, len, cost, 0, d))
+    if (host_answer(t, key, len, cost, 0, 0, d))
         return 0;
     int rc = srl_peek(t->redis, key, len, cost, d);
     if (t->fb != NULL && srl__fallback_applies(rc))
         return fallback(t, key, len, cost, 0, d);
     return rc;
+}
+
+/* srl_reserve: Redis's wait is at least a ban's rest (it is the acquire's
+ * retry_after), so a ban longer than max_wait refuses here; anything else
+ * is Redis's.  A refusal's retry_after is not the acquire's: not
+ * remembered. */
+static int tr_reserve(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
+                      uint64_t max_wait, srl_decision *d)
+{
+    struct tiered *t = tr_of(lim);
+    if (host_answer(t, key, len, cost, 1, max_wait, d))
+        return 0;
+    return srl_reserve(t->redis, key, len, cost, max_wait, d);
 }
 
 /* Permits given back on Redis may end the fleet's denial before T: this
@@ -270,6 +286,7 @@ static int tr_stats(srl_limiter *lim, srl_stats *out)
         .evicted = h.evicted,
         .timeouts = r.timeouts + h.timeouts,
         .local_denied = h.denied,
+        .would_deny = r.would_deny,   /* the fleet's (the host never denies in a dry run) */
     };
     return 0;
 }
@@ -322,6 +339,7 @@ static const struct srl__store_ops tiered_ops = {
     .acquire = tr_acquire,
     .peek = tr_peek,
     .refund = tr_refund,
+    .reserve = tr_reserve,
     .reset_key = tr_reset_key,
     .evict_idle = tr_evict_idle,
     .stats = tr_stats,
