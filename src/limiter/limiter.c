@@ -287,14 +287,6 @@ int srl_reset_key(srl_limiter *lim, const void *key, size_t len)
     return rc != 0 ? rc : lim->ops->reset_key(lim, key, len);
 }
 
-/* srl.h: the fronted store's name from 0.2 ("tier" is srl_tier's word);
- * srl_open_tiered (src/redis/tiered.c, redis_none.c) stays its old name. */
-int srl_open_fronted(const char *shm_name, const char *uri, const srl_config *cfg, unsigned flags,
-                     srl_limiter **out)
-{
-    return srl_open_tiered(shm_name, uri, cfg, flags, out);
-}
-
 /* Operator control (srl.h): one entry into the store's key_control. */
 static int key_control(srl_limiter *lim, const void *key, size_t len, int op, uint64_t for_ns,
                        const char *reason, srl_key_control *out)

@@ -369,6 +369,14 @@ static int host_config(const srl_config *cfg, srl_ticker ticker, srl_config *h)
     return 0;
 }
 
+/* srl.h: the store's name from 0.2 ("tier" is srl_tier's word only);
+ * srl_open_tiered below stays its old name until 1.0. */
+int srl_open_fronted(const char *shm_name, const char *uri, const srl_config *cfg, unsigned flags,
+                     srl_limiter **out)
+{
+    return srl_open_tiered(shm_name, uri, cfg, flags, out);
+}
+
 /* An adopted segment must be a host segment: HOST_POLICY, one limit. */
 static int host_is_ours(srl_limiter *host, const srl_config *h)
 {
