@@ -27,7 +27,7 @@ a request is decided under its range's key ("10.0.0.0/8"), which the middleware
 marks exempt in the limiter (limiter.exempt, srl_key_exempt), so the library
 counts it (stats()["allowed"] and ["exempt"]) and a ban by hand of the range's
 key still wins; the client's own key is untouched.  On a limiter without
-exemptions (local, Redis, tiered: srl.NotSupportedError) such a request passes uncounted.
+exemptions (Redis, fronted: srl.NotSupportedError) such a request passes uncounted.
 A bad range is a ValueError at construction.  REMOTE_ADDR is the peer the
 server saw: behind a proxy, set it from a trusted header first (werkzeug's
 ProxyFix, gunicorn's forwarded_allow_ips).
