@@ -312,6 +312,14 @@ START_TEST(eight_processes_admit_what_the_host_admits)
 }
 END_TEST
 
+/* srl_foreach: the tier of key "a" (ctx: uint32_t, UINT32_MAX if not seen). */
+static int tier_of_a(const srl_entry *e, void *ctx)
+{
+    if (e->key_len == 1 && e->display[0] == 'a')
+        *(uint32_t *)ctx = e->tier;
+    return 0;
+}
+
 static const char base_spec[] = "token_bucket:10/1s tier.paid=token_bucket:50/1h tier.b=gcra:5/1s";
 
 START_TEST(stored_config_holds_the_tiers)
@@ -364,6 +372,10 @@ START_TEST(stored_config_holds_the_tiers)
     ck_assert_int_eq(srl_peek(same, "a", 1, 1, &d), 0);
     ck_assert(!d.allowed);
     ck_assert_uint_eq(d.limit, 50);
+    /* A walk names the key's tier. */
+    uint32_t seen = UINT32_MAX;
+    ck_assert_int_eq(srl_foreach(same, tier_of_a, &seen), 1);
+    ck_assert_uint_eq(seen, 1);
     srl_close(same);
     srl_close(adopted);
     trace_store_close(&st);

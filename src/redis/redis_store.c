@@ -1119,9 +1119,10 @@ static int reply_wait(const redisReply *e, uint64_t *v)
  * 0) adds its wait, at most max_wait, nonzero only on an admission with
  * remaining 0; a tiered config's adds the tier that decided (the
  * request's, or for SRL__OWN_TIER the key's: any of the table), whose
- * limits the rest is checked against; else 0 (*d untouched). */
+ * limits the rest is checked against (*decided, if not NULL); else 0
+ * (*d untouched). */
 static int reply_decision(const srl_limiter *lim, const redisReply *rep, uint32_t tier,
-                          uint64_t max_wait, srl_decision *d)
+                          uint64_t max_wait, srl_decision *d, uint32_t *decided)
 {
     int tiered = lim->tier_count > 1;
     size_t want = (uses_cmp(lim) ? 6 : 4) + (size_t)tiered + (max_wait > 0);
@@ -1171,6 +1172,8 @@ static int reply_decision(const srl_limiter *lim, const redisReply *rep, uint32_
     if (v[0] > 1 || (uint64_t)v[1] > cap || (v[0] == 1 && (w[0] != 0 || flags != 0)) ||
         w[0] > most || w[1] > longest || (wait != 0 && (v[0] != 1 || v[1] != 0)))
         return 0;
+    if (decided != NULL)
+        *decided = tier;
     *d = (srl_decision){.allowed = v[0] != 0, .limit = cap,
                         .remaining = (uint32_t)v[1], .retry_after_ns = w[0],
                         .reset_after_ns = w[1], .flags = flags, .binding = b, .wait_ns = wait};
@@ -1262,7 +1265,7 @@ static int decide(srl_limiter *lim, const void *key, size_t len, uint32_t cost, 
                    rep->element[0]->type == REDIS_REPLY_INTEGER &&
                    rep->element[0]->integer == -2) {
             rc = 0;   /* refunded */
-        } else if (d != NULL && reply_decision(lim, rep, tier, max_wait, d)) {
+        } else if (d != NULL && reply_decision(lim, rep, tier, max_wait, d, NULL)) {
             rc = 0;
         }
         freeReplyObject(rep);
@@ -1723,7 +1726,7 @@ static int64_t rs_foreach(srl_limiter *lim, srl_foreach_fn fn, void *ctx)
                 if (k->len <= plen || k->len - plen > SRL_KEY_MAX ||
                     memcmp(k->str, r->u.prefix, plen - 3) != 0 ||
                     memcmp(k->str + plen - 3, ":k:", 3) != 0 ||
-                    !reply_decision(lim, b.peek[i], SRL__OWN_TIER, 0, &e.now))
+                    !reply_decision(lim, b.peek[i], SRL__OWN_TIER, 0, &e.now, &e.tier))
                     continue;
                 e.display = (const unsigned char *)k->str + plen;
                 e.display_len = e.key_len = (uint32_t)(k->len - plen);
