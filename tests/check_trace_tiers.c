@@ -163,7 +163,7 @@ START_TEST(tier_trace_equals_the_host)
     uint32_t cost_max = tb->cost_max < cap ? tb->cost_max : cap;
     static const char *const keys[] = {"k0", "k1", "k2"};
     uint64_t seed = 4242 + (uint64_t)_i;
-    unsigned allowed = 0, denied = 0, moves = 0, refunds = 0, bans = 0;
+    unsigned allowed = 0, denied = 0, moves = 0, refunds = 0, bans = 0, reserves = 0;
     uint32_t last[3] = {0, 0, 0};
     srl_decision d[2] = {{0}, {0}};
     for (int i = 0; i < 400; i++) {
@@ -194,8 +194,27 @@ START_TEST(tier_trace_equals_the_host)
             snprintf(pw, sizeof pw, "peek (own tier %u) %s", last[k], what);
             peek_same(st[0].lim, rc[1], rc[0], &d[1], &d[0], last[k], 1, clk->now, i, pw);
         }
-        for (int s = 0; s < 2; s++)
-            ck_assert_int_eq(srl_acquire_tier(st[s].lim, tier, keys[k], 2, cost, &d[s]), 0);
+        int rc[2] = {0, 0};
+        if ((seed >> 54) % 8 == 0) {
+            /* srl_reserve is tier 0's (the key moves there), where tier 0
+             * can wait (token bucket, GCRA); else SRL_ENOTSUP on both */
+            tier = 0;
+            snprintf(what, sizeof what, "%s reserve cost %u", keys[k], cost);
+            for (int s = 0; s < 2; s++)
+                rc[s] = srl_reserve(st[s].lim, keys[k], 2, cost, tb->short_w, &d[s]);
+            ck_assert_msg(rc[0] == rc[1], "step %d %s: rc host %d, redis %d", i, what, rc[0],
+                          rc[1]);
+            reserves += rc[0] == 0;
+        } else {
+            for (int s = 0; s < 2; s++)
+                rc[s] = srl_acquire_tier(st[s].lim, tier, keys[k], 2, cost, &d[s]);
+            ck_assert_int_eq(rc[0], 0);
+            ck_assert_int_eq(rc[1], 0);
+        }
+        if (rc[0] != 0) {
+            d[0].allowed = 1;   /* (no retry_after to follow) */
+            continue;
+        }
         trace_same(STORE_REDIS, &d[1], &d[0], i, what);
         moves += tier != last[k];
         last[k] = tier;
@@ -220,6 +239,8 @@ START_TEST(tier_trace_equals_the_host)
     ck_assert_uint_gt(refunds, 5);
     if (strstr(tb->spec, "penalty") != NULL)
         ck_assert_uint_gt(bans, 0);
+    if (_i / N_EPOCHS == 0 || _i / N_EPOCHS == 3)   /* tier 0 can wait */
+        ck_assert_uint_gt(reserves, 5);
     srl_stats s0, s1;
     ck_assert_int_eq(srl_stats_get(st[0].lim, &s0), 0);
     ck_assert_int_eq(srl_stats_get(st[1].lim, &s1), 0);
