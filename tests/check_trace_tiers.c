@@ -255,44 +255,9 @@ END_TEST
 /* 8 forked processes on key, all with tier: what they admit together. */
 static unsigned flood(srl_limiter *lim, uint32_t tier, const char *key)
 {
-    enum { N = 8 };
-    int go[2], res[2];
-    ck_assert_int_eq(pipe(go), 0);
-    ck_assert_int_eq(pipe(res), 0);
-    pid_t kids[N];
-    for (int i = 0; i < N; i++) {
-        kids[i] = test_fork();
-        if (kids[i] == 0) {
-            close(go[1]);
-            char c;
-            (void)!read(go[0], &c, 1);   /* EOF: everyone starts together */
-            unsigned n = 0;
-            srl_decision d;
-            int rc;
-            while ((rc = srl_acquire_tier(lim, tier, key, strlen(key), 1, &d)) == 0 && d.allowed)
-                n++;
-            if (rc != 0)
-                n = 1u << 31;
-            (void)!write(res[1], &n, sizeof n);
-            _exit(0);
-        }
-    }
-    close(go[0]);
-    close(go[1]);
-    unsigned total = 0;
-    int bad = 0;
-    for (int i = 0; i < N; i++) {
-        unsigned n;
-        ck_assert_int_eq(read(res[0], &n, sizeof n), (ssize_t)sizeof n);
-        bad |= n >= 1u << 31;
-        total += n;
-    }
-    for (int i = 0; i < N; i++)
-        ck_assert_int_eq(waitpid(kids[i], NULL, 0), kids[i]);
-    close(res[0]);
-    close(res[1]);
-    ck_assert_msg(!bad, "a worker's acquire failed");
-    return total;
+    unsigned n = redis_fork_flood_tier(lim, tier, key);
+    ck_assert_msg(n != UINT32_MAX, "a worker's acquire failed");
+    return n;
 }
 
 /* Tiers by round: 0 (100), paid (300: +200), 0 (down: the excess
