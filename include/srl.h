@@ -425,8 +425,8 @@ typedef struct srl_config {
  * the segment's (SRL_EMISMATCH).  A key's slot records its tier: srl_acquire
  * is tier 0; srl_peek, srl_refund, srl_key_state use the key's.  A key
  * converted to another tier keeps its use, capped at the new capacity, if
- * the shapes match (else it starts fresh).  Shared and anonymous stores
- * only (others refuse tiers, SRL_ENOTSUP, and take tier 0 only).
+ * the shapes match (else it starts fresh).  Shared, anonymous and Redis
+ * stores (its P:cfg holds the table); others refuse them, SRL_ENOTSUP.
  */
 #define SRL_TIERS_MAX 16u
 #define SRL_TIER_NAME_MAX 31u
@@ -577,8 +577,8 @@ SRL_API int srl_open_local(const srl_config *cfg, srl_limiter **out);
  * Decided on the server's TIME, as the in-process store decides:
  * token_bucket, sliding_log, sliding_counter, gcra, burst=, compounds of
  * them (all or nothing in one call, binding as in-process), penalty= and
- * srl_reserve (fixed_window, concurrency: SRL_ENOTSUP); another stored policy:
- * SRL_EMISMATCH.  Open needs no server.  Every error but the caller's own
+ * srl_reserve, tiers (fixed_window, concurrency: SRL_ENOTSUP); another stored
+ * policy or tier table: SRL_EMISMATCH.  Open needs no server.  Every error but the caller's own
  * fills *d from on_full, flagged SRL_DECISION_DEGRADED.  cfg NULL adopts
  * the stored policy.  No per-key counts; srl_evict_idle 0; srl_check
  * SRL_ENOTSUP; without hiredis SRL_ENOTSUP.  design.md, "The Redis store".
@@ -592,7 +592,7 @@ SRL_API int srl_open_redis(const char *uri, const srl_config *cfg, srl_limiter *
  * round trip (srl_reserve: if it ends after max_wait).  The host only
  * denies, so the fleet never admits more.
  * Reset and refund act on Redis and clear the host's memory.  srl_enter,
- * srl_leave, srl_key_state: SRL_ENOTSUP.  Errors: srl_open_redis's and
+ * srl_leave, srl_key_state, tiers: SRL_ENOTSUP.  Errors: srl_open_redis's and
  * srl_open_shared's.  fallback=POLICY in cfg: a call Redis does not answer
  * is decided by POLICY in the segment NAME.fallback (NAME at most
  * SRL_NAME_MAX - 9 bytes), rc 0, SRL_DECISION_DEGRADED | SRL_DECISION_LOCAL.

@@ -125,7 +125,8 @@ static const struct {
     {"100/1m key_display=3 redis=redis://h", 36, 0,
      "key_display is for a segment; a Redis store (redis=) keeps every key whole"},
     {"100/1m redis=redis://h tier.a=5/1s", 34, 0,
-     "tier.NAME is for a segment; a Redis store (redis=) has one policy"},
+     "tier.NAME is not taken by the fronted store (redis=) yet: use a segment, or "
+     "srl_open_redis alone"},
     {"gcra:1/1s redis=redis://h lockfree=on", 37, 0,
      "lockfree is for a segment; a Redis store (redis=) decides in Redis"},
     {"5/1s + concurrency:2 redis=redis://h", 36, 0,
@@ -370,8 +371,8 @@ START_TEST(set_refuses_without_changing_anything)
     ck_assert_uint_eq(c.tiers[0].limits.limit[0].permits, 5);
     /* the redis rules, in both orders, and nothing kept of the refused one */
     ck_assert_int_eq(srl_config_set(&c, "redis", "redis://127.0.0.1", &e), SRL_EPOLICY);
-    ck_assert_str_eq(e.message, "tier.NAME is for a segment; a Redis store (redis=) has one "
-                                "policy");
+    ck_assert_str_eq(e.message, "tier.NAME is not taken by the fronted store (redis=) yet: "
+                                "use a segment, or srl_open_redis alone");
     ck_assert_ptr_null(srl_config_redis(&c));
     srl_config_free(&c);
     srl_config_init(&c);

@@ -3,7 +3,7 @@
 # 5.1 (the language of Redis's scripting engine), each file alone and each
 # decision script as the server receives it: num.lua + prologue.lua + the
 # algorithm's + one.lua, and the compound's num.lua + prologue.lua + all four
-# + compound.lua (src/redis/embed.py joins them the same way).
+# + tier.lua + compound.lua (src/redis/embed.py joins them the same way).
 # Usage: check_lua_scripts.sh LUAC DIR_OR_FILE...   (exit 1 at the first failure)
 set -eu
 luac=$1
@@ -23,7 +23,7 @@ for arg in "$@"; do
       n=$((n + 1))
     done
     (cd "$arg" && cat num.lua prologue.lua gcra.lua token_bucket.lua sliding_log.lua \
-      sliding_counter.lua compound.lua) >"$tmp"
+      sliding_counter.lua tier.lua compound.lua) >"$tmp"
     "$luac" -p "$tmp" || { echo "FAIL: the compound script does not parse"; exit 1; }
     n=$((n + 1))
   else

@@ -338,6 +338,11 @@ void fake_redis_stop(struct fake_redis *f)
 
 unsigned redis_fork_flood(srl_limiter *lim, const char *key)
 {
+    return redis_fork_flood_tier(lim, 0, key);   /* srl_acquire is tier 0's */
+}
+
+unsigned redis_fork_flood_tier(srl_limiter *lim, unsigned tier, const char *key)
+{
     enum { N = 8 };
     int go[2], res[2];
     ck_assert_int_eq(pipe(go), 0);
@@ -352,7 +357,7 @@ unsigned redis_fork_flood(srl_limiter *lim, const char *key)
             unsigned n = 0;
             srl_decision d;
             int rc;
-            while ((rc = srl_acquire(lim, key, strlen(key), 1, &d)) == 0 && d.allowed)
+            while ((rc = srl_acquire_tier(lim, tier, key, strlen(key), 1, &d)) == 0 && d.allowed)
                 n++;
             if (rc != 0)
                 n = 1u << 31;

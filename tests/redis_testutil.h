@@ -22,9 +22,10 @@ long long redis_command_calls(const char *sock, const char *cmd);
 
 /* 8 forked processes (test_fork), started together, each srl_acquire()s
  * key with cost 1 until its first denial; returns the admissions of all,
- * or UINT32_MAX if a child's call failed. */
+ * or UINT32_MAX if a child's call failed.  _tier: srl_acquire_tier(tier). */
 struct srl_limiter;
 unsigned redis_fork_flood(struct srl_limiter *lim, const char *key);
+unsigned redis_fork_flood_tier(struct srl_limiter *lim, unsigned tier, const char *key);
 
 /*
  * A Redis Cluster of three masters on loopback TCP ports (redis-cli

@@ -1,6 +1,3 @@
--- compound.lua - the end of a compound's decision script (after prologue.lua
--- and all four algorithm files): every limit of a key decided in one call,
--- all or nothing, as srl__cmp_decide and srl__cmp_refund (src/core/compound.c),
 -- each limit's ban period as src/core/penalty.c.  Also a single limit with a
 -- ban period (n = 1).
 -- ARGV[3]: the number of limits n (1..4); ARGV[9 + 5 (i - 1) ..]: limit i's
@@ -10,34 +7,49 @@
 -- times joined by spaces) and, while it bans the key, '!' and the ban's
 -- end; expiring when the last of them comes to rest.  The reply adds the
 -- binding limit (0-based) to a decision: {allowed, remaining, retry_after,
--- reset_after, binding, ban started}; a reservation's adds its wait.
+-- reset_after, binding, ban started}; a tiered config's (tier.lua) adds the
+-- tier that decided, a reservation's its wait, last.
 local n = tonumber(ARGV[3])
+-- L[i]: limit i's {letter, permits, window, capacity, ban period}; a tiered
+-- config's (tier.lua) are the decided tier's, and the value starts with
+-- the key's tier and '@'.
+local L = {}
+for i = 1, n do local b = 4 + 5 * i L[i] = {ARGV[b], ARGV[b + 1], ARGV[b + 2], ARGV[b + 3], ARGV[b + 4]} end
+local tiered = tiers_read(9 + 5 * n)
 local v = redis.call('GET', KEYS[1])
 if not commit and not v then return {-1} end
+local body, ktier = v, nil   -- the stored parts and the key's tier (tiered)
+if tiered and v then
+  local t, rest = string.match(v, '^(%d+)@(.*)$')
+  if not t or not TIER[tonumber(t) + 1] then return redis.error_reply('SRLBAD tier') end
+  body, ktier = rest, tonumber(t)
+end
+local tier = tiered and (treq or ktier or 0) or nil   -- the tier that decides
+local from = tiered and TIER[(ktier or tier) + 1] or L
+if tiered then L, n = TIER[tier + 1], #TIER[tier + 1] end
 local part = {}
-for i = 1, n do part[i] = '' end
-if v then
+for i = 1, #from do part[i] = '' end
+if body then
   local i = 0
-  for s in string.gmatch(v .. ';', '([^;]*);') do i = i + 1 part[i] = s end
-  if i ~= n then return redis.error_reply('SRLBAD state') end
+  for s in string.gmatch(body .. ';', '([^;]*);') do i = i + 1 part[i] = s end
+  if i ~= #from then return redis.error_reply('SRLBAD state') end
 end
-local reps, news, rests, all = {}, {}, {}, true
 local pen, ban = {}, {}   -- limit i's ban period and end (ZERO: none)
-local function raise(rep, x)   -- retry_after and reset_after at least x
-  if lt(S(rep[3]), x) then rep[3] = str(x) end
-  if lt(S(rep[4]), x) then rep[4] = str(x) end
+for i = 1, #from do
+  ban[i] = ZERO
+  local b, u = string.match(part[i], '^([^!]*)!(%d+)$')
+  if b then part[i], ban[i] = b, S(u) end
 end
-for i = 1, n do
-  local b = 4 + 5 * i
-  local decide = algo[ARGV[b]]
-  if not decide then return redis.error_reply('SRLBAD algorithm') end
-  local P, W, CAP = S(ARGV[b + 1]), S(ARGV[b + 2]), S(ARGV[b + 3])
-  pen[i], ban[i] = S(ARGV[b + 4]), ZERO
-  local body, u = string.match(part[i], '^([^!]*)!(%d+)$')
-  if body then part[i], ban[i] = body, S(u) end
-  local s = part[i] ~= '' and part[i] or nil
+-- One limit's decision on state text s (nil: fresh) at cost c (nil: the
+-- call's): its reply, new text (a sliding log's times joined by spaces)
+-- and time to rest.
+local function run(spec, s, c)
+  local c0, n0 = cost, costn
+  if c then cost, costn = N(c), c end
+  local decide = algo[spec[1]]
+  local P, W, CAP = S(spec[2]), S(spec[3]), S(spec[4])
   local rep, new, rest
-  if ARGV[b] == 'l' then
+  if spec[1] == 'l' then
     local raw = {}
     if s then for t in string.gmatch(s, '%S+') do raw[#raw + 1] = t end end
     rep, new, rest = decide(raw, P, W, CAP)
@@ -50,6 +62,29 @@ for i = 1, n do
   else
     rep, new, rest = decide(s, P, W, CAP)
   end
+  cost, costn = c0, n0
+  return rep, new, rest
+end
+for i = 1, n do if not algo[L[i][1]] then return redis.error_reply('SRLBAD algorithm') end end
+-- The key moves to another tier (only a request names one): converted,
+-- written even if it is then denied (the host's slot is too).
+local moved = tiered and ktier ~= nil and ktier ~= tier
+local conv = ZERO   -- the converted parts' longest rest
+local changed = moved and not same_limits(from, L)
+if changed then
+  local np, nr = tier_convert(run, from, L, part, ban)
+  if not np then return nr end
+  part = np
+  for i = 1, n do ban[i] = ZERO conv = max(conv, nr[i]) end
+end
+local reps, news, rests, all = {}, {}, {}, true
+local function raise(rep, x)   -- retry_after and reset_after at least x
+  if lt(S(rep[3]), x) then rep[3] = str(x) end
+  if lt(S(rep[4]), x) then rep[4] = str(x) end
+end
+for i = 1, n do
+  pen[i] = S(L[i][5])
+  local rep, new, rest = run(L[i], part[i] ~= '' and part[i] or nil)
   if rep.err then return rep end
   if ARGV[1] ~= 'r' and lt(now, ban[i]) then
     -- Banned: denied whatever the algorithm says, and nothing written.
@@ -78,12 +113,21 @@ local function write(keep, states)
     out[i] = text(i)
     any = any or out[i] ~= ''
   end
-  if any and ms > 0 then redis.call('SET', KEYS[1], table.concat(out, ';'), 'PX', ms)
+  local val = table.concat(out, ';')
+  if tiered then val = tier .. '@' .. val end
+  if any and ms > 0 then redis.call('SET', KEYS[1], val, 'PX', ms)
   else redis.call('DEL', KEYS[1]) end
 end
 if ARGV[1] == 'r' then   -- every limit gets cost back; a ban stays
   write(redis.call('PTTL', KEYS[1]), true)
   return {-2}
+end
+-- The reply: a tiered config's adds the tier that decided, a reservation's
+-- its wait (w), last.
+local function fin(out, w)
+  if tiered then out[#out + 1] = tier end
+  if w then out[#out + 1] = w end
+  return out
 end
 -- A reservation (srl__compound_reserve): the longest wait of the limits'
 -- decisions above binds; within maxw and no ban, every limit takes cost at
@@ -91,7 +135,7 @@ end
 local wait, wb, held, fell = ZERO, 1, false, false
 if reserve then
   for i = 1, n do
-    local a = ARGV[4 + 5 * i]
+    local a = L[i][1]
     if a ~= 't' and a ~= 'g' then return redis.error_reply('SRLBAD reserve') end
     held = held or lt(now, ban[i])
     if reps[i][1] == 0 and lt(wait, S(reps[i][3])) then wait, wb = S(reps[i][3]), i end
@@ -99,9 +143,8 @@ if reserve then
   if not iszero(wait) and not held and le(wait, maxw) then
     local at, r2, n2, rest2 = add(now, wait), {}, {}, {}
     for i = 1, n do
-      local b = 4 + 5 * i
-      r2[i], n2[i], rest2[i] = decide_at(at, algo[ARGV[b]], part[i] ~= '' and part[i] or nil,
-        S(ARGV[b + 1]), S(ARGV[b + 2]), S(ARGV[b + 3]))
+      r2[i], n2[i], rest2[i] = decide_at(at, algo[L[i][1]], part[i] ~= '' and part[i] or nil,
+        S(L[i][2]), S(L[i][3]), S(L[i][4]))
       if r2[i][1] ~= 1 then fell = true break end
       rest2[i] = add(rest2[i], wait)
     end
@@ -111,9 +154,15 @@ if reserve then
       count(true)
       local reset = ZERO
       for i = 1, n do reset = max(reset, S(r2[i][4])) end
-      return {1, 0, '0', str(add(reset, wait)), wb - 1, 0, str(wait)}
+      return fin({1, 0, '0', str(add(reset, wait)), wb - 1, 0}, str(wait))
     end
   end
+end
+-- What a write that keeps the algorithm states keeps as time to live: the
+-- converted parts' rest, else the key's time to live so far.
+local function keep()
+  if changed then return iszero(conv) and 0 or tonumber(px(conv)) end
+  return v and redis.call('PTTL', KEYS[1]) or 0
 end
 local banned = false   -- this call started a ban (SRL_DECISION_BAN_STARTED)
 if all and commit then write(0, true)
@@ -128,7 +177,7 @@ elseif commit then
       banned = true
     end
   end
-  if banned then write(v and redis.call('PTTL', KEYS[1]) or 0, false) end
+  if banned or moved then write(keep(), false) end
 end
 count(all)
 -- Fold as compound.c's fold(): the binding limit is the denier with the
@@ -147,6 +196,7 @@ for i = 2, n do
   if lt(reset, r) then reset = r end
 end
 local out = {reps[bi][1], rem, reps[bi][3], str(reset), bi - 1, banned and 1 or 0}
+local w
 if reserve then
   if out[1] == 0 and not fell then
     -- Refused: retry when the wait is maxw or less, or the longest ban ends.
@@ -154,6 +204,6 @@ if reserve then
     for i = 1, n do if lt(now, ban[i]) then left = max(left, sub(ban[i], now)) end end
     out[3] = str(left)
   end
-  out[7] = '0'
+  w = '0'
 end
-return out
+return fin(out, w)

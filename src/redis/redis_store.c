@@ -100,11 +100,11 @@ static const char algo_letter[] = {
     [SRL_GCRA] = 'g',
 };
 
-/* Several limits, or a ban period: compound.lua decides (its state text
- * holds the bans). */
+/* Several limits, a ban period or tiers: compound.lua decides (its state
+ * text holds the bans, and a tiered config's the key's tier: tier.lua). */
 static int uses_cmp(const srl_limiter *lim)
 {
-    return lim->cmp.count > 1 || lim->cmp.penalty;
+    return lim->cmp.count > 1 || lim->cmp.penalty || lim->tier_count > 1;
 }
 
 static const char *script_of(const srl_limiter *lim)
@@ -132,6 +132,8 @@ struct rstore {
     int cfg_checked;          /* under mu: P:cfg created or found equal (open_cfg) */
     int cfg_mismatch;         /* under mu: P:cfg holds another policy (sticky) */
     uint64_t mismatched;      /* atomic: decisions by on_full for cfg_mismatch */
+    srl_tier adopted_tiers[SRL_TIERS_MAX - 1];   /* adopting: P:cfg's tiers 1.. */
+    uint32_t adopted_tier_count;
 };
 
 static struct rstore *rs_of(srl_limiter *lim) { return lim->impl; }
@@ -767,6 +769,72 @@ static int load_script(struct rstore *r, const char *k, size_t kl)
 
 static int runnable(const srl_limits *l);
 
+/* P:cfg's policy text: the limits' canonical text, then " tier.NAME=TEXT"
+ * per tier, so hosts with other tiers differ as hosts with another policy
+ * do (and a version without tiers sees another policy). */
+#define CFG_TEXT_MAX (SRL_TIERS_MAX * (SRL_LIMITS_TEXT_MAX + SRL_TIER_NAME_MAX + 8))
+static int limits_text(const srl_limits *l, char *buf, size_t len)
+{
+    return l->count > 1 ? srl_limits_format(l, buf, len)
+                        : srl_policy_format(&l->limit[0], buf, len);
+}
+
+static int cfg_text(const srl_limits *base, const srl_tier *tiers, uint32_t n, char *buf,
+                    size_t len)
+{
+    int rc = limits_text(base, buf, len);
+    if (rc < 0)
+        return rc;
+    size_t used = strlen(buf);
+    for (uint32_t t = 0; t < n; t++) {
+        char one[SRL_LIMITS_TEXT_MAX];
+        if ((rc = limits_text(&tiers[t].limits, one, sizeof one)) < 0)
+            return rc;
+        int w = snprintf(buf + used, len - used, " tier.%s=%s", tiers[t].name, one);
+        if (w < 0 || (size_t)w >= len - used)
+            return SRL_EINVAL;
+        used += (size_t)w;
+    }
+    return 0;
+}
+
+/* Adopting: a stored text with tiers (cfg_text's), parsed as untrusted
+ * into r->adopted and r->adopted_tiers.  0, SRL_ECORRUPT (not a text
+ * cfg_text writes) or SRL_ENOTSUP (a tier no script runs). */
+static int adopt_tiers(struct rstore *r, const char *text)
+{
+    srl_config c;
+    srl_policy_error pe;
+    srl_config_init(&c);
+    if (srl_config_parse(&c, text, &pe) != 0)
+        return SRL_ECORRUPT;
+    srl_limits base = c.limits, canon;
+    int rc = 0;
+    if ((base.count == 0 && srl_limits_of(&c.policy, &base) != 0) ||
+        srl__limits_canonical(&base, &canon) != 0 || c.tier_count == 0)
+        rc = SRL_ECORRUPT;
+    for (uint32_t t = 0; rc == 0 && t < c.tier_count; t++) {
+        r->adopted_tiers[t] = c.tiers[t];
+        if (srl__limits_canonical(&c.tiers[t].limits, &r->adopted_tiers[t].limits) != 0)
+            rc = SRL_ECORRUPT;
+        else if (!runnable(&r->adopted_tiers[t].limits))
+            rc = SRL_ENOTSUP;
+    }
+    char again[CFG_TEXT_MAX];
+    /* Only the policy and its tiers: any other option is not ours. */
+    if (rc == 0 && (cfg_text(&canon, r->adopted_tiers, c.tier_count, again, sizeof again) != 0 ||
+                    strcmp(again, text) != 0))
+        rc = SRL_ECORRUPT;
+    if (rc == 0 && !runnable(&canon))
+        rc = SRL_ENOTSUP;
+    if (rc == 0) {
+        r->adopted = canon;
+        r->adopted_tier_count = c.tier_count;
+    }
+    srl_config_free(&c);
+    return rc;
+}
+
 /* Under mu: create P:cfg with this limiter's policy, or check the stored
  * one; with adopt, take the stored policy instead (never create).  Sets
  * created_unix_ns from the server's TIME at P:cfg's creation.  0,
@@ -774,11 +842,10 @@ static int runnable(const srl_limits *l);
  * policy text this version cannot use) or a connection error. */
 static int open_cfg(struct rstore *r, int adopt)
 {
-    char ptext[SRL_LIMITS_TEXT_MAX] = "", cfgkey[PREFIX_MAX + 8];
-    const srl_limits *mine = &r->lim.cmp.limits;
+    char ptext[CFG_TEXT_MAX] = "", cfgkey[PREFIX_MAX + 8];
     int rc = adopt ? 0
-             : mine->count > 1 ? srl_limits_format(mine, ptext, sizeof ptext)
-                               : srl_policy_format(rpol(&r->lim), ptext, sizeof ptext);
+                   : cfg_text(&r->lim.cmp.limits, r->lim.tier_def, r->lim.tier_count - 1, ptext,
+                              sizeof ptext);
     if (rc < 0)
         return rc;
     snprintf(cfgkey, sizeof cfgkey, "%s:cfg", r->u.prefix);
@@ -813,12 +880,14 @@ static int open_cfg(struct rstore *r, int adopt)
                 rc = SRL_ECORRUPT;
             else
                 memcpy(ptext, e[1]->str, e[1]->len + 1);
-            if (rc == 0 && (srl_limits_parse_ex(ptext, &l, &pe) != 0 ||
-                            srl__limits_canonical(&l, &p) != 0))
+            if (rc == 0 && strstr(ptext, " tier.") != NULL)
+                rc = adopt_tiers(r, ptext);
+            else if (rc == 0 && (srl_limits_parse_ex(ptext, &l, &pe) != 0 ||
+                                 srl__limits_canonical(&l, &p) != 0))
                 rc = SRL_ECORRUPT;
             else if (rc == 0 && !runnable(&p))
                 rc = SRL_ENOTSUP;   /* e.g. concurrency: no script holds leases */
-            if (rc == 0)
+            else if (rc == 0)
                 r->adopted = p;   /* srl_open_redis re-inits the limiter with it */
         }
         if (rc == 0 && (e[2]->len >= sizeof r->esec || e[3]->len >= sizeof r->eusec))
@@ -877,19 +946,53 @@ static void slot_hash_name(const struct rstore *r, const char *k, size_t kl, cha
 #define SCRIPT_ARGC 12
 #define SCRIPT_XARGS 2
 #define SCRIPT_ARGS_PER_LIMIT 5
-#define SCRIPT_ARGC_MAX (SCRIPT_ARGC + SCRIPT_XARGS + SCRIPT_ARGS_PER_LIMIT * SRL_LIMITS_MAX)
+/* A tiered config's (tier.lua) add the request's tier ("own": the key's)
+ * and the table: its count, then per tier its number of limits and theirs. */
+#define SCRIPT_LIMIT_ARGS (SCRIPT_ARGS_PER_LIMIT * SRL_LIMITS_MAX)
+#define SCRIPT_TIER_ARGS (2 + SRL_TIERS_MAX * (1 + SCRIPT_LIMIT_ARGS))
+#define SCRIPT_ARGC_MAX (SCRIPT_ARGC + SCRIPT_XARGS + SCRIPT_LIMIT_ARGS + SCRIPT_TIER_ARGS)
 struct script_call {
     char cfg[PREFIX_MAX + 16], st[PREFIX_MAX + 16];
     char a_cost[24], a_P[24], a_W[24], a_now[24], a_cap[24], a_mode[2];
     char a_maxw[24], a_dry[2];   /* '0' but for srl_reserve; '1' on a dry-run handle */
-    char a_lim[SRL_LIMITS_MAX][SCRIPT_ARGS_PER_LIMIT - 1][24], a_letter[SRL_LIMITS_MAX][2];
+    /* Per tier (0 without tiers): its limits' count, letters and numbers. */
+    char a_n[SRL_TIERS_MAX][4], a_letter[SRL_TIERS_MAX][SRL_LIMITS_MAX][2];
+    char a_lim[SRL_TIERS_MAX][SRL_LIMITS_MAX][SCRIPT_ARGS_PER_LIMIT - 1][24];
+    char a_tier[12], a_tiers[12];
     int argc;
+    const char *xv[SCRIPT_LIMIT_ARGS + SCRIPT_TIER_ARGS];   /* after the fixed ones */
     const char *argv[SCRIPT_ARGC_MAX];
     size_t lens[SCRIPT_ARGC_MAX];
 };
 
-/* Fill *sc for mode and cost; then script_argv() per key and attempt. */
-static void script_init(const srl_limiter *lim, struct script_call *sc, char mode, uint32_t cost)
+/* Tier t's limits into *sc (its count, then per limit letter permits
+ * window capacity penalty); the pointers to them at xv[at..], returned
+ * past the last. */
+static int script_limits(const srl_limiter *lim, struct script_call *sc, uint32_t t, int at)
+{
+    const srl_limits *l = &srl__tier_cmp(lim, t)->limits;
+    snprintf(sc->a_n[t], sizeof sc->a_n[t], "%u", l->count);
+    for (uint32_t i = 0; i < l->count; i++) {
+        const srl_policy *p = &l->limit[i];
+        char (*f)[24] = sc->a_lim[t][i];
+        sc->a_letter[t][i][0] = algo_letter[p->algorithm];
+        sc->a_letter[t][i][1] = '\0';
+        snprintf(f[0], sizeof f[0], "%u", p->permits);
+        snprintf(f[1], sizeof f[1], "%llu", (unsigned long long)p->window_ns);
+        snprintf(f[2], sizeof f[2], "%u", srl__capacity(p));
+        snprintf(f[3], sizeof f[3], "%llu", (unsigned long long)p->penalty_ns);
+        sc->xv[at++] = sc->a_letter[t][i];
+        for (int k = 0; k < SCRIPT_ARGS_PER_LIMIT - 1; k++)
+            sc->xv[at++] = f[k];
+    }
+    return at;
+}
+
+/* Fill *sc for mode, cost and tier (SRL__OWN_TIER: the key's own, which
+ * the script reads); then script_argv() per key and attempt. */
+#define SRL__OWN_TIER UINT32_MAX
+static void script_init(const srl_limiter *lim, struct script_call *sc, char mode, uint32_t cost,
+                        uint32_t tier)
 {
     const struct rstore *r = lim->impl;
     snprintf(sc->cfg, sizeof sc->cfg, "%s:cfg", r->u.prefix);
@@ -903,22 +1006,29 @@ static void script_init(const srl_limiter *lim, struct script_call *sc, char mod
     memcpy(sc->a_maxw, "0", 2);
     memcpy(sc->a_dry, lim->dry_run ? "1" : "0", 2);
     sc->argc = SCRIPT_ARGC + SCRIPT_XARGS;
-    const srl_limits *l = &lim->cmp.limits;
     if (uses_cmp(lim)) {
-        snprintf(sc->a_P, sizeof sc->a_P, "%u", l->count);
+        /* The request's tier decides; tier.lua switches to the key's own
+         * (SRL__OWN_TIER), which only the script knows. */
+        uint32_t t = tier == SRL__OWN_TIER ? 0 : tier;
         sc->a_W[0] = sc->a_cap[0] = '\0';
-        for (uint32_t i = 0; i < l->count; i++) {
-            const srl_policy *p = &l->limit[i];
-            sc->a_letter[i][0] = algo_letter[p->algorithm];
-            sc->a_letter[i][1] = '\0';
-            snprintf(sc->a_lim[i][0], sizeof sc->a_lim[i][0], "%u", p->permits);
-            snprintf(sc->a_lim[i][1], sizeof sc->a_lim[i][1], "%llu",
-                     (unsigned long long)p->window_ns);
-            snprintf(sc->a_lim[i][2], sizeof sc->a_lim[i][2], "%u", srl__capacity(p));
-            snprintf(sc->a_lim[i][3], sizeof sc->a_lim[i][3], "%llu",
-                     (unsigned long long)p->penalty_ns);
+        int at = script_limits(lim, sc, t, 0);
+        memcpy(sc->a_P, sc->a_n[t], sizeof sc->a_n[t]);
+        if (lim->tier_count > 1) {
+            if (tier == SRL__OWN_TIER)
+                memcpy(sc->a_tier, "own", 4);
+            else
+                snprintf(sc->a_tier, sizeof sc->a_tier, "%u", tier);
+            snprintf(sc->a_tiers, sizeof sc->a_tiers, "%u", lim->tier_count);
+            sc->xv[at++] = sc->a_tier;
+            sc->xv[at++] = sc->a_tiers;
+            for (uint32_t j = 0; j < lim->tier_count; j++) {
+                sc->xv[at++] = NULL;   /* the count, once a_n[j] is written */
+                int c = at - 1;
+                at = script_limits(lim, sc, j, at);
+                sc->xv[c] = sc->a_n[j];
+            }
         }
-        sc->argc = SCRIPT_ARGC + SCRIPT_XARGS + SCRIPT_ARGS_PER_LIMIT * (int)l->count;
+        sc->argc = SCRIPT_ARGC + SCRIPT_XARGS + at;
     }
 }
 
@@ -940,11 +1050,8 @@ static void script_argv(srl_limiter *lim, struct script_call *sc, const char *ke
         sc->argv[i] = argv[i];
     sc->argv[SCRIPT_ARGC] = sc->a_maxw;
     sc->argv[SCRIPT_ARGC + 1] = sc->a_dry;
-    for (int i = SCRIPT_ARGC + SCRIPT_XARGS; i < sc->argc; i++) {
-        int at = i - SCRIPT_ARGC - SCRIPT_XARGS;
-        int j = at / SCRIPT_ARGS_PER_LIMIT, f = at % SCRIPT_ARGS_PER_LIMIT;
-        sc->argv[i] = f == 0 ? sc->a_letter[j] : sc->a_lim[j][f - 1];
-    }
+    for (int i = SCRIPT_ARGC + SCRIPT_XARGS; i < sc->argc; i++)
+        sc->argv[i] = sc->xv[i - SCRIPT_ARGC - SCRIPT_XARGS];
     for (int i = 0; i < sc->argc; i++)
         sc->lens[i] = i == 3 ? klen : strlen(sc->argv[i]);
 }
@@ -1010,16 +1117,29 @@ static int reply_wait(const redisReply *e, uint64_t *v)
  * limit (each plus SRL_WAIT_MAX_NS if the policy can reserve: a
  * reservation stores states that far ahead); a reservation's (max_wait >
  * 0) adds its wait, at most max_wait, nonzero only on an admission with
- * remaining 0; else 0 (*d untouched). */
-static int reply_decision(const srl_limiter *lim, const redisReply *rep, uint64_t max_wait,
-                          srl_decision *d)
+ * remaining 0; a tiered config's adds the tier that decided (the
+ * request's, or for SRL__OWN_TIER the key's: any of the table), whose
+ * limits the rest is checked against (*decided, if not NULL); else 0
+ * (*d untouched). */
+static int reply_decision(const srl_limiter *lim, const redisReply *rep, uint32_t tier,
+                          uint64_t max_wait, srl_decision *d, uint32_t *decided)
 {
-    const srl_limits *l = &lim->cmp.limits;
-    size_t want = (uses_cmp(lim) ? 6 : 4) + (max_wait > 0);   /* compound.lua adds binding,
-                                                                 ban started; a reservation
-                                                                 its wait, last */
+    int tiered = lim->tier_count > 1;
+    size_t want = (uses_cmp(lim) ? 6 : 4) + (size_t)tiered + (max_wait > 0);
+    /* compound.lua adds binding, ban started; tier.lua the tier; a
+     * reservation its wait, last */
     if (rep->type != REDIS_REPLY_ARRAY || rep->elements != want)
         return 0;
+    if (tiered) {
+        const redisReply *e = rep->element[6];
+        if (e->type != REDIS_REPLY_INTEGER || e->integer < 0 ||
+            e->integer >= lim->tier_count || (tier != SRL__OWN_TIER && e->integer != tier))
+            return 0;
+        tier = (uint32_t)e->integer;
+    } else {
+        tier = 0;
+    }
+    const srl_limits *l = &srl__tier_cmp(lim, tier)->limits;
     uint64_t wait = 0;
     if (max_wait > 0 && (!reply_wait(rep->element[want - 1], &wait) || wait > max_wait))
         return 0;
@@ -1052,6 +1172,8 @@ static int reply_decision(const srl_limiter *lim, const redisReply *rep, uint64_
     if (v[0] > 1 || (uint64_t)v[1] > cap || (v[0] == 1 && (w[0] != 0 || flags != 0)) ||
         w[0] > most || w[1] > longest || (wait != 0 && (v[0] != 1 || v[1] != 0)))
         return 0;
+    if (decided != NULL)
+        *decided = tier;
     *d = (srl_decision){.allowed = v[0] != 0, .limit = cap,
                         .remaining = (uint32_t)v[1], .retry_after_ns = w[0],
                         .reset_after_ns = w[1], .flags = flags, .binding = b, .wait_ns = wait};
@@ -1099,13 +1221,13 @@ static int script_recover(struct rstore *r, const redisReply *rep, int *rc, cons
 /* One run of the script.  mode: 'a' acquire (srl_reserve's with max_wait >
  * 0), 'p' peek (fill *d), 'r' refund (d is NULL). */
 static int decide(srl_limiter *lim, const void *key, size_t len, uint32_t cost, char mode,
-                  uint64_t max_wait, srl_decision *d)
+                  uint32_t tier, uint64_t max_wait, srl_decision *d)
 {
     struct rstore *r = rs_of(lim);
     char kbuf[PREFIX_MAX + 8 + SRL_KEY_MAX];
     size_t klen = key_name(r, "k:", key, len, kbuf);
     struct script_call sc;
-    script_init(lim, &sc, mode, cost);
+    script_init(lim, &sc, mode, cost, tier);
     snprintf(sc.a_maxw, sizeof sc.a_maxw, "%llu", (unsigned long long)max_wait);
 
     int rc = call_begin(r);
@@ -1143,7 +1265,7 @@ static int decide(srl_limiter *lim, const void *key, size_t len, uint32_t cost, 
                    rep->element[0]->type == REDIS_REPLY_INTEGER &&
                    rep->element[0]->integer == -2) {
             rc = 0;   /* refunded */
-        } else if (d != NULL && reply_decision(lim, rep, max_wait, d)) {
+        } else if (d != NULL && reply_decision(lim, rep, tier, max_wait, d, NULL)) {
             rc = 0;
         }
         freeReplyObject(rep);
@@ -1161,25 +1283,41 @@ static int decide(srl_limiter *lim, const void *key, size_t len, uint32_t cost, 
 static int rs_acquire(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
                       srl_decision *d)
 {
-    return decide(lim, key, len, cost, 'a', 0, d);
+    return decide(lim, key, len, cost, 'a', 0, 0, d);
+}
+
+/* srl_acquire_tier: the key moves to tier if it is of another (tier.lua
+ * converts it in the same script call). */
+static int rs_acquire_tier(srl_limiter *lim, uint32_t tier, const void *key, size_t len,
+                           uint32_t cost, srl_decision *d)
+{
+    return decide(lim, key, len, cost, 'a', tier, 0, d);
 }
 
 /* srl_reserve: the acquire's script call with max_wait (prologue.lua). */
 static int rs_reserve(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
                       uint64_t max_wait, srl_decision *d)
 {
-    return decide(lim, key, len, cost, 'a', max_wait, d);
+    return decide(lim, key, len, cost, 'a', 0, max_wait, d);
 }
 
 static int rs_peek(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
                    srl_decision *d)
 {
-    return decide(lim, key, len, cost, 'p', 0, d);
+    return decide(lim, key, len, cost, 'p', SRL__OWN_TIER, 0, d);
+}
+
+/* srl_peek_tier: what tier would get, the key's state converted in the
+ * script only (nothing written). */
+static int rs_peek_tier(srl_limiter *lim, uint32_t tier, const void *key, size_t len,
+                        uint32_t cost, srl_decision *d)
+{
+    return decide(lim, key, len, cost, 'p', tier, 0, d);
 }
 
 static int rs_refund(srl_limiter *lim, const void *key, size_t len, uint32_t cost)
 {
-    return decide(lim, key, len, cost, 'r', 0, NULL);
+    return decide(lim, key, len, cost, 'r', SRL__OWN_TIER, 0, NULL);
 }
 
 static int rs_reset_key(srl_limiter *lim, const void *key, size_t len)
@@ -1271,7 +1409,7 @@ static int walk_pipe(srl_limiter *lim, struct srl__rconn *n, struct walk_batch *
     if (rc != 0)
         return rc;
     struct script_call sc;
-    script_init(lim, &sc, 'p', 1);
+    script_init(lim, &sc, 'p', 1, SRL__OWN_TIER);
     struct pipe_guard g;
     pipe_guard_begin(&g);
     for (size_t i = 0; i < b->n && rc == 0; i++) {
@@ -1588,7 +1726,7 @@ static int64_t rs_foreach(srl_limiter *lim, srl_foreach_fn fn, void *ctx)
                 if (k->len <= plen || k->len - plen > SRL_KEY_MAX ||
                     memcmp(k->str, r->u.prefix, plen - 3) != 0 ||
                     memcmp(k->str + plen - 3, ":k:", 3) != 0 ||
-                    !reply_decision(lim, b.peek[i], 0, &e.now))
+                    !reply_decision(lim, b.peek[i], SRL__OWN_TIER, 0, &e.now, &e.tier))
                     continue;
                 e.display = (const unsigned char *)k->str + plen;
                 e.display_len = e.key_len = (uint32_t)(k->len - plen);
@@ -1618,7 +1756,9 @@ static void rs_close(srl_limiter *lim)
 
 static const struct srl__store_ops redis_ops = {
     .acquire = rs_acquire,
+    .acquire_tier = rs_acquire_tier,
     .peek = rs_peek,
+    .peek_tier = rs_peek_tier,
     .refund = rs_refund,
     .reserve = rs_reserve,
     .reset_key = rs_reset_key,
@@ -1655,8 +1795,6 @@ int srl_open_redis(const char *uri, const srl_config *cfg, srl_limiter **out)
     srl_config defaults;
     int adopt = cfg == NULL;
     int rc = srl__open_prologue(cfg, 1, &defaults, &cfg, out);
-    if (rc == 0 && cfg->tier_count > 0)
-        return SRL_ENOTSUP;   /* tiers: the shared and anonymous stores only */
     if (rc != 0)
         return rc;
     if (uri == NULL)
@@ -1666,6 +1804,9 @@ int srl_open_redis(const char *uri, const srl_config *cfg, srl_limiter **out)
      * policy is checked by open_cfg. */
     if (!adopt && !runnable(&cfg->limits))
         return SRL_ENOTSUP;
+    for (uint32_t t = 0; !adopt && t < cfg->tier_count; t++)
+        if (!runnable(&cfg->tiers[t].limits))
+            return SRL_ENOTSUP;   /* a tier no script runs (fixed_window) */
 
     struct rstore *r = calloc(1, sizeof *r);
     if (r == NULL)
@@ -1714,6 +1855,8 @@ int srl_open_redis(const char *uri, const srl_config *cfg, srl_limiter **out)
          * default ticker as a config would. */
         defaults.limits = r->adopted;
         defaults.policy = r->adopted.limit[0];
+        defaults.tiers = r->adopted_tiers;
+        defaults.tier_count = r->adopted_tier_count;
         rc = srl__limiter_init(&r->lim, &redis_ops, &defaults);
         r->lim.impl = r;
     }

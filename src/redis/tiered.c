@@ -413,6 +413,13 @@ int srl_open_tiered(const char *shm_name, const char *uri, const srl_config *cfg
         return rc;
     if (shm_name == NULL || uri == NULL)
         return SRL_EINVAL;
+    if (use->tier_count > 0) {
+        /* The host's remembered denials know no tier: one under tier 0
+         * would refuse a key that a move to a larger tier lets through. */
+        srl__err_set("tiers (tier.NAME) are not taken by the fronted store yet: open the "
+                     "Redis store alone (srl_open_redis) or drop the tiers");
+        return SRL_ENOTSUP;
+    }
     rc = srl_name_check(shm_name);
     srl_limits fbl;
     const srl_limits *fbp = srl__config_fallback(use, &fbl) ? &fbl : NULL;

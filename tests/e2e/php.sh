@@ -527,7 +527,7 @@ check_eq "7: rlctl info: default tier's keys" "tier 0:         default = token_b
 check_eq "7: rlctl info: paid tier's keys" "tier 1:         paid = token_bucket:5/1d (2 keys)" \
   "$(grep '^tier 1:' <<<"$info")"
 check_eq "7: tiers with redis are refused, named" \
-  "InvalidArgumentException 0 tier.NAME is for a segment; a Redis store (redis=) has one policy" \
+  "InvalidArgumentException 0 tier.NAME is not taken by the fronted store (redis=) yet: use a segment, or srl_open_redis alone" \
   "$(php_redis 'new Srl("x", "token_bucket:20/1d", 1024, ["redis" => $u, "tiers" => ["a" => "1/1s"]])')"
 
 stop_pid "$fpm_pid" QUIT
