@@ -7,8 +7,10 @@
  * decisions with one request per round trip (no pipelining: a worker must
  * wait for its answer before it serves the request), from one client and
  * from two forked clients, then srl's Redis and tiered stores under a
- * flood (redis_tiered.c), then SHUTDOWN NOSAVE, reaping the server (kill
- * by pid if it does not go), and removing the directory.
+ * flood (redis_tiered.c), then a compound policy on srl's Redis store
+ * against a hand-written script (redis_compound.c), then SHUTDOWN
+ * NOSAVE, reaping the server (kill by pid if it does not go), and
+ * removing the directory.
  *
  * The script is GCRA, the same algorithm as srl's gcra: the state is one
  * number per key, the theoretical arrival time (TAT) in microseconds.  Time
@@ -46,6 +48,9 @@
 
 /* redis_tiered.c, on this server. */
 void bench_tiered_run(redisContext *c, const char *sock, bench_tiered_result *out);
+/* redis_compound.c, on this server. */
+void bench_compound_run(const bench_opts *o, const bench_keys *k, const bench_seq *seq,
+                        redisContext *c, const char *sock, bench_compound_result *out);
 
 static const char gcra_lua[] =
     "local interval = tonumber(ARGV[1])\n"      /* us per permit: W / N */
@@ -335,6 +340,7 @@ void bench_redis_run(const bench_opts *o, const bench_keys *k, const bench_seq *
         munmap(pg, sizeof *pg);
     }
     bench_tiered_run(c, s.sock, &out->tiered);
+    bench_compound_run(o, k, seq, c, s.sock, &out->compound);
     out->available = 1;
     server_stop(&s, c);
 }
