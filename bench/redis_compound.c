@@ -29,14 +29,12 @@
  * asserted on time: a count that is not what it must be (a denial, a
  * failed call) is reported, never hidden.
  */
-#include "bench.h"
+#include "redis_bench.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-
-#include <hiredis/hiredis.h>
 
 #define COMPOUND "token_bucket:1000000000/1s + token_bucket:1000000000/1d"
 #define CONCURRENCY "concurrency:100"
@@ -273,16 +271,8 @@ void bench_compound_run(const bench_opts *o, const bench_keys *k, const bench_se
         out->rc = rc;
         return;
     }
-    char sha[64] = "";
-    redisReply *r = redisCommand(c, "SCRIPT LOAD %s", hand_lua);
-    if (r != NULL && r->type == REDIS_REPLY_STRING)
-        snprintf(sha, sizeof sha, "%s", r->str);
-    else
-        snprintf(out->why, sizeof out->why, "SCRIPT LOAD: %s",
-                 r == NULL ? c->errstr : (r->type == REDIS_REPLY_ERROR ? r->str : "bad reply"));
-    if (r != NULL)
-        freeReplyObject(r);
-    if (sha[0] == '\0') {
+    char sha[64];
+    if (bench_redis_script_load(c, hand_lua, sha, sizeof sha, out->why, sizeof out->why) != 0) {
         srl_close(sub[0].lim);
         return;
     }
