@@ -390,7 +390,9 @@ typedef struct bench_tiered_result {
 } bench_tiered_result;
 
 /* redis_compound.c: a compound policy, srl's Redis store against a
- * hand-written EVALSHA; [0] srl, [1] the script. */
+ * hand-written EVALSHA; [0] srl, [1] the script, [2] srl with the
+ * compound's first limit alone (what the second limit costs srl). */
+enum { BENCH_COMPOUND_SUBJECTS = 3 };
 typedef struct bench_compound_cell {
     double rate;                  /* decisions/s, one client (median of reps) */
     uint64_t decisions, admitted; /* over every timed repetition */
@@ -401,15 +403,16 @@ typedef struct bench_compound_result {
     int rc;                       /* an srl error of the cell (0: none) */
     char why[200];
     char policy[128];
+    char one[64];                 /* [2]'s policy */
     int reps;
     double seconds;               /* per repetition and subject */
-    bench_compound_cell cell[2];
+    bench_compound_cell cell[BENCH_COMPOUND_SUBJECTS];
     uint64_t rt_n;                /* decisions between the two INFO commandstats */
-    long long rt_evalsha[2];      /* the server's EVALSHA calls in them (commandstats) */
-    long long rt_usec[2];         /* its microseconds in those calls (commandstats) */
-    long long rt_sent[2];         /* commands the subject sent (MONITOR) */
-    long long rt_inner[2];        /* commands its script ran (MONITOR, "lua") */
-    uint64_t rt_admitted[2];
+    long long rt_evalsha[BENCH_COMPOUND_SUBJECTS];      /* the server's EVALSHA calls in them (commandstats) */
+    long long rt_usec[BENCH_COMPOUND_SUBJECTS];         /* its microseconds in those calls (commandstats) */
+    long long rt_sent[BENCH_COMPOUND_SUBJECTS];         /* commands the subject sent (MONITOR) */
+    long long rt_inner[BENCH_COMPOUND_SUBJECTS];        /* commands its script ran (MONITOR, "lua") */
+    uint64_t rt_admitted[BENCH_COMPOUND_SUBJECTS];
     char conc_policy[64];
     int conc_rc;                  /* srl_open_redis's answer for conc_policy */
     char conc_why[200];           /* srl_last_error after it */

@@ -10,11 +10,12 @@
  * what redis-cell's README or a blog post shows), one client, one request
  * per round trip, the same server, the same key sequence (the benchmark's
  * keys, redis.c's sequence, each repetition from its own offset, both
- * subjects from the same one).  Timed by the wall clock: a round trip
- * waits for the server, so this thread's CPU time (--cpu-time) would not
- * see it.  The subjects alternate (srl first in even repetitions, the
- * script first in odd ones) so that a neighbour's load falls on both; the
- * median rate is reported.  Then, for each subject, exactly RT_N decisions
+ * subjects from the same one).  A third subject, srl with the compound's
+ * first limit alone, says what the second limit costs srl.  Timed by the
+ * wall clock: a round trip waits for the server, so this thread's CPU time
+ * (--cpu-time) would not see it.  The subjects alternate (in order in even
+ * repetitions, reversed in odd ones) so that a neighbour's load falls on
+ * all; the median rate is reported.  Then, for each subject, exactly RT_N decisions
  * (quick: RT_N_QUICK) between two INFO commandstats (the server's EVALSHA
  * calls and the time it spent in them) while a MONITOR connection watches:
  * the commands the subject sent (on the decision path neither hiredis nor
@@ -23,7 +24,8 @@
  * (today SRL_ENOTSUP) is kept for the report's row.
  *
  * Invariants: only the public API (srl.h) and hiredis; srl's keys live
- * under prefix bench-c (and bench-cc for the concurrency open), the
+ * under prefixes bench-c, bench-c1 (one limit) and bench-cc (the
+ * concurrency open), the
  * script's under bench-h:k:, the decision keys expiring at rest; the
  * server is the benchmark's own and goes with it.  Nothing here is
  * asserted on time: a count that is not what it must be (a denial, a
@@ -262,8 +264,16 @@ void bench_compound_run(const bench_opts *o, const bench_keys *k, const bench_se
     }
     char uri[200];
     snprintf(uri, sizeof uri, "unix://%s?prefix=bench-c&timeout_ms=2000", sock);
-    struct subject sub[2] = {{.hand = 0, .l = &cfg.limits}, {.hand = 1, .l = &cfg.limits, .c = c}};
+    srl_config one = cfg;   /* the compound's first limit alone */
+    (void)srl_limits_of(&cfg.limits.limit[0], &one.limits);   /* valid: parsed above */
+    (void)srl_policy_format(&one.limits.limit[0], out->one, sizeof out->one);
+    struct subject sub[BENCH_COMPOUND_SUBJECTS] = {{.hand = 0, .l = &cfg.limits},
+                                                   {.hand = 1, .l = &cfg.limits, .c = c},
+                                                   {.hand = 0, .l = &one.limits}};
     rc = srl_open_redis(uri, &cfg, &sub[0].lim);
+    snprintf(uri, sizeof uri, "unix://%s?prefix=bench-c1&timeout_ms=2000", sock);
+    if (rc == 0 && (rc = srl_open_redis(uri, &one, &sub[2].lim)) != 0)
+        srl_close(sub[0].lim);
     if (rc != 0) {
         char last[160];
         srl_last_error(last, sizeof last);
@@ -274,6 +284,7 @@ void bench_compound_run(const bench_opts *o, const bench_keys *k, const bench_se
     char sha[64];
     if (bench_redis_script_load(c, hand_lua, sha, sizeof sha, out->why, sizeof out->why) != 0) {
         srl_close(sub[0].lim);
+        srl_close(sub[2].lim);
         return;
     }
     sub[1].sha = sha;
@@ -281,14 +292,14 @@ void bench_compound_run(const bench_opts *o, const bench_keys *k, const bench_se
     out->reps = o->reps < REPS_MAX ? o->reps : REPS_MAX;
     out->seconds = o->seconds < 2.0 ? o->seconds : 2.0;
     uint64_t budget = (uint64_t)(out->seconds * 1e9);
-    double rates[2][REPS_MAX];
+    double rates[BENCH_COMPOUND_SUBJECTS][REPS_MAX];
     /* Warm-up: the connections, the scripts loaded, the first keys. */
-    bench_compound_cell warm[2] = {{0}};
-    for (int i = 0; i < 2 && rc == 0; i++)
+    bench_compound_cell warm[BENCH_COMPOUND_SUBJECTS] = {{0}};
+    for (int i = 0; i < BENCH_COMPOUND_SUBJECTS && rc == 0; i++)
         rc = run(&sub[i], k, seq, 0, 0, 64, &warm[i], out->why, sizeof out->why);
     for (int rep = 0; rep < out->reps && rc == 0; rep++)
-        for (int j = 0; j < 2 && rc == 0; j++) {
-            int i = rep % 2 ? 1 - j : j;
+        for (int j = 0; j < BENCH_COMPOUND_SUBJECTS && rc == 0; j++) {
+            int i = rep % 2 ? BENCH_COMPOUND_SUBJECTS - 1 - j : j;
             uint64_t offset = (uint64_t)(rep + 1) * (seq->len / (uint64_t)(out->reps + 2));
             rc = run(&sub[i], k, seq, offset, budget, 0, &out->cell[i], out->why,
                      sizeof out->why);
@@ -298,7 +309,7 @@ void bench_compound_run(const bench_opts *o, const bench_keys *k, const bench_se
      * (EVALSHA calls and time), watched by MONITOR (every command the
      * subject sent, none pipelined on this path: one round trip each). */
     out->rt_n = o->quick ? RT_N_QUICK : RT_N;
-    for (int i = 0; i < 2 && rc == 0; i++) {
+    for (int i = 0; i < BENCH_COMPOUND_SUBJECTS && rc == 0; i++) {
         long long e0 = 0, u0 = 0, e1 = 0, u1 = 0;
         bench_compound_cell rt = {0};
         redisContext *m = monitor_open(sock);
@@ -330,11 +341,12 @@ void bench_compound_run(const bench_opts *o, const bench_keys *k, const bench_se
         }
     }
     srl_close(sub[0].lim);
+    srl_close(sub[2].lim);
     if (rc != 0) {
         out->rc = rc < 0 ? SRL_ESYS : rc;
         return;
     }
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < BENCH_COMPOUND_SUBJECTS; i++)
         out->cell[i].rate = median(rates[i], out->reps);
     out->available = 1;
 }

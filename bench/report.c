@@ -327,19 +327,24 @@ static void print_compound(const bench_compound_result *t)
            "per subject, alternating, median; wall clock (a round trip waits for the server, "
            "so --cpu-time does not apply). Then exactly %llu decisions per subject between two "
            "INFO commandstats (EVALSHA calls, server time) under MONITOR (the commands the "
-           "subject sent, each one round trip: none is pipelined; and those its script ran).\n\n",
+           "subject sent, each one round trip: none is pipelined; and those its script ran). "
+           "The last row, srl with the compound's first limit alone (its ratio is against the "
+           "compound script), says what the second limit costs srl.\n\n",
            t->policy, t->reps, t->seconds, (unsigned long long)t->rt_n);
     printf("| policy | who | decisions/s | srl / script | admitted | round trips per decision "
            "| EVALSHA per decision | server us per EVALSHA | script's commands per decision |\n");
-    printf("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
-    static const char *who[2] = {"srl's Redis store", "hand-written EVALSHA"};
+    printf("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+    static const char *who[BENCH_COMPOUND_SUBJECTS] = {
+        "srl's Redis store", "hand-written EVALSHA", "srl's Redis store, first limit alone"};
     char g[64];
     double n = (double)t->rt_n;
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < BENCH_COMPOUND_SUBJECTS; i++) {
         const bench_compound_cell *c = &t->cell[i];
-        printf("| compound (2 token buckets) | %s | %.0f | %s | %llu / %llu | %.3f | %.3f | %.1f "
-               "| %.3f |\n", who[i], c->rate,
-               i ? "1.00x" : ratio(c->rate, t->cell[1].rate, t->cell[1].rate > 0, g, sizeof g),
+        char pol[96];
+        snprintf(pol, sizeof pol, "%s", i == 2 ? t->one : "compound (2 token buckets)");
+        printf("| %s | %s | %.0f | %s | %llu / %llu | %.3f | %.3f | %.1f | %.3f |\n", pol,
+               who[i], c->rate,
+               i == 1 ? "1.00x" : ratio(c->rate, t->cell[1].rate, t->cell[1].rate > 0, g, sizeof g),
                (unsigned long long)c->admitted, (unsigned long long)c->decisions,
                (double)t->rt_sent[i] / n, (double)t->rt_evalsha[i] / n,
                t->rt_evalsha[i] > 0 ? (double)t->rt_usec[i] / (double)t->rt_evalsha[i] : 0.0,
@@ -354,11 +359,11 @@ static void print_compound(const bench_compound_result *t)
                t->conc_policy);
     printf("| %s | hand-written EVALSHA | not measured: no srl row to compare it with | - | - | "
            "- | - | - | - |\n\n", t->conc_policy);
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < BENCH_COMPOUND_SUBJECTS; i++)
         printf("%s: %llu decisions, %lld commands sent, %lld EVALSHA: round trips per decision "
                "%.3f\n\n", who[i], (unsigned long long)t->rt_n, t->rt_sent[i], t->rt_evalsha[i],
                (double)t->rt_sent[i] / n);
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < BENCH_COMPOUND_SUBJECTS; i++)
         if (t->cell[i].admitted != t->cell[i].decisions || t->rt_admitted[i] != t->rt_n)
             printf("WARNING: %s denied a request of a policy that never denies.\n\n", who[i]);
 }
