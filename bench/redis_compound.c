@@ -147,7 +147,7 @@ static int monitor_count(redisContext *m, long long *top, long long *inner)
 struct subject {
     int hand;                 /* 0: srl's Redis store, 1: the hand-written script */
     srl_limiter *lim;
-    redisContext *c;          /* the script's own connection */
+    redisContext *c;          /* the script's: redis.c's connection (INFO goes on it too) */
     const char *sha;
     const srl_limits *l;
 };
