@@ -14,7 +14,8 @@
  *   scaling.c    forked processes on distinct keys and on one hot key
  *   memory.c     table bytes per slot, fixed bytes per segment, segment bytes
  *                per key; the 10M-key segment
- *   redis.c      the Redis GCRA script baseline (only built with hiredis)
+ *   redis.c      the Redis GCRA script baseline (only built with hiredis);
+ *                redis_tiered.c and redis_compound.c on the same server
  *
  * Invariants: every measurement reads its keys from a pre-generated
  * sequence, never from a random generator inside the timed loop, so the
@@ -388,6 +389,35 @@ typedef struct bench_tiered_result {
     bench_tiered_cell cell[2][2]; /* [flood, distinct][redis, tiered] */
 } bench_tiered_result;
 
+/* redis_compound.c: a compound policy, srl's Redis store against a
+ * hand-written EVALSHA; [0] srl, [1] the script, [2] srl with the
+ * compound's first limit alone (what the second limit costs srl). */
+enum { BENCH_COMPOUND_SUBJECTS = 3 };
+typedef struct bench_compound_cell {
+    double rate;                  /* decisions/s, one client (median of reps) */
+    uint64_t decisions, admitted; /* over every timed repetition */
+} bench_compound_cell;
+
+typedef struct bench_compound_result {
+    int available;
+    int rc;                       /* an srl error of the cell (0: none) */
+    char why[200];
+    char policy[128];
+    char one[64];                 /* [2]'s policy */
+    int reps;
+    double seconds;               /* per repetition and subject */
+    bench_compound_cell cell[BENCH_COMPOUND_SUBJECTS];
+    uint64_t rt_n;                /* decisions between the two INFO commandstats */
+    long long rt_evalsha[BENCH_COMPOUND_SUBJECTS];      /* the server's EVALSHA calls in them (commandstats) */
+    long long rt_usec[BENCH_COMPOUND_SUBJECTS];         /* its microseconds in those calls (commandstats) */
+    long long rt_sent[BENCH_COMPOUND_SUBJECTS];         /* commands the subject sent (MONITOR) */
+    long long rt_inner[BENCH_COMPOUND_SUBJECTS];        /* commands its script ran (MONITOR, "lua") */
+    uint64_t rt_admitted[BENCH_COMPOUND_SUBJECTS];
+    char conc_policy[64];
+    int conc_rc;                  /* srl_open_redis's answer for conc_policy */
+    char conc_why[200];           /* srl_last_error after it */
+} bench_compound_result;
+
 typedef struct bench_redis_result {
     int available;            /* 0: not built, or redis-server missing */
     char why[160];            /* when not available, or on error */
@@ -397,6 +427,7 @@ typedef struct bench_redis_result {
     double rate2;             /* the same with two client processes */
     double allowed_frac;
     bench_tiered_result tiered;
+    bench_compound_result compound;
 } bench_redis_result;
 
 void bench_redis_run(const bench_opts *o, const bench_keys *k, const bench_seq *seq,

@@ -7,8 +7,10 @@
  * decisions with one request per round trip (no pipelining: a worker must
  * wait for its answer before it serves the request), from one client and
  * from two forked clients, then srl's Redis and tiered stores under a
- * flood (redis_tiered.c), then SHUTDOWN NOSAVE, reaping the server (kill
- * by pid if it does not go), and removing the directory.
+ * flood (redis_tiered.c), then a compound policy on srl's Redis store
+ * against a hand-written script (redis_compound.c), then SHUTDOWN
+ * NOSAVE, reaping the server (kill by pid if it does not go), and
+ * removing the directory.
  *
  * The script is GCRA, the same algorithm as srl's gcra: the state is one
  * number per key, the theoretical arrival time (TAT) in microseconds.  Time
@@ -26,7 +28,7 @@
  * forks two more children, each with its own connection, that report into
  * an anonymous MAP_SHARED page.
  */
-#include "bench.h"
+#include "redis_bench.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -42,10 +44,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <hiredis/hiredis.h>
-
-/* redis_tiered.c, on this server. */
-void bench_tiered_run(redisContext *c, const char *sock, bench_tiered_result *out);
 
 static const char gcra_lua[] =
     "local interval = tonumber(ARGV[1])\n"      /* us per permit: W / N */
@@ -178,6 +176,23 @@ static redisContext *server_start(struct redis_server *s, const char *exe,
     return NULL;
 }
 
+int bench_redis_script_load(redisContext *c, const char *lua, char *sha, size_t shalen,
+                            char *why, size_t whylen)
+{
+    redisReply *r = redisCommand(c, "SCRIPT LOAD %s", lua);
+    int rc = -1;
+    if (r != NULL && r->type == REDIS_REPLY_STRING && r->len < shalen) {
+        snprintf(sha, shalen, "%s", r->str);
+        rc = 0;
+    } else {
+        snprintf(why, whylen, "SCRIPT LOAD: %s",
+                 r == NULL ? c->errstr : (r->type == REDIS_REPLY_ERROR ? r->str : "bad reply"));
+    }
+    if (r != NULL)
+        freeReplyObject(r);
+    return rc;
+}
+
 struct redis_job {
     const char *sock;
     const char *sha;
@@ -251,16 +266,8 @@ void bench_redis_run(const bench_opts *o, const bench_keys *k, const bench_seq *
     }
     if (r != NULL)
         freeReplyObject(r);
-    char sha[64] = "";
-    r = redisCommand(c, "SCRIPT LOAD %s", gcra_lua);
-    if (r != NULL && r->type == REDIS_REPLY_STRING)
-        snprintf(sha, sizeof sha, "%s", r->str);
-    else
-        snprintf(out->why, sizeof out->why, "SCRIPT LOAD: %s",
-                 r == NULL ? c->errstr : (r->type == REDIS_REPLY_ERROR ? r->str : "bad reply"));
-    if (r != NULL)
-        freeReplyObject(r);
-    if (sha[0] == '\0') {
+    char sha[64];
+    if (bench_redis_script_load(c, gcra_lua, sha, sizeof sha, out->why, sizeof out->why) != 0) {
         server_stop(&s, c);
         return;
     }
@@ -335,6 +342,7 @@ void bench_redis_run(const bench_opts *o, const bench_keys *k, const bench_seq *
         munmap(pg, sizeof *pg);
     }
     bench_tiered_run(c, s.sock, &out->tiered);
+    bench_compound_run(o, k, seq, c, s.sock, &out->compound);
     out->available = 1;
     server_stop(&s, c);
 }

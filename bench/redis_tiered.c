@@ -20,14 +20,12 @@
  * Invariants: only the public API (srl.h) and hiredis for INFO; the host
  * segment is unlinked on every path after it was created.
  */
-#include "bench.h"
+#include "redis_bench.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-#include <hiredis/hiredis.h>
 
 enum { FLOOD_LIMIT = 200, DISTINCT_KEYS = 20000, REPS = 3 };
 _Static_assert(REPS == 3, "the median below is of three");

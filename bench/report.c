@@ -310,6 +310,64 @@ static void print_tiered(const bench_tiered_result *t)
     printf("\n");
 }
 
+/* A compound on srl's Redis store beside a hand-written EVALSHA, and the
+ * concurrency policy's row (redis_compound.c). */
+static void print_compound(const bench_compound_result *t)
+{
+    printf("#### A compound policy on Redis: srl's Redis store against a hand-written "
+           "EVALSHA, 1 client\n\n");
+    if (!t->available) {
+        printf("Not measured: %s.\n\n", t->why[0] ? t->why : "unknown reason");
+        return;
+    }
+    printf("`%s` (never denies in a run). srl: `srl_open_redis`, one compound script call "
+           "per decision, both limits in one Redis key. Script: two token buckets in one Lua "
+           "script over one Redis hash, all or nothing, floats, time from `TIME` "
+           "(bench/redis_compound.c). Same server, same key sequence; %d repetitions of %.2f s "
+           "per subject, alternating, median; wall clock (a round trip waits for the server, "
+           "so --cpu-time does not apply). Then exactly %llu decisions per subject between two "
+           "INFO commandstats (EVALSHA calls, server time) under MONITOR (the commands the "
+           "subject sent, each one round trip: none is pipelined; and those its script ran). "
+           "The last row, srl with the compound's first limit alone (its ratio is against the "
+           "compound script), says what the second limit costs srl.\n\n",
+           t->policy, t->reps, t->seconds, (unsigned long long)t->rt_n);
+    printf("| policy | who | decisions/s | srl / script | admitted | round trips per decision "
+           "| EVALSHA per decision | server us per EVALSHA | script's commands per decision |\n");
+    printf("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+    static const char *who[BENCH_COMPOUND_SUBJECTS] = {
+        "srl's Redis store", "hand-written EVALSHA", "srl's Redis store, first limit alone"};
+    char g[64];
+    double n = (double)t->rt_n;
+    for (int i = 0; i < BENCH_COMPOUND_SUBJECTS; i++) {
+        const bench_compound_cell *c = &t->cell[i];
+        char pol[96];
+        snprintf(pol, sizeof pol, "%s", i == 2 ? t->one : "compound (2 token buckets)");
+        printf("| %s | %s | %.0f | %s | %llu / %llu | %.3f | %.3f | %.1f | %.3f |\n", pol,
+               who[i], c->rate,
+               i == 1 ? "1.00x" : ratio(c->rate, t->cell[1].rate, t->cell[1].rate > 0, g, sizeof g),
+               (unsigned long long)c->admitted, (unsigned long long)c->decisions,
+               (double)t->rt_sent[i] / n, (double)t->rt_evalsha[i] / n,
+               t->rt_evalsha[i] > 0 ? (double)t->rt_usec[i] / (double)t->rt_evalsha[i] : 0.0,
+               (double)t->rt_inner[i] / n);
+    }
+    if (t->conc_rc != 0)
+        printf("| %s | srl's Redis store | refused: srl_open_redis returned %s (\"%s\")%s%s "
+               "| - | - | - | - | - | - |\n", t->conc_policy, srl_err_name(t->conc_rc),
+               srl_strerror(t->conc_rc), t->conc_why[0] ? ": " : "", t->conc_why);
+    else
+        printf("| %s | srl's Redis store | opened (not measured here) | - | - | - | - | - | - |\n",
+               t->conc_policy);
+    printf("| %s | hand-written EVALSHA | not measured: no srl row to compare it with | - | - | "
+           "- | - | - | - |\n\n", t->conc_policy);
+    for (int i = 0; i < BENCH_COMPOUND_SUBJECTS; i++)
+        printf("%s: %llu decisions, %lld commands sent, %lld EVALSHA: round trips per decision "
+               "%.3f\n\n", who[i], (unsigned long long)t->rt_n, t->rt_sent[i], t->rt_evalsha[i],
+               (double)t->rt_sent[i] / n);
+    for (int i = 0; i < BENCH_COMPOUND_SUBJECTS; i++)
+        if (t->cell[i].admitted != t->cell[i].decisions || t->rt_admitted[i] != t->rt_n)
+            printf("WARNING: %s denied a request of a policy that never denies.\n\n", who[i]);
+}
+
 static void print_redis(const struct report *R)
 {
     char a[64];
@@ -343,6 +401,7 @@ static void print_redis(const struct report *R)
     if (r->allowed_frac < 0.999)
         printf("WARNING: the Redis script allowed only %.1f%%.\n\n", 100 * r->allowed_frac);
     print_tiered(&r->tiered);
+    print_compound(&r->compound);
 }
 
 static void print_scaling(const struct report *R)
@@ -719,6 +778,8 @@ int report_count_errors(const struct report *R)
     for (int ai = 0; ai < NALGO && (sec & BENCH_SEC_MEMORY); ai++)
         for (int di = 0; di < 3; di++)
             n += R->mem[ai][di].rc != 0;
+    if (sec & BENCH_SEC_REDIS)
+        n += R->redis.compound.rc != 0;
     return n;
 }
 
