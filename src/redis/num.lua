@@ -72,6 +72,18 @@ local SMALL = 536870912   -- 2^29: a divisor below it divides limb by limb
 -- floor(a / b) and a % b; b > 0.
 local function divmod(a, b)
   if iszero(b) then error('SRLBAD num division by zero') end
+  -- Both below 2^52 (a hot key's units, a window in ns): in doubles, one
+  -- division instead of a bit at a time.  x and y are exact; x / y rounded
+  -- never reaches the next integer (x = q * y - 1 rounds up to q only when
+  -- x >= 2^53), so its floor is the quotient; q * y <= x < 2^53 makes the
+  -- remainder exact.  The correction below is a guard, never taken.
+  if a[5] == 0 and a[4] == 0 and a[3] < 16 and b[5] == 0 and b[4] == 0 and b[3] < 16 then
+    local x, y = a[1] + (a[2] + a[3] * B) * B, b[1] + (b[2] + b[3] * B) * B
+    local q = floor(x / y)
+    local r = x - q * y
+    if r < 0 then q = q - 1 r = r + y elseif r >= y then q = q + 1 r = r - y end
+    return N(q), N(r)
+  end
   if lt(b, N(SMALL)) then
     local d, q, rem = b[1] + b[2] * B, {}, 0
     for i = L, 1, -1 do
