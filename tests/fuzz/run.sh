@@ -22,7 +22,8 @@ if [ -z "$CC" ] || ! printf 'int LLVMFuzzerTestOneInput(const char *d, long n){(
   exit 77
 fi
 san=(-fsanitize=address,undefined -fno-sanitize-recover=undefined -g -O1)
-cflags=(-D_GNU_SOURCE -fno-strict-aliasing -Wall -Wextra -Werror -I"$root/include" -I"$root/src"
+cflags=(-D_GNU_SOURCE -fno-strict-aliasing -Wall -Wextra -Werror -I"$root/include"
+        $(for d in "$root"/src/*/; do printf -- '-I%s ' "${d%/}"; done)
         -I"$root/tools" -I"$root/policyd" $(pkg-config --cflags libsodium liburcu-bp liburcu-cds))
 # A segment whose mutated header says a creator is still at work makes an
 # opener wait the ready bound (src/shm/shm.h): 20 ms here, not 2 s, so such
@@ -32,7 +33,7 @@ cflags+=(-DSRL__SHM_READY_WAIT_MS=20u)
 libs=($(pkg-config --libs libsodium liburcu-bp liburcu-cds) -lpthread -lrt)
 build() { # build: the library and rlctl objects once, then each target
   local o objs=() tobjs=() pobjs=()
-  for f in "$root"/src/*.c; do
+  for f in "$root"/src/*/*.c; do
     # The library as built without hiredis: redis_none.c stands for the
     # store (and its cluster routing, src/meson.build's hiredis-only files).
     # testhooks_shm.c is the test copy's alone (src/meson.build).
@@ -64,7 +65,7 @@ build() { # build: the library and rlctl objects once, then each target
 # to the compiler, its flags or any header empties the cache (a source newer
 # than its object is rebuilt by build itself).
 stamp=$( { "$CC" --version; echo "${cflags[*]} ${san[*]}"
-           cat "$root"/include/*.h "$root"/src/*.h "$root"/tools/*.h "$root"/policyd/*.h; } | sha256sum | cut -c1-16)
+           cat "$root"/include/*.h "$root"/src/*/*.h "$root"/tools/*.h "$root"/policyd/*.h; } | sha256sum | cut -c1-16)
 [ "$(cat "$out/obj/stamp" 2>/dev/null)" = "$stamp" ] || rm -rf "$out/obj"
 mkdir -p "$out/obj" && echo "$stamp" >"$out/obj/stamp"
 if ! build >"$out/build.log" 2>&1; then
