@@ -571,7 +571,8 @@ SRL_API int srl_open_local(const srl_config *cfg, srl_limiter **out);
  *     redis-cluster://[user:password@]host[:port][,host[:port]...][?options]
  *     redis-sentinel://[user:password@]host[:port][,host[:port]...]/MASTER[?options]
  * options ('&'): db=N, timeout_ms=N (a call's whole time), prefix=P,
- * user=U, password=W.  Bad uri: SRL_EINVAL; refused AUTH: SRL_EACCES.
+ * user=U, password=W (%XX escapes; no raw space or control byte anywhere).
+ * Bad uri: SRL_EINVAL; refused AUTH: SRL_EACCES.
  * Sentinel: the sentinels (port 26379) name the master before each new
  * connection; a failover loses the admissions not yet replicated.
  * Decided on the server's TIME, as the in-process store decides:

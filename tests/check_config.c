@@ -117,9 +117,17 @@ static const struct {
      "use a segment of its own"},
     {"100/1m redis=http://x", 13, 8,
      "redis uri must start with redis://, unix://, redis-cluster:// or redis-sentinel://"},
-    /* srl_redis_uri_check's reason echoes the uri: its control bytes become '?' */
-    {"5/1s redis=redis://h/0?a\001=1", 11, 16,
+    /* srl_redis_uri_check's reason echoes the uri: its non-ASCII bytes become '?' */
+    {"5/1s redis=redis://h/0?a\303=1", 11, 16,
      "redis uri: unknown option 'a?' (known: db, timeout_ms, prefix, user, password)"},
+    {"5/1s redis=redis://h/0?a\001=1", 11, 16,
+     "redis uri: byte 14 is a space or control byte (0x01): %XX-escape it (%20 for a space; "
+     "a unix path takes none)"},
+    /* found by fuzz_config: a '+' joins words across spaces, so a uri that
+     * ended in " +" swallowed the next option when formatted and parsed */
+    {"5/1s redis=redis://h?prefix=a + fallback=1/1s", 11, 34,
+     "redis uri: byte 19 is a space or control byte (0x20): %XX-escape it (%20 for a space; "
+     "a unix path takes none)"},
     {"100/1m redis=redis://h key_display=3", 36, 0,
      "key_display is for a segment; a Redis store (redis=) keeps every key whole"},
     {"100/1m key_display=3 redis=redis://h", 36, 0,

@@ -46,6 +46,10 @@ START_TEST(accepted_forms)
     ck_assert_uint_eq(u.timeout_ms, 250);
     ck_assert_str_eq(u.prefix, "api:v1");
 
+    u = parse_ok("redis://:a%20b@h?prefix=x%20y");   /* a space is written %20 */
+    ck_assert_str_eq(u.password, "a b");
+    ck_assert_str_eq(u.prefix, "x y");
+
     /* ":password@" (no user: the default user); an unencoded '@' or '/'
      * in the password still splits at the last '@'. */
     u = parse_ok("redis://:p@ss/w@h:1/15");
@@ -130,7 +134,14 @@ static const struct {
     {"", "must start with redis://, unix://, redis-cluster:// or redis-sentinel://"},
     {"redis-sentinel://h:26379", "needs the master's name (redis-sentinel://host:26379,"},
     {"redis-sentinel://h:26379/", "the master's name '' must be 1..127 bytes of [A-Za-z0-9._:-]"},
-    {"redis-sentinel://h/my master", "the master's name 'my master' must be 1..127 bytes"},
+    {"redis-sentinel://h/my*master", "the master's name 'my*master' must be 1..127 bytes"},
+    /* a config line splits at spaces: a raw one would not come back whole */
+    {"redis-sentinel://h/my master", "byte 22 is a space or control byte (0x20): %XX-escape "
+                                     "it (%20 for a space; a unix path takes none)"},
+    {"redis://h?prefix=a +", "byte 19 is a space or control byte (0x20)"},
+    {"redis://u:p\tw@h", "byte 12 is a space or control byte (0x09)"},
+    {"unix:///r s.sock", "byte 10 is a space or control byte (0x20)"},
+    {"redis://h?prefix=a\x7f", "byte 19 is a space or control byte (0x7f)"},
     {"redis-sentinel:///mymaster", "needs at least one sentinel (host:port)"},
     {"redis-sentinel://:pw@/mymaster", "needs at least one sentinel (host:port)"},
     {"redis-sentinel://a:1,/m", "host is missing"},

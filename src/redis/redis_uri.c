@@ -16,7 +16,8 @@
  *     failure is SRL_EINVAL with a message naming the bad part and the
  *     expected form (the uri often comes from a config file, so the message
  *     is what the operator reads).  A password is never copied into why[].
- *   - user, password and prefix are %XX-decoded (a password may hold any
+ *   - No raw space or control byte anywhere (a config line splits at
+ *     spaces); user, password and prefix are %XX-decoded (a password may hold any
  *     byte but NUL); '@' splits at its last occurrence in a redis:// uri, so
  *     an unencoded '@' or '/' in the password still works; '?' must be %3F.
  *   - The host keeps no brackets ("[::1]" -> "::1") and is never resolved
@@ -330,6 +331,13 @@ int srl__redis_uri_parse(const char *uri, struct srl__redis_uri *out, char *why,
 {
     if (uri == NULL)
         return fail(why, wl, "redis uri: NULL");
+    /* A uri holds no raw space or control byte: a config line splits words
+     * at spaces (config.c), so one inside a uri would not come back whole. */
+    for (size_t i = 0; uri[i] != '\0'; i++)
+        if ((unsigned char)uri[i] <= 0x20 || (unsigned char)uri[i] == 0x7f)
+            return fail(why, wl, "redis uri: byte %zu is a space or control byte (0x%02x): "
+                        "%%XX-escape it (%%20 for a space; a unix path takes none)", i + 1,
+                        (unsigned char)uri[i]);
     struct srl__redis_uri u;
     memset(&u, 0, sizeof u);
     snprintf(u.prefix, sizeof u.prefix, "srl");

@@ -85,7 +85,12 @@ for t in "${targets[@]}"; do
     echo "fuzz $t: pass ($(grep -o 'stat::number_of_executed_units: *[0-9]*' "$out/fuzz_$t.log" | grep -o '[0-9]*$') runs in ${secs}s)"
     passed=$((passed + 1))
   else
-    echo "fuzz $t: fail (log: build-fuzz/fuzz_$t.log)"; grep -m5 -E 'ERROR|SUMMARY|Test unit written' "$out/fuzz_$t.log"
+    # The log stays in build-fuzz/, which CI does not keep: print what a
+    # reader needs to reproduce it (the frames in srl's own files, the input).
+    echo "fuzz $t: fail (log: build-fuzz/fuzz_$t.log)"
+    grep -m5 -E 'ERROR|SUMMARY|Test unit written' "$out/fuzz_$t.log"
+    grep -m12 -E '^ +#[0-9]+ .* /(src|tests|tools|policyd)/' "$out/fuzz_$t.log"
+    grep -m1 -E '^Base64: ' "$out/fuzz_$t.log"
     failed=$((failed + 1))
   fi
 done
