@@ -454,7 +454,7 @@ SRL_API void srl_config_init(srl_config *cfg);
  *   capacity=N         keys, 1..SRL_CAPACITY_MAX; k, M, G = 1000s (65536)
  *   key_display=N      bytes, 0..SRL_KEY_DISPLAY_MAX                   (0)
  *   mode=OCTAL         permission bits 0..0777                      (0600)
- *   on_full=allow|deny                                             (allow)
+ *   on_full=allow|deny|evict                                       (allow)
  *   lock_timeout_ms=N  0..UINT32_MAX                                (1000)
  *   owner=UID|self     srl_config.owner_uid                         (self)
  *   dry_run= lockfree= flood_cache= force=   BOOL, SRL_CONFIG_*      (off)
@@ -767,7 +767,8 @@ typedef struct srl_key_control {
     uint64_t ban_left_ns;     /* SRL_KEY_BANNED: time left of the hand ban */
     char reason[SRL_BAN_REASON_MAX + 1]; /* the hand ban's reason, "" if none */
     uint64_t penalty_left_ns; /* SRL_KEY_PENALTY: time left of the penalty's ban */
-    uint64_t reserved[1];     /* zeroed */
+    uint32_t tier;            /* the key's tier (srl_tier_get; 0 on stores without tiers) */
+    uint32_t reserved;        /* zeroed */
 } srl_key_control;
 
 /* on: 1 exempt the key, 0 take the exemption back (0 also when it had none). */

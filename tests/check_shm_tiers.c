@@ -226,9 +226,13 @@ START_TEST(a_key_that_changes_tier_keeps_its_use_by_the_conversion_table)
     }
     ck_assert_msg(got == r->then, "row %d: %s used %u -> %s admitted %u, want %u", _i, r->from,
                   r->used, r->to, got, r->then);
-    /* The slot now records tier 1, and srl_peek reads it under tier 1. */
+    /* The slot now records tier 1, and srl_peek reads it under tier 1;
+     * srl_key_control_get says so (rlctl get decodes its rows by it). */
     ck_assert_int_eq(srl_peek(lim, "k", 1, 1, &d), 0);
     ck_assert_int_eq(d.allowed, 0);
+    srl_key_control kc;
+    ck_assert_int_eq(srl_key_control_get(lim, "k", 1, &kc), 0);
+    ck_assert_uint_eq(kc.tier, 1);
     ck_assert_int_eq(srl_check(lim, NULL, NULL), 0);
     srl_close(lim);
 }

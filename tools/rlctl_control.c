@@ -5,11 +5,11 @@
  * text or JSON.  Exit 0 done, 1 (RLCTL_EX_NO) for unexempt/unban of a key
  * that is not tracked, else the error's status (rlctl_errors.c).
  *
- * exempt and ban are refused on a policy with a concurrency limit: the
- * library stores the flag there, but srl_enter decides without reading it
- * (src/shm/shm_table.c decide_slot: control applies to plain decisions),
- * so "done" would be a lie.  unexempt and unban stay allowed there: they
- * clear what an older rlctl may have set.
+ * exempt and ban are refused by the library on a policy with a concurrency
+ * limit (srl_enter reads neither, so "done" would be a lie: limiter.c
+ * key_control); rlctl prints the library's sentence (srl_last_error) rather
+ * than judging the policy itself.  unexempt and unban stay allowed there:
+ * they clear what an older rlctl may have set.
  */
 #include "rlctl.h"
 
@@ -25,23 +25,17 @@ static int control(const rlctl_opts *o, int op, const char *what)
     int status = rlctl_open(o, &lim);
     if (status != 0)
         return status;
-    srl_info in;
-    if ((op == 0 || op == 2) && srl_info_get(lim, &in) == 0 && rlctl_has_units(&in)) {
-        srl_close(lim);
-        return rlctl_fail_cmd_why(o, SRL_ENOTSUP,
-                                  op == 0 ? "this policy has an in-flight (concurrency) limit, "
-                                            "whose srl_enter never reads an exemption"
-                                          : "this policy has an in-flight (concurrency) limit, "
-                                            "whose srl_enter never reads a ban",
-                                  "exempt or ban the key in a rate-limit segment its requests "
-                                  "pass first ('rlctl info NAME' shows the policy)");
-    }
     int rc;
     switch (op) {
     case 0: rc = srl_key_exempt(lim, o->key, o->key_len, 1); break;
     case 1: rc = srl_key_exempt(lim, o->key, o->key_len, 0); break;
     case 2: rc = srl_key_ban(lim, o->key, o->key_len, o->ban_ns, o->reason); break;
     default: rc = srl_key_unban(lim, o->key, o->key_len); break;
+    }
+    char why[SRL_POLICY_ERROR_MAX * 2];
+    if (rc == SRL_ENOTSUP && srl_last_error(why, sizeof why) > 0) {
+        srl_close(lim);
+        return rlctl_fail_cmd_why(o, rc, why, "'rlctl info NAME' shows the policy");
     }
     srl_close(lim);
     if (rc != 0 && !(rc == SRL_ENOENT && (op == 1 || op == 3)))

@@ -122,15 +122,21 @@ int rlctl_cmd_get(const rlctl_opts *o)
     int irc = srl_info_get(lim, &in);
     if (irc == 0)
         irc = srl_stats_get(lim, &st);
-    if (irc == 0 && o->tier_name != NULL)
-        irc = srl_tier_get(lim, tier, &as);
-    if (irc == 0 && rc == 0 && o->tier_name == NULL)
-        irc = rlctl_detail_load(lim, &in, o->key, o->key_len, &more);
-    /* Operator control (stores without it: none set). */
+    /* Operator control (stores without it: none set), and the key's tier. */
     srl_key_control kc;
     rlctl_ban_load(lim, o->key, o->key_len, &kc);
     if (rc != 0)
         memset(&kc, 0, sizeof kc);
+    if (irc == 0 && o->tier_name != NULL)
+        irc = srl_tier_get(lim, tier, &as);
+    /* Without --tier the key is seen under its own tier: its state's rows
+     * are of that tier's limits, not of the policy's (tier 0). */
+    srl_info own_in = in;
+    if (irc == 0 && rc == 0 && o->tier_name == NULL && kc.tier != 0 &&
+        (irc = srl_tier_get(lim, kc.tier, &as)) == 0)
+        own_in.limits = as.limits;
+    if (irc == 0 && rc == 0 && o->tier_name == NULL)
+        irc = rlctl_detail_load(lim, &own_in, o->key, o->key_len, &more);
     if (kc.flags & SRL_KEY_BANNED) {   /* what a request gets now: the ban's denial */
         d.allowed = 0;
         d.remaining = 0;
@@ -160,9 +166,12 @@ int rlctl_cmd_get(const rlctl_opts *o)
     if (rc == SRL_ENOENT)
         untracked_decision(&in, o->tier_name != NULL ? &as.limits : &in.limits, full, o->cost,
                            &d);
-    char under[SRL_TIER_NAME_MAX + 16] = "";   /* "under tier 'paid', " */
+    char under[SRL_TIER_NAME_MAX + 24] = "";   /* "under tier 'paid', " */
     if (o->tier_name != NULL)
         snprintf(under, sizeof under, "under tier '%s', ", as.name);
+    else if (kc.tier != 0)
+        snprintf(under, sizeof under, "of tier '%s', ", as.name);
+    int named = o->tier_name != NULL || kc.tier != 0;   /* as says the tier */
     char *key = key_text(o);
     if (key == NULL) {
         rlctl_detail_free(&more);
@@ -176,13 +185,13 @@ int rlctl_cmd_get(const rlctl_opts *o)
         rlctl_json_u64(&j, "key_len", o->key_len);
         rlctl_json_bool(&j, "tracked", rc == 0);
         rlctl_json_u64(&j, "cost", o->cost);
-        if (o->tier_name != NULL)
+        if (named)
             rlctl_json_str(&j, "tier_name", as.name);
         decision_json(&j, &d);
         rlctl_json_bool(&j, "exempt", (kc.flags & SRL_KEY_EXEMPT) != 0);
         if (own_text[0] != '\0')
             rlctl_json_str(&j, "own_limits", own_text);
-        rlctl_detail_json(&j, &in, &more);
+        rlctl_detail_json(&j, &own_in, &more);
         rlctl_ban_json(&j, &kc);
         rlctl_json_end_obj(&j);
         rlctl_json_end(&j);
@@ -211,7 +220,7 @@ int rlctl_cmd_get(const rlctl_opts *o)
             printf("  exempt (never refused, never evicted)\n");
         if (own_text[0] != '\0')
             printf("  decided by its own limits: %s (rlctl clear-key drops them)\n", own_text);
-        rlctl_detail_print(&in, &more);
+        rlctl_detail_print(&own_in, &more);
         rlctl_ban_print(&kc);
     }
     rlctl_detail_free(&more);

@@ -86,7 +86,8 @@ int rlctl_tier_index(srl_limiter *lim, const srl_info *in, const char *tname, ch
     if (found >= 0)
         return found;
     struct rlctl_tiers t;
-    int n = snprintf(msg, len, "no tier '%.32s' in the segment", tname);
+    int n = snprintf(msg, len, "no tier '%.32s' in the %s", tname,
+                     in->kind == SRL_STORE_REDIS ? "store" : "segment");
     if (rlctl_tiers_load(lim, in, 0, &t) != 0)
         return -1;
     if (t.n <= 1) {

@@ -125,6 +125,9 @@ int srl__shm_key_control(srl_limiter *lim, const void *key, size_t len, int op, 
     if (op == SRL__CTL_GET) {
         memset(out, 0, sizeof *out);
         uint64_t until = SRL__SHM_ONCE(*srl__shm_slot_ban_until(s, b, u));
+        /* current() reset a tier beyond the table; the word is read once,
+         * and a writer could have stored since: checked again here. */
+        out->tier = (w & SRL__SLOT_TIER_MASK) < p->tier_count ? (w & SRL__SLOT_TIER_MASK) : 0;
         if (w & SRL__SLOT_F_EXEMPT)
             out->flags |= SRL_KEY_EXEMPT;
         if (w & SRL__SLOT_F_OWN)

@@ -612,6 +612,67 @@ static void paid_segment(char *name, size_t len, const char *tag)
     run_free(&r);
 }
 
+/* get without --tier sees a key under its own tier, and decodes its state's
+ * rows by that tier's limits: a compound default and a one-limit tier paid
+ * (a paid key has no rows; decoded by default's two limits it had two of
+ * garbage), then the other way round (a paid key shows paid's two rows). */
+START_TEST(get_sees_a_key_under_its_own_tier)
+{
+    char name[160];
+    seg_name(name, sizeof name, "owntier");
+    run_result r;
+    RUN(&r, 0, "create", name, "--policy", "token_bucket:2/1h + token_bucket:3/1d", "--capacity",
+        "64", "--tier", "paid=token_bucket:5/1h");
+    run_free(&r);
+    for (int i = 0; i < 3; i++) {
+        RUN(&r, 0, "try", name, "p", "--tier", "paid");
+        run_free(&r);
+    }
+    RUN(&r, 0, "try", name, "d");
+    run_free(&r);
+    RUN(&r, 0, "get", name, "p");
+    const char *pfx = "p: of tier 'paid', a request of cost 1 would be allowed now, leaving 1 "
+                      "of 5; at rest in ";
+    ck_assert_msg(strncmp(r.out, pfx, strlen(pfx)) == 0, "got: %s", r.out);
+    ck_assert_msg(strchr(r.out, '\n') == r.out + strlen(r.out) - 1, "one line, got: %s", r.out);
+    run_free(&r);
+    RUN(&r, 0, "get", name, "p", "--json");
+    json_value *v = parse_out(&r);
+    ck_assert_str_eq(json_get_str(v, "tier_name"), "paid");
+    ck_assert_ptr_null(json_get(v, "limits"));
+    json_free(v);
+    run_free(&r);
+    RUN(&r, 0, "get", name, "d");   /* default's key: its two rows, no tier named */
+    ck_assert_msg(strstr(r.out, "d: a request of cost 1 would be allowed now, leaving 0 of 2") ==
+                      r.out && strstr(r.out, "\n  limit 0 (token_bucket:2/1h): 1 of 2 left\n"
+                                             "  limit 1 (token_bucket:3/1d): 2 of 3 left\n"),
+                  "got: %s", r.out);
+    run_free(&r);
+    seg_destroy(name);
+
+    seg_name(name, sizeof name, "owntier2");
+    RUN(&r, 0, "create", name, "--policy", "token_bucket:2/1h", "--capacity", "64", "--tier",
+        "paid=token_bucket:5/1h + token_bucket:9/1d");
+    run_free(&r);
+    RUN(&r, 0, "try", name, "p", "--tier", "paid");
+    run_free(&r);
+    RUN(&r, 0, "get", name, "p");
+    ck_assert_msg(strstr(r.out, "p: of tier 'paid', a request of cost 1 would be allowed now, "
+                                "leaving 3 of 5") == r.out &&
+                      strstr(r.out, "\n  limit 0 (token_bucket:5/1h): 4 of 5 left\n"
+                                    "  limit 1 (token_bucket:9/1d): 8 of 9 left\n"),
+                  "got: %s", r.out);
+    run_free(&r);
+    RUN(&r, 0, "get", name, "p", "--json");
+    v = parse_out(&r);
+    ck_assert_str_eq(json_get_str(v, "tier_name"), "paid");
+    ck_assert_ptr_nonnull(json_get(v, "limits"));
+    json_free(v);
+    run_free(&r);
+    seg_destroy(name);
+}
+END_TEST
+
 /* try --tier NAME decides under that tier (a new key is created in it,
  * list shows it there); a name the segment has not is refused with its
  * tiers, changing nothing. */
@@ -881,6 +942,7 @@ int main(void)
     tcase_add_test(tc, try_with_a_cost_above_the_permits_exits_64_and_tracks_nothing);
     tcase_add_test(tc, try_takes_a_tier);
     tcase_add_test(tc, get_takes_a_tier);
+    tcase_add_test(tc, get_sees_a_key_under_its_own_tier);
     tcase_add_test(tc, get_shows_the_remaining_permits_and_exits_1_for_an_untracked_key);
     tcase_add_test(tc, reset_forgets_a_key_and_exits_1_when_it_is_not_tracked);
     tcase_add_test(tc, try_on_a_full_table_says_on_full_decided_and_info_counts_it);

@@ -184,6 +184,14 @@ START_TEST(get_and_reset_on_a_uri_answer_as_on_a_segment)
     ck_assert_uint_eq(json_get_u64(v, "limit"), 5);
     json_free(v);
     run_free(&r);
+    /* A tier the store does not have: named for a store, not a segment. */
+    RUN(&r, 64, "get", uri, "alice", "--tier", "gold");
+    const char *tail = ": no tier 'gold' in the store (it has only tier 0, 'default': its own "
+                       "policy)\n";   /* after the uri, its password hidden */
+    ck_assert_msg(strlen(r.err) > strlen(tail) &&
+                      strcmp(r.err + strlen(r.err) - strlen(tail), tail) == 0,
+                  "got: %s", r.err);
+    run_free(&r);
 
     RUN(&r, 0, "reset", uri, "bob");
     ck_assert_str_eq(r.out, "bob: reset (its next request starts fresh)\n");
