@@ -1020,15 +1020,25 @@ static int precheck_limiter(server_rec *s, const srl_ap_registry *reg, const srl
 
 /* The fronted store: Redis with the host segment NAME in front, and with
  * fallback= the host's policy while Redis does not answer.  cfg's tiers are
- * mod_srl's own table (a Redis store has none): the library reads the
- * fallback from a config store of its own, made here. */
+ * mod_srl's own table (l->tiers), and the library reads the fallback from a
+ * config store of its own (srl.h, Ownership): both are set again on a
+ * config made here, the tiers by their text. */
 static int open_fronted(const srl_ap_limiter *l, const srl_config *cfg, srl_limiter **out)
 {
     srl_config c = *cfg;
     c.tiers = NULL;
     c.tier_count = 0;
     srl_policy_error pe;
-    int rc = l->fallback != NULL ? srl_config_set(&c, "fallback", l->fallback, &pe) : 0;
+    int rc = 0;
+    for (uint32_t i = 0; rc == 0 && i < cfg->tier_count; i++) {
+        char name[sizeof "tier." + SRL_TIER_NAME_MAX], text[SRL_LIMITS_TEXT_MAX];
+        snprintf(name, sizeof name, "tier.%s", cfg->tiers[i].name);
+        rc = srl_limits_format(&cfg->tiers[i].limits, text, sizeof text) < 0
+                 ? SRL_EPOLICY
+                 : srl_config_set(&c, name, text, &pe);
+    }
+    if (rc == 0 && l->fallback != NULL)
+        rc = srl_config_set(&c, "fallback", l->fallback, &pe);
     if (rc == 0)
         rc = srl_open_fronted(l->name, l->redis, &c, SRL_CREATE, out);
     srl_config_free(&c);

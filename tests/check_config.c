@@ -51,6 +51,8 @@ static const struct {
      "redis=redis://127.0.0.1:6379/0?prefix=api"},
     {"10/1s + 1000/1d redis=unix:///r.sock", "token_bucket:10/1s + token_bucket:1000/1d "
      "capacity=65536 redis=unix:///r.sock"},   /* compounds run on Redis too */
+    {"100/1m redis=redis://h tier.a=5/1s", "token_bucket:100/1m capacity=65536 "
+     "tier.a=token_bucket:5/1s redis=redis://h"},   /* and tiers, fronted or not */
     {"concurrency:4,max_hold=30s", "concurrency:4,max_hold=30s capacity=65536"},
     {"sliding_log:5/15m,penalty=1h\tcapacity=10\n", "sliding_log:5/15m,penalty=1h capacity=10"},
 };
@@ -132,9 +134,6 @@ static const struct {
      "key_display is for a segment; a Redis store (redis=) keeps every key whole"},
     {"100/1m key_display=3 redis=redis://h", 36, 0,
      "key_display is for a segment; a Redis store (redis=) keeps every key whole"},
-    {"100/1m redis=redis://h tier.a=5/1s", 34, 0,
-     "tier.NAME is not taken by the fronted store (redis=) yet: use a segment, or "
-     "srl_open_redis alone"},
     {"gcra:1/1s redis=redis://h lockfree=on", 37, 0,
      "lockfree is for a segment; a Redis store (redis=) decides in Redis"},
     {"5/1s + concurrency:2 redis=redis://h", 36, 0,
@@ -378,9 +377,9 @@ START_TEST(set_refuses_without_changing_anything)
     ck_assert_uint_eq(c.tier_count, 1);
     ck_assert_uint_eq(c.tiers[0].limits.limit[0].permits, 5);
     /* the redis rules, in both orders, and nothing kept of the refused one */
+    ck_assert_int_eq(srl_config_set(&c, "mode", "0640", &e), 0);
     ck_assert_int_eq(srl_config_set(&c, "redis", "redis://127.0.0.1", &e), SRL_EPOLICY);
-    ck_assert_str_eq(e.message, "tier.NAME is not taken by the fronted store (redis=) yet: "
-                                "use a segment, or srl_open_redis alone");
+    ck_assert_str_eq(e.message, "mode is for a segment; a Redis store (redis=) takes no mode");
     ck_assert_ptr_null(srl_config_redis(&c));
     srl_config_free(&c);
     srl_config_init(&c);

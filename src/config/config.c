@@ -547,8 +547,7 @@ static const struct field fields[] = {
      "on or off (yes/no, true/false, 1/0)"},
     {"force", set_flag, show_flag, 0, SRL_CONFIG_FORCE, 0, NULL,
      "on or off (yes/no, true/false, 1/0)"},
-    {"tier.", set_tier, show_tiers, 0, 0, 0, "is not taken by the fronted store (redis=) yet",
-     "tier.NAME=POLICY"},
+    {"tier.", set_tier, show_tiers, 0, 0, 0, NULL, "tier.NAME=POLICY"},
     {"redis", set_redis, show_redis, 0, 0, 0, NULL, "a redis:// or unix:// uri"},
     {"fallback", set_fallback, show_fallback, 0, 0, 0, NULL,
      "a rate policy such as token_bucket:25/1m"},
@@ -621,9 +620,6 @@ static int across(const srl_config *c, struct cerr *ce, size_t at)
         char t[SRL_CONFIG_TEXT_MAX];
         if (fields[i].no_redis == NULL || fields[i].show(c, &fields[i], t, sizeof t) <= 0)
             continue;
-        if (fields[i].set == set_tier)   /* the Redis store takes tiers; the fronted not yet */
-            return fail(ce, at, 0, "tier.NAME %s: use a segment, or srl_open_redis alone",
-                        fields[i].no_redis);
         return fail(ce, at, 0, "%s is for a segment; a Redis store (redis=) %s", fields[i].name,
                     fields[i].no_redis);
     }

@@ -9,11 +9,12 @@
  *   sees the same memory).  The host segment is an ordinary segment (no
  *   layout of its own) whose policy is HOST_POLICY, gcra:1/3660d with
  *   penalty=3660d; a key's state there is a "ban" (struct ban below):
- *     cost   the GCRA word: the smallest cost Redis denied (any word <= now
- *            is a GCRA state at rest, so for GCRA the word is free while it
- *            stays below the clock: a monotonic clock passes 2^32 ns after
- *            4.3 s of uptime, and an injected ticker below it only delays
- *            the ban's eviction);
+ *     cost   the GCRA word: the smallest cost Redis denied in its low 32
+ *            bits, the tier it was denied under in bits 32..39 (any word
+ *            <= now is a GCRA state at rest, so for GCRA the word is free
+ *            while it stays below the clock: a monotonic clock passes
+ *            16 x 2^32 ns after 69 s of uptime, and an injected ticker
+ *            below it only delays the ban's eviction);
  *     until  the penalty's end: T, the end of the fleet's denial in host
  *            time.
  *   A key's entry in the host segment is named "P:key", P the Redis key
@@ -43,6 +44,14 @@
  *     ended, or has a larger cost, or the same cost and an earlier end: each
  *     ban kept is one Redis gave, so any choice is safe.
  *   - Degraded and untracked answers are never remembered.
+ *   - A ban answers requests of its own tier only (a plain peek: any, the
+ *     key's tier being the one it was last decided under).  Redis converts
+ *     a key that a request of another tier moves (tiers.c), so a ban stops
+ *     being one Redis would give: a decision that writes (acquire, reserve)
+ *     under another tier forgets it.  A ban written by a request of the old
+ *     tier that raced the move may outlive it, denying until its T at most:
+ *     more denial, never an admission Redis did not give (as a refund's
+ *     other hosts keep theirs).
  *
  * LOCKS
  *   None of its own: the host segment's bucket lock (srl__shm_apply) and the
@@ -72,6 +81,11 @@ struct ban {
     uint64_t cost;
     uint64_t until;
 };
+
+/* struct ban's cost word: a cost and the tier it was denied under. */
+#define BAN_COST(w) ((uint32_t)(w))
+#define BAN_TIER(w) ((uint32_t)((w) >> 32))
+#define BAN_WORD(cost, tier) ((uint64_t)(cost) | (uint64_t)(tier) << 32)
 
 /* The longest host key: "P:" then the key. */
 #define HOST_KEY_MAX (SRL__REDIS_PREFIX_MAX + 1 + SRL_KEY_MAX)
@@ -110,42 +124,64 @@ static const void *host_key(const struct tiered *t, const void *key, size_t len,
 
 /* ----------------------------------------------------- the host memory */
 
+/* ANY_TIER: a plain peek, which Redis decides under the key's own tier. */
+#define ANY_TIER UINT32_MAX
+
 struct ask {
     uint32_t cost;
+    uint32_t tier;              /* the request's, or ANY_TIER */
+    uint32_t tiers;             /* the table's size: a ban of a tier beyond is garbage */
     int count;                  /* a decision (acquire) or a look (peek) */
     uint64_t left;              /* out: ns until the ban ends, 0 none */
     uint64_t over;              /* answer only a ban longer than this (srl_reserve's
                                    max_wait; 0 for the others) */
+    uint32_t ban_tier;          /* out: the answering ban's tier */
+    int other;                  /* out: a live ban of another tier is kept */
 };
 
 static int ask_fn(void *state, uint64_t now, void *ctx)
 {
     const struct ban *b = state;
     struct ask *a = ctx;
-    /* Untrusted bytes: a ban no Redis denial could leave (cost 0, an end
-     * past the longest window) is ignored, so garbage costs a round trip,
-     * never a denial Redis would not give. */
-    if (b->cost == 0 || b->until > srl__sat_add(now, SRL_WINDOW_MAX_NS))
+    /* Untrusted bytes: a ban no Redis denial could leave (cost 0, a tier
+     * beyond the table, an end past the longest window) is ignored, so
+     * garbage costs a round trip, never a denial Redis would not give. */
+    uint32_t cost = BAN_COST(b->cost), tier = BAN_TIER(b->cost);
+    if (cost == 0 || tier >= a->tiers || b->until > srl__sat_add(now, SRL_WINDOW_MAX_NS))
         return 0;
-    if (b->until > now && b->cost <= a->cost && b->until - now > a->over)
+    if (b->until <= now)
+        return 0;
+    if (a->tier != ANY_TIER && tier != a->tier) {
+        a->other = 1;
+        return 0;
+    }
+    if (cost <= a->cost && b->until - now > a->over) {
         a->left = b->until - now;
+        a->ban_tier = tier;
+    }
     return a->left != 0 && a->count;
 }
 
-/* 1 and *d filled if the host answers (key, cost): a ban covers it for
- * longer than over, and the request may retry over before its end. */
-static int host_answer(struct tiered *t, const void *key, size_t len, uint32_t cost, int count,
-                       uint64_t over, srl_decision *d)
+/* 1 and *d filled if the host answers (key, cost) under tier: a ban of
+ * that tier covers it for longer than over, and the request may retry over
+ * before its end.  *other: a live ban of another tier was found (the
+ * decision Redis now makes under tier moves the key: forget_other). */
+static int host_answer(struct tiered *t, uint32_t tier, const void *key, size_t len,
+                       uint32_t cost, int count, uint64_t over, srl_decision *d, int *other)
 {
-    struct ask a = {cost, count, 0, over};
+    struct ask a = {.cost = cost, .tier = tier, .tiers = t->lim.tier_count, .count = count,
+                    .over = over};
     struct host_name n;
     size_t hlen;
     const void *hk = host_key(t, key, len, &n, &hlen);
-    if (srl__shm_apply(t->host, hk, hlen, 0, ask_fn, &a) != 0 || a.left == 0)
+    int rc = srl__shm_apply(t->host, hk, hlen, 0, ask_fn, &a);
+    if (other != NULL)
+        *other = rc == 0 && a.other;
+    if (rc != 0 || a.left == 0)
         return 0;   /* no ban, or the host is unusable: Redis decides */
     *d = (srl_decision){
         .allowed = 0,
-        .limit = srl__capacity(&t->lim.cmp.limits.limit[0]),
+        .limit = srl__capacity(&srl__tier_cmp(&t->lim, a.ban_tier)->limits.limit[0]),
         .remaining = 0,
         .retry_after_ns = a.left - over,
         .reset_after_ns = a.left,
@@ -158,18 +194,21 @@ static int remember_fn(void *state, uint64_t now, void *ctx)
 {
     struct ban *b = state;
     const struct ban *n = ctx;
-    if (b->until <= now || n->cost < b->cost || (n->cost == b->cost && n->until > b->until))
+    /* (a garbage word compares as any other: the new ban is one Redis gave) */
+    if (b->until <= now || BAN_TIER(n->cost) != BAN_TIER(b->cost) ||
+        BAN_COST(n->cost) < BAN_COST(b->cost) ||
+        (BAN_COST(n->cost) == BAN_COST(b->cost) && n->until > b->until))
         *b = *n;
     return 0;
 }
 
-/* Redis denied cost at t0 + its retry_after: remember it (best effort: a
- * full table or a lock error leaves the key to Redis). */
-static void host_remember(struct tiered *t, const void *key, size_t len, uint32_t cost,
-                          uint64_t t0, const srl_decision *d)
+/* Redis denied cost under tier at t0 + its retry_after: remember it (best
+ * effort: a full table or a lock error leaves the key to Redis). */
+static void host_remember(struct tiered *t, uint32_t tier, const void *key, size_t len,
+                          uint32_t cost, uint64_t t0, const srl_decision *d)
 {
     uint64_t wait = d->retry_after_ns < SRL_WINDOW_MAX_NS ? d->retry_after_ns : SRL_WINDOW_MAX_NS;
-    struct ban n = {cost, srl__sat_add(t0, wait)};
+    struct ban n = {BAN_WORD(cost, tier), srl__sat_add(t0, wait)};
     struct host_name hn;
     size_t hlen;
     const void *hk = host_key(t, key, len, &hn, &hlen);
@@ -197,31 +236,58 @@ static int fallback(struct tiered *t, const void *key, size_t len, uint32_t cost
 
 /* ------------------------------------------------------------ the ops */
 
+/* Redis decided (rc, *d) under tier a request that moved the key from the
+ * tier of a ban kept (ask.other): that ban is no longer one Redis would
+ * give.  A denial under tier replaces it (remember_fn); else it goes. */
+static void forget_other(struct tiered *t, const void *key, size_t len, int rc,
+                         const srl_decision *d)
+{
+    if (rc != 0 || d->allowed || d->flags != 0 || d->retry_after_ns == 0)
+        (void)host_forget(t, key, len);
+}
+
+static int tr_acquire_tier(srl_limiter *lim, uint32_t tier, const void *key, size_t len,
+                           uint32_t cost, srl_decision *d)
+{
+    struct tiered *t = tr_of(lim);
+    int other;
+    if (host_answer(t, tier, key, len, cost, 1, 0, d, &other))
+        return 0;
+    uint64_t t0 = srl__now(lim);   /* before the request leaves: T never outlives Redis's ban */
+    int rc = srl_acquire_tier(t->redis, tier, key, len, cost, d);
+    if (t->fb != NULL && srl__fallback_applies(rc))
+        return fallback(t, key, len, cost, 1, d);
+    if (other)
+        forget_other(t, key, len, rc, d);
+    if (rc == 0 && !d->allowed && d->flags == 0 && d->retry_after_ns > 0)
+        host_remember(t, tier, key, len, cost, t0, d);
+    return rc;
+}
+
 static int tr_acquire(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
                       srl_decision *d)
 {
+    return tr_acquire_tier(lim, 0, key, len, cost, d);
+}
+
+/* A look writes nothing, on Redis or here: a ban of another tier stays. */
+static int tr_peek_tier(srl_limiter *lim, uint32_t tier, const void *key, size_t len,
+                        uint32_t cost, srl_decision *d)
+{
     struct tiered *t = tr_of(lim);
-    if (host_answer(t, key, len, cost, 1, 0, d))
+    if (host_answer(t, tier, key, len, cost, 0, 0, d, NULL))
         return 0;
-    uint64_t t0 = srl__now(lim);   /* before the request leaves: T never outlives Redis's ban */
-    int rc = srl_acquire(t->redis, key, len, cost, d);
+    int rc = tier == ANY_TIER ? srl_peek(t->redis, key, len, cost, d)
+                              : srl_peek_tier(t->redis, tier, key, len, cost, d);
     if (t->fb != NULL && srl__fallback_applies(rc))
-        return fallback(t, key, len, cost, 1, d);
-    if (rc == 0 && !d->allowed && d->flags == 0 && d->retry_after_ns > 0)
-        host_remember(t, key, len, cost, t0, d);
+        return fallback(t, key, len, cost, 0, d);
     return rc;
 }
 
 static int tr_peek(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
                    srl_decision *d)
 {
-    struct tiered *t = tr_of(lim);
-    if (host_answer(t, key, len, cost, 0, 0, d))
-        return 0;
-    int rc = srl_peek(t->redis, key, len, cost, d);
-    if (t->fb != NULL && srl__fallback_applies(rc))
-        return fallback(t, key, len, cost, 0, d);
-    return rc;
+    return tr_peek_tier(lim, ANY_TIER, key, len, cost, d);
 }
 
 /* srl_reserve: Redis's wait is at least a ban's rest (it is the acquire's
@@ -232,9 +298,13 @@ static int tr_reserve(srl_limiter *lim, const void *key, size_t len, uint32_t co
                       uint64_t max_wait, srl_decision *d)
 {
     struct tiered *t = tr_of(lim);
-    if (host_answer(t, key, len, cost, 1, max_wait, d))
+    int other;
+    if (host_answer(t, 0, key, len, cost, 1, max_wait, d, &other))
         return 0;
-    return srl_reserve(t->redis, key, len, cost, max_wait, d);
+    int rc = srl_reserve(t->redis, key, len, cost, max_wait, d);   /* tier 0's */
+    if (other)
+        (void)host_forget(t, key, len);   /* its refusals are never remembered */
+    return rc;
 }
 
 /* Permits given back on Redis may end the fleet's denial before T: this
@@ -337,7 +407,9 @@ static void tr_close(srl_limiter *lim)
 
 static const struct srl__store_ops tiered_ops = {
     .acquire = tr_acquire,
+    .acquire_tier = tr_acquire_tier,
     .peek = tr_peek,
+    .peek_tier = tr_peek_tier,
     .refund = tr_refund,
     .reserve = tr_reserve,
     .reset_key = tr_reset_key,
@@ -413,13 +485,6 @@ int srl_open_tiered(const char *shm_name, const char *uri, const srl_config *cfg
         return rc;
     if (shm_name == NULL || uri == NULL)
         return SRL_EINVAL;
-    if (use->tier_count > 0) {
-        /* The host's remembered denials know no tier: one under tier 0
-         * would refuse a key that a move to a larger tier lets through. */
-        srl__err_set("tiers (tier.NAME) are not taken by the fronted store yet: open the "
-                     "Redis store alone (srl_open_redis) or drop the tiers");
-        return SRL_ENOTSUP;
-    }
     rc = srl_name_check(shm_name);
     srl_limits fbl;
     const srl_limits *fbp = srl__config_fallback(use, &fbl) ? &fbl : NULL;

@@ -36,6 +36,10 @@
 #      give exactly 3 x 200 (the fallback) then 3 x 429; Redis started: the
 #      host limits by Redis by itself, exactly 5 more 200 (RateLimit r 4..0)
 #      then 429, and rlctl info URI counts the 5
+#   P  tiers on the fleet: tier=paid=token_bucket:3/1d beside the policy
+#      token_bucket:1/1d, SrlTier header:X-Plan: a paid key gets 3 x 200
+#      then 429s (the second answered on the host: no EVALSHA), a key
+#      without a plan 1 x 200 then 429; rlctl info URI counts 4 admitted
 here=$(cd "$(dirname "$0")" && pwd)
 export SRL_E2E_DIR=${SRL_E2E_DIR:-$here}
 . "$here/lib.sh"
@@ -241,4 +245,27 @@ check_eq "G: ... RateLimit r from Redis's count" "3 2 1 0" \
 check_eq "G: rlctl info URI: allowed" 5 "$(rlctl_count "$guri" allowed)"
 stop_pid "$pid4"
 stop_pid "$g_redis_pid"
+
+# --- P: tiers on the fleet (the fronted store takes tiers)
+e2e_segments+=(/fleet5)
+puri="unix://$redis_sock?prefix=e2e-p&timeout_ms=300"
+pbody="SrlLimiter fleet5 token_bucket:1/1d 1000 on_full=deny tier=paid=token_bucket:3/1d policy_name=fleet redis=$puri
+SrlLimit fleet5
+SrlKey header:X-Key
+SrlTier header:X-Plan"
+mkdir -p "$base/h5/htdocs"; chmod 0755 "$base/h5"; echo x >"$base/h5/htdocs/x"
+e2e_tmp=$base/h5; e2e_port=$(free_port); apache_start prefork "$pbody"
+port5=$e2e_port; pid5=$apache_pid; e2e_tmp=$base
+p=$(on "$port5" seq 4 /x "X-Key: paid-P" "X-Plan: paid")
+check_eq "P: a paid key: 3 admitted, then 429" "200 200 200 429" \
+  "$(cut -f1 <<<"$p" | tr '\n' ' ' | sed 's/ $//')"
+calls=$(evalsha)
+p=$(on "$port5" seq 1 /x "X-Key: paid-P" "X-Plan: paid")
+check_eq "P: ... and again 429, answered on the host (no EVALSHA)" "429 $calls" \
+  "$(cut -f1 <<<"$p") $(evalsha)"
+p=$(on "$port5" seq 2 /x "X-Key: free-P")
+check_eq "P: a key without a plan: the policy's 1, then 429" "200 429" \
+  "$(cut -f1 <<<"$p" | tr '\n' ' ' | sed 's/ $//')"
+check_eq "P: rlctl info URI: allowed" 4 "$(rlctl_count "$puri" allowed)"
+stop_pid "$pid5"
 e2e_finish

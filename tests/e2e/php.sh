@@ -473,6 +473,16 @@ check_eq "6: another policy under the prefix: SRL_EMISMATCH, naming the key and 
 check_eq "6: a bad uri: SRL_EINVAL with the reason" \
   "SrlException -1 srl: redis uri: port must be 1..65535, not '99999'" \
   "$(php_redis 'new Srl("x", "token_bucket:20/1d", 1024, ["redis" => "redis://h:99999"])')"
+tiers=$(php_redis '
+  $s = new Srl("xt", "token_bucket:20/1d", 1024,
+               ["redis" => "unix://" . getenv("RSOCK") . "?prefix=e2e-tiers",
+                "tiers" => ["one" => "token_bucket:1/1d"]]);
+  foreach ([["k", "one"], ["k", "one"], ["k", "one"], ["k", null]] as [$k, $t]) {
+    $d = $s->acquire($k, 1, $t);
+    echo ($d["allowed"] ? 1 : 0), ($d["local"] ? "L" : ""), " ";
+  }')
+check_eq "6: tiers with redis (the fronted store): tier one admits 1, then Redis denies, then the host; default admits" \
+  "1 0 0L 1 " "$tiers"
 fault=$(php_redis '
   $s = new Srl("x", "token_bucket:20/1d", 1024,
                ["redis" => "unix://" . getenv("RSOCK") . "?prefix=e2e-fault&timeout_ms=200",
@@ -526,9 +536,6 @@ check_eq "7: rlctl info: default tier's keys" "tier 0:         default = token_b
   "$(grep '^tier 0:' <<<"$info")"
 check_eq "7: rlctl info: paid tier's keys" "tier 1:         paid = token_bucket:5/1d (2 keys)" \
   "$(grep '^tier 1:' <<<"$info")"
-check_eq "7: tiers with redis are refused, named" \
-  "InvalidArgumentException 0 tier.NAME is not taken by the fronted store (redis=) yet: use a segment, or srl_open_redis alone" \
-  "$(php_redis 'new Srl("x", "token_bucket:20/1d", 1024, ["redis" => $u, "tiers" => ["a" => "1/1s"]])')"
 
 stop_pid "$fpm_pid" QUIT
 check_eq "php-fpm stopped by its pid" gone "$(kill -0 "$fpm_pid" 2>/dev/null && echo running || echo gone)"
