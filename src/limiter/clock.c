@@ -19,6 +19,7 @@
  *
  * Touches nothing shared; r is read once per process.
  */
+#include "clock.h"
 #include "limiter.h"
 
 #include <time.h>

@@ -5,6 +5,7 @@
  * caller may hold a bucket lock: this formats into the calling thread's
  * detail buffer (errdetail.c) and touches nothing else.
  */
+#include "cost.h"
 #include "errdetail.h"
 #include "limiter.h"
 

@@ -12,14 +12,21 @@
  * already checked that 1 <= cost <= cmp.min_permits, that srl_acquire and
  * srl_refund never reach a limiter with a concurrency limit, and that
  * srl_enter/srl_leave only reach one that has it.
+ *
+ * The limiter's other parts each declare their own functions, included
+ * here for the stores: tiers.h (the tier table), cost.h (SRL_ECOST's
+ * sentence), clock.h (the tickers).  None of them includes this file.
  */
 #ifndef SRL_LIMITER_H
 #define SRL_LIMITER_H
 
 #include <time.h>
 
+#include "clock.h"
 #include "compound.h"
+#include "cost.h"
 #include "srl.h"
+#include "tiers.h"
 
 struct srl__store_ops {
     int (*acquire)(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
@@ -107,35 +114,10 @@ static inline const struct srl__compound *srl__tier_cmp(const srl_limiter *lim, 
     return t == 0 ? &lim->cmp : &lim->tier_cmp[t - 1];
 }
 
-/* tiers.c.  A config's tier table against the rules of srl.h (TIERS):
- * 0, SRL_EINVAL (count, NULL, a name) or SRL_EPOLICY (limits). */
-int srl__tiers_check(const srl_config *cfg);
-/* A stored table (untrusted): the rules, canonical limits, and every entry
- * from count on all zero.  base: tier 0's limits. */
-bool srl__tiers_valid(const srl_limits *base, const srl_tier *t, uint32_t count);
-/* Resolve cfg's (checked) table into lim's tier fields: 0 or SRL_EPOLICY. */
-int srl__tiers_init(srl_limiter *lim, const srl_config *cfg);
-/* The largest state of cfg's tiers, base_bytes being tier 0's. */
-uint32_t srl__tiers_state_max(const srl_config *cfg, uint32_t base_bytes);
-/* The largest cost some tier takes, and the largest state of any tier. */
-uint32_t srl__tiers_cost_max(const srl_limiter *lim);
-uint32_t srl__tiers_bytes_max(const srl_limiter *lim);
-/* Convert one key's state old (tier from) into out (tier to, to->state_bytes)
- * at now, by the rule of srl.h (TIERS).  out must not overlap old. */
-void srl__tier_convert(const struct srl__compound *from, const void *old,
-                       const struct srl__compound *to, void *out, uint64_t now);
-
-/* cost.c.  SRL_ECOST, with srl_last_error naming cost and what c takes
- * at most (cost 0: that a request costs 1 or more).  Refusals only. */
-int srl__cost_refused(const struct srl__compound *c, uint32_t cost);
-
 /* Fill the common head from a config the prologue normalised (ticker
  * defaulted).  Returns 0 or SRL_EPOLICY. */
 int srl__limiter_init(srl_limiter *lim, const struct srl__store_ops *ops,
                       const srl_config *cfg);
-
-/* clock_gettime(id) in nanoseconds (clock.c). */
-uint64_t srl__clock_ns(clockid_t id);
 
 /* Read the limiter's ticker.  Call inside the key's lock. */
 static inline uint64_t srl__now(const srl_limiter *lim)

@@ -18,6 +18,7 @@
  * takes a lock: conversion is a pure function the store calls under the
  * key's bucket lock, with the time it read there.
  */
+#include "tiers.h"
 #include "limiter.h"
 
 #include <string.h>
