@@ -74,7 +74,7 @@ static PyObject *raise_srl_with(int code, const char *what, PyObject *decision)
     return raise_srl_full(code, what, NULL, decision);
 }
 
-/* The same for a call on a Redis or tiered store (open included): the
+/* The same for a call on a Redis or fronted store (open included): the
  * message ends with srl_last_error's sentence, which server and what
  * happened.  Only those calls set and clear it, so only they read it. */
 static PyObject *raise_srl_redis(int code, const char *what, PyObject *decision)
@@ -510,7 +510,7 @@ static int config_from(srl_config *cfg, const struct open_args *a, int redis_ok)
 }
 
 /* The limiter's name in RateLimit-Policy, as mod_srl and PHP name it: the
- * segment's name without its '/' (a tiered store's host segment, a Redis
+ * segment's name without its '/' (a fronted store's host segment, a Redis
  * store's key prefix); None (srl.headers: "default") for an anonymous or
  * local store, or a name that is not a header token. */
 static PyObject *limiter_name(const srl_info *in)
@@ -744,7 +744,7 @@ static PyObject *Limiter_redis(PyObject *cls, PyObject *args, PyObject *kw)
 }
 
 /* fronted(name, uri, policy, ...): srl_open_fronted, the fleet's limit on
- * Redis with the host segment NAME in front (kind 'tiered'). */
+ * Redis with the host segment NAME in front (kind 'fronted'). */
 static PyObject *Limiter_fronted(PyObject *cls, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"name", "uri", "policy", "capacity", "key_display", "on_full",
@@ -770,7 +770,7 @@ static PyObject *Limiter_fronted(PyObject *cls, PyObject *args, PyObject *kw)
                         (create ? SRL_CREATE : 0u) | (exclusive ? SRL_EXCL : 0u));
 }
 
-/* Raise for rc of a call on self: a Redis or tiered store's names its
+/* Raise for rc of a call on self: a Redis or fronted store's names its
  * server and cause. */
 static PyObject *raise_on(const LimiterObject *self, int rc, const char *what,
                           PyObject *decision)
@@ -1202,7 +1202,7 @@ static PyObject *Limiter_get_policy(PyObject *op, void *c)
 
 static PyObject *Limiter_get_kind(PyObject *op, void *c)
 {
-    static const char *const kinds[] = {"shared", "anonymous", "local", "redis", "tiered"};
+    static const char *const kinds[] = {"shared", "anonymous", "local", "redis", "fronted"};
     unsigned k = (unsigned)((LimiterObject *)op)->kind;
     (void)c;
     return PyUnicode_FromString(k < sizeof kinds / sizeof kinds[0] ? kinds[k] : "unknown");
@@ -1277,7 +1277,7 @@ static PyMethodDef Limiter_methods[] = {
      "The fleet's limit on Redis (as redis()) with the host segment /dev/shm/NAME in\n"
      "front (srl_open_fronted): a key Redis denied is answered on the host until its\n"
      "denial ends (FLAG_LOCAL), with no round trip.  shared(name, \"POLICY redis=URI\")\n"
-     "is the same.  kind 'tiered'."},
+     "is the same.  kind 'fronted'."},
     {"anonymous", (PyCFunction)(void (*)(void))Limiter_anonymous,
      METH_VARARGS | METH_KEYWORDS | METH_CLASS,
      "anonymous(policy, capacity=65536, key_display=0, on_full='allow', *, lock_timeout_ms=1000,\n"
@@ -1331,11 +1331,11 @@ static PyMethodDef Limiter_methods[] = {
 
 static PyGetSetDef Limiter_getset[] = {
     {.name = "policy", .get = Limiter_get_policy, .doc = "canonical text of the policy"},
-    {.name = "kind", .get = Limiter_get_kind, .doc = "'shared', 'anonymous', 'local', 'redis' or 'tiered'"},
+    {.name = "kind", .get = Limiter_get_kind, .doc = "'shared', 'anonymous', 'local', 'redis' or 'fronted'"},
     {.name = "closed", .get = Limiter_get_closed, .doc = "True after close()"},
     {.name = "name", .get = Limiter_get_name,
      .doc = "the RateLimit-Policy name mod_srl and PHP give it: the segment's name without "
-            "'/' (a tiered store's host segment, a Redis store's prefix); None for anonymous "
+            "'/' (a fronted store's host segment, a Redis store's prefix); None for anonymous "
             "and local (srl.headers: \"default\")"},
     {.name = NULL},
 };

@@ -113,7 +113,7 @@ class TestRedisStore(Base):
     def test_fronted_answers_a_denied_key_on_the_host(self):
         name = self.seg("front")
         f = srl.Limiter.fronted(name, self.uri("fr"), "token_bucket:2/1d", capacity=64)
-        self.assertEqual((f.kind, f.name), ("tiered", name))
+        self.assertEqual((f.kind, f.name), ("fronted", name))
         flags = [(d.allowed, d.flags) for d in (f.acquire("k") for _ in range(4))]
         # the third is Redis's denial; the fourth the host's (FLAG_LOCAL)
         self.assertEqual(flags, [(True, 0), (True, 0), (False, 0), (False, srl.FLAG_LOCAL)])
@@ -122,7 +122,7 @@ class TestRedisStore(Base):
         f.close()
         # shared() with redis= in the spec is the same store
         g = srl.Limiter.shared(name, "token_bucket:2/1d redis=%s" % self.uri("fr"), capacity=64)
-        self.assertEqual((g.kind, g.acquire("k").flags), ("tiered", srl.FLAG_LOCAL))
+        self.assertEqual((g.kind, g.acquire("k").flags), ("fronted", srl.FLAG_LOCAL))
         g.close()
 
     def test_wsgi_on_redis_and_fronted_names_the_policy_after_the_limiter(self):
