@@ -392,13 +392,22 @@ uint64_t srl__local_pool_walk(struct local *l, uint64_t from, uint64_t count,
     return seen;
 }
 
+/* n's death, LIVE -> DEAD (release: a pool walk that sees DEAD skips it).
+ * Call with n->lock held, n not dead; its slot is the caller's to release
+ * (srl__local_retire_locked) or to pass on (evict_active). */
+static void mark_dead(struct local *l, struct lnode *n)
+{
+    (void)l;
+    __atomic_store_n(&n->life, NODE_DEAD, __ATOMIC_RELEASE);
+}
+
 /* Mark n dead and release its capacity slot (its counts stay in it, and
  * in stats walks, until free_node_rcu moves them).  Call with n->lock held
  * and n not dead (on a lock-free handle, its word already WORD_TOMB); the
  * caller then unlocks and calls srl__local_unlink_node. */
 void srl__local_retire_locked(struct local *l, struct lnode *n)
 {
-    __atomic_store_n(&n->life, NODE_DEAD, __ATOMIC_RELEASE);
+    mark_dead(l, n);
     unreserve(l);
 }
 
@@ -430,7 +439,51 @@ bool srl__local_evict_if_at_rest_locked(struct local *l, struct lnode *n)
 
 struct reclaim_ctx {
     uint64_t visited, reclaimed;
+    bool evict;               /* on_full=evict: judge the active nodes too */
+    struct lnode *best;       /* the active node to evict so far, held locked */
+    uint64_t best_used, best_limit, best_last;
 };
+
+/*
+ * Whether n (locked, live, not at rest) may be evicted though active
+ * (on_full=evict), and if so how much of its limit it has used, as a peek
+ * sees it (*used of *limit, the binding limit's), and its last admission
+ * (srl__compound_last_ns; 0 where the algorithm keeps none).  Never a key
+ * its operator keeps (ctl_kept: exempt, own limits, banned by hand), nor
+ * one that no decision has counted yet: such a node is fresh, so at rest
+ * and the at-rest reclaim's to take, or its inserter is about to lock it
+ * for its first decision, which eviction would only send round again.
+ */
+static bool active_use(struct local *l, struct lnode *n, uint64_t *used, uint64_t *limit,
+                       uint64_t *last)
+{
+    if (__atomic_load_n(&n->counts, __ATOMIC_RELAXED) == 0)
+        return false;
+    uint64_t now = srl__now(&l->lim);
+    unsigned ctl = __atomic_load_n(&n->ctl, __ATOMIC_RELAXED);
+    if (ctl != 0 && ctl_kept(l, n, ctl, now))
+        return false;
+    const struct srl__compound *c = ctl_cmp(l, ctl);
+    unsigned char st[l->state_bytes] __attribute__((aligned(16)));   /* read once */
+    srl__local_state_copy(l, n, st);
+    srl_decision d;
+    srl__compound_decide(c, st, now, 1, 0, &d);   /* a peek of the copy */
+    *limit = d.limit > 0 ? d.limit : 1;
+    uint64_t left = d.allowed ? (uint64_t)d.remaining + 1 : 0;
+    *used = left < *limit ? *limit - left : 0;
+    *last = srl__compound_last_ns(c, st);
+    return true;
+}
+
+/* Let go of the node held as the best victim, if any. */
+static void drop_best(struct reclaim_ctx *c)
+{
+    if (c->best != NULL) {
+        node_unlock(c->best);
+        node_done(c->best);
+        c->best = NULL;
+    }
+}
 
 static int reclaim_visit(struct local *l, struct lnode *n, void *arg)
 {
@@ -439,15 +492,59 @@ static int reclaim_visit(struct local *l, struct lnode *n, void *arg)
         node_done(n);
     } else {
         bool evicted = srl__local_evict_if_at_rest_locked(l, n);
-        node_unlock(n);
+        uint64_t used, limit, last;
         if (evicted) {
+            /* A slot freed at rest: no active key need go.  The held
+             * victim is let go before unlinking, which takes stripe locks
+             * (never under a node's lock). */
+            c->evict = false;
+            drop_best(c);
+            node_unlock(n);
             srl__local_unlink_node(l, n);
             c->reclaimed++;
+        } else if (c->evict && !node_dead(n) && active_use(l, n, &used, &limit, &last) &&
+                   (c->best == NULL || used * c->best_limit < c->best_used * limit ||
+                    (used * c->best_limit == c->best_used * limit && last < c->best_last))) {
+            /* Less of its limit used than the best so far (used / limit,
+             * compared in integers: each at most 2^32, the products fit),
+             * ties to the oldest last admission.  Kept locked, so that no
+             * other evictor takes it and no decision changes it (but a
+             * lock-free one) before it goes. */
+            drop_best(c);
+            c->best = n;
+            c->best_used = used;
+            c->best_limit = limit;
+            c->best_last = last;
         } else {
+            node_unlock(n);
             node_done(n);
         }
     }
     return ++c->visited == RECLAIM_SCAN;
+}
+
+/*
+ * The active node c->best (locked, live; on_full=evict, nothing at rest
+ * found) goes so that a new key takes its slot: retired as any eviction
+ * is (its word tombstoned first on a lock-free handle, whatever it holds;
+ * LIVE -> DEAD under its lock, so a decider that found it retries on a
+ * fresh node), but its capacity slot is not released: it passes to the
+ * caller's insert (*held), so that no other insert takes it meanwhile.
+ * Counted in evicted and evicted_active.  Call inside rcu_read_lock.
+ */
+static void evict_active(struct local *l, struct reclaim_ctx *c, bool *held)
+{
+    struct lnode *n = c->best;
+    c->best = NULL;
+    if (l->lockfree)
+        (void)srl__local_word_retire(l, n, 0, false);
+    mark_dead(l, n);
+    node_unlock(n);
+    srl__local_unlink_node(l, n);
+    struct shard *s = my_shard(l);
+    shard_add(&s->evicted, 1);
+    shard_add(&s->evicted_active, 1);
+    *held = true;
 }
 
 /*
@@ -456,16 +553,21 @@ static int reclaim_visit(struct local *l, struct lnode *n, void *arg)
  * sample at each call, in the order keys first arrived).  Busy
  * nodes are skipped with trylock: a locked state is in use, hence rarely
  * at rest, and an insert must not wait on other keys.  Returns the number
- * reclaimed.  Call inside rcu_read_lock.
+ * reclaimed.  With on_full=evict and held not NULL, when none is at rest,
+ * the same scan picks the active node that used the least of its limit
+ * (ties: the oldest) and evicts it, its slot passed to the caller (*held
+ * true; evict_active).  Call inside rcu_read_lock.
  */
-static uint64_t reclaim_some(struct local *l)
+static uint64_t reclaim_some(struct local *l, bool *held)
 {
-    struct reclaim_ctx c = {0, 0};
+    struct reclaim_ctx c = {.evict = held != NULL && l->lim.on_full == SRL_ON_FULL_EVICT};
     uint64_t from = __atomic_load_n(&l->reclaim_cursor, __ATOMIC_RELAXED);
     uint64_t went = srl__local_pool_walk(l, from, UINT64_MAX, reclaim_visit, &c);
     __atomic_store_n(&l->reclaim_cursor, from + went, __ATOMIC_RELAXED);
     if (c.reclaimed)
         shard_add(&my_shard(l)->evicted, c.reclaimed);
+    if (c.best != NULL)
+        evict_active(l, &c, held);
     return c.reclaimed;
 }
 
@@ -501,14 +603,18 @@ static int found_or_full(const struct local *l, const struct lkey *k, struct lno
  */
 int srl__local_find_or_insert(struct local *l, const struct lkey *k, struct lnode **out)
 {
+    bool held = false;   /* a slot passed on by an active key's eviction */
     /* A full table: reclaim before paying for a node, so that a flood of
      * new keys into a full table costs no pool traffic. */
-    if (table_full(l) && reclaim_some(l) == 0 && table_full(l))
+    if (table_full(l) && reclaim_some(l, &held) == 0 && !held && table_full(l))
         return found_or_full(l, k, out);
     struct lnode *cand = NULL;
     int prc = pool_get(l, k, &cand);
-    if (prc != 0)
+    if (prc != 0) {
+        if (held)
+            unreserve(l);
         return prc;
+    }
     memcpy(cand->fp, k->fp, sizeof cand->fp);
     cand->key_len = k->len;
     cand->lock = 0;
@@ -533,7 +639,10 @@ int srl__local_find_or_insert(struct local *l, const struct lkey *k, struct lnod
         struct lnode *won = NULL;
             won = find(l, k);
         int at = -1;
-        bool room = won == NULL && reserve(l);
+        bool room = won == NULL && (held || reserve(l));
+        if (won != NULL && held)
+            unreserve(l);   /* the key came meanwhile: the slot goes back */
+        held = false;
         if (room) {
             uint64_t b = k->b1;
             at = free_entry(l, b);
@@ -559,7 +668,7 @@ int srl__local_find_or_insert(struct local *l, const struct lkey *k, struct lnod
             return INSERT_OK;
         }
         /* Reclaim (it takes other stripes) with none of ours held, once. */
-        if (won == NULL && !room && !reclaimed && reclaim_some(l) > 0) {
+        if (won == NULL && !room && !reclaimed && (reclaim_some(l, &held) > 0 || held)) {
             reclaimed = true;
             continue;
         }

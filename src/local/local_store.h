@@ -232,7 +232,8 @@ struct lbucket {
 struct shard {
     uint64_t full_allowed;    /* on_full decisions, allowed */
     uint64_t full_denied;     /* on_full decisions, denied */
-    uint64_t evicted;         /* at-rest states reclaimed */
+    uint64_t evicted;         /* states reclaimed: at rest, and active ones below */
+    uint64_t evicted_active;  /* keys not at rest whose slot a new key took (on_full=evict) */
     uint64_t retired_allowed; /* counters of deleted states */
     uint64_t retired_denied;
     uint64_t timeouts;        /* node lock waits that ran past lock_timeout_ms */
