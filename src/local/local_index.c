@@ -360,6 +360,7 @@ void srl__local_unlink_node(struct local *l, struct lnode *n)
 /* ------------------------------------------------ retirement and reclamation */
 
 #define RECLAIM_SCAN 64     /* nodes an insert into a full table may visit */
+#define EVICT_SCANS 4       /* scans an on_full=evict insert may make finding none */
 
 /* Visit the pool's LIVE nodes (acquire: their fields are initialised),
  * `count` indexes from `from` (wrapping), calling fn on each until it
@@ -411,9 +412,11 @@ void srl__local_retire_locked(struct local *l, struct lnode *n)
     unreserve(l);
 }
 
-/* If n is live and at rest, mark it dead; returns true if it did.  Call
- * with n->lock held; the caller unlinks after unlocking. */
-bool srl__local_evict_if_at_rest_locked(struct local *l, struct lnode *n)
+/* Whether n is live, at rest and not kept by its operator (after freeing a
+ * concurrency limit's dead and expired holders; on a lock-free handle its
+ * word is then retired, WORD_TOMB).  Call with n->lock held; if true, the
+ * caller marks it dead. */
+static bool at_rest_locked(struct local *l, struct lnode *n)
 {
     if (node_dead(n))
         return false;
@@ -430,8 +433,15 @@ bool srl__local_evict_if_at_rest_locked(struct local *l, struct lnode *n)
     unsigned ctl = __atomic_load_n(&n->ctl, __ATOMIC_RELAXED);
     if (ctl != 0 && ctl_kept(l, n, ctl, now))
         return false;
-    if (l->lockfree ? !srl__local_word_retire(l, n, now, true)
-                    : !srl__compound_at_rest(ctl_cmp(l, ctl), node_state(n), now))
+    return l->lockfree ? srl__local_word_retire(l, n, now, true)
+                       : srl__compound_at_rest(ctl_cmp(l, ctl), node_state(n), now);
+}
+
+/* If n is live and at rest, mark it dead; returns true if it did.  Call
+ * with n->lock held; the caller unlinks after unlocking. */
+bool srl__local_evict_if_at_rest_locked(struct local *l, struct lnode *n)
+{
+    if (!at_rest_locked(l, n))
         return false;
     srl__local_retire_locked(l, n);
     return true;
@@ -440,6 +450,7 @@ bool srl__local_evict_if_at_rest_locked(struct local *l, struct lnode *n)
 struct reclaim_ctx {
     uint64_t visited, reclaimed;
     bool evict;               /* on_full=evict: judge the active nodes too */
+    bool keep;                /* on_full=evict: pass the first freed slot on */
     struct lnode *best;       /* the active node to evict so far, held locked */
     uint64_t best_used, best_limit, best_last;
 };
@@ -491,12 +502,20 @@ static int reclaim_visit(struct local *l, struct lnode *n, void *arg)
     if (!node_trylock(n)) {
         node_done(n);
     } else {
-        bool evicted = srl__local_evict_if_at_rest_locked(l, n);
         uint64_t used, limit, last;
-        if (evicted) {
-            /* A slot freed at rest: no active key need go.  The held
-             * victim is let go before unlinking, which takes stripe locks
-             * (never under a node's lock). */
+        if (at_rest_locked(l, n)) {
+            /* A slot freed at rest: no active key need go.  On a full
+             * table that evicts, the first such slot passes to the caller
+             * as an active key's does (evict_active), so that no other
+             * insert takes it meanwhile.  The held victim is let go before
+             * unlinking, which takes stripe locks (never under a node's
+             * lock). */
+            if (c->keep) {
+                mark_dead(l, n);
+                c->keep = false;
+            } else {
+                srl__local_retire_locked(l, n);
+            }
             c->evict = false;
             drop_best(c);
             node_unlock(n);
@@ -560,15 +579,24 @@ static void evict_active(struct local *l, struct reclaim_ctx *c, bool *held)
  */
 static uint64_t reclaim_some(struct local *l, bool *held)
 {
-    struct reclaim_ctx c = {.evict = held != NULL && l->lim.on_full == SRL_ON_FULL_EVICT};
-    uint64_t from = __atomic_load_n(&l->reclaim_cursor, __ATOMIC_RELAXED);
-    uint64_t went = srl__local_pool_walk(l, from, UINT64_MAX, reclaim_visit, &c);
-    __atomic_store_n(&l->reclaim_cursor, from + went, __ATOMIC_RELAXED);
-    if (c.reclaimed)
-        shard_add(&my_shard(l)->evicted, c.reclaimed);
-    if (c.best != NULL)
-        evict_active(l, &c, held);
-    return c.reclaimed;
+    bool evict = held != NULL && l->lim.on_full == SRL_ON_FULL_EVICT;
+    for (unsigned scan = 1;; scan++) {
+        struct reclaim_ctx c = {.evict = evict, .keep = evict};
+        uint64_t from = __atomic_load_n(&l->reclaim_cursor, __ATOMIC_RELAXED);
+        uint64_t went = srl__local_pool_walk(l, from, UINT64_MAX, reclaim_visit, &c);
+        __atomic_store_n(&l->reclaim_cursor, from + went, __ATOMIC_RELAXED);
+        if (c.reclaimed)
+            shard_add(&my_shard(l)->evicted, c.reclaimed);
+        if (evict && !c.keep)
+            *held = true;   /* an at-rest slot, passed on */
+        if (c.best != NULL)
+            evict_active(l, &c, held);
+        /* Every node busy or kept: a scan preempted while other threads
+         * churned through the table may have seen few of its nodes, so
+         * look again, a bounded number of times, before on_full. */
+        if (!evict || c.reclaimed > 0 || *held || scan == EVICT_SCANS)
+            return c.reclaimed;
+    }
 }
 
 /* No slot free (a relaxed look: only a shortcut, reserve() decides). */
