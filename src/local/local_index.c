@@ -589,11 +589,18 @@ static uint64_t reclaim_some(struct local *l, bool *held)
             shard_add(&my_shard(l)->evicted, c.reclaimed);
         if (evict && !c.keep)
             *held = true;   /* an at-rest slot, passed on */
+        /* A scan preempted while other threads churned through the table
+         * saw the nodes live as it passed them: mostly those that stay,
+         * the kept and the used-up ones.  So when it found nothing to take,
+         * or only a key that used all of its limit (the dearest to forget),
+         * look again, a bounded number of times, before taking that or
+         * answering on_full. */
+        bool again = !*held && scan < EVICT_SCANS &&
+                     (c.best == NULL || c.best_used >= c.best_limit);
+        if (c.best != NULL && again)
+            drop_best(&c);
         if (c.best != NULL)
             evict_active(l, &c, held);
-        /* Every node busy or kept: a scan preempted while other threads
-         * churned through the table may have seen few of its nodes, so
-         * look again, a bounded number of times, before on_full. */
         if (!evict || c.reclaimed > 0 || *held || scan == EVICT_SCANS)
             return c.reclaimed;
     }
