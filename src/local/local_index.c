@@ -26,8 +26,11 @@
  *     concurrency limit's dead and expired holders), and reclaim_some: an
  *     insert into a full table evicts among the next RECLAIM_SCAN nodes of
  *     the pool, skipping busy ones with trylock (an insert must not wait on
- *     other keys).  Here rather than with the walks because insert and
- *     reclamation call each other.
+ *     other keys); with on_full=evict, when none is at rest, the same scan
+ *     takes the active node that used the least of its limit (evict_active;
+ *     docs/design.md, "on_full=evict in the in-process store").  Here
+ *     rather than with the walks because insert and reclamation call each
+ *     other.
  *
  * HOMES
  *   A hit needs two misses: the bucket, then the node its entry names.  To
@@ -58,6 +61,12 @@
  *     reused only after a grace period that began after it left the index.
  *     A dead node is never matched by a lookup or an insert, so a new live
  *     node for the same key may be inserted before the dead one is cleared.
+ *     The eviction of an active node (on_full=evict) is no exception: its
+ *     evictor holds its lock from judging it to marking it dead (its word
+ *     tombstoned first on a lock-free handle), so a decider that found it
+ *     either decided before (on the old state, counted there) or sees it
+ *     dead and looks the key up again; only the victim's state is touched,
+ *     so every key that is not evicted stays exact.
  *   - At most one live (not dead) node per key: inserts search both
  *     candidate buckets again under both buckets' stripe locks.
  *   - An index entry is written only under the stripe locks of the buckets
@@ -72,6 +81,17 @@
  *     there, just before its node is published, and released when the
  *     node is marked dead (or, rarely, when no index entry was free).  So
  *     a slot is never held by a thread that will lose an insertion race.
+ *     One exception, on_full=evict: the slot of a node a full-table insert
+ *     evicted (active, or the first it found at rest) is not released but
+ *     passed to that insert (held in srl__local_find_or_insert), which
+ *     publishes its node in it or releases it (the key came meanwhile, no
+ *     entry free, the pool at its bound); so used is live nodes plus slots
+ *     in passage, at most one per inserting thread, and still at most the
+ *     capacity.  Released and reserved again, the slot could go to another
+ *     insert in between, and the evicting one would answer on_full.
+ *   - The scan of a full table may hold one node's lock (its best victim
+ *     so far) while it takes others, only with trylock, never a stripe
+ *     lock: it lets the victim go before it unlinks anything.
  *   - The pool bound: besides the homes, at most 4 x capacity overflow
  *     nodes (+ 4 chunks) exist, live or awaiting their grace period.  An
  *     insert that finds none free waits
