@@ -143,7 +143,7 @@ START_TEST(a_full_table_with_on_full_evict_under_8_processes_stays_exact_and_adm
 }
 END_TEST
 
-START_TEST(on_full_evict_is_parsed_shown_and_elsewhere_decides_as_allow)
+START_TEST(on_full_evict_is_parsed_shown_and_evicts_on_the_in_process_store)
 {
     srl_config cfg;
     srl_config_init(&cfg);
@@ -155,8 +155,8 @@ START_TEST(on_full_evict_is_parsed_shown_and_elsewhere_decides_as_allow)
     ck_assert_msg(strstr(text, " on_full=evict") != NULL, "%s", text);
     ck_assert_int_ne(srl_config_parse(&cfg, "token_bucket:1/1h on_full=drop", &err), 0);
     ck_assert_msg(strstr(err.message, "allow, deny or evict") != NULL, "%s", err.message);
-    /* The in-process store has no eviction of active keys: a full table
-     * decides as allow (untracked). */
+    /* The in-process store evicts too (tests/check_local_evict.c has the
+     * rest): one more key is tracked, in an active key's slot. */
     srl_config_init(&cfg);
     ck_assert_int_eq(srl_policy_parse("token_bucket:1/1h", &cfg.policy), 0);
     cfg.capacity = 1;
@@ -173,7 +173,10 @@ START_TEST(on_full_evict_is_parsed_shown_and_elsewhere_decides_as_allow)
     }
     ck_assert_int_eq(srl_acquire(lim, "one-more", 8, 1, &d), 0);
     ck_assert_int_eq(d.allowed, 1);
-    ck_assert_uint_eq(d.flags & SRL_DECISION_UNTRACKED, SRL_DECISION_UNTRACKED);
+    ck_assert_uint_eq(d.flags & SRL_DECISION_UNTRACKED, 0);
+    ck_assert_int_eq(srl_stats_get(lim, &s), 0);
+    ck_assert_uint_eq(s.evicted_active, 1);
+    ck_assert_uint_eq(s.full, 0);
     srl_close(lim);
 }
 END_TEST
@@ -186,7 +189,7 @@ int main(void)
     tcase_add_loop_test(tc,
                         a_full_table_with_on_full_evict_under_8_processes_stays_exact_and_admits_new_keys,
                         0, 2);
-    tcase_add_test(tc, on_full_evict_is_parsed_shown_and_elsewhere_decides_as_allow);
+    tcase_add_test(tc, on_full_evict_is_parsed_shown_and_evicts_on_the_in_process_store);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

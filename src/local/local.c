@@ -19,6 +19,10 @@
  *     before clearing its entry.  An acquirer that found the node and then
  *     locked it sees dead, unlocks and looks the key up again; it never
  *     decides on an orphan, so eviction never admits an extra request.
+ *     This holds for an active key that on_full=evict takes as for one at
+ *     rest: its evictor holds its lock from judging it to its death, and
+ *     the acquirer's retry finds no node and inserts the key afresh (an
+ *     evicted key starts fresh; srl.h).
  *   - The decision path: on a hit it calls nothing of the other files
  *     (local_store.h, HOT PATH).  No test-only code: the broken variants and
  *     the test hooks are tests/mutants/local.c.patch, applied to the test

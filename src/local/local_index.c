@@ -26,8 +26,11 @@
  *     concurrency limit's dead and expired holders), and reclaim_some: an
  *     insert into a full table evicts among the next RECLAIM_SCAN nodes of
  *     the pool, skipping busy ones with trylock (an insert must not wait on
- *     other keys).  Here rather than with the walks because insert and
- *     reclamation call each other.
+ *     other keys); with on_full=evict, when none is at rest, the same scan
+ *     takes the active node that used the least of its limit (evict_active;
+ *     docs/design.md, "on_full=evict in the in-process store").  Here
+ *     rather than with the walks because insert and reclamation call each
+ *     other.
  *
  * HOMES
  *   A hit needs two misses: the bucket, then the node its entry names.  To
@@ -58,6 +61,12 @@
  *     reused only after a grace period that began after it left the index.
  *     A dead node is never matched by a lookup or an insert, so a new live
  *     node for the same key may be inserted before the dead one is cleared.
+ *     The eviction of an active node (on_full=evict) is no exception: its
+ *     evictor holds its lock from judging it to marking it dead (its word
+ *     tombstoned first on a lock-free handle), so a decider that found it
+ *     either decided before (on the old state, counted there) or sees it
+ *     dead and looks the key up again; only the victim's state is touched,
+ *     so every key that is not evicted stays exact.
  *   - At most one live (not dead) node per key: inserts search both
  *     candidate buckets again under both buckets' stripe locks.
  *   - An index entry is written only under the stripe locks of the buckets
@@ -72,6 +81,17 @@
  *     there, just before its node is published, and released when the
  *     node is marked dead (or, rarely, when no index entry was free).  So
  *     a slot is never held by a thread that will lose an insertion race.
+ *     One exception, on_full=evict: the slot of a node a full-table insert
+ *     evicted (active, or the first it found at rest) is not released but
+ *     passed to that insert (held in srl__local_find_or_insert), which
+ *     publishes its node in it or releases it (the key came meanwhile, no
+ *     entry free, the pool at its bound); so used is live nodes plus slots
+ *     in passage, at most one per inserting thread, and still at most the
+ *     capacity.  Released and reserved again, the slot could go to another
+ *     insert in between, and the evicting one would answer on_full.
+ *   - The scan of a full table may hold one node's lock (its best victim
+ *     so far) while it takes others, only with trylock, never a stripe
+ *     lock: it lets the victim go before it unlinks anything.
  *   - The pool bound: besides the homes, at most 4 x capacity overflow
  *     nodes (+ 4 chunks) exist, live or awaiting their grace period.  An
  *     insert that finds none free waits
@@ -360,6 +380,7 @@ void srl__local_unlink_node(struct local *l, struct lnode *n)
 /* ------------------------------------------------ retirement and reclamation */
 
 #define RECLAIM_SCAN 64     /* nodes an insert into a full table may visit */
+#define EVICT_SCANS 4       /* scans an on_full=evict insert may make finding none */
 
 /* Visit the pool's LIVE nodes (acquire: their fields are initialised),
  * `count` indexes from `from` (wrapping), calling fn on each until it
@@ -392,19 +413,30 @@ uint64_t srl__local_pool_walk(struct local *l, uint64_t from, uint64_t count,
     return seen;
 }
 
+/* n's death, LIVE -> DEAD (release: a pool walk that sees DEAD skips it).
+ * Call with n->lock held, n not dead; its slot is the caller's to release
+ * (srl__local_retire_locked) or to pass on (evict_active). */
+static void mark_dead(struct local *l, struct lnode *n)
+{
+    (void)l;
+    __atomic_store_n(&n->life, NODE_DEAD, __ATOMIC_RELEASE);
+}
+
 /* Mark n dead and release its capacity slot (its counts stay in it, and
  * in stats walks, until free_node_rcu moves them).  Call with n->lock held
  * and n not dead (on a lock-free handle, its word already WORD_TOMB); the
  * caller then unlocks and calls srl__local_unlink_node. */
 void srl__local_retire_locked(struct local *l, struct lnode *n)
 {
-    __atomic_store_n(&n->life, NODE_DEAD, __ATOMIC_RELEASE);
+    mark_dead(l, n);
     unreserve(l);
 }
 
-/* If n is live and at rest, mark it dead; returns true if it did.  Call
- * with n->lock held; the caller unlinks after unlocking. */
-bool srl__local_evict_if_at_rest_locked(struct local *l, struct lnode *n)
+/* Whether n is live, at rest and not kept by its operator (after freeing a
+ * concurrency limit's dead and expired holders; on a lock-free handle its
+ * word is then retired, WORD_TOMB).  Call with n->lock held; if true, the
+ * caller marks it dead. */
+static bool at_rest_locked(struct local *l, struct lnode *n)
 {
     if (node_dead(n))
         return false;
@@ -421,8 +453,15 @@ bool srl__local_evict_if_at_rest_locked(struct local *l, struct lnode *n)
     unsigned ctl = __atomic_load_n(&n->ctl, __ATOMIC_RELAXED);
     if (ctl != 0 && ctl_kept(l, n, ctl, now))
         return false;
-    if (l->lockfree ? !srl__local_word_retire(l, n, now, true)
-                    : !srl__compound_at_rest(ctl_cmp(l, ctl), node_state(n), now))
+    return l->lockfree ? srl__local_word_retire(l, n, now, true)
+                       : srl__compound_at_rest(ctl_cmp(l, ctl), node_state(n), now);
+}
+
+/* If n is live and at rest, mark it dead; returns true if it did.  Call
+ * with n->lock held; the caller unlinks after unlocking. */
+bool srl__local_evict_if_at_rest_locked(struct local *l, struct lnode *n)
+{
+    if (!at_rest_locked(l, n))
         return false;
     srl__local_retire_locked(l, n);
     return true;
@@ -430,7 +469,52 @@ bool srl__local_evict_if_at_rest_locked(struct local *l, struct lnode *n)
 
 struct reclaim_ctx {
     uint64_t visited, reclaimed;
+    bool evict;               /* on_full=evict: judge the active nodes too */
+    bool keep;                /* on_full=evict: pass the first freed slot on */
+    struct lnode *best;       /* the active node to evict so far, held locked */
+    uint64_t best_used, best_limit, best_last;
 };
+
+/*
+ * Whether n (locked, live, not at rest) may be evicted though active
+ * (on_full=evict), and if so how much of its limit it has used, as a peek
+ * sees it (*used of *limit, the binding limit's), and its last admission
+ * (srl__compound_last_ns; 0 where the algorithm keeps none).  Never a key
+ * its operator keeps (ctl_kept: exempt, own limits, banned by hand), nor
+ * one that no decision has counted yet: such a node is fresh, so at rest
+ * and the at-rest reclaim's to take, or its inserter is about to lock it
+ * for its first decision, which eviction would only send round again.
+ */
+static bool active_use(struct local *l, struct lnode *n, uint64_t *used, uint64_t *limit,
+                       uint64_t *last)
+{
+    if (__atomic_load_n(&n->counts, __ATOMIC_RELAXED) == 0)
+        return false;
+    uint64_t now = srl__now(&l->lim);
+    unsigned ctl = __atomic_load_n(&n->ctl, __ATOMIC_RELAXED);
+    if (ctl != 0 && ctl_kept(l, n, ctl, now))
+        return false;
+    const struct srl__compound *c = ctl_cmp(l, ctl);
+    unsigned char st[l->state_bytes] __attribute__((aligned(16)));   /* read once */
+    srl__local_state_copy(l, n, st);
+    srl_decision d;
+    srl__compound_decide(c, st, now, 1, 0, &d);   /* a peek of the copy */
+    *limit = d.limit > 0 ? d.limit : 1;
+    uint64_t left = d.allowed ? (uint64_t)d.remaining + 1 : 0;
+    *used = left < *limit ? *limit - left : 0;
+    *last = srl__compound_last_ns(c, st);
+    return true;
+}
+
+/* Let go of the node held as the best victim, if any. */
+static void drop_best(struct reclaim_ctx *c)
+{
+    if (c->best != NULL) {
+        node_unlock(c->best);
+        node_done(c->best);
+        c->best = NULL;
+    }
+}
 
 static int reclaim_visit(struct local *l, struct lnode *n, void *arg)
 {
@@ -438,16 +522,68 @@ static int reclaim_visit(struct local *l, struct lnode *n, void *arg)
     if (!node_trylock(n)) {
         node_done(n);
     } else {
-        bool evicted = srl__local_evict_if_at_rest_locked(l, n);
-        node_unlock(n);
-        if (evicted) {
+        uint64_t used, limit, last;
+        if (at_rest_locked(l, n)) {
+            /* A slot freed at rest: no active key need go.  On a full
+             * table that evicts, the first such slot passes to the caller
+             * as an active key's does (evict_active), so that no other
+             * insert takes it meanwhile.  The held victim is let go before
+             * unlinking, which takes stripe locks (never under a node's
+             * lock). */
+            if (c->keep) {
+                mark_dead(l, n);
+                c->keep = false;
+            } else {
+                srl__local_retire_locked(l, n);
+            }
+            c->evict = false;
+            drop_best(c);
+            node_unlock(n);
             srl__local_unlink_node(l, n);
             c->reclaimed++;
+        } else if (c->evict && !node_dead(n) && active_use(l, n, &used, &limit, &last) &&
+                   (c->best == NULL || used * c->best_limit < c->best_used * limit ||
+                    (used * c->best_limit == c->best_used * limit && last < c->best_last))) {
+            /* Less of its limit used than the best so far (used / limit,
+             * compared in integers: each at most 2^32, the products fit),
+             * ties to the oldest last admission.  Kept locked, so that no
+             * other evictor takes it and no decision changes it (but a
+             * lock-free one) before it goes. */
+            drop_best(c);
+            c->best = n;
+            c->best_used = used;
+            c->best_limit = limit;
+            c->best_last = last;
         } else {
+            node_unlock(n);
             node_done(n);
         }
     }
     return ++c->visited == RECLAIM_SCAN;
+}
+
+/*
+ * The active node c->best (locked, live; on_full=evict, nothing at rest
+ * found) goes so that a new key takes its slot: retired as any eviction
+ * is (its word tombstoned first on a lock-free handle, whatever it holds;
+ * LIVE -> DEAD under its lock, so a decider that found it retries on a
+ * fresh node), but its capacity slot is not released: it passes to the
+ * caller's insert (*held), so that no other insert takes it meanwhile.
+ * Counted in evicted and evicted_active.  Call inside rcu_read_lock.
+ */
+static void evict_active(struct local *l, struct reclaim_ctx *c, bool *held)
+{
+    struct lnode *n = c->best;
+    c->best = NULL;
+    if (l->lockfree)
+        (void)srl__local_word_retire(l, n, 0, false);
+    mark_dead(l, n);
+    node_unlock(n);
+    srl__local_unlink_node(l, n);
+    struct shard *s = my_shard(l);
+    shard_add(&s->evicted, 1);
+    shard_add(&s->evicted_active, 1);
+    *held = true;
 }
 
 /*
@@ -456,17 +592,38 @@ static int reclaim_visit(struct local *l, struct lnode *n, void *arg)
  * sample at each call, in the order keys first arrived).  Busy
  * nodes are skipped with trylock: a locked state is in use, hence rarely
  * at rest, and an insert must not wait on other keys.  Returns the number
- * reclaimed.  Call inside rcu_read_lock.
+ * reclaimed.  With on_full=evict and held not NULL, when none is at rest,
+ * the same scan picks the active node that used the least of its limit
+ * (ties: the oldest) and evicts it, its slot passed to the caller (*held
+ * true; evict_active).  Call inside rcu_read_lock.
  */
-static uint64_t reclaim_some(struct local *l)
+static uint64_t reclaim_some(struct local *l, bool *held)
 {
-    struct reclaim_ctx c = {0, 0};
-    uint64_t from = __atomic_load_n(&l->reclaim_cursor, __ATOMIC_RELAXED);
-    uint64_t went = srl__local_pool_walk(l, from, UINT64_MAX, reclaim_visit, &c);
-    __atomic_store_n(&l->reclaim_cursor, from + went, __ATOMIC_RELAXED);
-    if (c.reclaimed)
-        shard_add(&my_shard(l)->evicted, c.reclaimed);
-    return c.reclaimed;
+    bool evict = held != NULL && l->lim.on_full == SRL_ON_FULL_EVICT;
+    for (unsigned scan = 1;; scan++) {
+        struct reclaim_ctx c = {.evict = evict, .keep = evict};
+        uint64_t from = __atomic_load_n(&l->reclaim_cursor, __ATOMIC_RELAXED);
+        uint64_t went = srl__local_pool_walk(l, from, UINT64_MAX, reclaim_visit, &c);
+        __atomic_store_n(&l->reclaim_cursor, from + went, __ATOMIC_RELAXED);
+        if (c.reclaimed)
+            shard_add(&my_shard(l)->evicted, c.reclaimed);
+        if (evict && !c.keep)
+            *held = true;   /* an at-rest slot, passed on */
+        /* A scan preempted while other threads churned through the table
+         * saw the nodes live as it passed them: mostly those that stay,
+         * the kept and the used-up ones.  So when it found nothing to take,
+         * or only a key that used all of its limit (the dearest to forget),
+         * look again, a bounded number of times, before taking that or
+         * answering on_full. */
+        bool again = !*held && scan < EVICT_SCANS &&
+                     (c.best == NULL || c.best_used >= c.best_limit);
+        if (c.best != NULL && again)
+            drop_best(&c);
+        if (c.best != NULL)
+            evict_active(l, &c, held);
+        if (!evict || c.reclaimed > 0 || *held || scan == EVICT_SCANS)
+            return c.reclaimed;
+    }
 }
 
 /* No slot free (a relaxed look: only a shortcut, reserve() decides). */
@@ -501,14 +658,18 @@ static int found_or_full(const struct local *l, const struct lkey *k, struct lno
  */
 int srl__local_find_or_insert(struct local *l, const struct lkey *k, struct lnode **out)
 {
+    bool held = false;   /* a slot passed on by an active key's eviction */
     /* A full table: reclaim before paying for a node, so that a flood of
      * new keys into a full table costs no pool traffic. */
-    if (table_full(l) && reclaim_some(l) == 0 && table_full(l))
+    if (table_full(l) && reclaim_some(l, &held) == 0 && !held && table_full(l))
         return found_or_full(l, k, out);
     struct lnode *cand = NULL;
     int prc = pool_get(l, k, &cand);
-    if (prc != 0)
+    if (prc != 0) {
+        if (held)
+            unreserve(l);
         return prc;
+    }
     memcpy(cand->fp, k->fp, sizeof cand->fp);
     cand->key_len = k->len;
     cand->lock = 0;
@@ -533,7 +694,10 @@ int srl__local_find_or_insert(struct local *l, const struct lkey *k, struct lnod
         struct lnode *won = NULL;
             won = find(l, k);
         int at = -1;
-        bool room = won == NULL && reserve(l);
+        bool room = won == NULL && (held || reserve(l));
+        if (won != NULL && held)
+            unreserve(l);   /* the key came meanwhile: the slot goes back */
+        held = false;
         if (room) {
             uint64_t b = k->b1;
             at = free_entry(l, b);
@@ -559,7 +723,7 @@ int srl__local_find_or_insert(struct local *l, const struct lkey *k, struct lnod
             return INSERT_OK;
         }
         /* Reclaim (it takes other stripes) with none of ours held, once. */
-        if (won == NULL && !room && !reclaimed && reclaim_some(l) > 0) {
+        if (won == NULL && !room && !reclaimed && (reclaim_some(l, &held) > 0 || held)) {
             reclaimed = true;
             continue;
         }

@@ -61,13 +61,16 @@
  *     and counters are also written without the lock, atomically.
  *   - Lock order: stripe locks in increasing stripe order (a third one only
  *     with trylock); a node's lock is never taken while a stripe lock is
- *     held, nor a stripe lock while a node's lock is held.  The pool mutex
+ *     held, nor a stripe lock while a node's lock is held.  A second node's
+ *     lock only with trylock (the on_full=evict scan holds its best victim
+ *     while it tries others: local_index.c).  The pool mutex
  *     is innermost and held for a few instructions; retire_lock is taken
  *     alone (a stats walk, free_node_rcu).
  *   - No shared line is written on the hit path.  l->used is written only
- *     on insert and delete; the full/evicted/retired counters live in
- *     cache-line shards picked by the current CPU and are written only on
- *     the full, evict and delete paths.  srl_stats adds them up.
+ *     on insert and delete; the full, evicted (and evicted_active) and
+ *     retired counters live in cache-line shards picked by the current CPU
+ *     and are written only on the full, evict and delete paths.  srl_stats
+ *     adds them up.
  *
  * HOT PATH
  *   local_decide (local.c) on a key it finds, that no operator controls
@@ -232,7 +235,8 @@ struct lbucket {
 struct shard {
     uint64_t full_allowed;    /* on_full decisions, allowed */
     uint64_t full_denied;     /* on_full decisions, denied */
-    uint64_t evicted;         /* at-rest states reclaimed */
+    uint64_t evicted;         /* states reclaimed: at rest, and active ones below */
+    uint64_t evicted_active;  /* keys not at rest whose slot a new key took (on_full=evict) */
     uint64_t retired_allowed; /* counters of deleted states */
     uint64_t retired_denied;
     uint64_t timeouts;        /* node lock waits that ran past lock_timeout_ms */

@@ -113,6 +113,7 @@ int srl__local_stats(srl_limiter *lim, srl_stats *out)
         s.allowed += fa + __atomic_load_n(&sh->retired_allowed, __ATOMIC_RELAXED);
         s.denied += fd + __atomic_load_n(&sh->retired_denied, __ATOMIC_RELAXED);
         s.evicted += __atomic_load_n(&sh->evicted, __ATOMIC_RELAXED);
+        s.evicted_active += __atomic_load_n(&sh->evicted_active, __ATOMIC_RELAXED);
         s.timeouts += __atomic_load_n(&sh->timeouts, __ATOMIC_RELAXED);
         s.reclaimed += __atomic_load_n(&sh->reclaimed, __ATOMIC_RELAXED);
         s.would_deny += __atomic_load_n(&sh->would_deny, __ATOMIC_RELAXED);
