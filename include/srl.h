@@ -361,14 +361,12 @@ typedef enum srl_on_full {
     SRL_ON_FULL_EVICT = 2     /* table full: the new key takes the slot of the key
                                  that used the least of its limit (see below) */
 } srl_on_full;
-/* SRL_ON_FULL_EVICT (shared, anonymous, in-process; elsewhere ALLOW): the
- * new key takes the slot of the key that used the least of its limit (ties:
- * the oldest), never an exempt, banned or own-limits key; counted in
- * evicted_active.  Candidates: the key's two buckets (shared, anonymous),
- * the 64 live nodes an insert's scan of the pool visits (in-process; a key
- * busy at that moment is skipped).  An evicted key starts fresh; every other
- * key stays exact (docs/design.md, "Per-key limits and a full table", says
- * why it is not the default). */
+/* SRL_ON_FULL_EVICT (elsewhere than shared, anonymous, in-process: ALLOW):
+ * ties go to the oldest; never an exempt, banned or own-limits key; counted
+ * in evicted_active.  Candidates: the key's two buckets, or in-process the
+ * 64 live nodes an insert's scan visits (busy ones skipped).  An evicted
+ * key starts fresh, every other stays exact; design.md says why it is not
+ * the default. */
 
 /* srl_config.owner_uid: trust no uid but the caller's effective uid. */
 #define SRL_OWNER_SELF UINT32_MAX
