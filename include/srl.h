@@ -578,13 +578,23 @@ SRL_API int srl_open_local(const srl_config *cfg, srl_limiter **out);
  * Decided on the server's TIME, as the in-process store decides:
  * token_bucket, sliding_log, sliding_counter, gcra, burst=, compounds of
  * them (all or nothing in one call, binding as in-process), penalty= and
- * srl_reserve, tiers (fixed_window, concurrency: SRL_ENOTSUP); another stored
+ * srl_reserve, tiers, concurrency:N alone (below); fixed_window and
+ * concurrency in a compound: SRL_ENOTSUP; another stored
  * policy or tier table: SRL_EMISMATCH.  Open needs no server.  Every error but the caller's own
  * fills *d from on_full, flagged SRL_DECISION_DEGRADED.  cfg NULL adopts
  * the stored policy.  No per-key counts; srl_evict_idle 0; srl_check
  * SRL_ENOTSUP; without hiredis SRL_ENOTSUP.  design.md, "The Redis store".
  */
 SRL_API int srl_open_redis(const char *uri, const srl_config *cfg, srl_limiter **out);
+
+/* concurrency:N on Redis (alone; in a compound SRL_ENOTSUP): srl_enter and
+ * srl_leave as on the host store, the units held in the key's own Redis
+ * key, each recording its holder (host id, pid, start time).  A unit comes
+ * back by srl_leave, after its lease time (max_hold, else this default: a
+ * unit held longer is abandoned, whatever its holder does), or, if its
+ * process died on a live host, at the next srl_enter from that host that
+ * finds the key full.  A handle remembers at most 65536 held leases. */
+#define SRL_REDIS_LEASE_DEFAULT_NS (60ull * SRL_NS_PER_S)
 
 /*
  * Redis decides (srl_open_redis), and the host segment shm_name (as
@@ -681,7 +691,8 @@ SRL_API int srl_acquire_wait(srl_limiter *lim, const void *key, size_t len, uint
  * process's; SRL_EINVAL: another limiter's).  A dead holder's unit is
  * reclaimed before it could deny; a unit past max_hold is abandoned.  In a
  * compound srl_enter also takes a permit of each rate limit.  srl_acquire
- * with a concurrency limit, srl_enter without, and Redis: SRL_ENOTSUP.
+ * with a concurrency limit, srl_enter without: SRL_ENOTSUP.  On Redis see
+ * SRL_REDIS_LEASE_DEFAULT_NS (a compound there: SRL_ENOTSUP).
  */
 typedef struct srl_lease {
     uint64_t owner;           /* which open limiter took it */

@@ -420,6 +420,14 @@ int srl_open_tiered(const char *shm_name, const char *uri, const srl_config *cfg
                      "Redis store alone (srl_open_redis) or drop the tiers");
         return SRL_ENOTSUP;
     }
+    for (uint32_t i = 0; i < use->limits.count; i++)
+        if (use->limits.limit[i].algorithm == SRL_CONCURRENCY ||
+            use->policy.algorithm == SRL_CONCURRENCY) {
+            /* The host's remembered denials hold no units to give back. */
+            srl__err_set("a concurrency limit is not taken by the fronted store: open the "
+                         "Redis store alone (srl_open_redis) or a segment");
+            return SRL_ENOTSUP;
+        }
     rc = srl_name_check(shm_name);
     srl_limits fbl;
     const srl_limits *fbp = srl__config_fallback(use, &fbl) ? &fbl : NULL;
