@@ -4,16 +4,19 @@
 --
 -- P:k:<key> is a hash (one key, so one slot in Cluster): field '#' the
 -- last generation handed out (1..2^32-1, wrapping past 0), and one field
--- per held unit, named by its generation, valued "HOST PID START EXP":
--- the holder's host id (boot id and PID namespace: src/redis/redis_lease.c),
--- pid and start time (/proc, src/base/proc.c), and the unit's expiry in ns
--- since P:cfg's epoch (now + the lease time ARGV[4]: max_hold, else the
--- default of srl.h).  The key expires (PEXPIRE) with its newest unit.
+-- per held unit, named by its generation, valued "HOST PID START EXP
+-- NONCE": the holder's host id (boot id and PID namespace:
+-- src/redis/redis_lease.c), pid and start time (/proc, src/base/proc.c),
+-- the unit's expiry in ns since P:cfg's epoch (now + the lease time
+-- ARGV[4]: max_hold, else the default of srl.h) and a number the holder
+-- never gave another unit.  The key expires (PEXPIRE) with its newest
+-- unit, so generations start again: the nonce tells a lease of the key's
+-- last life from one of this life with the same generation and holder.
 --
 -- ARGV[1]: 'e' enter, 'v' leave, 'p' peek; [3] N; [4] lease ns; [8] dry;
 -- [9] HOST, [10] PID, [11] START of the caller; [12] enter: the
 -- generations of this host's holders the caller found dead (spaces; '')
--- leave: the unit's generation.
+-- leave: the unit's generation; [13] the caller's nonce for the unit.
 -- Enter drops the expired units, and those of [12] that are this host's,
 -- then admits if fewer than N remain: {1, remaining, '0', reset_after,
 -- gen}; else {0, 0, retry_after, reset_after, 0, then one "GEN PID START"
@@ -21,18 +24,18 @@
 -- comes back at the caller's next call, which names it in [12]).  Peek:
 -- the same without writing (gen 0, no holders), {-1} with no key.
 -- Leave: {-2} if the unit of that generation is held by exactly this
--- holder (deleted), else {-1}.  A stored value of another form: SRLBAD.
+-- holder with this nonce (deleted), else {-1}.  A stored value of another form: SRLBAD.
 local N1, LEASE = tonumber(ARGV[3]), S(ARGV[4])
-local host, pid, start = ARGV[9], ARGV[10], ARGV[11]
+local host, pid, start, nonce = ARGV[9], ARGV[10], ARGV[11], ARGV[13]
 local function holder(v)
-  return string.match(v, '^(%S+) (%d+) (%d+) (%d+)$')
+  return string.match(v, '^(%S+) (%d+) (%d+) (%d+) (%d+)$')
 end
 if ARGV[1] == 'v' then
   local v = redis.call('HGET', KEYS[1], ARGV[12])
   if not v then return {-1} end
-  local h, p, s = holder(v)
+  local h, p, s, e, o = holder(v)
   if not h then return redis.error_reply('SRLBAD state') end
-  if h ~= host or p ~= pid or s ~= start then return {-1} end
+  if h ~= host or p ~= pid or s ~= start or o ~= nonce then return {-1} end
   redis.call('HDEL', KEYS[1], ARGV[12])
   return {-2}
 end
@@ -55,6 +58,7 @@ for i = 1, #all, 2 do
       held = held + 1
       if h == host then mine[#mine + 1] = f .. ' ' .. p .. ' ' .. s end
       local left = lt(now, exp) and sub(exp, now) or ZERO
+      if lt(LEASE, left) then left = LEASE end   -- the server's clock stepped back
       if not soon or lt(left, soon) then soon = left end
     end
   end
@@ -77,7 +81,7 @@ repeat
   g = redis.call('HINCRBY', KEYS[1], '#', 1)
   if g > 4294967295 then redis.call('HSET', KEYS[1], '#', 0) g = 0 end
 until g ~= 0 and redis.call('HEXISTS', KEYS[1], tostring(g)) == 0
-redis.call('HSET', KEYS[1], tostring(g), host .. ' ' .. pid .. ' ' .. start .. ' ' .. str(add(now, LEASE)))
+redis.call('HSET', KEYS[1], tostring(g), host .. ' ' .. pid .. ' ' .. start .. ' ' .. str(add(now, LEASE)) .. ' ' .. nonce)
 redis.call('PEXPIRE', KEYS[1], px(LEASE))
 stat('allowed')
 if not soon or lt(LEASE, soon) then soon = LEASE end

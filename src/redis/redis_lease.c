@@ -152,8 +152,14 @@ static int64_t free_slot(struct srl__lease_table *t)
     return got;
 }
 
+uint64_t srl__lease_nonce(void)
+{
+    static uint64_t seq;   /* atomic; a forked child goes on from its parent's: its pid differs */
+    return __atomic_add_fetch(&seq, 1, __ATOMIC_RELAXED);
+}
+
 int srl__lease_put(struct srl__lease_table *t, const char *k, size_t kl, uint32_t gen,
-                   uint64_t lease_ns, srl_lease *lease)
+                   uint64_t nonce, uint64_t lease_ns, srl_lease *lease)
 {
     char *copy = malloc(kl ? kl : 1);
     if (copy == NULL)
@@ -170,6 +176,7 @@ int srl__lease_put(struct srl__lease_table *t, const char *k, size_t kl, uint32_
     s->use = ++t->uses;
     s->until_ns = mono_ns() + lease_ns;
     s->gen = gen;
+    s->nonce = nonce;
     s->len = (uint32_t)kl;
     s->key = copy;
     lease->entry = (uint32_t)i;
@@ -180,7 +187,8 @@ int srl__lease_put(struct srl__lease_table *t, const char *k, size_t kl, uint32_
     return 0;
 }
 
-int srl__lease_take(struct srl__lease_table *t, const srl_lease *lease, char **k, size_t *kl)
+int srl__lease_take(struct srl__lease_table *t, const srl_lease *lease, char **k, size_t *kl,
+                    uint64_t *nonce)
 {
     int rc = SRL_ENOENT;
     pthread_mutex_lock(&t->mu);
@@ -190,6 +198,7 @@ int srl__lease_take(struct srl__lease_table *t, const srl_lease *lease, char **k
             key_hash(s->key, s->len) == lease->where[1]) {
             *k = s->key;
             *kl = s->len;
+            *nonce = s->nonce;
             s->key = NULL;
             slot_clear(s);
             rc = 0;

@@ -34,6 +34,7 @@ void srl__holder_self(struct srl__holder *h);
 struct srl__lease_slot {
     uint64_t use;             /* 0: free */
     uint64_t until_ns;        /* CLOCK_MONOTONIC: the unit's lease ends */
+    uint64_t nonce;           /* the unit's in its Redis entry */
     uint32_t gen;
     uint32_t len;
     char *key;                /* the Redis key P:k:<key>, malloc'd */
@@ -46,13 +47,18 @@ struct srl__lease_table {
 };
 void srl__lease_table_init(struct srl__lease_table *t);
 void srl__lease_table_free(struct srl__lease_table *t);
-/* Record Redis key k held as gen for lease_ns; fill lease's entry, gen,
- * where.  0, or SRL_ENOMEM / SRL_ENOSPC (the table is full of live leases). */
+/* A number this process never gave before (a unit's nonce).  Thread-safe. */
+uint64_t srl__lease_nonce(void);
+/* Record Redis key k held as gen (with nonce) for lease_ns; fill lease's
+ * entry, gen, where.  0, or SRL_ENOMEM / SRL_ENOSPC (the table is full of
+ * live leases). */
 int srl__lease_put(struct srl__lease_table *t, const char *k, size_t kl, uint32_t gen,
-                   uint64_t lease_ns, srl_lease *lease);
+                   uint64_t nonce, uint64_t lease_ns, srl_lease *lease);
 /* Take the lease's slot out of the table: 0 with *k (malloc'd, the
- * caller frees) and *kl, or SRL_ENOENT (no such slot, or another use). */
-int srl__lease_take(struct srl__lease_table *t, const srl_lease *lease, char **k, size_t *kl);
+ * caller frees), *kl and *nonce, or SRL_ENOENT (no such slot, or another
+ * use). */
+int srl__lease_take(struct srl__lease_table *t, const srl_lease *lease, char **k, size_t *kl,
+                    uint64_t *nonce);
 
 /* concurrency.lua's enter or peek reply, checked against N and the lease
  * time: 1 with *d filled, *gen (0 on denial) and, on a denial, the

@@ -1356,6 +1356,7 @@ struct conc_args {
     struct srl__holder me;
     char a_lease[24];
     char tail[SRL_CONCURRENCY_MAX * 11 + 1];   /* enter: dead gens; leave: the gen */
+    char a_nonce[24];
 };
 
 static void conc_init(srl_limiter *lim, struct script_call *sc, struct conc_args *ca,
@@ -1365,10 +1366,11 @@ static void conc_init(srl_limiter *lim, struct script_call *sc, struct conc_args
     srl__holder_self(&ca->me);
     snprintf(ca->a_lease, sizeof ca->a_lease, "%llu", (unsigned long long)lease_ns(lim));
     memcpy(sc->a_W, ca->a_lease, sizeof ca->a_lease);
-    const char *x[] = {ca->me.host, ca->me.pid, ca->me.start, ca->tail};
-    for (int i = 0; i < 4; i++)
+    ca->a_nonce[0] = '\0';
+    const char *x[] = {ca->me.host, ca->me.pid, ca->me.start, ca->tail, ca->a_nonce};
+    for (int i = 0; i < 5; i++)
         sc->xv[i] = x[i];
-    sc->argc = SCRIPT_ARGC + SCRIPT_XARGS + 4;
+    sc->argc = SCRIPT_ARGC + SCRIPT_XARGS + 5;
 }
 
 /* srl_enter ('e', lease filled on admission) and srl_peek ('p', lease
@@ -1386,6 +1388,8 @@ static int conc_call(srl_limiter *lim, const void *key, size_t len, char mode,
     struct conc_args ca;
     conc_init(lim, &sc, &ca, mode);
     ca.tail[0] = '\0';
+    uint64_t nonce = srl__lease_nonce();
+    snprintf(ca.a_nonce, sizeof ca.a_nonce, "%llu", (unsigned long long)nonce);
     uint32_t gen = 0;
     int rc = 0;
     for (int round = 0; round < 2; round++) {
@@ -1411,11 +1415,12 @@ static int conc_call(srl_limiter *lim, const void *key, size_t len, char mode,
         memcpy(ca.tail, dead, sizeof dead);   /* again, naming the dead */
     }
     if (rc == 0 && gen != 0 &&
-        (rc = srl__lease_put(&r->leases, kbuf, klen, gen, lease_ns(lim), lease)) != 0) {
+        (rc = srl__lease_put(&r->leases, kbuf, klen, gen, nonce, lease_ns(lim), lease)) != 0) {
         /* Admitted, but no room to remember the key: give the unit back
          * (if that fails too, it comes back by its lease time). */
         conc_init(lim, &sc, &ca, 'v');
         snprintf(ca.tail, sizeof ca.tail, "%u", gen);
+        snprintf(ca.a_nonce, sizeof ca.a_nonce, "%llu", (unsigned long long)nonce);
         int rc2;
         redisReply *rep = run_script(lim, &sc, kbuf, klen, &rc2);
         if (rep != NULL)
@@ -1442,13 +1447,15 @@ static int rs_leave(srl_limiter *lim, srl_lease *lease)
     struct rstore *r = rs_of(lim);
     char *k;
     size_t kl;
-    int rc = srl__lease_take(&r->leases, lease, &k, &kl);
+    uint64_t nonce;
+    int rc = srl__lease_take(&r->leases, lease, &k, &kl, &nonce);
     if (rc != 0)
         return rc;
     struct script_call sc;
     struct conc_args ca;
     conc_init(lim, &sc, &ca, 'v');
     snprintf(ca.tail, sizeof ca.tail, "%u", lease->gen);
+    snprintf(ca.a_nonce, sizeof ca.a_nonce, "%llu", (unsigned long long)nonce);
     redisReply *rep = run_script(lim, &sc, k, kl, &rc);
     free(k);
     if (rc != 0)
