@@ -174,6 +174,22 @@ START_TEST(eight_processes_three_units)
 }
 END_TEST
 
+/* srl_foreach's callback: counts the keys, keeps the last one's view. */
+struct seen {
+    int n;
+    char key[16];
+    srl_decision now;
+};
+
+static int see(const srl_entry *e, void *ctx)
+{
+    struct seen *s = ctx;
+    s->n++;
+    snprintf(s->key, sizeof s->key, "%.*s", (int)e->key_len, (const char *)e->display);
+    s->now = e->now;
+    return 0;
+}
+
 START_TEST(leave_gives_back_exactly_once)
 {
     pid_t srv = setup_server();
@@ -190,6 +206,13 @@ START_TEST(leave_gives_back_exactly_once)
     ck_assert(d.allowed);
     ck_assert_uint_eq(d.remaining, 1);
     ck_assert_uint_ne(a.gen, b.gen);
+    /* The walk sees the key as a peek does: one more unit free. */
+    struct seen sn = {0};
+    ck_assert_int_eq(srl_foreach(lim, see, &sn), 1);
+    ck_assert_int_eq(sn.n, 1);
+    ck_assert_str_eq(sn.key, "k");
+    ck_assert(sn.now.allowed);
+    ck_assert_uint_eq(sn.now.remaining, 0);
     /* a's slot with b's generation: not a lease this handle gave. */
     forged = a;
     forged.gen = b.gen;

@@ -1560,7 +1560,12 @@ static int walk_pipe(srl_limiter *lim, struct srl__rconn *n, struct walk_batch *
     if (rc != 0)
         return rc;
     struct script_call sc;
+    struct conc_args ca;
     script_init(lim, &sc, 'p', 1, SRL__OWN_TIER);
+    if (lim->cmp.conc >= 0) {
+        conc_init(lim, &sc, &ca, 'p');   /* concurrency.lua's peek */
+        ca.tail[0] = '\0';
+    }
     struct pipe_guard g;
     pipe_guard_begin(&g);
     for (size_t i = 0; i < b->n && rc == 0; i++) {
@@ -1646,6 +1651,18 @@ static int walk_batch(srl_limiter *lim, struct srl__rconn *n, char cursor[32],
     if (rc != 0)
         walk_batch_free(b);
     return rc;
+}
+
+/* A walk's peek reply for one key into e->now (and e->tier): 1, or 0 (a
+ * reply no script gives, or none for that key: skipped). */
+static int walk_decision(const srl_limiter *lim, const redisReply *p, srl_entry *e)
+{
+    uint32_t gen;
+    char dead[2] = "";
+    if (lim->cmp.conc >= 0)
+        return srl__conc_reply(p, rpol(lim)->permits, lease_ns(lim), 1, &e->now, &gen, dead,
+                               sizeof dead);
+    return reply_decision(lim, p, SRL__OWN_TIER, 0, &e->now, &e->tier);
 }
 
 /*
@@ -1877,7 +1894,7 @@ static int64_t rs_foreach(srl_limiter *lim, srl_foreach_fn fn, void *ctx)
                 if (k->len <= plen || k->len - plen > SRL_KEY_MAX ||
                     memcmp(k->str, r->u.prefix, plen - 3) != 0 ||
                     memcmp(k->str + plen - 3, ":k:", 3) != 0 ||
-                    !reply_decision(lim, b.peek[i], SRL__OWN_TIER, 0, &e.now, &e.tier))
+                    !walk_decision(lim, b.peek[i], &e))
                     continue;
                 e.display = (const unsigned char *)k->str + plen;
                 e.display_len = e.key_len = (uint32_t)(k->len - plen);
