@@ -437,7 +437,8 @@ START_TEST(hostile_replies_are_refused)
     ck_assert_int_eq(parse(arr("iissi", 1LL, 2LL, "0", "1", 7LL), 1, &d, &g, dead), 0);  /* peek */
     ck_assert_int_eq(parse(arr("iissis", 1LL, 2LL, "0", "1", 7LL, "9 1 1"), 0, &d, &g, dead), 0);
     const char *bad_holders[] = {"9 1", "9 1 1 1", "x 1 1", "0 1 1", "9 0 1", "9 1 1 ",
-                                 " 9 1 1", "9  1 1", "4294967296 1 1", "9 2147483648 1", ""};
+                                 " 9 1 1", "9  1 1", "4294967296 1 1", "9 2147483648 1", "",
+                                 "09 1 1", "9 01 1", "9 1 01"};
     for (size_t i = 0; i < sizeof bad_holders / sizeof *bad_holders; i++)
         ck_assert_msg(parse(arr("iissis", 0LL, 0LL, "5", "5", 0LL, bad_holders[i]), 0, &d, &g,
                             dead) == 0, "holder '%s' taken", bad_holders[i]);

@@ -241,7 +241,10 @@ static int holder_of(const redisReply *e, uint64_t f[3])
         size_t b = at;
         while (at < e->len && e->str[at] != ' ')
             at++;
-        if (!dec(e->str + b, at - b, &f[i]) || (i < 2 && at == e->len))
+        /* Canonical decimals only (no leading zero), as the script writes
+         * them: the caller names a dead unit by the text it prints. */
+        if (!dec(e->str + b, at - b, &f[i]) || (at - b > 1 && e->str[b] == '0') ||
+            (i < 2 && at == e->len))
             return 0;
         at++;   /* the space, or past the end after the last */
     }
@@ -266,13 +269,15 @@ int srl__conc_reply(const redisReply *rep, uint32_t n, uint64_t lease_ns, int pe
         (ok == 1 && retry != 0) || (ok == 0 && retry == 0) || g < 0 || g > UINT32_MAX ||
         (peek ? g != 0 : (ok == 1) != (g != 0)) || ((ok == 1 || peek) && rep->elements != 5))
         return 0;
+    uint64_t f[3];
+    for (size_t i = 5; i < rep->elements; i++)   /* all checked before dead[] is written */
+        if (!holder_of(e[i], f))
+            return 0;
     size_t used = strlen(dead);
     struct srl__proc me;
     srl__proc_self(&me);
     for (size_t i = 5; i < rep->elements; i++) {
-        uint64_t f[3];
-        if (!holder_of(e[i], f))
-            return 0;
+        (void)holder_of(e[i], f);
         struct srl__proc who = {(int32_t)f[1], f[2], me.pidns};
         if (srl__proc_state(&who) != SRL__PROC_DEAD)
             continue;
