@@ -19,8 +19,10 @@
  *     dropped; a live holder past a short max_hold is dropped too (bounded
  *     poll, no timed assertion);
  *   - hostile: concurrency.lua's reply parsed as untrusted
- *     (srl__conc_reply, hand-built replies), and a key holding a state of
- *     another form answers SRL_ECORRUPT with on_full's DEGRADED decision.
+ *     (srl__conc_reply, hand-built replies; and a fake Redis,
+ *     tests/fake_redis.py, answering srl_enter with replies no script
+ *     gives), and a key holding a state of another form answers
+ *     SRL_ECORRUPT with on_full's DEGRADED decision.
  */
 #include <check.h>
 #include <hiredis/hiredis.h>
@@ -477,6 +479,51 @@ START_TEST(a_state_of_another_form_is_corrupt)
 }
 END_TEST
 
+/* The hostile fake Redis (tests/fake_redis.py) answering srl_enter's
+ * EVALSHA: every reply no script gives is refused (SRL_ECORRUPT, a reply
+ * too slow SRL_ETIMEDOUT) with on_full's answer (deny here), flagged
+ * DEGRADED, and no unit recorded; a valid one (concok) is taken. */
+START_TEST(hostile_server_replies)
+{
+    static const struct {
+        const char *mode;
+        int rc;
+    } cases[] = {{"normal", SRL_ECORRUPT},      {"allowed", SRL_ECORRUPT},
+                 {"remaining", SRL_ECORRUPT},   {"retry", SRL_ECORRUPT},
+                 {"wrongtype", SRL_ECORRUPT},   {"concnogen", SRL_ECORRUPT},
+                 {"concholders", SRL_ECORRUPT}, {"slow", SRL_ETIMEDOUT},
+                 {"concok", 0}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        struct fake_redis f;
+        fake_redis_start(&f, cases[i].mode, 0);
+        char u[128];
+        snprintf(u, sizeof u, "redis://127.0.0.1:%d?timeout_ms=300", f.port);
+        srl_config cfg;
+        srl_config_init(&cfg);
+        cfg.policy = (srl_policy){.algorithm = SRL_CONCURRENCY, .permits = 1};
+        cfg.on_full = SRL_ON_FULL_DENY;
+        srl_limiter *lim = NULL;
+        ck_assert_int_eq(srl_open_redis(u, &cfg, &lim), 0);
+        srl_lease l;
+        srl_decision d;
+        memset(&d, 0xa5, sizeof d);
+        int rc = srl_enter(lim, "k", 1, &l, &d);
+        ck_assert_msg(rc == cases[i].rc, "%s: %s, want %s", cases[i].mode, srl_err_name(rc),
+                      srl_err_name(cases[i].rc));
+        if (rc != 0) {
+            ck_assert_uint_eq(l.gen, 0);
+            ck_assert_int_eq(d.allowed, 0);
+            ck_assert_uint_eq(d.flags & SRL_DECISION_DEGRADED, SRL_DECISION_DEGRADED);
+        } else {
+            ck_assert(d.allowed);
+            ck_assert_uint_eq(l.gen, 7);
+        }
+        srl_close(lim);
+        fake_redis_stop(&f);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("redis_conc");
@@ -488,6 +535,7 @@ int main(void)
     tcase_add_test(tc, foreign_host_unit_comes_back_after_its_lease);
     tcase_add_test(tc, hostile_replies_are_refused);
     tcase_add_test(tc, a_state_of_another_form_is_corrupt);
+    tcase_add_test(tc, hostile_server_replies);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
