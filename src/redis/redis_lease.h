@@ -30,7 +30,7 @@ void srl__holder_self(struct srl__holder *h);
  * of a reused slot does not match), where[1] a hash of the key.  Bounded
  * (SRL__LEASE_TABLE_MAX slots); a slot is freed by leave, or when full by
  * reclaiming those whose lease time has passed (a lease never left). */
-#define SRL__LEASE_TABLE_MAX 65536u
+#define SRL__LEASE_TABLE_MAX SRL_REDIS_LEASES_MAX
 struct srl__lease_slot {
     uint64_t use;             /* 0: free */
     uint64_t until_ns;        /* CLOCK_MONOTONIC: the unit's lease ends */
