@@ -18,6 +18,8 @@
  *     renewing would have left it) counts until its expiry, then is
  *     dropped; a live holder past a short max_hold is dropped too (bounded
  *     poll, no timed assertion);
+ *   - a Redis Cluster of three masters: keys over several slots, each
+ *     admitting exactly N, the stats summed over the slot hashes;
  *   - hostile: concurrency.lua's reply parsed as untrusted
  *     (srl__conc_reply, hand-built replies; and a fake Redis,
  *     tests/fake_redis.py, answering srl_enter with replies no script
@@ -524,6 +526,55 @@ START_TEST(hostile_server_replies)
 }
 END_TEST
 
+/* A Redis Cluster (three masters, an unchecked fixture so the servers are
+ * stopped by pid whatever a test does): each key's units in its own slot,
+ * the script's other keys the slot hash (its epoch and counters). */
+static struct redis_cluster cluster;
+
+static void cluster_up(void)
+{
+    redis_cluster_start(&cluster);
+}
+
+static void cluster_down(void)
+{
+    redis_cluster_stop(&cluster);
+}
+
+START_TEST(units_on_a_cluster)
+{
+    srl_config cfg;
+    srl_config_init(&cfg);
+    cfg.policy = (srl_policy){.algorithm = SRL_CONCURRENCY, .permits = 2};
+    srl_limiter *lim = NULL;
+    ck_assert_int_eq(srl_open_redis(cluster.uri, &cfg, &lim), 0);
+    enum { KEYS = 12 };
+    srl_lease l[KEYS][3];
+    srl_decision d;
+    for (int k = 0; k < KEYS; k++) {   /* keys over several slots and masters */
+        char key[16];
+        int n = snprintf(key, sizeof key, "user%d", k);
+        for (int i = 0; i < 3; i++) {
+            ck_assert_int_eq(srl_enter(lim, key, (size_t)n, &l[k][i], &d), 0);
+            ck_assert_int_eq(d.allowed, i < 2);
+        }
+        ck_assert_int_eq(srl_leave(lim, &l[k][0]), 0);
+        ck_assert_int_eq(srl_enter(lim, key, (size_t)n, &l[k][2], &d), 0);
+        ck_assert(d.allowed);
+    }
+    for (int k = 0; k < KEYS; k++) {
+        ck_assert_int_eq(srl_leave(lim, &l[k][1]), 0);
+        ck_assert_int_eq(srl_leave(lim, &l[k][2]), 0);
+        ck_assert_int_eq(srl_leave(lim, &l[k][2]), SRL_ENOENT);
+    }
+    srl_stats st;
+    ck_assert_int_eq(srl_stats_get(lim, &st), 0);   /* summed over the slot hashes */
+    ck_assert_uint_eq(st.allowed, 3 * KEYS);
+    ck_assert_uint_eq(st.denied, KEYS);
+    srl_close(lim);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("redis_conc");
@@ -537,6 +588,11 @@ int main(void)
     tcase_add_test(tc, a_state_of_another_form_is_corrupt);
     tcase_add_test(tc, hostile_server_replies);
     suite_add_tcase(s, tc);
+    TCase *cl = tcase_create("cluster");
+    tcase_set_timeout(cl, 60);
+    tcase_add_unchecked_fixture(cl, cluster_up, cluster_down);
+    tcase_add_test(cl, units_on_a_cluster);
+    suite_add_tcase(s, cl);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
