@@ -210,6 +210,13 @@ START_TEST(leave_gives_back_exactly_once)
     ck_assert(d.allowed);
     ck_assert_uint_eq(d.remaining, 1);
     ck_assert_uint_ne(a.gen, b.gen);
+    /* A peek of cost c: are c units free (as on the host store)? */
+    ck_assert_int_eq(srl_peek(lim, "k", 1, 1, &d), 0);
+    ck_assert(d.allowed);
+    ck_assert_uint_eq(d.remaining, 0);
+    ck_assert_int_eq(srl_peek(lim, "k", 1, 2, &d), 0);
+    ck_assert(!d.allowed);
+    ck_assert_uint_eq(d.remaining, 1);
     /* The walk sees the key as a peek does: one more unit free. */
     struct seen sn = {0};
     ck_assert_int_eq(srl_foreach(lim, see, &sn), 1);

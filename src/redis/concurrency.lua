@@ -22,7 +22,8 @@
 -- gen}; else {0, 0, retry_after, reset_after, 0, then one "GEN PID START"
 -- per unit of HOST} so the caller can judge its own holders (a dead one
 -- comes back at the caller's next call, which names it in [12]).  Peek:
--- the same without writing (gen 0, no holders), {-1} with no key.
+-- the same without writing, for ARGV[2] units (gen 0, no holders; a
+-- denial's remaining the units free), {-1} with no key.
 -- Leave: {-2} if the unit of that generation is held by exactly this
 -- holder with this nonce (deleted), else {-1}.  A stored value of another form: SRLBAD.
 local N1, LEASE = tonumber(ARGV[3]), S(ARGV[4])
@@ -63,10 +64,14 @@ for i = 1, #all, 2 do
     end
   end
 end
-local ok = held < N1
+-- A peek of cost c asks whether c units are free (as algo_concurrency.c);
+-- an enter takes one.  A denial's remaining is what is free (0 for enter).
+local want = enter and 1 or costn
+local ok = held + want <= N1
 local function stat(name) redis.call('HINCRBY', KEYS[3], name, 1) end
 if not enter then
-  return {ok and 1 or 0, ok and N1 - held - 1 or 0, ok and '0' or str(soon), str(soon or ZERO), 0}
+  return {ok and 1 or 0, ok and N1 - held - want or math.max(N1 - held, 0), ok and '0' or str(soon),
+          str(soon or ZERO), 0}
 end
 if not ok then
   stat('denied')

@@ -264,7 +264,8 @@ int srl__conc_reply(const redisReply *rep, uint32_t n, uint64_t lease_ns, int pe
     long long ok = e[0]->integer, rem = e[1]->integer, g = e[4]->integer;
     uint64_t retry, reset;
     /* A lease is never longer than lease_ns from the server's now. */
-    if (ok < 0 || ok > 1 || rem < 0 || rem >= (long long)n || (ok == 0 && rem != 0) ||
+    /* A denied enter leaves nothing free; a denied peek of cost > 1 may. */
+    if (ok < 0 || ok > 1 || rem < 0 || rem >= (long long)n || (ok == 0 && !peek && rem != 0) ||
         !wait_of(e[2], lease_ns, &retry) || !wait_of(e[3], lease_ns, &reset) ||
         (ok == 1 && retry != 0) || (ok == 0 && retry == 0) || g < 0 || g > UINT32_MAX ||
         (peek ? g != 0 : (ok == 1) != (g != 0)) || ((ok == 1 || peek) && rep->elements != 5))

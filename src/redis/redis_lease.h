@@ -60,7 +60,8 @@ int srl__lease_put(struct srl__lease_table *t, const char *k, size_t kl, uint32_
 int srl__lease_take(struct srl__lease_table *t, const srl_lease *lease, char **k, size_t *kl,
                     uint64_t *nonce);
 
-/* concurrency.lua's enter or peek reply, checked against N and the lease
+/* concurrency.lua's enter or peek reply (a peek's denial may leave units
+ * free: its remaining; an enter's is 0), checked against N and the lease
  * time: 1 with *d filled, *gen (0 on denial) and, on a denial, the
  * generations of this host's units whose process is dead appended to
  * dead[] (space-separated, at most dlen bytes with NUL); else 0. */

@@ -1318,14 +1318,14 @@ static int rs_reserve(srl_limiter *lim, const void *key, size_t len, uint32_t co
     return decide(lim, key, len, cost, 'a', 0, max_wait, d);
 }
 
-static int conc_call(srl_limiter *lim, const void *key, size_t len, char mode,
+static int conc_call(srl_limiter *lim, const void *key, size_t len, char mode, uint32_t cost,
                      srl_lease *lease, srl_decision *d);
 
 static int rs_peek(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
                    srl_decision *d)
 {
     if (lim->cmp.conc >= 0)
-        return conc_call(lim, key, len, 'p', NULL, d);
+        return conc_call(lim, key, len, 'p', cost, NULL, d);
     return decide(lim, key, len, cost, 'p', SRL__OWN_TIER, 0, d);
 }
 
@@ -1351,7 +1351,7 @@ static uint64_t lease_ns(const srl_limiter *lim)
     return w != 0 ? w : SRL_REDIS_LEASE_DEFAULT_NS;
 }
 
-/* concurrency.lua's extra arguments (ARGV[9..12]) after script_init's. */
+/* concurrency.lua's extra arguments (ARGV[9..13]) after script_init's. */
 struct conc_args {
     struct srl__holder me;
     char a_lease[24];
@@ -1360,9 +1360,9 @@ struct conc_args {
 };
 
 static void conc_init(srl_limiter *lim, struct script_call *sc, struct conc_args *ca,
-                      char mode)
+                      char mode, uint32_t cost)
 {
-    script_init(lim, sc, mode, 1, 0);
+    script_init(lim, sc, mode, cost, 0);
     srl__holder_self(&ca->me);
     snprintf(ca->a_lease, sizeof ca->a_lease, "%llu", (unsigned long long)lease_ns(lim));
     memcpy(sc->a_W, ca->a_lease, sizeof ca->a_lease);
@@ -1373,12 +1373,12 @@ static void conc_init(srl_limiter *lim, struct script_call *sc, struct conc_args
     sc->argc = SCRIPT_ARGC + SCRIPT_XARGS + 5;
 }
 
-/* srl_enter ('e', lease filled on admission) and srl_peek ('p', lease
- * NULL) of a concurrency limit.  A denial that names units of this host
+/* srl_enter ('e', cost 1, lease filled on admission) and srl_peek ('p',
+ * lease NULL) of a concurrency limit.  A denial that names units of this host
  * whose process died (srl__conc_reply judges them by pid and start time)
  * is decided again once with those named, so a dead holder never causes
  * a denial, as on the host store. */
-static int conc_call(srl_limiter *lim, const void *key, size_t len, char mode,
+static int conc_call(srl_limiter *lim, const void *key, size_t len, char mode, uint32_t cost,
                      srl_lease *lease, srl_decision *d)
 {
     struct rstore *r = rs_of(lim);
@@ -1386,7 +1386,7 @@ static int conc_call(srl_limiter *lim, const void *key, size_t len, char mode,
     size_t klen = key_name(r, "k:", key, len, kbuf);
     struct script_call sc;
     struct conc_args ca;
-    conc_init(lim, &sc, &ca, mode);
+    conc_init(lim, &sc, &ca, mode, cost);
     ca.tail[0] = '\0';
     uint64_t nonce = srl__lease_nonce();
     snprintf(ca.a_nonce, sizeof ca.a_nonce, "%llu", (unsigned long long)nonce);
@@ -1418,7 +1418,7 @@ static int conc_call(srl_limiter *lim, const void *key, size_t len, char mode,
         (rc = srl__lease_put(&r->leases, kbuf, klen, gen, nonce, lease_ns(lim), lease)) != 0) {
         /* Admitted, but no room to remember the key: give the unit back
          * (if that fails too, it comes back by its lease time). */
-        conc_init(lim, &sc, &ca, 'v');
+        conc_init(lim, &sc, &ca, 'v', 1);
         snprintf(ca.tail, sizeof ca.tail, "%u", gen);
         snprintf(ca.a_nonce, sizeof ca.a_nonce, "%llu", (unsigned long long)nonce);
         int rc2;
@@ -1434,12 +1434,12 @@ static int conc_call(srl_limiter *lim, const void *key, size_t len, char mode,
 static int rs_enter(srl_limiter *lim, const void *key, size_t len, srl_lease *lease,
                     srl_decision *d)
 {
-    return conc_call(lim, key, len, 'e', lease, d);
+    return conc_call(lim, key, len, 'e', 1, lease, d);
 }
 
 /* The lease's key comes from this handle's table (srl_lease holds none);
  * the script deletes the unit only if its generation and holder (host,
- * pid, start time) are this caller's.  The slot is freed whatever Redis
+ * pid, start time, nonce) are this caller's.  The slot is freed whatever Redis
  * answers: a unit a failed leave leaves behind comes back by its lease
  * time. */
 static int rs_leave(srl_limiter *lim, srl_lease *lease)
@@ -1453,7 +1453,7 @@ static int rs_leave(srl_limiter *lim, srl_lease *lease)
         return rc;
     struct script_call sc;
     struct conc_args ca;
-    conc_init(lim, &sc, &ca, 'v');
+    conc_init(lim, &sc, &ca, 'v', 1);
     snprintf(ca.tail, sizeof ca.tail, "%u", lease->gen);
     snprintf(ca.a_nonce, sizeof ca.a_nonce, "%llu", (unsigned long long)nonce);
     redisReply *rep = run_script(lim, &sc, k, kl, &rc);
@@ -1563,7 +1563,7 @@ static int walk_pipe(srl_limiter *lim, struct srl__rconn *n, struct walk_batch *
     struct conc_args ca;
     script_init(lim, &sc, 'p', 1, SRL__OWN_TIER);
     if (lim->cmp.conc >= 0) {
-        conc_init(lim, &sc, &ca, 'p');   /* concurrency.lua's peek */
+        conc_init(lim, &sc, &ca, 'p', 1);   /* concurrency.lua's peek */
         ca.tail[0] = '\0';
     }
     struct pipe_guard g;

@@ -14,7 +14,7 @@
  *     still empty;
  *   - on 1: d.limit = N, remaining < N, retry_after and reset_after at
  *     most the lease time; admitted: retry_after 0 and (not peek) gen != 0;
- *     denied: remaining 0, retry_after > 0, gen 0; peek: gen 0;
+ *     denied: retry_after > 0, gen 0, remaining 0 but for peek; peek: gen 0;
  *   - dead[] is NUL-terminated within its size, decimal numbers joined by
  *     single spaces, each the GEN of one of the reply's holder texts.
  */
@@ -122,7 +122,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
             abort();
         if (d.allowed && (d.retry_after_ns != 0 || (!peek && gen == 0)))
             abort();
-        if (!d.allowed && (d.remaining != 0 || d.retry_after_ns == 0 || gen != 0))
+        if (!d.allowed && ((!peek && d.remaining != 0) || d.retry_after_ns == 0 || gen != 0))
             abort();
         if (peek && gen != 0)
             abort();
