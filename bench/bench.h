@@ -415,7 +415,14 @@ typedef struct bench_compound_result {
     uint64_t rt_admitted[BENCH_COMPOUND_SUBJECTS];
     char conc_policy[64];
     int conc_rc;                  /* srl_open_redis's answer for conc_policy */
-    char conc_why[200];           /* srl_last_error after it */
+    char conc_why[200];           /* srl_last_error after it, or the measure's error */
+    /* conc_policy measured (conc_rc 0): [0] srl_enter + srl_leave, [1] a
+     * hand-written enter script + leave script; one pair per request. */
+    int conc_available;
+    bench_compound_cell conc[2];  /* rate: pairs/s (median); admitted: entered */
+    uint64_t conc_rt_n;           /* pairs between two INFO commandstats */
+    long long conc_evalsha[2];    /* the server's EVALSHA calls in them */
+    long long conc_usec[2];       /* its microseconds in those calls */
 } bench_compound_result;
 
 typedef struct bench_redis_result {

@@ -20,8 +20,10 @@
  * calls and the time it spent in them) while a MONITOR connection watches:
  * the commands the subject sent (on the decision path neither hiredis nor
  * srl pipelines, so each is one round trip) and those its script ran.
- * First, srl_open_redis is asked for a concurrency policy, and its answer
- * (today SRL_ENOTSUP) is kept for the report's row.
+ * First, a concurrency policy: srl_enter + srl_leave on srl's Redis store
+ * against hand_conc_lua's enter and leave (one pair per request, each
+ * key entered and left at once, so nothing is ever full), timed the same
+ * way, then exactly rt_n pairs between two INFO commandstats.
  *
  * Invariants: only the public API (srl.h) and hiredis; srl's keys live
  * under prefixes bench-c, bench-c1 (one limit) and bench-cc (the
@@ -68,6 +70,26 @@ static const char hand_lua[] =
     "           'b1', string.format('%.3f', lvl[1]), 'b2', string.format('%.3f', lvl[2]))\n"
     "redis.call('PEXPIRE', KEYS[1], math.ceil(ttl / 1000) + 1)\n"
     "return {ok and 1 or 0, math.floor(math.min(lvl[1], lvl[2]))}\n";
+
+/* In-flight units over one hash per key: field = the holder's id, value
+ * its expiry (us, server TIME).  ARGV: 'e' or 'l', N, lease (us), id.
+ * Enter drops expired holders and admits if fewer than N remain; leave
+ * deletes the holder.  What a user would write by hand (no host id, pid
+ * or start time: a dead holder comes back only by its lease). */
+static const char hand_conc_lua[] =
+    "if ARGV[1] == 'l' then return redis.call('HDEL', KEYS[1], ARGV[4]) end\n"
+    "local t = redis.call('TIME')\n"
+    "local now = tonumber(t[1]) * 1000000 + tonumber(t[2])\n"
+    "local all = redis.call('HGETALL', KEYS[1])\n"
+    "local held = 0\n"
+    "for i = 1, #all, 2 do\n"
+    "  if tonumber(all[i + 1]) <= now then redis.call('HDEL', KEYS[1], all[i])\n"
+    "  else held = held + 1 end\n"
+    "end\n"
+    "if held >= tonumber(ARGV[2]) then return 0 end\n"
+    "redis.call('HSET', KEYS[1], ARGV[4], string.format('%.0f', now + tonumber(ARGV[3])))\n"
+    "redis.call('PEXPIRE', KEYS[1], math.ceil(tonumber(ARGV[3]) / 1000))\n"
+    "return 1\n";
 
 /* The server's counts from INFO commandstats: EVALSHA calls and the
  * microseconds the server spent in them. */
@@ -146,15 +168,64 @@ static int monitor_count(redisContext *m, long long *top, long long *inner)
 
 struct subject {
     int hand;                 /* 0: srl's Redis store, 1: the hand-written script */
+    int conc;                 /* the concurrency pair (enter + leave) instead */
     srl_limiter *lim;
     redisContext *c;          /* the script's: redis.c's connection (INFO goes on it too) */
     const char *sha;
     const srl_limits *l;
 };
 
+/* One enter + leave pair on key (the concurrency subjects): 1 entered,
+ * 0 denied, -1 error (why filled). */
+static int conc_pair(const struct subject *s, const unsigned char *key, char *why, size_t whylen)
+{
+    if (!s->hand) {
+        srl_decision d;
+        srl_lease l;
+        int rc = srl_enter(s->lim, key, BENCH_KEY_LEN, &l, &d);
+        if (rc == 0 && d.allowed)
+            rc = srl_leave(s->lim, &l);
+        if (rc != 0) {
+            char last[160];
+            srl_last_error(last, sizeof last);
+            snprintf(why, whylen, "srl_enter/srl_leave: %s (%s)", srl_err_name(rc), last);
+            return -1;
+        }
+        return d.allowed != 0;
+    }
+    static unsigned long long id;
+    char k[64] = "bench-hc:k:", hid[32];
+    memcpy(k + 11, key, BENCH_KEY_LEN);
+    snprintf(hid, sizeof hid, "%llu", ++id);
+    const srl_policy *p = &s->l->limit[0];
+    unsigned long long lease = (p->window_ns ? p->window_ns : SRL_REDIS_LEASE_DEFAULT_NS) / 1000;
+    int ok = -1;
+    for (int step = 0; step < 2; step++) {
+        redisReply *r = redisCommand(s->c, "EVALSHA %s 1 %b %s %u %llu %s", s->sha, k,
+                                     (size_t)(11 + BENCH_KEY_LEN), step ? "l" : "e",
+                                     p->permits, lease, hid);
+        int good = r != NULL && r->type == REDIS_REPLY_INTEGER;
+        if (!good)
+            snprintf(why, whylen, "EVALSHA: %s",
+                     r == NULL ? s->c->errstr
+                               : (r->type == REDIS_REPLY_ERROR ? r->str : "bad reply"));
+        if (good && step == 0)
+            ok = r->integer == 1;
+        if (r != NULL)
+            freeReplyObject(r);
+        if (!good)
+            return -1;
+        if (ok == 0)
+            break;   /* denied: nothing to leave */
+    }
+    return ok;
+}
+
 /* One decision on key; 1 admitted, 0 denied, -1 error (why filled). */
 static int decide(const struct subject *s, const unsigned char *key, char *why, size_t whylen)
 {
+    if (s->conc)
+        return conc_pair(s, key, why, whylen);
     if (!s->hand) {
         srl_decision d;
         int rc = srl_acquire(s->lim, key, BENCH_KEY_LEN, 1, &d);
@@ -224,8 +295,12 @@ static double median(double *v, int n)
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-/* What srl_open_redis answers for a concurrency policy (out->conc_*). */
-static void ask_concurrency(const char *sock, bench_compound_result *out)
+/* The concurrency subjects: srl_open_redis of CONCURRENCY (its answer in
+ * out->conc_rc, conc_why), then, if it opened, srl and hand_conc_lua timed
+ * as the compound's subjects are (alternating repetitions, median), and
+ * exactly conc_rt_n pairs each between two INFO commandstats. */
+static void run_concurrency(const bench_opts *o, const bench_keys *k, const bench_seq *seq,
+                            redisContext *c, const char *sock, bench_compound_result *out)
 {
     char uri[200];
     snprintf(uri, sizeof uri, "unix://%s?prefix=bench-cc&timeout_ms=2000", sock);
@@ -241,8 +316,52 @@ static void ask_concurrency(const char *sock, bench_compound_result *out)
     srl_limiter *lim = NULL;
     out->conc_rc = srl_open_redis(uri, &cfg, &lim);
     srl_last_error(out->conc_why, sizeof out->conc_why);
-    if (lim != NULL)
+    if (out->conc_rc != 0)
+        return;
+    char sha[64];
+    if (bench_redis_script_load(c, hand_conc_lua, sha, sizeof sha, out->conc_why,
+                                sizeof out->conc_why) != 0) {
         srl_close(lim);
+        return;
+    }
+    struct subject sub[2] = {{.hand = 0, .conc = 1, .lim = lim, .l = &cfg.limits},
+                             {.hand = 1, .conc = 1, .c = c, .sha = sha, .l = &cfg.limits}};
+    int reps = o->reps < REPS_MAX ? o->reps : REPS_MAX;
+    uint64_t budget = (uint64_t)((o->seconds < 2.0 ? o->seconds : 2.0) * 1e9);
+    double rates[2][REPS_MAX];
+    bench_compound_cell warm[2] = {{0}};
+    int rc = 0;
+    for (int i = 0; i < 2 && rc == 0; i++)
+        rc = run(&sub[i], k, seq, 0, 0, 64, &warm[i], out->conc_why, sizeof out->conc_why);
+    for (int rep = 0; rep < reps && rc == 0; rep++)
+        for (int j = 0; j < 2 && rc == 0; j++) {
+            int i = rep % 2 ? 1 - j : j;
+            uint64_t offset = (uint64_t)(rep + 1) * (seq->len / (uint64_t)(reps + 2));
+            rc = run(&sub[i], k, seq, offset, budget, 0, &out->conc[i], out->conc_why,
+                     sizeof out->conc_why);
+            rates[i][rep] = out->conc[i].rate;
+        }
+    out->conc_rt_n = o->quick ? RT_N_QUICK : RT_N;
+    for (int i = 0; i < 2 && rc == 0; i++) {
+        long long e0 = 0, u0 = 0, e1 = 0, u1 = 0;
+        bench_compound_cell rt = {0};
+        if (evalsha_counts(c, &e0, &u0) != 0 ||
+            run(&sub[i], k, seq, seq->len / 2, 0, out->conc_rt_n, &rt, out->conc_why,
+                sizeof out->conc_why) != 0 ||
+            evalsha_counts(c, &e1, &u1) != 0) {
+            rc = -1;
+            break;
+        }
+        out->conc_evalsha[i] = e1 - e0;
+        out->conc_usec[i] = u1 - u0;
+    }
+    srl_close(lim);
+    if (rc != 0)
+        return;
+    for (int i = 0; i < 2; i++)
+        out->conc[i].rate = median(rates[i], reps);
+    out->conc_why[0] = '\0';
+    out->conc_available = 1;
 }
 
 void bench_compound_run(const bench_opts *o, const bench_keys *k, const bench_seq *seq,
@@ -250,7 +369,7 @@ void bench_compound_run(const bench_opts *o, const bench_keys *k, const bench_se
 {
     memset(out, 0, sizeof *out);
     snprintf(out->policy, sizeof out->policy, "%s", COMPOUND);
-    ask_concurrency(sock, out);
+    run_concurrency(o, k, seq, c, sock, out);
 
     srl_config cfg;
     srl_config_init(&cfg);

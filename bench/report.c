@@ -350,15 +350,36 @@ static void print_compound(const bench_compound_result *t)
                t->rt_evalsha[i] > 0 ? (double)t->rt_usec[i] / (double)t->rt_evalsha[i] : 0.0,
                (double)t->rt_inner[i] / n);
     }
-    if (t->conc_rc != 0)
+    if (t->conc_rc != 0) {
         printf("| %s | srl's Redis store | refused: srl_open_redis returned %s (\"%s\")%s%s "
                "| - | - | - | - | - | - |\n", t->conc_policy, srl_err_name(t->conc_rc),
                srl_strerror(t->conc_rc), t->conc_why[0] ? ": " : "", t->conc_why);
-    else
-        printf("| %s | srl's Redis store | opened (not measured here) | - | - | - | - | - | - |\n",
-               t->conc_policy);
-    printf("| %s | hand-written EVALSHA | not measured: no srl row to compare it with | - | - | "
-           "- | - | - | - |\n\n", t->conc_policy);
+        printf("| %s | hand-written EVALSHA | not measured: no srl row to compare it with | - | - "
+               "| - | - | - | - |\n\n", t->conc_policy);
+    } else if (!t->conc_available) {
+        printf("| %s | both | not measured: %s | - | - | - | - | - | - |\n\n", t->conc_policy,
+               t->conc_why);
+    } else {
+        /* A decision here is one enter + leave pair: two EVALSHA, two round trips. */
+        static const char *cw[2] = {"srl's Redis store (srl_enter + srl_leave)",
+                                    "hand-written EVALSHA (enter + leave)"};
+        double cn = (double)t->conc_rt_n;
+        for (int i = 0; i < 2; i++) {
+            const bench_compound_cell *c = &t->conc[i];
+            printf("| %s | %s | %.0f | %s | %llu / %llu | %.3f | %.3f | %.1f | - |\n",
+                   t->conc_policy, cw[i], c->rate,
+                   i == 1 ? "1.00x" : ratio(c->rate, t->conc[1].rate, t->conc[1].rate > 0, g,
+                                            sizeof g),
+                   (unsigned long long)c->admitted, (unsigned long long)c->decisions,
+                   (double)t->conc_evalsha[i] / cn, (double)t->conc_evalsha[i] / cn,
+                   t->conc_evalsha[i] > 0 ? (double)t->conc_usec[i] / (double)t->conc_evalsha[i]
+                                          : 0.0);
+        }
+        printf("\nThe %s rows: one decision is an enter and its leave (two EVALSHA, two "
+               "round trips, no pipelining: the round trips are the EVALSHA count, which INFO "
+               "commandstats gives over exactly %llu pairs).\n\n",
+               t->conc_policy, (unsigned long long)t->conc_rt_n);
+    }
     for (int i = 0; i < BENCH_COMPOUND_SUBJECTS; i++)
         printf("%s: %llu decisions, %lld commands sent, %lld EVALSHA: round trips per decision "
                "%.3f\n\n", who[i], (unsigned long long)t->rt_n, t->rt_sent[i], t->rt_evalsha[i],

@@ -579,13 +579,19 @@ SRL_API int srl_open_local(const srl_config *cfg, srl_limiter **out);
  * Decided on the server's TIME, as the in-process store decides:
  * token_bucket, sliding_log, sliding_counter, gcra, burst=, compounds of
  * them (all or nothing in one call, binding as in-process), penalty= and
- * srl_reserve, tiers (fixed_window, concurrency: SRL_ENOTSUP); another stored
+ * srl_reserve, tiers, concurrency:N alone (fixed_window: SRL_ENOTSUP); another stored
  * policy or tier table: SRL_EMISMATCH.  Open needs no server.  Every error but the caller's own
  * fills *d from on_full, flagged SRL_DECISION_DEGRADED.  cfg NULL adopts
  * the stored policy.  No per-key counts; srl_evict_idle 0; srl_check
  * SRL_ENOTSUP; without hiredis SRL_ENOTSUP.  design.md, "The Redis store".
  */
 SRL_API int srl_open_redis(const char *uri, const srl_config *cfg, srl_limiter **out);
+
+/* concurrency:N alone on Redis (in a compound SRL_ENOTSUP): as on the host, a unit
+ * records its holder (host id, pid, start time) and comes back by srl_leave, at its host's
+ * next full srl_enter if its process died, else after its lease time (then abandoned). */
+#define SRL_REDIS_LEASE_DEFAULT_NS (60ull * SRL_NS_PER_S) /* lease time without max_hold */
+#define SRL_REDIS_LEASES_MAX 65536u /* held per handle (srl_enter past it: SRL_ENOSPC) */
 
 /*
  * Redis decides (srl_open_redis), and the host segment shm_name (as
@@ -683,7 +689,7 @@ SRL_API int srl_acquire_wait(srl_limiter *lim, const void *key, size_t len, uint
  * process's; SRL_EINVAL: another limiter's).  A dead holder's unit is
  * reclaimed before it could deny; a unit past max_hold is abandoned.  In a
  * compound srl_enter also takes a permit of each rate limit.  srl_acquire
- * with a concurrency limit, srl_enter without, and Redis: SRL_ENOTSUP.
+ * with a concurrency limit, srl_enter without: SRL_ENOTSUP.  Redis: see srl_open_redis.
  */
 typedef struct srl_lease {
     uint64_t owner;           /* which open limiter took it */

@@ -137,11 +137,11 @@ static const struct {
     {"gcra:1/1s redis=redis://h lockfree=on", 37, 0,
      "lockfree is for a segment; a Redis store (redis=) decides in Redis"},
     {"5/1s + concurrency:2 redis=redis://h", 36, 0,
-     "redis= takes rate limits, not a concurrency limit (Redis holds no leases yet): use a "
-     "segment (no redis=)"},
+     "redis= is the fronted store, which holds no concurrency units: use a segment (no "
+     "redis=), or srl_open_redis alone"},
     {"concurrency:2 redis=redis://h", 29, 0,
-     "redis= takes rate limits, not a concurrency limit (Redis holds no leases yet): use a "
-     "segment (no redis=)"},
+     "redis= is the fronted store, which holds no concurrency units: use a segment (no "
+     "redis=), or srl_open_redis alone"},
     {"token_bucket:5/1s lockfree=on", 29, 0,
      "lockfree=on decides gcra limits only, and 'token_bucket:5/1s' has none in any tier: use "
      "gcra:N/W, or drop lockfree="},
@@ -389,6 +389,8 @@ START_TEST(set_refuses_without_changing_anything)
                                 "every key whole");
     ck_assert_uint_eq(c.key_display, 0);
     ck_assert_int_eq(srl_config_set(&c, "policy", "concurrency:3", &e), SRL_EPOLICY);
+    ck_assert_str_eq(e.message, "redis= is the fronted store, which holds no concurrency units: "
+                                "use a segment (no redis=), or srl_open_redis alone");
     ck_assert_uint_eq(c.policy.algorithm, SRL_TOKEN_BUCKET);
     ck_assert_str_eq(srl_config_redis(&c), "redis://127.0.0.1");
     /* set accepts what a program asks, lockfree on any policy (the opens do) */

@@ -367,7 +367,15 @@ START_TEST(policy_per_prefix)
     srl_config conc = gcra_cfg(4, 0);
     conc.policy.algorithm = SRL_CONCURRENCY;
     snprintf(other, sizeof other, "%s?prefix=conc", uri);
-    ck_assert_int_eq(srl_open_redis(other, &conc, &l2), SRL_ENOTSUP);   /* no leases yet */
+    ck_assert_int_eq(srl_open_redis(other, &conc, &l2), 0);   /* concurrency.lua */
+    srl_close(l2);
+    /* In a compound: no script holds both yet (check_redis_conc). */
+    srl_config cc = gcra_cfg(10, 60 * SEC);
+    cc.limits.count = 2;
+    cc.limits.limit[0] = cc.policy;
+    cc.limits.limit[1] = conc.policy;
+    snprintf(other, sizeof other, "%s?prefix=cc", uri);
+    ck_assert_int_eq(srl_open_redis(other, &cc, &l2), SRL_ENOTSUP);
     srl_config fw = gcra_cfg(10, 60 * SEC);   /* no fixed_window script yet */
     fw.policy.algorithm = SRL_FIXED_WINDOW;
     snprintf(other, sizeof other, "%s?prefix=fw", uri);
@@ -1159,9 +1167,14 @@ START_TEST(open_without_config_adopts_the_stored_policy)
     srl_close(ad);
     freeReplyObject(redisCommand(c, "HSET srl:cfg policy nonsense"));
     ck_assert_int_eq(srl_open_redis(uri, NULL, &ad), SRL_ECORRUPT);
-    /* Policies this store cannot run (yet) are SRL_ENOTSUP, not damage. */
+    /* concurrency alone runs (concurrency.lua): adopted. */
     freeReplyObject(redisCommand(c, "HSET srl:cfg policy concurrency:3"));
-    ck_assert_int_eq(srl_open_redis(uri, NULL, &ad), SRL_ENOTSUP);
+    ck_assert_int_eq(srl_open_redis(uri, NULL, &ad), 0);
+    ck_assert_int_eq(srl_info_get(ad, &b), 0);
+    ck_assert_int_eq(b.policy.algorithm, SRL_CONCURRENCY);
+    ck_assert_uint_eq(b.policy.permits, 3);
+    srl_close(ad);
+    /* Policies this store cannot run (yet) are SRL_ENOTSUP, not damage. */
     freeReplyObject(redisCommand(c, "HSET srl:cfg policy %s",
                                  "token_bucket:10/1s + concurrency:3"));
     ck_assert_int_eq(srl_open_redis(uri, NULL, &ad), SRL_ENOTSUP);

@@ -869,6 +869,26 @@ START_TEST(a_segment_of_another_policy_is_refused)
     ck_assert_ptr_null(no);
     srl_close(lim);
     ck_assert_int_eq(srl_unlink(name), 0);   /* the host segment open_tiered made */
+    /* A concurrency limit, alone or in a compound: the host's memory holds
+     * no units to give back, so the open refuses it, saying so, and makes
+     * nothing (no host segment). */
+    static const char *const conc[] = {"concurrency:3", "5/1s + concurrency:2"};
+    for (int i = 0; i < 2; i++) {
+        srl_config c;
+        srl_policy_error pe;
+        srl_config_init(&c);
+        ck_assert_int_eq(srl_config_parse(&c, conc[i], &pe), 0);
+        char seg[128];
+        snprintf(seg, sizeof seg, "%s", unique_name("conc"));
+        ck_assert_int_eq(srl_open_fronted(seg, uri, &c, SRL_CREATE, &no), SRL_ENOTSUP);
+        ck_assert_ptr_null(no);
+        char why[256];
+        srl_last_error(why, sizeof why);
+        ck_assert_str_eq(why, "a concurrency limit is not taken by the fronted store: open the "
+                              "Redis store alone (srl_open_redis) or a segment");
+        ck_assert_int_eq(srl_unlink(seg), SRL_ENOENT);
+        srl_config_free(&c);
+    }
     teardown_server(srv);
 }
 END_TEST

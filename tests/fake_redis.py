@@ -25,6 +25,9 @@ SCAN) the way MODE says:
   waitfree      a reservation admitted with a wait of 5 ns and remaining 1
   waitdenied    a reservation denied with a wait of 5 ns
                 (these three: other calls answered normally)
+  concok        a concurrency admission {1, 0, "0", "1000", 7} (valid for N >= 1)
+  concnogen     a concurrency admission without a generation {1, 0, "0", "1000", 0}
+  concholders   a concurrency denial naming N + 1 holders of this host
   http          not Redis at all: whatever it is sent, an HTTP/1.1 400 answer,
                 then the connection is closed (a port that is a web server)
 
@@ -167,6 +170,11 @@ def hostile_evalsha(c, args):
         s.sendall(decision([1, 1, 0, 1000000, 5]))
     elif mode == "waitdenied":
         s.sendall(decision([0, 0, 5, 1000000, 5]))
+    elif mode in ("concok", "concnogen"):
+        s.sendall(arr([num(1), num(0), bulk(b"0"), bulk(b"1000"), num(7 if mode == "concok" else 0)]))
+    elif mode == "concholders":
+        s.sendall(arr([num(0), num(0), bulk(b"5"), bulk(b"5"), num(0)] +
+                      [bulk(b"%d 1 1" % (i + 1)) for i in range(P + 1)]))
     else:
         return False
     return True

@@ -612,9 +612,11 @@ static int across(const srl_config *c, struct cerr *ce, size_t at)
                     "with tier.NAME may hold one): use a segment of its own");
     if (srl_config_redis(c) == NULL)
         return 0;
+    /* Every opener of a spec's redis= (mod_srl, nginx, PHP, Python) opens the
+     * fronted store; srl_open_redis alone takes concurrency:N (issue 42). */
     if (has_concurrency(c))
-        return fail(ce, at, 0, "redis= takes rate limits, not a concurrency limit (Redis "
-                    "holds no leases yet): use a segment (no redis=)");
+        return fail(ce, at, 0, "redis= is the fronted store, which holds no concurrency "
+                    "units: use a segment (no redis=), or srl_open_redis alone");
     /* an option is given when its text is not empty: the formatter's own rule */
     for (size_t i = 0; i < N_FIELDS; i++) {
         char t[SRL_CONFIG_TEXT_MAX];

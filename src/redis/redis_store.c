@@ -54,6 +54,7 @@
 #include "errdetail.h"
 #include "limiter.h"
 #include "redis_cluster.h"
+#include "redis_lease.h"
 #include "redis_sentinel.h"
 #include "redis_uri.h"
 
@@ -109,6 +110,8 @@ static int uses_cmp(const srl_limiter *lim)
 
 static const char *script_of(const srl_limiter *lim)
 {
+    if (lim->cmp.conc >= 0)
+        return conc_lua;   /* a concurrency limit alone (runnable) */
     return uses_cmp(lim) ? cmp_lua : algo_lua[rpol(lim)->algorithm];
 }
 
@@ -134,6 +137,7 @@ struct rstore {
     uint64_t mismatched;      /* atomic: decisions by on_full for cfg_mismatch */
     srl_tier adopted_tiers[SRL_TIERS_MAX - 1];   /* adopting: P:cfg's tiers 1.. */
     uint32_t adopted_tier_count;
+    struct srl__lease_table leases;   /* own mutex: the keys of held units */
 };
 
 static struct rstore *rs_of(srl_limiter *lim) { return lim->impl; }
@@ -1218,6 +1222,39 @@ static int script_recover(struct rstore *r, const redisReply *rep, int *rc, cons
     return 1;
 }
 
+/* One call of the limiter's script for the Redis key k (sc filled by
+ * script_init, its extra arguments after): the reply, or NULL with *rc an
+ * error.  Takes and releases mu; checks P:cfg first, loads the script and
+ * recovers from NOSCRIPT and SRLNOCFG (script_recover). */
+static redisReply *run_script(srl_limiter *lim, struct script_call *sc, const char *k,
+                              size_t kl, int *rcp)
+{
+    struct rstore *r = rs_of(lim);
+    int rc = call_begin(r);
+    int locked = rc == 0;
+    if (rc == 0)
+        rc = cfg_check(r);
+    if (rc == 0 && r->sha[0] == '\0')
+        rc = load_script(r, k, kl);
+    redisReply *rep = NULL;
+    /* Up to two recoveries: a cluster master's first decision in a slot
+     * may need both the script and the slot hash. */
+    for (int attempt = 0; rc == 0 && attempt < 4; attempt++) {
+        script_argv(lim, sc, k, kl);
+        rep = route(r, k, kl, sc->argc, sc->argv, sc->lens, &rc);
+        if (rep != NULL && attempt < 3 && script_recover(r, rep, &rc, k, kl)) {
+            freeReplyObject(rep);
+            rep = NULL;
+            continue;
+        }
+        break;
+    }
+    if (locked)
+        call_end(r, rc);
+    *rcp = rc;
+    return rc == 0 ? rep : NULL;
+}
+
 /* One run of the script.  mode: 'a' acquire (srl_reserve's with max_wait >
  * 0), 'p' peek (fill *d), 'r' refund (d is NULL). */
 static int decide(srl_limiter *lim, const void *key, size_t len, uint32_t cost, char mode,
@@ -1230,28 +1267,8 @@ static int decide(srl_limiter *lim, const void *key, size_t len, uint32_t cost, 
     script_init(lim, &sc, mode, cost, tier);
     snprintf(sc.a_maxw, sizeof sc.a_maxw, "%llu", (unsigned long long)max_wait);
 
-    int rc = call_begin(r);
-    int locked = rc == 0;
-    if (rc == 0)
-        rc = cfg_check(r);
-    if (rc == 0 && r->sha[0] == '\0')
-        rc = load_script(r, kbuf, klen);
-    redisReply *rep = NULL;
-    /* Up to two recoveries: a cluster master's first decision in a slot
-     * may need both the script and the slot hash. */
-    for (int attempt = 0; rc == 0 && attempt < 4; attempt++) {
-        script_argv(lim, &sc, kbuf, klen);
-        rep = route(r, kbuf, klen, sc.argc, sc.argv, sc.lens, &rc);
-        if (rep != NULL && attempt < 3 && script_recover(r, rep, &rc, kbuf, klen)) {
-            freeReplyObject(rep);
-            rep = NULL;
-            continue;
-        }
-        break;
-    }
-    if (locked)
-        call_end(r, rc);
-
+    int rc;
+    redisReply *rep = run_script(lim, &sc, kbuf, klen, &rc);
     if (rc == 0) {
         rc = SRL_ECORRUPT;  /* a reply this script never gives: P:cfg or a state was altered */
         if (rep->type == REDIS_REPLY_ERROR && reply_error(rep) == SRL_EACCES) {
@@ -1301,9 +1318,14 @@ static int rs_reserve(srl_limiter *lim, const void *key, size_t len, uint32_t co
     return decide(lim, key, len, cost, 'a', 0, max_wait, d);
 }
 
+static int conc_call(srl_limiter *lim, const void *key, size_t len, char mode, uint32_t cost,
+                     srl_lease *lease, srl_decision *d);
+
 static int rs_peek(srl_limiter *lim, const void *key, size_t len, uint32_t cost,
                    srl_decision *d)
 {
+    if (lim->cmp.conc >= 0)
+        return conc_call(lim, key, len, 'p', cost, NULL, d);
     return decide(lim, key, len, cost, 'p', SRL__OWN_TIER, 0, d);
 }
 
@@ -1318,6 +1340,135 @@ static int rs_peek_tier(srl_limiter *lim, uint32_t tier, const void *key, size_t
 static int rs_refund(srl_limiter *lim, const void *key, size_t len, uint32_t cost)
 {
     return decide(lim, key, len, cost, 'r', SRL__OWN_TIER, 0, NULL);
+}
+
+/* ------------------------------------------------ concurrency units */
+
+/* The lease time of a unit on Redis: max_hold, else the default (srl.h). */
+static uint64_t lease_ns(const srl_limiter *lim)
+{
+    uint64_t w = rpol(lim)->window_ns;
+    return w != 0 ? w : SRL_REDIS_LEASE_DEFAULT_NS;
+}
+
+/* concurrency.lua's extra arguments (ARGV[9..13]) after script_init's. */
+struct conc_args {
+    struct srl__holder me;
+    char a_lease[24];
+    char tail[SRL_CONCURRENCY_MAX * 11 + 1];   /* enter: dead gens; leave: the gen */
+    char a_nonce[24];
+};
+
+static void conc_init(srl_limiter *lim, struct script_call *sc, struct conc_args *ca,
+                      char mode, uint32_t cost)
+{
+    script_init(lim, sc, mode, cost, 0);
+    srl__holder_self(&ca->me);
+    snprintf(ca->a_lease, sizeof ca->a_lease, "%llu", (unsigned long long)lease_ns(lim));
+    memcpy(sc->a_W, ca->a_lease, sizeof ca->a_lease);
+    ca->a_nonce[0] = '\0';
+    const char *x[] = {ca->me.host, ca->me.pid, ca->me.start, ca->tail, ca->a_nonce};
+    for (int i = 0; i < 5; i++)
+        sc->xv[i] = x[i];
+    sc->argc = SCRIPT_ARGC + SCRIPT_XARGS + 5;
+}
+
+/* srl_enter ('e', cost 1, lease filled on admission) and srl_peek ('p',
+ * lease NULL) of a concurrency limit.  A denial that names units of this host
+ * whose process died (srl__conc_reply judges them by pid and start time)
+ * is decided again once with those named, so a dead holder never causes
+ * a denial, as on the host store. */
+static int conc_call(srl_limiter *lim, const void *key, size_t len, char mode, uint32_t cost,
+                     srl_lease *lease, srl_decision *d)
+{
+    struct rstore *r = rs_of(lim);
+    char kbuf[PREFIX_MAX + 8 + SRL_KEY_MAX];
+    size_t klen = key_name(r, "k:", key, len, kbuf);
+    struct script_call sc;
+    struct conc_args ca;
+    conc_init(lim, &sc, &ca, mode, cost);
+    ca.tail[0] = '\0';
+    uint64_t nonce = srl__lease_nonce();
+    snprintf(ca.a_nonce, sizeof ca.a_nonce, "%llu", (unsigned long long)nonce);
+    uint32_t gen = 0;
+    int rc = 0;
+    for (int round = 0; round < 2; round++) {
+        char dead[sizeof ca.tail] = "";
+        redisReply *rep = run_script(lim, &sc, kbuf, klen, &rc);
+        if (rc != 0)
+            break;
+        rc = SRL_ECORRUPT;   /* a reply the script never gives */
+        if (rep->type == REDIS_REPLY_ERROR && reply_error(rep) == SRL_EACCES) {
+            rc = SRL_EACCES;
+            srl__err_set("%s: %.160s", r->u.prefix, rep->str);
+        } else if (mode == 'p' && rep->type == REDIS_REPLY_ARRAY && rep->elements == 1 &&
+                   rep->element[0]->type == REDIS_REPLY_INTEGER &&
+                   rep->element[0]->integer == -1) {
+            rc = SRL_ENOENT;   /* peek: no state */
+        } else if (srl__conc_reply(rep, rpol(lim)->permits, lease_ns(lim), mode == 'p', d, &gen,
+                                   dead, sizeof dead)) {
+            rc = 0;
+        }
+        freeReplyObject(rep);
+        if (rc != 0 || d->allowed || dead[0] == '\0')
+            break;
+        memcpy(ca.tail, dead, sizeof dead);   /* again, naming the dead */
+    }
+    if (rc == 0 && gen != 0 &&
+        (rc = srl__lease_put(&r->leases, kbuf, klen, gen, nonce, lease_ns(lim), lease)) != 0) {
+        /* Admitted, but no room to remember the key: give the unit back
+         * (if that fails too, it comes back by its lease time). */
+        conc_init(lim, &sc, &ca, 'v', 1);
+        snprintf(ca.tail, sizeof ca.tail, "%u", gen);
+        snprintf(ca.a_nonce, sizeof ca.a_nonce, "%llu", (unsigned long long)nonce);
+        int rc2;
+        redisReply *rep = run_script(lim, &sc, kbuf, klen, &rc2);
+        if (rep != NULL)
+            freeReplyObject(rep);
+    }
+    if (rc != 0 && rc != SRL_ENOENT)
+        srl__decide_on_full(lim, SRL_DECISION_DEGRADED, d);
+    return rc;
+}
+
+static int rs_enter(srl_limiter *lim, const void *key, size_t len, srl_lease *lease,
+                    srl_decision *d)
+{
+    return conc_call(lim, key, len, 'e', 1, lease, d);
+}
+
+/* The lease's key comes from this handle's table (srl_lease holds none);
+ * the script deletes the unit only if its generation and holder (host,
+ * pid, start time, nonce) are this caller's.  The slot is freed whatever Redis
+ * answers: a unit a failed leave leaves behind comes back by its lease
+ * time. */
+static int rs_leave(srl_limiter *lim, srl_lease *lease)
+{
+    struct rstore *r = rs_of(lim);
+    char *k;
+    size_t kl;
+    uint64_t nonce;
+    int rc = srl__lease_take(&r->leases, lease, &k, &kl, &nonce);
+    if (rc != 0)
+        return rc;
+    struct script_call sc;
+    struct conc_args ca;
+    conc_init(lim, &sc, &ca, 'v', 1);
+    snprintf(ca.tail, sizeof ca.tail, "%u", lease->gen);
+    snprintf(ca.a_nonce, sizeof ca.a_nonce, "%llu", (unsigned long long)nonce);
+    redisReply *rep = run_script(lim, &sc, k, kl, &rc);
+    free(k);
+    if (rc != 0)
+        return rc;
+    rc = SRL_ECORRUPT;
+    if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 1 &&
+        rep->element[0]->type == REDIS_REPLY_INTEGER &&
+        (rep->element[0]->integer == -1 || rep->element[0]->integer == -2))
+        rc = rep->element[0]->integer == -2 ? 0 : SRL_ENOENT;
+    else if (rep->type == REDIS_REPLY_ERROR && reply_error(rep) == SRL_EACCES)
+        rc = SRL_EACCES;
+    freeReplyObject(rep);
+    return rc;
 }
 
 static int rs_reset_key(srl_limiter *lim, const void *key, size_t len)
@@ -1409,7 +1560,12 @@ static int walk_pipe(srl_limiter *lim, struct srl__rconn *n, struct walk_batch *
     if (rc != 0)
         return rc;
     struct script_call sc;
+    struct conc_args ca;
     script_init(lim, &sc, 'p', 1, SRL__OWN_TIER);
+    if (lim->cmp.conc >= 0) {
+        conc_init(lim, &sc, &ca, 'p', 1);   /* concurrency.lua's peek */
+        ca.tail[0] = '\0';
+    }
     struct pipe_guard g;
     pipe_guard_begin(&g);
     for (size_t i = 0; i < b->n && rc == 0; i++) {
@@ -1495,6 +1651,18 @@ static int walk_batch(srl_limiter *lim, struct srl__rconn *n, char cursor[32],
     if (rc != 0)
         walk_batch_free(b);
     return rc;
+}
+
+/* A walk's peek reply for one key into e->now (and e->tier): 1, or 0 (a
+ * reply no script gives, or none for that key: skipped). */
+static int walk_decision(const srl_limiter *lim, const redisReply *p, srl_entry *e)
+{
+    uint32_t gen;
+    char dead[2] = "";
+    if (lim->cmp.conc >= 0)
+        return srl__conc_reply(p, rpol(lim)->permits, lease_ns(lim), 1, &e->now, &gen, dead,
+                               sizeof dead);
+    return reply_decision(lim, p, SRL__OWN_TIER, 0, &e->now, &e->tier);
 }
 
 /*
@@ -1726,7 +1894,7 @@ static int64_t rs_foreach(srl_limiter *lim, srl_foreach_fn fn, void *ctx)
                 if (k->len <= plen || k->len - plen > SRL_KEY_MAX ||
                     memcmp(k->str, r->u.prefix, plen - 3) != 0 ||
                     memcmp(k->str + plen - 3, ":k:", 3) != 0 ||
-                    !reply_decision(lim, b.peek[i], SRL__OWN_TIER, 0, &e.now, &e.tier))
+                    !walk_decision(lim, b.peek[i], &e))
                     continue;
                 e.display = (const unsigned char *)k->str + plen;
                 e.display_len = e.key_len = (uint32_t)(k->len - plen);
@@ -1750,6 +1918,7 @@ static void rs_close(srl_limiter *lim)
     /* In a child this closes only the child's copies of the sockets. */
     drop(&r->one);
     srl__cluster_free(&r->cl);
+    srl__lease_table_free(&r->leases);
     pthread_mutex_destroy(&r->mu);
     free(r);
 }
@@ -1768,6 +1937,8 @@ static const struct srl__store_ops redis_ops = {
     .foreach = rs_foreach,
     .check = NULL,
     .close = rs_close,
+    .enter = rs_enter,
+    .leave = rs_leave,
 };
 
 /* The policies a script decides: the four rate algorithms, any permits
@@ -1783,6 +1954,8 @@ static int has_script(const srl_policy *p)
  * a ban period, run as one compound script call. */
 static int runnable(const srl_limits *l)
 {
+    if (l->count == 1 && l->limit[0].algorithm == SRL_CONCURRENCY)
+        return 1;   /* concurrency.lua; in a compound: not yet */
     for (uint32_t i = 0; i < l->count; i++)
         if (!has_script(&l->limit[i]))
             return 0;
@@ -1833,6 +2006,7 @@ int srl_open_redis(const char *uri, const srl_config *cfg, srl_limiter **out)
     r->capacity = cfg->capacity;
     r->pid = getpid();
     pthread_mutex_init(&r->mu, NULL);
+    srl__lease_table_init(&r->leases);
 
     rc = call_begin(r);   /* the handle is no one else's yet: mu only for the deadline */
     if (rc == 0) {

@@ -485,6 +485,13 @@ int srl_open_tiered(const char *shm_name, const char *uri, const srl_config *cfg
         return rc;
     if (shm_name == NULL || uri == NULL)
         return SRL_EINVAL;
+    for (uint32_t i = 0; i < use->limits.count; i++)   /* normalised: count >= 1 */
+        if (use->limits.limit[i].algorithm == SRL_CONCURRENCY) {
+            /* The host's remembered denials hold no units to give back. */
+            srl__err_set("a concurrency limit is not taken by the fronted store: open the "
+                         "Redis store alone (srl_open_redis) or a segment");
+            return SRL_ENOTSUP;
+        }
     rc = srl_name_check(shm_name);
     srl_limits fbl;
     const srl_limits *fbp = srl__config_fallback(use, &fbl) ? &fbl : NULL;

@@ -120,7 +120,7 @@ check_eq "C: ... naming the fix" 1 \
 out=$(confcheck "SrlLimiter $name-x concurrency:$LIMIT 64 redis=redis://127.0.0.1:1"); rc=$?
 check_eq "C: a concurrency limiter in Redis is refused (exit status)" 1 "$rc"
 check_eq "C: ... naming why and the fix" 1 \
-  "$(grep -c "SrlLimiter $name-x: redis= takes rate limits, not a concurrency limit (Redis holds no leases yet): use a segment (no redis=)" <<<"$out")"
+  "$(grep -c "SrlLimiter $name-x: redis= is the fronted store, which holds no concurrency units: use a segment (no redis=), or srl_open_redis alone" <<<"$out")"
 out=$(confcheck "SrlConcurrency /no-such-limiter"); rc=$?
 check_eq "C: SrlConcurrency of an undeclared limiter is refused (exit status)" 1 "$rc"
 check_eq "C: ... naming the problem" 1 "$(grep -c 'SrlConcurrency /no-such-limiter: no such limiter' <<<"$out")"

@@ -2,7 +2,7 @@
 # Build the libFuzzer targets with clang (-fsanitize=fuzzer,address,undefined)
 # into build-fuzz/ and run each for a bounded time.
 #   tests/fuzz/run.sh [SECONDS] [TARGET...]   default 30 s each, all targets
-# Targets: policy config segment rlctl_args room policyd_proto policyd_conf keyip sentinel_reply (fuzz_<target>.c; seeds in
+# Targets: policy config segment rlctl_args room policyd_proto policyd_conf keyip sentinel_reply conc_reply (fuzz_<target>.c; seeds in
 # corpus/<target>/, new inputs go to build-fuzz/corpus/<target>/ so the
 # committed seeds stay small).  Prints one line per target,
 # "fuzz <target>: pass|fail", and "fuzz: N passed, N failed" at the end.
@@ -13,7 +13,7 @@ cd "$(dirname "$0")/../.."
 root=$PWD
 out=$root/build-fuzz
 secs=${1:-30}; [ $# -gt 0 ] && shift
-targets=("$@"); [ ${#targets[@]} -gt 0 ] || targets=(policy config segment rlctl_args room policyd_proto policyd_conf keyip sentinel_reply)
+targets=("$@"); [ ${#targets[@]} -gt 0 ] || targets=(policy config segment rlctl_args room policyd_proto policyd_conf keyip sentinel_reply conc_reply)
 CC=${FUZZ_CC:-$(command -v clang-14 || command -v clang || true)}
 mkdir -p "$out"
 if [ -z "$CC" ] || ! printf 'int LLVMFuzzerTestOneInput(const char *d, long n){(void)d;(void)n;return 0;}\n' \
