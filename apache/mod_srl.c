@@ -866,10 +866,13 @@ static const char *open_remedy(const srl_ap_limiter *l, int rc)
     }
 }
 
-/* Hand a segment the parent (root) created to the worker user. */
+/* Hand a segment the parent (root) created to the worker user.  A
+ * concurrency limit on redis= has none (srl_open_fronted opens Redis alone). */
 static int hand_to_worker(apr_pool_t *p, server_rec *s, const srl_ap_limiter *l)
 {
-    if (geteuid() != 0 || ap_unixd_config.user_id == 0)
+    srl_info in;
+    if (geteuid() != 0 || ap_unixd_config.user_id == 0 ||
+        (srl_info_get(l->lim, &in) == 0 && in.kind == SRL_STORE_REDIS))
         return OK;
     const char *shm_name = l->name[0] == '/' ? l->name : apr_pstrcat(p, "/", l->name, NULL);
     int fd = shm_open(shm_name, O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0);

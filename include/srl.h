@@ -463,7 +463,7 @@ SRL_API void srl_config_init(srl_config *cfg);
  *   redis=URI          for srl_open_tiered (srl_config_redis)
  *   fallback=POLICY    the host decides by it while Redis is down; needs redis=
  * BOOL: on/off, yes/no, true/false, 1/0; words in any case.  With redis=:
- * no key_display, mode, lockfree, flood_cache, concurrency limit.
+ * no key_display, mode, lockfree, flood_cache; a concurrency limit alone.
  * lockfree=on needs a gcra limit (srl_config_parse only).
  * Errors (SRL_EPOLICY) fill err with the bad part's offset and length in
  * spec (srl_config_set: in "NAME=VALUE") and what is expected.
@@ -600,12 +600,12 @@ SRL_API int srl_open_redis(const char *uri, const srl_config *cfg, srl_limiter *
  * round trip (srl_reserve: if it ends after max_wait).  The host only
  * denies, so the fleet never admits more.  A denial answers its own tier;
  * a move to another tier forgets it (one racing the move: until its end).
- * Reset and refund act on Redis and clear the host's memory.  srl_enter,
- * srl_leave, srl_key_state: SRL_ENOTSUP.  Errors: srl_open_redis's and
- * srl_open_shared's.  fallback=POLICY in cfg: a call Redis does not answer
- * is decided by POLICY (every tier) in the segment NAME.fallback (NAME at
- * most SRL_NAME_MAX - 9 bytes), rc 0, SRL_DECISION_DEGRADED | SRL_DECISION_LOCAL.
- * The fronted store ("tier" is srl_tier's word only); docs/design.md.
+ * Reset and refund act on Redis and clear the host's memory.  Concurrency
+ * alone: *out is srl_open_redis's, no segment (a compound: SRL_ENOTSUP).
+ * srl_key_state: SRL_ENOTSUP.  Errors: srl_open_redis's and srl_open_shared's.
+ * fallback=POLICY: a call Redis does not answer is decided by POLICY (every
+ * tier) in the segment NAME.fallback (NAME at most SRL_NAME_MAX - 9 bytes),
+ * rc 0, SRL_DECISION_DEGRADED | SRL_DECISION_LOCAL.  docs/design.md.
  */
 SRL_API int srl_open_fronted(const char *shm_name, const char *uri, const srl_config *cfg,
                              unsigned flags, srl_limiter **out);

@@ -54,6 +54,7 @@ static const struct {
     {"100/1m redis=redis://h tier.a=5/1s", "token_bucket:100/1m capacity=65536 "
      "tier.a=token_bucket:5/1s redis=redis://h"},   /* and tiers, fronted or not */
     {"concurrency:4,max_hold=30s", "concurrency:4,max_hold=30s capacity=65536"},
+    {"concurrency:2 redis=redis://h", "concurrency:2 capacity=65536 redis=redis://h"},
     {"sliding_log:5/15m,penalty=1h\tcapacity=10\n", "sliding_log:5/15m,penalty=1h capacity=10"},
 };
 
@@ -137,11 +138,11 @@ static const struct {
     {"gcra:1/1s redis=redis://h lockfree=on", 37, 0,
      "lockfree is for a segment; a Redis store (redis=) decides in Redis"},
     {"5/1s + concurrency:2 redis=redis://h", 36, 0,
-     "redis= is the fronted store, which holds no concurrency units: use a segment (no "
-     "redis=), or srl_open_redis alone"},
-    {"concurrency:2 redis=redis://h", 29, 0,
-     "redis= is the fronted store, which holds no concurrency units: use a segment (no "
-     "redis=), or srl_open_redis alone"},
+     "redis= takes a concurrency limit alone, not in a compound: give it a limiter of its "
+     "own, or use a segment"},
+    {"concurrency:2 redis=redis://h fallback=1/1s", 43, 0,
+     "fallback= is for rate limits: a concurrency limit on Redis has no host segment "
+     "(on_full decides while Redis is down)"},
     {"token_bucket:5/1s lockfree=on", 29, 0,
      "lockfree=on decides gcra limits only, and 'token_bucket:5/1s' has none in any tier: use "
      "gcra:N/W, or drop lockfree="},
@@ -388,9 +389,9 @@ START_TEST(set_refuses_without_changing_anything)
     ck_assert_str_eq(e.message, "key_display is for a segment; a Redis store (redis=) keeps "
                                 "every key whole");
     ck_assert_uint_eq(c.key_display, 0);
-    ck_assert_int_eq(srl_config_set(&c, "policy", "concurrency:3", &e), SRL_EPOLICY);
-    ck_assert_str_eq(e.message, "redis= is the fronted store, which holds no concurrency units: "
-                                "use a segment (no redis=), or srl_open_redis alone");
+    ck_assert_int_eq(srl_config_set(&c, "policy", "5/1s + concurrency:3", &e), SRL_EPOLICY);
+    ck_assert_str_eq(e.message, "redis= takes a concurrency limit alone, not in a compound: "
+                                "give it a limiter of its own, or use a segment");
     ck_assert_uint_eq(c.policy.algorithm, SRL_TOKEN_BUCKET);
     ck_assert_str_eq(srl_config_redis(&c), "redis://127.0.0.1");
     /* set accepts what a program asks, lockfree on any policy (the opens do) */

@@ -125,6 +125,26 @@ class TestRedisStore(Base):
         self.assertEqual((g.kind, g.acquire("k").flags), ("fronted", srl.FLAG_LOCAL))
         g.close()
 
+    def test_concurrency_with_redis_is_redis_alone(self):
+        # a concurrency limit with redis=: the Redis store itself holds the
+        # units (no host segment); redis() takes it too
+        name = self.seg("conc")
+        for lim in (srl.Limiter.shared(name, "concurrency:2 redis=%s" % self.uri("cc"),
+                                       capacity=64),
+                    srl.Limiter.redis(self.uri("cc"), "concurrency:2")):
+            self.assertEqual(lim.kind, "redis")
+            (d1, l1), (d2, l2), (d3, l3) = (lim.enter("c") for _ in range(3))
+            self.assertEqual((d1.allowed, d2.allowed, d3.allowed), (True, True, False))
+            self.assertIsNone(l3)
+            self.assertIs(lim.leave(l1), True)
+            self.assertIs(lim.leave(l1), False)   # once
+            d4, l4 = lim.enter("c")
+            self.assertTrue(d4.allowed)
+            self.assertIs(lim.leave(l2), True)
+            self.assertIs(lim.leave(l4), True)
+            lim.close()
+        self.assertFalse(os.path.exists("/dev/shm/" + name.lstrip("/")))
+
     def test_wsgi_on_redis_and_fronted_names_the_policy_after_the_limiter(self):
         name = self.seg("wsgi")
         for lim, token in ((srl.Limiter.redis(self.uri("w"), "token_bucket:2/1d"),

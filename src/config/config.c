@@ -612,11 +612,16 @@ static int across(const srl_config *c, struct cerr *ce, size_t at)
                     "with tier.NAME may hold one): use a segment of its own");
     if (srl_config_redis(c) == NULL)
         return 0;
-    /* Every opener of a spec's redis= (mod_srl, nginx, PHP, Python) opens the
-     * fronted store; srl_open_redis alone takes concurrency:N (issue 42). */
-    if (has_concurrency(c))
-        return fail(ce, at, 0, "redis= is the fronted store, which holds no concurrency "
-                    "units: use a segment (no redis=), or srl_open_redis alone");
+    /* Every opener of a spec's redis= (mod_srl, PHP, Python) opens the
+     * fronted store, which hands a concurrency limit alone to Redis alone
+     * (tiered.c); a compound holding one no Redis script decides yet. */
+    if (has_concurrency(c) && c->limits.count > 1)
+        return fail(ce, at, 0, "redis= takes a concurrency limit alone, not in a compound: "
+                    "give it a limiter of its own, or use a segment");
+    srl_limits fb;
+    if (has_concurrency(c) && srl__config_fallback(c, &fb))
+        return fail(ce, at, 0, "fallback= is for rate limits: a concurrency limit on Redis "
+                    "has no host segment (on_full decides while Redis is down)");
     /* an option is given when its text is not empty: the formatter's own rule */
     for (size_t i = 0; i < N_FIELDS; i++) {
         char t[SRL_CONFIG_TEXT_MAX];

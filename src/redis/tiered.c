@@ -485,14 +485,26 @@ int srl_open_tiered(const char *shm_name, const char *uri, const srl_config *cfg
         return rc;
     if (shm_name == NULL || uri == NULL)
         return SRL_EINVAL;
-    for (uint32_t i = 0; i < use->limits.count; i++)   /* normalised: count >= 1 */
+    rc = srl_name_check(shm_name);
+    if (rc == 0 && use->limits.count == 1 && use->limits.limit[0].algorithm == SRL_CONCURRENCY) {
+        /* Units are Redis's to give back, and a unit free now is free for
+         * every host: no denial is worth remembering, so no host segment is
+         * made and the Redis store itself is the limiter (srl.h). */
+        srl_limits fbl;
+        if (srl__config_fallback(use, &fbl)) {
+            srl__err_set("fallback= is for rate limits: a concurrency limit on Redis keeps no "
+                         "host segment to decide by");
+            return SRL_EPOLICY;
+        }
+        return srl_open_redis(uri, use, out);
+    }
+    for (uint32_t i = 0; rc == 0 && i < use->limits.count; i++)   /* normalised: count >= 1 */
         if (use->limits.limit[i].algorithm == SRL_CONCURRENCY) {
             /* The host's remembered denials hold no units to give back. */
-            srl__err_set("a concurrency limit is not taken by the fronted store: open the "
-                         "Redis store alone (srl_open_redis) or a segment");
+            srl__err_set("a concurrency limit in a compound is not taken by the fronted store "
+                         "(nor by Redis yet): give it a limiter of its own, or use a segment");
             return SRL_ENOTSUP;
         }
-    rc = srl_name_check(shm_name);
     srl_limits fbl;
     const srl_limits *fbp = srl__config_fallback(use, &fbl) ? &fbl : NULL;
     if (rc == 0 && fbp != NULL)

@@ -9,8 +9,8 @@
 # client address.  Every wave is settled before it is judged: each request
 # has either entered the handler or been answered.  Checks, exact counts:
 #   C  configuration: SrlLimit of a concurrency limiter, SrlConcurrency of a
-#      rate limiter and of an undeclared one, a concurrency limiter in Redis
-#      (redis=) are refused, each naming the fix
+#      rate limiter and of an undeclared one, a compound holding a
+#      concurrency limit in Redis (redis=) are refused, each naming the fix
 #   1  10 concurrent slow requests: exactly 4 inside at once, 6 answered 429
 #      with Retry-After 1 and no RateLimit header; after the release the 4
 #      answer 200 and every unit is given back (rlctl get: 0 in flight)
@@ -35,6 +35,10 @@
 #      (all or nothing: a concurrency refusal takes no permit, a rate
 #      refusal no unit), and SrlLimit of two token buckets (RateLimit-Policy
 #      has one item per limit, RateLimit the binding one)
+#   R  concurrency:3 on Redis (redis=, a redis-server of the test): 5 slow
+#      requests at once, exactly 3 inside and 2 answered 429; the 3 units
+#      held in Redis (the key's hash), all back after the release; again
+#      exactly 3 admitted of 4
 mpm=${1:?usage: apache_concurrency.sh prefork|event}
 here=$(cd "$(dirname "$0")" && pwd)
 export SRL_E2E_DIR=${SRL_E2E_DIR:-$here}
@@ -54,7 +58,7 @@ else cgimod="cgid_module /usr/lib/apache2/modules/mod_cgid.so"; fi
 ctl="$e2e_tmp/ctl"       # the handlers' phase directories (written by www-data)
 res="$e2e_tmp/res"       # one file per answered request: "STATUS RETRY-AFTER RATELIMIT"
 mkdir -p "$e2e_tmp/htdocs/cgi" "$e2e_tmp/htdocs/both" "$e2e_tmp/htdocs/mix" "$e2e_tmp/htdocs/two" \
-  "$ctl" "$res"
+  "$e2e_tmp/htdocs/fleet" "$ctl" "$res"
 chmod 0777 "$ctl"
 cat >"$e2e_tmp/htdocs/cgi/slow.cgi" <<CGI
 #!/bin/sh
@@ -66,11 +70,13 @@ printf 'Content-Type: text/plain\n\nok\n'
 CGI
 printf '#!/bin/sh\nexit 1\n' >"$e2e_tmp/htdocs/cgi/broken.cgi"     # no headers: a 500
 printf '#!/bin/sh\nprintf "Content-Type: text/plain\\n\\nquick\\n"\n' >"$e2e_tmp/htdocs/cgi/quick.cgi"
-for d in both mix two; do
+for d in both mix two fleet; do
   cp "$e2e_tmp/htdocs/cgi/slow.cgi" "$e2e_tmp/htdocs/cgi/quick.cgi" "$e2e_tmp/htdocs/$d/"
 done
 chmod 0755 "$e2e_tmp"/htdocs/*/*.cgi
 
+redis_start
+rprefix=e2e-apc-$mpm
 body="LoadModule $cgimod
 SrlLimiter $name concurrency:$LIMIT 64 key_display=32
 SrlLimiter $name-b concurrency:1 64 key_display=32
@@ -98,6 +104,12 @@ SrlLimiter $name-c \"token_bucket:10/1d + token_bucket:2/1d\" 64
     Options +ExecCGI
     SetHandler cgi-script
     SrlLimit $name-c
+</Directory>
+SrlLimiter $name-f concurrency:3 64 redis=unix://$redis_sock?prefix=$rprefix&timeout_ms=2000
+<Directory \"$e2e_tmp/htdocs/fleet\">
+    Options +ExecCGI
+    SetHandler cgi-script
+    SrlConcurrency $name-f
 </Directory>"
 
 # --- C: configuration-time refusals (apache2 -t, nothing started)
@@ -117,10 +129,10 @@ SrlConcurrency $name-r"); rc=$?
 check_eq "C: SrlConcurrency of a rate limiter is refused (exit status)" 1 "$rc"
 check_eq "C: ... naming the fix" 1 \
   "$(grep -c "SrlConcurrency $name-r: limiter $name-r (.*) has a rate policy 'token_bucket:3/1d': apply it with SrlLimit $name-r" <<<"$out")"
-out=$(confcheck "SrlLimiter $name-x concurrency:$LIMIT 64 redis=redis://127.0.0.1:1"); rc=$?
-check_eq "C: a concurrency limiter in Redis is refused (exit status)" 1 "$rc"
+out=$(confcheck "SrlLimiter $name-x \"concurrency:$LIMIT + token_bucket:5/1s\" 64 redis=redis://127.0.0.1:1"); rc=$?
+check_eq "C: a compound holding a concurrency limit in Redis is refused (exit status)" 1 "$rc"
 check_eq "C: ... naming why and the fix" 1 \
-  "$(grep -c "SrlLimiter $name-x: redis= is the fronted store, which holds no concurrency units: use a segment (no redis=), or srl_open_redis alone" <<<"$out")"
+  "$(grep -c "SrlLimiter $name-x: redis= takes a concurrency limit alone, not in a compound: give it a limiter of its own, or use a segment" <<<"$out")"
 out=$(confcheck "SrlConcurrency /no-such-limiter"); rc=$?
 check_eq "C: SrlConcurrency of an undeclared limiter is refused (exit status)" 1 "$rc"
 check_eq "C: ... naming the problem" 1 "$(grep -c 'SrlConcurrency /no-such-limiter: no such limiter' <<<"$out")"
@@ -271,6 +283,26 @@ pol="\"$token-c.0\";q=10;w=86400, \"$token-c.1\";q=2;w=86400"
 check_eq "6: SrlLimit of two token buckets: status|RateLimit (binding)|RateLimit-Policy" \
   "200|\"$token-c.1\";r=1|$pol 200|\"$token-c.1\";r=0|$pol 429|\"$token-c.1\";r=0|$pol" \
   "$(paste -sd' ' "$e2e_tmp/two.out")"
+
+# --- R: concurrency on Redis
+# units held in Redis for the client's key: the fields of its hash but the
+# generation counter '#' (src/redis/concurrency.lua)
+fleet_held() { redis-cli -s "$redis_sock" HKEYS "$rprefix:k:127.0.0.1" | grep -cvx '#'; }
+fleet_idle() { [ "$(fleet_held)" = 0 ]; }
+fire r1 5 /fleet/slow.cgi
+wait_until 30 settled r1 5 || fail "R: the Redis wave did not settle"
+check_eq "R: concurrency:3 on Redis: inside at once" 3 "$(entered r1)"
+check_eq "R: the other 2: 429" 2 "$(with 429 r1)"
+check_eq "R: the units held in Redis" 3 "$(fleet_held)"
+release r1; wave_wait
+check_eq "R: after the release: 200" 3 "$(with 200 r1)"
+wait_until 20 fleet_idle || true
+check_eq "R: every unit given back in Redis" 0 "$(fleet_held)"
+fire r2 4 /fleet/slow.cgi
+wait_until 30 settled r2 4 || fail "R: the second Redis wave did not settle"
+check_eq "R: again exactly 3 of 4 inside" 3 "$(entered r2)"
+release r2; wave_wait
+wait_until 20 fleet_idle || true
 
 stop_pid "$apache_pid"
 check_eq "apache2 stopped by its pid" gone "$(kill -0 "$apache_pid" 2>/dev/null && echo running || echo gone)"

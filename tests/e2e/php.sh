@@ -483,6 +483,16 @@ tiers=$(php_redis '
   }')
 check_eq "6: tiers with redis (the fronted store): tier one admits 1, then Redis denies, then the host; default admits" \
   "1 0 0L 1 " "$tiers"
+conc=$(php_redis '
+  $s = new Srl("xc", "concurrency:2", 1024,
+               ["redis" => "unix://" . getenv("RSOCK") . "?prefix=e2e-conc"]);
+  $a = $s->enter("k"); $b = $s->enter("k"); $c = $s->enter("k", $d);
+  echo ($a ? 1 : 0), ($b ? 1 : 0), ($c ? 1 : 0), " ", ($d["allowed"] ? 1 : 0), " ";
+  echo ($a->leave() ? 1 : 0), " ", ($s->enter("k") ? 1 : 0);')
+check_eq "6: concurrency:2 with redis (Redis alone holds the units): 2 of 3 enter; a leave frees one" \
+  "110 0 1 1" "$conc"
+check_eq "6: ... and no host segment was made for it" absent \
+  "$([ -e /dev/shm/xc ] && echo present || echo absent)"
 fault=$(php_redis '
   $s = new Srl("x", "token_bucket:20/1d", 1024,
                ["redis" => "unix://" . getenv("RSOCK") . "?prefix=e2e-fault&timeout_ms=200",
