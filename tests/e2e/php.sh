@@ -427,7 +427,7 @@ redis_start
 srl_redis="unix://$redis_sock?prefix=e2e-php"
 seg_name=$srl_name
 srl_name="$srl_name-fleet"
-e2e_segments+=("$srl_name" /x)
+e2e_segments+=("$srl_name" /x /xt)   # the fronted stores' host segments
 r=$(fcgi a fleet)
 line=$(grep '^srl ' <<<"$r")
 check_eq "6: first fpm request on Redis: allowed" 1 "$(field allowed "$line")"
