@@ -631,10 +631,15 @@ END_TEST
 
 /* ---------------------------------------------------------------- hostile */
 
+/* ctx: the two words to write; an end of 0 is written as now + 1 h (a ban
+ * in force, but for its garbage cost word). */
 static int write_garbage(void *state, uint64_t now, void *ctx)
 {
-    (void)now;
-    memcpy(state, ctx, 16);
+    uint64_t w[2];
+    memcpy(w, ctx, sizeof w);
+    if (w[1] == 0)
+        w[1] = now + 3600 * SEC;
+    memcpy(state, w, sizeof w);
     return 0;
 }
 
@@ -649,12 +654,16 @@ START_TEST(a_garbage_ban_in_the_segment_is_not_answered)
     const uint64_t bad[][2] = {
         {0, UINT64_MAX / 2},         /* cost 0: no Redis denial leaves it */
         {1, UINT64_MAX},             /* an end past the longest window */
+        {1 | 200ull << 32, 0},       /* a tier beyond the table (it has one) */
     };
-    for (size_t i = 0; i < 2; i++) {
+    for (size_t i = 0; i < 3; i++) {
         char key[8];
         int n = snprintf(key, sizeof key, "srl:g%zu", i);   /* "P:key" */
         ck_assert_int_eq(srl__shm_apply(host, key, (size_t)n, 1, write_garbage, (void *)bad[i]), 0);
         srl_decision d;
+        /* a plain look takes a ban of any tier: Redis has never seen the key */
+        ck_assert_msg(srl_peek(lim, key + 4, (size_t)n - 4, 1, &d) == SRL_ENOENT,
+                      "garbage %zu answered a look", i);
         ck_assert_int_eq(srl_acquire(lim, key + 4, (size_t)n - 4, 1, &d), 0);
         ck_assert_msg(d.allowed == 1 && d.flags == 0, "garbage %zu answered", i);
     }
